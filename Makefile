@@ -1,0 +1,46 @@
+# Arbiter: `make demo` starts the platform with demo data; `make test` runs the whole suite.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: demo test lint install browser clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's Chromium for the browser tests (Playwright cannot download a browser here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium is missing: browser tests will be skipped (apt-get install chromium)"; fi; }
+
+demo: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py load_demo
+	@echo "Starting the web server at http://$(HOST):$(PORT)/ and a Celery worker (Ctrl-C stops both)"
+	@trap 'kill 0' INT TERM EXIT; \
+	  $(BIN)/celery -A config worker --loglevel=WARNING --concurrency=2 -Q default,judges_http,judges_gpu & \
+	  $(PY) manage.py runserver $(HOST):$(PORT) --noreload
+
+test: $(STAMP) browser
+	$(BIN)/ruff check .
+	$(PY) manage.py makemigrations --check --dry-run
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache

@@ -1,0 +1,53 @@
+"""Access helpers: every view fetches a project (or an object in it) through these, so no
+view forgets the membership check. Outsiders get 404, not 403: a project's existence is private."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from annotation.models import Membership, Project, Role
+
+CURATORS = (Role.CURATOR,)
+STAFF_ROLES = (Role.CURATOR, Role.RESEARCHER)
+ANYONE = (Role.ANNOTATOR, Role.CURATOR, Role.RESEARCHER)
+
+
+def membership_for(user, project: Project) -> Membership | None:
+    if not user.is_authenticated:
+        return None
+    return Membership.objects.filter(project=project, user=user).first()
+
+
+def get_project_for_user(user, slug: str, roles: Iterable[str] = ANYONE) -> tuple[Project, str]:
+    """The project with this slug and the user's role in it. 404 when the user is not a member
+    (outsiders learn nothing), 403 when a member lacks one of ``roles``. Superusers act as
+    curators everywhere."""
+    if not user.is_authenticated:
+        raise Http404("No such project")
+    roles = tuple(roles)
+    row = (
+        Membership.objects.select_related("project")
+        .filter(project__slug=slug, user=user)
+        .only("role", "project")
+        .first()
+    )
+    if row is not None:
+        if row.role in roles:
+            return row.project, row.role
+        if not user.is_superuser:
+            raise PermissionDenied("Your role in this project does not allow this")
+    if user.is_superuser:
+        project = Project.objects.filter(slug=slug).first()
+        if project is not None:
+            return project, Role.CURATOR
+    raise Http404("No such project")
+
+
+def user_role(user, project: Project) -> str | None:
+    if user.is_superuser:
+        return Role.CURATOR
+    membership = membership_for(user, project)
+    return membership.role if membership else None

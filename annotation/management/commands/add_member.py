@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.models import Project, Role
+from annotation.services.projects import member_add
+
+
+class Command(BaseCommand):
+    help = "Add a user to a project with a role, creating the user when new."
+
+    def add_arguments(self, parser):
+        parser.add_argument("slug")
+        parser.add_argument("username")
+        parser.add_argument("--role", choices=Role.values, required=True)
+        parser.add_argument(
+            "--password", help="set this password (new users without one cannot log in)"
+        )
+
+    def handle(self, *args, **options):
+        project = Project.objects.filter(slug=options["slug"]).first()
+        if project is None:
+            raise CommandError(f"No project with slug {options['slug']!r}")
+        try:
+            membership, created = member_add(
+                project=project,
+                username=options["username"],
+                role=options["role"],
+                password=options["password"],
+            )
+        except ValidationError as exc:
+            raise CommandError(str(exc)) from None
+        verb = "Created user" if created else "User"
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"{verb} {membership.user.username} is {membership.role} in {project.slug}"
+            )
+        )

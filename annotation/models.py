@@ -1,0 +1,442 @@
+"""Arbiter's domain: projects, members, content (prompts, responses, media), pairs, the
+annotation queue (assignments, votes, skips) and what later stages derive from them.
+
+Ids of prompts and responses are derived from their content (see ``annotation.content``), so
+an import knows every foreign key before it writes a row and identical content is stored once.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Scale(models.TextChoices):
+    BINARY = "binary", "Binary (left / right)"
+    TERNARY = "ternary", "Ternary (left / tie / right)"
+    LIKERT6 = "likert6", "Likert 1-6 (MMRB2)"
+
+
+class ConsensusRule(models.TextChoices):
+    MAJORITY = "majority", "Majority"
+    MMRB2 = "mmrb2", "MMRB2"
+    UNANIMOUS = "unanimous", "Unanimous"
+
+
+class Role(models.TextChoices):
+    ANNOTATOR = "annotator", "Annotator"
+    CURATOR = "curator", "Curator"
+    RESEARCHER = "researcher", "Researcher"
+
+
+class Side(models.TextChoices):
+    """A preference in canonical terms: which stored response is better."""
+
+    A = "A", "A"
+    B = "B", "B"
+    TIE = "tie", "Tie"
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80, unique=True)
+    guidelines = models.TextField(blank=True, help_text="Markdown, rendered safely.")
+    scale = models.CharField(max_length=16, choices=Scale.choices, default=Scale.TERNARY)
+    overlap = models.PositiveSmallIntegerField(
+        default=3, help_text="Independent votes each pair gets (k)."
+    )
+    consensus_rule = models.CharField(
+        max_length=16, choices=ConsensusRule.choices, default=ConsensusRule.MAJORITY
+    )
+    min_agree = models.PositiveSmallIntegerField(
+        default=2, help_text="Votes on one side needed for a majority consensus."
+    )
+    max_extra_votes = models.PositiveSmallIntegerField(
+        default=2, help_text="Extra annotators a disputed pair may get before adjudication."
+    )
+    allow_media_urls = models.BooleanField(
+        default=False, help_text="Let imports fetch images from public http(s) URLs."
+    )
+    lease_minutes = models.PositiveSmallIntegerField(default=15)
+    require_rationale = models.BooleanField(default=False)
+    gold_rate = models.FloatField(
+        default=0.0, help_text="Share of claims that serve a gold pair (0 to 1)."
+    )
+    paused = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="project_overlap_positive"),
+            models.CheckConstraint(
+                condition=Q(min_agree__gte=1), name="project_min_agree_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(gold_rate__gte=0) & Q(gold_rate__lte=1), name="project_gold_rate_share"
+            ),
+            models.CheckConstraint(condition=Q(scale__in=Scale.values), name="project_scale_valid"),
+            models.CheckConstraint(
+                condition=Q(consensus_rule__in=ConsensusRule.values),
+                name="project_consensus_rule_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.min_agree and self.overlap and self.min_agree > self.overlap:
+            raise ValidationError({"min_agree": "Cannot exceed the overlap target."})
+
+    @property
+    def has_tie(self) -> bool:
+        return self.scale == Scale.TERNARY
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="membership_unique"),
+            models.CheckConstraint(condition=Q(role__in=Role.values), name="membership_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} as {self.role}"
+
+
+class Media(models.Model):
+    """An image, stored once per sha256 of its original bytes (never re-encoded)."""
+
+    class Format(models.TextChoices):
+        JPEG = "JPEG", "JPEG"
+        PNG = "PNG", "PNG"
+        WEBP = "WEBP", "WebP"
+        GIF = "GIF", "GIF"
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    format = models.CharField(max_length=8, choices=Format.choices)
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    size_bytes = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "media"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(format__in=["JPEG", "PNG", "WEBP", "GIF"]), name="media_format_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(width__gt=0) & Q(height__gt=0), name="media_dimensions_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} {self.format} {self.width}x{self.height}"
+
+    CONTENT_TYPES = {
+        "JPEG": "image/jpeg",
+        "PNG": "image/png",
+        "WEBP": "image/webp",
+        "GIF": "image/gif",
+    }
+    EXTENSIONS = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif"}
+
+    @property
+    def content_type(self) -> str:
+        return self.CONTENT_TYPES[self.format]
+
+    @property
+    def relative_path(self) -> str:
+        """Where the bytes live under MEDIA_ROOT: sharded by hash, never by user input."""
+        return f"{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}.{self.EXTENSIONS[self.format]}"
+
+
+class ProjectMedia(models.Model):
+    """Which media a project's content uses: the access check for serving media is one lookup."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    media = models.ForeignKey(Media, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "media"], name="project_media_unique")
+        ]
+
+
+class ContentMixin(models.Model):
+    """Ordered content parts, interleaved: ``[{"type": "text", "text": ...},
+    {"type": "image", "media": sha256}]``. Image parts reference ``Media`` by hash."""
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    content = models.JSONField()
+
+    class Meta:
+        abstract = True
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(p["text"] for p in self.content if p["type"] == "text")
+
+    @property
+    def media_hashes(self) -> list[str]:
+        return [p["media"] for p in self.content if p["type"] == "image"]
+
+
+class Prompt(ContentMixin):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="prompts")
+    source = models.CharField(max_length=200, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return self.text[:80] or f"prompt {self.id}"
+
+
+class Response(ContentMixin):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="responses")
+    model_name = models.CharField(max_length=200, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.model_name or 'unknown model'}: {self.text[:60]}"
+
+
+class PairStatus(models.TextChoices):
+    IMPORTED = "imported", "Imported"
+    JUDGING = "judging", "Judging"
+    EASY = "easy", "Easy (filtered by judges)"
+    QUEUED = "queued", "Queued"
+    ANNOTATING = "annotating", "Annotating"
+    CONSENSUS = "consensus", "Consensus"
+    DISPUTED = "disputed", "Disputed"
+
+
+class Pair(models.Model):
+    """A comparison: one prompt, two responses. A and B are the imported (canonical) order."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="pairs")
+    external_id = models.CharField(max_length=255)
+    prompt = models.ForeignKey(Prompt, on_delete=models.PROTECT, related_name="pairs")
+    response_a = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="+")
+    response_b = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="+")
+    criterion = models.TextField(blank=True)
+    task = models.SlugField(max_length=64, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=16, choices=PairStatus.choices, default=PairStatus.IMPORTED, db_index=True
+    )
+    # Queue
+    priority = models.SmallIntegerField(default=0, help_text="Higher is served first.")
+    target_votes = models.PositiveSmallIntegerField(
+        help_text="Votes this pair should get; the project's overlap, raised for disputes."
+    )
+    vote_count = models.PositiveSmallIntegerField(default=0)
+    is_gold = models.BooleanField(default=False)
+    gold_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
+    # What came with the import
+    prior_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
+    # What the judge ensemble decided (written by judges, read by queue/consensus/releases)
+    ensemble_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
+    ensemble_agreement = models.FloatField(null=True, blank=True)
+    ensemble_summary = models.JSONField(default=dict, blank=True)
+    # Consensus
+    consensus_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"], name="pair_external_id_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=PairStatus.values), name="pair_status_valid"
+            ),
+            models.CheckConstraint(condition=Q(target_votes__gte=1), name="pair_target_positive"),
+            models.CheckConstraint(
+                condition=Q(is_gold=False) | ~Q(gold_label=""), name="pair_gold_has_label"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="consensus") | ~Q(consensus_label=""),
+                name="pair_consensus_has_label",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["project", "status", "-priority", "id"], name="pair_queue_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}:{self.external_id}"
+
+
+class PriorAnnotation(models.Model):
+    """A vote that came with the import (MMRB2's ``human_annotations``), on the project's scale."""
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="prior_annotations")
+    position = models.PositiveSmallIntegerField()
+    value = models.SmallIntegerField(null=True, blank=True)
+    label = models.CharField(max_length=4, choices=Side.choices, blank=True)
+
+    class Meta:
+        ordering = ["pair", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["pair", "position"], name="prior_annotation_unique")
+        ]
+
+
+class ImportJob(models.Model):
+    """One import of a file: its progress while running and its outcome afterwards."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="imports")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    filename = models.CharField(max_length=255)
+    upload_path = models.CharField(max_length=500, blank=True)
+    media_archive_path = models.CharField(max_length=500, blank=True)
+    bytes_total = models.PositiveBigIntegerField(default=0)
+    bytes_done = models.PositiveBigIntegerField(default=0)
+    lines_done = models.PositiveIntegerField(default=0)
+    created_pairs = models.PositiveIntegerField(default=0)
+    existing_pairs = models.PositiveIntegerField(default=0)
+    created_media = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} of {self.filename} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        if self.status == self.Status.SUCCEEDED:
+            return 100
+        if not self.bytes_total:
+            return 0
+        return min(99, int(100 * self.bytes_done / self.bytes_total))
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED}
+
+
+class Assignment(models.Model):
+    """A lease on one slot of a pair for one annotator, with the left/right order shown."""
+
+    class Status(models.TextChoices):
+        LIVE = "live", "Live"
+        VOTED = "voted", "Voted"
+        SKIPPED = "skipped", "Skipped"
+        RELEASED = "released", "Released"
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="assignments")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments"
+    )
+    left_is_a = models.BooleanField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.LIVE)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # One live lease per (pair, annotator): a second tab gets the same assignment.
+            models.UniqueConstraint(
+                fields=["pair", "annotator"],
+                condition=Q(status="live"),
+                name="assignment_one_live_per_annotator",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["live", "voted", "skipped", "released"]),
+                name="assignment_status_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["annotator", "status"], name="assignment_annotator_idx"),
+            models.Index(fields=["pair", "status", "expires_at"], name="assignment_pair_live_idx"),
+        ]
+
+
+class Vote(models.Model):
+    """A human judgement, stored in canonical A/B terms with the order it was shown in."""
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="votes")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="votes"
+    )
+    assignment = models.OneToOneField(
+        Assignment, null=True, blank=True, on_delete=models.SET_NULL, related_name="vote"
+    )
+    side = models.CharField(max_length=4, choices=Side.choices)
+    value = models.SmallIntegerField(
+        help_text="Canonical: binary/ternary 1=B 2=tie 3=A; likert6 1..6, 6=A much better."
+    )
+    left_is_a = models.BooleanField()
+    rationale = models.TextField(blank=True)
+    time_on_task_ms = models.PositiveIntegerField(null=True, blank=True)
+    is_extra = models.BooleanField(
+        default=False, help_text="Arrived after the pair had its target."
+    )
+    is_adjudication = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pair", "annotator"], name="vote_one_per_annotator"),
+            models.CheckConstraint(condition=Q(side__in=Side.values), name="vote_side_valid"),
+        ]
+        indexes = [models.Index(fields=["annotator", "created_at"], name="vote_annotator_idx")]
+
+
+class Skip(models.Model):
+    class Reason(models.TextChoices):
+        CANNOT_JUDGE = "cannot_judge", "I cannot judge this"
+        BROKEN = "broken", "Broken content"
+        UNSAFE = "unsafe", "Unsafe content"
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="skips")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="skips"
+    )
+    reason = models.CharField(max_length=16, choices=Reason.choices)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pair", "annotator"], name="skip_one_per_annotator")
+        ]
+
+
+class PairRestriction(models.Model):
+    """When a pair has restrictions, only the listed annotators may claim it."""
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="restrictions")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pair", "annotator"], name="pair_restriction_unique")
+        ]

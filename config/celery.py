@@ -1,0 +1,22 @@
+"""The Celery application. Queues: ``default`` (imports, bookkeeping), ``judges_http``
+(I/O-bound judges), ``judges_gpu`` (torch judges), so GPU machines take only torch work."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("arbiter")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_after_configure.connect
+def _ensure_filesystem_broker_folders(sender, **kwargs):
+    options = sender.conf.broker_transport_options or {}
+    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+        if options.get(key):
+            os.makedirs(options[key], exist_ok=True)

@@ -1,0 +1,99 @@
+"""A real Celery worker in a child process, on the test database and the Redis broker.
+
+Tests that use it need ``transactional_db`` (the worker sees only committed rows) and
+CELERY_BROKER_URL pointing at Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def database_url_for_tests() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or 5432
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+class WorkerProcess:
+    def __init__(
+        self,
+        queues: str = "default,judges_http,judges_gpu",
+        concurrency: int = 2,
+        extra_env: dict | None = None,
+    ):
+        env = {
+            **os.environ,
+            "ARBITER_ENV": "test",
+            "DATABASE_URL": database_url_for_tests(),
+            "CELERY_TASK_ALWAYS_EAGER": "false",
+            "ARBITER_MEDIA_ROOT": str(settings.MEDIA_ROOT),
+            "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
+        }
+        self.log_path = Path(settings.MEDIA_ROOT).parent / f"worker-{time.monotonic_ns()}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--loglevel=INFO",
+                f"--concurrency={concurrency}",
+                "-Q",
+                queues,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"test-{time.monotonic_ns()}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker (main process and pool children), as a crash would."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+
+def purge_broker() -> None:
+    from config.celery import app
+
+    app.control.purge()

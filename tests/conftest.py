@@ -1,0 +1,138 @@
+"""Shared fixtures. The personas: alice and bob annotate, carol curates, dave researches,
+and eve is an outsider with no role in the project."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from rest_framework.test import APIClient
+
+from annotation.models import Role
+from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
+
+PASSWORD = "correct horse battery staple"
+
+
+def requires_postgres():
+    return pytest.mark.skipif(
+        not os.environ.get("DATABASE_URL", "").startswith("postgres"),
+        reason="needs PostgreSQL: set DATABASE_URL=postgres://... (CI does)",
+    )
+
+
+def requires_redis():
+    return pytest.mark.skipif(
+        not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"),
+        reason="needs Redis: set CELERY_BROKER_URL=redis://... (CI does)",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _media_root(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture
+def project(db):
+    return ProjectFactory(slug="demo", name="Demo project", scale="ternary", overlap=3)
+
+
+@pytest.fixture
+def other_project(db):
+    return ProjectFactory(slug="other", name="Other project")
+
+
+def _member(project, username: str, role: str):
+    user = UserFactory(username=username)
+    MembershipFactory(project=project, user=user, role=role)
+    return user
+
+
+@pytest.fixture
+def alice(project):
+    return _member(project, "alice", Role.ANNOTATOR)
+
+
+@pytest.fixture
+def bob(project):
+    return _member(project, "bob", Role.ANNOTATOR)
+
+
+@pytest.fixture
+def carol(project):
+    user = _member(project, "carol", Role.CURATOR)
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+    from annotation.services.projects import curators_group
+
+    user.groups.add(curators_group())
+    return user
+
+
+@pytest.fixture
+def dave(project):
+    return _member(project, "dave", Role.RESEARCHER)
+
+
+@pytest.fixture
+def eve(db):
+    return UserFactory(username="eve")
+
+
+@pytest.fixture
+def client_for(client):
+    """``client_for(user)``: a Django test client logged in as ``user``."""
+
+    def make(user):
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def api_for():
+    """``api_for(user)``: a DRF client authenticated as ``user`` with a token."""
+
+    def make(user):
+        from rest_framework.authtoken.models import Token
+
+        api = APIClient()
+        token, _ = Token.objects.get_or_create(user=user)
+        api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        return api
+
+    return make
+
+
+@pytest.fixture
+def queued_pairs(project):
+    """Ten pairs ready for annotators."""
+    return PairFactory.create_batch(10, project=project, status="queued")
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, settings):
+    """Starts a real Celery worker process on Redis; yields a factory for more (or kills)."""
+    if not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"):
+        pytest.skip("needs Redis: set CELERY_BROKER_URL=redis://... (CI does)")
+    from tests.celery_worker import WorkerProcess, purge_broker
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    from config.celery import app
+
+    app.conf.task_always_eager = False
+    purge_broker()
+    workers: list[WorkerProcess] = []
+
+    def start(**kwargs) -> WorkerProcess:
+        worker = WorkerProcess(**kwargs)
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
+    app.conf.task_always_eager = True
+    purge_broker()

@@ -1,0 +1,78 @@
+"""factory_boy factories for volume; the named personas live in conftest.py."""
+
+from __future__ import annotations
+
+import factory
+from django.contrib.auth import get_user_model
+
+from annotation.content import prompt_id, response_id, text_part
+from annotation.models import Membership, Pair, PairStatus, Project, Prompt, Response, Role
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.django.Password("correct horse battery staple")
+
+
+class ProjectFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Project
+        django_get_or_create = ("slug",)
+
+    name = factory.Sequence(lambda n: f"Project {n}")
+    slug = factory.Sequence(lambda n: f"project-{n}")
+    scale = "ternary"
+    overlap = 3
+    min_agree = 2
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    project = factory.SubFactory(ProjectFactory)
+    user = factory.SubFactory(UserFactory)
+    role = Role.ANNOTATOR
+
+
+def make_prompt(project: Project, text: str, content: list[dict] | None = None) -> Prompt:
+    content = content or [text_part(text)]
+    prompt, _ = Prompt.objects.get_or_create(
+        id=prompt_id(project.pk, content), defaults={"project": project, "content": content}
+    )
+    return prompt
+
+
+def make_response(
+    project: Project, model_name: str, text: str, content: list[dict] | None = None
+) -> Response:
+    content = content or [text_part(text)]
+    response, _ = Response.objects.get_or_create(
+        id=response_id(project.pk, model_name, content),
+        defaults={"project": project, "model_name": model_name, "content": content},
+    )
+    return response
+
+
+class PairFactory(factory.django.DjangoModelFactory):
+    """A text pair; pass ``status=PairStatus.QUEUED`` for one annotators can claim."""
+
+    class Meta:
+        model = Pair
+
+    project = factory.SubFactory(ProjectFactory)
+    external_id = factory.Sequence(lambda n: f"pair-{n}")
+    prompt = factory.LazyAttribute(lambda o: make_prompt(o.project, f"Prompt for {o.external_id}"))
+    response_a = factory.LazyAttribute(
+        lambda o: make_response(o.project, "model-alpha", f"Answer one to {o.external_id}")
+    )
+    response_b = factory.LazyAttribute(
+        lambda o: make_response(o.project, "model-beta", f"Answer two to {o.external_id}")
+    )
+    task = "text"
+    status = PairStatus.IMPORTED
+    target_votes = factory.LazyAttribute(lambda o: o.project.overlap)

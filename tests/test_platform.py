@@ -1,0 +1,155 @@
+"""The platform itself: pages, health, security headers, login lockout, production settings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_home_lists_my_projects_with_my_role(client_for, alice, project, other_project):
+    response = client_for(alice).get(reverse("home"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert project.name in body and "annotator" in body
+    assert other_project.name not in body
+
+
+def test_home_requires_login(client):
+    response = client.get(reverse("home"))
+    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+
+
+def test_outsider_gets_404_on_project_page(client_for, eve, project):
+    assert client_for(eve).get(reverse("project-detail", args=[project.slug])).status_code == 404
+
+
+def test_guidelines_markdown_is_rendered_without_script(client_for, alice, project):
+    project.guidelines = "**Be careful** <script>alert(1)</script> [x](javascript:alert(1))"
+    project.save(update_fields=["guidelines"])
+    body = client_for(alice).get(reverse("project-detail", args=[project.slug])).content.decode()
+    assert "<strong>Be careful</strong>" in body
+    assert "<script>alert(1)" not in body
+    assert "javascript:" not in body
+
+
+def test_csp_forbids_inline_and_eval_script(client):
+    response = client.get(reverse("login"))
+    policy = response.headers["Content-Security-Policy"]
+    script_src = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
+    assert "'self'" in script_src
+    assert "unsafe-inline" not in script_src and "unsafe-eval" not in script_src
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert response.headers["X-Frame-Options"] == "DENY"
+
+
+def test_pages_carry_no_inline_script(client_for, carol, project):
+    for url in (reverse("home"), reverse("project-detail", args=[project.slug]), reverse("login")):
+        body = client_for(carol).get(url).content.decode()
+        for chunk in body.split("<script")[1:]:
+            assert chunk.split(">", 1)[0].strip().startswith("src="), f"inline script on {url}"
+
+
+def test_login_locks_out_after_repeated_failures(client, alice, settings):
+    url = reverse("login")
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        client.post(url, {"username": "alice", "password": "wrong"}, REMOTE_ADDR="10.0.0.9")
+    locked = client.post(
+        url,
+        {"username": "alice", "password": "correct horse battery staple"},
+        REMOTE_ADDR="10.0.0.9",
+    )
+    assert locked.status_code == 429
+    assert "Too many failed logins" in locked.content.decode()
+
+
+def test_login_with_right_password_works(client, alice):
+    response = client.post(
+        reverse("login"), {"username": "alice", "password": "correct horse battery staple"}
+    )
+    assert response.status_code == 302 and response.url == reverse("home")
+
+
+def test_logout_needs_post_with_csrf(alice):
+    from django.test import Client
+
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(alice)
+    assert csrf_client.post(reverse("logout")).status_code == 403
+
+
+def test_healthz_reports_database_and_broker(client, db):
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 200, response.json()
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+
+
+def test_healthz_reports_broken_broker(client, db, monkeypatch):
+    from annotation.views import home
+
+    def broken():
+        raise ConnectionRefusedError("no broker")
+
+    monkeypatch.setattr(home, "_check_broker", broken)
+    response = client.get(reverse("healthz"))
+    assert response.status_code == 503
+    assert response.json()["broker"] == "error: ConnectionRefusedError"
+
+
+def _manage(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _production_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    env.update(ARBITER_ENV="production", **extra)
+    return env
+
+
+def test_production_settings_pass_check_deploy():
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        env=_production_env(
+            DJANGO_SECRET_KEY="x" * 20 + "a-long-random-production-secret-key-0123456789",
+            DJANGO_ALLOWED_HOSTS="arbiter.example.org",
+        ),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_production_refuses_to_start_without_secret_key():
+    result = _manage("check", env=_production_env(DJANGO_ALLOWED_HOSTS="arbiter.example.org"))
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY must be set in production" in result.stderr
+
+
+def test_bad_environment_value_fails_loudly():
+    env = {**os.environ, "DJANGO_DEBUG": "maybe"}
+    result = _manage("check", env=env)
+    assert result.returncode != 0
+    assert "DJANGO_DEBUG='maybe' is not a boolean" in result.stderr
+
+
+@pytest.mark.django_db
+def test_api_schema_and_docs_are_served(client, alice):
+    client.force_login(alice)
+    schema = client.get("/api/v1/schema/")
+    assert schema.status_code == 200 and b"openapi" in schema.content
+    docs = client.get("/api/v1/docs/")
+    assert docs.status_code == 200
