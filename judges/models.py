@@ -1,1 +1,144 @@
+"""Judges, filter runs and their verdicts.
+
+A verdict is unique per (run, judge, pair, order), so any batch may run twice harmlessly.
+What the ensemble decides is written onto ``annotation.Pair`` (status, ensemble_*), so the
+annotation app never imports this one.
+"""
+
 from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from annotation.models import Pair, Project
+
+
+class Judge(models.Model):
+    class Kind(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible chat completions"
+        REWARD_MODEL = "reward_model", "Local reward model (torch)"
+        HEURISTIC = "heuristic", "Built-in heuristics"
+        SCORES = "scores", "Scores from the pair's metadata"
+
+    name = models.SlugField(max_length=80, unique=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    enabled = models.BooleanField(default=True)
+    # openai
+    base_url = models.URLField(max_length=500, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Name of the environment variable holding the API key; the key is never stored.",
+    )
+    temperature = models.FloatField(default=0.0)
+    max_tokens = models.PositiveIntegerField(default=1024)
+    timeout_s = models.FloatField(default=60.0)
+    concurrency = models.PositiveSmallIntegerField(default=16, help_text="Requests in flight.")
+    requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 means no limit.")
+    max_image_side = models.PositiveIntegerField(default=1024)
+    # reward_model
+    checkpoint = models.CharField(max_length=500, blank=True)
+    device = models.CharField(max_length=16, default="cpu", help_text="cpu, cuda or cuda:N")
+    batch_size = models.PositiveIntegerField(default=64)
+    # Anything kind-specific beyond the above (prompt template overrides, score keys, ...).
+    options = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["openai", "reward_model", "heuristic", "scores"]),
+                name="judge_kind_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def queue(self) -> str:
+        """HTTP judges and torch judges go to separate queues (GPU machines take torch work)."""
+        return "judges_gpu" if self.kind == self.Kind.REWARD_MODEL else "judges_http"
+
+
+class FilterRun(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="filter_runs")
+    judges = models.ManyToManyField(Judge, related_name="runs")
+    pairs = models.ManyToManyField(Pair, related_name="filter_runs", blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    threshold = models.FloatField(default=0.9)
+    budget_per_task = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Queue only the N most contested pairs per task."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(threshold__gt=0.5) & Q(threshold__lte=1),
+                name="filter_run_threshold_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"filter run {self.pk} on {self.project.slug} ({self.status})"
+
+
+class Verdict(models.Model):
+    """One judge's answer on one pair in one presentation order, in canonical A/B terms."""
+
+    class Order(models.TextChoices):
+        AB = "AB", "A shown first"
+        BA = "BA", "B shown first"
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "Parsed"
+        UNPARSEABLE = "unparseable", "Answer could not be parsed"
+        ERROR = "error", "Permanent error"
+
+    run = models.ForeignKey(FilterRun, on_delete=models.CASCADE, related_name="verdicts")
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="verdicts")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="verdicts")
+    order = models.CharField(max_length=2, choices=Order.choices)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    side = models.CharField(
+        max_length=4, blank=True, help_text="A, B or tie in canonical terms; blank unless ok."
+    )
+    confidence = models.FloatField(null=True, blank=True)
+    reasoning = models.TextField(blank=True)
+    raw = models.TextField(blank=True, help_text="The judge's raw answer, for auditing parsing.")
+    error = models.TextField(blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "judge", "pair", "order"], name="verdict_unique_per_order"
+            ),
+            models.CheckConstraint(
+                condition=(Q(outcome="ok") & Q(side__in=["A", "B", "tie"]))
+                | (~Q(outcome="ok") & Q(side="")),
+                name="verdict_side_matches_outcome",
+            ),
+        ]
+        indexes = [models.Index(fields=["run", "judge"], name="verdict_run_judge_idx")]

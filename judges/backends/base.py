@@ -1,0 +1,64 @@
+"""What every judge backend receives and returns.
+
+A backend sees a pair in one presentation order: ``first`` and ``second`` are the responses
+as shown to it, so position bias is measurable. Results are in shown terms (``first``,
+``second``, ``tie``); the filter run maps them back to canonical A/B with ``JudgeItem.order``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Order = Literal["AB", "BA"]
+Preference = Literal["first", "second", "tie"]
+Outcome = Literal["ok", "unparseable", "error"]
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    pair_id: int
+    order: Order
+    task: str
+    prompt: list[dict]
+    first: list[dict]
+    second: list[dict]
+    criterion: str = ""
+    allow_tie: bool = False
+    metadata: dict = field(default_factory=dict)
+
+    def canonical_side(self, preferred: Preference) -> str:
+        if preferred == "tie":
+            return "tie"
+        first_is_a = self.order == "AB"
+        return "A" if (preferred == "first") == first_is_a else "B"
+
+
+@dataclass
+class JudgeResult:
+    outcome: Outcome
+    preferred: Preference | None = None
+    confidence: float | None = None
+    reasoning: str = ""
+    raw: str = ""
+    error: str = ""
+    transient: bool = False  # worth retrying later (429, 5xx, timeouts)
+    latency_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class JudgeBackend:
+    """Judges a batch of items; returns one result per item, in the same order.
+
+    Backends never raise for a single item's failure: they return ``outcome="error"``
+    (with ``transient=True`` when a later retry may succeed)."""
+
+    def __init__(self, judge) -> None:
+        self.judge = judge
+
+    def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Releases clients, models and pools."""
