@@ -112,6 +112,7 @@ class Verdict(models.Model):
         OK = "ok", "Parsed"
         UNPARSEABLE = "unparseable", "Answer could not be parsed"
         ERROR = "error", "Permanent error"
+        ABSTAIN = "abstain", "Judge abstained (not a vote)"
 
     run = models.ForeignKey(FilterRun, on_delete=models.CASCADE, related_name="verdicts")
     judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="verdicts")

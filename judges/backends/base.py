@@ -3,6 +3,10 @@
 A backend sees a pair in one presentation order: ``first`` and ``second`` are the responses
 as shown to it, so position bias is measurable. Results are in shown terms (``first``,
 ``second``, ``tie``); the filter run maps them back to canonical A/B with ``JudgeItem.order``.
+
+Outcomes: ``ok`` (a vote, ``preferred`` set), ``unparseable`` (an answer that could not be read,
+kept in ``raw``), ``error`` (the call failed), ``abstain`` (the judge declines to vote on this
+item, e.g. a heuristic that sees nothing broken); only ``ok`` results are votes.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Literal
 
 Order = Literal["AB", "BA"]
 Preference = Literal["first", "second", "tie"]
-Outcome = Literal["ok", "unparseable", "error"]
+Outcome = Literal["ok", "unparseable", "error", "abstain"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,12 @@ class JudgeItem:
         first_is_a = self.order == "AB"
         return "A" if (preferred == "first") == first_is_a else "B"
 
+    def shown_preference(self, side: str) -> Preference:
+        """The inverse of ``canonical_side``: canonical A/B/tie in this item's shown terms."""
+        if side == "tie":
+            return "tie"
+        return "first" if (side == "A") == (self.order == "AB") else "second"
+
 
 @dataclass
 class JudgeResult:
@@ -46,6 +56,7 @@ class JudgeResult:
     latency_ms: int | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    attempts: int = 1  # calls made for this item, retries included
 
 
 class JudgeBackend:

@@ -1,0 +1,271 @@
+"""Judges served by any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, the
+compatible endpoints of Gemini and Anthropic, vLLM, SGLang).
+
+Many requests are in flight at once inside one process (asyncio + httpx, bounded by
+``judge.concurrency``), paced by ``judge.requests_per_minute``. The API key is read from
+``os.environ[judge.api_key_env]`` at call time and is redacted from everything recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
+from judges.images import MediaUnavailable, image_data_url, media_rows
+from judges.parsing import UnparseableAnswer, parse_verdict
+from judges.prompts import build_prompt
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_RETRIES = 3
+DEFAULT_RETRY_BASE_S = 1.0
+DEFAULT_RETRY_MAX_S = 30.0
+_ERROR_BODY_CHARS = 300
+
+
+@dataclass
+class _Attempt:
+    """What one HTTP attempt gave: a result to return, or a transient failure to retry."""
+
+    result: JudgeResult | None = None
+    failure: str = ""
+    retry_after_s: float | None = None
+    latency_ms: int | None = None
+
+
+class OpenAIBackend(JudgeBackend):
+    def __init__(self, judge) -> None:
+        super().__init__(judge)
+        options = judge.options or {}
+        self.max_retries = int(options.get("max_retries", DEFAULT_MAX_RETRIES))
+        self.retry_base_s = float(options.get("retry_base_s", DEFAULT_RETRY_BASE_S))
+        self.retry_max_s = float(options.get("retry_max_s", DEFAULT_RETRY_MAX_S))
+        self.rubrics = options.get("rubrics") or {}
+        self.url = judge.base_url.rstrip("/") + "/chat/completions"
+        # Start of the next request slot under requests_per_minute, across batches.
+        self._next_slot = 0.0
+
+    def __repr__(self) -> str:
+        return f"<OpenAIBackend judge={self.judge.name!r} model={self.judge.model!r}>"
+
+    def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:
+        if not items:
+            return []
+        env_name = self.judge.api_key_env
+        api_key = os.environ.get(env_name, "") if env_name else ""
+        if env_name and not api_key:
+            message = f"environment variable {env_name} is not set"
+            return [JudgeResult(outcome="error", error=message) for _ in items]
+        # Database reads and image encoding happen here, before the event loop starts.
+        requests = self._requests(items)
+        return asyncio.run(self._run_all(items, requests, api_key))
+
+    # Building requests --------------------------------------------------------------------
+
+    def _requests(self, items: list[JudgeItem]) -> list[dict | JudgeResult]:
+        hashes = {
+            part["media"]
+            for item in items
+            for content in (item.prompt, item.first, item.second)
+            for part in content
+            if part.get("type") == "image"
+        }
+        rows = media_rows(hashes)
+        urls: dict[str, str | MediaUnavailable] = {}
+        for sha in hashes:
+            if sha not in rows:
+                urls[sha] = MediaUnavailable(f"image {sha[:12]} is not in the media store")
+                continue
+            try:
+                urls[sha] = image_data_url(rows[sha], max_side=self.judge.max_image_side)
+            except MediaUnavailable as exc:
+                urls[sha] = exc
+        return [self._payload(item, urls) for item in items]
+
+    def _payload(self, item: JudgeItem, urls: dict) -> dict | JudgeResult:
+        content = []
+        for part in build_prompt(item, rubrics=self.rubrics):
+            if part["type"] == "text":
+                content.append({"type": "text", "text": part["text"]})
+                continue
+            url = urls[part["media"]]
+            if isinstance(url, MediaUnavailable):
+                return JudgeResult(outcome="error", error=str(url))
+            content.append({"type": "image_url", "image_url": {"url": url}})
+        return {
+            "model": self.judge.model,
+            "messages": [{"role": "user", "content": content}],
+            "temperature": self.judge.temperature,
+            "max_tokens": self.judge.max_tokens,
+        }
+
+    # Calling ------------------------------------------------------------------------------
+
+    async def _run_all(self, items, requests, api_key: str) -> list[JudgeResult]:
+        concurrency = max(1, self.judge.concurrency)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        semaphore = asyncio.Semaphore(concurrency)
+        pacing = asyncio.Lock()
+        async with httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(self.judge.timeout_s), limits=limits
+        ) as client:
+
+            async def one(item: JudgeItem, request) -> JudgeResult:
+                if isinstance(request, JudgeResult):
+                    return request
+                result = await self._call(client, semaphore, pacing, item, request)
+                return _redacted(result, api_key)
+
+            return list(
+                await asyncio.gather(*(one(i, r) for i, r in zip(items, requests, strict=True)))
+            )
+
+    async def _call(self, client, semaphore, pacing, item: JudgeItem, payload) -> JudgeResult:
+        attempt = _Attempt()
+        for number in range(self.max_retries + 1):
+            await self._pace(pacing)
+            async with semaphore:
+                attempt = await self._attempt(client, item, payload)
+            if attempt.result is not None:
+                attempt.result.attempts = number + 1
+                return attempt.result
+            if number < self.max_retries:
+                delay = self._backoff_s(number, attempt.retry_after_s)
+                logger.info(
+                    "judge %s: %s; retry %d in %.2fs",
+                    self.judge.name,
+                    attempt.failure,
+                    number + 1,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        return JudgeResult(
+            outcome="error",
+            error=f"{attempt.failure} (gave up after {self.max_retries + 1} attempts)",
+            transient=True,
+            latency_ms=attempt.latency_ms,
+            attempts=self.max_retries + 1,
+        )
+
+    async def _attempt(self, client, item: JudgeItem, payload: dict) -> _Attempt:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.judge.timeout_s):
+                response = await client.post(self.url, json=payload)
+        except (TimeoutError, httpx.TimeoutException):
+            return _Attempt(
+                failure=f"timed out after {self.judge.timeout_s:g}s",
+                latency_ms=_elapsed_ms(started),
+            )
+        except httpx.TransportError as exc:
+            return _Attempt(
+                failure=f"connection error ({type(exc).__name__})", latency_ms=_elapsed_ms(started)
+            )
+        latency_ms = _elapsed_ms(started)
+        status = response.status_code
+        if status == 429 or status >= 500:
+            return _Attempt(
+                failure=f"HTTP {status}",
+                retry_after_s=_retry_after_s(response.headers.get("retry-after")),
+                latency_ms=latency_ms,
+            )
+        if status >= 400:
+            body = response.text[:_ERROR_BODY_CHARS]
+            return _Attempt(
+                JudgeResult(outcome="error", error=f"HTTP {status}: {body}", latency_ms=latency_ms)
+            )
+        return _Attempt(_result(response, item, latency_ms))
+
+    async def _pace(self, pacing: asyncio.Lock) -> None:
+        """Spaces request starts evenly at ``requests_per_minute`` (0: no limit)."""
+        rpm = self.judge.requests_per_minute
+        if not rpm:
+            return
+        async with pacing:
+            now = time.monotonic()
+            slot = max(now, self._next_slot)
+            self._next_slot = slot + 60.0 / rpm
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+    def _backoff_s(self, attempt: int, retry_after_s: float | None) -> float:
+        """Exponential backoff with jitter; a server's Retry-After wins, within the cap."""
+        if retry_after_s is not None:
+            return min(retry_after_s, self.retry_max_s) + random.uniform(0, self.retry_base_s / 4)
+        ceiling = min(self.retry_max_s, self.retry_base_s * 2**attempt)
+        return random.uniform(ceiling / 2, ceiling)
+
+
+def _result(response: httpx.Response, item: JudgeItem, latency_ms: int) -> JudgeResult:
+    try:
+        data = response.json()
+        message = data["choices"][0]["message"]
+        usage = data.get("usage") or {}
+    except (ValueError, KeyError, IndexError, TypeError):
+        return JudgeResult(
+            outcome="error",
+            error=f"not a chat completion: {response.text[:_ERROR_BODY_CHARS]}",
+            latency_ms=latency_ms,
+        )
+    content = message.get("content") or ""
+    if isinstance(content, list):  # some servers return content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    common = {
+        "raw": str(content),
+        "latency_ms": latency_ms,
+        "prompt_tokens": _count(usage.get("prompt_tokens")),
+        "completion_tokens": _count(usage.get("completion_tokens")),
+    }
+    try:
+        verdict = parse_verdict(str(content), allow_tie=item.allow_tie)
+    except UnparseableAnswer as exc:
+        return JudgeResult(outcome="unparseable", error=str(exc), **common)
+    return JudgeResult(
+        outcome="ok",
+        preferred=verdict.preferred,
+        confidence=verdict.confidence,
+        reasoning=verdict.reasoning,
+        **common,
+    )
+
+
+def _redacted(result: JudgeResult, api_key: str) -> JudgeResult:
+    """Removes the key from everything a server could have echoed back."""
+    if len(api_key) >= 4:
+        for name in ("raw", "reasoning", "error"):
+            value = getattr(result, name)
+            if api_key in value:
+                setattr(result, name, value.replace(api_key, "[redacted]"))
+    return result
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """Retry-After as seconds (a number or an HTTP date); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)

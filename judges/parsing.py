@@ -1,0 +1,137 @@
+"""Reading a judge's free-text answer into a verdict, tolerantly but never by guessing.
+
+Accepted, in this order: a JSON object with a ``better`` key (alone, in a code fence or with
+text around it; the last such object wins); a bracketed verdict (``[[1]]``, ``[[2]]``,
+``[[A]]``, ``[[B]]``, ``[[C]]`` or ``[[tie]]``) when exactly one distinct one appears; an
+answer that is nothing but a verdict (``2``, ``Response 1``, ``Response B is better.``).
+Anything else is unparseable. A and B name the responses in the order shown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from judges.backends.base import Preference
+
+# Verdict tokens as judges write them, in shown terms.
+_TOKENS: dict[str, Preference] = {
+    "1": "first",
+    "2": "second",
+    "a": "first",
+    "b": "second",
+    "first": "first",
+    "second": "second",
+    "response 1": "first",
+    "response 2": "second",
+    "response a": "first",
+    "response b": "second",
+    "response_1": "first",
+    "response_2": "second",
+    "tie": "tie",
+    "c": "tie",
+    "equal": "tie",
+    "draw": "tie",
+}
+_ANSWER_KEYS = ("better", "winner", "preferred", "verdict", "choice", "answer")
+_BRACKETS = re.compile(r"\[\[\s*(1|2|a|b|c|tie)\s*\]\]", re.IGNORECASE)
+_STRICT = re.compile(
+    r"^(?:the\s+)?(?:response\s*)?(1|2|a|b|tie)(?:\s+is\s+better)?$", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True)
+class ParsedVerdict:
+    preferred: Preference
+    confidence: float | None = None
+    reasoning: str = ""
+
+
+class UnparseableAnswer(ValueError):
+    """The answer holds no verdict that the rules above can read."""
+
+
+def parse_verdict(text: str, *, allow_tie: bool) -> ParsedVerdict:
+    """The verdict in ``text``; raises ``UnparseableAnswer`` saying why when there is none."""
+    if not text or not text.strip():
+        raise UnparseableAnswer("empty answer")
+    verdict = _from_json(text) or _from_brackets(text) or _from_strict_text(text)
+    if verdict is None:
+        raise UnparseableAnswer("no verdict found")
+    if verdict.preferred == "tie" and not allow_tie:
+        raise UnparseableAnswer("answered tie, which was not offered")
+    return verdict
+
+
+def _json_objects(text: str):
+    decoder = json.JSONDecoder()
+    index = text.find("{")
+    while index != -1:
+        try:
+            value, end = decoder.raw_decode(text, index)
+        except ValueError:
+            index = text.find("{", index + 1)
+            continue
+        if isinstance(value, dict):
+            yield value
+        index = text.find("{", end)
+
+
+def _from_json(text: str) -> ParsedVerdict | None:
+    found = None
+    for obj in _json_objects(text):
+        key = next((k for k in obj if k.lower() in _ANSWER_KEYS), None)
+        if key is None:
+            continue
+        preferred = _token(obj[key])
+        if preferred is None:
+            raise UnparseableAnswer(f"unknown value {str(obj[key])[:40]!r} for {key!r}")
+        reasoning = next(
+            (str(v) for k, v in obj.items() if k.lower() in ("reasoning", "reason", "rationale")),
+            "",
+        )
+        found = ParsedVerdict(preferred, _confidence(obj.get("confidence")), reasoning)
+    return found
+
+
+def _from_brackets(text: str) -> ParsedVerdict | None:
+    verdicts = {_TOKENS[match.lower()] for match in _BRACKETS.findall(text)}
+    if len(verdicts) > 1:
+        raise UnparseableAnswer("contradictory bracketed verdicts")
+    return ParsedVerdict(verdicts.pop(), reasoning=text.strip()) if verdicts else None
+
+
+def _from_strict_text(text: str) -> ParsedVerdict | None:
+    bare = text.strip().strip("\"'`*").rstrip(".").strip()
+    match = _STRICT.match(bare)
+    return ParsedVerdict(_TOKENS[match.group(1).lower()]) if match else None
+
+
+def _token(value) -> Preference | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) and value in (1, 2):
+        return "first" if value == 1 else "second"
+    if isinstance(value, str):
+        return _TOKENS.get(re.sub(r"\s+", " ", value.strip().strip(".").lower()))
+    return None
+
+
+def _confidence(value) -> float | None:
+    """A confidence in [0, 1]; percentages (0-100, or "85%") are scaled; anything else is None."""
+    if isinstance(value, str):
+        value = value.strip()
+        percent = value.endswith("%")
+        try:
+            value = float(value.rstrip("%"))
+        except ValueError:
+            return None
+        if percent:
+            value /= 100
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    if 1 < value <= 100:
+        value /= 100
+    return float(value) if 0 <= value <= 1 else None
