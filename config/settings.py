@@ -279,6 +279,20 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# Judge filter runs (judges/services/runs.py, docs/judges-runs.md): pairs per batch task, and
+# transient judge failures (429, 5xx, timeouts) retried with exponential backoff and jitter.
+ARBITER_JUDGE_BATCH_PAIRS = env_int("ARBITER_JUDGE_BATCH_PAIRS", 50)
+ARBITER_JUDGE_MAX_ATTEMPTS = env_int("ARBITER_JUDGE_MAX_ATTEMPTS", 5)
+ARBITER_JUDGE_RETRY_BASE_MS = env_int("ARBITER_JUDGE_RETRY_BASE_MS", 2000)
+ARBITER_JUDGE_RETRY_CAP_MS = env_int("ARBITER_JUDGE_RETRY_CAP_MS", 60_000)
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A killed worker's unacknowledged tasks return to the queue once the visibility timeout
+    # has passed; sweep for them that often (kombu's default sweep runs every 100 s).
+    CELERY_BROKER_TRANSPORT_OPTIONS["unacked_restore_interval"] = max(
+        1, min(10, CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"])
+    )
+    CELERY_BROKER_TRANSPORT_OPTIONS["unacked_restore_throttle"] = 1
+
 LOG_LEVEL = env_str("ARBITER_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,

@@ -84,6 +84,8 @@ class FilterRun(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     error = models.TextField(blank=True)
+    # Written when the run finishes: pair counts by outcome and per-judge statistics.
+    summary = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -99,6 +101,10 @@ class FilterRun(models.Model):
 
     def __str__(self) -> str:
         return f"filter run {self.pk} on {self.project.slug} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED}
 
 
 class Verdict(models.Model):
@@ -126,6 +132,7 @@ class Verdict(models.Model):
     reasoning = models.TextField(blank=True)
     raw = models.TextField(blank=True, help_text="The judge's raw answer, for auditing parsing.")
     error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1, help_text="Calls it took (retries + 1).")
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
