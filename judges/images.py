@@ -1,5 +1,6 @@
 """Reading stored media for judges: data URLs for HTTP judges, cheap statistics for the
-heuristic and reward-model judges. Bytes live at ``MEDIA_ROOT / Media.relative_path``."""
+heuristic and reward-model judges. Bytes live at ``MEDIA_ROOT / Media.relative_path``.
+Importable without Django set up (the reward model's trainer uses the statistics)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import base64
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from PIL import Image, ImageOps
 
-from annotation.models import Media
+if TYPE_CHECKING:
+    from annotation.models import Media
 
 # Pillow's own guard against decompression bombs applies; judges never see larger images.
 _REENCODE = {"JPEG": ("JPEG", "image/jpeg"), "WEBP": ("WEBP", "image/webp")}
@@ -23,6 +26,8 @@ class MediaUnavailable(Exception):
 
 def media_rows(hashes) -> dict[str, Media]:
     """The ``Media`` rows for these hashes, in one query."""
+    from annotation.models import Media  # here, so the reward model imports without Django
+
     hashes = set(hashes)
     return Media.objects.in_bulk(hashes) if hashes else {}
 

@@ -19,6 +19,16 @@ Preference = Literal["first", "second", "tie"]
 Outcome = Literal["ok", "unparseable", "error", "abstain"]
 
 
+def content_text(content: list[dict]) -> str:
+    """The text parts of a prompt or response, joined."""
+    return "\n\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+
+
+def content_images(content: list[dict]) -> list[str]:
+    """The media hashes of a prompt's or response's image parts, in order."""
+    return [p["media"] for p in content if p.get("type") == "image"]
+
+
 @dataclass(frozen=True)
 class JudgeItem:
     pair_id: int

@@ -9,8 +9,10 @@ Many requests are in flight at once inside one process (asyncio + httpx, bounded
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
+import math
 import os
 import random
 import time
@@ -29,6 +31,7 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BASE_S = 1.0
 DEFAULT_RETRY_MAX_S = 30.0
 _ERROR_BODY_CHARS = 300
+_CONNECTIONS_PER_CLIENT = 8
 
 
 @dataclass
@@ -112,29 +115,44 @@ class OpenAIBackend(JudgeBackend):
     async def _run_all(self, items, requests, api_key: str) -> list[JudgeResult]:
         concurrency = max(1, self.judge.concurrency)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        semaphore = asyncio.Semaphore(concurrency)
+        # httpcore's pool does work quadratic in its connections on every request, so the
+        # connections are spread over small clients; a queue of slots bounds the total in
+        # flight and hands each request a client with a free connection.
+        shards = math.ceil(concurrency / _CONNECTIONS_PER_CLIENT)
+        per_client = math.ceil(concurrency / shards)
+        limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
+        timeout = httpx.Timeout(self.judge.timeout_s)
         pacing = asyncio.Lock()
-        async with httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(self.judge.timeout_s), limits=limits
-        ) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(
+                    httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits)
+                )
+                for _ in range(shards)
+            ]
+            slots: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
+            for slot in range(concurrency):
+                slots.put_nowait(clients[slot % shards])
 
             async def one(item: JudgeItem, request) -> JudgeResult:
                 if isinstance(request, JudgeResult):
                     return request
-                result = await self._call(client, semaphore, pacing, item, request)
+                result = await self._call(slots, pacing, item, request)
                 return _redacted(result, api_key)
 
             return list(
                 await asyncio.gather(*(one(i, r) for i, r in zip(items, requests, strict=True)))
             )
 
-    async def _call(self, client, semaphore, pacing, item: JudgeItem, payload) -> JudgeResult:
+    async def _call(self, slots: asyncio.Queue, pacing, item: JudgeItem, payload) -> JudgeResult:
         attempt = _Attempt()
         for number in range(self.max_retries + 1):
             await self._pace(pacing)
-            async with semaphore:
+            client = await slots.get()
+            try:
                 attempt = await self._attempt(client, item, payload)
+            finally:
+                slots.put_nowait(client)
             if attempt.result is not None:
                 attempt.result.attempts = number + 1
                 return attempt.result

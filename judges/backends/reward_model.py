@@ -1,0 +1,109 @@
+"""A local torch reward model as a judge: each distinct response in a batch is scored once,
+and the preference is sigmoid(r_first - r_second)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+from judges.backends.base import (
+    JudgeBackend,
+    JudgeItem,
+    JudgeResult,
+    content_images,
+    content_text,
+)
+from judges.images import ImageStats, MediaUnavailable, image_stats, media_path, media_rows
+
+DEFAULT_TIE_MARGIN = 0.05
+
+
+class RewardModelBackend(JudgeBackend):
+    def __init__(self, judge) -> None:
+        super().__init__(judge)
+        self.tie_margin = float((judge.options or {}).get("tie_margin", DEFAULT_TIE_MARGIN))
+        self._model = None
+        # Image statistics by hash: media never change, so this survives across batches.
+        self._image_stats: dict[str, ImageStats | None] = {}
+
+    def __repr__(self) -> str:
+        return f"<RewardModelBackend judge={self.judge.name!r} device={self.judge.device!r}>"
+
+    def model(self):
+        """The loaded model (once per backend); raises ``CheckpointError`` when it cannot load."""
+        from judges.reward_model import load_checkpoint  # torch only where it is needed
+
+        if self._model is None:
+            self._model = load_checkpoint(self.judge.checkpoint, self.judge.device)
+        return self._model
+
+    def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:
+        from judges.reward_model import CheckpointError, ScoringInput
+
+        if not items:
+            return []
+        started = time.perf_counter()
+        try:
+            model = self.model()
+        except CheckpointError as exc:
+            return [JudgeResult(outcome="error", error=str(exc)) for _ in items]
+        self._load_image_stats(items)
+        keys: dict[str, int] = {}
+        inputs: list[ScoringInput] = []
+        item_keys = []
+        for item in items:
+            prompt_text = content_text(item.prompt)
+            pair = []
+            for response in (item.first, item.second):
+                key = json.dumps([prompt_text, response], sort_keys=True)
+                if key not in keys:
+                    keys[key] = len(inputs)
+                    images = tuple(self._image_stats[sha] for sha in content_images(response))
+                    inputs.append(ScoringInput(prompt_text, content_text(response), images))
+                pair.append(keys[key])
+            item_keys.append(pair)
+        batch_size = max(1, self.judge.batch_size)
+        rewards: list[float] = []
+        for start in range(0, len(inputs), batch_size):
+            rewards.extend(model.score(inputs[start : start + batch_size]))
+        latency_ms = int((time.perf_counter() - started) * 1000 / len(items))
+        return [
+            self._result(item, rewards[first], rewards[second], latency_ms)
+            for item, (first, second) in zip(items, item_keys, strict=True)
+        ]
+
+    def _result(self, item: JudgeItem, r_first: float, r_second: float, latency_ms: int):
+        p_first = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, r_first - r_second))))
+        if item.allow_tie and abs(p_first - 0.5) < self.tie_margin:
+            preferred = "tie"
+        else:
+            preferred = "first" if p_first >= 0.5 else "second"
+        summary = f"r_first={r_first:.4f} r_second={r_second:.4f} p_first={p_first:.4f}"
+        return JudgeResult(
+            outcome="ok",
+            preferred=preferred,
+            confidence=max(p_first, 1.0 - p_first),
+            reasoning=summary,
+            raw=json.dumps({"r_first": r_first, "r_second": r_second, "p_first": p_first}),
+            latency_ms=latency_ms,
+        )
+
+    def _load_image_stats(self, items: list[JudgeItem]) -> None:
+        wanted = {
+            sha
+            for item in items
+            for response in (item.first, item.second)
+            for sha in content_images(response)
+            if sha not in self._image_stats
+        }
+        rows = media_rows(wanted)
+        for sha in wanted:
+            try:
+                self._image_stats[sha] = image_stats(media_path(rows[sha])) if sha in rows else None
+            except MediaUnavailable:
+                self._image_stats[sha] = None
+
+    def close(self) -> None:
+        self._model = None
+        self._image_stats.clear()
