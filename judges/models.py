@@ -25,7 +25,11 @@ class Judge(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     enabled = models.BooleanField(default=True)
     # openai
-    base_url = models.URLField(max_length=500, blank=True)
+    # A CharField: cluster hosts without a dot (http://vllm:8000/v1) are valid base URLs, which
+    # URLField rejects; judges.services.judges.judge_check validates it.
+    base_url = models.CharField(
+        max_length=500, blank=True, help_text="OpenAI-compatible base URL, e.g. http://host/v1"
+    )
     model = models.CharField(max_length=200, blank=True)
     api_key_env = models.CharField(
         max_length=100,
