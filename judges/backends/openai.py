@@ -55,6 +55,7 @@ class OpenAIBackend(JudgeBackend):
         self.url = judge.base_url.rstrip("/") + "/chat/completions"
         # Start of the next request slot under requests_per_minute, across batches.
         self._next_slot = 0.0
+        self._ssl_context = None  # built once: loading the CA bundle costs milliseconds
 
     def __repr__(self) -> str:
         return f"<OpenAIBackend judge={self.judge.name!r} model={self.judge.model!r}>"
@@ -122,11 +123,15 @@ class OpenAIBackend(JudgeBackend):
         per_client = math.ceil(concurrency / shards)
         limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
         timeout = httpx.Timeout(self.judge.timeout_s)
+        if self._ssl_context is None:
+            self._ssl_context = httpx.create_ssl_context()
         pacing = asyncio.Lock()
         async with contextlib.AsyncExitStack() as stack:
             clients = [
                 await stack.enter_async_context(
-                    httpx.AsyncClient(headers=headers, timeout=timeout, limits=limits)
+                    httpx.AsyncClient(
+                        headers=headers, timeout=timeout, limits=limits, verify=self._ssl_context
+                    )
                 )
                 for _ in range(shards)
             ]

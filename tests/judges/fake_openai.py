@@ -15,6 +15,9 @@ counts ``requests`` and records ``max_in_flight`` and every ``FakeRequest``.
 
     with FakeOpenAI(by_marker("GOOD"), delay_s=0.1) as server:
         judge.base_url = server.base_url
+
+From a shell or a benchmark, in its own process: ``python -m tests.judges.fake_openai
+--delay-s 0.1 --marker GOOD`` prints the base URL, then serves until killed.
 """
 
 from __future__ import annotations
@@ -148,7 +151,9 @@ class FakeOpenAI:
             "Server", (ThreadingHTTPServer,), {"daemon_threads": True, "request_queue_size": 1024}
         )
         self._server = server_class(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -266,3 +271,27 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serves from its own process (so a benchmark's client does not share its interpreter):
+    prints the base URL on one line, then answers until killed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--delay-s", type=float, default=0.1, help="delay before every answer")
+    parser.add_argument(
+        "--marker", default="", help="prefer the response containing this text (else verdict 1)"
+    )
+    args = parser.parse_args(argv)
+    rule = by_marker(args.marker) if args.marker else verdict("1")
+    server = FakeOpenAI(rule, delay_s=args.delay_s).start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from judges.models import Judge
+from judges.services.judges import judge_create
+
+# Command-line flag -> Judge field, and the kinds the flag applies to.
+_FLAGS = {
+    "base_url": ("base_url", {"openai"}),
+    "model": ("model", {"openai"}),
+    "api_key_env": ("api_key_env", {"openai"}),
+    "concurrency": ("concurrency", {"openai"}),
+    "temperature": ("temperature", {"openai"}),
+    "max_tokens": ("max_tokens", {"openai"}),
+    "timeout": ("timeout_s", {"openai"}),
+    "rpm": ("requests_per_minute", {"openai"}),
+    "max_image_side": ("max_image_side", {"openai"}),
+    "checkpoint": ("checkpoint", {"reward_model"}),
+    "device": ("device", {"reward_model"}),
+    "batch_size": ("batch_size", {"reward_model"}),
+}
+
+
+class Command(BaseCommand):
+    help = (
+        "Add a judge. openai needs --base-url and --model (the API key is read at call time "
+        "from the environment variable named by --api-key-env, never stored); reward_model "
+        "needs --checkpoint; heuristic and scores need nothing."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="unique judge name (a slug)")
+        parser.add_argument("--kind", choices=Judge.Kind.values, required=True)
+        parser.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. http://host/v1")
+        parser.add_argument("--model", help="model name sent to the endpoint")
+        parser.add_argument(
+            "--api-key-env", help="NAME of the environment variable holding the API key"
+        )
+        parser.add_argument("--concurrency", type=int, help="requests in flight (default 16)")
+        parser.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+        parser.add_argument("--max-tokens", type=int, help="answer token limit (default 1024)")
+        parser.add_argument("--timeout", type=float, help="seconds per request (default 60)")
+        parser.add_argument("--rpm", type=int, help="requests per minute, 0 = no limit")
+        parser.add_argument("--max-image-side", type=int, help="downscale images to this side")
+        parser.add_argument("--checkpoint", help="reward-model checkpoint path")
+        parser.add_argument("--device", help="cpu, cuda or cuda:N (default cpu)")
+        parser.add_argument("--batch-size", type=int, help="responses per forward pass")
+        parser.add_argument("--disabled", action="store_true", help="create it disabled")
+
+    def handle(self, *args, **options):
+        kind = options["kind"]
+        fields = {}
+        for flag, (field, kinds) in _FLAGS.items():
+            value = options[flag]
+            if value is None:
+                continue
+            if kind not in kinds:
+                option = "--" + flag.replace("_", "-")
+                raise CommandError(f"{option} does not apply to --kind {kind}")
+            fields[field] = value
+        try:
+            judge = judge_create(
+                name=options["name"], kind=kind, enabled=not options["disabled"], **fields
+            )
+        except ValidationError as exc:
+            lines = [
+                f"  {field}: {message}"
+                for field, messages in exc.message_dict.items()
+                for message in messages
+            ]
+            raise CommandError("Judge not created:\n" + "\n".join(lines)) from None
+        self.stdout.write(
+            self.style.SUCCESS(f"Created {judge.kind} judge {judge.name} (queue {judge.queue})")
+        )

@@ -1,0 +1,156 @@
+"""Creating and checking judges. A judge's configuration is checked per kind before it is
+saved, so a filter run never starts with a judge that cannot work."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from judges.models import Judge
+
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+# The ``options`` keys each kind reads (see docs/judges.md), and what each must be.
+OPTIONS = {
+    Judge.Kind.OPENAI: {
+        "max_retries": "an integer from 0 to 10",
+        "retry_base_s": "a number of seconds above 0",
+        "retry_max_s": "a number of seconds above 0",
+        "rubrics": "an object mapping a task family to rubric text",
+    },
+    Judge.Kind.REWARD_MODEL: {"tie_margin": "a number from 0 to 0.5"},
+    Judge.Kind.HEURISTIC: {"confidence": "a number from 0.5 to 1"},
+    Judge.Kind.SCORES: {
+        "scores_key": "the key under metadata.scores (default: the judge's name)",
+        "tie_margin": "a number from 0 to 0.5",
+    },
+}
+OPTIONS_HELP = (
+    "Kind-specific settings as JSON. openai: max_retries, retry_base_s, retry_max_s, "
+    'rubrics ({"t2i"|"edit"|"interleaved"|"reasoning"|"text": "rubric text"}). '
+    "reward_model: tie_margin. heuristic: confidence. scores: scores_key, tie_margin. "
+    'A scores judge reads each pair\'s metadata {"scores": {KEY: {"A": 0.7, "B": 0.2}}} '
+    '(higher is better) or per-order verdicts {"scores": {KEY: {"AB": "A", "BA": "tie"}}} '
+    '(a side or {"side": "A", "confidence": 0.8}); KEY is scores_key or the judge\'s name.'
+)
+
+
+def base_url_ok(url: str) -> bool:
+    """An http(s) URL with a host; cluster-internal hosts without dots
+    (``http://vllm:8000/v1``) are fine."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.query
+
+
+def _number(value, low: float, high: float, *, low_open: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return (value > low if low_open else value >= low) and value <= high
+
+
+_OPTION_CHECKS = {
+    "max_retries": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10,
+    "retry_base_s": lambda v: _number(v, 0, 600, low_open=True),
+    "retry_max_s": lambda v: _number(v, 0, 3600, low_open=True),
+    "rubrics": lambda v: (
+        isinstance(v, dict)
+        and all(k in ("t2i", "edit", "interleaved", "reasoning", "text") for k in v)
+        and all(isinstance(text, str) and text.strip() for text in v.values())
+    ),
+    "tie_margin": lambda v: _number(v, 0, 0.5),
+    "confidence": lambda v: _number(v, 0.5, 1),
+    "scores_key": lambda v: isinstance(v, str) and v.strip() != "",
+}
+
+
+def judge_check(judge: Judge) -> None:
+    """Raises ``ValidationError`` naming each field that does not suit the judge's kind."""
+    errors: dict[str, str] = {}
+    kind = judge.kind
+    if kind == Judge.Kind.OPENAI:
+        if not judge.base_url:
+            errors["base_url"] = "An openai judge needs a base URL (e.g. http://host:8000/v1)."
+        elif not base_url_ok(judge.base_url):
+            errors["base_url"] = "The base URL must be http(s)://host[:port][/path]."
+        if not judge.model:
+            errors["model"] = "An openai judge needs a model name."
+        # The value is never echoed: someone may have pasted the key itself here.
+        if judge.api_key_env and not ENV_VAR_NAME.match(judge.api_key_env):
+            errors["api_key_env"] = (
+                "Give the NAME of an environment variable (letters, digits and underscores, "
+                "e.g. OPENAI_API_KEY), never the key itself."
+            )
+        if judge.concurrency < 1:
+            errors["concurrency"] = "At least 1 request must be allowed in flight."
+        if not judge.timeout_s > 0:
+            errors["timeout_s"] = "The timeout must be above 0 seconds."
+        if not 0 <= judge.temperature <= 2:
+            errors["temperature"] = "The temperature must be from 0 to 2."
+        if judge.max_tokens < 1:
+            errors["max_tokens"] = "Allow at least 1 token."
+        if judge.max_image_side < 16:
+            errors["max_image_side"] = "The maximum image side must be at least 16 pixels."
+    elif kind == Judge.Kind.REWARD_MODEL:
+        if not DEVICE.match(judge.device or ""):
+            errors["device"] = "The device must be cpu, cuda or cuda:N."
+        if judge.batch_size < 1:
+            errors["batch_size"] = "The batch size must be at least 1."
+        if not judge.checkpoint:
+            errors["checkpoint"] = "A reward_model judge needs a checkpoint path."
+        else:
+            from judges.reward_model import CheckpointError, load_checkpoint
+
+            # Loaded on the CPU here: the machine checking may not be the GPU worker.
+            try:
+                load_checkpoint(judge.checkpoint, "cpu")
+            except CheckpointError as exc:
+                errors["checkpoint"] = str(exc)
+    elif kind not in Judge.Kind.values:
+        errors["kind"] = f"Unknown kind; choose one of {', '.join(Judge.Kind.values)}."
+    options_error = _options_error(kind, judge.options)
+    if options_error:
+        errors["options"] = options_error
+    if errors:
+        raise ValidationError(errors)
+
+
+def _options_error(kind: str, options) -> str:
+    if not isinstance(options, dict):
+        return "Options must be a JSON object."
+    known = OPTIONS.get(kind, {})
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        allowed = ", ".join(known) or "none"
+        return f"Unknown option(s) {', '.join(unknown)} for kind {kind} (allowed: {allowed})."
+    for key, value in options.items():
+        if not _OPTION_CHECKS[key](value):
+            return f"Option {key} must be {known[key]}."
+    return ""
+
+
+@transaction.atomic
+def judge_create(*, name: str, kind: str, **fields) -> Judge:
+    """Creates a judge after checking its fields and its kind's requirements."""
+    judge = Judge(name=name, kind=kind, **fields)
+    errors: dict[str, list[str]] = {}
+    try:
+        judge.full_clean()
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    try:
+        judge_check(judge)
+    except ValidationError as exc:
+        for field, messages in exc.message_dict.items():
+            errors.setdefault(field, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+    judge.save()
+    return judge
