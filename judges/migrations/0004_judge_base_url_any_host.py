@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('judges', '0003_filter_run_summary_verdict_attempts'),
+        ("judges", "0003_filter_run_summary_verdict_attempts"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='judge',
-            name='base_url',
-            field=models.CharField(blank=True, help_text='OpenAI-compatible base URL, e.g. http://host/v1', max_length=500),
+            model_name="judge",
+            name="base_url",
+            field=models.CharField(
+                blank=True,
+                help_text="OpenAI-compatible base URL, e.g. http://host/v1",
+                max_length=500,
+            ),
         ),
     ]
