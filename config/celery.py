@@ -17,6 +17,6 @@ app.autodiscover_tasks()
 @app.on_after_configure.connect
 def _ensure_filesystem_broker_folders(sender, **kwargs):
     options = sender.conf.broker_transport_options or {}
-    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         if options.get(key):
             os.makedirs(options[key], exist_ok=True)

@@ -254,6 +254,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SideEnum": "annotation.models.Side",
         "PairStatusEnum": "annotation.models.PairStatus",
+        "FilterRunStatusEnum": "judges.models.FilterRun.Status",
     },
 }
 
@@ -265,6 +266,7 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_in": str(_broker_dir / "out"),
         "data_folder_out": str(_broker_dir / "out"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
