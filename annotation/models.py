@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 
@@ -240,7 +240,15 @@ class Pair(models.Model):
     target_votes = models.PositiveSmallIntegerField(
         help_text="Votes this pair should get; the project's overlap, raised for disputes."
     )
-    vote_count = models.PositiveSmallIntegerField(default=0)
+    vote_count = models.PositiveSmallIntegerField(
+        default=0, help_text="Votes counting towards the target (extra votes are not counted)."
+    )
+    lease_count = models.PositiveSmallIntegerField(
+        default=0, help_text="Live leases; claims need vote_count + lease_count < target_votes."
+    )
+    restricted = models.BooleanField(
+        default=False, help_text="Only the annotators in its restrictions may claim this pair."
+    )
     is_gold = models.BooleanField(default=False)
     gold_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
     # What came with the import
@@ -273,10 +281,25 @@ class Pair(models.Model):
         ]
         indexes = [
             models.Index(fields=["project", "status", "-priority", "id"], name="pair_queue_idx"),
+            # The claim walks this index in serving order and stops at the first pair it may take.
+            models.Index(
+                F("project"),
+                F("is_gold"),
+                F("priority").desc(),
+                (F("vote_count") + F("lease_count")).desc(),
+                F("id"),
+                name="pair_claim_idx",
+                condition=Q(status__in=["queued", "annotating"])
+                & Q(target_votes__gt=F("vote_count") + F("lease_count")),
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.project.slug}:{self.external_id}"
+
+    @property
+    def slots_taken(self) -> int:
+        return self.vote_count + self.lease_count
 
 
 class PriorAnnotation(models.Model):
@@ -374,7 +397,15 @@ class Assignment(models.Model):
         indexes = [
             models.Index(fields=["annotator", "status"], name="assignment_annotator_idx"),
             models.Index(fields=["pair", "status", "expires_at"], name="assignment_pair_live_idx"),
+            # Each claim frees expired leases first; this keeps that a range scan of expired ones.
+            models.Index(
+                fields=["expires_at"], condition=Q(status="live"), name="assignment_expiry_idx"
+            ),
         ]
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at <= timezone.now()
 
 
 class Vote(models.Model):
@@ -404,6 +435,9 @@ class Vote(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["pair", "annotator"], name="vote_one_per_annotator"),
             models.CheckConstraint(condition=Q(side__in=Side.values), name="vote_side_valid"),
+            models.CheckConstraint(
+                condition=Q(value__gte=1) & Q(value__lte=6), name="vote_value_range"
+            ),
         ]
         indexes = [models.Index(fields=["annotator", "created_at"], name="vote_annotator_idx")]
 

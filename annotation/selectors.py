@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.http import Http404
+from django.utils import timezone
 
-from annotation.models import Membership, PairStatus, Project
+from annotation.access import get_project_for_user
+from annotation.models import (
+    Assignment,
+    Membership,
+    Pair,
+    PairRestriction,
+    PairStatus,
+    Project,
+    Role,
+    Skip,
+    Vote,
+)
 
 
 def projects_for_user(user) -> list[dict]:
@@ -48,3 +61,61 @@ def projects_for_user(user) -> list[dict]:
             for p in others
         ]
     return rows
+
+
+# ---- Annotation queue ----
+
+OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
+
+
+def claimable_pairs(*, project: Project, annotator) -> QuerySet[Pair]:
+    """Pairs ``annotator`` may claim now: open, with a free slot, not voted on or skipped by
+    them, not restricted to others. Unordered: the claim orders it along ``pair_claim_idx``."""
+    taken = F("vote_count") + F("lease_count")
+    mine = {"pair": OuterRef("pk"), "annotator": annotator}
+    return (
+        Pair.objects.filter(project=project, status__in=OPEN_STATUSES, target_votes__gt=taken)
+        .filter(Q(restricted=False) | Exists(PairRestriction.objects.filter(**mine)))
+        .exclude(Exists(Vote.objects.filter(**mine)))
+        .exclude(Exists(Skip.objects.filter(**mine)))
+    )
+
+
+def live_assignments(*, project: Project, annotator, now=None) -> QuerySet[Assignment]:
+    """The annotator's unexpired leases on open pairs of the project, newest lease first."""
+    return Assignment.objects.filter(
+        annotator=annotator,
+        status=Assignment.Status.LIVE,
+        expires_at__gt=now or timezone.now(),
+        pair__project=project,
+        pair__status__in=OPEN_STATUSES,
+    ).order_by("-expires_at", "-pk")
+
+
+def annotator_progress(*, project: Project, annotator, now=None) -> dict:
+    """The comparison page's progress: votes ``done_today`` (since local midnight) and
+    ``done_total``, and the pairs ``left`` for this annotator now. Three queries."""
+    now = now or timezone.now()
+    midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    done = Vote.objects.filter(pair__project=project, annotator=annotator).aggregate(
+        done_total=Count("id"), done_today=Count("id", filter=Q(created_at__gte=midnight))
+    )
+    held = live_assignments(project=project, annotator=annotator, now=now).count()
+    left = claimable_pairs(project=project, annotator=annotator).count() + held
+    return {"done_today": done["done_today"], "done_total": done["done_total"], "left": left}
+
+
+def assignment_for_annotator(*, user, assignment_id: int) -> Assignment:
+    """The user's own assignment, with its pair and project: 404 for anyone else's, and the
+    project's access check (outsiders 404, members who no longer annotate 403)."""
+    assignment = None
+    if user.is_authenticated:
+        assignment = (
+            Assignment.objects.select_related("pair__project")
+            .filter(pk=assignment_id, annotator=user)
+            .first()
+        )
+    if assignment is None:
+        raise Http404("No such assignment")
+    get_project_for_user(user, assignment.pair.project.slug, roles=(Role.ANNOTATOR,))
+    return assignment

@@ -1,0 +1,94 @@
+"""The rating scales in the two vocabularies Arbiter speaks: annotators choose in on-screen
+terms (left, right, tie; likert6 1 = left much better .. 6 = right much better), votes are
+stored in canonical terms (A, B, tie; likert6 6 = A much better, as in MMRB2).
+
+Canonical values: binary and ternary 1 = B, 2 = tie, 3 = A; likert6 1..6 with 6 = A much better.
+"""
+
+from __future__ import annotations
+
+from annotation.models import Scale, Side
+
+CHOICES = {
+    Scale.BINARY: ("left", "right"),
+    Scale.TERNARY: ("left", "tie", "right"),
+}
+LIKERT6_LABELS = (
+    "Left much better",
+    "Left better",
+    "Left slightly better, or unsure",
+    "Right slightly better, or unsure",
+    "Right better",
+    "Right much better",
+)
+_CHOICE_LABELS = {"left": "Left is better", "tie": "About the same", "right": "Right is better"}
+_CHOICE_ARROWS = {"left": "left", "tie": "down", "right": "right"}
+_SIDE_VALUE = {Side.B: 1, Side.TIE: 2, Side.A: 3}
+
+
+class VoteInputError(ValueError):
+    """A vote that does not fit the project's scale; the message names the field."""
+
+
+def options_for(scale: str) -> list[dict]:
+    """The scale's options in on-screen order: ``key`` is the number key that picks it,
+    ``field``/``value`` what the vote form or API receives, ``arrow`` the arrow key, if any."""
+    if scale == Scale.LIKERT6:
+        return [
+            {
+                "key": str(value),
+                "field": "value",
+                "value": value,
+                "label": label,
+                "arrow": None,
+                "tone": "left" if value <= 3 else "right",
+            }
+            for value, label in enumerate(LIKERT6_LABELS, start=1)
+        ]
+    return [
+        {
+            "key": str(position),
+            "field": "choice",
+            "value": choice,
+            "label": _CHOICE_LABELS[choice],
+            "arrow": _CHOICE_ARROWS[choice],
+            "tone": choice,
+        }
+        for position, choice in enumerate(CHOICES[scale], start=1)
+    ]
+
+
+def canonical_vote(
+    *, scale: str, left_is_a: bool, choice: str | None, value: int | None
+) -> tuple[str, int]:
+    """(side, canonical value) for an on-screen choice (binary, ternary) or value (likert6)."""
+    if scale == Scale.LIKERT6:
+        if choice is not None:
+            raise VoteInputError('choice: this project rates on a 1-6 scale; send "value" instead')
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 6:
+            raise VoteInputError(
+                "value: must be an integer from 1 (left much better) to 6 (right much better)"
+            )
+        canonical = 7 - value if left_is_a else value
+        return (Side.A if canonical >= 4 else Side.B), canonical
+    allowed = CHOICES[scale]
+    if value is not None:
+        raise VoteInputError(f'value: this project uses choices; send "choice", one of {allowed}')
+    if choice not in allowed:
+        raise VoteInputError(f"choice: must be one of {', '.join(allowed)} (got {choice!r})")
+    if choice == "tie":
+        side = Side.TIE
+    elif (choice == "left") == left_is_a:
+        side = Side.A
+    else:
+        side = Side.B
+    return side, _SIDE_VALUE[side]
+
+
+def on_screen_vote(*, scale: str, left_is_a: bool, side: str, value: int) -> dict:
+    """A stored vote back in the on-screen terms of an assignment shown with ``left_is_a``."""
+    if scale == Scale.LIKERT6:
+        return {"choice": None, "value": 7 - value if left_is_a else value}
+    if side == Side.TIE:
+        return {"choice": "tie", "value": None}
+    return {"choice": "left" if (side == Side.A) == left_is_a else "right", "value": None}

@@ -1,0 +1,412 @@
+"""The annotation queue: leases on pair slots, votes, skips, undo, and the curators' levers.
+
+A pair's slots are counted on the pair itself (``vote_count + lease_count < target_votes``
+leaves a slot free), so taking one is a single conditional write: PostgreSQL locks the chosen
+pair with ``SELECT ... FOR UPDATE SKIP LOCKED`` (racing claimers take the next pair instead of
+waiting), SQLite (one writer at a time) relies on an UPDATE that must change exactly one row.
+Locks are always taken in the order membership, assignment, pair (by id), so nothing deadlocks.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation.models import (
+    Assignment,
+    Membership,
+    Pair,
+    PairRestriction,
+    PairStatus,
+    Project,
+    Role,
+    Skip,
+    Vote,
+)
+from annotation.scales import VoteInputError, canonical_vote
+from annotation.selectors import OPEN_STATUSES, claimable_pairs, live_assignments
+
+UNDO_SECONDS = 60
+# Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
+SWEEP_BATCH = 200
+# SQLite: candidates a claim tries when another writer filled one between read and update.
+SQLITE_CLAIM_TRIES = 5
+MAX_NOTE_CHARS = 2000
+_PRIORITY_RANGE = (-32768, 32767)
+
+
+class QueueError(Exception):
+    """A queue operation that cannot be done; the message says why. Views answer
+    ``status_code`` (409: conflicts with what is already there)."""
+
+    status_code = 409
+
+
+class InvalidInput(QueueError):
+    """Bad input; the message names the field."""
+
+    status_code = 400
+
+
+class NotAllowed(QueueError):
+    status_code = 403
+
+
+class NotYours(QueueError):
+    """Someone else's assignment: answered like a missing one."""
+
+    status_code = 404
+
+
+# ---- Annotators ----
+
+
+@transaction.atomic
+def assignment_claim(*, project: Project, annotator) -> Assignment | None:
+    """A live lease on the next pair for ``annotator``, or None when nothing is left for them
+    (or the project is paused). A live lease they already hold is returned again, so a reload
+    or a second tab never takes a second slot."""
+    # Locking the membership serialises one annotator's claims (two tabs racing) and checks
+    # the role in the same query.
+    paused = list(
+        Membership.objects.select_for_update(of=("self",))
+        .filter(project=project, user=annotator, role=Role.ANNOTATOR)
+        .values_list("project__paused", flat=True)[:1]
+    )
+    if not paused:
+        raise NotAllowed("Only annotators of this project can claim pairs.")
+    if paused[0]:
+        return None
+    now = timezone.now()
+    _free_expired_leases(project=project, now=now)
+    held = (
+        live_assignments(project=project, annotator=annotator, now=now)
+        .select_related("pair__prompt", "pair__response_a", "pair__response_b")
+        .first()
+    )
+    if held is not None:
+        held.pair.project = project
+        return held
+    gold_first = random.random() < project.gold_rate
+    pair = _take_slot(project=project, annotator=annotator, is_gold=gold_first, now=now)
+    if pair is None:
+        pair = _take_slot(project=project, annotator=annotator, is_gold=not gold_first, now=now)
+    if pair is None:
+        return None
+    pair.project = project
+    return Assignment.objects.create(
+        pair=pair,
+        annotator=annotator,
+        left_is_a=bool(random.getrandbits(1)),
+        status=Assignment.Status.LIVE,
+        created_at=now,
+        expires_at=now + timedelta(minutes=project.lease_minutes),
+    )
+
+
+def _take_slot(*, project: Project, annotator, is_gold: bool, now) -> Pair | None:
+    """Takes one slot on the first claimable pair in serving order: priority, then the pair
+    closest to its target, then import order. Caller holds a transaction."""
+    taken = F("vote_count") + F("lease_count")
+    candidates = (
+        claimable_pairs(project=project, annotator=annotator)
+        .filter(is_gold=is_gold)
+        .order_by("-priority", taken.desc(), "id")
+        .select_related("prompt", "response_a", "response_b")
+    )
+    take = {"lease_count": F("lease_count") + 1, "status": PairStatus.ANNOTATING, "updated_at": now}
+    if connection.features.has_select_for_update_skip_locked:
+        pair = candidates.select_for_update(skip_locked=True, of=("self",)).first()
+        if pair is None:
+            return None
+        # The row lock makes the slot ours; the condition is re-checked on the locked row.
+        Pair.objects.filter(pk=pair.pk).update(**take)
+    else:
+        for pair in candidates[:SQLITE_CLAIM_TRIES]:
+            changed = Pair.objects.filter(
+                pk=pair.pk, status__in=OPEN_STATUSES, target_votes__gt=taken
+            ).update(**take)
+            if changed == 1:
+                break
+        else:
+            return None
+    pair.lease_count += 1
+    pair.status = PairStatus.ANNOTATING
+    return pair
+
+
+def _free_expired_leases(*, project: Project, now) -> int:
+    """Releases expired leases in the project, freeing their slots. Leases another claimer is
+    freeing at the same moment are skipped (SKIP LOCKED), so each is freed exactly once."""
+    expired = list(
+        Assignment.objects.filter(
+            pair__project=project, status=Assignment.Status.LIVE, expires_at__lte=now
+        )
+        .select_for_update(skip_locked=True, of=("self",))
+        .order_by("pk")
+        .values_list("pk", "pair_id")[:SWEEP_BATCH]
+    )
+    return _release(expired)
+
+
+def _release(leases: list[tuple[int, int]]) -> int:
+    """Marks locked live leases (assignment id, pair id) released and frees their slots."""
+    if not leases:
+        return 0
+    Assignment.objects.filter(pk__in=[pk for pk, _ in leases]).update(
+        status=Assignment.Status.RELEASED
+    )
+    # Pairs in id order: two transactions freeing slots on the same pairs cannot deadlock.
+    for pair_id, count in sorted(Counter(pair_id for _, pair_id in leases).items()):
+        Pair.objects.filter(pk=pair_id).update(lease_count=F("lease_count") - count)
+    return len(leases)
+
+
+def _lock_assignment(*, assignment: Assignment, annotator) -> Assignment:
+    locked = (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("pair__project")
+        .filter(pk=assignment.pk)
+        .first()
+    )
+    if locked is None or locked.annotator_id != annotator.pk:
+        raise NotYours("No such assignment.")
+    return locked
+
+
+def _close_my_leases(*, locked: Assignment, status: str) -> int:
+    """Gives ``locked`` its final status and closes any other live lease the annotator holds
+    on the same pair (a claim after this one expired). Returns how many slots that frees;
+    the caller updates the pair. Caller holds the lock on ``locked``."""
+    freed = 1 if locked.status == Assignment.Status.LIVE else 0
+    if not freed:
+        others = list(
+            Assignment.objects.select_for_update(of=("self",))
+            .filter(
+                pair_id=locked.pair_id,
+                annotator_id=locked.annotator_id,
+                status=Assignment.Status.LIVE,
+            )
+            .values_list("pk", flat=True)
+        )
+        if others:
+            Assignment.objects.filter(pk__in=others).update(status=Assignment.Status.RELEASED)
+            freed = len(others)
+    locked.status = status
+    locked.save(update_fields=["status"])
+    return freed
+
+
+@transaction.atomic
+def vote_submit(
+    *,
+    assignment: Assignment,
+    annotator,
+    choice: str | None = None,
+    value: int | None = None,
+    rationale: str = "",
+    time_on_task_ms: int | None = None,
+) -> tuple[Vote, bool]:
+    """Records the annotator's vote through ``assignment`` (``choice`` left/right/tie, or on
+    likert6 ``value`` 1..6, in on-screen terms) in canonical A/B terms; returns (vote, created).
+    The same vote again returns the first one. A late vote (lease expired) is kept and counted;
+    one that arrives when the pair already has its target is kept as an extra vote."""
+    locked = _lock_assignment(assignment=assignment, annotator=annotator)
+    pair = locked.pair
+    project = pair.project
+    try:
+        side, canonical = canonical_vote(
+            scale=project.scale, left_is_a=locked.left_is_a, choice=choice, value=value
+        )
+    except VoteInputError as exc:
+        raise InvalidInput(str(exc)) from None
+    rationale = (rationale or "").strip()
+    if project.require_rationale and not rationale:
+        raise InvalidInput("rationale: this project asks for a reason with every vote.")
+    if time_on_task_ms is not None and not 0 <= time_on_task_ms <= 2**31 - 1:
+        raise InvalidInput("time_on_task_ms: must be a non-negative number of milliseconds.")
+    if locked.status == Assignment.Status.SKIPPED:
+        raise QueueError("You skipped this pair, so it cannot take your vote.")
+    if locked.status != Assignment.Status.LIVE:
+        # Voted already, or the lease expired or was released: the pair may hold our vote.
+        existing = Vote.objects.filter(pair=pair, annotator=annotator).first()
+        if existing is not None:
+            if (existing.side, existing.value, existing.rationale) == (side, canonical, rationale):
+                return existing, False
+            raise QueueError(
+                "You already voted on this pair with a different answer; undo it to change it."
+            )
+    now = timezone.now()
+    freed = _close_my_leases(locked=locked, status=Assignment.Status.VOTED)
+    counted = (
+        Pair.objects.filter(pk=pair.pk, vote_count__lt=F("target_votes")).update(
+            vote_count=F("vote_count") + 1, lease_count=F("lease_count") - freed, updated_at=now
+        )
+        == 1
+    )
+    if not counted and freed:
+        Pair.objects.filter(pk=pair.pk).update(lease_count=F("lease_count") - freed, updated_at=now)
+    vote = Vote.objects.create(
+        pair=pair,
+        annotator=annotator,
+        assignment=locked,
+        side=side,
+        value=canonical,
+        left_is_a=locked.left_is_a,
+        rationale=rationale,
+        time_on_task_ms=time_on_task_ms,
+        is_extra=not counted,
+        created_at=now,
+    )
+    return vote, True
+
+
+@transaction.atomic
+def assignment_skip(*, assignment: Assignment, annotator, reason: str, note: str = "") -> Skip:
+    """Skips the pair with a reason (a flag curators see); frees the slot, and the pair is
+    never offered to this annotator again. Skipping twice returns the first skip."""
+    if reason not in Skip.Reason.values:
+        raise InvalidInput(f"reason: must be one of {', '.join(Skip.Reason.values)}.")
+    note = (note or "").strip()
+    if len(note) > MAX_NOTE_CHARS:
+        raise InvalidInput(f"note: at most {MAX_NOTE_CHARS} characters.")
+    locked = _lock_assignment(assignment=assignment, annotator=annotator)
+    existing = Skip.objects.filter(pair_id=locked.pair_id, annotator=annotator).first()
+    if existing is not None:
+        return existing
+    if Vote.objects.filter(pair_id=locked.pair_id, annotator=annotator).exists():
+        raise QueueError("You already voted on this pair; undo the vote to skip it instead.")
+    freed = _close_my_leases(locked=locked, status=Assignment.Status.SKIPPED)
+    if freed:
+        Pair.objects.filter(pk=locked.pair_id).update(
+            lease_count=F("lease_count") - freed, updated_at=timezone.now()
+        )
+    return Skip.objects.create(
+        pair_id=locked.pair_id, annotator=annotator, reason=reason, note=note
+    )
+
+
+@transaction.atomic
+def vote_undo(*, annotator, project: Project) -> Vote | None:
+    """Withdraws the annotator's last vote in the project if it is under ``UNDO_SECONDS`` old
+    and its pair has no consensus; the lease is renewed so they can vote again. Returns the
+    withdrawn vote (``vote.assignment`` is the live lease again), or None if nothing can be
+    undone."""
+    now = timezone.now()
+    last = (
+        Vote.objects.filter(pair__project=project, annotator=annotator, is_adjudication=False)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if (
+        last is None
+        or last.assignment_id is None
+        or last.created_at < now - timedelta(seconds=UNDO_SECONDS)
+    ):
+        return None
+    assignment = _lock_assignment(assignment=Assignment(pk=last.assignment_id), annotator=annotator)
+    reopened = Pair.objects.filter(
+        pk=last.pair_id, status__in=OPEN_STATUSES, consensus_label=""
+    ).update(
+        vote_count=F("vote_count") - (0 if last.is_extra else 1),
+        lease_count=F("lease_count") + 1,
+        updated_at=now,
+    )
+    deleted, _ = Vote.objects.filter(pk=last.pk).delete() if reopened else (0, None)
+    if not deleted:
+        # The pair reached a consensus, or a second tab undid this vote first.
+        transaction.set_rollback(True)
+        return None
+    assignment.status = Assignment.Status.LIVE
+    assignment.expires_at = now + timedelta(minutes=project.lease_minutes)
+    assignment.save(update_fields=["status", "expires_at"])
+    last.assignment = assignment
+    return last
+
+
+# ---- Curators ----
+
+
+def project_pause(*, project: Project, paused: bool) -> Project:
+    """Pauses (no new claims; votes on held leases are still taken) or resumes the project."""
+    project.paused = paused
+    project.save(update_fields=["paused"])
+    return project
+
+
+def pairs_set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> int:
+    """Sets the serving priority (higher first) of the project's pairs; returns how many."""
+    low, high = _PRIORITY_RANGE
+    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
+        raise InvalidInput(f"priority: must be an integer from {low} to {high}.")
+    return Pair.objects.filter(project=project, pk__in=list(pair_ids)).update(
+        priority=priority, updated_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def leases_release(
+    *,
+    project: Project,
+    older_than_minutes: int | None = None,
+    assignment_ids: Iterable[int] | None = None,
+) -> int:
+    """Releases live leases (all, those taken more than ``older_than_minutes`` ago, or the
+    given assignments), freeing their slots; a vote that still arrives on one is kept."""
+    leases = Assignment.objects.filter(pair__project=project, status=Assignment.Status.LIVE)
+    if older_than_minutes is not None:
+        if older_than_minutes < 0:
+            raise InvalidInput("older_than_minutes: must not be negative.")
+        leases = leases.filter(
+            created_at__lte=timezone.now() - timedelta(minutes=older_than_minutes)
+        )
+    if assignment_ids is not None:
+        leases = leases.filter(pk__in=list(assignment_ids))
+    return _release(
+        list(leases.select_for_update(of=("self",)).order_by("pk").values_list("pk", "pair_id"))
+    )
+
+
+@transaction.atomic
+def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Iterable) -> int:
+    """Only ``annotators`` (users or user ids, annotators of the project) may claim these
+    pairs from now on; an empty list lifts the restriction. Returns how many pairs."""
+    user_ids = {getattr(user, "pk", user) for user in annotators}
+    members = set(
+        Membership.objects.filter(
+            project=project, role=Role.ANNOTATOR, user_id__in=user_ids
+        ).values_list("user_id", flat=True)
+    )
+    if user_ids - members:
+        unknown = ", ".join(str(pk) for pk in sorted(user_ids - members))
+        raise InvalidInput(f"annotators: users {unknown} are not annotators of this project.")
+    pks = list(
+        Pair.objects.filter(project=project, pk__in=list(pair_ids)).values_list("pk", flat=True)
+    )
+    PairRestriction.objects.filter(pair_id__in=pks).delete()
+    PairRestriction.objects.bulk_create(
+        PairRestriction(pair_id=pair_id, annotator_id=user_id)
+        for pair_id in pks
+        for user_id in sorted(user_ids)
+    )
+    Pair.objects.filter(pk__in=pks).update(restricted=bool(user_ids), updated_at=timezone.now())
+    return len(pks)
+
+
+def pairs_unrestrict(*, project: Project, pair_ids: Iterable[int]) -> int:
+    """Lets every annotator of the project claim these pairs again."""
+    return pairs_restrict(project=project, pair_ids=pair_ids, annotators=[])
+
+
+def pairs_enqueue(*, project: Project, pair_ids: Iterable[int] | None = None) -> int:
+    """Sends imported pairs (all, or the given ones) to the annotators' queue; returns how many."""
+    pairs = Pair.objects.filter(project=project, status=PairStatus.IMPORTED)
+    if pair_ids is not None:
+        pairs = pairs.filter(pk__in=list(pair_ids))
+    return pairs.update(status=PairStatus.QUEUED, updated_at=timezone.now())
