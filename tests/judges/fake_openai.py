@@ -65,8 +65,10 @@ class FakeRequest:
         """The text of Response 1 or 2 as the judge was shown it."""
         text = self.text
         start = text.find(response_header(number))
-        end = text.find(response_footer(number), start)
-        return text[start + len(response_header(number)) : end] if start >= 0 <= end else ""
+        end = text.find(response_footer(number), max(start, 0))
+        if start < 0 or end < 0:
+            return ""
+        return text[start + len(response_header(number)) : end]
 
     @property
     def item_key(self) -> str:

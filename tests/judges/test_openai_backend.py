@@ -93,6 +93,13 @@ def test_the_request_carries_model_temperature_max_tokens_and_the_prompt(server,
     assert "only the spelling" in request.text
 
 
+def test_a_rubric_option_replaces_the_built_in_one(server, make_judge):
+    judge = make_judge(options={"rubrics": {"t2i": "CUSTOM IMAGE RUBRIC"}})
+    judge_once(judge, [item(task="t2i", pair_id=1), item(task="text", pair_id=2)])
+    texts = sorted(r.text for r in server.requests)
+    assert sum("CUSTOM IMAGE RUBRIC" in t for t in texts) == 1
+
+
 def test_tie_is_offered_and_accepted_only_when_the_scale_has_one(server, make_judge):
     server.reset(verdict("tie"))
     judge = make_judge()
@@ -198,12 +205,9 @@ def test_400_is_a_permanent_error_without_retries(server, make_judge):
 def test_many_requests_are_in_flight_at_once(make_judge):
     with FakeOpenAI(verdict("1"), delay_s=0.2) as slow:
         judge = make_judge(base_url=slow.base_url, concurrency=16)
-        started = time.monotonic()
         results = judge_once(judge, [item(pair_id=n, first=f"answer {n}") for n in range(48)])
-        elapsed = time.monotonic() - started
         assert {r.outcome for r in results} == {"ok"}
-        assert 8 <= slow.max_in_flight <= 16
-    assert elapsed < 48 * 0.2 / 4  # far from one at a time
+        assert 8 <= slow.max_in_flight <= 16  # many at once, never more than allowed
 
 
 def test_requests_per_minute_spaces_requests(server, make_judge):
