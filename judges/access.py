@@ -1,0 +1,22 @@
+"""Access to filter runs goes through the project's access check (annotation.access)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.http import Http404
+
+from annotation.access import STAFF_ROLES, get_project_for_user
+from judges.models import FilterRun
+
+
+def get_run_for_user(
+    user, slug: str, run_id: int, roles: Iterable[str] = STAFF_ROLES
+) -> tuple[FilterRun, str]:
+    """The run in the user's project and their role: 404 for outsiders and for runs of other
+    projects, 403 for members without one of ``roles``."""
+    project, role = get_project_for_user(user, slug, roles=roles)
+    run = FilterRun.objects.filter(project=project, pk=run_id).select_related("project").first()
+    if run is None:
+        raise Http404("No such filter run")
+    return run, role

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import time
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.models import PairStatus, Project
+from judges.models import FilterRun, Judge
+from judges.selectors import STALL_AFTER_S, filter_run_progress, filter_run_report
+from judges.services.runs import filter_run_create, filter_run_resume
+
+BAR_WIDTH = 30
+
+
+class Command(BaseCommand):
+    help = (
+        "Start a filter run: the judges vote on the project's imported pairs in both orders; "
+        "easy pairs are filtered out, the rest are queued for annotators."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("slug")
+        parser.add_argument("--judges", help="comma-separated judge names (default: all enabled)")
+        parser.add_argument(
+            "--threshold", type=float, default=0.9, help="easy share of valid votes (0.5, 1]"
+        )
+        parser.add_argument(
+            "--budget", type=int, help="queue only the N most contested pairs per task"
+        )
+        parser.add_argument("--wait", action="store_true", help="show progress until it ends")
+        parser.add_argument(
+            "--resume", type=int, metavar="RUN_ID", help="resume this run instead of a new one"
+        )
+        parser.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
+        parser.add_argument(
+            "--stall-seconds",
+            type=float,
+            default=STALL_AFTER_S,
+            help="with --wait, resume the run when no verdict arrived for this long",
+        )
+
+    def handle(self, *args, **options):
+        project = Project.objects.filter(slug=options["slug"]).first()
+        if project is None:
+            raise CommandError(f"No project with slug {options['slug']!r}")
+        try:
+            run = self._run(project, options)
+        except ValidationError as exc:
+            raise CommandError(_messages(exc)) from None
+        progress = filter_run_progress(run)
+        self.stdout.write(
+            f"Filter run {run.pk} on {project.slug}: {run.pairs.count()} pairs x "
+            f"{len(progress['judges'])} judges x 2 orders = {progress['expected']} verdicts"
+        )
+        if not options["wait"]:
+            return
+        self._wait(run, options["interval"], options["stall_seconds"])
+        self._summary(run)
+
+    def _run(self, project: Project, options) -> FilterRun:
+        if options["resume"]:
+            run = FilterRun.objects.filter(project=project, pk=options["resume"]).first()
+            if run is None:
+                raise CommandError(f"No filter run {options['resume']} in {project.slug}")
+            filter_run_resume(run=run)
+            return run
+        if options["judges"]:
+            names = [name.strip() for name in options["judges"].split(",") if name.strip()]
+            judges = {j.name: j for j in Judge.objects.filter(name__in=names)}
+            if unknown := [name for name in names if name not in judges]:
+                raise CommandError(f"--judges: unknown judges {', '.join(unknown)}")
+            chosen = [judges[name] for name in dict.fromkeys(names)]
+        else:
+            chosen = list(Judge.objects.filter(enabled=True))
+        if not project.pairs.filter(status=PairStatus.IMPORTED).exists():
+            raise CommandError(f"{project.slug} has no imported pairs to judge")
+        return filter_run_create(
+            project=project,
+            judges=chosen,
+            threshold=options["threshold"],
+            budget_per_task=options["budget"],
+        )
+
+    def _wait(self, run: FilterRun, interval: float, stall_seconds: float) -> None:
+        tty = self.stdout.isatty()
+        last_done, last_change = -1, time.monotonic()
+        while True:
+            run.refresh_from_db()
+            progress = filter_run_progress(run)
+            if progress["done"] != last_done:
+                last_done, last_change = progress["done"], time.monotonic()
+                self.stdout.write(_bar(progress), ending="\r" if tty else "\n")
+                self.stdout.flush()
+            if run.finished:
+                break
+            if time.monotonic() - last_change > stall_seconds:
+                enqueued = filter_run_resume(run=run)
+                self.stdout.write(
+                    f"\nNo verdict for {stall_seconds:g}s: resumed, {enqueued} calls re-enqueued"
+                )
+                last_change = time.monotonic()
+            time.sleep(interval)
+        if tty:
+            self.stdout.write("")
+
+    def _summary(self, run: FilterRun) -> None:
+        report = filter_run_report(run)
+        if run.status != FilterRun.Status.SUCCEEDED:
+            raise CommandError(f"Filter run {run.pk} {run.status}. {run.error}".strip())
+        pairs = report["pairs"]
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Filter run {run.pk} succeeded: {pairs['pairs']} pairs, {pairs['easy']} easy, "
+                f"{pairs['queued']} queued, {pairs['returned']} over budget (imported again), "
+                f"{pairs['no_votes']} without a valid vote"
+            )
+        )
+        header = (
+            f"{'judge':<24} {'verdicts':>9} {'agreement':>9} {'consistent':>10} "
+            f"{'unparseable':>11} {'errors':>6} {'abstain':>7} {'median ms':>9}"
+        )
+        self.stdout.write(header)
+        for judge in report["judges"]:
+            self.stdout.write(
+                f"{judge['name']:<24} {judge['done']:>9} {_pct(judge['agreement']):>9} "
+                f"{_pct(judge['position_consistency']):>10} {judge['unparseable']:>11} "
+                f"{judge['error']:>6} {judge['abstain']:>7} "
+                f"{_num(judge['median_latency_ms']):>9}"
+            )
+
+
+def _bar(progress: dict) -> str:
+    share = progress["done"] / progress["expected"] if progress["expected"] else 0
+    filled = int(BAR_WIDTH * share)
+    judges = "  ".join(f"{j['name']} {j['done']}/{j['expected']}" for j in progress["judges"])
+    return (
+        f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {progress['done']}/{progress['expected']}"
+        f" {progress['percent']:>3}%  {judges}"
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _messages(exc: ValidationError) -> str:
+    if hasattr(exc, "error_dict"):
+        return "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
+    return " ".join(exc.messages)

@@ -1,0 +1,91 @@
+"""Reads for filter runs: progress while running, per-judge statistics during and after."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.db.models import Count, Max
+from django.utils import timezone
+
+from judges.models import FilterRun, Verdict
+from judges.services.ensemble import ensemble_decide, judge_stats
+from judges.services.runs import ORDERS, verdict_rows
+
+# A running run with no new verdict for this long is offered a resume (docs/judges-runs.md).
+STALL_AFTER_S = 300
+
+
+def filter_run_progress(run: FilterRun) -> dict:
+    """Verdicts done and expected, overall and per judge, from two aggregate queries."""
+    judges = list(run.judges.order_by("name"))
+    per_judge_expected = run.pairs.count() * len(ORDERS)
+    counts = defaultdict(lambda: defaultdict(int))
+    rows = (
+        Verdict.objects.filter(run=run)
+        .values("judge_id", "outcome")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for row in rows:
+        counts[row["judge_id"]][row["outcome"]] = row["n"]
+    per_judge = []
+    for judge in judges:
+        outcomes = counts[judge.pk]
+        per_judge.append(
+            {
+                "name": judge.name,
+                "kind": judge.kind,
+                "queue": judge.queue,
+                "done": sum(outcomes.values()),
+                "expected": per_judge_expected,
+                **{o: outcomes[o] for o in Verdict.Outcome.values},
+            }
+        )
+    done = sum(j["done"] for j in per_judge)
+    expected = per_judge_expected * len(judges)
+    last = Verdict.objects.filter(run=run).aggregate(last=Max("created_at"))["last"]
+    return {
+        "done": done,
+        "expected": expected,
+        "percent": int(100 * done / expected) if expected else 0,
+        "judges": per_judge,
+        "last_verdict_at": last,
+        "stalled": filter_run_stalled(run, last_verdict_at=last),
+    }
+
+
+def filter_run_stalled(run: FilterRun, *, last_verdict_at=None) -> bool:
+    """Unfinished, and nothing new for STALL_AFTER_S: its queued work may have been lost."""
+    if run.finished:
+        return False
+    since = last_verdict_at or run.started_at or run.created_at
+    return (timezone.now() - since).total_seconds() > STALL_AFTER_S
+
+
+def filter_run_report(run: FilterRun) -> dict:
+    """Progress plus, per judge, agreement with the ensemble, position consistency, latency
+    and tokens: stored when the run finished, computed from the verdicts so far otherwise."""
+    progress = filter_run_progress(run)
+    stored = run.summary.get("judges") if run.status == FilterRun.Status.SUCCEEDED else None
+    if stored is None:
+        rows = verdict_rows(run)
+        votes = defaultdict(list)
+        for row in rows:
+            votes[row.pair_id].append(row.side if row.outcome == Verdict.Outcome.OK else None)
+        decisions = {pk: ensemble_decide(v, threshold=run.threshold) for pk, v in votes.items()}
+        names = dict(run.judges.values_list("pk", "name"))
+        stored = {names[pk]: stats for pk, stats in judge_stats(rows, decisions).items()}
+    for judge in progress["judges"]:
+        stats = stored.get(judge["name"], {})
+        for key in (
+            "agreement",
+            "position_consistency",
+            "median_latency_ms",
+            "prompt_tokens",
+            "completion_tokens",
+        ):
+            judge[key] = stats.get(key)
+    pairs = {
+        key: run.summary.get(key) for key in ("pairs", "easy", "queued", "returned", "no_votes")
+    }
+    return {**progress, "pairs": pairs if run.summary else None}

@@ -1,0 +1,1 @@
+"""Writes for judges: filter runs (``runs``) and the ensemble rule they apply (``ensemble``)."""

@@ -1,0 +1,127 @@
+"""The ensemble rule and per-judge statistics, as pure functions over votes.
+
+A vote is a canonical side: ``"A"``, ``"B"`` or ``"tie"``; anything else (unparseable, error,
+abstain, missing) is not a valid vote. A tie vote counts toward the total but toward neither
+side, so a pair is never easy by tie: it is easy when A or B alone holds ``threshold`` of all
+valid votes across judges and both orders, counted in whole votes (the share times the valid
+votes, rounded to the nearest vote): MMRB2's 9 judges x 2 orders at 0.9 need 16 of 18.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+SIDES = ("A", "B", "tie")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the ensemble says about one pair."""
+
+    label: str  # "A", "B" or "tie" (A and B level, or tie votes the plurality); "" without votes
+    agreement: float | None  # share of valid votes on the majority side (A or B); None without
+    easy: bool
+    votes: dict[str, int]  # valid votes per side
+    invalid: int  # unparseable, error and abstain answers
+
+    @property
+    def valid(self) -> int:
+        return sum(self.votes.values())
+
+
+def ensemble_decide(votes: Iterable[str | None], *, threshold: float) -> Decision:
+    """Decides one pair from all its votes (every judge, both orders)."""
+    counts = Counter()
+    invalid = 0
+    for vote in votes:
+        if vote in SIDES:
+            counts[vote] += 1
+        else:
+            invalid += 1
+    per_side = {side: counts[side] for side in SIDES}
+    total = sum(per_side.values())
+    if total == 0:
+        return Decision(label="", agreement=None, easy=False, votes=per_side, invalid=invalid)
+    a, b, tie = per_side["A"], per_side["B"], per_side["tie"]
+    majority = max(a, b)
+    agreement = majority / total
+    if a == b or tie > majority:
+        label = "tie"
+    else:
+        label = "A" if a > b else "B"
+    easy = label in ("A", "B") and majority >= votes_needed(total, threshold=threshold)
+    return Decision(label=label, agreement=agreement, easy=easy, votes=per_side, invalid=invalid)
+
+
+def votes_needed(valid: int, *, threshold: float) -> int:
+    """Votes the majority side needs among ``valid`` votes: the share, to the nearest vote."""
+    # The small epsilon keeps 0.9 * 10 (9.000000000000002) from counting as more than 9.
+    return max(1, math.floor(threshold * valid + 0.5 - 1e-9))
+
+
+def contested_first(decisions: dict[int, Decision]) -> list[int]:
+    """Pair ids, most contested first: no valid votes, then lowest agreement, then id."""
+    return sorted(
+        decisions,
+        key=lambda pk: (
+            decisions[pk].agreement is not None,
+            decisions[pk].agreement or 0.0,
+            pk,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """The columns of a verdict that statistics need."""
+
+    judge_id: int
+    pair_id: int
+    order: str
+    outcome: str
+    side: str
+    latency_ms: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def judge_stats(rows: Iterable[VerdictRow], decisions: dict[int, Decision]) -> dict[int, dict]:
+    """Per judge: verdicts by outcome, agreement with the ensemble label, position consistency
+    (share of pairs judged validly in both orders where both give the same canonical side),
+    median latency and tokens."""
+    by_judge: dict[int, list[VerdictRow]] = defaultdict(list)
+    for row in rows:
+        by_judge[row.judge_id].append(row)
+    stats = {}
+    for judge_id, judge_rows in by_judge.items():
+        outcomes = Counter(row.outcome for row in judge_rows)
+        sides_by_pair: dict[int, dict[str, str]] = defaultdict(dict)
+        agree = compared = 0
+        for row in judge_rows:
+            if row.outcome != "ok":
+                continue
+            sides_by_pair[row.pair_id][row.order] = row.side
+            decision = decisions.get(row.pair_id)
+            if decision is not None and decision.label:
+                compared += 1
+                agree += row.side == decision.label
+        both = [orders for orders in sides_by_pair.values() if len(orders) == 2]
+        consistent = sum(orders["AB"] == orders["BA"] for orders in both)
+        latencies = [row.latency_ms for row in judge_rows if row.latency_ms is not None]
+        stats[judge_id] = {
+            "verdicts": len(judge_rows),
+            "ok": outcomes["ok"],
+            "unparseable": outcomes["unparseable"],
+            "error": outcomes["error"],
+            "abstain": outcomes["abstain"],
+            "agreement": agree / compared if compared else None,
+            "position_consistency": consistent / len(both) if both else None,
+            "median_latency_ms": statistics.median(latencies) if latencies else None,
+            "prompt_tokens": sum(row.prompt_tokens or 0 for row in judge_rows),
+            "completion_tokens": sum(row.completion_tokens or 0 for row in judge_rows),
+        }
+    return stats

@@ -1,0 +1,413 @@
+"""Filter runs: every chosen judge votes on every pair of the run in both orders, as Celery
+batches; when every (judge, pair, order) has a verdict, the ensemble decides each pair.
+
+Work is keyed by (run, judge, pair, order), which the database keeps unique, so a batch may
+run twice harmlessly, and "what is left to do" is always the keys without a verdict: starting,
+resuming after a crash and re-delivered batches all enqueue exactly that. See docs/judges-runs.md.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from itertools import zip_longest
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from annotation.models import Pair, PairStatus, Project
+from judges import backends
+from judges.backends.base import JudgeItem, JudgeResult
+from judges.models import FilterRun, Judge, Verdict
+from judges.services.ensemble import (
+    Decision,
+    VerdictRow,
+    contested_first,
+    ensemble_decide,
+    judge_stats,
+)
+
+ORDERS = ("AB", "BA")
+Status = FilterRun.Status
+ACTIVE = (Status.PENDING, Status.RUNNING)
+
+
+def check_run_options(
+    *, judges: list[Judge], threshold: float, budget_per_task: int | None
+) -> None:
+    """Raises ValidationError naming the field when the options cannot make a run."""
+    errors = {}
+    if not judges:
+        errors["judges"] = "Choose at least one judge."
+    elif disabled := [judge.name for judge in judges if not judge.enabled]:
+        errors["judges"] = f"Disabled judges cannot run: {', '.join(disabled)}."
+    if not 0.5 < threshold <= 1:
+        errors["threshold"] = f"The easy threshold must lie in (0.5, 1]; got {threshold}."
+    if budget_per_task is not None and budget_per_task < 1:
+        errors["budget_per_task"] = "The budget must be at least 1 pair per task (or none)."
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def filter_run_create(
+    *,
+    project: Project,
+    judges,
+    threshold: float = 0.9,
+    budget_per_task: int | None = None,
+    created_by=None,
+    pair_ids=None,
+) -> FilterRun:
+    """Takes the project's imported pairs (or those of ``pair_ids`` still imported), moves them
+    to "judging" and enqueues the run once the transaction commits."""
+    judges = list(judges)
+    check_run_options(judges=judges, threshold=threshold, budget_per_task=budget_per_task)
+    pairs = Pair.objects.select_for_update().filter(project=project, status=PairStatus.IMPORTED)
+    if pair_ids is not None:
+        pairs = pairs.filter(pk__in=list(pair_ids))
+    ids = list(pairs.order_by("pk").values_list("pk", flat=True))
+    if not ids:
+        raise ValidationError({"pairs": "The project has no imported pairs to judge."})
+    run = FilterRun.objects.create(
+        project=project,
+        threshold=threshold,
+        budget_per_task=budget_per_task,
+        created_by=created_by,
+    )
+    run.judges.set(judges)
+    through = FilterRun.pairs.through
+    through.objects.bulk_create(
+        [through(filterrun_id=run.pk, pair_id=pk) for pk in ids], batch_size=2000
+    )
+    Pair.objects.filter(filter_runs=run).update(
+        status=PairStatus.JUDGING, updated_at=timezone.now()
+    )
+    from judges import tasks
+
+    transaction.on_commit(lambda: tasks.filter_run_start.apply_async(kwargs={"run_id": run.pk}))
+    return run
+
+
+def filter_run_start(*, run_id: int) -> None:
+    """Marks a pending run running and enqueues its batches. Safe to repeat: a re-delivered
+    start enqueues only what still lacks a verdict."""
+    FilterRun.objects.filter(pk=run_id, status=Status.PENDING).update(
+        status=Status.RUNNING, started_at=timezone.now()
+    )
+    run = FilterRun.objects.filter(pk=run_id, status=Status.RUNNING).first()
+    if run is not None:
+        _enqueue_missing(run)
+
+
+def filter_run_resume(*, run: FilterRun) -> int:
+    """Re-enqueues every (judge, pair, order) of a pending, running or failed run that has no
+    verdict yet, or finishes the run when none is missing; returns the items enqueued.
+
+    Work already queued may then run twice, which the unique verdict key makes harmless."""
+    now = timezone.now()
+    FilterRun.objects.filter(pk=run.pk, status__in=[Status.PENDING, Status.FAILED]).update(
+        status=Status.RUNNING, error="", finished_at=None, started_at=Coalesce("started_at", now)
+    )
+    run.refresh_from_db()
+    if run.status != Status.RUNNING:
+        raise ValidationError({"run": f"Run {run.pk} is {run.status}; it cannot resume."})
+    enqueued = _enqueue_missing(run)
+    if not enqueued:
+        from judges import tasks
+
+        tasks.filter_run_finish.apply_async(kwargs={"run_id": run.pk})
+    return enqueued
+
+
+@transaction.atomic
+def filter_run_cancel(*, run: FilterRun) -> bool:
+    """Stops an unfinished (or failed) run: batches still queued do nothing, its pairs go back
+    to "imported". Verdicts already written are kept. False when the run had finished."""
+    cancelled = FilterRun.objects.filter(pk=run.pk, status__in=[*ACTIVE, Status.FAILED]).update(
+        status=Status.CANCELLED, finished_at=timezone.now()
+    )
+    if cancelled:
+        Pair.objects.filter(filter_runs=run, status=PairStatus.JUDGING).update(
+            status=PairStatus.IMPORTED, updated_at=timezone.now()
+        )
+    run.refresh_from_db()
+    return bool(cancelled)
+
+
+def filter_run_fail(*, run_id: int, error: str) -> None:
+    """Records an unexpected failure, so the run never hangs in "running"; it can resume."""
+    FilterRun.objects.filter(pk=run_id, status__in=ACTIVE).update(
+        status=Status.FAILED, error=error[:2000], finished_at=timezone.now()
+    )
+
+
+def expected_verdicts(run: FilterRun) -> int:
+    return run.pairs.count() * run.judges.count() * len(ORDERS)
+
+
+def _missing_work(run: FilterRun) -> dict[Judge, list[list]]:
+    pair_ids = sorted(run.pairs.values_list("pk", flat=True))
+    done = set(Verdict.objects.filter(run=run).values_list("judge_id", "pair_id", "order"))
+    missing = {}
+    for judge in run.judges.order_by("name"):
+        items = [
+            [pk, order] for pk in pair_ids for order in ORDERS if (judge.pk, pk, order) not in done
+        ]
+        if items:
+            missing[judge] = items
+    return missing
+
+
+def _enqueue_missing(run: FilterRun) -> int:
+    """Enqueues the missing items in batches, judges interleaved so all progress together."""
+    size = 2 * settings.ARBITER_JUDGE_BATCH_PAIRS
+    per_judge = [
+        [(judge, items[i : i + size]) for i in range(0, len(items), size)]
+        for judge, items in _missing_work(run).items()
+    ]
+    enqueued = 0
+    for round_ in zip_longest(*per_judge):
+        for batch in round_:
+            if batch is not None:
+                judge, items = batch
+                _enqueue_batch(run_id=run.pk, judge=judge, items=items)
+                enqueued += len(items)
+    return enqueued
+
+
+def _enqueue_batch(
+    *, run_id: int, judge: Judge, items: list[list], attempt: int = 1, countdown: float = 0
+) -> None:
+    from judges import tasks
+
+    tasks.filter_run_batch.apply_async(
+        kwargs={"run_id": run_id, "judge_id": judge.pk, "items": items, "attempt": attempt},
+        queue=judge.queue,
+        countdown=countdown or None,
+    )
+
+
+def retry_countdown(attempt: int) -> float:
+    """Seconds before retry ``attempt + 1``: exponential backoff with jitter, capped."""
+    ceiling = min(
+        settings.ARBITER_JUDGE_RETRY_CAP_MS,
+        settings.ARBITER_JUDGE_RETRY_BASE_MS * 2 ** (attempt - 1),
+    )
+    return random.uniform(ceiling / 2, ceiling) / 1000
+
+
+def judge_item(pair: Pair, order: str, *, allow_tie: bool) -> JudgeItem:
+    """The pair as one judge call sees it: ``first`` is the response shown first."""
+    first, second = (pair.response_a, pair.response_b)
+    if order == "BA":
+        first, second = second, first
+    return JudgeItem(
+        pair_id=pair.pk,
+        order=order,
+        task=pair.task,
+        prompt=pair.prompt.content,
+        first=first.content,
+        second=second.content,
+        criterion=pair.criterion,
+        allow_tie=allow_tie,
+        metadata=pair.metadata,
+    )
+
+
+def _verdict(run_id: int, judge_id: int, item: JudgeItem, result: JudgeResult, calls: int):
+    outcome, side, error = result.outcome, "", result.error
+    if outcome == Verdict.Outcome.OK:
+        if result.preferred in ("first", "second", "tie"):
+            side = item.canonical_side(result.preferred)
+        else:
+            outcome, error = Verdict.Outcome.UNPARSEABLE, "The judge named no preference."
+    elif outcome not in Verdict.Outcome.values:
+        outcome, error = Verdict.Outcome.ERROR, f"Unknown outcome {result.outcome!r}. {error}"
+    return Verdict(
+        run_id=run_id,
+        judge_id=judge_id,
+        pair_id=item.pair_id,
+        order=item.order,
+        outcome=outcome,
+        side=side,
+        confidence=result.confidence if side else None,
+        reasoning=result.reasoning,
+        raw=result.raw,
+        error=error[:2000],
+        attempts=calls,
+        latency_ms=result.latency_ms,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+    )
+
+
+def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: int = 1) -> None:
+    """Judges the batch's items (``[pair_id, order]``, or ``[pair_id, order, calls so far]``
+    when retried) that still lack a verdict and writes them; items that failed transiently go
+    back to the queue later, with backoff, until ``ARBITER_JUDGE_MAX_ATTEMPTS``."""
+    run = FilterRun.objects.select_related("project").filter(pk=run_id).first()
+    judge = Judge.objects.filter(pk=judge_id).first()
+    if run is None or judge is None or run.status != Status.RUNNING:
+        return
+    calls_before = {
+        (int(item[0]), str(item[1])): int(item[2]) if len(item) > 2 else 0 for item in items
+    }
+    pair_ids = {pk for pk, _ in calls_before}
+    done = set(
+        Verdict.objects.filter(run=run, judge=judge, pair_id__in=pair_ids).values_list(
+            "pair_id", "order"
+        )
+    )
+    pairs = (
+        Pair.objects.filter(pk__in=pair_ids, filter_runs=run)
+        .select_related("prompt", "response_a", "response_b")
+        .in_bulk()
+    )
+    todo = [
+        judge_item(pairs[pk], order, allow_tie=run.project.has_tie)
+        for pk, order in calls_before
+        if (pk, order) not in done and pk in pairs
+    ]
+    if todo:
+        backend = backends.get_backend(judge)
+        try:
+            results = backend.judge_batch(todo)
+        finally:
+            backend.close()
+        if len(results) != len(todo):
+            raise RuntimeError(
+                f"Judge {judge.name} returned {len(results)} results for {len(todo)} items"
+            )
+        verdicts, retry = [], []
+        for item, result in zip(todo, results, strict=True):
+            calls = calls_before[(item.pair_id, item.order)] + (result.attempts or 1)
+            retryable = result.outcome == Verdict.Outcome.ERROR and result.transient
+            if retryable and attempt < settings.ARBITER_JUDGE_MAX_ATTEMPTS:
+                retry.append([item.pair_id, item.order, calls])
+            else:
+                verdicts.append(_verdict(run.pk, judge.pk, item, result, calls))
+        Verdict.objects.bulk_create(verdicts, ignore_conflicts=True)
+        if retry:
+            _enqueue_batch(
+                run_id=run.pk,
+                judge=judge,
+                items=retry,
+                attempt=attempt + 1,
+                countdown=retry_countdown(attempt),
+            )
+            return
+    filter_run_finish_if_complete(run_id=run.pk)
+
+
+def filter_run_finish_if_complete(*, run_id: int) -> bool:
+    """Finishes the run when every (judge, pair, order) has a verdict; True if this call did."""
+    run = FilterRun.objects.filter(pk=run_id, status=Status.RUNNING).first()
+    if run is None or Verdict.objects.filter(run=run).count() < expected_verdicts(run):
+        return False
+    return filter_run_finish(run=run)
+
+
+def _route(run: FilterRun, decisions: dict[int, Decision], tasks: dict[int, str]) -> dict:
+    """Each pair's new status: easy pairs are filtered out; with a budget, only the N most
+    contested other pairs per task are queued and the rest return to "imported"."""
+    status = {}
+    contested = defaultdict(dict)
+    for pk, decision in decisions.items():
+        if decision.easy:
+            status[pk] = PairStatus.EASY
+        else:
+            contested[tasks[pk]][pk] = decision
+    for per_task in contested.values():
+        for rank, pk in enumerate(contested_first(per_task)):
+            within = run.budget_per_task is None or rank < run.budget_per_task
+            status[pk] = PairStatus.QUEUED if within else PairStatus.IMPORTED
+    return status
+
+
+@transaction.atomic
+def filter_run_finish(*, run: FilterRun) -> bool:
+    """Applies the ensemble to every pair of the run and writes pair statuses and ensemble
+    fields in bulk. Exactly one caller wins: the conditional UPDATE running -> succeeded
+    changes one row for the first and none for any later (or concurrent) caller."""
+    now = timezone.now()
+    won = FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+        status=Status.SUCCEEDED, finished_at=now
+    )
+    if not won:
+        return False
+    run.refresh_from_db()
+    names = dict(run.judges.values_list("pk", "name"))
+    rows = verdict_rows(run)
+    votes = defaultdict(list)
+    per_judge = defaultdict(lambda: defaultdict(dict))
+    for row in rows:
+        votes[row.pair_id].append(row.side if row.outcome == Verdict.Outcome.OK else None)
+        per_judge[row.pair_id][names.get(row.judge_id, str(row.judge_id))][row.order] = (
+            row.side or row.outcome
+        )
+    pairs = list(
+        Pair.objects.select_for_update(of=("self",))
+        .filter(filter_runs=run)
+        .only("pk", "task", "status")
+    )
+    decisions = {p.pk: ensemble_decide(votes[p.pk], threshold=run.threshold) for p in pairs}
+    routes = _route(run, decisions, {p.pk: p.task for p in pairs})
+    changed = []
+    for pair in pairs:
+        if pair.status != PairStatus.JUDGING:
+            continue  # a curator moved it meanwhile; theirs is the last word
+        decision = decisions[pair.pk]
+        pair.status = routes[pair.pk]
+        pair.ensemble_label = decision.label
+        pair.ensemble_agreement = decision.agreement
+        pair.ensemble_summary = {
+            "run": run.pk,
+            "threshold": run.threshold,
+            "votes": decision.votes,
+            "invalid": decision.invalid,
+            "judges": per_judge[pair.pk],
+        }
+        pair.updated_at = now
+        changed.append(pair)
+    Pair.objects.bulk_update(
+        changed,
+        ["status", "ensemble_label", "ensemble_agreement", "ensemble_summary", "updated_at"],
+        batch_size=500,
+    )
+    counts = defaultdict(int)
+    for pair in changed:
+        counts[pair.status] += 1
+    stats = judge_stats(rows, decisions)
+    run.summary = {
+        "pairs": len(pairs),
+        "easy": counts[PairStatus.EASY],
+        "queued": counts[PairStatus.QUEUED],
+        "returned": counts[PairStatus.IMPORTED],
+        "no_votes": sum(1 for d in decisions.values() if not d.valid),
+        "judges": {names[pk]: stats.get(pk, {}) for pk in names},
+    }
+    run.save(update_fields=["summary"])
+    return True
+
+
+def verdict_rows(run: FilterRun, *, judge_ids=None) -> list[VerdictRow]:
+    verdicts = Verdict.objects.filter(run=run)
+    if judge_ids is not None:
+        verdicts = verdicts.filter(judge_id__in=judge_ids)
+    return [
+        VerdictRow(*values)
+        for values in verdicts.values_list(
+            "judge_id",
+            "pair_id",
+            "order",
+            "outcome",
+            "side",
+            "latency_ms",
+            "prompt_tokens",
+            "completion_tokens",
+        )
+    ]

@@ -1,0 +1,34 @@
+"""Thin Celery tasks for filter runs: take ids, call a service. ``acks_late`` plus the unique
+verdict key make every task safe to run again after a crash; a task that raises marks its run
+failed (``on_failure``), so a run never hangs in "running"."""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+
+from judges.services import runs
+
+
+class FilterRunTask(Task):
+    acks_late = True
+    reject_on_worker_lost = True
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        run_id = kwargs.get("run_id", args[0] if args else None)
+        if run_id is not None:
+            runs.filter_run_fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+
+
+@shared_task(base=FilterRunTask, name="judges.filter_run_start")
+def filter_run_start(run_id: int) -> None:
+    runs.filter_run_start(run_id=run_id)
+
+
+@shared_task(base=FilterRunTask, name="judges.filter_run_batch")
+def filter_run_batch(run_id: int, judge_id: int, items: list, attempt: int = 1) -> None:
+    runs.filter_run_judge_batch(run_id=run_id, judge_id=judge_id, items=items, attempt=attempt)
+
+
+@shared_task(base=FilterRunTask, name="judges.filter_run_finish")
+def filter_run_finish(run_id: int) -> None:
+    runs.filter_run_finish_if_complete(run_id=run_id)

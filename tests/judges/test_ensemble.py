@@ -1,0 +1,118 @@
+"""The ensemble rule on constructed votes, and per-judge statistics."""
+
+from __future__ import annotations
+
+import pytest
+
+from judges.services.ensemble import (
+    VerdictRow,
+    contested_first,
+    ensemble_decide,
+    judge_stats,
+    votes_needed,
+)
+
+
+def votes(**counts: int) -> list[str | None]:
+    """``votes(A=16, B=2, unparseable=1)``: a list of canonical sides and invalid answers."""
+    out = []
+    for side, n in counts.items():
+        out += [None if side in ("unparseable", "error", "abstain", "none") else side] * n
+    return out
+
+
+def test_mmrb2_rule_16_of_18_is_easy():
+    decision = ensemble_decide(votes(A=16, B=2), threshold=0.9)
+    assert decision.easy and decision.label == "A"
+    assert decision.agreement == pytest.approx(16 / 18)
+    assert decision.valid == 18
+
+
+def test_mmrb2_rule_15_of_18_is_not_easy():
+    decision = ensemble_decide(votes(B=15, A=3), threshold=0.9)
+    assert not decision.easy
+    assert decision.label == "B"
+    assert decision.agreement == pytest.approx(15 / 18)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "easy"), [(18, 0, True), (17, 1, True), (16, 2, True), (15, 3, False)]
+)
+def test_threshold_is_counted_in_whole_votes(a, b, easy):
+    # 0.9 x 18 = 16.2 votes: the majority side needs 16 of 18
+    assert ensemble_decide(votes(A=a, B=b), threshold=0.9).easy is easy
+    assert votes_needed(18, threshold=0.9) == 16
+    assert votes_needed(10, threshold=0.9) == 9
+    assert votes_needed(4, threshold=1.0) == 4
+
+
+def test_a_higher_threshold_filters_fewer_pairs():
+    assert ensemble_decide(votes(A=16, B=2), threshold=0.9).easy
+    assert not ensemble_decide(votes(A=16, B=2), threshold=0.95).easy  # 17.1 -> 17 needed
+    assert not ensemble_decide(votes(A=17, B=1), threshold=1.0).easy
+
+
+def test_unparseable_errors_and_abstentions_are_not_votes():
+    decision = ensemble_decide(votes(A=15, B=1, unparseable=1, error=1), threshold=0.9)
+    assert decision.valid == 16 and decision.invalid == 2
+    assert decision.agreement == pytest.approx(15 / 16)
+    assert decision.easy  # 15 of 16 valid votes
+    # the same 15 A among 18 valid votes is not easy
+    assert not ensemble_decide(votes(A=15, B=3), threshold=0.9).easy
+    assert not ensemble_decide(votes(A=13, B=3, abstain=2), threshold=0.9).easy  # 13 of 16
+
+
+def test_no_valid_votes_is_never_easy():
+    decision = ensemble_decide(votes(unparseable=10, error=6, abstain=2), threshold=0.9)
+    assert not decision.easy
+    assert decision.label == "" and decision.agreement is None
+    assert decision.invalid == 18
+    assert not ensemble_decide([], threshold=0.9).easy
+
+
+def test_tie_votes_count_toward_the_total_but_no_side():
+    decision = ensemble_decide(votes(A=15, tie=3), threshold=0.9)
+    assert decision.agreement == pytest.approx(15 / 18)
+    assert decision.label == "A" and not decision.easy
+    assert ensemble_decide(votes(A=16, tie=2), threshold=0.9).easy
+    all_tie = ensemble_decide(votes(tie=18), threshold=0.9)
+    assert all_tie.label == "tie" and all_tie.agreement == 0 and not all_tie.easy
+    level = ensemble_decide(votes(A=9, B=9), threshold=0.9)
+    assert level.label == "tie" and level.agreement == pytest.approx(0.5)
+
+
+def test_contested_first_orders_by_agreement_with_unjudged_first():
+    decisions = {
+        1: ensemble_decide(votes(A=17, B=1), threshold=0.9),
+        2: ensemble_decide(votes(A=10, B=8), threshold=0.9),
+        3: ensemble_decide(votes(error=18), threshold=0.9),
+        4: ensemble_decide(votes(A=12, B=6), threshold=0.9),
+    }
+    assert contested_first(decisions) == [3, 2, 4, 1]
+
+
+def test_judge_stats_position_consistency_and_agreement():
+    decisions = {
+        1: ensemble_decide(votes(A=5, B=1), threshold=0.9),
+        2: ensemble_decide(votes(B=5, A=1), threshold=0.9),
+    }
+    rows = [
+        # judge 1 is consistent and agrees; judge 2 always prefers what it sees first
+        VerdictRow(1, 1, "AB", "ok", "A", 100, 10, 2),
+        VerdictRow(1, 1, "BA", "ok", "A", 300, 10, 2),
+        VerdictRow(1, 2, "AB", "ok", "B", 200, 10, 2),
+        VerdictRow(1, 2, "BA", "unparseable", "", 50, 10, 2),
+        VerdictRow(2, 1, "AB", "ok", "A"),
+        VerdictRow(2, 1, "BA", "ok", "B"),
+        VerdictRow(2, 2, "AB", "ok", "A"),
+        VerdictRow(2, 2, "BA", "ok", "B"),
+    ]
+    stats = judge_stats(rows, decisions)
+    assert stats[1]["position_consistency"] == 1.0  # pair 2 lacks a valid BA: not compared
+    assert stats[1]["agreement"] == 1.0
+    assert stats[1]["unparseable"] == 1 and stats[1]["ok"] == 3
+    assert stats[1]["median_latency_ms"] == 150
+    assert stats[1]["prompt_tokens"] == 40 and stats[1]["completion_tokens"] == 8
+    assert stats[2]["position_consistency"] == 0.0
+    assert stats[2]["agreement"] == 0.5
+    assert stats[2]["median_latency_ms"] is None
