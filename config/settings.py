@@ -306,5 +306,8 @@ LOGGING = {
         "django.request": {"level": "ERROR"},
         "django.server": {"level": "WARNING"},
         "axes": {"level": "WARNING"},
+        # One line per judge call is noise; judge runs record latency and errors themselves.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
     },
 }

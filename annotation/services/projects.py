@@ -24,6 +24,7 @@ _CURATOR_PERMISSIONS = {
         "skip": ("view",),
     },
     "auth": {"user": ("view",)},
+    "judges": {"judge": ("view", "add", "change")},
 }
 
 
