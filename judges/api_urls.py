@@ -1,3 +1,26 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from judges import api
+
+urlpatterns: list = [
+    path(
+        "projects/<slug:slug>/filter-runs/", api.FilterRunListApi.as_view(), name="api-filter-runs"
+    ),
+    path(
+        "projects/<slug:slug>/filter-runs/<int:run_id>/",
+        api.FilterRunDetailApi.as_view(),
+        name="api-filter-run",
+    ),
+    path(
+        "projects/<slug:slug>/filter-runs/<int:run_id>/cancel/",
+        api.FilterRunCancelApi.as_view(),
+        name="api-filter-run-cancel",
+    ),
+    path(
+        "projects/<slug:slug>/filter-runs/<int:run_id>/resume/",
+        api.FilterRunResumeApi.as_view(),
+        name="api-filter-run-resume",
+    ),
+]

@@ -1,4 +1,13 @@
 from __future__ import annotations
 
+from django.urls import path
+
+from judges import views
+
 app_name = "judges"
-urlpatterns: list = []
+urlpatterns: list = [
+    path("p/<slug:slug>/runs/", views.run_list, name="runs"),
+    path("p/<slug:slug>/runs/<int:run_id>/", views.run_detail, name="run"),
+    path("p/<slug:slug>/runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
+    path("p/<slug:slug>/runs/<int:run_id>/resume/", views.run_resume, name="run-resume"),
+]

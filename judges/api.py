@@ -1,0 +1,192 @@
+"""Filter runs over the REST API: curators start and cancel runs, curators and researchers
+watch them. Projects are fetched through annotation.access like every other endpoint."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.models import Pair
+from judges.access import get_run_for_user
+from judges.models import FilterRun, Judge
+from judges.selectors import filter_run_progress, filter_run_report
+from judges.services.runs import filter_run_cancel, filter_run_create, filter_run_resume
+
+
+class JudgeProgressSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    queue = serializers.CharField()
+    done = serializers.IntegerField()
+    expected = serializers.IntegerField()
+    ok = serializers.IntegerField()
+    unparseable = serializers.IntegerField()
+    error = serializers.IntegerField()
+    abstain = serializers.IntegerField()
+
+
+class JudgeReportSerializer(JudgeProgressSerializer):
+    agreement = serializers.FloatField(allow_null=True)
+    position_consistency = serializers.FloatField(allow_null=True)
+    median_latency_ms = serializers.FloatField(allow_null=True)
+    prompt_tokens = serializers.IntegerField(allow_null=True)
+    completion_tokens = serializers.IntegerField(allow_null=True)
+
+
+class ProgressSerializer(serializers.Serializer):
+    done = serializers.IntegerField()
+    expected = serializers.IntegerField()
+    percent = serializers.IntegerField()
+    stalled = serializers.BooleanField()
+    last_verdict_at = serializers.DateTimeField(allow_null=True)
+    judges = JudgeProgressSerializer(many=True)
+
+
+class ReportSerializer(ProgressSerializer):
+    judges = JudgeReportSerializer(many=True)
+    pairs = inline_serializer(
+        "FilterRunPairOutcome",
+        fields={
+            "pairs": serializers.IntegerField(),
+            "easy": serializers.IntegerField(),
+            "queued": serializers.IntegerField(),
+            "returned": serializers.IntegerField(help_text="Over budget: imported again."),
+            "no_votes": serializers.IntegerField(),
+        },
+        allow_null=True,
+    )
+
+
+class FilterRunSerializer(serializers.ModelSerializer):
+    judges = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    created_by = serializers.CharField(source="created_by.get_username", default=None)
+
+    class Meta:
+        model = FilterRun
+        fields = [
+            "id",
+            "status",
+            "judges",
+            "threshold",
+            "budget_per_task",
+            "error",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class FilterRunListSerializer(FilterRunSerializer):
+    progress = serializers.SerializerMethodField()
+
+    class Meta(FilterRunSerializer.Meta):
+        fields = [*FilterRunSerializer.Meta.fields, "progress"]
+
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, run) -> dict:
+        return ProgressSerializer(filter_run_progress(run)).data
+
+
+class FilterRunDetailSerializer(FilterRunSerializer):
+    progress = serializers.SerializerMethodField()
+
+    class Meta(FilterRunSerializer.Meta):
+        fields = [*FilterRunSerializer.Meta.fields, "progress"]
+
+    @extend_schema_field(ReportSerializer)
+    def get_progress(self, run) -> dict:
+        return ReportSerializer(filter_run_report(run)).data
+
+
+def _as_drf_error(exc: DjangoValidationError) -> serializers.ValidationError:
+    return serializers.ValidationError(
+        exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
+    )
+
+
+class FilterRunListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        judges = serializers.ListField(
+            child=serializers.SlugField(), min_length=1, help_text="Judge names."
+        )
+        threshold = serializers.FloatField(default=0.9, min_value=0.5, max_value=1.0)
+        budget_per_task = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+        pairs = serializers.ListField(
+            child=serializers.CharField(),
+            required=False,
+            help_text="External ids of imported pairs to judge; all imported pairs by default.",
+        )
+
+        def validate_judges(self, names: list[str]) -> list[Judge]:
+            judges = {judge.name: judge for judge in Judge.objects.filter(name__in=names)}
+            unknown = [name for name in names if name not in judges]
+            if unknown:
+                raise serializers.ValidationError(f"Unknown judges: {', '.join(unknown)}")
+            return [judges[name] for name in dict.fromkeys(names)]
+
+    @extend_schema(responses=FilterRunListSerializer(many=True))
+    def get(self, request, slug: str):
+        project, _ = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
+        runs = project.filter_runs.prefetch_related("judges").select_related("created_by")
+        return ApiResponse(FilterRunListSerializer(runs, many=True).data)
+
+    @extend_schema(request=InputSerializer, responses={201: FilterRunDetailSerializer})
+    def post(self, request, slug: str):
+        project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        pair_ids = None
+        if "pairs" in data.validated_data:
+            external = data.validated_data["pairs"]
+            found = dict(
+                Pair.objects.filter(project=project, external_id__in=external).values_list(
+                    "external_id", "pk"
+                )
+            )
+            if missing := [e for e in external if e not in found]:
+                raise serializers.ValidationError({"pairs": f"Unknown pairs: {missing[:20]}"})
+            pair_ids = list(found.values())
+        try:
+            run = filter_run_create(
+                project=project,
+                judges=data.validated_data["judges"],
+                threshold=data.validated_data["threshold"],
+                budget_per_task=data.validated_data.get("budget_per_task"),
+                created_by=request.user,
+                pair_ids=pair_ids,
+            )
+        except DjangoValidationError as exc:
+            raise _as_drf_error(exc) from None
+        return ApiResponse(FilterRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class FilterRunDetailApi(APIView):
+    @extend_schema(responses=FilterRunDetailSerializer)
+    def get(self, request, slug: str, run_id: int):
+        run, _ = get_run_for_user(request.user, slug, run_id)
+        return ApiResponse(FilterRunDetailSerializer(run).data)
+
+
+class FilterRunCancelApi(APIView):
+    @extend_schema(request=None, responses={200: FilterRunDetailSerializer})
+    def post(self, request, slug: str, run_id: int):
+        run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+        if not filter_run_cancel(run=run):
+            raise serializers.ValidationError({"status": f"The run had already {run.status}."})
+        return ApiResponse(FilterRunDetailSerializer(run).data)
+
+
+class FilterRunResumeApi(APIView):
+    @extend_schema(request=None, responses={200: FilterRunDetailSerializer})
+    def post(self, request, slug: str, run_id: int):
+        run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+        try:
+            filter_run_resume(run=run)
+        except DjangoValidationError as exc:
+            raise _as_drf_error(exc) from None
+        return ApiResponse(FilterRunDetailSerializer(run).data)

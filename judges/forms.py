@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from django import forms
+
+from judges.models import Judge
+
+
+class FilterRunForm(forms.Form):
+    judges = forms.ModelMultipleChoiceField(
+        queryset=Judge.objects.filter(enabled=True).order_by("name"),
+        widget=forms.CheckboxSelectMultiple,
+    )
+    threshold = forms.FloatField(
+        initial=0.9,
+        min_value=0.5,
+        max_value=1.0,
+        help_text="A pair is easy when one side holds at least this share of all valid votes.",
+    )
+    budget_per_task = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Budget per task",
+        help_text="Queue only the N most contested pairs per task; blank queues all of them.",
+    )
+
+    def clean_threshold(self) -> float:
+        threshold = self.cleaned_data["threshold"]
+        if threshold <= 0.5:
+            raise forms.ValidationError("Must be above 0.5, so the easy side is a majority.")
+        return threshold

@@ -1,0 +1,88 @@
+"""Filter run pages: curators and researchers watch runs; only curators start or cancel one."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.models import PairStatus, Role
+from judges.access import get_run_for_user
+from judges.forms import FilterRunForm
+from judges.selectors import filter_run_report
+from judges.services.runs import filter_run_cancel, filter_run_create, filter_run_resume
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def run_list(request, slug: str):
+    roles = CURATORS if request.method == "POST" else STAFF_ROLES
+    project, role = get_project_for_user(request.user, slug, roles=roles)
+    form = FilterRunForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = filter_run_create(
+                project=project,
+                judges=form.cleaned_data["judges"],
+                threshold=form.cleaned_data["threshold"],
+                budget_per_task=form.cleaned_data["budget_per_task"],
+                created_by=request.user,
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"Filter run {run.pk} started.")
+            return redirect("judges:run", slug=project.slug, run_id=run.pk)
+    context = {
+        "project": project,
+        "role": role,
+        "runs": project.filter_runs.prefetch_related("judges"),
+        "imported": project.pairs.filter(status=PairStatus.IMPORTED).count(),
+        "form": form if role == Role.CURATOR else None,
+    }
+    return render(request, "judges/run_list.html", context)
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def run_detail(request, slug: str, run_id: int):
+    run, role = get_run_for_user(request.user, slug, run_id)
+    context = {
+        "project": run.project,
+        "role": role,
+        "run": run,
+        "report": filter_run_report(run),
+    }
+    template = "judges/run_detail.html"
+    if request.htmx:
+        template += "#run_progress"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def run_cancel(request, slug: str, run_id: int):
+    run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+    if filter_run_cancel(run=run):
+        messages.success(request, f"Filter run {run.pk} cancelled; its pairs are imported again.")
+    else:
+        messages.error(request, f"Filter run {run.pk} had already {run.status}.")
+    return redirect("judges:run", slug=slug, run_id=run.pk)
+
+
+@login_required
+@require_POST
+def run_resume(request, slug: str, run_id: int):
+    run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+    try:
+        enqueued = filter_run_resume(run=run)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"Filter run {run.pk} resumed: {enqueued} calls enqueued.")
+    return redirect("judges:run", slug=slug, run_id=run.pk)

@@ -1,0 +1,326 @@
+"""Filter run pages and API: who may see, start and cancel runs; live progress; and annotators
+never seeing anything that comes from judges."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from annotation.models import PairStatus
+from judges.models import FilterRun, Verdict
+from judges.services import runs
+from tests.factories import PairFactory
+from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
+    canonical,
+    celery_eager,
+    first_shown,
+    make_judges,
+    use_scripted_judges,
+)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("celery_eager")]
+
+JUDGES = ("zeta-grader", "omega-critic")
+
+
+@pytest.fixture
+def judges(monkeypatch):
+    use_scripted_judges(monkeypatch, {JUDGES[0]: canonical("A"), JUDGES[1]: first_shown()})
+    return make_judges(*JUDGES)
+
+
+@pytest.fixture
+def finished_run(project, judges, django_capture_on_commit_callbacks):
+    PairFactory.create_batch(3, project=project)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = runs.filter_run_create(project=project, judges=judges)  # 3 of 4: queued
+    run.refresh_from_db()
+    assert run.status == FilterRun.Status.SUCCEEDED
+    return run
+
+
+@pytest.fixture
+def running_run(project, judges):
+    """A run with 3 of its 8 verdicts written, still running."""
+    pairs = PairFactory.create_batch(2, project=project)
+    run = runs.filter_run_create(project=project, judges=judges)
+    FilterRun.objects.filter(pk=run.pk).update(status=FilterRun.Status.RUNNING)
+    for order, latency in (("AB", 100), ("BA", 300)):
+        Verdict.objects.create(
+            run=run,
+            judge=judges[0],
+            pair=pairs[0],
+            order=order,
+            outcome="ok",
+            side="A",
+            latency_ms=latency,
+            prompt_tokens=50,
+            completion_tokens=5,
+        )
+    Verdict.objects.create(
+        run=run, judge=judges[1], pair=pairs[0], order="AB", outcome="unparseable", raw="??"
+    )
+    run.refresh_from_db()
+    return run
+
+
+def urls(run: FilterRun) -> dict[str, str]:
+    args = [run.project.slug, run.pk]
+    return {
+        "detail": reverse("judges:run", args=args),
+        "cancel": reverse("judges:run-cancel", args=args),
+        "resume": reverse("judges:run-resume", args=args),
+        "api": f"/api/v1/projects/{run.project.slug}/filter-runs/{run.pk}/",
+    }
+
+
+def assert_no_inline_code(body: str) -> None:
+    assert not re.search(r"\sstyle\s*=", body)
+    assert not re.search(r"\son[a-z]+\s*=|hx-on", body)
+    for chunk in body.split("<script")[1:]:
+        assert chunk.split(">", 1)[0].strip().startswith("src=")
+
+
+# Pages ------------------------------------------------------------------------------------
+
+
+def test_curator_sees_runs_and_the_start_form(client_for, carol, finished_run):
+    response = client_for(carol).get(reverse("judges:runs", args=[finished_run.project.slug]))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'name="judges"' in body and 'name="threshold"' in body
+    assert f"#{finished_run.pk}" in body and JUDGES[0] in body
+    assert_no_inline_code(body)
+
+
+def test_researcher_watches_but_cannot_start(client_for, dave, project, judges, finished_run):
+    client = client_for(dave)
+    body = client.get(reverse("judges:runs", args=[project.slug])).content.decode()
+    assert f"#{finished_run.pk}" in body and 'name="threshold"' not in body
+    assert client.get(urls(finished_run)["detail"]).status_code == 200
+    PairFactory(project=project)
+    post = client.post(
+        reverse("judges:runs", args=[project.slug]), {"judges": [judges[0].pk], "threshold": 0.9}
+    )
+    assert post.status_code == 403
+    assert client.post(urls(finished_run)["cancel"]).status_code == 403
+    assert FilterRun.objects.count() == 1
+
+
+@pytest.mark.parametrize(("persona", "status"), [("alice", 403), ("eve", 404)])
+def test_annotators_get_403_and_outsiders_404(request, client_for, finished_run, persona, status):
+    client = client_for(request.getfixturevalue(persona))
+    for url in (
+        reverse("judges:runs", args=[finished_run.project.slug]),
+        urls(finished_run)["detail"],
+    ):
+        assert client.get(url).status_code == status
+    assert client.post(urls(finished_run)["cancel"]).status_code == status
+    assert client.post(urls(finished_run)["resume"]).status_code == status
+
+
+def test_a_run_is_only_reachable_through_its_own_project(
+    client_for, carol, finished_run, other_project
+):
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(project=other_project, user=carol, role="curator")
+    url = reverse("judges:run", args=[other_project.slug, finished_run.pk])
+    assert client_for(carol).get(url).status_code == 404
+
+
+def test_curator_starts_a_run_from_the_page(
+    client_for, carol, project, judges, django_capture_on_commit_callbacks
+):
+    pairs = PairFactory.create_batch(2, project=project)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_for(carol).post(
+            reverse("judges:runs", args=[project.slug]),
+            {"judges": [j.pk for j in judges], "threshold": "0.75", "budget_per_task": ""},
+        )
+    run = FilterRun.objects.get()
+    assert response.status_code == 302 and response.url == urls(run)["detail"]
+    assert run.created_by == carol and run.threshold == 0.75
+    assert set(run.pairs.all()) == set(pairs)
+    body = client_for(carol).get(response.url).content.decode()
+    assert '<progress class="run-bar" value="8" max="8">' in body
+    assert "Succeeded" in body and "3 pairs" not in body and "2 pairs:" in body
+    assert_no_inline_code(body)
+
+
+def test_start_form_errors_name_the_field(client_for, carol, project, judges):
+    PairFactory(project=project)
+    url = reverse("judges:runs", args=[project.slug])
+    body = client_for(carol).post(url, {"threshold": "0.4"}).content.decode()
+    assert "This field is required" in body  # no judges chosen
+    assert "greater than or equal to 0.5" in body
+    assert not FilterRun.objects.exists()
+
+
+def test_detail_shows_live_progress_and_per_judge_stats(client_for, carol, running_run):
+    body = client_for(carol).get(urls(running_run)["detail"]).content.decode()
+    assert '<progress class="run-bar" value="3" max="8">' in body
+    assert "3 of 8 verdicts" in body
+    row = body.split(JUDGES[0], 1)[1].split("</tr>", 1)[0]
+    cells = re.findall(r'<td class="num">(.*?)</td>', row, re.S)
+    assert cells[0].strip() == "2 / 4"
+    assert cells[1].strip() == "100%"  # agrees with the ensemble so far
+    assert cells[2].strip() == "100%"  # same side in both orders
+    assert cells[6].strip() == "200 ms"
+    assert cells[7].strip() == "100 / 10"
+    other = body.split(JUDGES[1], 1)[1].split("</tr>", 1)[0]
+    assert re.findall(r'<td class="num">(.*?)</td>', other, re.S)[3].strip() == "1"  # unparseable
+    assert 'hx-trigger="every 2s"' in body
+    assert "Cancel run" in body
+
+
+def test_htmx_poll_gets_the_progress_fragment_until_the_run_ends(client_for, carol, running_run):
+    client = client_for(carol)
+    fragment = client.get(urls(running_run)["detail"], HTTP_HX_REQUEST="true")
+    body = fragment.content.decode()
+    assert fragment.status_code == 200 and "<html" not in body
+    assert body.lstrip().startswith('<section id="run-progress"')
+    assert 'hx-trigger="every 2s"' in body
+    runs.filter_run_cancel(run=running_run)
+    body = client.get(urls(running_run)["detail"], HTTP_HX_REQUEST="true").content.decode()
+    assert "hx-trigger" not in body and "Cancelled" in body
+
+
+def test_curator_cancels_a_run(client_for, carol, running_run):
+    client = client_for(carol)
+    assert client.get(urls(running_run)["cancel"]).status_code == 405
+    response = client.post(urls(running_run)["cancel"], follow=True)
+    assert "cancelled; its pairs are imported again" in response.content.decode()
+    running_run.refresh_from_db()
+    assert running_run.status == FilterRun.Status.CANCELLED
+    assert set(running_run.pairs.values_list("status", flat=True)) == {PairStatus.IMPORTED}
+
+
+def test_curator_resumes_a_failed_run(client_for, carol, running_run):
+    runs.filter_run_fail(run_id=running_run.pk, error="RuntimeError: worker lost the plot")
+    body = client_for(carol).get(urls(running_run)["detail"]).content.decode()
+    assert "worker lost the plot" in body and "Resume" in body
+    client_for(carol).post(urls(running_run)["resume"])
+    running_run.refresh_from_db()
+    assert running_run.status == FilterRun.Status.SUCCEEDED
+    assert running_run.verdicts.count() == 8
+
+
+def test_posts_need_the_csrf_token(carol, project, judges, running_run):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(carol)
+    PairFactory(project=project)
+    start_url = reverse("judges:runs", args=[project.slug])
+    assert client.post(start_url, {"judges": [judges[0].pk], "threshold": "0.9"}).status_code == 403
+    assert client.post(urls(running_run)["cancel"]).status_code == 403
+    assert FilterRun.objects.count() == 1
+    page = client.get(urls(running_run)["detail"]).content.decode()
+    token = re.search(r'"X-CSRFToken": "([^"]+)"', page).group(1)
+    # htmx sends the token from hx-headers on <body>
+    assert client.post(urls(running_run)["cancel"], HTTP_X_CSRFTOKEN=token).status_code == 302
+    running_run.refresh_from_db()
+    assert running_run.status == FilterRun.Status.CANCELLED
+
+
+# API --------------------------------------------------------------------------------------
+
+
+def test_api_curator_starts_lists_and_reads_runs(
+    api_for, carol, project, judges, django_capture_on_commit_callbacks
+):
+    PairFactory.create_batch(2, project=project)
+    named = PairFactory(project=project, external_id="only-me")
+    api = api_for(carol)
+    base = f"/api/v1/projects/{project.slug}/filter-runs/"
+    with django_capture_on_commit_callbacks(execute=True):
+        created = api.post(
+            base, {"judges": list(JUDGES), "threshold": 0.75, "pairs": ["only-me"]}, format="json"
+        )
+    assert created.status_code == 201, created.content
+    run = FilterRun.objects.get()
+    assert list(run.pairs.all()) == [named]
+    detail = api.get(f"{base}{run.pk}/").json()
+    assert detail["status"] == "succeeded" and detail["judges"] == sorted(JUDGES)
+    assert detail["progress"]["done"] == detail["progress"]["expected"] == 4
+    per_judge = {j["name"]: j for j in detail["progress"]["judges"]}
+    assert per_judge["omega-critic"]["position_consistency"] == 0.0
+    assert per_judge["zeta-grader"]["agreement"] == 1.0
+    assert detail["progress"]["pairs"]["pairs"] == 1
+    listing = api.get(base).json()
+    assert [r["id"] for r in listing] == [run.pk]
+    assert listing[0]["progress"]["percent"] == 100
+
+
+def test_api_validation_errors_name_the_field(api_for, carol, project, judges):
+    api = api_for(carol)
+    base = f"/api/v1/projects/{project.slug}/filter-runs/"
+    bad = api.post(base, {"judges": ["ghost"], "threshold": 0.9}, format="json")
+    assert bad.status_code == 400 and "ghost" in str(bad.json()["judges"])
+    bad = api.post(base, {"judges": [JUDGES[0]], "threshold": 1.5}, format="json")
+    assert bad.status_code == 400 and "threshold" in bad.json()
+    nothing = api.post(base, {"judges": [JUDGES[0]]}, format="json")
+    assert nothing.status_code == 400 and "no imported pairs" in str(nothing.json()["pairs"])
+
+
+def test_api_permissions(api_for, alice, dave, eve, project, judges, running_run):
+    base = f"/api/v1/projects/{project.slug}/filter-runs/"
+    payload = {"judges": [JUDGES[0]]}
+    assert api_for(dave).get(base).status_code == 200
+    assert api_for(dave).get(urls(running_run)["api"]).status_code == 200
+    assert api_for(dave).post(base, payload, format="json").status_code == 403
+    assert api_for(dave).post(f"{urls(running_run)['api']}cancel/").status_code == 403
+    for user, status in ((alice, 403), (eve, 404)):
+        api = api_for(user)
+        assert api.get(base).status_code == status
+        assert api.get(urls(running_run)["api"]).status_code == status
+        assert api.post(base, payload, format="json").status_code == status
+        assert api.post(f"{urls(running_run)['api']}cancel/").status_code == status
+    running_run.refresh_from_db()
+    assert running_run.status == FilterRun.Status.RUNNING
+
+
+def test_api_cancel(api_for, carol, running_run):
+    api = api_for(carol)
+    response = api.post(f"{urls(running_run)['api']}cancel/")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    again = api.post(f"{urls(running_run)['api']}cancel/")
+    assert again.status_code == 400 and "cancelled" in str(again.json())
+
+
+def test_api_with_a_session_needs_csrf(carol, running_run):
+    api = APIClient(enforce_csrf_checks=True)
+    api.force_login(carol)
+    assert api.post(f"{urls(running_run)['api']}cancel/").status_code == 403
+    running_run.refresh_from_db()
+    assert running_run.status == FilterRun.Status.RUNNING
+
+
+# Annotators see nothing from judges -------------------------------------------------------
+
+
+def test_project_page_links_runs_for_staff_only(client_for, alice, carol, dave, project):
+    link = reverse("judges:runs", args=[project.slug])
+    for user in (carol, dave):
+        assert (
+            link
+            in client_for(user).get(reverse("project-detail", args=[project.slug])).content.decode()
+        )
+    body = client_for(alice).get(reverse("project-detail", args=[project.slug])).content.decode()
+    assert link not in body and "Filter run" not in body
+
+
+def test_annotators_see_no_judge_output(client_for, api_for, alice, project, finished_run):
+    queued = list(finished_run.pairs.filter(status=PairStatus.QUEUED))
+    assert queued and all(p.ensemble_summary["judges"] for p in queued)
+    page = client_for(alice).get(reverse("project-detail", args=[project.slug])).content.decode()
+    claim = api_for(alice).post(f"/api/v1/projects/{project.slug}/claim/")
+    assert claim.status_code == 200, claim.content
+    payload = claim.content.decode()
+    assert claim.json()["id"]
+    for text in (page, payload):
+        for leak in (*JUDGES, "ensemble", "verdict", "agreement", "judging"):
+            assert leak not in text.lower(), leak
