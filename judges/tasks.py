@@ -5,6 +5,7 @@ failed (``on_failure``), so a run never hangs in "running"."""
 from __future__ import annotations
 
 from celery import Task, shared_task
+from celery.signals import worker_process_shutdown
 
 from judges.services import runs
 
@@ -32,3 +33,8 @@ def filter_run_batch(run_id: int, judge_id: int, items: list, attempt: int = 1) 
 @shared_task(base=FilterRunTask, name="judges.filter_run_finish")
 def filter_run_finish(run_id: int) -> None:
     runs.filter_run_finish_if_complete(run_id=run_id)
+
+
+@worker_process_shutdown.connect
+def _close_judge_backends(**kwargs) -> None:
+    runs.judge_backends_close()

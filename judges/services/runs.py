@@ -8,6 +8,7 @@ resuming after a crash and re-delivered batches all enqueue exactly that. See do
 
 from __future__ import annotations
 
+import json
 import random
 from collections import defaultdict
 from itertools import zip_longest
@@ -16,11 +17,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models.functions import Coalesce
+from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from annotation.models import Pair, PairStatus, Project
 from judges import backends
-from judges.backends.base import JudgeItem, JudgeResult
+from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.models import FilterRun, Judge, Verdict
 from judges.services.ensemble import (
     Decision,
@@ -273,11 +275,12 @@ def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: 
         if (pk, order) not in done and pk in pairs
     ]
     if todo:
-        backend = backends.get_backend(judge)
+        backend = _backend_for(judge)
         try:
             results = backend.judge_batch(todo)
-        finally:
-            backend.close()
+        except BaseException:
+            judge_backends_close(judge_id=judge.pk)  # its state is unknown: start afresh
+            raise
         if len(results) != len(todo):
             raise RuntimeError(
                 f"Judge {judge.name} returned {len(results)} results for {len(todo)} items"
@@ -301,6 +304,30 @@ def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: 
             )
             return
     filter_run_finish_if_complete(run_id=run.pk)
+
+
+# One backend per judge per worker process, so a reward model loads once rather than per batch.
+_backends: dict[int, tuple[str, JudgeBackend]] = {}
+
+
+def _backend_for(judge: Judge) -> JudgeBackend:
+    """The judge's backend, built again when the judge's settings changed."""
+    fingerprint = json.dumps(model_to_dict(judge), sort_keys=True, default=str)
+    cached = _backends.get(judge.pk)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    judge_backends_close(judge_id=judge.pk)
+    backend = backends.get_backend(judge)
+    _backends[judge.pk] = (fingerprint, backend)
+    return backend
+
+
+def judge_backends_close(*, judge_id: int | None = None) -> None:
+    """Closes this process's backends (one judge's, or all when a worker process ends)."""
+    for pk in [judge_id] if judge_id is not None else list(_backends):
+        cached = _backends.pop(pk, None)
+        if cached is not None:
+            cached[1].close()
 
 
 def filter_run_finish_if_complete(*, run_id: int) -> bool:

@@ -13,6 +13,7 @@ from config.celery import app
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.models import Judge
+from judges.services import runs
 
 Answer = Callable[[JudgeItem], JudgeResult]
 
@@ -20,24 +21,23 @@ Answer = Callable[[JudgeItem], JudgeResult]
 class ScriptedBackend(JudgeBackend):
     calls: list[tuple[str, JudgeItem]] = []
 
-    def __init__(self, judge, answer: Answer) -> None:
+    def __init__(self, judge, answers: dict[str, Answer]) -> None:
         super().__init__(judge)
-        self.answer = answer
+        self.answers = answers  # looked up per call, so a test may change a judge's mind
 
     def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:
         results = []
         for item in items:
             ScriptedBackend.calls.append((self.judge.name, item))
-            results.append(self.answer(item))
+            results.append(self.answers[self.judge.name](item))
         return results
 
 
 def use_scripted_judges(monkeypatch, answers: dict[str, Answer]) -> list[tuple[str, JudgeItem]]:
     """Routes every judge named in ``answers`` to a ScriptedBackend; returns the call log."""
+    runs.judge_backends_close()  # drop backends a previous test left in this process
     ScriptedBackend.calls = []
-    monkeypatch.setattr(
-        backends, "get_backend", lambda judge: ScriptedBackend(judge, answers[judge.name])
-    )
+    monkeypatch.setattr(backends, "get_backend", lambda judge: ScriptedBackend(judge, answers))
     return ScriptedBackend.calls
 
 
@@ -48,6 +48,7 @@ def celery_eager():
     app.conf.task_always_eager = True
     yield
     app.conf.task_always_eager = eager
+    runs.judge_backends_close()
 
 
 def make_judges(*names: str, kind: str = "openai") -> list[Judge]:

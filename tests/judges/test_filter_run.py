@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 
 from annotation.models import Pair, PairStatus
 from config.celery import app
+from judges import backends
 from judges.backends.base import JudgeResult
 from judges.models import FilterRun, Verdict
 from judges.services import runs
@@ -395,3 +396,24 @@ def test_run_filter_command_errors(project):
         call_command("run_filter", project.slug, "--judges", "j1,ghost")
     with pytest.raises(CommandError, match="threshold"):
         call_command("run_filter", project.slug, "--threshold", "0.3")
+
+
+def test_a_worker_builds_each_judge_backend_once_until_its_settings_change(
+    monkeypatch, project, settings, django_capture_on_commit_callbacks
+):
+    settings.ARBITER_JUDGE_BATCH_PAIRS = 1  # one batch per pair
+    use_scripted_judges(monkeypatch, {"rm": canonical("A")})
+    built = []
+    real = backends.get_backend
+    monkeypatch.setattr(
+        backends, "get_backend", lambda judge: built.append(judge.pk) or real(judge)
+    )
+    (judge,) = make_judges("rm")
+    PairFactory.create_batch(3, project=project)
+    start(django_capture_on_commit_callbacks, project=project, judges=[judge])
+    assert built == [judge.pk]  # three batches, one backend (a reward model loads once)
+    judge.timeout_s = 5
+    judge.save(update_fields=["timeout_s"])
+    PairFactory(project=project)
+    start(django_capture_on_commit_callbacks, project=project, judges=[judge])
+    assert built == [judge.pk, judge.pk]
