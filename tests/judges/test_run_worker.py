@@ -1,0 +1,183 @@
+"""Filter runs on a real Celery worker (Redis) against the loopback OpenAI-compatible server:
+malformed answers, 429, 500 and timeouts end to end, and a worker SIGKILLed mid-run."""
+
+from __future__ import annotations
+
+import time
+from itertools import count
+
+import pytest
+
+from annotation.models import Pair, PairStatus
+from judges.models import FilterRun, Judge, Verdict
+from judges.services import runs
+from tests.factories import make_prompt, make_response
+from tests.judges.fake_openai import (
+    FakeOpenAI,
+    by_marker,
+    malformed,
+    per_item,
+    sleep,
+    status,
+)
+
+KEY_ENV = "ARBITER_RUN_TEST_KEY"
+SECRET = "sk-run-test-5d4c3b2a-NEVER-STORED"
+# Fast retries and small batches, so each test takes seconds.
+WORKER_ENV = {
+    KEY_ENV: SECRET,
+    "ARBITER_JUDGE_MAX_ATTEMPTS": "3",
+    "ARBITER_JUDGE_RETRY_BASE_MS": "100",
+    "ARBITER_JUDGE_RETRY_CAP_MS": "300",
+    "ARBITER_JUDGE_BATCH_PAIRS": "1",
+}
+_numbers = count()
+
+
+def make_pair(project, first: str, second: str) -> Pair:
+    n = next(_numbers)
+    return Pair.objects.create(
+        project=project,
+        external_id=f"w{n}",
+        prompt=make_prompt(project, f"Question {n}"),
+        response_a=make_response(project, "m1", f"{first} {n}"),
+        response_b=make_response(project, "m2", f"{second} {n}"),
+        target_votes=3,
+    )
+
+
+def make_judge(server: FakeOpenAI, name: str, **fields) -> Judge:
+    defaults = {
+        "kind": "openai",
+        "base_url": server.base_url,
+        "model": name,  # the server's rule dispatches on the model name
+        "api_key_env": KEY_ENV,
+        "timeout_s": 0.5,
+        "concurrency": 4,
+        # no retries inside the backend: transient failures go back to the queue
+        "options": {"max_retries": 0},
+    }
+    return Judge.objects.create(name=name, **{**defaults, **fields})
+
+
+def wait_for(run: FilterRun, *, timeout: float) -> FilterRun:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.finished:
+            return run
+        time.sleep(0.2)
+    raise AssertionError(
+        f"run still {run.status} after {timeout}s with "
+        f"{Verdict.objects.filter(run=run).count()} of {runs.expected_verdicts(run)} verdicts"
+    )
+
+
+def assert_one_verdict_per_key(run: FilterRun) -> None:
+    keys = list(Verdict.objects.filter(run=run).values_list("judge_id", "pair_id", "order"))
+    expected = {
+        (judge.pk, pair.pk, order)
+        for judge in run.judges.all()
+        for pair in run.pairs.all()
+        for order in ("AB", "BA")
+    }
+    assert len(keys) == len(set(keys)) == len(expected)
+    assert set(keys) == expected
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_runs_a_filter_through_bad_answers_and_transient_failures(
+    celery_worker_process, project
+):
+    flaky = per_item([status(429, retry_after="0"), status(500)], then=by_marker("GOOD"))
+
+    def garbled(request):
+        shown = request.response_text(1) + request.response_text(2)
+        if "GARBLE" in shown:
+            return malformed()
+        if "SLOW" in shown:
+            return sleep(2.0)(request)  # past the judge's 0.5 s timeout
+        return by_marker("GOOD")(request)
+
+    rules = {"steady": by_marker("GOOD"), "flaky": flaky, "garbled": garbled}
+    with FakeOpenAI(lambda request: rules[request.body["model"]](request)) as server:
+        judges = [make_judge(server, name) for name in rules]
+        plain = make_pair(project, "GOOD answer", "weak answer")
+        unparseable = make_pair(project, "GOOD answer GARBLE", "weak answer")
+        timing_out = make_pair(project, "GOOD answer SLOW", "weak answer")
+        # both contain the marker: every judge prefers the second shown, so votes cancel out
+        contested = make_pair(project, "GOOD one", "GOOD two")
+        worker = celery_worker_process(extra_env=WORKER_ENV)
+        run = runs.filter_run_create(project=project, judges=judges)
+        run = wait_for(run, timeout=90)
+
+        assert run.status == FilterRun.Status.SUCCEEDED, run.error
+        assert_one_verdict_per_key(run)
+        verdicts = {
+            (v.judge.name, v.pair_id, v.order): v
+            for v in Verdict.objects.filter(run=run).select_related("judge")
+        }
+        for pair in (plain, unparseable, timing_out):
+            for order in ("AB", "BA"):
+                # 429, then 500, then an answer: the third attempt of the batch item
+                assert verdicts["flaky", pair.pk, order].outcome == "ok"
+                assert verdicts["flaky", pair.pk, order].side == "A"
+                assert verdicts["flaky", pair.pk, order].attempts == 3
+                assert verdicts["steady", pair.pk, order].side == "A"
+        for order in ("AB", "BA"):
+            bad = verdicts["garbled", unparseable.pk, order]
+            assert bad.outcome == "unparseable" and "{not json" in bad.raw
+            late = verdicts["garbled", timing_out.pk, order]
+            assert late.outcome == "error" and "timed out" in late.error
+            assert late.attempts == 3
+        assert verdicts["steady", contested.pk, "AB"].side == "B"
+        assert verdicts["steady", contested.pk, "BA"].side == "A"
+
+        statuses = dict(Pair.objects.filter(project=project).values_list("pk", "status"))
+        assert statuses[plain.pk] == statuses[unparseable.pk] == PairStatus.EASY
+        assert statuses[timing_out.pk] == PairStatus.EASY  # 4 of 4 valid votes say A
+        assert statuses[contested.pk] == PairStatus.QUEUED
+        assert run.summary["judges"]["garbled"]["unparseable"] == 2
+        assert run.summary["judges"]["steady"]["position_consistency"] == 0.75
+
+        # the key went to the server and nowhere else
+        assert all(r.headers.get("Authorization") == f"Bearer {SECRET}" for r in server.requests)
+        stored = Verdict.objects.filter(run=run).values_list("raw", "error", "reasoning")
+        assert not any(SECRET in " ".join(row) for row in stored)
+        assert SECRET not in run.error + str(run.summary)
+        assert SECRET not in worker.log()
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_killed_mid_run_loses_nothing(celery_worker_process, project):
+    with FakeOpenAI(by_marker("GOOD"), delay_s=0.5) as server:
+        judges = [make_judge(server, name, concurrency=2, timeout_s=5) for name in ("j1", "j2")]
+        for _ in range(4):
+            make_pair(project, "GOOD answer", "weak answer")
+        first = celery_worker_process(extra_env=WORKER_ENV, concurrency=1)
+        run = runs.filter_run_create(project=project, judges=judges)
+        deadline = time.monotonic() + 60
+        # a batch is in flight once the server holds calls for which no verdict exists yet
+        while Verdict.objects.filter(run=run).count() < 2 or (
+            server.request_count - Verdict.objects.filter(run=run).count() < 2
+        ):
+            assert time.monotonic() < deadline, first.log()
+            time.sleep(0.02)
+        first.kill()  # mid-batch: its task was delivered, not acknowledged
+        calls_before_kill = server.request_count
+        assert Verdict.objects.filter(run=run).count() < 16
+        run.refresh_from_db()
+        assert run.status == FilterRun.Status.RUNNING
+
+        # the killed worker's unacknowledged task returns once the visibility timeout passed
+        time.sleep(2)
+        celery_worker_process(extra_env={**WORKER_ENV, "CELERY_VISIBILITY_S": "2"})
+        run = wait_for(run, timeout=90)
+        calls = server.request_count
+
+    assert run.status == FilterRun.Status.SUCCEEDED, run.error
+    assert_one_verdict_per_key(run)
+    assert set(Verdict.objects.filter(run=run).values_list("outcome", "side")) == {("ok", "A")}
+    assert set(run.pairs.values_list("status", flat=True)) == {PairStatus.EASY}
+    # the batch cut short was delivered again and its calls made again
+    assert calls > 16 and calls_before_kill < calls
