@@ -69,8 +69,9 @@ OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
 
 
 def claimable_pairs(*, project: Project, annotator) -> QuerySet[Pair]:
-    """Pairs ``annotator`` may claim now: open, with a free slot, not voted on or skipped by
-    them, not restricted to others. Unordered: the claim orders it along ``pair_claim_idx``."""
+    """Pairs ``annotator`` may claim now: open, with a free slot, not voted on, skipped or
+    leased by them, not restricted to others. Unordered: the claim orders it along
+    ``pair_claim_idx``."""
     taken = F("vote_count") + F("lease_count")
     mine = {"pair": OuterRef("pk"), "annotator": annotator}
     return (
@@ -78,6 +79,8 @@ def claimable_pairs(*, project: Project, annotator) -> QuerySet[Pair]:
         .filter(Q(restricted=False) | Exists(PairRestriction.objects.filter(**mine)))
         .exclude(Exists(Vote.objects.filter(**mine)))
         .exclude(Exists(Skip.objects.filter(**mine)))
+        # Their expired lease that another claim is freeing right now: skip the pair till then.
+        .exclude(Exists(Assignment.objects.filter(status=Assignment.Status.LIVE, **mine)))
     )
 
 

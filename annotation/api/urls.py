@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.api import projects
+from annotation.api import projects, queue
 
 urlpatterns = [
     path("projects/", projects.ProjectListApi.as_view(), name="api-projects"),
@@ -13,4 +13,8 @@ urlpatterns = [
         projects.PairDetailApi.as_view(),
         name="api-pair",
     ),
+    path("projects/<slug:slug>/claim/", queue.ClaimApi.as_view(), name="api-claim"),
+    path("projects/<slug:slug>/undo/", queue.UndoApi.as_view(), name="api-undo"),
+    path("assignments/<int:pk>/vote/", queue.VoteApi.as_view(), name="api-vote"),
+    path("assignments/<int:pk>/skip/", queue.SkipApi.as_view(), name="api-skip"),
 ]

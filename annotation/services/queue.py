@@ -67,24 +67,32 @@ class NotYours(QueueError):
 # ---- Annotators ----
 
 
-@transaction.atomic
 def assignment_claim(*, project: Project, annotator) -> Assignment | None:
     """A live lease on the next pair for ``annotator``, or None when nothing is left for them
     (or the project is paused). A live lease they already hold is returned again, so a reload
     or a second tab never takes a second slot."""
+    # Freeing expired leases commits on its own: the claim then holds at most one pair lock
+    # and never waits while holding another, so claims, votes and sweeps cannot deadlock.
+    with transaction.atomic():
+        _free_expired_leases(project=project, now=timezone.now())
+    with transaction.atomic():
+        return _claim(project=project, annotator=annotator)
+
+
+def _claim(*, project: Project, annotator) -> Assignment | None:
     # Locking the membership serialises one annotator's claims (two tabs racing) and checks
     # the role in the same query.
-    paused = list(
+    # (A membership column must be selected, or Django drops "OF" and locks the project row.)
+    membership = list(
         Membership.objects.select_for_update(of=("self",))
         .filter(project=project, user=annotator, role=Role.ANNOTATOR)
-        .values_list("project__paused", flat=True)[:1]
+        .values_list("pk", "project__paused")[:1]
     )
-    if not paused:
+    if not membership:
         raise NotAllowed("Only annotators of this project can claim pairs.")
-    if paused[0]:
+    if membership[0][1]:
         return None
     now = timezone.now()
-    _free_expired_leases(project=project, now=now)
     held = (
         live_assignments(project=project, annotator=annotator, now=now)
         .select_related("pair__prompt", "pair__response_a", "pair__response_b")
@@ -123,6 +131,10 @@ def _take_slot(*, project: Project, annotator, is_gold: bool, now) -> Pair | Non
     take = {"lease_count": F("lease_count") + 1, "status": PairStatus.ANNOTATING, "updated_at": now}
     if connection.features.has_select_for_update_skip_locked:
         pair = candidates.select_for_update(skip_locked=True, of=("self",)).first()
+        if pair is None:
+            # The last free slots may sit on pairs racing claimers hold for an instant: wait
+            # for them; PostgreSQL re-checks each locked row and moves on if it filled up.
+            pair = candidates.select_for_update(of=("self",)).first()
         if pair is None:
             return None
         # The row lock makes the slot ours; the condition is re-checked on the locked row.

@@ -1,0 +1,216 @@
+"""The annotator's queue over REST: claim the next pair, vote, skip, undo. Every answer is
+the blinded view (``annotation.presentation``): left and right, never A/B or model names."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from annotation.access import get_project_for_user
+from annotation.models import Project, Role, Skip
+from annotation.presentation import assignment_payload
+from annotation.scales import on_screen_vote
+from annotation.selectors import assignment_for_annotator
+from annotation.services.queue import (
+    QueueError,
+    assignment_claim,
+    assignment_skip,
+    vote_submit,
+    vote_undo,
+)
+
+_ERROR = inline_serializer("QueueError", fields={"detail": serializers.CharField()})
+
+
+def _annotated_project(request, slug: str) -> Project:
+    """The project, for a member who annotates it (superusers included only as members)."""
+    project, role = get_project_for_user(request.user, slug, roles=(Role.ANNOTATOR,))
+    if role != Role.ANNOTATOR:
+        raise PermissionDenied("Only annotators of this project can do this")
+    return project
+
+
+def _error(exc: QueueError) -> ApiResponse:
+    return ApiResponse({"detail": str(exc)}, status=exc.status_code)
+
+
+class _PartSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["text", "image"])
+    text = serializers.CharField(required=False)
+    url = serializers.CharField(required=False, help_text="Opaque media URL (images).")
+    width = serializers.IntegerField(required=False)
+    height = serializers.IntegerField(required=False)
+
+
+class _OptionSerializer(serializers.Serializer):
+    key = serializers.CharField(help_text="The number key that picks it on the page.")
+    field = serializers.ChoiceField(choices=["choice", "value"], help_text="What to send.")
+    value = serializers.JSONField(help_text='"left"/"tie"/"right", or 1..6 on likert6.')
+    label = serializers.CharField()
+    arrow = serializers.CharField(allow_null=True)
+    tone = serializers.CharField()
+
+
+class AssignmentSerializer(serializers.Serializer):
+    """Documents ``assignment_payload``: blinded, in the order this assignment shows."""
+
+    id = serializers.IntegerField()
+    expires_at = serializers.DateTimeField()
+    prompt = _PartSerializer(many=True)
+    left = _PartSerializer(many=True)
+    right = _PartSerializer(many=True)
+    criterion = serializers.CharField(allow_blank=True)
+    options = _OptionSerializer(many=True)
+
+
+class ClaimApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={
+            200: AssignmentSerializer,
+            204: OpenApiResponse(description="Nothing left for you (or the project is paused)."),
+        },
+        summary="Claim the next pair",
+        description="A lease on the next pair for you; asking again while it is live returns "
+        "the same assignment.",
+    )
+    def post(self, request, slug: str):
+        project = _annotated_project(request, slug)
+        try:
+            assignment = assignment_claim(project=project, annotator=request.user)
+        except QueueError as exc:
+            return _error(exc)
+        if assignment is None:
+            return ApiResponse(status=status.HTTP_204_NO_CONTENT)
+        return ApiResponse(assignment_payload(assignment, request=request))
+
+
+class VoteApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        choice = serializers.CharField(
+            required=False, help_text="binary: left|right; ternary: left|tie|right."
+        )
+        value = serializers.IntegerField(
+            required=False, help_text="likert6: 1 (left much better) .. 6 (right much better)."
+        )
+        rationale = serializers.CharField(
+            required=False, allow_blank=True, max_length=5000, default=""
+        )
+        time_on_task_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+        def validate(self, data):
+            if "choice" not in data and "value" not in data:
+                raise serializers.ValidationError('Send "choice" or, on likert6, "value".')
+            return data
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        assignment = serializers.IntegerField()
+        choice = serializers.CharField(allow_null=True)
+        value = serializers.IntegerField(allow_null=True)
+        rationale = serializers.CharField(allow_blank=True)
+        time_on_task_ms = serializers.IntegerField(allow_null=True)
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            201: OutputSerializer,
+            200: OpenApiResponse(OutputSerializer, description="The same vote, sent again."),
+            400: _ERROR,
+            409: OpenApiResponse(_ERROR, description="A different vote, or a skipped pair."),
+        },
+        summary="Vote on an assignment",
+    )
+    def post(self, request, pk: int):
+        assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
+        data = _valid(self.InputSerializer, request)
+        try:
+            vote, created = vote_submit(assignment=assignment, annotator=request.user, **data)
+        except QueueError as exc:
+            return _error(exc)
+        shown = on_screen_vote(
+            scale=assignment.pair.project.scale,
+            left_is_a=assignment.left_is_a,
+            side=vote.side,
+            value=vote.value,
+        )
+        body = {
+            "id": vote.pk,
+            "assignment": assignment.pk,
+            **shown,
+            "rationale": vote.rationale,
+            "time_on_task_ms": vote.time_on_task_ms,
+            "created_at": vote.created_at,
+        }
+        return ApiResponse(
+            self.OutputSerializer(body).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class SkipApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.ChoiceField(choices=Skip.Reason.choices)
+        note = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+    class OutputSerializer(serializers.Serializer):
+        assignment = serializers.IntegerField()
+        reason = serializers.CharField()
+        note = serializers.CharField(allow_blank=True)
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: OutputSerializer, 400: _ERROR, 409: _ERROR},
+        summary="Skip a pair (flags it for curators)",
+    )
+    def post(self, request, pk: int):
+        assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
+        data = _valid(self.InputSerializer, request)
+        try:
+            skip = assignment_skip(assignment=assignment, annotator=request.user, **data)
+        except QueueError as exc:
+            return _error(exc)
+        body = {
+            "assignment": assignment.pk,
+            "reason": skip.reason,
+            "note": skip.note,
+            "created_at": skip.created_at,
+        }
+        return ApiResponse(self.OutputSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class UndoApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={
+            200: OpenApiResponse(AssignmentSerializer, description="The pair again, to re-vote."),
+            409: OpenApiResponse(_ERROR, description="Nothing to undo."),
+        },
+        summary="Undo my last vote (within 60 seconds, before consensus)",
+    )
+    def post(self, request, slug: str):
+        project = _annotated_project(request, slug)
+        try:
+            undone = vote_undo(annotator=request.user, project=project)
+        except QueueError as exc:
+            return _error(exc)
+        if undone is None:
+            return ApiResponse(
+                {
+                    "detail": "Nothing to undo: a vote can be undone for 60 seconds, "
+                    "while its pair has no consensus."
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
+        return ApiResponse(assignment_payload(undone.assignment, request=request))
+
+
+def _valid(serializer_class, request) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data

@@ -1,0 +1,256 @@
+"""The claim: which pair an annotator gets, leases, overlap, and the curators' levers."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from annotation.models import Assignment, Pair, PairRestriction, PairStatus
+from annotation.selectors import annotator_progress
+from annotation.services import queue
+from tests.annotation.queue_support import annotator
+from tests.factories import PairFactory
+
+
+def claim_and_vote(project, user, choice: str = "left") -> Pair:
+    assignment = queue.assignment_claim(project=project, annotator=user)
+    assert assignment is not None, f"{user} got nothing"
+    queue.vote_submit(assignment=assignment, annotator=user, choice=choice)
+    return assignment.pair
+
+
+def test_claim_leases_a_slot_for_the_projects_lease_time(project, alice, queued_pairs):
+    project.lease_minutes = 20
+    project.save(update_fields=["lease_minutes"])
+    before = timezone.now()
+    assignment = queue.assignment_claim(project=project, annotator=alice)
+    assert assignment.status == Assignment.Status.LIVE
+    assert (
+        before + timedelta(minutes=20)
+        <= assignment.expires_at
+        <= timezone.now() + timedelta(minutes=20)
+    )
+    pair = Pair.objects.get(pk=assignment.pair_id)
+    assert (pair.status, pair.lease_count, pair.vote_count) == (PairStatus.ANNOTATING, 1, 0)
+
+
+def test_second_tab_gets_the_same_assignment_and_no_second_slot(project, alice, queued_pairs):
+    first = queue.assignment_claim(project=project, annotator=alice)
+    again = queue.assignment_claim(project=project, annotator=alice)
+    assert again.pk == first.pk and again.left_is_a == first.left_is_a
+    assert Assignment.objects.filter(annotator=alice).count() == 1
+    assert Pair.objects.get(pk=first.pair_id).lease_count == 1
+
+
+def test_a_pair_gets_exactly_its_target_in_leases(project):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=3)
+    users = [annotator(project, f"ann{i}") for i in range(4)]
+    claims = [queue.assignment_claim(project=project, annotator=u) for u in users]
+    assert [c.pair_id if c else None for c in claims] == [pair.pk, pair.pk, pair.pk, None]
+    assert Pair.objects.get(pk=pair.pk).lease_count == 3
+
+
+def test_expired_lease_frees_its_slot(project, alice, bob):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    assert queue.assignment_claim(project=project, annotator=bob) is None
+    Assignment.objects.filter(pk=lease.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    taken = queue.assignment_claim(project=project, annotator=bob)
+    assert taken.pair_id == pair.pk
+    assert Assignment.objects.get(pk=lease.pk).status == Assignment.Status.RELEASED
+    assert Pair.objects.get(pk=pair.pk).lease_count == 1
+
+
+def test_own_expired_lease_is_replaced_by_a_fresh_one(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    Assignment.objects.filter(pk=lease.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    fresh = queue.assignment_claim(project=project, annotator=alice)
+    assert fresh.pk != lease.pk and fresh.expires_at > timezone.now()
+    assert sum(Pair.objects.values_list("lease_count", flat=True)) == 1
+
+
+def test_order_is_priority_then_closest_to_completion_then_import_order(project, alice):
+    p1, p2, p3, p4 = PairFactory.create_batch(4, project=project, status=PairStatus.QUEUED)
+    Pair.objects.filter(pk=p2.pk).update(vote_count=1)
+    Pair.objects.filter(pk=p3.pk).update(vote_count=2)
+    Pair.objects.filter(pk=p4.pk).update(priority=1)
+    served = [claim_and_vote(project, alice).pk for _ in range(4)]
+    assert served == [p4.pk, p3.pk, p2.pk, p1.pk]
+    assert queue.assignment_claim(project=project, annotator=alice) is None
+
+
+def test_leases_count_towards_completion(project, alice, bob):
+    p1, p2 = PairFactory.create_batch(2, project=project, status=PairStatus.QUEUED)
+    Pair.objects.filter(pk=p2.pk).update(lease_count=1)  # someone is working on it
+    assert queue.assignment_claim(project=project, annotator=alice).pair_id == p2.pk
+
+
+def test_voted_and_skipped_pairs_are_never_offered_again(project, alice):
+    p1, p2, p3 = PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
+    assert claim_and_vote(project, alice).pk == p1.pk
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    assert lease.pair_id == p2.pk
+    queue.assignment_skip(assignment=lease, annotator=alice, reason="broken")
+    assert queue.assignment_claim(project=project, annotator=alice).pair_id == p3.pk
+    queue.assignment_skip(
+        assignment=queue.assignment_claim(project=project, annotator=alice),
+        annotator=alice,
+        reason="cannot_judge",
+    )
+    assert queue.assignment_claim(project=project, annotator=alice) is None
+
+
+def test_only_open_pairs_are_served_and_enqueue_opens_imported_ones(project, alice):
+    imported = PairFactory(project=project, status=PairStatus.IMPORTED)
+    PairFactory(project=project, status=PairStatus.EASY)
+    PairFactory(project=project, status=PairStatus.CONSENSUS, consensus_label="A")
+    assert queue.assignment_claim(project=project, annotator=alice) is None
+    assert queue.pairs_enqueue(project=project) == 1
+    assert queue.assignment_claim(project=project, annotator=alice).pair_id == imported.pk
+
+
+def test_enqueue_given_pairs_only_and_only_this_projects(project, other_project):
+    mine = PairFactory.create_batch(3, project=project)
+    theirs = PairFactory(project=other_project)
+    assert queue.pairs_enqueue(project=project, pair_ids=[mine[0].pk, theirs.pk]) == 1
+    statuses = dict(Pair.objects.values_list("pk", "status"))
+    assert statuses[mine[0].pk] == PairStatus.QUEUED
+    assert statuses[mine[1].pk] == statuses[theirs.pk] == PairStatus.IMPORTED
+
+
+def test_restricted_pairs_go_only_to_the_chosen_annotators(project, alice, bob):
+    p1, p2 = PairFactory.create_batch(2, project=project, status=PairStatus.QUEUED, target_votes=1)
+    assert queue.pairs_restrict(project=project, pair_ids=[p1.pk], annotators=[bob]) == 1
+    assert queue.assignment_claim(project=project, annotator=alice).pair_id == p2.pk
+    assert queue.assignment_claim(project=project, annotator=bob).pair_id == p1.pk
+    assert set(PairRestriction.objects.values_list("pair_id", "annotator_id")) == {(p1.pk, bob.pk)}
+
+
+def test_lifting_a_restriction_opens_the_pair_to_everyone(project, alice, bob):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED)
+    queue.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[bob])
+    assert queue.assignment_claim(project=project, annotator=alice) is None
+    assert queue.pairs_unrestrict(project=project, pair_ids=[pair.pk]) == 1
+    assert queue.assignment_claim(project=project, annotator=alice).pair_id == pair.pk
+    assert not PairRestriction.objects.exists()
+
+
+def test_restrict_only_to_annotators_of_the_project(project, carol, eve):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED)
+    with pytest.raises(queue.InvalidInput, match="annotators: users .* not annotators"):
+        queue.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[carol, eve])
+    assert not Pair.objects.get(pk=pair.pk).restricted
+
+
+def test_paused_project_serves_nothing_until_resumed(project, alice, queued_pairs):
+    held = queue.assignment_claim(project=project, annotator=alice)
+    queue.project_pause(project=project, paused=True)
+    assert queue.assignment_claim(project=project, annotator=alice) is None
+    assert queue.assignment_claim(project=project, annotator=annotator(project, "zed")) is None
+    # A lease held before the pause still takes its vote.
+    vote, created = queue.vote_submit(assignment=held, annotator=alice, choice="tie")
+    assert created and vote.side == "tie"
+    queue.project_pause(project=project, paused=False)
+    assert queue.assignment_claim(project=project, annotator=alice) is not None
+
+
+def _gold(project, n: int):
+    return PairFactory.create_batch(
+        n, project=project, status=PairStatus.QUEUED, is_gold=True, gold_label="A"
+    )
+
+
+def test_gold_pairs_come_after_the_rest_at_rate_zero(project, alice):
+    regular = PairFactory.create_batch(2, project=project, status=PairStatus.QUEUED)
+    gold = _gold(project, 1)
+    served = [claim_and_vote(project, alice).pk for _ in range(3)]
+    assert served == [regular[0].pk, regular[1].pk, gold[0].pk]
+
+
+def test_gold_pairs_are_mixed_in_at_the_projects_rate(project, alice, monkeypatch):
+    monkeypatch.setattr(queue, "random", random.Random(20251130))
+    project.gold_rate = 0.25
+    project.save(update_fields=["gold_rate"])
+    PairFactory.create_batch(80, project=project, status=PairStatus.QUEUED)
+    _gold(project, 80)
+    served_gold = []
+    for _ in range(80):
+        lease = queue.assignment_claim(project=project, annotator=alice)
+        served_gold.append(lease.pair.is_gold)
+        queue.assignment_skip(assignment=lease, annotator=alice, reason="cannot_judge")
+    assert 12 <= sum(served_gold) <= 28, sum(served_gold)
+    assert served_gold[0] in (True, False) and not all(served_gold[:10])
+
+
+def test_left_is_randomised_per_assignment(project, alice, monkeypatch):
+    monkeypatch.setattr(queue, "random", random.Random(7))
+    PairFactory.create_batch(20, project=project, status=PairStatus.QUEUED)
+    sides = []
+    for _ in range(20):
+        lease = queue.assignment_claim(project=project, annotator=alice)
+        sides.append(lease.left_is_a)
+        queue.assignment_skip(assignment=lease, annotator=alice, reason="cannot_judge")
+    assert 5 <= sum(sides) <= 15
+
+
+def test_only_annotators_can_claim(project, carol, dave, queued_pairs):
+    for user in (carol, dave):
+        with pytest.raises(queue.NotAllowed):
+            queue.assignment_claim(project=project, annotator=user)
+    assert not Assignment.objects.exists()
+
+
+def test_set_priority_changes_only_this_projects_pairs(project, other_project):
+    mine = PairFactory(project=project)
+    theirs = PairFactory(project=other_project)
+    assert queue.pairs_set_priority(project=project, pair_ids=[mine.pk, theirs.pk], priority=7) == 1
+    assert dict(Pair.objects.values_list("pk", "priority")) == {mine.pk: 7, theirs.pk: 0}
+    with pytest.raises(queue.InvalidInput, match="priority"):
+        queue.pairs_set_priority(project=project, pair_ids=[mine.pk], priority=10**6)
+
+
+def test_release_stuck_leases_frees_their_slots(project, alice, bob):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=2)
+    old = queue.assignment_claim(project=project, annotator=alice)
+    Assignment.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=45))
+    recent = queue.assignment_claim(project=project, annotator=bob)
+    assert queue.leases_release(project=project, older_than_minutes=30) == 1
+    statuses = dict(Assignment.objects.values_list("pk", "status"))
+    assert statuses == {old.pk: "released", recent.pk: "live"}
+    assert Pair.objects.get(pk=pair.pk).lease_count == 1
+    assert queue.leases_release(project=project, assignment_ids=[recent.pk]) == 1
+    assert Pair.objects.get(pk=pair.pk).lease_count == 0
+
+
+def test_progress_counts_todays_votes_and_what_is_left_for_me(project, alice, bob):
+    PairFactory.create_batch(4, project=project, status=PairStatus.QUEUED, target_votes=1)
+    claim_and_vote(project, alice)
+    claim_and_vote(project, alice)
+    queue.assignment_claim(project=project, annotator=bob)  # bob holds one slot
+    progress = annotator_progress(project=project, annotator=alice)
+    assert progress == {"done_today": 2, "done_total": 2, "left": 1}
+    assert annotator_progress(project=project, annotator=bob)["left"] == 2
+
+
+def _claim_queries(project, user) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        assert queue.assignment_claim(project=project, annotator=user) is not None
+    return len(ctx.captured_queries)
+
+
+def test_claim_takes_a_small_constant_number_of_queries(project, django_assert_max_num_queries):
+    PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
+    first = annotator(project, "first")
+    # Six statements and two transactions (savepoints inside the test's transaction).
+    with django_assert_max_num_queries(10):
+        queue.assignment_claim(project=project, annotator=first)
+    small = _claim_queries(project, annotator(project, "second"))
+    PairFactory.create_batch(60, project=project, status=PairStatus.QUEUED)
+    for i in range(6):
+        claim_and_vote(project, annotator(project, f"busy{i}"))
+    assert _claim_queries(project, annotator(project, "third")) == small

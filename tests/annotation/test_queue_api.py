@@ -1,0 +1,284 @@
+"""The queue over REST: claim, vote, skip, undo; what annotators see, and who may do what."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
+from tests.annotation.queue_support import (
+    SECRET_EXTERNAL,
+    SECRET_JUDGE,
+    SECRET_MODEL_A,
+    SECRET_MODEL_B,
+    annotator,
+    secret_pair,
+)
+from tests.factories import PairFactory
+
+PAYLOAD_KEYS = {"id", "expires_at", "prompt", "left", "right", "criterion", "options"}
+
+
+def claim(api, slug: str = "demo"):
+    return api.post(f"/api/v1/projects/{slug}/claim/")
+
+
+def vote(api, assignment_id: int, **body):
+    return api.post(f"/api/v1/assignments/{assignment_id}/vote/", body, format="json")
+
+
+def test_claim_returns_the_blinded_assignment(api_for, alice, project, queued_pairs):
+    response = claim(api_for(alice))
+    assert response.status_code == 200
+    data = response.json()
+    assert set(data) == PAYLOAD_KEYS
+    assignment = Assignment.objects.get(pk=data["id"])
+    assert assignment.annotator == alice
+    pair = assignment.pair
+    left, right = (
+        (pair.response_a, pair.response_b)
+        if assignment.left_is_a
+        else (pair.response_b, pair.response_a)
+    )
+    assert data["left"] == left.content and data["right"] == right.content
+    assert data["prompt"] == pair.prompt.content
+    assert [o["value"] for o in data["options"]] == ["left", "tie", "right"]
+
+
+def test_claim_again_returns_the_same_assignment(api_for, alice, project, queued_pairs):
+    api = api_for(alice)
+    assert claim(api).json()["id"] == claim(api).json()["id"]
+    assert Assignment.objects.count() == 1
+
+
+def test_claim_with_nothing_left_is_204(api_for, alice, project):
+    response = claim(api_for(alice))
+    assert response.status_code == 204 and response.content == b""
+
+
+def test_vote_201_then_200_for_the_same_vote(api_for, alice, project, queued_pairs):
+    api = api_for(alice)
+    assignment_id = claim(api).json()["id"]
+    first = vote(api, assignment_id, choice="left", rationale="crisper", time_on_task_ms=4200)
+    assert first.status_code == 201
+    assert first.json()["choice"] == "left" and first.json()["rationale"] == "crisper"
+    again = vote(api, assignment_id, choice="left", rationale="crisper", time_on_task_ms=4300)
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    assert Vote.objects.count() == 1
+    changed = vote(api, assignment_id, choice="right", rationale="crisper")
+    assert changed.status_code == 409 and "different answer" in changed.json()["detail"]
+
+
+def test_likert6_vote_in_on_screen_terms(api_for, alice, project, queued_pairs):
+    project.scale = "likert6"
+    project.save(update_fields=["scale"])
+    api = api_for(alice)
+    data = claim(api).json()
+    assert [o["value"] for o in data["options"]] == [1, 2, 3, 4, 5, 6]
+    response = vote(api, data["id"], value=2)
+    assert response.status_code == 201 and response.json()["value"] == 2
+    stored = Vote.objects.get()
+    assert stored.value == (5 if stored.left_is_a else 2)
+    assert stored.side == ("A" if stored.left_is_a else "B")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "non_field_errors"),
+        ({"choice": "sideways"}, "choice"),
+        ({"value": 3}, "value"),
+        ({"choice": "left", "time_on_task_ms": -5}, "time_on_task_ms"),
+    ],
+)
+def test_bad_votes_are_400_naming_the_field(api_for, alice, project, queued_pairs, body, field):
+    api = api_for(alice)
+    response = vote(api, claim(api).json()["id"], **body)
+    assert response.status_code == 400
+    assert field in json.dumps(response.json())
+    assert not Vote.objects.exists()
+
+
+def test_skip_and_never_see_the_pair_again(api_for, alice, project):
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    api = api_for(alice)
+    assignment_id = claim(api).json()["id"]
+    response = api.post(
+        f"/api/v1/assignments/{assignment_id}/skip/",
+        {"reason": "broken", "note": "image 2 does not load"},
+        format="json",
+    )
+    assert response.status_code == 201 and response.json()["reason"] == "broken"
+    assert Skip.objects.get().note == "image 2 does not load"
+    assert claim(api).status_code == 204
+    bad = api.post(f"/api/v1/assignments/{assignment_id}/skip/", {"reason": "meh"}, format="json")
+    assert bad.status_code == 400 and "reason" in bad.json()
+
+
+def test_undo_gives_the_pair_back_then_has_nothing_to_undo(api_for, alice, project, queued_pairs):
+    api = api_for(alice)
+    assignment_id = claim(api).json()["id"]
+    vote(api, assignment_id, choice="tie")
+    undone = api.post("/api/v1/projects/demo/undo/")
+    assert undone.status_code == 200
+    assert set(undone.json()) == PAYLOAD_KEYS and undone.json()["id"] == assignment_id
+    assert not Vote.objects.exists()
+    nothing = api.post("/api/v1/projects/demo/undo/")
+    assert nothing.status_code == 409 and "60 seconds" in nothing.json()["detail"]
+    assert vote(api, assignment_id, choice="left").status_code == 201
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_nothing_an_annotator_receives_reveals_models_sides_or_judges(
+    api_for, client_for, alice, project
+):
+    project.scale = "likert6"
+    project.save(update_fields=["scale"])
+    for n in range(2):
+        secret_pair(project, n, with_images=True)
+    api = api_for(alice)
+    received = []
+    first = claim(api)
+    received.append(first)
+    assignment_id = first.json()["id"]
+    received.append(vote(api, assignment_id, value=5))
+    received.append(vote(api, assignment_id, value=5))
+    received.append(api.post("/api/v1/projects/demo/undo/"))
+    received.append(vote(api, assignment_id, value=1))
+    second = claim(api)
+    received.append(second)
+    received.append(
+        api.post(f"/api/v1/assignments/{second.json()['id']}/skip/", {"reason": "unsafe"})
+    )
+    for response in received:
+        assert response.status_code in (200, 201), response.content
+        text = response.content.decode()
+        for secret in (SECRET_MODEL_A, SECRET_MODEL_B, SECRET_JUDGE, SECRET_EXTERNAL):
+            assert secret not in text
+        for marker in ("response_a", "response_b", "model_name", "ensemble", "is_gold", "status"):
+            assert marker not in text
+        strings = set(_strings(response.json()))
+        assert not strings & {"A", "B", "a", "b", "easy", "queued", "annotating"}
+    # Image parts are opaque, project-scoped URLs the annotator can fetch.
+    urls = [p["url"] for p in first.json()["left"] + first.json()["prompt"] if p["type"] == "image"]
+    assert len(urls) == 2 and all("/p/demo/media/" in url for url in urls)
+    assert all(client_for(alice).get(url).status_code == 200 for url in urls)
+
+
+def test_media_of_a_project_is_not_served_to_annotators_of_another(
+    client_for, api_for, alice, project, other_project
+):
+    secret_pair(project, with_images=True)
+    url = claim(api_for(alice)).json()["prompt"][1]["url"]
+    stranger = annotator(other_project, "mallory")
+    assert client_for(stranger).get(url).status_code == 404
+
+
+def test_annotator_of_another_project_cannot_claim_or_vote_here(
+    api_for, alice, project, other_project, queued_pairs
+):
+    mallory = annotator(other_project, "mallory")
+    PairFactory(project=other_project, status=PairStatus.QUEUED)
+    assert claim(api_for(mallory)).status_code == 404
+    alices = claim(api_for(alice)).json()["id"]
+    assert vote(api_for(mallory), alices, choice="left").status_code == 404
+    skip = api_for(mallory).post(f"/api/v1/assignments/{alices}/skip/", {"reason": "broken"})
+    assert skip.status_code == 404
+    assert api_for(mallory).post("/api/v1/projects/demo/undo/").status_code == 404
+    assert not Vote.objects.exists() and not Skip.objects.exists()
+
+
+def test_someone_elses_assignment_is_404(api_for, alice, bob, project, queued_pairs):
+    alices = claim(api_for(alice)).json()["id"]
+    assert vote(api_for(bob), alices, choice="left").status_code == 404
+    assert not Vote.objects.exists()
+
+
+def test_outsiders_get_404_and_other_roles_403(api_for, project, carol, dave, eve, queued_pairs):
+    assert claim(api_for(eve)).status_code == 404
+    assert api_for(eve).post("/api/v1/projects/demo/undo/").status_code == 404
+    assert claim(api_for(carol)).status_code == 403
+    assert claim(api_for(dave)).status_code == 403
+    assert claim(APIClient()).status_code in (401, 403)
+    assert not Assignment.objects.exists()
+
+
+def test_superuser_who_is_not_an_annotator_cannot_claim(api_for, project, queued_pairs):
+    from tests.factories import UserFactory
+
+    root = UserFactory(username="root", is_superuser=True, is_staff=True)
+    assert claim(api_for(root)).status_code == 403
+
+
+def test_session_posts_need_the_csrf_token(alice, project, queued_pairs):
+    api = APIClient(enforce_csrf_checks=True)
+    api.force_login(alice)
+    refused = api.post("/api/v1/projects/demo/claim/")
+    assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
+    assert not Assignment.objects.exists()
+
+
+def test_paused_project_claims_204(api_for, alice, project, queued_pairs):
+    project.paused = True
+    project.save(update_fields=["paused"])
+    assert claim(api_for(alice)).status_code == 204
+
+
+def _queries(call) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        response = call()
+    assert response.status_code in (200, 201), response.content
+    return len(ctx.captured_queries)
+
+
+def test_claim_and_vote_queries_stay_constant(
+    api_for, alice, bob, project, django_assert_max_num_queries
+):
+    PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
+    api = api_for(alice)
+    with django_assert_max_num_queries(12):
+        assignment_id = claim(api).json()["id"]
+    with django_assert_max_num_queries(10):
+        vote(api, assignment_id, choice="left")
+    # More pairs, votes and annotators do not add queries.
+    small_claim = _queries(lambda: claim(api))
+    small_vote = _queries(lambda: vote(api, Assignment.objects.latest("pk").pk, choice="tie"))
+    PairFactory.create_batch(50, project=project, status=PairStatus.QUEUED)
+    for i in range(5):
+        other = api_for(annotator(project, f"busy{i}"))
+        vote(other, claim(other).json()["id"], choice="right")
+    api = api_for(bob)
+    assert _queries(lambda: claim(api)) == small_claim
+    assert _queries(lambda: vote(api, Assignment.objects.latest("pk").pk, choice="tie")) == (
+        small_vote
+    )
+
+
+def test_schema_documents_the_queue_endpoints(client, alice):
+    client.force_login(alice)
+    schema = client.get("/api/v1/schema/", {"format": "json"}).json()
+    for path in (
+        "/api/v1/projects/{slug}/claim/",
+        "/api/v1/projects/{slug}/undo/",
+        "/api/v1/assignments/{id}/vote/",
+        "/api/v1/assignments/{id}/skip/",
+    ):
+        assert path in schema["paths"], path
+    vote_responses = schema["paths"]["/api/v1/assignments/{id}/vote/"]["post"]["responses"]
+    assert {"200", "201", "400", "409"} <= set(vote_responses)
+    assert Pair.objects.count() == 0

@@ -1,0 +1,111 @@
+"""Annotators racing for the same pairs on real PostgreSQL: threads, each with its own
+database connection, claiming and voting at once. Overlap stays exact, nothing doubles."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection
+from django.db.models import Count
+
+from annotation.models import Assignment, Pair, PairStatus, Vote
+from annotation.services import queue
+from tests.annotation.queue_support import annotator
+from tests.conftest import requires_postgres
+from tests.factories import PairFactory, ProjectFactory
+
+pytestmark = [requires_postgres(), pytest.mark.postgres]
+
+THREADS = 16
+
+
+def _race(workers) -> list[BaseException]:
+    """Starts every worker at the same instant; returns what they raised."""
+    barrier = threading.Barrier(len(workers))
+    errors: list[BaseException] = []
+
+    def run(work):
+        try:
+            connection.ensure_connection()  # connect first, so the race itself is tight
+            barrier.wait()
+            work()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(work,)) for work in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a worker hung"
+    return errors
+
+
+def test_racing_annotators_fill_every_pair_exactly_to_its_target(transactional_db):
+    project = ProjectFactory(slug="race", overlap=3)
+    pairs = PairFactory.create_batch(6, project=project, status=PairStatus.QUEUED)
+    # Eight annotators, each working in two tabs at once: sixteen threads.
+    users = [annotator(project, f"racer{i}") for i in range(THREADS // 2)]
+    conflicts = Counter()
+
+    def annotate(user, seed: int):
+        rng = random.Random(seed)
+        while True:
+            assignment = queue.assignment_claim(project=project, annotator=user)
+            if assignment is None:
+                return
+            try:
+                queue.vote_submit(
+                    assignment=assignment, annotator=user, choice=rng.choice(["left", "right"])
+                )
+            except queue.QueueError:
+                # The other tab voted differently on the same assignment first: refused.
+                conflicts[user.pk] += 1
+
+    workers = [lambda u=user, s=seed: annotate(u, s) for seed, user in enumerate(users * 2)]
+    assert _race(workers) == []
+
+    for pair in Pair.objects.filter(pk__in=[p.pk for p in pairs]):
+        assert pair.votes.count() == pair.target_votes == 3, pair
+        assert (pair.vote_count, pair.lease_count) == (3, 0)
+        assert not pair.votes.filter(is_extra=True).exists()
+    duplicates = Vote.objects.values("pair", "annotator").annotate(n=Count("id")).filter(n__gt=1)
+    assert not duplicates.exists()
+    assert not Assignment.objects.filter(status=Assignment.Status.LIVE).exists()
+    assert Vote.objects.count() == 18
+
+
+def test_racing_claims_never_lease_a_pair_beyond_its_target(transactional_db):
+    project = ProjectFactory(slug="claims", overlap=3)
+    pairs = PairFactory.create_batch(2, project=project, status=PairStatus.QUEUED)
+    users = [annotator(project, f"claimer{i}") for i in range(THREADS)]
+    granted: list[int | None] = []
+
+    def claim(user):
+        assignment = queue.assignment_claim(project=project, annotator=user)
+        granted.append(assignment.pair_id if assignment else None)
+
+    assert _race([lambda u=user: claim(u) for user in users]) == []
+    assert Counter(granted) == {pairs[0].pk: 3, pairs[1].pk: 3, None: THREADS - 6}
+    live = Assignment.objects.filter(status=Assignment.Status.LIVE)
+    assert Counter(live.values_list("pair_id", flat=True)) == {pairs[0].pk: 3, pairs[1].pk: 3}
+    assert set(Pair.objects.values_list("lease_count", flat=True)) == {3}
+
+
+def test_two_tabs_claiming_at_once_share_one_lease(transactional_db):
+    project = ProjectFactory(slug="tabs", overlap=3)
+    PairFactory.create_batch(4, project=project, status=PairStatus.QUEUED)
+    user = annotator(project, "tabby")
+    got: list[int] = []
+
+    def claim():
+        got.append(queue.assignment_claim(project=project, annotator=user).pk)
+
+    assert _race([claim for _ in range(8)]) == []
+    assert len(set(got)) == 1
+    assert Assignment.objects.filter(annotator=user).count() == 1

@@ -1,0 +1,262 @@
+"""Votes, skips and undo: stored canonically, never lost, never doubled."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
+from annotation.scales import canonical_vote, on_screen_vote, options_for
+from annotation.services import queue
+from tests.annotation.queue_support import annotator
+from tests.factories import PairFactory
+
+
+@pytest.mark.parametrize(
+    ("scale", "left_is_a", "choice", "value", "side", "canonical"),
+    [
+        ("binary", True, "left", None, "A", 3),
+        ("binary", False, "left", None, "B", 1),
+        ("binary", False, "right", None, "A", 3),
+        ("ternary", True, "right", None, "B", 1),
+        ("ternary", False, "tie", None, "tie", 2),
+        ("likert6", True, None, 1, "A", 6),  # left much better, left is A
+        ("likert6", False, None, 1, "B", 1),  # left much better, left is B
+        ("likert6", True, None, 4, "B", 3),  # right slightly better, right is B
+        ("likert6", False, None, 6, "A", 6),  # right much better, right is A
+        ("likert6", False, None, 3, "B", 3),  # left slightly better, left is B
+    ],
+)
+def test_on_screen_votes_are_stored_canonically(scale, left_is_a, choice, value, side, canonical):
+    assert canonical_vote(scale=scale, left_is_a=left_is_a, choice=choice, value=value) == (
+        side,
+        canonical,
+    )
+    shown = on_screen_vote(scale=scale, left_is_a=left_is_a, side=side, value=canonical)
+    assert shown == {"choice": choice, "value": value}
+
+
+@pytest.mark.parametrize(
+    ("scale", "choice", "value", "field"),
+    [
+        ("binary", "tie", None, "choice"),
+        ("ternary", "A", None, "choice"),
+        ("ternary", None, 2, "value"),
+        ("likert6", "left", None, "choice"),
+        ("likert6", None, 7, "value"),
+        ("likert6", None, 0, "value"),
+    ],
+)
+def test_votes_that_do_not_fit_the_scale_are_refused(project, alice, scale, choice, value, field):
+    project.scale = scale
+    project.save(update_fields=["scale"])
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    with pytest.raises(queue.InvalidInput, match=f"^{field}:"):
+        queue.vote_submit(assignment=lease, annotator=alice, choice=choice, value=value)
+    assert not Vote.objects.exists()
+
+
+def test_options_are_in_on_screen_order():
+    assert [o["value"] for o in options_for("ternary")] == ["left", "tie", "right"]
+    assert [o["arrow"] for o in options_for("ternary")] == ["left", "down", "right"]
+    assert [o["value"] for o in options_for("binary")] == ["left", "right"]
+    likert = options_for("likert6")
+    assert [o["value"] for o in likert] == [1, 2, 3, 4, 5, 6]
+    assert likert[0]["label"] == "Left much better" and likert[5]["label"] == "Right much better"
+    assert all("A" not in o["label"].split() and "B" not in o["label"].split() for o in likert)
+
+
+def test_vote_records_order_rationale_and_time(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    vote, created = queue.vote_submit(
+        assignment=lease,
+        annotator=alice,
+        choice="left",
+        rationale="  sharper text  ",
+        time_on_task_ms=8123,
+    )
+    assert created
+    vote.refresh_from_db()
+    assert vote.side == ("A" if lease.left_is_a else "B")
+    assert (vote.left_is_a, vote.rationale, vote.time_on_task_ms) == (
+        lease.left_is_a,
+        "sharper text",
+        8123,
+    )
+    assert (vote.pair_id, vote.assignment_id, vote.is_extra) == (lease.pair_id, lease.pk, False)
+    pair = Pair.objects.get(pk=lease.pair_id)
+    assert (pair.vote_count, pair.lease_count) == (1, 0)
+    assert Assignment.objects.get(pk=lease.pk).status == Assignment.Status.VOTED
+
+
+def test_double_submit_is_one_vote(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    first, created = queue.vote_submit(assignment=lease, annotator=alice, choice="tie")
+    again, created_again = queue.vote_submit(assignment=lease, annotator=alice, choice="tie")
+    assert (created, created_again, again.pk) == (True, False, first.pk)
+    assert Vote.objects.count() == 1
+    assert Pair.objects.get(pk=lease.pair_id).vote_count == 1
+
+
+def test_a_different_second_vote_is_refused_and_the_first_kept(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    with pytest.raises(queue.QueueError, match="different answer") as caught:
+        queue.vote_submit(assignment=lease, annotator=alice, choice="right")
+    assert caught.value.status_code == 409
+    vote = Vote.objects.get()
+    assert vote.side == ("A" if lease.left_is_a else "B")
+
+
+def test_only_the_assignments_annotator_may_vote(project, alice, bob, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    with pytest.raises(queue.NotYours):
+        queue.vote_submit(assignment=lease, annotator=bob, choice="left")
+    assert not Vote.objects.exists()
+
+
+def test_rationale_is_required_when_the_project_says_so(project, alice, queued_pairs):
+    project.require_rationale = True
+    project.save(update_fields=["require_rationale"])
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    with pytest.raises(queue.InvalidInput, match="^rationale:"):
+        queue.vote_submit(assignment=lease, annotator=alice, choice="left", rationale="   ")
+    vote, _ = queue.vote_submit(assignment=lease, annotator=alice, choice="left", rationale="ok")
+    assert vote.rationale == "ok"
+
+
+def test_late_vote_after_expiry_is_kept_and_counted(project, alice, bob):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
+    late = queue.assignment_claim(project=project, annotator=alice)
+    Assignment.objects.filter(pk=late.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    taker = queue.assignment_claim(project=project, annotator=bob)  # frees alice's slot
+    assert taker.pair_id == pair.pk
+    vote, created = queue.vote_submit(assignment=late, annotator=alice, choice="left")
+    assert created and not vote.is_extra
+    bobs, _ = queue.vote_submit(assignment=taker, annotator=bob, choice="right")
+    assert bobs.is_extra  # the target was reached meanwhile: kept, not counted
+    pair.refresh_from_db()
+    assert (pair.vote_count, pair.lease_count, pair.votes.count()) == (1, 0, 2)
+
+
+def test_vote_after_the_target_is_reached_is_kept_as_extra(project, alice, bob, carol):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
+    stuck = queue.assignment_claim(project=project, annotator=alice)
+    assert queue.leases_release(project=project) == 1
+    lease = queue.assignment_claim(project=project, annotator=bob)
+    queue.vote_submit(assignment=lease, annotator=bob, choice="tie")
+    extra, created = queue.vote_submit(assignment=stuck, annotator=alice, choice="left")
+    assert created and extra.is_extra
+    pair.refresh_from_db()
+    assert (pair.vote_count, pair.lease_count) == (1, 0)
+    assert sorted(pair.votes.values_list("is_extra", flat=True)) == [False, True]
+
+
+def test_late_vote_closes_a_newer_lease_on_the_same_pair(project, alice):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED)
+    old = queue.assignment_claim(project=project, annotator=alice)
+    Assignment.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    new = queue.assignment_claim(project=project, annotator=alice)
+    assert new.pair_id == pair.pk and new.pk != old.pk
+    queue.vote_submit(assignment=old, annotator=alice, choice="tie")
+    assert Assignment.objects.get(pk=new.pk).status == Assignment.Status.RELEASED
+    pair.refresh_from_db()
+    assert (pair.vote_count, pair.lease_count) == (1, 0)
+    again, created = queue.vote_submit(assignment=new, annotator=alice, choice="tie")
+    assert not created and Vote.objects.count() == 1
+
+
+def test_pair_stops_being_served_at_its_target(project):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=2)
+    for name in ("ann1", "ann2"):
+        user = annotator(project, name)
+        lease = queue.assignment_claim(project=project, annotator=user)
+        queue.vote_submit(assignment=lease, annotator=user, choice="left")
+    pair.refresh_from_db()
+    assert (pair.vote_count, pair.lease_count, pair.status) == (2, 0, PairStatus.ANNOTATING)
+    assert queue.assignment_claim(project=project, annotator=annotator(project, "ann3")) is None
+
+
+def test_skip_frees_the_slot_and_flags_the_pair(project, alice, bob):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    skip = queue.assignment_skip(
+        assignment=lease, annotator=alice, reason="unsafe", note="  gore in image 2 "
+    )
+    assert (skip.pair_id, skip.reason, skip.note) == (pair.pk, "unsafe", "gore in image 2")
+    assert Assignment.objects.get(pk=lease.pk).status == Assignment.Status.SKIPPED
+    assert Pair.objects.get(pk=pair.pk).lease_count == 0
+    assert queue.assignment_claim(project=project, annotator=alice) is None
+    assert queue.assignment_claim(project=project, annotator=bob).pair_id == pair.pk
+    assert queue.assignment_skip(assignment=lease, annotator=alice, reason="unsafe").pk == skip.pk
+    assert Skip.objects.count() == 1
+
+
+def test_skip_needs_a_known_reason_and_a_skipped_pair_takes_no_vote(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    with pytest.raises(queue.InvalidInput, match="^reason:"):
+        queue.assignment_skip(assignment=lease, annotator=alice, reason="boring")
+    queue.assignment_skip(assignment=lease, annotator=alice, reason="broken")
+    with pytest.raises(queue.QueueError, match="skipped"):
+        queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+
+
+def test_a_voted_pair_cannot_be_skipped(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    with pytest.raises(queue.QueueError, match="already voted"):
+        queue.assignment_skip(assignment=lease, annotator=alice, reason="broken")
+    assert not Skip.objects.exists()
+
+
+def test_undo_within_a_minute_gives_the_pair_back(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    following = queue.assignment_claim(project=project, annotator=alice)
+    undone = queue.vote_undo(annotator=alice, project=project)
+    assert undone.assignment.pk == lease.pk and undone.assignment.status == "live"
+    assert not Vote.objects.exists()
+    pair = Pair.objects.get(pk=lease.pair_id)
+    assert (pair.vote_count, pair.lease_count) == (0, 1)
+    # A reload shows the undone pair again, same orientation; the vote can be changed.
+    assert queue.assignment_claim(project=project, annotator=alice).pk == lease.pk
+    vote, created = queue.vote_submit(assignment=lease, annotator=alice, choice="right")
+    assert created and vote.side == ("B" if lease.left_is_a else "A")
+    assert queue.assignment_claim(project=project, annotator=alice).pk == following.pk
+
+
+def test_undo_after_a_minute_does_nothing(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    vote, _ = queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    Vote.objects.filter(pk=vote.pk).update(created_at=timezone.now() - timedelta(seconds=61))
+    assert queue.vote_undo(annotator=alice, project=project) is None
+    assert Vote.objects.filter(pk=vote.pk).exists()
+    assert Pair.objects.get(pk=lease.pair_id).vote_count == 1
+
+
+def test_undo_once_the_pair_has_a_consensus_does_nothing(project, alice, queued_pairs):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    Pair.objects.filter(pk=lease.pair_id).update(status=PairStatus.CONSENSUS, consensus_label="A")
+    assert queue.vote_undo(annotator=alice, project=project) is None
+    assert Vote.objects.count() == 1
+
+
+def test_undo_touches_only_my_votes_in_this_project(project, other_project, alice, bob):
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    lease = queue.assignment_claim(project=project, annotator=bob)
+    queue.vote_submit(assignment=lease, annotator=bob, choice="left")
+    assert queue.vote_undo(annotator=alice, project=project) is None
+    assert queue.vote_undo(annotator=bob, project=other_project) is None
+    assert Vote.objects.count() == 1
+
+
+def test_vote_takes_a_small_constant_number_of_queries(
+    project, alice, queued_pairs, django_assert_max_num_queries
+):
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    with django_assert_max_num_queries(7):
+        queue.vote_submit(assignment=lease, annotator=alice, choice="left")
