@@ -1,0 +1,272 @@
+"""How fast a filter run gets through its judge calls (issue 4, "Speed").
+
+Starts the loopback OpenAI-compatible server (answering after ``--delay-ms``), creates text
+pairs and OpenAI-compatible judges in a throw-away project on the database named by
+DATABASE_URL, starts ONE Celery worker on the broker named by CELERY_BROKER_URL (Redis), runs a
+filter over judges x 2 orders x pairs calls and prints seconds and calls/s (target: 3 judges x
+2 orders x 2,000 pairs = 12,000 calls in <= 60 s, >= 200 calls/s). Then it times the
+reward-model judge backend on CPU in responses/s (target >= 2,000 with a small model).
+
+    DATABASE_URL=postgres://... CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
+        python benchmarks/judge_filter.py --pairs 2000 --judges 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT_SLUG = "bench-judge-filter"
+
+
+def setup_django(args) -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "false")  # DEBUG keeps every query in memory
+    os.environ.setdefault("ARBITER_LOG_LEVEL", "WARNING")
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
+    os.environ["ARBITER_JUDGE_BATCH_PAIRS"] = str(args.batch_pairs)
+    import django
+
+    django.setup()
+
+
+def clear() -> None:
+    """Deletes what an earlier run of this benchmark left (pairs protect their content)."""
+    from annotation.models import Pair, Project, Prompt, Response
+    from judges.models import FilterRun, Judge
+
+    mine = {"project__slug": PROJECT_SLUG}
+    FilterRun.objects.filter(**mine).delete()
+    for model in (Pair, Prompt, Response):
+        model.objects.filter(**mine).delete()
+    Project.objects.filter(slug=PROJECT_SLUG).delete()
+    Judge.objects.filter(name__startswith="bench-").delete()
+
+
+def make_project(n_pairs: int):
+    """A fresh project with ``n_pairs`` imported text pairs (half favour A, half B)."""
+    from annotation.content import prompt_id, response_id, text_part
+    from annotation.models import Pair, Project, Prompt, Response
+
+    clear()
+    project = Project.objects.create(slug=PROJECT_SLUG, name="Judge filter benchmark")
+    prompts, responses, pairs = [], [], []
+    for i in range(n_pairs):
+        good, weak = f"GOOD answer to question {i}.", f"A weak answer to question {i}."
+        first, second = (good, weak) if i % 2 == 0 else (weak, good)
+        question = [text_part(f"Question {i}: which answer is right?")]
+        prompt = Prompt(id=prompt_id(project.pk, question), project=project, content=question)
+        a = Response(
+            id=response_id(project.pk, "m1", [text_part(first)]),
+            project=project,
+            model_name="m1",
+            content=[text_part(first)],
+        )
+        b = Response(
+            id=response_id(project.pk, "m2", [text_part(second)]),
+            project=project,
+            model_name="m2",
+            content=[text_part(second)],
+        )
+        prompts.append(prompt)
+        responses += [a, b]
+        pairs.append(
+            Pair(
+                project=project,
+                external_id=f"bench-{i}",
+                prompt=prompt,
+                response_a=a,
+                response_b=b,
+                task="reasoning",
+                target_votes=3,
+            )
+        )
+    Prompt.objects.bulk_create(prompts, batch_size=1000)
+    Response.objects.bulk_create(responses, batch_size=1000)
+    Pair.objects.bulk_create(pairs, batch_size=1000)
+    return project
+
+
+def start_worker(args) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        "ARBITER_LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = open(args.worker_log, "w")  # noqa: SIM115 - lives as long as the worker
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--loglevel=WARNING",
+            f"--concurrency={args.worker_concurrency}",
+            "-Q",
+            "default,judges_http",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"bench-{os.getpid()}@%h",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def wait_for_worker(worker: subprocess.Popen, timeout: float = 60) -> None:
+    from config.celery import app
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise SystemExit("the Celery worker exited; see --worker-log")
+        if app.control.ping(timeout=0.5):
+            return
+    raise SystemExit(f"no Celery worker answered within {timeout:.0f}s")
+
+
+def bench_filter(args) -> None:
+    from django.db.models import Max
+
+    from judges.models import FilterRun, Judge, Verdict
+    from judges.services.runs import filter_run_create
+    from tests.judges.fake_openai import FakeOpenAI, by_marker
+
+    project = make_project(args.pairs)
+    with FakeOpenAI(by_marker("GOOD"), delay_s=args.delay_ms / 1000) as server:
+        judges = [
+            Judge.objects.create(
+                name=f"bench-judge-{n}",
+                kind="openai",
+                base_url=server.base_url,
+                model=f"bench-model-{n}",
+                concurrency=args.judge_concurrency,
+                timeout_s=30,
+            )
+            for n in range(args.judges)
+        ]
+        worker = start_worker(args)
+        try:
+            wait_for_worker(worker)
+            started = time.perf_counter()
+            run = filter_run_create(project=project, judges=judges)
+            while True:
+                time.sleep(0.1)
+                run.refresh_from_db()
+                if run.finished:
+                    break
+            elapsed = time.perf_counter() - started
+        finally:
+            os.killpg(worker.pid, 15)
+            worker.wait(timeout=30)
+        calls = args.judges * 2 * args.pairs
+        last = Verdict.objects.filter(run=run).aggregate(last=Max("created_at"))["last"]
+        finalize = (run.finished_at - last).total_seconds() if last else 0.0
+        print(
+            f"filter run {run.status}: {args.judges} judges x 2 orders x {args.pairs:,} pairs = "
+            f"{calls:,} calls ({server.request_count:,} requests served) in {elapsed:.1f} s = "
+            f"{calls / elapsed:,.0f} calls/s"
+        )
+        print(
+            f"  one worker, {args.worker_concurrency} processes, {args.batch_pairs} pairs per "
+            f"batch, {args.judge_concurrency} requests in flight per batch, answers after "
+            f"{args.delay_ms} ms; at most {server.max_in_flight} requests in flight; "
+            f"finishing (ensemble over all pairs) took {finalize:.2f} s"
+        )
+        print(f"  pairs: {run.summary.get('easy')} easy, {run.summary.get('queued')} queued")
+        if run.status != FilterRun.Status.SUCCEEDED:
+            print(f"  error: {run.error}")
+    if not args.keep:
+        clear()
+
+
+def bench_reward_model(args) -> None:
+    import torch
+
+    from judges.backends import get_backend
+    from judges.backends.base import JudgeItem
+    from judges.models import Judge
+    from judges.reward_model import init_checkpoint
+
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoint = init_checkpoint(Path(folder) / "rm.pt")
+        judge = Judge(
+            name="bench-rm",
+            kind="reward_model",
+            checkpoint=str(checkpoint),
+            device="cpu",
+            batch_size=args.rm_batch_size,
+        )
+        items = [
+            JudgeItem(
+                pair_id=i,
+                order=order,
+                task="reasoning",
+                prompt=[{"type": "text", "text": f"Question {i}: which answer is right?"}],
+                first=[{"type": "text", "text": texts[0]}],
+                second=[{"type": "text", "text": texts[1]}],
+            )
+            for i in range(args.rm_pairs)
+            for order, texts in (
+                ("AB", (f"GOOD answer to question {i}.", f"A weak answer to question {i}.")),
+                ("BA", (f"A weak answer to question {i}.", f"GOOD answer to question {i}.")),
+            )
+        ]
+        backend = get_backend(judge)
+        try:
+            backend.judge_batch(items[:8])  # loads the model
+            started = time.perf_counter()
+            results = backend.judge_batch(items)
+            elapsed = time.perf_counter() - started
+        finally:
+            backend.close()
+    ok = sum(r.outcome == "ok" for r in results)
+    responses = 2 * args.rm_pairs  # distinct responses; each is scored once per batch
+    print(
+        f"reward-model judge on CPU ({torch.get_num_threads()} threads): {args.rm_pairs:,} pairs "
+        f"x 2 orders ({ok:,} ok), {responses:,} responses in {elapsed:.2f} s = "
+        f"{responses / elapsed:,.0f} responses/s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=2000)
+    parser.add_argument("--judges", type=int, default=3)
+    parser.add_argument("--delay-ms", type=int, default=100, help="the server's answer delay")
+    parser.add_argument("--worker-concurrency", type=int, default=2, help="worker processes")
+    parser.add_argument("--judge-concurrency", type=int, default=64, help="requests in flight")
+    parser.add_argument("--batch-pairs", type=int, default=50, help="pairs per batch task")
+    parser.add_argument("--rm-pairs", type=int, default=2000, help="pairs for the reward model")
+    parser.add_argument("--rm-batch-size", type=int, default=256)
+    parser.add_argument("--skip-reward-model", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark project")
+    parser.add_argument("--worker-log", default=os.devnull, help="where the worker logs go")
+    args = parser.parse_args()
+    if not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"):
+        raise SystemExit("set CELERY_BROKER_URL=redis://... (the worker needs a real broker)")
+    setup_django(args)
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    bench_filter(args)
+    if not args.skip_reward_model:
+        bench_reward_model(args)
+
+
+if __name__ == "__main__":
+    main()
