@@ -1,1 +1,2 @@
-"""Writes for judges: filter runs (``runs``) and the ensemble rule they apply (``ensemble``)."""
+"""Writes for judges: judges themselves (``judges``), filter runs (``runs``) and the ensemble
+rule runs apply (``ensemble``)."""
