@@ -2,8 +2,26 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from datetime import timedelta
+from statistics import median
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models import (
+    Aggregate,
+    Count,
+    Exists,
+    F,
+    FloatField,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+)
 from django.http import Http404
+from django.urls import reverse
 from django.utils import timezone
 
 from annotation.access import get_project_for_user
@@ -61,6 +79,157 @@ def projects_for_user(user) -> list[dict]:
             for p in others
         ]
     return rows
+
+
+# ---- Curator queue page ----
+
+SKIP_LIST_LIMIT = 100
+
+
+class _Median(Aggregate):
+    """PostgreSQL's continuous median; other databases get the median computed in Python."""
+
+    function = "PERCENTILE_CONT"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
+def queue_overview(*, project: Project, now=None) -> dict:
+    """Pair counts by status (every status listed, zeros included), votes against targets on
+    open pairs, and live versus expired leases: two queries."""
+    now = now or timezone.now()
+    by_status = {
+        row["status"]: row
+        for row in Pair.objects.filter(project=project)
+        .values("status")
+        .annotate(pairs=Count("id"), votes=Sum("vote_count"), target=Sum("target_votes"))
+        .order_by()
+    }
+    statuses = [
+        {"status": value, "label": label, "pairs": by_status.get(value, {}).get("pairs", 0)}
+        for value, label in PairStatus.choices
+    ]
+    open_rows = [by_status[s] for s in (PairStatus.QUEUED, PairStatus.ANNOTATING) if s in by_status]
+    leases = Assignment.objects.filter(
+        pair__project=project, status=Assignment.Status.LIVE
+    ).aggregate(
+        live=Count("id", filter=Q(expires_at__gt=now)),
+        expired=Count("id", filter=Q(expires_at__lte=now)),
+        oldest=Min("created_at"),
+    )
+    return {
+        "statuses": statuses,
+        "pairs_total": sum(row["pairs"] for row in statuses),
+        "open_votes": sum(row["votes"] or 0 for row in open_rows),
+        "open_target": sum(row["target"] or 0 for row in open_rows),
+        "live_leases": leases["live"],
+        "expired_leases": leases["expired"],
+        "oldest_lease_at": leases["oldest"],
+    }
+
+
+def annotator_throughput(*, project: Project, now=None) -> list[dict]:
+    """One row per annotator (members, and anyone who voted or skipped here): votes, votes in
+    the last hour, median time per vote, skips and live leases. A fixed number of queries."""
+    now = now or timezone.now()
+    votes = Vote.objects.filter(pair__project=project).values("annotator_id").order_by()
+    vote_aggregates = {
+        "votes": Count("id"),
+        "last_hour": Count("id", filter=Q(created_at__gte=now - timedelta(hours=1))),
+        "last_vote_at": Max("created_at"),
+    }
+    postgres = connection.vendor == "postgresql"
+    if postgres:
+        vote_aggregates["median_ms"] = _Median("time_on_task_ms")
+    vote_rows = {row["annotator_id"]: row for row in votes.annotate(**vote_aggregates)}
+    if not postgres:
+        times: dict[int, list[int]] = {}
+        for annotator_id, ms in Vote.objects.filter(
+            pair__project=project, time_on_task_ms__isnull=False
+        ).values_list("annotator_id", "time_on_task_ms"):
+            times.setdefault(annotator_id, []).append(ms)
+        for annotator_id, row in vote_rows.items():
+            row["median_ms"] = median(times[annotator_id]) if annotator_id in times else None
+    skips = dict(
+        Skip.objects.filter(pair__project=project)
+        .values("annotator_id")
+        .order_by()
+        .annotate(n=Count("id"))
+        .values_list("annotator_id", "n")
+    )
+    leases = dict(
+        Assignment.objects.filter(
+            pair__project=project, status=Assignment.Status.LIVE, expires_at__gt=now
+        )
+        .values("annotator_id")
+        .order_by()
+        .annotate(n=Count("id"))
+        .values_list("annotator_id", "n")
+    )
+    annotator_ids = set(
+        Membership.objects.filter(project=project, role=Role.ANNOTATOR).values_list(
+            "user_id", flat=True
+        )
+    )
+    annotator_ids |= set(vote_rows) | set(skips)
+    users = get_user_model().objects.filter(pk__in=annotator_ids).order_by("username")
+    rows = []
+    for user in users:
+        vote_row = vote_rows.get(user.pk, {})
+        median_ms = vote_row.get("median_ms")
+        rows.append(
+            {
+                "annotator": user,
+                "votes": vote_row.get("votes", 0),
+                "last_hour": vote_row.get("last_hour", 0),
+                "median_seconds": None if median_ms is None else round(median_ms / 1000, 1),
+                "last_vote_at": vote_row.get("last_vote_at"),
+                "skips": skips.get(user.pk, 0),
+                "live_leases": leases.get(user.pk, 0),
+            }
+        )
+    return rows
+
+
+def flagged_skips(*, project: Project, limit: int = SKIP_LIST_LIMIT) -> list[Skip]:
+    """The most recent skips (each one flags its pair for curators), newest first."""
+    return list(
+        Skip.objects.filter(pair__project=project)
+        .select_related("pair", "annotator")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+def upcoming_media_urls(*, project: Project, annotator, exclude_pair_id: int | None) -> list[str]:
+    """Media URLs of the pair ``annotator`` will most likely be served after the current one,
+    found without leasing it, so the page can prefetch its images. Sorted by hash: the list
+    says nothing about which image belongs to the prompt or to which response. A hint only;
+    a wrong guess costs one download."""
+    taken = F("vote_count") + F("lease_count")
+    nxt = (
+        claimable_pairs(project=project, annotator=annotator)
+        .exclude(pk=exclude_pair_id)
+        .filter(is_gold=False)
+        .order_by("-priority", taken.desc(), "id")
+        .select_related("prompt", "response_a", "response_b")
+        .only("prompt__content", "response_a__content", "response_b__content")
+        .first()
+    )
+    if nxt is None:
+        return []
+    hashes = {*nxt.prompt.media_hashes, *nxt.response_a.media_hashes, *nxt.response_b.media_hashes}
+    return [reverse("media", args=[project.slug, sha256]) for sha256 in sorted(hashes)]
+
+
+def project_tasks(*, project: Project) -> list[str]:
+    """The task slugs used by the project's pairs, for choosing pairs by task."""
+    return list(
+        Pair.objects.filter(project=project)
+        .exclude(task="")
+        .values_list("task", flat=True)
+        .distinct()
+        .order_by("task")
+    )
 
 
 # ---- Annotation queue ----

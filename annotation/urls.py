@@ -2,10 +2,20 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import home, media
+from annotation.views import curator, home, media, workbench
 
 urlpatterns = [
     path("", home.home, name="home"),
     path("p/<slug:slug>/", home.project_detail, name="project-detail"),
     path("p/<slug:slug>/media/<str:sha256>", media.media_file, name="media"),
+    path("p/<slug:slug>/annotate/", workbench.annotate, name="annotate"),
+    path("p/<slug:slug>/annotate/<int:assignment_id>/vote/", workbench.vote, name="annotate-vote"),
+    path("p/<slug:slug>/annotate/<int:assignment_id>/skip/", workbench.skip, name="annotate-skip"),
+    path("p/<slug:slug>/annotate/undo/", workbench.undo, name="annotate-undo"),
+    path("p/<slug:slug>/queue/", curator.curator_queue, name="curator-queue"),
+    path(
+        "p/<slug:slug>/queue/<slug:action>/",
+        curator.curator_queue_action,
+        name="curator-queue-action",
+    ),
 ]

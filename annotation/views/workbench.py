@@ -1,0 +1,198 @@
+"""The comparison page annotators work on all day.
+
+Everything it shows about a pair comes from the blinded payload
+(``annotation.presentation.assignment_payload``), so no template can reveal model names or which
+side is A. Votes, skips and undo are plain form posts: htmx gets the next ``#workbench``
+fragment back, a browser without JavaScript is redirected to the page (post/redirect/get, so a
+reload never repeats an undo).
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation.access import get_project_for_user
+from annotation.models import Assignment, Project, Role, Skip
+from annotation.presentation import assignment_payload
+from annotation.scales import options_for
+from annotation.selectors import annotator_progress, upcoming_media_urls
+from annotation.services.queue import (
+    NotAllowed,
+    QueueError,
+    assignment_claim,
+    assignment_skip,
+    vote_submit,
+    vote_undo,
+)
+
+ANNOTATORS = (Role.ANNOTATOR,)
+TEMPLATE = "annotation/workbench.html"
+_ARROWS = {"left": ("ArrowLeft", "←"), "right": ("ArrowRight", "→"), "down": ("ArrowDown", "↓")}
+
+
+class VoteForm(forms.Form):
+    choice = forms.ChoiceField(choices=[(c, c) for c in ("left", "right", "tie")], required=False)
+    value = forms.IntegerField(min_value=1, max_value=6, required=False)
+    rationale = forms.CharField(required=False, max_length=5000, strip=True)
+    time_on_task_ms = forms.IntegerField(min_value=0, max_value=24 * 3600 * 1000, required=False)
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("choice") and data.get("value") is None and not self.errors:
+            raise forms.ValidationError("Pick one of the options.")
+        return data
+
+
+class SkipForm(forms.Form):
+    reason = forms.ChoiceField(choices=Skip.Reason.choices)
+    note = forms.CharField(required=False, max_length=2000, strip=True)
+
+
+def _form_error(form: forms.Form) -> str:
+    """One readable line naming the field that was wrong."""
+    field, errors = next(iter(form.errors.items()))
+    return errors[0] if field == "__all__" else f"{field}: {errors[0]}"
+
+
+def _options(options: list[dict]) -> list[dict]:
+    """A scale's options in on-screen order, with the key name and glyph of each one's arrow."""
+    return [
+        {**option, "arrow_key": _ARROWS.get(option.get("arrow") or "", ("", ""))}
+        for option in options
+    ]
+
+
+def _workbench_context(request, project: Project, *, notice: str = "", error: str = "") -> dict:
+    """The page's state: the pair leased to this annotator (claimed now if none is held),
+    their progress, and what to prefetch for the pair after it."""
+    try:
+        assignment = (
+            None if project.paused else assignment_claim(project=project, annotator=request.user)
+        )
+    except NotAllowed as exc:  # a superuser who is not an annotator here
+        raise PermissionDenied(str(exc)) from None
+    # After the claim, so "left for you" counts the pair on screen exactly once.
+    progress = annotator_progress(project=project, annotator=request.user)
+    context = {
+        "project": project,
+        "notice": notice,
+        "error": error,
+        "progress": progress,
+        "progress_max": max(1, progress["done_today"] + progress["left"]),
+        "skip_reasons": Skip.Reason.choices,
+        "shortcut_options": _options(options_for(project.scale)),
+        "assignment": None,
+    }
+    if assignment is None:
+        return context
+    payload = assignment_payload(assignment, request=request)
+    context["assignment"] = payload
+    context["options"] = _options(payload["options"])
+    context["prefetch_urls"] = upcoming_media_urls(
+        project=project, annotator=request.user, exclude_pair_id=assignment.pair_id
+    )
+    return context
+
+
+def _respond(request, project: Project, *, notice: str = "", error: str = "") -> HttpResponse:
+    """The next pair: the ``#workbench`` fragment for htmx, else a redirect to the page."""
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        elif notice:
+            messages.success(request, notice)
+        return redirect("annotate", slug=project.slug)
+    context = _workbench_context(request, project, notice=notice, error=error)
+    return render(request, f"{TEMPLATE}#workbench", context)
+
+
+def _own_assignment(request, project: Project, assignment_id: int) -> Assignment:
+    """The annotator's own assignment in this project; anyone else's is a 404."""
+    assignment = (
+        Assignment.objects.select_related("pair")
+        .filter(pk=assignment_id, pair__project=project, annotator=request.user)
+        .first()
+    )
+    if assignment is None:
+        raise Http404("No such assignment")
+    return assignment
+
+
+@require_GET
+@never_cache
+@login_required
+def annotate(request, slug: str):
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    template = f"{TEMPLATE}#workbench" if request.htmx else TEMPLATE
+    return render(request, template, _workbench_context(request, project))
+
+
+@require_POST
+@never_cache
+@login_required
+def vote(request, slug: str, assignment_id: int):
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    assignment = _own_assignment(request, project, assignment_id)
+    form = VoteForm(request.POST)
+    if not form.is_valid():
+        return _respond(request, project, error=_form_error(form))
+    data = form.cleaned_data
+    try:
+        vote_submit(
+            assignment=assignment,
+            annotator=request.user,
+            choice=data["choice"] or None,
+            value=data["value"],
+            rationale=data["rationale"],
+            time_on_task_ms=data["time_on_task_ms"],
+        )
+    except QueueError as exc:
+        return _respond(request, project, error=str(exc))
+    return _respond(request, project, notice="Saved. Press u within a minute to undo.")
+
+
+@require_POST
+@never_cache
+@login_required
+def skip(request, slug: str, assignment_id: int):
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    assignment = _own_assignment(request, project, assignment_id)
+    form = SkipForm(request.POST)
+    if not form.is_valid():
+        return _respond(request, project, error=_form_error(form))
+    try:
+        assignment_skip(
+            assignment=assignment,
+            annotator=request.user,
+            reason=form.cleaned_data["reason"],
+            note=form.cleaned_data["note"],
+        )
+    except QueueError as exc:
+        return _respond(request, project, error=str(exc))
+    return _respond(request, project, notice="Skipped; the curators will have a look.")
+
+
+@require_POST
+@never_cache
+@login_required
+def undo(request, slug: str):
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    try:
+        undone = vote_undo(annotator=request.user, project=project)
+    except QueueError as exc:
+        return _respond(request, project, error=str(exc))
+    if undone is None:
+        return _respond(
+            request,
+            project,
+            error="Nothing to undo: a vote can be undone within a minute, "
+            "before its pair reaches consensus.",
+        )
+    return _respond(request, project, notice="Your last vote was undone.")
