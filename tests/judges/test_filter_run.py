@@ -11,7 +11,7 @@ from annotation.models import Pair, PairStatus
 from config.celery import app
 from judges import backends
 from judges.backends.base import JudgeResult
-from judges.models import FilterRun, Verdict
+from judges.models import FilterRun, Judge, Verdict
 from judges.services import runs
 from tests.factories import PairFactory
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
@@ -417,3 +417,29 @@ def test_a_worker_builds_each_judge_backend_once_until_its_settings_change(
     PairFactory(project=project)
     start(django_capture_on_commit_callbacks, project=project, judges=[judge])
     assert built == [judge.pk, judge.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+def test_run_filter_wait_resumes_a_stalled_run(monkeypatch, project, capsys):
+    from judges import tasks
+
+    use_scripted_judges(monkeypatch, {"j1": canonical("A")})
+    make_judges("j1")
+    PairFactory.create_batch(2, project=project)
+    # the start message is lost on its way to the broker
+    monkeypatch.setattr(tasks.filter_run_start, "apply_async", lambda *a, **k: None)
+    call_command(
+        "run_filter", project.slug, "--wait", "--interval", "0.1", "--stall-seconds", "0.3"
+    )
+    out = capsys.readouterr().out
+    assert "No verdict for 0.3s: resumed, 4 calls re-enqueued" in out
+    assert FilterRun.objects.get().status == FilterRun.Status.SUCCEEDED
+
+    PairFactory(project=project)
+    run = runs.filter_run_create(project=project, judges=list(Judge.objects.all()))
+    call_command("run_filter", project.slug, "--resume", str(run.pk))
+    run.refresh_from_db()
+    assert run.status == FilterRun.Status.SUCCEEDED
+    with pytest.raises(CommandError, match="succeeded; it cannot resume"):
+        call_command("run_filter", project.slug, "--resume", str(run.pk))
