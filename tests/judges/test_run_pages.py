@@ -316,11 +316,14 @@ def test_project_page_links_runs_for_staff_only(client_for, alice, carol, dave, 
 def test_annotators_see_no_judge_output(client_for, api_for, alice, project, finished_run):
     queued = list(finished_run.pairs.filter(status=PairStatus.QUEUED))
     assert queued and all(p.ensemble_summary["judges"] for p in queued)
-    page = client_for(alice).get(reverse("project-detail", args=[project.slug])).content.decode()
+    client = client_for(alice)
+    page = client.get(reverse("project-detail", args=[project.slug])).content.decode()
+    workbench = client.get(reverse("annotate", args=[project.slug]))
+    assert workbench.status_code == 200 and "Prompt for pair-" in workbench.content.decode()
     claim = api_for(alice).post(f"/api/v1/projects/{project.slug}/claim/")
     assert claim.status_code == 200, claim.content
     payload = claim.content.decode()
     assert claim.json()["id"]
-    for text in (page, payload):
+    for text in (page, workbench.content.decode(), payload):
         for leak in (*JUDGES, "ensemble", "verdict", "agreement", "judging"):
             assert leak not in text.lower(), leak
