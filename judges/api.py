@@ -48,6 +48,9 @@ class ProgressSerializer(serializers.Serializer):
 
 class ReportSerializer(ProgressSerializer):
     judges = JudgeReportSerializer(many=True)
+    stats_pending = serializers.BooleanField(
+        help_text="Per-judge statistics of a large running run wait for its end."
+    )
     pairs = inline_serializer(
         "FilterRunPairOutcome",
         fields={

@@ -11,6 +11,9 @@ from judges.models import FilterRun, Verdict
 from judges.services.ensemble import ensemble_decide, judge_stats
 from judges.services.runs import ORDERS, verdict_rows
 
+# Above this many verdicts a running run's per-judge agreement, consistency and latency wait
+# for the end of the run: computing them reads every verdict, and the page polls every 2 s.
+LIVE_STATS_MAX_VERDICTS = 50_000
 # A running run with no new verdict for this long is offered a resume (docs/judges-runs.md).
 STALL_AFTER_S = 300
 
@@ -64,19 +67,16 @@ def filter_run_stalled(run: FilterRun, *, last_verdict_at=None) -> bool:
 
 def filter_run_report(run: FilterRun) -> dict:
     """Progress plus, per judge, agreement with the ensemble, position consistency, latency
-    and tokens: stored when the run finished, computed from the verdicts so far otherwise."""
+    and tokens: stored when the run finished, computed from the verdicts so far otherwise
+    (up to LIVE_STATS_MAX_VERDICTS; ``stats_pending`` says they wait for the end)."""
     progress = filter_run_progress(run)
-    stored = run.summary.get("judges") if run.status == FilterRun.Status.SUCCEEDED else None
-    if stored is None:
-        rows = verdict_rows(run)
-        votes = defaultdict(list)
-        for row in rows:
-            votes[row.pair_id].append(row.side if row.outcome == Verdict.Outcome.OK else None)
-        decisions = {pk: ensemble_decide(v, threshold=run.threshold) for pk, v in votes.items()}
-        names = dict(run.judges.values_list("pk", "name"))
-        stored = {names[pk]: stats for pk, stats in judge_stats(rows, decisions).items()}
+    stats = run.summary.get("judges") if run.status == FilterRun.Status.SUCCEEDED else None
+    stats_pending = stats is None and progress["done"] > LIVE_STATS_MAX_VERDICTS
+    if stats_pending:
+        stats = {}
+    elif stats is None:
+        stats = _live_judge_stats(run)
     for judge in progress["judges"]:
-        stats = stored.get(judge["name"], {})
         for key in (
             "agreement",
             "position_consistency",
@@ -84,8 +84,18 @@ def filter_run_report(run: FilterRun) -> dict:
             "prompt_tokens",
             "completion_tokens",
         ):
-            judge[key] = stats.get(key)
+            judge[key] = stats.get(judge["name"], {}).get(key)
     pairs = {
         key: run.summary.get(key) for key in ("pairs", "easy", "queued", "returned", "no_votes")
     }
-    return {**progress, "pairs": pairs if run.summary else None}
+    return {**progress, "pairs": pairs if run.summary else None, "stats_pending": stats_pending}
+
+
+def _live_judge_stats(run: FilterRun) -> dict[str, dict]:
+    rows = verdict_rows(run)
+    votes = defaultdict(list)
+    for row in rows:
+        votes[row.pair_id].append(row.side if row.outcome == Verdict.Outcome.OK else None)
+    decisions = {pk: ensemble_decide(v, threshold=run.threshold) for pk, v in votes.items()}
+    names = dict(run.judges.values_list("pk", "name"))
+    return {names[pk]: stats for pk, stats in judge_stats(rows, decisions).items()}

@@ -327,3 +327,14 @@ def test_annotators_see_no_judge_output(client_for, api_for, alice, project, fin
     for text in (page, workbench.content.decode(), payload):
         for leak in (*JUDGES, "ensemble", "verdict", "agreement", "judging"):
             assert leak not in text.lower(), leak
+
+
+def test_large_running_runs_defer_per_judge_statistics(client_for, carol, running_run, monkeypatch):
+    from judges import selectors
+
+    monkeypatch.setattr(selectors, "LIVE_STATS_MAX_VERDICTS", 2)
+    body = client_for(carol).get(urls(running_run)["detail"]).content.decode()
+    assert "appear when the run ends" in body
+    assert '<progress class="run-bar" value="3" max="8">' in body
+    row = body.split(JUDGES[0], 1)[1].split("</tr>", 1)[0]
+    assert re.findall(r'<td class="num">(.*?)</td>', row, re.S)[1].strip() == "—"
