@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.api import projects, queue
+from annotation.api import imports, projects, queue
 
 urlpatterns = [
     path("projects/", projects.ProjectListApi.as_view(), name="api-projects"),
@@ -12,6 +12,12 @@ urlpatterns = [
         "projects/<slug:slug>/pairs/<str:external_id>/",
         projects.PairDetailApi.as_view(),
         name="api-pair",
+    ),
+    path("projects/<slug:slug>/imports/", imports.ImportListApi.as_view(), name="api-imports"),
+    path(
+        "projects/<slug:slug>/imports/<int:pk>/",
+        imports.ImportDetailApi.as_view(),
+        name="api-import",
     ),
     path("projects/<slug:slug>/claim/", queue.ClaimApi.as_view(), name="api-claim"),
     path("projects/<slug:slug>/undo/", queue.UndoApi.as_view(), name="api-undo"),

@@ -1,0 +1,147 @@
+"""Fetching an image by URL without letting an import reach the server's own network (SSRF).
+
+Only http(s). Every address a host name resolves to must be public; the connection goes to
+the address that was checked (so a second DNS answer cannot swap in a private one), TLS still
+verifies the certificate for the host name, redirects are followed by hand and checked the
+same way, and the body is capped in size and in total time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from urllib.parse import urljoin
+
+import httpx
+from django.conf import settings
+
+_REDIRECTS = {301, 302, 303, 307, 308}
+_USER_AGENT = "Arbiter media import"
+
+
+class FetchError(Exception):
+    """The URL was refused or could not be fetched; the message says why."""
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def address_is_public(address: IPAddress) -> bool:
+    """True for globally routable unicast addresses; False for loopback, private, link-local
+    (cloud metadata at 169.254.169.254), shared, reserved, multicast and unspecified ones."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is not None:
+            return address_is_public(embedded)
+        if address.teredo is not None:
+            return False
+    return address.is_global and not (
+        address.is_multicast
+        or address.is_loopback
+        or address.is_private
+        or address.is_link_local
+        or address.is_reserved
+        or address.is_unspecified
+    )
+
+
+def resolve_public(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to, refusing the host if any one of them is not public."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise FetchError(f"cannot resolve host {host!r}: {exc}") from None
+    addresses: list[str] = []
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        text = sockaddr[0].split("%", 1)[0]  # drop an IPv6 zone id
+        address = ipaddress.ip_address(text)
+        if not address_is_public(address):
+            raise FetchError(f"host {host!r} resolves to {address}, which is not a public address")
+        if text not in addresses:
+            addresses.append(text)
+    if not addresses:
+        raise FetchError(f"host {host!r} has no address")
+    return addresses
+
+
+def fetch_image_bytes(
+    url: str,
+    *,
+    max_bytes: int | None = None,
+    timeout_s: float | None = None,
+    max_redirects: int | None = None,
+) -> bytes:
+    """The body of ``url`` after the checks above; raises ``FetchError``."""
+    max_bytes = max_bytes if max_bytes is not None else settings.ARBITER_MAX_IMAGE_BYTES
+    timeout_s = timeout_s if timeout_s is not None else settings.ARBITER_FETCH_TIMEOUT_S
+    if max_redirects is None:
+        max_redirects = settings.ARBITER_FETCH_MAX_REDIRECTS
+    deadline = time.monotonic() + timeout_s
+    # trust_env=False: a proxy from the environment would connect on our behalf, unchecked.
+    with httpx.Client(trust_env=False, follow_redirects=False, timeout=timeout_s) as client:
+        for _hop in range(max_redirects + 1):
+            location = _fetch_once(client, url, max_bytes=max_bytes, deadline=deadline)
+            if isinstance(location, bytes):
+                return location
+            url = urljoin(url, location)
+    raise FetchError(f"more than {max_redirects} redirects")
+
+
+def _fetch_once(client: httpx.Client, url: str, *, max_bytes: int, deadline: float) -> bytes | str:
+    """One request: the body, or the Location of a redirect."""
+    if time.monotonic() > deadline:
+        raise FetchError("timed out")
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise FetchError(f"not a valid URL: {exc}") from None
+    if parsed.scheme not in ("http", "https"):
+        raise FetchError(f"only http and https URLs are fetched, not {parsed.scheme or 'none'}")
+    if parsed.userinfo:
+        raise FetchError("URLs with a user name or password are not fetched")
+    host = parsed.host
+    if not host:
+        raise FetchError("the URL has no host")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    address = resolve_public(host, port)[0]
+    headers = {
+        "Host": parsed.netloc.decode("ascii"),
+        "User-Agent": _USER_AGENT,
+        "Accept": "image/*",
+        # Compressed bodies could inflate far past the size cap between two checks.
+        "Accept-Encoding": "identity",
+    }
+    extensions = {"sni_hostname": host} if parsed.scheme == "https" else {}
+    request = client.build_request(
+        "GET", parsed.copy_with(host=address), headers=headers, extensions=extensions
+    )
+    try:
+        response = client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        raise FetchError(f"cannot fetch {host}: {type(exc).__name__}: {exc}") from None
+    try:
+        if response.status_code in _REDIRECTS:
+            location = response.headers.get("location")
+            if not location:
+                raise FetchError(f"HTTP {response.status_code} without a Location header")
+            return location
+        if response.status_code != 200:
+            raise FetchError(f"HTTP {response.status_code} from {host}")
+        if response.headers.get("content-encoding", "identity").lower() != "identity":
+            raise FetchError("compressed (Content-Encoding) responses are not accepted")
+        declared = response.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > max_bytes:
+            raise FetchError(f"the image is larger than {max_bytes} bytes")
+        body = bytearray()
+        for chunk in response.iter_raw():
+            body += chunk
+            if len(body) > max_bytes:
+                raise FetchError(f"the image is larger than {max_bytes} bytes")
+            if time.monotonic() > deadline:
+                raise FetchError("timed out")
+        return bytes(body)
+    except httpx.HTTPError as exc:
+        raise FetchError(f"cannot fetch {host}: {type(exc).__name__}: {exc}") from None
+    finally:
+        response.close()

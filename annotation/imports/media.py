@@ -1,0 +1,189 @@
+"""Images for an import: read (from the media folder or by URL), verified with Pillow, and
+kept byte for byte, once per sha256, at ``MEDIA_ROOT/Media.relative_path``.
+
+During an import new files wait in a staging folder under MEDIA_ROOT; ``publish`` moves them
+into place (an atomic rename each) just before the transaction commits, ``discard`` drops them
+when the import fails, so a refused import leaves no files behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+from PIL import Image, UnidentifiedImageError
+
+from annotation.imports.fetch import FetchError, fetch_image_bytes
+from annotation.imports.parse import is_url
+from annotation.models import Media
+
+ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP", "GIF")
+# Pillow names some JPEG files by their extension standard; the bytes are still JPEG.
+_FORMAT_ALIASES = {"MPO": "JPEG"}
+
+
+class MediaError(Exception):
+    """The image was refused; the message says why."""
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    sha256: str
+    format: str
+    width: int
+    height: int
+    size_bytes: int
+
+    @property
+    def relative_path(self) -> str:
+        return Media(sha256=self.sha256, format=self.format).relative_path
+
+
+def image_inspect(data: bytes) -> ImageInfo:
+    """Opens and fully decodes ``data`` with Pillow; refuses non-images, other formats,
+    decompression bombs (more than ARBITER_MAX_IMAGE_PIXELS pixels) and corrupt files."""
+    max_pixels = settings.ARBITER_MAX_IMAGE_PIXELS
+    try:
+        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
+            image_format = _FORMAT_ALIASES.get(image.format, image.format)
+            width, height = image.size
+            # Checked before decoding anything: the header alone names the pixel count.
+            if width * height > max_pixels:
+                raise MediaError(_bomb_message(width, height, max_pixels))
+            image.verify()
+        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
+            image.load()
+    except MediaError:
+        raise
+    except Image.DecompressionBombError as exc:
+        raise MediaError(f"refused as a decompression bomb: {exc}") from None
+    except UnidentifiedImageError:
+        raise MediaError(
+            "not an image Arbiter accepts (JPEG, PNG, WebP or GIF): Pillow cannot read it"
+        ) from None
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error) as exc:
+        raise MediaError(f"corrupt image: {exc or type(exc).__name__}") from None
+    if image_format not in ACCEPTED_FORMATS or width <= 0 or height <= 0:
+        raise MediaError(f"unsupported image ({image_format}, {width}x{height})")
+    return ImageInfo(
+        sha256=hashlib.sha256(data).hexdigest(),
+        format=image_format,
+        width=width,
+        height=height,
+        size_bytes=len(data),
+    )
+
+
+def _bomb_message(width: int, height: int, limit: int) -> str:
+    return (
+        f"refused as a decompression bomb: {width}x{height} is {width * height:,} pixels, "
+        f"more than the limit of {limit:,}"
+    )
+
+
+def media_path(info: ImageInfo) -> Path:
+    return Path(settings.MEDIA_ROOT) / info.relative_path
+
+
+class MediaStore:
+    """Resolves image references for one import, each distinct reference read, hashed and
+    verified once; stages the bytes of images not yet in storage."""
+
+    def __init__(
+        self,
+        *,
+        media_root: Path | None,
+        fetch: Callable[[str], bytes] = fetch_image_bytes,
+    ):
+        self.media_root = Path(media_root).resolve() if media_root else None
+        self.fetch = fetch
+        self._cache: dict[str, ImageInfo | MediaError] = {}
+        self._staged: dict[str, tuple[Path, Path]] = {}
+        self._staging_dir: Path | None = None
+
+    def resolve(self, reference: str) -> ImageInfo:
+        """The verified image behind a path or URL; raises ``MediaError``."""
+        cached = self._cache.get(reference)
+        if cached is None:
+            try:
+                data = self._read(reference)
+                cached = image_inspect(data)
+                self._stage(cached, data)
+            except MediaError as exc:
+                cached = exc
+            self._cache[reference] = cached
+        if isinstance(cached, MediaError):
+            raise cached
+        return cached
+
+    def _read(self, reference: str) -> bytes:
+        if is_url(reference):
+            try:
+                return self.fetch(reference)
+            except FetchError as exc:
+                raise MediaError(f"cannot fetch {reference[:200]!r}: {exc}") from None
+        return self._read_file(reference)
+
+    def _read_file(self, reference: str) -> bytes:
+        if self.media_root is None:
+            raise MediaError(
+                f"image {reference!r} is a file path but no media folder or archive was given"
+            )
+        relative = PurePosixPath(reference)
+        if relative.is_absolute() or reference.startswith(("\\", "~")):
+            raise MediaError(f"image path {reference!r} must be relative to the media folder")
+        if ".." in relative.parts:
+            raise MediaError(f"image path {reference!r} must not contain '..'")
+        path = (self.media_root / relative).resolve()
+        if not path.is_relative_to(self.media_root):
+            raise MediaError(f"image path {reference!r} leads outside the media folder")
+        try:
+            stat = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            raise MediaError(f"no file {reference!r} in the media folder") from None
+        if not path.is_file():
+            raise MediaError(f"{reference!r} is not a file")
+        limit = settings.ARBITER_MAX_IMAGE_BYTES
+        if stat.st_size > limit:
+            raise MediaError(f"image {reference!r} is larger than {limit:,} bytes")
+        return path.read_bytes()
+
+    def _stage(self, info: ImageInfo, data: bytes) -> None:
+        final = media_path(info)
+        if info.sha256 in self._staged or final.exists():
+            return
+        if self._staging_dir is None:
+            self._staging_dir = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
+            self._staging_dir.mkdir(parents=True)
+        staged = self._staging_dir / info.sha256
+        with open(staged, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._staged[info.sha256] = (staged, final)
+
+    def publish(self) -> None:
+        """Moves staged files into place; an existing file with the same hash is kept."""
+        for staged, final in self._staged.values():
+            if final.exists():
+                staged.unlink(missing_ok=True)
+                continue
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged, final)
+        self._staged.clear()
+        self.discard()
+
+    def discard(self) -> None:
+        """Removes whatever is still staged (all of it when the import failed)."""
+        if self._staging_dir is not None:
+            shutil.rmtree(self._staging_dir, ignore_errors=True)
+            self._staging_dir = None
+        self._staged.clear()

@@ -1,0 +1,525 @@
+"""Reading an import file as a stream of pairs, each with the line it starts on, and checking
+every field against DESIGN.md's import format.
+
+Two layouts: JSON Lines (one pair per line) and one JSON document ``{"pairs": [...]}`` as
+MMRB2 releases it (a bare top-level list of pairs is accepted too). Neither is ever read whole.
+The JSON document is cut into pairs by ``json``'s C decoder (``raw_decode``) over a sliding
+buffer, which keeps the exact line of every pair and every syntax error (ijson reports no
+positions, and pretty-printed MMRB2 files need line numbers to be fixable).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from annotation.imports.errors import ImportIssue
+from annotation.models import Scale, Side
+
+CHUNK_BYTES = 1 << 20
+# A single pair (or JSONL line) larger than this is refused instead of filling memory.
+MAX_RECORD_BYTES = 64 << 20
+MAX_ID_LENGTH = 255
+MAX_NAME_LENGTH = 200
+_TASK_RE = re.compile(r"^[-a-zA-Z0-9_]+$")
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_BOM = "\ufeff"
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    line: int
+    data: Any
+
+
+class _Stop(Exception):
+    """A syntax error after which the rest of a JSON document cannot be read."""
+
+    def __init__(self, issue: ImportIssue):
+        self.issue = issue
+
+
+class PairFileReader:
+    """Iterates a pairs file as ``RawRecord`` or ``ImportIssue`` items; ``bytes_read`` tells
+    how far it got (for progress bars)."""
+
+    def __init__(self, stream: BinaryIO, *, name: str = ""):
+        self.stream = stream
+        self.name = name.lower()
+        self.bytes_read = 0
+
+    def __iter__(self) -> Iterator[RawRecord | ImportIssue]:
+        if self.name.endswith(JSONL_SUFFIXES):
+            yield from self._jsonl()
+            return
+        first = self._first_significant_byte()
+        if first in (b"{", b"["):
+            document = _DocumentReader(self)
+            yield from document
+            if not document.was_jsonl:
+                return
+            # The first object had no "pairs" key: it was a pair, so this is JSON Lines.
+            self.stream.seek(0)
+            self.bytes_read = 0
+        yield from self._jsonl()
+
+    def _first_significant_byte(self) -> bytes:
+        head = self.stream.read(4096)
+        self.stream.seek(0)
+        stripped = head.lstrip(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
+        return stripped[:1]
+
+    def _jsonl(self) -> Iterator[RawRecord | ImportIssue]:
+        readline = self.stream.readline
+        line_no = 0
+        while True:
+            raw = readline(MAX_RECORD_BYTES + 1)
+            if not raw:
+                return
+            line_no += 1
+            self.bytes_read += len(raw)
+            if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
+                yield ImportIssue(line_no, None, f"line is longer than {MAX_RECORD_BYTES} bytes")
+                while raw and not raw.endswith(b"\n"):
+                    raw = readline(CHUNK_BYTES)
+                    self.bytes_read += len(raw)
+                continue
+            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw)
+            except UnicodeDecodeError:
+                yield ImportIssue(line_no, None, "not valid UTF-8 text")
+                continue
+            except json.JSONDecodeError as exc:
+                yield ImportIssue(line_no, None, f"not valid JSON: {exc.msg} (column {exc.colno})")
+                continue
+            yield RawRecord(line_no, data)
+
+
+class _DocumentReader:
+    """Streams the items of ``{"pairs": [...]}`` (or ``[...]``) with their line numbers."""
+
+    def __init__(self, owner: PairFileReader):
+        self.owner = owner
+        self.decoder = json.JSONDecoder()
+        self.utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+        self.buf = ""
+        self.pos = 0
+        self.line = 1
+        self.eof = False
+        self.was_jsonl = False
+        self.dropped = 0  # characters cut from the front of the buffer so far
+
+    def __iter__(self) -> Iterator[RawRecord | ImportIssue]:
+        try:
+            yield from self._document()
+        except _Stop as stop:
+            yield stop.issue
+
+    # Buffer handling -------------------------------------------------------------------
+    def _fill(self, want: int = CHUNK_BYTES) -> bool:
+        if self.eof:
+            return False
+        if self.pos > CHUNK_BYTES:
+            self.buf = self.buf[self.pos :]
+            self.dropped += self.pos
+            self.pos = 0
+        data = self.owner.stream.read(want)
+        self.owner.bytes_read += len(data)
+        try:
+            text = self.utf8.decode(data, final=not data)
+        except UnicodeDecodeError:
+            raise _Stop(self._issue("not valid UTF-8 text", self.pos)) from None
+        if not data:
+            self.eof = True
+        if self.line == 1 and not self.buf and text.startswith(_BOM):
+            text = text[1:]
+        self.buf += text
+        return bool(text) or not self.eof
+
+    def _advance(self, end: int) -> None:
+        self.line += self.buf.count("\n", self.pos, end)
+        self.pos = end
+
+    def _skip_ws(self) -> None:
+        while True:
+            self._advance(_WHITESPACE.match(self.buf, self.pos).end())
+            if self.pos < len(self.buf) or not self._fill():
+                return
+
+    def _peek(self) -> str:
+        self._skip_ws()
+        return self.buf[self.pos : self.pos + 1]
+
+    def _expect(self, chars: str, what: str) -> str:
+        char = self._peek()
+        if not char or char not in chars:
+            found = repr(char) if char else "the end of the file"
+            raise _Stop(self._issue(f"expected {what}, found {found}", self.pos))
+        self._advance(self.pos + 1)
+        return char
+
+    def _issue(self, message: str, pos: int, field: str | None = None) -> ImportIssue:
+        line = self.line + self.buf.count("\n", self.pos, pos)
+        start = self.buf.rfind("\n", 0, pos)
+        if start >= 0:
+            message = f"{message} (column {pos - start})"
+        elif line == 1:
+            message = f"{message} (column {self.dropped + pos + 1})"
+        return ImportIssue(line, field, message)
+
+    def _value(self) -> Any:
+        """Decodes the next JSON value, reading more of the file until it is complete."""
+        self._skip_ws()
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                maybe_truncated = exc.pos >= len(self.buf) - 16 or exc.msg.startswith(
+                    "Unterminated string"
+                )
+                if maybe_truncated and not self.eof:
+                    self._grow()
+                    continue
+                raise _Stop(self._issue(f"not valid JSON: {exc.msg}", exc.pos)) from None
+            # A number or literal that ends exactly at the buffer's end may continue after it.
+            if end == len(self.buf) and not self.eof and self.buf[end - 1] not in '}]"':
+                self._grow()
+                continue
+            self._advance(end)
+            return value
+
+    def _grow(self) -> None:
+        pending = len(self.buf) - self.pos
+        if pending > MAX_RECORD_BYTES:
+            raise _Stop(self._issue(f"a pair is longer than {MAX_RECORD_BYTES} bytes", self.pos))
+        # Doubling keeps re-decoding a large pair linear in its size.
+        self._fill(max(CHUNK_BYTES, pending))
+
+    # Structure -------------------------------------------------------------------------
+    def _document(self) -> Iterator[RawRecord | ImportIssue]:
+        self._fill()
+        if self._peek() == "[":
+            self._advance(self.pos + 1)
+            yield from self._pairs()
+            self._end()
+            return
+        self._expect("{", "'{'")
+        seen_pairs = False
+        if self._peek() == "}":
+            self._advance(self.pos + 1)
+        else:
+            while True:
+                key_pos = self.pos
+                key = self._value()
+                if not isinstance(key, str):
+                    raise _Stop(self._issue("expected a key in double quotes", key_pos))
+                self._expect(":", "':'")
+                if key == "pairs":
+                    seen_pairs = True
+                    if self._peek() != "[":
+                        raise _Stop(self._issue("must be a list of pairs", self.pos, "pairs"))
+                    self._advance(self.pos + 1)
+                    yield from self._pairs()
+                else:
+                    self._value()
+                if self._expect(",}", "',' or '}'") == "}":
+                    break
+        if not seen_pairs:
+            self.was_jsonl = True
+            return
+        self._end()
+
+    def _pairs(self) -> Iterator[RawRecord]:
+        if self._peek() == "]":
+            self._advance(self.pos + 1)
+            return
+        while True:
+            self._skip_ws()
+            line = self.line
+            yield RawRecord(line, self._value())
+            if self._expect(",]", "',' or ']' after a pair") == "]":
+                return
+
+    def _end(self) -> None:
+        if self._peek():
+            raise _Stop(self._issue("unexpected text after the end of the JSON document", self.pos))
+
+
+# Validation ----------------------------------------------------------------------------
+
+TEXT, IMAGE = "text", "image"
+_KNOWN_FIELDS = {
+    "id",
+    "task",
+    "prompt_content",
+    "prompt",
+    "response_a",
+    "response_b",
+    "criterion",
+    "prompt_source",
+    "prompt_metadata",
+    "human_annotations",
+    "chosen",
+}
+_RESPONSE_FIELDS = {"model_name", "model", "response_content"}
+_SIDE_WORDS = {"a": Side.A, "b": Side.B, "tie": Side.TIE}
+# Canonical vote values on the binary and ternary scales (see Vote.value).
+_TERNARY_VALUES = {Side.B: 1, Side.TIE: 2, Side.A: 3}
+_TERNARY_SIDES = {value: side for side, value in _TERNARY_VALUES.items()}
+_SIDE_A, _SIDE_B = Side.A.value, Side.B.value
+
+
+@dataclass
+class ResponseSpec:
+    model_name: str
+    parts: list[tuple[str, str]]
+    field: str
+
+
+@dataclass
+class PairSpec:
+    """A validated pair, image parts still as references (paths or URLs)."""
+
+    line: int
+    external_id: str
+    task: str
+    prompt_parts: list[tuple[str, str]]
+    prompt_field: str
+    response_a: ResponseSpec
+    response_b: ResponseSpec
+    criterion: str
+    prompt_source: str
+    prompt_metadata: dict
+    extra: dict
+    annotations: list[tuple[int, str]] = field(default_factory=list)
+    chosen: str = ""
+
+    def image_refs(self) -> Iterator[tuple[str, str]]:
+        """(field, reference) for every image part, in order."""
+        for name, parts in (
+            (self.prompt_field, self.prompt_parts),
+            (self.response_a.field, self.response_a.parts),
+            (self.response_b.field, self.response_b.parts),
+        ):
+            for index, (kind, value) in enumerate(parts):
+                if kind == IMAGE:
+                    yield f"{name}[{index}]", value
+
+
+def is_url(reference: str) -> bool:
+    return reference.lower().startswith(("http://", "https://"))
+
+
+class _Checker:
+    """Validates one record, collecting every problem instead of stopping at the first."""
+
+    def __init__(self, line: int, scale: str, allow_urls: bool):
+        self.line = line
+        self.scale = scale
+        self.allow_urls = allow_urls
+        self.issues: list[ImportIssue] = []
+
+    def fail(self, field: str | None, message: str) -> None:
+        self.issues.append(ImportIssue(self.line, field, message))
+
+    def text(self, data: dict, key: str, *, limit: int | None = None, field: str = "") -> str:
+        value = data.get(key)
+        name = field or key
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            self.fail(name, f"must be a string, not {_json_type(value)}")
+            return ""
+        if limit is not None and len(value) > limit:
+            self.fail(name, f"is longer than {limit} characters")
+            return ""
+        return value
+
+    def content(self, value: Any, field: str) -> list[tuple[str, str]]:
+        if isinstance(value, str):
+            return [(TEXT, value)]
+        if not isinstance(value, list):
+            self.fail(field, f"must be a list of parts or a string, not {_json_type(value)}")
+            return []
+        if not value:
+            self.fail(field, "must have at least one part")
+            return []
+        parts = []
+        for index, part in enumerate(value):
+            name = f"{field}[{index}]"
+            if not (isinstance(part, list) and len(part) == 2 and part[0] in (TEXT, IMAGE)):
+                self.fail(name, 'each part must be ["text", "..."] or ["image", "path or URL"]')
+                continue
+            kind, body = part
+            if not isinstance(body, str):
+                self.fail(name, f"the {kind} must be a string, not {_json_type(body)}")
+                continue
+            if kind == IMAGE:
+                if not body.strip():
+                    self.fail(name, "the image path is empty")
+                    continue
+                if is_url(body):
+                    if not self.allow_urls:
+                        self.fail(
+                            name,
+                            f"image URL {body[:200]!r} is not allowed: this project does not "
+                            "fetch media by URL (a curator can turn on 'allow media URLs')",
+                        )
+                        continue
+                elif "://" in body or body.lower().startswith("data:"):
+                    self.fail(name, "an image is a path in the media folder or an http(s) URL")
+                    continue
+            parts.append((kind, body))
+        return parts
+
+    def response(self, data: dict, key: str) -> ResponseSpec:
+        value = data.get(key)
+        if value is None:
+            self.fail(key, "missing (each pair needs response_a and response_b)")
+            return ResponseSpec("", [], key)
+        if not isinstance(value, dict):
+            self.fail(key, f"must be an object, not {_json_type(value)}")
+            return ResponseSpec("", [], key)
+        for unknown in sorted(set(value) - _RESPONSE_FIELDS):
+            self.fail(f"{key}.{unknown}", "unknown field (use model_name and response_content)")
+        model_key = "model_name" if "model_name" in value else "model"
+        model_name = self.text(
+            value, model_key, limit=MAX_NAME_LENGTH, field=f"{key}.{model_key}"
+        ).strip()
+        field = f"{key}.response_content"
+        if "response_content" not in value:
+            self.fail(field, "missing")
+            return ResponseSpec(model_name, [], field)
+        return ResponseSpec(model_name, self.content(value["response_content"], field), field)
+
+    def annotations(self, value: Any) -> list[tuple[int, str]]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail("human_annotations", f"must be a list, not {_json_type(value)}")
+            return []
+        out = []
+        for index, item in enumerate(value):
+            parsed = self.vote(item, f"human_annotations[{index}]")
+            if parsed is not None:
+                out.append(parsed)
+        return out
+
+    def vote(self, item: Any, field: str) -> tuple[int, str] | None:
+        if self.scale == Scale.LIKERT6:
+            if type(item) is not int or not 1 <= item <= 6:
+                self.fail(field, f"{item!r} is not on this project's likert6 scale (1 to 6)")
+                return None
+            return item, _SIDE_A if item >= 4 else _SIDE_B
+        allowed = "A, B or tie (or 3, 2, 1)" if self.scale == Scale.TERNARY else "A or B (or 3, 1)"
+        side = None
+        if isinstance(item, str):
+            side = _SIDE_WORDS.get(item.strip().lower())
+        elif type(item) is int:
+            side = _TERNARY_SIDES.get(item)
+        if side is None or (side == Side.TIE and self.scale == Scale.BINARY):
+            self.fail(field, f"{item!r} is not on this project's {self.scale} scale: use {allowed}")
+            return None
+        return _TERNARY_VALUES[side], side
+
+    def chosen(self, value: Any) -> str:
+        if value is None or value == "":
+            return ""
+        side = _SIDE_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
+        if side is None:
+            self.fail("chosen", f"{value!r} is not one of A, B or tie")
+            return ""
+        if side == Side.TIE and self.scale == Scale.BINARY:
+            self.fail("chosen", "tie is not possible on this project's binary scale")
+            return ""
+        return side
+
+
+def pair_spec(
+    record: RawRecord, *, scale: str, allow_urls: bool
+) -> tuple[PairSpec | None, list[ImportIssue]]:
+    """Checks one record against the import format; returns the pair or every problem found."""
+    check = _Checker(record.line, scale, allow_urls)
+    data = record.data
+    if not isinstance(data, dict):
+        check.fail(None, f"each pair must be a JSON object, not {_json_type(data)}")
+        return None, check.issues
+
+    raw_id = data.get("id")
+    external_id = ""
+    if raw_id is None or raw_id == "":
+        check.fail("id", "missing (each pair needs a unique id)")
+    elif isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+        check.fail("id", f"must be a string or an integer, not {_json_type(raw_id)}")
+    else:
+        external_id = str(raw_id)
+        if len(external_id) > MAX_ID_LENGTH:
+            check.fail("id", f"is longer than {MAX_ID_LENGTH} characters")
+
+    task = check.text(data, "task", limit=64).strip()
+    if task and not _TASK_RE.match(task):
+        check.fail("task", f"{task!r} must be a slug (letters, digits, '-' and '_')")
+
+    if "prompt_content" in data and "prompt" in data:
+        check.fail("prompt", "give prompt_content or prompt, not both")
+    prompt_field = "prompt_content" if "prompt_content" in data else "prompt"
+    prompt_parts: list[tuple[str, str]] = []
+    if data.get(prompt_field) is None:
+        check.fail("prompt_content", "missing (the prompt, as prompt_content or prompt)")
+    else:
+        prompt_parts = check.content(data[prompt_field], prompt_field)
+
+    response_a = check.response(data, "response_a")
+    response_b = check.response(data, "response_b")
+    criterion = check.text(data, "criterion")
+    prompt_source = check.text(data, "prompt_source", limit=MAX_NAME_LENGTH)
+    prompt_metadata = data.get("prompt_metadata") or {}
+    if not isinstance(prompt_metadata, dict):
+        check.fail("prompt_metadata", f"must be an object, not {_json_type(prompt_metadata)}")
+        prompt_metadata = {}
+    annotations = check.annotations(data.get("human_annotations"))
+    chosen = check.chosen(data.get("chosen"))
+    if check.issues:
+        return None, check.issues
+    extra = {key: value for key, value in data.items() if key not in _KNOWN_FIELDS}
+    return (
+        PairSpec(
+            line=record.line,
+            external_id=external_id,
+            task=task,
+            prompt_parts=prompt_parts,
+            prompt_field=prompt_field,
+            response_a=response_a,
+            response_b=response_b,
+            criterion=criterion,
+            prompt_source=prompt_source,
+            prompt_metadata=prompt_metadata,
+            extra=extra,
+            annotations=annotations,
+            chosen=chosen,
+        ),
+        [],
+    )
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"

@@ -1,0 +1,76 @@
+"""``import_pairs SLUG FILE [--media-root DIR]``: all or nothing, with a summary."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.imports.errors import ImportFailed
+from annotation.imports.services import pairs_import
+from annotation.models import Project
+
+
+class Command(BaseCommand):
+    help = (
+        'Import comparison pairs from a JSONL file or a JSON {"pairs": [...]} file '
+        "(MMRB2's released files work as they are). All or nothing: on any bad line the "
+        "errors are printed with their line numbers, the exit code is 1 and nothing is imported."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("slug", help="the project to import into")
+        parser.add_argument("file", help="a .jsonl or .json file")
+        parser.add_argument(
+            "--media-root",
+            help="folder that image paths are relative to (default: the file's folder)",
+        )
+
+    def handle(self, *args, **options):
+        project = Project.objects.filter(slug=options["slug"]).first()
+        if project is None:
+            raise CommandError(f"No project with slug {options['slug']!r}")
+        path = Path(options["file"])
+        if not path.is_file():
+            raise CommandError(f"No such file: {path}")
+        media_root = Path(options["media_root"]) if options["media_root"] else path.parent
+        if not media_root.is_dir():
+            raise CommandError(f"No such folder: {media_root}")
+        progress = _TerminalProgress(self.stderr) if sys.stderr.isatty() else None
+        try:
+            summary = pairs_import(
+                project=project, source=path, media_root=media_root, progress=progress
+            )
+        except ImportFailed as failure:
+            if progress:
+                progress.clear()
+            for line in failure.lines():
+                self.stderr.write(line)
+            raise CommandError(
+                f"Nothing was imported: {failure.total} "
+                f"{'error' if failure.total == 1 else 'errors'} in {path.name}.",
+                returncode=1,
+            ) from None
+        if progress:
+            progress.clear()
+        self.stdout.write(self.style.SUCCESS(f"Imported {path.name} into {project.slug}"))
+        for line in summary.describe():
+            self.stdout.write(f"  {line}")
+
+
+class _TerminalProgress:
+    """A one-line progress indicator, redrawn in place on a terminal."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __call__(self, bytes_done: int, bytes_total: int, pairs_read: int) -> None:
+        percent = 100 * bytes_done // bytes_total if bytes_total else 100
+        bar = "#" * (percent // 4)
+        self.stream.write(f"\r[{bar:<25}] {percent:3d}%  {pairs_read:,} pairs", ending="")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        self.stream.write("\r" + " " * 60 + "\r", ending="")
+        self.stream.flush()

@@ -1,0 +1,26 @@
+"""Celery tasks of the annotation app: thin, they take ids and call a service."""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+
+from annotation.imports.services import import_job_fail, import_job_run
+from annotation.models import ImportJob
+
+
+class _ImportTask(Task):
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        import_job_fail(
+            job_id=args[0] if args else kwargs["job_id"],
+            message=f"The import task failed ({type(exc).__name__}).",
+        )
+
+
+@shared_task(base=_ImportTask, acks_late=True, reject_on_worker_lost=True)
+def import_run(job_id: int) -> None:
+    """Imports an uploaded file. Safe to run twice: a finished job is left alone, and a
+    redelivered one (after a crash, which rolled the import back) runs again."""
+    job = ImportJob.objects.select_related("project").filter(pk=job_id).first()
+    if job is None:
+        return
+    import_job_run(job=job)
