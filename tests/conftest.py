@@ -117,6 +117,8 @@ def celery_worker_process(transactional_db, settings):
     """Starts a real Celery worker process on Redis; yields a factory for more (or kills)."""
     if not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"):
         pytest.skip("needs Redis: set CELERY_BROKER_URL=redis://... (CI does)")
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        pytest.skip("needs PostgreSQL: a worker process cannot share an in-memory SQLite database")
     from tests.celery_worker import WorkerProcess, purge_broker
 
     settings.CELERY_TASK_ALWAYS_EAGER = False
