@@ -26,6 +26,7 @@ browser:
 	  else echo "chromium is missing: browser tests will be skipped (apt-get install chromium)"; fi; }
 
 demo: $(STAMP)
+	@mkdir -p var  # the SQLite database and the file-system broker live here
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py load_demo
 	@echo "Starting the web server at http://$(HOST):$(PORT)/ and a Celery worker (Ctrl-C stops both)"

@@ -1,0 +1,159 @@
+"""Load the demo: generated pairs in a "demo" project, its users, and a sanity judge.
+
+Idempotent: running it again adds nothing and prints the logins again. ``--reset`` deletes the
+demo project (pairs, votes, imports) first. Refuses to run in production, because the demo
+passwords are published in the README.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.apps import apps
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.db.models import Count
+
+from annotation.models import Pair, Project, Role
+from annotation.services.projects import member_add, project_create
+from annotation.services.queue import pairs_enqueue
+from fixtures.make_demo import generate_demo
+
+DEMO_SLUG = "demo"
+DEMO_NAME = "Demo: shapes, edits, how-tos and puzzles"
+DEMO_JUDGE = "heuristic-sanity"
+# (username, role, password): published in the README, which is why production refuses them.
+DEMO_USERS = (
+    ("curator", Role.CURATOR, "arbiter-curator"),
+    ("researcher", Role.RESEARCHER, "arbiter-researcher"),
+    ("annotator1", Role.ANNOTATOR, "arbiter-annotator1"),
+    ("annotator2", Role.ANNOTATOR, "arbiter-annotator2"),
+    ("annotator3", Role.ANNOTATOR, "arbiter-annotator3"),
+)
+
+GUIDELINES = """\
+## How to judge
+
+You see a **prompt** and two **responses**, left and right, from two anonymous models.
+Pick the response that does better what the prompt asks. Which model wrote which response,
+and what other people voted, is hidden on purpose: judge only what you see.
+
+1. **Read the prompt first**, including any input image.
+2. **If a criterion is shown** (for example *"judge only the text rendering"*), judge only
+   that aspect and ignore everything else, even an obvious flaw elsewhere.
+3. **Correctness before polish.** A sharp picture of the wrong thing loses to a slightly soft
+   picture of the right thing.
+
+### What "correct" means per task
+
+- **Text to image**: the right objects, colours, counts and layout ("above", "to the left of");
+  then sharpness. A blank image is always worse.
+- **Image editing**: the instruction is applied to the right object, and nothing else changes.
+- **Interleaved how-tos**: every step is right, and each picture matches the sentence before it.
+- **Text questions**: the final answer and the reasoning are right; then clarity.
+
+### Tie or not
+
+Choose **tie** only when you truly cannot prefer one response: both equally right or equally
+wrong. Small differences count (a slightly off shade, a small slip in a calculation).
+
+### Keys
+
+`1` left · `2` tie · `3` right, or the arrow keys: `←` left, `→` right, `↓` tie.
+Skip a pair you cannot judge or whose content is broken; someone else will take it.
+"""
+
+
+class Command(BaseCommand):
+    help = "Load the demo project with generated pairs and create demo users (idempotent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--pairs", type=int, default=200, help="pairs to generate (>= 4)")
+        parser.add_argument(
+            "--reset", action="store_true", help="delete the demo project and load it afresh"
+        )
+        parser.add_argument(
+            "--out",
+            type=Path,
+            default=Path(settings.BASE_DIR) / "fixtures" / "demo",
+            help="folder for the generated file and images (default: fixtures/demo)",
+        )
+
+    def handle(self, *args, **options):
+        if settings.PRODUCTION:
+            raise CommandError(
+                "load_demo creates users with published passwords: not in production"
+            )
+        if options["pairs"] < 4:
+            raise CommandError("--pairs must be at least 4 (one pair per task)")
+        if options["reset"]:
+            self._delete_project()
+
+        jsonl = generate_demo(options["out"], pairs=options["pairs"])
+        self.stdout.write(f"Generated {options['pairs']} pairs in {jsonl}")
+        project = Project.objects.filter(slug=DEMO_SLUG).first() or project_create(
+            slug=DEMO_SLUG, name=DEMO_NAME, scale="ternary", overlap=3, guidelines=GUIDELINES
+        )
+        call_command(
+            "import_pairs",
+            DEMO_SLUG,
+            str(jsonl),
+            media_root=str(options["out"]),
+            stdout=self.stdout,
+        )
+        queued = pairs_enqueue(project=project)
+        if queued:
+            self.stdout.write(f"Queued {queued} pairs for annotators")
+        for username, role, password in DEMO_USERS:
+            member_add(project=project, username=username, role=role, password=password)
+        self._register_judge()
+        self._print_summary(project)
+
+    @transaction.atomic
+    def _delete_project(self) -> None:
+        project = Project.objects.filter(slug=DEMO_SLUG).first()
+        if project is None:
+            return
+        # Pairs first: they protect their prompts and responses from the project's cascade.
+        Pair.objects.filter(project=project).delete()
+        project.delete()
+        self.stdout.write(f"Deleted the {DEMO_SLUG!r} project")
+
+    def _register_judge(self) -> None:
+        # Through the app registry and the command, not an import: annotation never imports
+        # judges, and the demo still loads without that app.
+        if not apps.is_installed("judges"):
+            return
+        if apps.get_model("judges", "Judge").objects.filter(name=DEMO_JUDGE).exists():
+            return
+        call_command("add_judge", DEMO_JUDGE, kind="heuristic", stdout=self.stdout)
+
+    def _print_summary(self, project: Project) -> None:
+        statuses = dict(
+            Pair.objects.filter(project=project)
+            .values_list("status")
+            .annotate(n=Count("id"))
+            .order_by("status")
+        )
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\nDemo project {project.slug!r} is ready: {sum(statuses.values())} pairs"
+                f" ({counts})."
+            )
+        )
+        rows = [("role", "username", "password"), *((r, u, p) for u, r, p in DEMO_USERS)]
+        widths = [max(len(str(row[i])) for row in rows) for i in range(3)]
+        rule = "  ".join("-" * w for w in widths)
+        self.stdout.write("\nLog in at /login/ with one of these demo accounts:\n")
+        for index, row in enumerate(rows):
+            cells = (str(value).ljust(width) for value, width in zip(row, widths, strict=True))
+            self.stdout.write(("  " + "  ".join(cells)).rstrip())
+            if index == 0:
+                self.stdout.write("  " + rule)
+        self.stdout.write(
+            "\nAnnotators open the demo project and press Annotate; the curator finds the queue,"
+            " imports, filter runs and the admin there too.\n"
+        )

@@ -1,0 +1,207 @@
+"""The demo: the generator is reproducible and covers every task; load_demo is idempotent."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.urls import reverse
+from PIL import Image
+
+from annotation.models import Media, Membership, Pair, PairStatus, Project, Prompt, Response, Role
+from fixtures.make_demo import generate_demo, task_counts
+from judges.models import Judge
+
+TASKS = {"t2i", "edit", "interleaved", "text"}
+DEMO_USERS = {
+    "curator": Role.CURATOR,
+    "researcher": Role.RESEARCHER,
+    "annotator1": Role.ANNOTATOR,
+    "annotator2": Role.ANNOTATOR,
+    "annotator3": Role.ANNOTATOR,
+}
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def _hashes_of(folder: Path, relative: str) -> str:
+    return hashlib.sha256((folder / relative).read_bytes()).hexdigest()
+
+
+def _records(jsonl: Path) -> list[dict]:
+    return [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+
+
+def _image_paths(parts: list[list[str]]) -> list[str]:
+    return [value for kind, value in parts if kind == "image"]
+
+
+@pytest.fixture(scope="module")
+def demo_set(tmp_path_factory) -> Path:
+    return generate_demo(tmp_path_factory.mktemp("demo"))
+
+
+def test_generator_gives_the_same_bytes_every_time(demo_set, tmp_path):
+    again = generate_demo(tmp_path / "again")
+    first, second = _hashes(demo_set.parent), _hashes(again.parent)
+    assert len(first) > 200
+    assert first == second
+
+
+def test_another_seed_gives_another_demo(demo_set, tmp_path):
+    other = generate_demo(tmp_path / "other", seed=8)
+    assert _hashes(other.parent)["demo.jsonl"] != _hashes(demo_set.parent)["demo.jsonl"]
+
+
+def test_demo_has_200_pairs_over_the_four_tasks_with_real_images(demo_set):
+    records = _records(demo_set)
+    assert len(records) == 200
+    assert len({r["id"] for r in records}) == 200
+    assert {r["task"] for r in records} == TASKS
+    assert all(r["response_a"]["model_name"] != r["response_b"]["model_name"] for r in records)
+    for record in records:
+        for label in ("a", "b"):
+            response = record[f"response_{label}"]["response_content"]
+            assert response, f"{record['id']}: empty response {label}"
+        paths = _image_paths(record["prompt_content"])
+        paths += _image_paths(record["response_a"]["response_content"])
+        paths += _image_paths(record["response_b"]["response_content"])
+        for relative in paths:
+            assert not Path(relative).is_absolute()
+            with Image.open(demo_set.parent / relative) as image:
+                assert image.format == "PNG"
+                assert 256 <= image.width <= 384 and 256 <= image.height <= 384
+                image.verify()
+
+
+def test_each_task_has_the_content_its_task_needs(demo_set):
+    by_task: dict[str, list[dict]] = {}
+    for record in _records(demo_set):
+        by_task.setdefault(record["task"], []).append(record)
+
+    def kinds(parts):
+        return {kind for kind, _ in parts}
+
+    for record in by_task["t2i"]:
+        assert kinds(record["prompt_content"]) == {"text"}
+        assert kinds(record["response_a"]["response_content"]) == {"image"}
+    for record in by_task["edit"]:
+        assert kinds(record["prompt_content"]) == {"text", "image"}
+        assert kinds(record["response_b"]["response_content"]) == {"image"}
+    for record in by_task["interleaved"]:
+        for side in ("response_a", "response_b"):
+            parts = record[side]["response_content"]
+            assert kinds(parts) == {"text", "image"} and len(parts) >= 4
+    for record in by_task["text"]:
+        assert kinds(record["response_a"]["response_content"]) == {"text"}
+        assert record["response_a"]["response_content"] != record["response_b"]["response_content"]
+
+
+def test_rivals_differ_and_the_set_mixes_clear_pairs_with_close_calls(demo_set):
+    records = _records(demo_set)
+    folder = demo_set.parent
+    for record in records:
+        a = _image_paths(record["response_a"]["response_content"])
+        b = _image_paths(record["response_b"]["response_content"])
+        if a and b and len(a) == len(b):
+            assert [_hashes_of(folder, p) for p in a] != [_hashes_of(folder, p) for p in b]
+    difficulty = {r["difficulty"] for r in records}
+    assert difficulty == {"clear", "close call"}
+    assert any("text rendering" in r.get("criterion", "") for r in records)
+    annotated = [r for r in records if "human_annotations" in r]
+    assert 5 <= len(annotated) <= 40
+    assert all(r["prompt_source"].startswith("arbiter-demo/") for r in records)
+
+
+def test_small_demo_still_covers_every_task():
+    assert task_counts(4) == {"t2i": 1, "edit": 1, "interleaved": 1, "text": 1}
+    assert sum(task_counts(24).values()) == 24
+    with pytest.raises(ValueError):
+        task_counts(3)
+
+
+# --- load_demo -----------------------------------------------------------------------------
+
+
+def _load(tmp_path: Path, *extra: str) -> str:
+    out = StringIO()
+    call_command("load_demo", "--pairs", "24", "--out", str(tmp_path / "demo"), *extra, stdout=out)
+    return out.getvalue()
+
+
+def _counts() -> dict[str, int]:
+    return {
+        "projects": Project.objects.count(),
+        "pairs": Pair.objects.count(),
+        "prompts": Prompt.objects.count(),
+        "responses": Response.objects.count(),
+        "media": Media.objects.count(),
+        "users": get_user_model().objects.count(),
+        "memberships": Membership.objects.count(),
+        "judges": Judge.objects.count(),
+    }
+
+
+@pytest.mark.django_db
+def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
+    output = _load(tmp_path)
+    project = Project.objects.get(slug="demo")
+    assert project.scale == "ternary" and project.overlap == 3
+    assert "How to judge" in project.guidelines
+    roles = dict(Membership.objects.filter(project=project).values_list("user__username", "role"))
+    assert roles == DEMO_USERS
+    pairs = Pair.objects.filter(project=project)
+    assert pairs.count() == 24
+    assert set(pairs.values_list("task", flat=True)) == TASKS
+    assert set(pairs.values_list("status", flat=True)) == {PairStatus.QUEUED}
+    assert Media.objects.exists()
+    assert Judge.objects.get(name="heuristic-sanity").kind == Judge.Kind.HEURISTIC
+    # The printed table holds working logins.
+    for username in DEMO_USERS:
+        assert f"arbiter-{username}" in output and username in output
+    response = client.post(
+        reverse("login"), {"username": "annotator1", "password": "arbiter-annotator1"}
+    )
+    assert response.status_code == 302
+    assert project.name in client.get(reverse("home")).content.decode()
+
+
+@pytest.mark.django_db
+def test_load_demo_twice_adds_nothing_and_prints_the_logins_again(tmp_path):
+    _load(tmp_path)
+    before = _counts()
+    output = _load(tmp_path)
+    assert _counts() == before
+    assert "annotator3" in output and "arbiter-annotator3" in output
+
+
+@pytest.mark.django_db
+def test_load_demo_reset_starts_the_project_afresh(tmp_path):
+    _load(tmp_path)
+    old = Project.objects.get(slug="demo")
+    Pair.objects.filter(project=old).update(status=PairStatus.DISPUTED)
+    _load(tmp_path, "--reset")
+    project = Project.objects.get(slug="demo")
+    assert project.pk != old.pk
+    assert Pair.objects.filter(project=project, status=PairStatus.QUEUED).count() == 24
+    assert Membership.objects.filter(project=project).count() == len(DEMO_USERS)
+
+
+@pytest.mark.django_db
+def test_load_demo_refuses_production(tmp_path, settings):
+    settings.PRODUCTION = True
+    with pytest.raises(CommandError, match="not in production"):
+        _load(tmp_path)
+    assert not Project.objects.exists()
