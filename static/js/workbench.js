@@ -5,7 +5,10 @@
   "use strict";
 
   let shownAt = performance.now();
-  let busy = false;
+  // "sending": a post is in flight, keys are dropped (no double votes); "settling": the next
+  // pair is on screen but htmx has not wired its forms yet, so a key waits a few milliseconds.
+  let state = "ready";
+  let pendingKey = null;
   const prefetched = new Map(); // url -> Image, kept so the browser does not drop the request
   const PREFETCH_LIMIT = 64;
 
@@ -27,12 +30,21 @@
     }
   }
 
-  // A new pair is on screen: restart the clock, warm the cache for the next one.
+  // A new pair is on screen: restart the clock.
   function cardShown() {
-    busy = false;
     shownAt = performance.now();
+  }
+
+  // Its forms are live: warm the cache for the pair after it, play a key that came early.
+  function cardReady() {
+    state = "ready";
     const current = card();
     if (current) prefetch(current);
+    if (pendingKey !== null) {
+      const key = pendingKey;
+      pendingKey = null;
+      handleKey(key);
+    }
   }
 
   function openDialog(id) {
@@ -47,7 +59,7 @@
   }
 
   function submitWith(button) {
-    if (!button || busy) return;
+    if (!button || state !== "ready") return;
     const form = button.form;
     if (form && !form.reportValidity()) return;
     button.click(); // a real click, so htmx sends the button's name and value
@@ -84,24 +96,35 @@
       return;
     }
     if (isTyping(target) || openDialogs()) return; // dialogs close themselves on Escape
+    if (state === "sending") {
+      if (SHORTCUTS.test(event.key)) event.preventDefault();
+    } else if (state === "settling") {
+      if (SHORTCUTS.test(event.key)) {
+        pendingKey = event.key;
+        event.preventDefault();
+      }
+    } else if (handleKey(event.key)) {
+      event.preventDefault();
+    }
+  }
 
+  const SHORTCUTS = /^([1-9]|Arrow(Left|Right|Down)|[sug?]|Escape)$/;
+
+  function handleKey(key) {
     const skipPanel = document.querySelector("[data-skip]");
     const skipping = skipPanel && skipPanel.open;
-    const key = event.key;
-    let handled = true;
-
     if (key === "Escape" && skipping) {
       skipPanel.open = false;
     } else if (/^[1-9]$/.test(key)) {
       const selector = skipping ? `[data-skip-key="${key}"]` : `[data-pair-card] [data-key="${key}"]`;
       const button = document.querySelector(selector);
-      if (button) submitWith(button);
-      else handled = false;
+      if (!button) return false;
+      submitWith(button);
     } else if (key === "ArrowLeft" || key === "ArrowRight" || key === "ArrowDown") {
       const button = document.querySelector(`[data-pair-card] [data-arrow="${key}"]`);
       if (button) submitWith(button);
       else if (key !== "ArrowDown") moveFocus(key === "ArrowLeft" ? -1 : 1);
-      else handled = false;
+      else return false;
     } else if (key === "s") {
       openSkip();
     } else if (key === "u") {
@@ -112,9 +135,9 @@
     } else if (key === "?") {
       openDialog("shortcuts-modal");
     } else {
-      handled = false;
+      return false;
     }
-    if (handled) event.preventDefault();
+    return true;
   }
 
   // Time on task rides along in a hidden field, with or without htmx.
@@ -123,7 +146,7 @@
     if (!(form instanceof HTMLFormElement) || !form.closest("#workbench")) return;
     const field = form.querySelector("[data-time-on-task]");
     if (field) field.value = String(Math.max(0, Math.round(performance.now() - shownAt)));
-    busy = true;
+    if (window.htmx && form.hasAttribute("hx-post")) state = "sending";
   }
 
   function onClick(event) {
@@ -150,7 +173,7 @@
   }
 
   function showError(message) {
-    busy = false;
+    state = "ready";
     const notice = document.querySelector("#workbench .wb-notice");
     if (notice) {
       notice.textContent = message;
@@ -163,15 +186,23 @@
   document.addEventListener("click", onClick);
   document.addEventListener("DOMContentLoaded", function () {
     cardShown();
+    cardReady();
     const lightbox = document.getElementById("lightbox");
     if (lightbox) lightbox.addEventListener("click", onLightboxClick);
   });
-  // htmx fires "htmx:load" on content it has just swapped in.
-  document.addEventListener("htmx:load", function (event) {
-    if (event.detail.elt && event.detail.elt.id === "workbench") {
+  // afterSwap: the next pair is in the document; load: htmx has wired its forms.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.target instanceof HTMLElement && event.target.id === "workbench") {
+      state = "settling";
       cardShown();
       window.scrollTo(0, 0);
     }
+  });
+  document.addEventListener("htmx:load", function (event) {
+    if (event.detail.elt && event.detail.elt.id === "workbench") cardReady();
+  });
+  document.addEventListener("htmx:afterRequest", function () {
+    if (state === "sending") state = "ready"; // answered without a swap
   });
   document.addEventListener("htmx:responseError", function (event) {
     const status = event.detail.xhr ? event.detail.xhr.status : 0;
