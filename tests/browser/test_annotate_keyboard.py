@@ -89,9 +89,9 @@ def test_five_comparisons_with_the_keyboard_alone(live_server, page, project, al
     assert {vote.pair_id for vote in votes} < {pair.pk for pair in pairs}
 
 
-def test_skip_undo_and_help_from_the_keyboard(live_server, page, project, alice):
+def test_skip_undo_help_reason_and_lightbox(live_server, page, project, alice):
     for n in range(3):
-        secret_pair(project, n)
+        secret_pair(project, n, with_images=True)
     page.goto(f"{live_server.url}/login/?next=/p/{project.slug}/annotate/")
     page.fill("#id_username", "alice")
     page.fill("#id_password", PASSWORD)
@@ -107,6 +107,14 @@ def test_skip_undo_and_help_from_the_keyboard(live_server, page, project, alice)
     page.keyboard.press("Escape")
     assert not page.locator("dialog[open]").count()
 
+    # An image opens at full size over the page; Escape closes it.
+    first_image = page.locator(".wb-left [data-lightbox]").first
+    first_image.click()
+    assert page.locator("#lightbox").is_visible()
+    assert page.get_attribute("[data-lightbox-image]", "src") == first_image.get_attribute("href")
+    page.keyboard.press("Escape")
+    assert not page.locator("dialog[open]").count()
+
     skipped = shown_assignment_id(page)
     page.keyboard.press("s")
     assert page.locator("[data-skip]").get_attribute("open") is not None
@@ -117,13 +125,18 @@ def test_skip_undo_and_help_from_the_keyboard(live_server, page, project, alice)
     )
     assert Assignment.objects.get(pk=skipped).pair.skips.get().reason == "broken"
 
+    # A reason typed in the optional box travels with the vote; keys typed there are text.
+    page.click("text=Add a reason (optional)")
+    page.keyboard.press("Tab")
+    page.keyboard.type("sign 1 is sharper")
+    page.keyboard.press("Escape")
     voted = shown_assignment_id(page)
     page.keyboard.press("1")
     page.wait_for_function(
         "previous => !document.querySelector('[data-vote-form]').action.includes(`/${previous}/`)",
         arg=voted,
     )
-    assert Vote.objects.filter(annotator=alice).count() == 1
+    assert Vote.objects.get(annotator=alice).rationale == "sign 1 is sharper"
     page.keyboard.press("u")
     page.wait_for_selector("text=Your last vote was undone")
     assert not Vote.objects.filter(annotator=alice).exists()
