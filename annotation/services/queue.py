@@ -30,13 +30,16 @@ from annotation.models import (
     Vote,
 )
 from annotation.scales import VoteInputError, canonical_vote
-from annotation.selectors import OPEN_STATUSES, claimable_pairs, live_assignments
+from annotation.selectors import (
+    CLAIMABLE_WHERE,
+    OPEN_STATUSES,
+    claimable_params,
+    live_assignments,
+)
 
 UNDO_SECONDS = 60
 # Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
 SWEEP_BATCH = 200
-# SQLite: candidates a claim tries when another writer filled one between read and update.
-SQLITE_CLAIM_TRIES = 5
 MAX_NOTE_CHARS = 2000
 _PRIORITY_RANGE = (-32768, 32767)
 
@@ -93,64 +96,67 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
     if membership[0][1]:
         return None
     now = timezone.now()
-    held = (
-        live_assignments(project=project, annotator=annotator, now=now)
-        .select_related("pair__prompt", "pair__response_a", "pair__response_b")
-        .first()
+    held = live_assignments(project=project, annotator=annotator, now=now).first()
+    if held is None:
+        gold_first = random.random() < project.gold_rate
+        pair_id = _take_slot(project=project, annotator=annotator, is_gold=gold_first, now=now)
+        if pair_id is None:
+            pair_id = _take_slot(
+                project=project, annotator=annotator, is_gold=not gold_first, now=now
+            )
+        if pair_id is None:
+            return None
+        held = Assignment.objects.create(
+            pair_id=pair_id,
+            annotator=annotator,
+            left_is_a=bool(random.getrandbits(1)),
+            status=Assignment.Status.LIVE,
+            created_at=now,
+            expires_at=now + timedelta(minutes=project.lease_minutes),
+        )
+    # The content comes in a query of its own: joined into the claim queries above, it costs
+    # PostgreSQL more time to plan than the claim itself takes to run.
+    held.pair = Pair.objects.select_related("prompt", "response_a", "response_b").get(
+        pk=held.pair_id
     )
-    if held is not None:
-        held.pair.project = project
-        return held
-    gold_first = random.random() < project.gold_rate
-    pair = _take_slot(project=project, annotator=annotator, is_gold=gold_first, now=now)
-    if pair is None:
-        pair = _take_slot(project=project, annotator=annotator, is_gold=not gold_first, now=now)
-    if pair is None:
-        return None
-    pair.project = project
-    return Assignment.objects.create(
-        pair=pair,
-        annotator=annotator,
-        left_is_a=bool(random.getrandbits(1)),
-        status=Assignment.Status.LIVE,
-        created_at=now,
-        expires_at=now + timedelta(minutes=project.lease_minutes),
-    )
+    held.pair.project = project
+    return held
 
 
-def _take_slot(*, project: Project, annotator, is_gold: bool, now) -> Pair | None:
-    """Takes one slot on the first claimable pair in serving order: priority, then the pair
-    closest to its target, then import order. Caller holds a transaction."""
-    taken = F("vote_count") + F("lease_count")
-    candidates = (
-        claimable_pairs(project=project, annotator=annotator)
-        .filter(is_gold=is_gold)
-        .order_by("-priority", taken.desc(), "id")
-        .select_related("prompt", "response_a", "response_b")
-    )
-    take = {"lease_count": F("lease_count") + 1, "status": PairStatus.ANNOTATING, "updated_at": now}
-    if connection.features.has_select_for_update_skip_locked:
-        pair = candidates.select_for_update(skip_locked=True, of=("self",)).first()
-        if pair is None:
-            # The last free slots may sit on pairs racing claimers hold for an instant: wait
-            # for them; PostgreSQL re-checks each locked row and moves on if it filled up.
-            pair = candidates.select_for_update(of=("self",)).first()
-        if pair is None:
-            return None
-        # The row lock makes the slot ours; the condition is re-checked on the locked row.
-        Pair.objects.filter(pk=pair.pk).update(**take)
-    else:
-        for pair in candidates[:SQLITE_CLAIM_TRIES]:
-            changed = Pair.objects.filter(
-                pk=pair.pk, status__in=OPEN_STATUSES, target_votes__gt=taken
-            ).update(**take)
-            if changed == 1:
-                break
-        else:
-            return None
-    pair.lease_count += 1
-    pair.status = PairStatus.ANNOTATING
-    return pair
+# One statement takes a slot on the first claimable pair in serving order: priority, then the
+# pair closest to its target, then import order (the order of ``pair_claim_idx``). PostgreSQL
+# locks the chosen row (``{lock}``); SQLite, one writer at a time, needs no lock, and the
+# outer condition makes the update change exactly one row or none on both.
+_TAKE_SLOT_SQL = f"""
+UPDATE {Pair._meta.db_table}
+SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %s
+WHERE id = (
+    SELECT p.id FROM {Pair._meta.db_table} p
+    WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s
+    ORDER BY p.priority DESC, (p.vote_count + p.lease_count) DESC, p.id
+    LIMIT 1 {{lock}})
+  AND target_votes > (vote_count + lease_count)
+RETURNING id
+"""
+
+
+def _take_slot(*, project: Project, annotator, is_gold: bool, now) -> int | None:
+    """The id of the pair on which a slot was taken for ``annotator``, or None."""
+    params = [
+        connection.ops.adapt_datetimefield_value(now),
+        *claimable_params(project=project, annotator=annotator),
+        is_gold,
+    ]
+    # PostgreSQL: skip pairs racing claimers hold; if that leaves none, the last free slots
+    # may sit on exactly those pairs, so wait for them (each locked row is re-checked).
+    locks = ["FOR UPDATE SKIP LOCKED", "FOR UPDATE"] if connection.vendor == "postgresql" else [""]
+    with connection.cursor() as cursor:
+        for lock in locks:
+            cursor.execute(_TAKE_SLOT_SQL.format(lock=lock), params)
+            row = cursor.fetchone()
+            if row is not None:
+                return row[0]
+    return None
 
 
 def _free_expired_leases(*, project: Project, now) -> int:
@@ -181,12 +187,7 @@ def _release(leases: list[tuple[int, int]]) -> int:
 
 
 def _lock_assignment(*, assignment: Assignment, annotator) -> Assignment:
-    locked = (
-        Assignment.objects.select_for_update(of=("self",))
-        .select_related("pair__project")
-        .filter(pk=assignment.pk)
-        .first()
-    )
+    locked = Assignment.objects.select_for_update().filter(pk=assignment.pk).first()
     if locked is None or locked.annotator_id != annotator.pk:
         raise NotYours("No such assignment.")
     return locked
@@ -230,7 +231,8 @@ def vote_submit(
     The same vote again returns the first one. A late vote (lease expired) is kept and counted;
     one that arrives when the pair already has its target is kept as an extra vote."""
     locked = _lock_assignment(assignment=assignment, annotator=annotator)
-    pair = locked.pair
+    # The pair and project as the caller loaded them: only their settings are read here.
+    pair = locked.pair = assignment.pair
     project = pair.project
     try:
         side, canonical = canonical_vote(

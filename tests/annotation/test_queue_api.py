@@ -251,7 +251,7 @@ def test_claim_and_vote_queries_stay_constant(
 ):
     PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
     api = api_for(alice)
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         assignment_id = claim(api).json()["id"]
     with django_assert_max_num_queries(10):
         vote(api, assignment_id, choice="left")

@@ -1,0 +1,312 @@
+"""Annotators under load (issue 3, "Speed"): N annotators each loop claim-then-vote over the
+REST API against gunicorn and PostgreSQL, then the database is checked for what must never
+happen. Prints votes/s, claim and vote latency (p50/p95), pairs over target, duplicate votes.
+
+Targets (8 annotators, 30 s, gunicorn with 4 workers, a 2-core machine): >= 110 votes/s,
+claim p95 <= 50 ms, vote p95 <= 50 ms, 0 pairs over target, 0 duplicate votes.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench \\
+        .venv/bin/python benchmarks/annotator_load.py            # the issue's sizes
+    ... benchmarks/annotator_load.py --duration 5 --pairs 1000   # a quick look
+
+The script migrates the database, creates a throw-away project (``bench-load-<time>``),
+its pairs, annotators and API tokens, and starts the server itself, as production runs it:
+
+    ARBITER_ENV=production DJANGO_SECRET_KEY=... DJANGO_ALLOWED_HOSTS=127.0.0.1 \\
+    DJANGO_SECURE_SSL_REDIRECT=false ARBITER_LOG_LEVEL=WARNING DATABASE_URL=... \\
+    python -m gunicorn config.wsgi --workers 4 --bind 127.0.0.1:8765
+
+(production settings: DEBUG off, persistent database connections; TLS is a proxy's job, so
+the redirect is off for plain HTTP on loopback). For a measurement, run it on a quiet machine
+with nothing else using the CPUs; PostgreSQL on the same machine as in the targets. With
+``--url`` it drives a server you started yourself (on the same database) instead. The project
+is deleted afterwards unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def setup_django() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "false")
+    os.environ.setdefault("ARBITER_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
+def create_fixture(*, slug: str, pairs: int, overlap: int, annotators: int) -> list[str]:
+    """The project, its queued text pairs and annotators; returns the annotators' API tokens."""
+    from rest_framework.authtoken.models import Token
+
+    from annotation.content import prompt_id, response_id, text_part
+    from annotation.models import Pair, PairStatus, Prompt, Response, Role
+    from annotation.services.projects import member_add, project_create
+
+    project = project_create(slug=slug, name=f"Load benchmark {slug}", overlap=overlap)
+    prompts, responses, rows = [], [], []
+    for i in range(pairs):
+        prompt_content = [text_part(f"Question {i}: which answer explains it better?")]
+        prompt = Prompt(id=prompt_id(project.pk, prompt_content), project=project)
+        prompt.content = prompt_content
+        sides = []
+        for model in (f"model-{i % 5}", f"model-{(i + 2) % 5}"):
+            content = [text_part(f"{model} answers question {i} at some length. " * 4)]
+            response = Response(
+                id=response_id(project.pk, model, content),
+                project=project,
+                model_name=model,
+                content=content,
+            )
+            responses.append(response)
+            sides.append(response)
+        prompts.append(prompt)
+        rows.append(
+            Pair(
+                project=project,
+                external_id=f"load-{i}",
+                prompt=prompt,
+                response_a=sides[0],
+                response_b=sides[1],
+                status=PairStatus.QUEUED,
+                target_votes=overlap,
+            )
+        )
+    Prompt.objects.bulk_create(prompts, batch_size=2000)
+    Response.objects.bulk_create(responses, batch_size=2000)
+    Pair.objects.bulk_create(rows, batch_size=2000)
+    tokens = []
+    for n in range(annotators):
+        membership, _ = member_add(project=project, username=f"{slug}-ann{n}", role=Role.ANNOTATOR)
+        tokens.append(Token.objects.get_or_create(user=membership.user)[0].key)
+    return tokens
+
+
+def start_server(*, port: int, workers: int, worker_class: str) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "ARBITER_ENV": "production",
+        "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "load-benchmark-only-" + "x" * 40),
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DJANGO_SECURE_SSL_REDIRECT": "false",
+        "ARBITER_LOG_LEVEL": "WARNING",
+        # The API serves no static files; point WhiteNoise at a folder that exists.
+        "DJANGO_STATIC_ROOT": os.environ.get("DJANGO_STATIC_ROOT", str(ROOT / "static")),
+    }
+    env.pop("DJANGO_DEBUG", None)
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi",
+        "--workers",
+        str(workers),
+        "--worker-class",
+        worker_class,
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "warning",
+    ]
+    server = subprocess.Popen(command, cwd=ROOT, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            return server
+        except httpx.TransportError:
+            if server.poll() is not None:
+                raise SystemExit("gunicorn exited during start-up") from None
+            time.sleep(0.2)
+    server.terminate()
+    raise SystemExit("gunicorn did not answer within 30 s")
+
+
+class Annotator(threading.Thread):
+    """Claims, votes, claims again, until the deadline or an empty queue."""
+
+    def __init__(self, *, base_url: str, slug: str, token: str, start_at: float, stop_at: float):
+        super().__init__(daemon=True)
+        self.client = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=30
+        )
+        self.slug, self.start_at, self.stop_at = slug, start_at, stop_at
+        self.claim_ms: list[float] = []
+        self.vote_ms: list[float] = []
+        self.errors: list[str] = []
+        self.ran_dry = False
+        self.rng = random.Random(token)
+
+    def run(self) -> None:
+        time.sleep(max(0.0, self.start_at - time.monotonic()))
+        with self.client:
+            while time.monotonic() < self.stop_at:
+                started = time.perf_counter()
+                claim = self.client.post(f"/api/v1/projects/{self.slug}/claim/")
+                self.claim_ms.append((time.perf_counter() - started) * 1000)
+                if claim.status_code == 204:
+                    self.ran_dry = True
+                    return
+                if claim.status_code != 200:
+                    self.errors.append(f"claim {claim.status_code}")
+                    continue
+                assignment = claim.json()
+                choice = self.rng.choice(["left", "tie", "right"])
+                started = time.perf_counter()
+                vote = self.client.post(
+                    f"/api/v1/assignments/{assignment['id']}/vote/",
+                    json={"choice": choice, "time_on_task_ms": self.rng.randint(2000, 20000)},
+                )
+                self.vote_ms.append((time.perf_counter() - started) * 1000)
+                if vote.status_code != 201:
+                    self.errors.append(f"vote {vote.status_code}")
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def audit(slug: str) -> dict:
+    """What the database says after the run: the invariants the queue promises."""
+    from django.db.models import Count, F, Q
+
+    from annotation.models import Assignment, Pair, Vote
+
+    pairs = Pair.objects.filter(project__slug=slug).annotate(
+        counted=Count("votes", filter=Q(votes__is_extra=False))
+    )
+    return {
+        "votes": Vote.objects.filter(pair__project__slug=slug).count(),
+        "extra_votes": Vote.objects.filter(pair__project__slug=slug, is_extra=True).count(),
+        "pairs_over_target": pairs.filter(counted__gt=F("target_votes")).count(),
+        "counter_mismatches": pairs.exclude(counted=F("vote_count")).count(),
+        "pairs_complete": pairs.filter(counted=F("target_votes")).count(),
+        "duplicate_votes": Vote.objects.filter(pair__project__slug=slug)
+        .values("pair", "annotator")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .count(),
+        "live_leases": Assignment.objects.filter(
+            pair__project__slug=slug, status=Assignment.Status.LIVE
+        ).count(),
+    }
+
+
+def delete_project(slug: str) -> None:
+    """Removes the benchmark's project; content is protected, so children go first."""
+    from django.contrib.auth import get_user_model
+
+    from annotation.models import Pair, Project, Prompt, Response, Vote
+
+    Vote.objects.filter(pair__project__slug=slug).delete()
+    Pair.objects.filter(project__slug=slug).delete()
+    Prompt.objects.filter(project__slug=slug).delete()
+    Response.objects.filter(project__slug=slug).delete()
+    Project.objects.filter(slug=slug).delete()
+    get_user_model().objects.filter(username__startswith=f"{slug}-ann").delete()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--annotators", type=int, default=8)
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
+    parser.add_argument("--pairs", type=int, default=3000, help="queued pairs (enough to last)")
+    parser.add_argument("--overlap", type=int, default=3, help="votes each pair gets")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
+    parser.add_argument("--worker-class", default="sync", help="gunicorn worker class")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--url", help="drive this running server instead of starting gunicorn")
+    parser.add_argument("--keep", action="store_true", help="keep the project afterwards")
+    args = parser.parse_args()
+
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        raise SystemExit("Set DATABASE_URL=postgres://... : the targets are about PostgreSQL.")
+    setup_django()
+    from django.core.management import call_command
+    from django.db import connections
+
+    call_command("migrate", verbosity=0)
+    slug = f"bench-load-{int(time.time())}"
+    built = time.perf_counter()
+    tokens = create_fixture(
+        slug=slug, pairs=args.pairs, overlap=args.overlap, annotators=args.annotators
+    )
+    print(
+        f"fixture: {args.pairs} pairs x {args.overlap} votes, {args.annotators} annotators "
+        f"({time.perf_counter() - built:.1f} s)"
+    )
+    with connections["default"].cursor() as cursor:
+        # Fresh statistics, as autovacuum gives a table soon after a bulk import; without
+        # them the planner guesses one queued pair and sorts instead of walking the index.
+        cursor.execute("ANALYZE annotation_pair, annotation_vote, annotation_assignment")
+    connections.close_all()  # the server's workers need the connections more than we do
+
+    server = None
+    if args.url:
+        base_url = args.url.rstrip("/")
+    else:
+        server = start_server(port=args.port, workers=args.workers, worker_class=args.worker_class)
+        base_url = f"http://127.0.0.1:{args.port}"
+    try:
+        client_cpu = time.process_time()
+        start_at = time.monotonic() + 0.5
+        stop_at = start_at + args.duration
+        annotators = [
+            Annotator(base_url=base_url, slug=slug, token=token, start_at=start_at, stop_at=stop_at)
+            for token in tokens
+        ]
+        for annotator in annotators:
+            annotator.start()
+        for annotator in annotators:
+            annotator.join()
+        elapsed = min(time.monotonic(), stop_at) - start_at
+        client_cpu = time.process_time() - client_cpu
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+
+    claims = [ms for a in annotators for ms in a.claim_ms]
+    votes = [ms for a in annotators for ms in a.vote_ms]
+    errors = [e for a in annotators for e in a.errors]
+    found = audit(slug)
+    served_by = f"gunicorn, {args.workers} {args.worker_class} workers" if server else base_url
+    dry = " (the queue ran dry)" if any(a.ran_dry for a in annotators) else ""
+    print(f"server: {served_by}; {args.annotators} annotators for {elapsed:.1f} s{dry}")
+    print(f"votes/s:            {len(votes) / elapsed:8.1f}   (target >= 110)")
+    print(f"claims:             {len(claims):8d}")
+    print(f"votes:              {len(votes):8d}")
+    print(f"claim p50 / p95 ms: {percentile(claims, 0.5):8.1f} / {percentile(claims, 0.95):.1f}")
+    print(f"vote  p50 / p95 ms: {percentile(votes, 0.5):8.1f} / {percentile(votes, 0.95):.1f}")
+    print(f"mean claim+vote ms: {statistics.fmean(claims) + statistics.fmean(votes):8.1f}")
+    print(f"load generator CPU: {client_cpu / max(1, len(votes)) * 1000:8.1f} ms per vote")
+    print(f"http errors:        {len(errors):8d} {sorted(set(errors))[:5] or ''}")
+    print(f"votes in database:  {found['votes']:8d} (extra: {found['extra_votes']})")
+    print(f"pairs complete:     {found['pairs_complete']:8d}")
+    print(f"pairs over target:  {found['pairs_over_target']:8d}   (must be 0)")
+    print(f"duplicate votes:    {found['duplicate_votes']:8d}   (must be 0)")
+    print(f"counter mismatches: {found['counter_mismatches']:8d}   (must be 0)")
+    if not args.keep:
+        delete_project(slug)
+
+
+if __name__ == "__main__":
+    main()
