@@ -136,6 +136,23 @@ def test_identical_prompts_responses_and_media_are_stored_once(project, tmp_path
     assert summary.prompts_created == 1 and summary.responses_created == 2
 
 
+@pytest.mark.parametrize("remembered_ids", [1_000_000, 1], ids=["remembered", "looked-up"])
+def test_content_shared_across_batches_is_stored_once(
+    project, tmp_path, monkeypatch, remembered_ids
+):
+    from annotation.imports import services
+
+    monkeypatch.setattr(services, "WRITTEN_IDS_LIMIT", remembered_ids)
+    same = {"prompt_content": "One prompt for all", "response_b": {"response_content": "same"}}
+    pairs = [{**text_pair(f"p{i}"), **same} for i in range(5)]
+    summary = pairs_import(
+        project=project, source=write_jsonl(tmp_path / "p.jsonl", pairs), batch_size=2
+    )
+    assert (summary.created_pairs, summary.prompts_created, summary.responses_created) == (5, 1, 6)
+    assert Prompt.objects.filter(project=project).count() == 1
+    assert Response.objects.filter(project=project).count() == 6
+
+
 def test_reimporting_the_same_file_adds_nothing_and_says_so(project, tmp_path):
     (tmp_path / "a.png").write_bytes(image_bytes())
     (tmp_path / "b.png").write_bytes(image_bytes((0, 90, 0)))
