@@ -3,8 +3,10 @@
 ``pairs_import`` reads the file pair by pair, checks each one, resolves its images and writes
 batches of rows inside one transaction; on any problem it collects the errors (line and
 field), rolls back and raises ``ImportFailed``. Prompts, responses and media have ids derived
-from their content, so identical ones are written once (``ON CONFLICT DO NOTHING``) and a
-second import of the same file adds nothing. On PostgreSQL rows go in by COPY.
+from their content, so identical ones are written once and a second import of the same file
+adds nothing. Imports into one project are serialised, so rows found missing are written
+without conflict handling: by COPY on PostgreSQL, while a reader thread prepares the next
+batch. Media, shared by all projects, go in with ``ON CONFLICT DO NOTHING``.
 
 ``import_job_submit`` / ``import_job_run`` wrap it for uploads: small ones run at once, large
 ones in a Celery task that reports progress on the ``ImportJob``.
@@ -127,6 +129,7 @@ def pairs_import(
                 importer.run(PairFileReader(stream, name=name), reporter)
                 if importer.issues:
                     raise importer.issues.failure()
+                _restore_constraint_checks()
                 store.publish()
                 summary = importer.summary
                 if job is not None:
@@ -211,6 +214,13 @@ def _lock_project(project: Project) -> None:
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
 
 
+def _restore_constraint_checks() -> None:
+    """Back to Django's deferred checks, for a caller whose transaction goes on."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
 @dataclass
 class _Content:
     id: uuid.UUID
@@ -235,22 +245,25 @@ _FINGERPRINT_NAMES = ("prompt", "response_a", "response_b", "criterion", "task")
 _FINGERPRINT_COLUMNS = ("prompt_id", "response_a_id", "response_b_id", "criterion", "task")
 
 
-class _WrittenIds(set):
-    """Ids (as integers) of the rows this import wrote. When the project had no such rows
-    before, it is ``complete``: an id not in it is new, with no need to ask the database.
-    Past ``WRITTEN_IDS_LIMIT`` ids it is dropped and the database is asked again."""
+class _WrittenIds:
+    """Ids of the rows this import wrote. When the project had no such rows before, the
+    memory is ``complete``: an id not in it is new, with no need to ask the database. Past
+    ``WRITTEN_IDS_LIMIT`` ids it is dropped and the database is asked again."""
 
     def __init__(self, *, complete: bool):
-        super().__init__()
         self.complete = complete
+        self._ids: set[int] = set()
 
-    def update(self, ids) -> None:
+    def __contains__(self, pk: uuid.UUID) -> bool:
+        return pk.int in self._ids
+
+    def remember(self, ids) -> None:
         if not self.complete:
             return
-        super().update(pk.int for pk in ids)
-        if len(self) > WRITTEN_IDS_LIMIT:
+        self._ids.update(pk.int for pk in ids)
+        if len(self._ids) > WRITTEN_IDS_LIMIT:
             self.complete = False
-            self.clear()
+            self._ids.clear()
 
 
 class _Importer:
@@ -462,13 +475,13 @@ class _Importer:
         # those not in the table yet are new, and are written without conflict handling.
         for model, rows_by_id in ((Prompt, prompts), (Response, responses)):
             written = self.written[model]
-            for pk in [pk for pk in rows_by_id if pk.int in written]:
+            for pk in [pk for pk in rows_by_id if pk in written]:
                 del rows_by_id[pk]
             if not written.complete:
                 for pk in self.writer.existing(model, "id", list(rows_by_id)):
                     del rows_by_id[pk]
             self.writer.insert(model, list(rows_by_id.values()))
-            written.update(rows_by_id)
+            written.remember(rows_by_id)
         self.summary.prompts_created += len(prompts)
         self.summary.responses_created += len(responses)
 
@@ -534,8 +547,9 @@ class _BulkWriter:
         names = ", ".join(
             f"t.{quote(model._meta.get_field(name).column)}" for name in (column, *fields)
         )
-        # One array parameter instead of thousands of placeholders; a join lets the planner
-        # probe the index once per value however stale the table's statistics are.
+        # One array parameter instead of thousands of placeholders. The planner sizes the
+        # join from the array itself, so it probes the index per value rather than scanning
+        # a table whose statistics predate this import.
         array_type = model._meta.get_field(column).db_type(connection)
         sql = (
             f"SELECT {names} FROM unnest(%s::{array_type}[]) AS wanted(value) JOIN "
