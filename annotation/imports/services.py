@@ -127,6 +127,8 @@ def pairs_import(
                     raise ImportJobFinished
                 importer = _Importer(project=project, store=store, batch_size=batch_size)
                 importer.run(PairFileReader(stream, name=name), reporter)
+                if not importer.summary.pairs_read and not importer.issues:
+                    importer.issues.add(ImportIssue(None, None, "the file holds no pairs"))
                 if importer.issues:
                     raise importer.issues.failure()
                 _restore_constraint_checks()

@@ -347,6 +347,24 @@ def test_errors_are_capped_with_a_count_of_the_rest(project, tmp_path):
     assert_nothing_imported(project)
 
 
+@pytest.mark.parametrize(
+    "content", ["", "\n\n", '{"pairs": []}'], ids=["empty", "blank", "no-pairs"]
+)
+def test_a_file_without_pairs_is_refused(project, tmp_path, content):
+    path = tmp_path / "p.json"
+    path.write_text(content)
+    assert [str(issue) for issue in refused(project, path).issues] == ["the file holds no pairs"]
+
+
+def test_json_document_without_a_pairs_list_is_refused(project, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text('{"pairs": {"id": "x"}}')
+    assert (
+        str(refused(project, path).issues[0])
+        == "line 1, field pairs: must be a list of pairs (column 11)"
+    )
+
+
 def test_file_named_json_holding_json_lines_is_read_as_json_lines(project, tmp_path):
     path = write_jsonl(tmp_path / "pairs.json", [text_pair("a"), text_pair("b")])
     assert pairs_import(project=project, source=path).created_pairs == 2
