@@ -57,14 +57,15 @@ _FAILED = inline_serializer(
 )
 
 
+class ImportUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text='JSON Lines, or JSON {"pairs": [...]}.')
+    media_archive = serializers.FileField(
+        required=False, help_text=".zip or .tar.gz with the images the file's paths name."
+    )
+
+
 class ImportListApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
-
-    class InputSerializer(serializers.Serializer):
-        file = serializers.FileField(help_text='JSON Lines, or JSON {"pairs": [...]}.')
-        media_archive = serializers.FileField(
-            required=False, help_text=".zip or .tar.gz with the images the file's paths name."
-        )
 
     @extend_schema(responses=ImportJobSerializer(many=True))
     def get(self, request, slug: str):
@@ -73,7 +74,7 @@ class ImportListApi(APIView):
         return ApiResponse(ImportJobSerializer(jobs, many=True).data)
 
     @extend_schema(
-        request={"multipart/form-data": InputSerializer},
+        request={"multipart/form-data": ImportUploadSerializer},
         responses={
             201: OpenApiResponse(
                 ImportJobSerializer,
