@@ -10,6 +10,7 @@ Locks are always taken in the order membership, assignment, pair (by id), so not
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from collections.abc import Iterable
 from datetime import timedelta
@@ -74,12 +75,17 @@ def assignment_claim(*, project: Project, annotator) -> Assignment | None:
     """A live lease on the next pair for ``annotator``, or None when nothing is left for them
     (or the project is paused). A live lease they already hold is returned again, so a reload
     or a second tab never takes a second slot."""
-    # Freeing expired leases commits on its own: the claim then holds at most one pair lock
-    # and never waits while holding another, so claims, votes and sweeps cannot deadlock.
+    _free_expired_leases(project=project, now=timezone.now())
     with transaction.atomic():
-        _free_expired_leases(project=project, now=timezone.now())
-    with transaction.atomic():
-        return _claim(project=project, annotator=annotator)
+        held = _claim(project=project, annotator=annotator)
+    if held is not None:
+        # Content in a query of its own, after the locks are gone: joined into the claim it
+        # costs PostgreSQL more time to plan than the claim itself takes to run.
+        held.pair = Pair.objects.select_related("prompt", "response_a", "response_b").get(
+            pk=held.pair_id
+        )
+        held.pair.project = project
+    return held
 
 
 def _claim(*, project: Project, annotator) -> Assignment | None:
@@ -114,19 +120,13 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
             created_at=now,
             expires_at=now + timedelta(minutes=project.lease_minutes),
         )
-    # The content comes in a query of its own: joined into the claim queries above, it costs
-    # PostgreSQL more time to plan than the claim itself takes to run.
-    held.pair = Pair.objects.select_related("prompt", "response_a", "response_b").get(
-        pk=held.pair_id
-    )
-    held.pair.project = project
     return held
 
 
 # One statement takes a slot on the first claimable pair in serving order: priority, then the
 # pair closest to its target, then import order (the order of ``pair_claim_idx``). PostgreSQL
-# locks the chosen row (``{lock}``); SQLite, one writer at a time, needs no lock, and the
-# outer condition makes the update change exactly one row or none on both.
+# locks the chosen row, skipping rows racing claimers hold; SQLite, one writer at a time,
+# needs no lock. The outer condition makes the update change exactly one row or none.
 _TAKE_SLOT_SQL = f"""
 UPDATE {Pair._meta.db_table}
 SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %s
@@ -138,39 +138,55 @@ WHERE id = (
   AND target_votes > (vote_count + lease_count)
 RETURNING id
 """
+_ANY_CLAIMABLE_SQL = f"""
+SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s LIMIT 1
+"""
+# PostgreSQL: how often a claim that found every free pair locked looks again. Waiting on the
+# locks instead would deadlock: a waiter keeps the locks of rows it stepped past.
+LOCKED_RETRIES = 12
+LOCKED_RETRY_S = 0.005
 
 
 def _take_slot(*, project: Project, annotator, is_gold: bool, now) -> int | None:
     """The id of the pair on which a slot was taken for ``annotator``, or None."""
-    params = [
-        connection.ops.adapt_datetimefield_value(now),
-        *claimable_params(project=project, annotator=annotator),
-        is_gold,
-    ]
-    # PostgreSQL: skip pairs racing claimers hold; if that leaves none, the last free slots
-    # may sit on exactly those pairs, so wait for them (each locked row is re-checked).
-    locks = ["FOR UPDATE SKIP LOCKED", "FOR UPDATE"] if connection.vendor == "postgresql" else [""]
+    claimable = [*claimable_params(project=project, annotator=annotator), is_gold]
+    postgres = connection.vendor == "postgresql"
+    take = _TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED" if postgres else "")
     with connection.cursor() as cursor:
-        for lock in locks:
-            cursor.execute(_TAKE_SLOT_SQL.format(lock=lock), params)
+        for attempt in range(LOCKED_RETRIES + 1):
+            cursor.execute(take, [connection.ops.adapt_datetimefield_value(now), *claimable])
             row = cursor.fetchone()
             if row is not None:
                 return row[0]
+            if not postgres or attempt == LOCKED_RETRIES:
+                return None
+            # None free, or the last free slots sit on pairs racing claimers hold for an
+            # instant: a plain read (no lock) tells which; only the latter is worth a retry.
+            cursor.execute(_ANY_CLAIMABLE_SQL, claimable)
+            if cursor.fetchone() is None:
+                return None
+            time.sleep(LOCKED_RETRY_S * (attempt + 1))
     return None
 
 
 def _free_expired_leases(*, project: Project, now) -> int:
-    """Releases expired leases in the project, freeing their slots. Leases another claimer is
-    freeing at the same moment are skipped (SKIP LOCKED), so each is freed exactly once."""
-    expired = list(
-        Assignment.objects.filter(
-            pair__project=project, status=Assignment.Status.LIVE, expires_at__lte=now
-        )
-        .select_for_update(skip_locked=True, of=("self",))
-        .order_by("pk")
-        .values_list("pk", "pair_id")[:SWEEP_BATCH]
+    """Releases expired leases in the project, freeing their slots, in a transaction of its
+    own: the claim after it then holds at most one pair lock and never waits while holding
+    another, so claims, votes and sweeps cannot deadlock. Leases another claimer is freeing
+    at the same moment are skipped (SKIP LOCKED), so each is freed exactly once."""
+    expired = Assignment.objects.filter(
+        pair__project=project, status=Assignment.Status.LIVE, expires_at__lte=now
     )
-    return _release(expired)
+    if not expired.exists():  # the usual answer, found without a transaction or a lock
+        return 0
+    with transaction.atomic():
+        return _release(
+            list(
+                expired.select_for_update(skip_locked=True, of=("self",))
+                .order_by("pk")
+                .values_list("pk", "pair_id")[:SWEEP_BATCH]
+            )
+        )
 
 
 def _release(leases: list[tuple[int, int]]) -> int:
@@ -193,24 +209,28 @@ def _lock_assignment(*, assignment: Assignment, annotator) -> Assignment:
     return locked
 
 
-def _close_my_leases(*, locked: Assignment, status: str) -> int:
-    """Gives ``locked`` its final status and closes any other live lease the annotator holds
-    on the same pair (a claim after this one expired). Returns how many slots that frees;
-    the caller updates the pair. Caller holds the lock on ``locked``."""
-    freed = 1 if locked.status == Assignment.Status.LIVE else 0
-    if not freed:
-        others = list(
-            Assignment.objects.select_for_update(of=("self",))
-            .filter(
-                pair_id=locked.pair_id,
-                annotator_id=locked.annotator_id,
-                status=Assignment.Status.LIVE,
-            )
-            .values_list("pk", flat=True)
+def _lock_other_leases(*, locked: Assignment) -> list[int]:
+    """Locks the annotator's other live leases on the same pair (a claim made after
+    ``locked`` expired); a vote racing through one of them has committed once this returns."""
+    if locked.status == Assignment.Status.LIVE:
+        return []  # one live lease per annotator and pair: there are no others
+    return list(
+        Assignment.objects.select_for_update()
+        .filter(
+            pair_id=locked.pair_id,
+            annotator_id=locked.annotator_id,
+            status=Assignment.Status.LIVE,
         )
-        if others:
-            Assignment.objects.filter(pk__in=others).update(status=Assignment.Status.RELEASED)
-            freed = len(others)
+        .values_list("pk", flat=True)
+    )
+
+
+def _close_leases(*, locked: Assignment, others: list[int], status: str) -> int:
+    """Gives ``locked`` its final status and releases ``others``; returns how many slots that
+    frees (the caller updates the pair). Caller holds the locks."""
+    freed = len(others) + (1 if locked.status == Assignment.Status.LIVE else 0)
+    if others:
+        Assignment.objects.filter(pk__in=others).update(status=Assignment.Status.RELEASED)
     locked.status = status
     locked.save(update_fields=["status"])
     return freed
@@ -230,13 +250,14 @@ def vote_submit(
     likert6 ``value`` 1..6, in on-screen terms) in canonical A/B terms; returns (vote, created).
     The same vote again returns the first one. A late vote (lease expired) is kept and counted;
     one that arrives when the pair already has its target is kept as an extra vote."""
-    locked = _lock_assignment(assignment=assignment, annotator=annotator)
+    if assignment.annotator_id != annotator.pk:
+        raise NotYours("No such assignment.")
     # The pair and project as the caller loaded them: only their settings are read here.
-    pair = locked.pair = assignment.pair
+    pair = assignment.pair
     project = pair.project
     try:
         side, canonical = canonical_vote(
-            scale=project.scale, left_is_a=locked.left_is_a, choice=choice, value=value
+            scale=project.scale, left_is_a=assignment.left_is_a, choice=choice, value=value
         )
     except VoteInputError as exc:
         raise InvalidInput(str(exc)) from None
@@ -245,9 +266,19 @@ def vote_submit(
         raise InvalidInput("rationale: this project asks for a reason with every vote.")
     if time_on_task_ms is not None and not 0 <= time_on_task_ms <= 2**31 - 1:
         raise InvalidInput("time_on_task_ms: must be a non-negative number of milliseconds.")
-    if locked.status == Assignment.Status.SKIPPED:
-        raise QueueError("You skipped this pair, so it cannot take your vote.")
-    if locked.status != Assignment.Status.LIVE:
+    now = timezone.now()
+    # The usual case, a vote on a live lease, closes it in one conditional update (which also
+    # locks it); anything else is looked at under the row lock.
+    closed_live = Assignment.objects.filter(
+        pk=assignment.pk, annotator=annotator, status=Assignment.Status.LIVE
+    ).update(status=Assignment.Status.VOTED)
+    if closed_live:
+        freed = 1
+    else:
+        locked = _lock_assignment(assignment=assignment, annotator=annotator)
+        if locked.status == Assignment.Status.SKIPPED:
+            raise QueueError("You skipped this pair, so it cannot take your vote.")
+        others = _lock_other_leases(locked=locked)
         # Voted already, or the lease expired or was released: the pair may hold our vote.
         existing = Vote.objects.filter(pair=pair, annotator=annotator).first()
         if existing is not None:
@@ -256,8 +287,7 @@ def vote_submit(
             raise QueueError(
                 "You already voted on this pair with a different answer; undo it to change it."
             )
-    now = timezone.now()
-    freed = _close_my_leases(locked=locked, status=Assignment.Status.VOTED)
+        freed = _close_leases(locked=locked, others=others, status=Assignment.Status.VOTED)
     counted = (
         Pair.objects.filter(pk=pair.pk, vote_count__lt=F("target_votes")).update(
             vote_count=F("vote_count") + 1, lease_count=F("lease_count") - freed, updated_at=now
@@ -269,10 +299,10 @@ def vote_submit(
     vote = Vote.objects.create(
         pair=pair,
         annotator=annotator,
-        assignment=locked,
+        assignment_id=assignment.pk,
         side=side,
         value=canonical,
-        left_is_a=locked.left_is_a,
+        left_is_a=assignment.left_is_a,
         rationale=rationale,
         time_on_task_ms=time_on_task_ms,
         is_extra=not counted,
@@ -291,12 +321,13 @@ def assignment_skip(*, assignment: Assignment, annotator, reason: str, note: str
     if len(note) > MAX_NOTE_CHARS:
         raise InvalidInput(f"note: at most {MAX_NOTE_CHARS} characters.")
     locked = _lock_assignment(assignment=assignment, annotator=annotator)
+    others = _lock_other_leases(locked=locked)
     existing = Skip.objects.filter(pair_id=locked.pair_id, annotator=annotator).first()
     if existing is not None:
         return existing
     if Vote.objects.filter(pair_id=locked.pair_id, annotator=annotator).exists():
         raise QueueError("You already voted on this pair; undo the vote to skip it instead.")
-    freed = _close_my_leases(locked=locked, status=Assignment.Status.SKIPPED)
+    freed = _close_leases(locked=locked, others=others, status=Assignment.Status.SKIPPED)
     if freed:
         Pair.objects.filter(pk=locked.pair_id).update(
             lease_count=F("lease_count") - freed, updated_at=timezone.now()
