@@ -212,6 +212,7 @@ class _DocumentReader:
             yield from self._pairs()
             self._end()
             return
+        first_line = self.line
         self._expect("{", "'{'")
         seen_pairs = False
         if self._peek() == "}":
@@ -234,6 +235,13 @@ class _DocumentReader:
                 if self._expect(",}", "',' or '}'") == "}":
                     break
         if not seen_pairs:
+            if self.line != first_line:
+                raise _Stop(
+                    ImportIssue(
+                        None, None, 'a JSON file must be {"pairs": [...]}: no "pairs" found'
+                    )
+                )
+            # One object on one line without "pairs": the first pair of a JSON Lines file.
             self.was_jsonl = True
             return
         self._end()

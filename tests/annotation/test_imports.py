@@ -365,6 +365,14 @@ def test_json_document_without_a_pairs_list_is_refused(project, tmp_path):
     )
 
 
+def test_json_document_without_pairs_is_refused(project, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"data": [text_pair("a")]}, indent=2))
+    assert str(refused(project, path).issues[0]) == (
+        'a JSON file must be {"pairs": [...]}: no "pairs" found'
+    )
+
+
 def test_file_named_json_holding_json_lines_is_read_as_json_lines(project, tmp_path):
     path = write_jsonl(tmp_path / "pairs.json", [text_pair("a"), text_pair("b")])
     assert pairs_import(project=project, source=path).created_pairs == 2
