@@ -6,10 +6,12 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.db.models import Count
+from django.utils import timezone
 
 from annotation.models import Assignment, Pair, PairStatus, Vote
 from annotation.services import queue
@@ -109,3 +111,24 @@ def test_two_tabs_claiming_at_once_share_one_lease(transactional_db):
     assert _race([claim for _ in range(8)]) == []
     assert len(set(got)) == 1
     assert Assignment.objects.filter(annotator=user).count() == 1
+
+
+def test_racing_claims_free_each_expired_lease_exactly_once(transactional_db):
+    project = ProjectFactory(slug="expiry", overlap=2)
+    pairs = PairFactory.create_batch(4, project=project, status=PairStatus.QUEUED)
+    leavers = [annotator(project, f"leaver{i}") for i in range(8)]
+    stale = [queue.assignment_claim(project=project, annotator=u) for u in leavers]
+    assert set(Pair.objects.values_list("lease_count", flat=True)) == {2}
+    Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
+    users = [annotator(project, f"taker{i}") for i in range(THREADS)]
+    granted: list[int | None] = []
+
+    def claim(user):
+        assignment = queue.assignment_claim(project=project, annotator=user)
+        granted.append(assignment.pair_id if assignment else None)
+
+    assert _race([lambda u=user: claim(u) for user in users]) == []
+    assert Counter(granted) == {**{p.pk: 2 for p in pairs}, None: THREADS - 8}
+    released = Assignment.objects.filter(pk__in=[a.pk for a in stale], status="released")
+    assert released.count() == 8
+    assert set(Pair.objects.values_list("lease_count", flat=True)) == {2}
