@@ -797,7 +797,18 @@ def import_job_submit(
     size = (upload.size or 0) + (archive.size if archive is not None else 0)
     if size <= settings.ARBITER_SYNC_IMPORT_MAX_BYTES:
         return import_job_run(job=job)
-    transaction.on_commit(lambda: import_run.delay(job.pk))
+
+    def enqueue() -> None:
+        try:
+            import_run.delay(job.pk)
+        except Exception as exc:  # noqa: BLE001 - a job nobody will run must not stay pending
+            logger.exception("import not queued", extra={"job": job.pk})
+            import_job_fail(
+                job_id=job.pk,
+                message=f"The import could not be queued ({type(exc).__name__}); try again.",
+            )
+
+    transaction.on_commit(enqueue)
     return job
 
 

@@ -603,6 +603,25 @@ def test_large_upload_runs_in_a_task_with_a_progress_bar(
     assert client.get(response.url).status_code == 200
 
 
+def test_upload_that_cannot_be_queued_fails_instead_of_waiting(
+    carol, project, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    from annotation import tasks
+
+    def broker_down(*args, **kwargs):
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(tasks.import_run, "delay", broker_down)
+    settings.ARBITER_SYNC_IMPORT_MAX_BYTES = 10
+    data = jsonl_bytes([text_pair("p1")])
+    with django_capture_on_commit_callbacks(execute=True):
+        job = import_job_submit(project=project, user=carol, upload=upload("big.jsonl", data))
+    job.refresh_from_db()
+    assert job.status == "failed"
+    assert "could not be queued (ConnectionError)" in job.errors[0]["message"]
+    assert not [p for p in stored_files() if ".uploads" in p.parts]
+
+
 # API -----------------------------------------------------------------------------------
 
 
