@@ -172,8 +172,9 @@ def _take_slot(*, project: Project, annotator, is_gold: bool, now) -> int | None
 def _free_expired_leases(*, project: Project, now) -> int:
     """Releases expired leases in the project, freeing their slots, in a transaction of its
     own: the claim after it then holds at most one pair lock and never waits while holding
-    another, so claims, votes and sweeps cannot deadlock. Leases another claimer is freeing
-    at the same moment are skipped (SKIP LOCKED), so each is freed exactly once."""
+    another. A claimer that finds another one freeing the same leases waits for it (rows are
+    locked in id order, so sweepers cannot deadlock) and then finds them released: each lease
+    is freed exactly once, and the claim that follows sees the freed slots."""
     expired = Assignment.objects.filter(
         pair__project=project, status=Assignment.Status.LIVE, expires_at__lte=now
     )
@@ -182,7 +183,7 @@ def _free_expired_leases(*, project: Project, now) -> int:
     with transaction.atomic():
         return _release(
             list(
-                expired.select_for_update(skip_locked=True, of=("self",))
+                expired.select_for_update(of=("self",))
                 .order_by("pk")
                 .values_list("pk", "pair_id")[:SWEEP_BATCH]
             )
