@@ -62,7 +62,8 @@ wrong. Small differences count (a slightly off shade, a small slip in a calculat
 ### Keys
 
 `1` left · `2` tie · `3` right, or the arrow keys: `←` left, `→` right, `↓` tie.
-Skip a pair you cannot judge or whose content is broken; someone else will take it.
+`u` undoes your last vote for a minute, `g` shows these guidelines, `?` all shortcuts.
+Press `s` to skip a pair you cannot judge or whose content is broken; someone else will take it.
 """
 
 
