@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,6 +178,41 @@ class Annotator(threading.Thread):
                     self.errors.append(f"vote {vote.status_code}")
 
 
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) used so far by a process and its children."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def database_backends_cpu() -> float:
+    """CPU seconds used by the PostgreSQL backends serving this database (the server's
+    persistent connections, all opened during the run), read while they are still open."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        )
+        pids = [row[0] for row in cursor.fetchall()]
+    connection.close()
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        total += times.user + times.system
+    return total
+
+
 def percentile(values: list[float], share: float) -> float:
     if not values:
         return float("nan")
@@ -265,7 +301,9 @@ def main() -> None:
     else:
         server = start_server(port=args.port, workers=args.workers, worker_class=args.worker_class)
         base_url = f"http://127.0.0.1:{args.port}"
+    server_cpu = database_cpu = None
     try:
+        started_cpu = process_tree_cpu(server.pid) if server else 0.0
         client_cpu = time.process_time()
         start_at = time.monotonic() + 0.5
         stop_at = start_at + args.duration
@@ -279,6 +317,9 @@ def main() -> None:
             annotator.join()
         elapsed = min(time.monotonic(), stop_at) - start_at
         client_cpu = time.process_time() - client_cpu
+        if server is not None:
+            server_cpu = process_tree_cpu(server.pid) - started_cpu
+            database_cpu = database_backends_cpu()
     finally:
         if server is not None:
             server.terminate()
@@ -297,7 +338,15 @@ def main() -> None:
     print(f"claim p50 / p95 ms: {percentile(claims, 0.5):8.1f} / {percentile(claims, 0.95):.1f}")
     print(f"vote  p50 / p95 ms: {percentile(votes, 0.5):8.1f} / {percentile(votes, 0.95):.1f}")
     print(f"mean claim+vote ms: {statistics.fmean(claims) + statistics.fmean(votes):8.1f}")
-    print(f"load generator CPU: {client_cpu / max(1, len(votes)) * 1000:8.1f} ms per vote")
+    if server_cpu is not None and votes:
+        per_vote = [cpu / len(votes) * 1000 for cpu in (server_cpu, database_cpu, client_cpu)]
+        cores = psutil.cpu_count() or 1
+        print(
+            f"CPU per vote ms:    {sum(per_vote):8.1f} (gunicorn {per_vote[0]:.1f}, "
+            f"PostgreSQL {per_vote[1]:.1f}, load generator {per_vote[2]:.1f})"
+        )
+        # What the run would reach with the CPUs to itself: useful on a shared machine.
+        print(f"idle-CPU capacity:  {cores * 1000 / sum(per_vote):8.1f} votes/s on {cores} cores")
     print(f"http errors:        {len(errors):8d} {sorted(set(errors))[:5] or ''}")
     print(f"votes in database:  {found['votes']:8d} (extra: {found['extra_votes']})")
     print(f"pairs complete:     {found['pairs_complete']:8d}")
