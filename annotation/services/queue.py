@@ -89,6 +89,7 @@ def assignment_claim(*, project: Project, annotator) -> Assignment | None:
 
 
 def _claim(*, project: Project, annotator) -> Assignment | None:
+    """The lease the annotator holds, or a new one. Caller holds a transaction."""
     # Locking the membership serialises one annotator's claims (two tabs racing) and checks
     # the role in the same query.
     # (A membership column must be selected, or Django drops "OF" and locks the project row.)
@@ -275,6 +276,7 @@ def vote_submit(
     ).update(status=Assignment.Status.VOTED)
     if closed_live:
         freed = 1
+        assignment.status = Assignment.Status.VOTED
     else:
         locked = _lock_assignment(assignment=assignment, annotator=annotator)
         if locked.status == Assignment.Status.SKIPPED:
@@ -289,6 +291,7 @@ def vote_submit(
                 "You already voted on this pair with a different answer; undo it to change it."
             )
         freed = _close_leases(locked=locked, others=others, status=Assignment.Status.VOTED)
+        assignment.status = locked.status
     counted = (
         Pair.objects.filter(pk=pair.pk, vote_count__lt=F("target_votes")).update(
             vote_count=F("vote_count") + 1, lease_count=F("lease_count") - freed, updated_at=now
