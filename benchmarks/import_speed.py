@@ -165,6 +165,10 @@ def drop_project(project) -> None:
                 pk__in=ProjectMedia.objects.values("media_id")
             ).delete()
         Project.objects.filter(pk=pid).delete()
+    # Repeated runs would otherwise measure a table full of dead rows.
+    with connection.cursor() as cursor:
+        for model in (PriorAnnotation, Pair, Prompt, Response, ProjectMedia, Media):
+            cursor.execute(f"VACUUM (ANALYZE) {table(model)}")
 
 
 def run_import(path: Path, media_root: Path | None = None, batch_size: int | None = None):

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -224,23 +224,19 @@ def _restore_constraint_checks() -> None:
 
 
 @dataclass
-class _Content:
-    id: uuid.UUID
-    content: list[dict]
-
-
-@dataclass
 class _PairRow:
+    """A checked pair as the rows it becomes (JSON already encoded on PostgreSQL), built by
+    the reader thread so that the writer only writes."""
+
     spec: PairSpec
-    prompt: _Content
-    response_a: _Content
-    response_b: _Content
-    images: dict[str, ImageInfo] = field(default_factory=dict)
+    prompt: dict
+    responses: tuple[dict, dict]
+    pair: dict
+    images: dict[str, ImageInfo]
 
     @property
     def fingerprint(self) -> tuple:
-        spec = self.spec
-        return (self.prompt.id, self.response_a.id, self.response_b.id, spec.criterion, spec.task)
+        return tuple(self.pair[column] for column in _FINGERPRINT_COLUMNS)
 
 
 _FINGERPRINT_NAMES = ("prompt", "response_a", "response_b", "criterion", "task")
@@ -277,6 +273,8 @@ class _Importer:
         self.summary = ImportSummary()
         self.writer = _BulkWriter()
         self.linked_media: set[str] = set()
+        self._analyze_at = 0
+        self.encode = _RawJson.encode if self.writer.postgres else _as_is
         self.written = {
             model: _WrittenIds(complete=not model.objects.filter(project=project).exists())
             for model in (Prompt, Response)
@@ -333,23 +331,45 @@ class _Importer:
                 out.append(image_part(info.sha256))
             return out
 
-        project_id = self.project.pk
-        prompt = content_of(spec.prompt_parts, spec.prompt_field)
+        project = self.project
+        encode = self.encode
+        prompt_content = content_of(spec.prompt_parts, spec.prompt_field)
         responses = []
         for response in (spec.response_a, spec.response_b):
             content = content_of(response.parts, response.field)
             responses.append(
-                _Content(response_id(project_id, response.model_name, content), content)
+                {
+                    "id": response_id(project.pk, response.model_name, content),
+                    "project_id": project.pk,
+                    "content": encode(content),
+                    "model_name": response.model_name,
+                }
             )
         if failed:
             return None
-        return _PairRow(
-            spec=spec,
-            prompt=_Content(prompt_id(project_id, prompt), prompt),
-            response_a=responses[0],
-            response_b=responses[1],
-            images=images,
-        )
+        prompt = {
+            "id": prompt_id(project.pk, prompt_content),
+            "project_id": project.pk,
+            "content": encode(prompt_content),
+            "source": spec.prompt_source,
+            "metadata": encode(spec.prompt_metadata),
+        }
+        metadata = {"prompt_source": spec.prompt_source, "prompt_metadata": spec.prompt_metadata}
+        metadata = {key: value for key, value in metadata.items() if value}
+        metadata.update(spec.extra)
+        pair = {
+            "project_id": project.pk,
+            "external_id": spec.external_id,
+            "prompt_id": prompt["id"],
+            "response_a_id": responses[0]["id"],
+            "response_b_id": responses[1]["id"],
+            "criterion": spec.criterion,
+            "task": spec.task,
+            "metadata": encode(metadata),
+            "target_votes": project.overlap,
+            "prior_label": spec.chosen,
+        }
+        return _PairRow(spec, prompt, (responses[0], responses[1]), pair, images)
 
     def _flush(self, batch: list[_PairRow]) -> None:
         new_rows = self._new_rows(batch)
@@ -377,6 +397,12 @@ class _Importer:
                 self.summary.existing_pairs += 1
             else:
                 self._conflict(row, earlier.fingerprint, f"on line {earlier.spec.line}")
+        if self.summary.created_pairs >= self._analyze_at:
+            # The planner picks the index for the lookup below from the table's statistics;
+            # refreshed each time this import has doubled the project's pairs, they stay
+            # true enough for it to use the unique index.
+            self.writer.refresh_statistics(Pair, ["project_id", "external_id"])
+            self._analyze_at = max(2 * self.summary.created_pairs, 1)
         existing = {
             external_id: tuple(rest)
             for external_id, *rest in self.writer.existing(
@@ -447,32 +473,10 @@ class _Importer:
     def _write_content(self, rows: list[_PairRow]) -> None:
         prompts: dict[uuid.UUID, dict] = {}
         responses: dict[uuid.UUID, dict] = {}
-        project_id = self.project.pk
         for row in rows:
-            spec = row.spec
-            prompts.setdefault(
-                row.prompt.id,
-                {
-                    "id": row.prompt.id,
-                    "project_id": project_id,
-                    "content": row.prompt.content,
-                    "source": spec.prompt_source,
-                    "metadata": spec.prompt_metadata,
-                },
-            )
-            for content, response in (
-                (row.response_a, spec.response_a),
-                (row.response_b, spec.response_b),
-            ):
-                responses.setdefault(
-                    content.id,
-                    {
-                        "id": content.id,
-                        "project_id": project_id,
-                        "content": content.content,
-                        "model_name": response.model_name,
-                    },
-                )
+            prompts.setdefault(row.prompt["id"], row.prompt)
+            for response in row.responses:
+                responses.setdefault(response["id"], response)
         # Ids are derived from the content and the project (which this import has locked):
         # those not in the table yet are new, and are written without conflict handling.
         for model, rows_by_id in ((Prompt, prompts), (Response, responses)):
@@ -488,30 +492,7 @@ class _Importer:
         self.summary.responses_created += len(responses)
 
     def _write_pairs(self, rows: list[_PairRow]) -> None:
-        project = self.project
-        pair_rows = []
-        for row in rows:
-            spec = row.spec
-            metadata = {
-                "prompt_source": spec.prompt_source,
-                "prompt_metadata": spec.prompt_metadata,
-            }
-            metadata = {key: value for key, value in metadata.items() if value}
-            metadata.update(spec.extra)
-            pair_rows.append(
-                {
-                    "project_id": project.pk,
-                    "external_id": spec.external_id,
-                    "prompt_id": row.prompt.id,
-                    "response_a_id": row.response_a.id,
-                    "response_b_id": row.response_b.id,
-                    "criterion": spec.criterion,
-                    "task": spec.task,
-                    "metadata": metadata,
-                    "target_votes": project.overlap,
-                    "prior_label": spec.chosen,
-                }
-            )
+        pair_rows = [row.pair for row in rows]
         pair_ids = self.writer.insert_returning_ids(Pair, pair_rows)
         priors = [
             {"pair_id": pair_id, "position": position, "value": value, "label": label}
@@ -546,25 +527,32 @@ class _BulkWriter:
                 return list(found.values_list(column, *fields))
             return list(found.values_list(column, flat=True))
         quote = connection.ops.quote_name
-        names = ", ".join(
-            f"t.{quote(model._meta.get_field(name).column)}" for name in (column, *fields)
-        )
-        # One array parameter instead of thousands of placeholders. The planner sizes the
-        # join from the array itself, so it probes the index per value rather than scanning
-        # a table whose statistics predate this import.
-        array_type = model._meta.get_field(column).db_type(connection)
+        key = model._meta.get_field(column)
+        names = ", ".join(quote(model._meta.get_field(name).column) for name in (column, *fields))
+        scope = "project_id = %s AND " if project_id is not None else ""
+        # One array parameter instead of thousands of placeholders, and one index probe per
+        # value (the column is unique within the scope): never a scan of the table, whose
+        # statistics may predate the rows this import is adding.
         sql = (
-            f"SELECT {names} FROM unnest(%s::{array_type}[]) AS wanted(value) JOIN "
-            f"{quote(model._meta.db_table)} t ON t.{quote(column)} = wanted.value"
+            f"SELECT found.* FROM unnest(%s::{key.db_type(connection)}[]) AS wanted(value) "
+            f"CROSS JOIN LATERAL (SELECT {names} FROM {quote(model._meta.db_table)} "
+            f"WHERE {scope}{quote(key.column)} = wanted.value LIMIT 1) AS found"
         )
-        params: list = [values]
-        if project_id is not None:
-            sql += " WHERE t.project_id = %s"
-            params.append(project_id)
+        params: list = [values] if project_id is None else [values, project_id]
         with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute(sql, params)
             rows = cursor.fetchall()
+            cursor.execute("SET LOCAL enable_seqscan = on")
         return rows if fields else [row[0] for row in rows]
+
+    def refresh_statistics(self, model: type[models.Model], columns: list[str]) -> None:
+        """ANALYZE, seeing this transaction's rows; skipped while another import holds it."""
+        if self.postgres:
+            quote = connection.ops.quote_name
+            names = ", ".join(quote(model._meta.get_field(name).column) for name in columns)
+            with connection.cursor() as cursor:
+                cursor.execute(f"ANALYZE (SKIP_LOCKED) {quote(model._meta.db_table)} ({names})")
 
     def insert(self, model: type[models.Model], rows: list[dict]) -> None:
         """Inserts rows that must all be new (a conflict fails the import)."""
@@ -682,10 +670,25 @@ def _in_background(items: Iterator, *, depth: int = 2) -> Iterator:
         thread.join()
 
 
+class _RawJson(str):
+    """JSON text encoded ahead of time, written as it is."""
+
+    @classmethod
+    def encode(cls, value: Any) -> _RawJson:
+        if not value and isinstance(value, dict):
+            return _EMPTY_OBJECT  # most metadata is empty: skip the encoder
+        return cls(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+_EMPTY_OBJECT = _RawJson("{}")
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
 def _json(value: Any) -> str:
-    if not value and isinstance(value, dict):
-        return "{}"  # most metadata is empty: skip the encoder
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return value if isinstance(value, _RawJson) else _RawJson.encode(value)
 
 
 # Progress ----------------------------------------------------------------------------
