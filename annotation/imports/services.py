@@ -543,7 +543,7 @@ class _BulkWriter:
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-            cursor.execute("SET LOCAL enable_seqscan = on")
+            cursor.execute("SET LOCAL enable_seqscan TO DEFAULT")
         return rows if fields else [row[0] for row in rows]
 
     def refresh_statistics(self, model: type[models.Model], columns: list[str]) -> None:
