@@ -42,7 +42,7 @@ def setup_django(media_root: str) -> None:
     django.setup()
 
 
-def text_pair(index: int, rng: random.Random, filler: str) -> dict:
+def text_pair(index: int, rng: random.Random, filler: str, annotations: int = 3) -> dict:
     return {
         "id": f"text-{index}",
         "task": "reasoning",
@@ -57,17 +57,19 @@ def text_pair(index: int, rng: random.Random, filler: str) -> dict:
         },
         "criterion": "Which answer is more correct?" if index % 5 == 0 else "",
         "prompt_source": "benchmark",
-        "human_annotations": [rng.randint(1, 6) for _ in range(3)],
+        "human_annotations": [rng.randint(1, 6) for _ in range(annotations)],
         "chosen": rng.choice(["A", "B"]),
     }
 
 
-def write_text_pairs(path: Path, count: int, *, filler_chars: int = 40) -> int:
+def write_text_pairs(
+    path: Path, count: int, *, annotations: int = 3, filler_chars: int = 40
+) -> int:
     rng = random.Random(1)
     filler = ("lorem ipsum dolor sit amet " * (filler_chars // 27 + 1))[:filler_chars]
     with open(path, "w", encoding="utf-8") as out:
         for index in range(count):
-            out.write(json.dumps(text_pair(index, rng, filler)) + "\n")
+            out.write(json.dumps(text_pair(index, rng, filler, annotations)) + "\n")
     return path.stat().st_size
 
 
@@ -208,6 +210,12 @@ def main() -> None:
         help="also import a JSONL file of about this many MB in a child process and report "
         "its peak RSS (1024 for the issue's 1 GB check; 0 skips it)",
     )
+    parser.add_argument(
+        "--annotations",
+        type=int,
+        default=3,
+        help="prior human votes per text pair, as in MMRB2 (each one is a row)",
+    )
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the benchmark projects")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -230,10 +238,11 @@ def main() -> None:
 
         if ARGS.text_pairs:
             path = folder / "text_pairs.jsonl"
-            size = write_text_pairs(path, ARGS.text_pairs)
+            size = write_text_pairs(path, ARGS.text_pairs, annotations=ARGS.annotations)
             summary, seconds = run_import(path, batch_size=ARGS.batch_size)
             print(
-                f"text pairs:  {summary.created_pairs:,} pairs ({size / 2**20:.1f} MB) in "
+                f"text pairs:  {summary.created_pairs:,} pairs with {ARGS.annotations} prior "
+                f"votes each ({size / 2**20:.1f} MB) in "
                 f"{seconds:.2f} s = {summary.created_pairs / seconds:,.0f} pairs/s "
                 f"(target >= 10,000 pairs/s for 100,000)"
             )
