@@ -113,7 +113,7 @@ def _as_drf_error(exc: DjangoValidationError) -> serializers.ValidationError:
 
 
 class FilterRunListApi(APIView):
-    class FilterRunInputSerializer(serializers.Serializer):
+    class InputSerializer(serializers.Serializer):
         judges = serializers.ListField(
             child=serializers.SlugField(), min_length=1, help_text="Judge names."
         )
@@ -138,10 +138,10 @@ class FilterRunListApi(APIView):
         runs = project.filter_runs.prefetch_related("judges").select_related("created_by")
         return ApiResponse(FilterRunListSerializer(runs, many=True).data)
 
-    @extend_schema(request=FilterRunInputSerializer, responses={201: FilterRunDetailSerializer})
+    @extend_schema(request=InputSerializer, responses={201: FilterRunDetailSerializer})
     def post(self, request, slug: str):
         project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
-        data = self.FilterRunInputSerializer(data=request.data)
+        data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         pair_ids = None
         if "pairs" in data.validated_data:

@@ -153,3 +153,15 @@ def test_api_schema_and_docs_are_served(client, alice):
     assert schema.status_code == 200 and b"openapi" in schema.content
     docs = client.get("/api/v1/docs/")
     assert docs.status_code == 200
+
+
+def test_api_schema_is_valid_without_warnings(tmp_path):
+    """Every component has its own name (nested Input/Output serializers do not collide)."""
+    out = tmp_path / "schema.yml"
+    result = _manage(
+        "spectacular", "--validate", "--fail-on-warn", "--file", str(out), env=dict(os.environ)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = out.read_text()
+    for name in ("VoteInput:", "SkipInput:", "VoteOutput:", "ProjectListOutput:"):
+        assert f"\n    {name}\n" in text

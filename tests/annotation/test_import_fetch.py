@@ -29,6 +29,26 @@ pytestmark = pytest.mark.django_db
 PNG = image_bytes((10, 200, 10))
 
 
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch):
+    """No test here may open a connection off this machine, whatever the code under test
+    does: a connection to any address but loopback fails the test."""
+    real_connect = socket.socket.connect
+    attempts: list[str] = []
+
+    def connect(sock, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            if not ipaddress.ip_address(host.split("%", 1)[0]).is_loopback:
+                attempts.append(host)
+                raise AssertionError(f"the test tried to connect to {host}")
+        return real_connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    yield attempts
+    assert attempts == [], f"connections attempted off loopback: {attempts}"
+
+
 @pytest.fixture
 def url_project(db):
     return ProjectFactory(slug="urls", name="URLs", allow_media_urls=True)
