@@ -6,38 +6,73 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0001_initial'),
+        ("annotation", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='pair',
-            name='lease_count',
-            field=models.PositiveSmallIntegerField(default=0, help_text='Live leases; claims need vote_count + lease_count < target_votes.'),
+            model_name="pair",
+            name="lease_count",
+            field=models.PositiveSmallIntegerField(
+                default=0,
+                help_text="Live leases; claims need vote_count + lease_count < target_votes.",
+            ),
         ),
         migrations.AddField(
-            model_name='pair',
-            name='restricted',
-            field=models.BooleanField(default=False, help_text='Only the annotators in its restrictions may claim this pair.'),
+            model_name="pair",
+            name="restricted",
+            field=models.BooleanField(
+                default=False,
+                help_text="Only the annotators in its restrictions may claim this pair.",
+            ),
         ),
         migrations.AlterField(
-            model_name='pair',
-            name='vote_count',
-            field=models.PositiveSmallIntegerField(default=0, help_text='Votes counting towards the target (extra votes are not counted).'),
+            model_name="pair",
+            name="vote_count",
+            field=models.PositiveSmallIntegerField(
+                default=0,
+                help_text="Votes counting towards the target (extra votes are not counted).",
+            ),
         ),
         migrations.AddIndex(
-            model_name='assignment',
-            index=models.Index(condition=models.Q(('status', 'live')), fields=['expires_at'], name='assignment_expiry_idx'),
+            model_name="assignment",
+            index=models.Index(
+                condition=models.Q(("status", "live")),
+                fields=["expires_at"],
+                name="assignment_expiry_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='pair',
-            index=models.Index(models.F('project'), models.F('is_gold'), models.OrderBy(models.F('priority'), descending=True), models.OrderBy(django.db.models.expressions.CombinedExpression(models.F('vote_count'), '+', models.F('lease_count')), descending=True), models.F('id'), condition=models.Q(('status__in', ['queued', 'annotating']), ('target_votes__gt', django.db.models.expressions.CombinedExpression(models.F('vote_count'), '+', models.F('lease_count')))), name='pair_claim_idx'),
+            model_name="pair",
+            index=models.Index(
+                models.F("project"),
+                models.F("is_gold"),
+                models.OrderBy(models.F("priority"), descending=True),
+                models.OrderBy(
+                    django.db.models.expressions.CombinedExpression(
+                        models.F("vote_count"), "+", models.F("lease_count")
+                    ),
+                    descending=True,
+                ),
+                models.F("id"),
+                condition=models.Q(
+                    ("status__in", ["queued", "annotating"]),
+                    (
+                        "target_votes__gt",
+                        django.db.models.expressions.CombinedExpression(
+                            models.F("vote_count"), "+", models.F("lease_count")
+                        ),
+                    ),
+                ),
+                name="pair_claim_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='vote',
-            constraint=models.CheckConstraint(condition=models.Q(('value__gte', 1), ('value__lte', 6)), name='vote_value_range'),
+            model_name="vote",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("value__gte", 1), ("value__lte", 6)), name="vote_value_range"
+            ),
         ),
     ]
