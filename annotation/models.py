@@ -224,16 +224,20 @@ class PairStatus(models.TextChoices):
 class Pair(models.Model):
     """A comparison: one prompt, two responses. A and B are the imported (canonical) order."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="pairs")
+    # No single-column indexes where a composite one below starts with the column: every
+    # index is paid for on each imported pair.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="pairs", db_index=False
+    )
     external_id = models.CharField(max_length=255)
     prompt = models.ForeignKey(Prompt, on_delete=models.PROTECT, related_name="pairs")
     response_a = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="+")
     response_b = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="+")
     criterion = models.TextField(blank=True)
-    task = models.SlugField(max_length=64, blank=True)
+    task = models.SlugField(max_length=64, blank=True, db_index=False)
     metadata = models.JSONField(default=dict, blank=True)
     status = models.CharField(
-        max_length=16, choices=PairStatus.choices, default=PairStatus.IMPORTED, db_index=True
+        max_length=16, choices=PairStatus.choices, default=PairStatus.IMPORTED
     )
     # Queue
     priority = models.SmallIntegerField(default=0, help_text="Higher is served first.")
@@ -305,7 +309,10 @@ class Pair(models.Model):
 class PriorAnnotation(models.Model):
     """A vote that came with the import (MMRB2's ``human_annotations``), on the project's scale."""
 
-    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="prior_annotations")
+    # Indexed by the unique (pair, position) constraint.
+    pair = models.ForeignKey(
+        Pair, on_delete=models.CASCADE, related_name="prior_annotations", db_index=False
+    )
     position = models.PositiveSmallIntegerField()
     value = models.SmallIntegerField(null=True, blank=True)
     label = models.CharField(max_length=4, choices=Side.choices, blank=True)

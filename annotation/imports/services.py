@@ -36,7 +36,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transac
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
-from annotation.content import image_part, prompt_id, response_id, text_part
+from annotation.content import canonical_json, image_part, prompt_id, response_id, text_part
 from annotation.imports.archive import ArchiveError, archive_extract
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
 from annotation.imports.media import ImageInfo, MediaError, MediaStore
@@ -331,26 +331,30 @@ class _Importer:
                 out.append(image_part(info.sha256))
             return out
 
-        project = self.project
+        project_id = self.project.pk
         encode = self.encode
+        postgres = self.writer.postgres
         prompt_content = content_of(spec.prompt_parts, spec.prompt_field)
         responses = []
         for response in (spec.response_a, spec.response_b):
             content = content_of(response.parts, response.field)
+            # Encoded once: the same text is hashed into the id and written to the row.
+            encoded = canonical_json(content)
             responses.append(
                 {
-                    "id": response_id(project.pk, response.model_name, content),
-                    "project_id": project.pk,
-                    "content": encode(content),
+                    "id": response_id(project_id, response.model_name, content, encoded=encoded),
+                    "project_id": project_id,
+                    "content": _RawJson(encoded) if postgres else content,
                     "model_name": response.model_name,
                 }
             )
         if failed:
             return None
+        encoded = canonical_json(prompt_content)
         prompt = {
-            "id": prompt_id(project.pk, prompt_content),
-            "project_id": project.pk,
-            "content": encode(prompt_content),
+            "id": prompt_id(project_id, prompt_content, encoded=encoded),
+            "project_id": project_id,
+            "content": _RawJson(encoded) if postgres else prompt_content,
             "source": spec.prompt_source,
             "metadata": encode(spec.prompt_metadata),
         }
@@ -358,7 +362,7 @@ class _Importer:
         metadata = {key: value for key, value in metadata.items() if value}
         metadata.update(spec.extra)
         pair = {
-            "project_id": project.pk,
+            "project_id": project_id,
             "external_id": spec.external_id,
             "prompt_id": prompt["id"],
             "response_a_id": responses[0]["id"],
@@ -366,7 +370,7 @@ class _Importer:
             "criterion": spec.criterion,
             "task": spec.task,
             "metadata": encode(metadata),
-            "target_votes": project.overlap,
+            "target_votes": self.project.overlap,
             "prior_label": spec.chosen,
         }
         return _PairRow(spec, prompt, (responses[0], responses[1]), pair, images)
@@ -677,9 +681,10 @@ class _RawJson(str):
     def encode(cls, value: Any) -> _RawJson:
         if not value and isinstance(value, dict):
             return _EMPTY_OBJECT  # most metadata is empty: skip the encoder
-        return cls(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+        return cls(_encode(value))
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _EMPTY_OBJECT = _RawJson("{}")
 
 
