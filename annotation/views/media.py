@@ -1,25 +1,43 @@
 """Media bytes, served only to members of a project whose content uses them.
 
 URLs name the project and the content hash, nothing else: they reveal no model, side or
-order. The original bytes go out unchanged with a fixed content type and ``nosniff``."""
+order. The original bytes go out unchanged with a fixed content type and ``nosniff``.
+A browser session or an API token (``Authorization: Token ...``) identifies the member, so
+the image URLs in an API client's assignment work for it too."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404
+from django.contrib.auth.views import redirect_to_login
+from django.http import FileResponse, Http404, HttpResponse
 from django.views.decorators.http import require_GET
+from rest_framework import exceptions
+from rest_framework.authentication import TokenAuthentication
 
 from annotation.access import get_project_for_user
 from annotation.models import Media, ProjectMedia
 
 
+def _token_user(request):
+    """The user of a valid ``Authorization: Token`` header, None without one; raises
+    ``AuthenticationFailed`` for a header with a wrong token."""
+    found = TokenAuthentication().authenticate(request)
+    return found[0] if found else None
+
+
 @require_GET
-@login_required
 def media_file(request, slug: str, sha256: str):
-    project, _ = get_project_for_user(request.user, slug)
+    user = request.user
+    if not user.is_authenticated:
+        try:
+            user = _token_user(request)
+        except exceptions.AuthenticationFailed as exc:
+            return HttpResponse(str(exc.detail), status=401, content_type="text/plain")
+        if user is None:
+            return redirect_to_login(request.get_full_path())
+    project, _ = get_project_for_user(user, slug)
     link = (
         ProjectMedia.objects.filter(project=project, media_id=sha256)
         .select_related("media")

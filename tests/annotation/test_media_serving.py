@@ -71,3 +71,18 @@ def test_anonymous_visitor_is_sent_to_log_in(client, project, imported):
 def test_unknown_hash_is_404(client_for, alice, project, imported):
     response = client_for(alice).get(reverse("media", args=[project.slug, "0" * 64]))
     assert response.status_code == 404
+
+
+def test_api_token_fetches_media_of_its_own_projects_only(api_for, alice, eve, project, imported):
+    """The image URLs in an API client's assignment work with its token."""
+    url = media_url(project, imported["png"])
+    response = api_for(alice).get(url)
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == imported["png_bytes"]
+    assert api_for(eve).get(url).status_code == 404
+
+
+def test_wrong_api_token_is_401(client, project, imported):
+    response = client.get(media_url(project, imported["png"]), HTTP_AUTHORIZATION="Token nope")
+    assert response.status_code == 401
+    assert b"Invalid token" in response.content
