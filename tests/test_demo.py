@@ -16,7 +16,7 @@ from PIL import Image
 
 from annotation.models import Media, Membership, Pair, PairStatus, Project, Prompt, Response, Role
 from fixtures.make_demo import generate_demo, task_counts
-from judges.models import Judge
+from judges.models import FilterRun, Judge
 
 TASKS = {"t2i", "edit", "interleaved", "text"}
 DEMO_USERS = {
@@ -125,6 +125,24 @@ def test_rivals_differ_and_the_set_mixes_clear_pairs_with_close_calls(demo_set):
     assert all(r["prompt_source"].startswith("arbiter-demo/") for r in records)
 
 
+def test_offline_judges_prefer_the_better_side_of_clear_pairs(demo_set):
+    """The offline scores the demo's filter run reads: on a clear pair the scorer favours the
+    side the prior label names, and the pairwise judge gives one side in both orders unless it
+    falls for the position (always on close calls)."""
+    records = _records(demo_set)
+    for record in records:
+        scorer, pairwise = record["scores"]["offline-scorer"], record["scores"]["offline-pairwise"]
+        assert set(scorer) == {"A", "B"} and set(pairwise) == {"AB", "BA"}
+        if record["difficulty"] == "close call":
+            assert pairwise == {"AB": "A", "BA": "B"}
+        elif "chosen" in record:
+            better = record["chosen"]
+            assert scorer[better] > scorer["B" if better == "A" else "A"] + 0.3
+    clear = [r for r in records if r["difficulty"] == "clear"]
+    consistent = [r for r in clear if len(set(r["scores"]["offline-pairwise"].values())) == 1]
+    assert 0.7 * len(clear) <= len(consistent) < len(clear)
+
+
 def test_small_demo_still_covers_every_task():
     assert task_counts(4) == {"t2i": 1, "edit": 1, "interleaved": 1, "text": 1}
     assert sum(task_counts(24).values()) == 24
@@ -154,7 +172,7 @@ def _counts() -> dict[str, int]:
     }
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the filter run starts on commit
 def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
     output = _load(tmp_path)
     project = Project.objects.get(slug="demo")
@@ -165,9 +183,23 @@ def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
     pairs = Pair.objects.filter(project=project)
     assert pairs.count() == 24
     assert set(pairs.values_list("task", flat=True)) == TASKS
-    assert set(pairs.values_list("status", flat=True)) == {PairStatus.QUEUED}
     assert Media.objects.exists()
     assert Judge.objects.get(name="heuristic-sanity").kind == Judge.Kind.HEURISTIC
+    assert set(Judge.objects.filter(kind=Judge.Kind.SCORES).values_list("name", flat=True)) == {
+        "offline-scorer",
+        "offline-pairwise",
+    }
+    # The filter run finished: the judges' unanimous pairs are easy, the rest queued, and
+    # every close call is among the queued (the pairwise judge falls for the position).
+    run = FilterRun.objects.get(project=project)
+    assert run.status == FilterRun.Status.SUCCEEDED and run.judges.count() == 3
+    easy = pairs.filter(status=PairStatus.EASY)
+    queued = pairs.filter(status=PairStatus.QUEUED)
+    assert easy.exists() and queued.exists() and easy.count() + queued.count() == 24
+    assert {p.metadata["difficulty"] for p in easy} == {"clear"}
+    assert not pairs.filter(status=PairStatus.EASY, metadata__difficulty="close call").exists()
+    assert all(p.ensemble_label in ("A", "B") for p in easy)
+    assert "Filter run" in output and "easy" in output
     # The printed table holds working logins.
     for username in DEMO_USERS:
         assert f"arbiter-{username}" in output and username in output
@@ -178,7 +210,7 @@ def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
     assert project.name in client.get(reverse("home")).content.decode()
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_load_demo_twice_adds_nothing_and_prints_the_logins_again(tmp_path):
     _load(tmp_path)
     before = _counts()
@@ -187,7 +219,7 @@ def test_load_demo_twice_adds_nothing_and_prints_the_logins_again(tmp_path):
     assert "annotator3" in output and "arbiter-annotator3" in output
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_load_demo_reset_starts_the_project_afresh(tmp_path):
     _load(tmp_path)
     old = Project.objects.get(slug="demo")
@@ -195,7 +227,9 @@ def test_load_demo_reset_starts_the_project_afresh(tmp_path):
     _load(tmp_path, "--reset")
     project = Project.objects.get(slug="demo")
     assert project.pk != old.pk
-    assert Pair.objects.filter(project=project, status=PairStatus.QUEUED).count() == 24
+    statuses = set(Pair.objects.filter(project=project).values_list("status", flat=True))
+    assert statuses == {PairStatus.EASY, PairStatus.QUEUED}
+    assert FilterRun.objects.filter(project=project).count() == 1
     assert Membership.objects.filter(project=project).count() == len(DEMO_USERS)
 
 

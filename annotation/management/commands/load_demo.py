@@ -1,4 +1,9 @@
-"""Load the demo: generated pairs in a "demo" project, its users, and a sanity judge.
+"""Load the demo: generated pairs in a "demo" project, its users, and its judges.
+
+The judges are a heuristic sanity check and the two offline judges whose verdicts come with the
+generated pairs; a filter run over the new pairs (run here, in this process) marks the pairs
+they agree on easy and queues the rest for the annotators, so the curator's filter-run page has
+a finished run to show.
 
 Idempotent: running it again adds nothing and prints the logins again. ``--reset`` deletes the
 demo project (pairs, votes, imports) first. Refuses to run in production, because the demo
@@ -7,8 +12,11 @@ passwords are published in the README.
 
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
 from pathlib import Path
 
+from celery import current_app
 from django.apps import apps
 from django.conf import settings
 from django.core.management import call_command
@@ -19,7 +27,7 @@ from django.db.models import Count
 from annotation.models import Pair, Project, Role
 from annotation.services.projects import member_add, project_create
 from annotation.services.queue import pairs_enqueue
-from fixtures.make_demo import generate_demo
+from fixtures.make_demo import OFFLINE_JUDGES, generate_demo
 
 DEMO_SLUG = "demo"
 DEMO_NAME = "Demo: shapes, edits, how-tos and puzzles"
@@ -104,12 +112,13 @@ class Command(BaseCommand):
             media_root=str(options["out"]),
             stdout=self.stdout,
         )
+        for username, role, password in DEMO_USERS:
+            member_add(project=project, username=username, role=role, password=password)
+        if self._register_judges():
+            self._filter(project)
         queued = pairs_enqueue(project=project)
         if queued:
             self.stdout.write(f"Queued {queued} pairs for annotators")
-        for username, role, password in DEMO_USERS:
-            member_add(project=project, username=username, role=role, password=password)
-        self._register_judge()
         self._print_summary(project)
 
     @transaction.atomic
@@ -122,14 +131,26 @@ class Command(BaseCommand):
         project.delete()
         self.stdout.write(f"Deleted the {DEMO_SLUG!r} project")
 
-    def _register_judge(self) -> None:
-        # Through the app registry and the command, not an import: annotation never imports
-        # judges, and the demo still loads without that app.
+    def _register_judges(self) -> bool:
+        """Adds the demo's judges that are missing; False when the judges app is not installed.
+        Through the app registry and the commands, not an import: annotation never imports
+        judges, and the demo still loads without that app."""
         if not apps.is_installed("judges"):
+            return False
+        known = set(apps.get_model("judges", "Judge").objects.values_list("name", flat=True))
+        for name, kind in ((DEMO_JUDGE, "heuristic"), *((n, "scores") for n in OFFLINE_JUDGES)):
+            if name not in known:
+                call_command("add_judge", name, kind=kind, stdout=self.stdout)
+        return True
+
+    def _filter(self, project: Project) -> None:
+        """A filter run over the pairs not judged yet, its Celery tasks run right here (the
+        demo's worker starts only after this command)."""
+        if not project.pairs.filter(status="imported").exists():
             return
-        if apps.get_model("judges", "Judge").objects.filter(name=DEMO_JUDGE).exists():
-            return
-        call_command("add_judge", DEMO_JUDGE, kind="heuristic", stdout=self.stdout)
+        judges = ",".join((DEMO_JUDGE, *OFFLINE_JUDGES))
+        with _tasks_inline():
+            call_command("run_filter", project.slug, judges=judges, wait=True, stdout=self.stdout)
 
     def _print_summary(self, project: Project) -> None:
         statuses = dict(
@@ -158,3 +179,21 @@ class Command(BaseCommand):
             "\nAnnotators open the demo project and press Annotate; the curator finds the queue,"
             " imports, filter runs and the admin there too.\n"
         )
+
+
+@contextmanager
+def _tasks_inline():
+    """Celery tasks run in this process while inside, without a line logged for each."""
+    previous = current_app.conf.task_always_eager
+    # Each task's success, and kombu's note that the file-system broker has no host name.
+    quieted = {name: logging.getLogger(name) for name in ("celery.app.trace", "kombu.connection")}
+    levels = {name: log.level for name, log in quieted.items()}
+    current_app.conf.task_always_eager = True
+    for log in quieted.values():
+        log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        current_app.conf.task_always_eager = previous
+        for name, log in quieted.items():
+            log.setLevel(levels[name])
