@@ -24,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.db.models import Count
 
-from annotation.models import Pair, Project, Role
+from annotation.models import Pair, PairStatus, Project, Role
 from annotation.services.projects import member_add, project_create
 from annotation.services.queue import pairs_enqueue
 from fixtures.make_demo import OFFLINE_JUDGES, generate_demo
@@ -146,7 +146,7 @@ class Command(BaseCommand):
     def _filter(self, project: Project) -> None:
         """A filter run over the pairs not judged yet, its Celery tasks run right here (the
         demo's worker starts only after this command)."""
-        if not project.pairs.filter(status="imported").exists():
+        if not project.pairs.filter(status=PairStatus.IMPORTED).exists():
             return
         judges = ",".join((DEMO_JUDGE, *OFFLINE_JUDGES))
         with _tasks_inline():
