@@ -15,12 +15,6 @@ STAFF_ROLES = (Role.CURATOR, Role.RESEARCHER)
 ANYONE = (Role.ANNOTATOR, Role.CURATOR, Role.RESEARCHER)
 
 
-def membership_for(user, project: Project) -> Membership | None:
-    if not user.is_authenticated:
-        return None
-    return Membership.objects.filter(project=project, user=user).first()
-
-
 def get_project_for_user(user, slug: str, roles: Iterable[str] = ANYONE) -> tuple[Project, str]:
     """The project with this slug and the user's role in it. 404 when the user is not a member
     (outsiders learn nothing), 403 when a member lacks one of ``roles``. Superusers act as
@@ -44,10 +38,3 @@ def get_project_for_user(user, slug: str, roles: Iterable[str] = ANYONE) -> tupl
         if project is not None:
             return project, Role.CURATOR
     raise Http404("No such project")
-
-
-def user_role(user, project: Project) -> str | None:
-    if user.is_superuser:
-        return Role.CURATOR
-    membership = membership_for(user, project)
-    return membership.role if membership else None

@@ -301,10 +301,6 @@ class Pair(models.Model):
     def __str__(self) -> str:
         return f"{self.project.slug}:{self.external_id}"
 
-    @property
-    def slots_taken(self) -> int:
-        return self.vote_count + self.lease_count
-
 
 class PriorAnnotation(models.Model):
     """A vote that came with the import (MMRB2's ``human_annotations``), on the project's scale."""
@@ -409,10 +405,6 @@ class Assignment(models.Model):
                 fields=["expires_at"], condition=Q(status="live"), name="assignment_expiry_idx"
             ),
         ]
-
-    @property
-    def is_expired(self) -> bool:
-        return self.expires_at <= timezone.now()
 
 
 class Vote(models.Model):

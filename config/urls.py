@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotation.views.home import healthz
+from config.errors import api_not_found, server_error
 
 api_v1 = [
     path("", include("annotation.api.urls")),
@@ -13,6 +14,7 @@ api_v1 = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
 ]
+handler500 = server_error
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -20,6 +22,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include(api_v1)),
+    re_path(r"^api/(?P<unmatched>.*)$", api_not_found),
     path("judges/", include("judges.urls")),
     path("", include("annotation.urls")),
 ]

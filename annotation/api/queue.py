@@ -10,19 +10,19 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.access import get_project_for_user
+from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.models import Project, Role, Skip
 from annotation.presentation import assignment_payload
 from annotation.scales import on_screen_vote
 from annotation.selectors import assignment_for_annotator
 from annotation.services.queue import (
-    QueueError,
     assignment_claim,
     assignment_skip,
     vote_submit,
     vote_undo,
 )
 
-_ERROR = inline_serializer("QueueError", fields={"detail": serializers.CharField()})
+_ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
 
 
 def _annotated_project(request, slug: str) -> Project:
@@ -31,10 +31,6 @@ def _annotated_project(request, slug: str) -> Project:
     if role != Role.ANNOTATOR:
         raise PermissionDenied("Only annotators of this project can do this")
     return project
-
-
-def _error(exc: QueueError) -> ApiResponse:
-    return ApiResponse({"detail": str(exc)}, status=exc.status_code)
 
 
 class _PartSerializer(serializers.Serializer):
@@ -79,10 +75,7 @@ class ClaimApi(APIView):
     )
     def post(self, request, slug: str):
         project = _annotated_project(request, slug)
-        try:
-            assignment = assignment_claim(project=project, annotator=request.user)
-        except QueueError as exc:
-            return _error(exc)
+        assignment = assignment_claim(project=project, annotator=request.user)
         if assignment is None:
             return ApiResponse(status=status.HTTP_204_NO_CONTENT)
         return ApiResponse(assignment_payload(assignment, request=request))
@@ -97,9 +90,11 @@ class VoteApi(APIView):
             required=False, help_text="likert6: 1 (left much better) .. 6 (right much better)."
         )
         rationale = serializers.CharField(
-            required=False, allow_blank=True, max_length=5000, default=""
+            required=False, allow_blank=True, max_length=MAX_RATIONALE_CHARS, default=""
         )
-        time_on_task_ms = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+        time_on_task_ms = serializers.IntegerField(
+            required=False, allow_null=True, min_value=0, max_value=MAX_TIME_ON_TASK_MS
+        )
 
         def validate(self, data):
             if "choice" not in data and "value" not in data:
@@ -128,10 +123,7 @@ class VoteApi(APIView):
     def post(self, request, pk: int):
         assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
         data = _valid(self.InputSerializer, request)
-        try:
-            vote, created = vote_submit(assignment=assignment, annotator=request.user, **data)
-        except QueueError as exc:
-            return _error(exc)
+        vote, created = vote_submit(assignment=assignment, annotator=request.user, **data)
         shown = on_screen_vote(
             scale=assignment.pair.project.scale,
             left_is_a=assignment.left_is_a,
@@ -155,7 +147,9 @@ class VoteApi(APIView):
 class SkipApi(APIView):
     class InputSerializer(serializers.Serializer):
         reason = serializers.ChoiceField(choices=Skip.Reason.choices)
-        note = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+        note = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_SKIP_NOTE_CHARS, default=""
+        )
 
     class OutputSerializer(serializers.Serializer):
         assignment = serializers.IntegerField()
@@ -171,10 +165,7 @@ class SkipApi(APIView):
     def post(self, request, pk: int):
         assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
         data = _valid(self.InputSerializer, request)
-        try:
-            skip = assignment_skip(assignment=assignment, annotator=request.user, **data)
-        except QueueError as exc:
-            return _error(exc)
+        skip = assignment_skip(assignment=assignment, annotator=request.user, **data)
         body = {
             "assignment": assignment.pk,
             "reason": skip.reason,
@@ -195,10 +186,7 @@ class UndoApi(APIView):
     )
     def post(self, request, slug: str):
         project = _annotated_project(request, slug)
-        try:
-            undone = vote_undo(annotator=request.user, project=project)
-        except QueueError as exc:
-            return _error(exc)
+        undone = vote_undo(annotator=request.user, project=project)
         if undone is None:
             return ApiResponse(
                 {

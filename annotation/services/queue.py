@@ -19,6 +19,15 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from annotation.errors import Conflict, InvalidInput, NotAllowed, NotFound
+from annotation.limits import (
+    MAX_LEASE_AGE_MINUTES,
+    MAX_PRIORITY,
+    MAX_RATIONALE_CHARS,
+    MAX_SKIP_NOTE_CHARS,
+    MAX_TIME_ON_TASK_MS,
+    MIN_PRIORITY,
+)
 from annotation.models import (
     Assignment,
     Membership,
@@ -41,31 +50,6 @@ from annotation.selectors import (
 UNDO_SECONDS = 60
 # Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
 SWEEP_BATCH = 200
-MAX_NOTE_CHARS = 2000
-_PRIORITY_RANGE = (-32768, 32767)
-
-
-class QueueError(Exception):
-    """A queue operation that cannot be done; the message says why. Views answer
-    ``status_code`` (409: conflicts with what is already there)."""
-
-    status_code = 409
-
-
-class InvalidInput(QueueError):
-    """Bad input; the message names the field."""
-
-    status_code = 400
-
-
-class NotAllowed(QueueError):
-    status_code = 403
-
-
-class NotYours(QueueError):
-    """Someone else's assignment: answered like a missing one."""
-
-    status_code = 404
 
 
 # ---- Annotators ----
@@ -207,7 +191,7 @@ def _release(leases: list[tuple[int, int]]) -> int:
 def _lock_assignment(*, assignment: Assignment, annotator) -> Assignment:
     locked = Assignment.objects.select_for_update().filter(pk=assignment.pk).first()
     if locked is None or locked.annotator_id != annotator.pk:
-        raise NotYours("No such assignment.")
+        raise NotFound("No such assignment.")
     return locked
 
 
@@ -253,7 +237,7 @@ def vote_submit(
     The same vote again returns the first one. A late vote (lease expired) is kept and counted;
     one that arrives when the pair already has its target is kept as an extra vote."""
     if assignment.annotator_id != annotator.pk:
-        raise NotYours("No such assignment.")
+        raise NotFound("No such assignment.")
     # The pair and project as the caller loaded them: only their settings are read here.
     pair = assignment.pair
     project = pair.project
@@ -266,8 +250,12 @@ def vote_submit(
     rationale = (rationale or "").strip()
     if project.require_rationale and not rationale:
         raise InvalidInput("rationale: this project asks for a reason with every vote.")
-    if time_on_task_ms is not None and not 0 <= time_on_task_ms <= 2**31 - 1:
-        raise InvalidInput("time_on_task_ms: must be a non-negative number of milliseconds.")
+    if len(rationale) > MAX_RATIONALE_CHARS:
+        raise InvalidInput(f"rationale: at most {MAX_RATIONALE_CHARS} characters.")
+    if time_on_task_ms is not None and not 0 <= time_on_task_ms <= MAX_TIME_ON_TASK_MS:
+        raise InvalidInput(
+            f"time_on_task_ms: must be a number of milliseconds from 0 to {MAX_TIME_ON_TASK_MS}."
+        )
     now = timezone.now()
     # The usual case, a vote on a live lease, closes it in one conditional update (which also
     # locks it); anything else is looked at under the row lock.
@@ -280,14 +268,14 @@ def vote_submit(
     else:
         locked = _lock_assignment(assignment=assignment, annotator=annotator)
         if locked.status == Assignment.Status.SKIPPED:
-            raise QueueError("You skipped this pair, so it cannot take your vote.")
+            raise Conflict("You skipped this pair, so it cannot take your vote.")
         others = _lock_other_leases(locked=locked)
         # Voted already, or the lease expired or was released: the pair may hold our vote.
         existing = Vote.objects.filter(pair=pair, annotator=annotator).first()
         if existing is not None:
             if (existing.side, existing.value, existing.rationale) == (side, canonical, rationale):
                 return existing, False
-            raise QueueError(
+            raise Conflict(
                 "You already voted on this pair with a different answer; undo it to change it."
             )
         freed = _close_leases(locked=locked, others=others, status=Assignment.Status.VOTED)
@@ -322,15 +310,15 @@ def assignment_skip(*, assignment: Assignment, annotator, reason: str, note: str
     if reason not in Skip.Reason.values:
         raise InvalidInput(f"reason: must be one of {', '.join(Skip.Reason.values)}.")
     note = (note or "").strip()
-    if len(note) > MAX_NOTE_CHARS:
-        raise InvalidInput(f"note: at most {MAX_NOTE_CHARS} characters.")
+    if len(note) > MAX_SKIP_NOTE_CHARS:
+        raise InvalidInput(f"note: at most {MAX_SKIP_NOTE_CHARS} characters.")
     locked = _lock_assignment(assignment=assignment, annotator=annotator)
     others = _lock_other_leases(locked=locked)
     existing = Skip.objects.filter(pair_id=locked.pair_id, annotator=annotator).first()
     if existing is not None:
         return existing
     if Vote.objects.filter(pair_id=locked.pair_id, annotator=annotator).exists():
-        raise QueueError("You already voted on this pair; undo the vote to skip it instead.")
+        raise Conflict("You already voted on this pair; undo the vote to skip it instead.")
     freed = _close_leases(locked=locked, others=others, status=Assignment.Status.SKIPPED)
     if freed:
         Pair.objects.filter(pk=locked.pair_id).update(
@@ -391,9 +379,12 @@ def project_pause(*, project: Project, paused: bool) -> Project:
 
 def pairs_set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> int:
     """Sets the serving priority (higher first) of the project's pairs; returns how many."""
-    low, high = _PRIORITY_RANGE
-    if isinstance(priority, bool) or not isinstance(priority, int) or not low <= priority <= high:
-        raise InvalidInput(f"priority: must be an integer from {low} to {high}.")
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not MIN_PRIORITY <= priority <= MAX_PRIORITY
+    ):
+        raise InvalidInput(f"priority: must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}.")
     return Pair.objects.filter(project=project, pk__in=list(pair_ids)).update(
         priority=priority, updated_at=timezone.now()
     )
@@ -410,8 +401,10 @@ def leases_release(
     given assignments), freeing their slots; a vote that still arrives on one is kept."""
     leases = Assignment.objects.filter(pair__project=project, status=Assignment.Status.LIVE)
     if older_than_minutes is not None:
-        if older_than_minutes < 0:
-            raise InvalidInput("older_than_minutes: must not be negative.")
+        if not 0 <= older_than_minutes <= MAX_LEASE_AGE_MINUTES:
+            raise InvalidInput(
+                f"older_than_minutes: must be from 0 to {MAX_LEASE_AGE_MINUTES} minutes."
+            )
         leases = leases.filter(
             created_at__lte=timezone.now() - timedelta(minutes=older_than_minutes)
         )
@@ -446,11 +439,6 @@ def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Ite
     )
     Pair.objects.filter(pk__in=pks).update(restricted=bool(user_ids), updated_at=timezone.now())
     return len(pks)
-
-
-def pairs_unrestrict(*, project: Project, pair_ids: Iterable[int]) -> int:
-    """Lets every annotator of the project claim these pairs again."""
-    return pairs_restrict(project=project, pair_ids=pair_ids, annotators=[])
 
 
 def pairs_enqueue(*, project: Project, pair_ids: Iterable[int] | None = None) -> int:

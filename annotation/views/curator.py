@@ -16,6 +16,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import CURATORS, get_project_for_user
+from annotation.errors import DomainError
+from annotation.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.models import Pair, PairStatus, Project, Role
 from annotation.selectors import (
     annotator_throughput,
@@ -25,7 +27,6 @@ from annotation.selectors import (
 )
 from annotation.services import queue
 
-MAX_PAIR_IDS = 10_000
 _ID_SEPARATORS = re.compile(r"[\s,]+")
 
 
@@ -73,7 +74,9 @@ class PriorityForm(ProjectForm):
     pair_ids = PairIdsField(required=False, label="Pair ids")
     task = forms.ChoiceField(required=False, label="or every pair of task")
     priority = forms.IntegerField(
-        min_value=-1000, max_value=1000, help_text="Higher is served first; 0 is normal."
+        min_value=MIN_PRIORITY,
+        max_value=MAX_PRIORITY,
+        help_text="Higher is served first; 0 is normal.",
     )
 
     def __init__(self, *args, **kwargs):
@@ -100,7 +103,10 @@ class PriorityForm(ProjectForm):
 
 class ReleaseForm(ProjectForm):
     older_than_minutes = forms.IntegerField(
-        min_value=0, max_value=7 * 24 * 60, initial=30, label="Leases older than (minutes)"
+        min_value=0,
+        max_value=MAX_LEASE_AGE_MINUTES,
+        initial=30,
+        label="Leases older than (minutes)",
     )
 
 
@@ -213,7 +219,7 @@ def curator_queue_action(request, slug: str, action: str):
     if form.is_valid():
         try:
             message = apply(project, form.cleaned_data)
-        except queue.QueueError as exc:
+        except DomainError as exc:
             form.add_error(None, str(exc))
         else:
             messages.success(request, message)

@@ -19,13 +19,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import get_project_for_user
+from annotation.errors import DomainError, NotAllowed
+from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.models import Assignment, Project, Role, Skip
 from annotation.presentation import assignment_payload
 from annotation.scales import options_for
 from annotation.selectors import annotator_progress, upcoming_media_urls
 from annotation.services.queue import (
-    NotAllowed,
-    QueueError,
     assignment_claim,
     assignment_skip,
     vote_submit,
@@ -40,8 +40,8 @@ _ARROWS = {"left": ("ArrowLeft", "←"), "right": ("ArrowRight", "→"), "down":
 class VoteForm(forms.Form):
     choice = forms.ChoiceField(choices=[(c, c) for c in ("left", "right", "tie")], required=False)
     value = forms.IntegerField(min_value=1, max_value=6, required=False)
-    rationale = forms.CharField(required=False, max_length=5000, strip=True)
-    time_on_task_ms = forms.IntegerField(min_value=0, max_value=24 * 3600 * 1000, required=False)
+    rationale = forms.CharField(required=False, max_length=MAX_RATIONALE_CHARS, strip=True)
+    time_on_task_ms = forms.IntegerField(min_value=0, max_value=MAX_TIME_ON_TASK_MS, required=False)
 
     def clean(self):
         data = super().clean()
@@ -52,7 +52,7 @@ class VoteForm(forms.Form):
 
 class SkipForm(forms.Form):
     reason = forms.ChoiceField(choices=Skip.Reason.choices)
-    note = forms.CharField(required=False, max_length=2000, strip=True)
+    note = forms.CharField(required=False, max_length=MAX_SKIP_NOTE_CHARS, strip=True)
 
 
 def _form_error(form: forms.Form) -> str:
@@ -153,7 +153,7 @@ def vote(request, slug: str, assignment_id: int):
             rationale=data["rationale"],
             time_on_task_ms=data["time_on_task_ms"],
         )
-    except QueueError as exc:
+    except DomainError as exc:
         return _respond(request, project, error=str(exc))
     return _respond(request, project, notice="Saved. Press u within a minute to undo.")
 
@@ -174,7 +174,7 @@ def skip(request, slug: str, assignment_id: int):
             reason=form.cleaned_data["reason"],
             note=form.cleaned_data["note"],
         )
-    except QueueError as exc:
+    except DomainError as exc:
         return _respond(request, project, error=str(exc))
     return _respond(request, project, notice="Skipped; the curators will have a look.")
 
@@ -186,7 +186,7 @@ def undo(request, slug: str):
     project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
     try:
         undone = vote_undo(annotator=request.user, project=project)
-    except QueueError as exc:
+    except DomainError as exc:
         return _respond(request, project, error=str(exc))
     if undone is None:
         return _respond(

@@ -135,7 +135,7 @@ def test_lifting_a_restriction_opens_the_pair_to_everyone(project, alice, bob):
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
     queue.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[bob])
     assert queue.assignment_claim(project=project, annotator=alice) is None
-    assert queue.pairs_unrestrict(project=project, pair_ids=[pair.pk]) == 1
+    assert queue.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[]) == 1
     assert queue.assignment_claim(project=project, annotator=alice).pair_id == pair.pk
     assert not PairRestriction.objects.exists()
 

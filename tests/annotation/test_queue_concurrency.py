@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
+from annotation.errors import DomainError
 from annotation.models import Assignment, Pair, PairStatus, Vote
 from annotation.services import queue
 from tests.annotation.queue_support import annotator
@@ -65,7 +66,7 @@ def test_racing_annotators_fill_every_pair_exactly_to_its_target(transactional_d
                 queue.vote_submit(
                     assignment=assignment, annotator=user, choice=rng.choice(["left", "right"])
                 )
-            except queue.QueueError:
+            except DomainError:
                 # The other tab voted differently on the same assignment first: refused.
                 conflicts[user.pk] += 1
 

@@ -7,9 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from annotation.errors import Conflict, NotFound
 from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
 from annotation.scales import canonical_vote, on_screen_vote, options_for
 from annotation.services import queue
+from config.errors import status_for
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory
 
@@ -104,16 +106,16 @@ def test_double_submit_is_one_vote(project, alice, queued_pairs):
 def test_a_different_second_vote_is_refused_and_the_first_kept(project, alice, queued_pairs):
     lease = queue.assignment_claim(project=project, annotator=alice)
     queue.vote_submit(assignment=lease, annotator=alice, choice="left")
-    with pytest.raises(queue.QueueError, match="different answer") as caught:
+    with pytest.raises(Conflict, match="different answer") as caught:
         queue.vote_submit(assignment=lease, annotator=alice, choice="right")
-    assert caught.value.status_code == 409
+    assert status_for(caught.value) == 409
     vote = Vote.objects.get()
     assert vote.side == ("A" if lease.left_is_a else "B")
 
 
 def test_only_the_assignments_annotator_may_vote(project, alice, bob, queued_pairs):
     lease = queue.assignment_claim(project=project, annotator=alice)
-    with pytest.raises(queue.NotYours):
+    with pytest.raises(NotFound):
         queue.vote_submit(assignment=lease, annotator=bob, choice="left")
     assert not Vote.objects.exists()
 
@@ -200,14 +202,14 @@ def test_skip_needs_a_known_reason_and_a_skipped_pair_takes_no_vote(project, ali
     with pytest.raises(queue.InvalidInput, match="^reason:"):
         queue.assignment_skip(assignment=lease, annotator=alice, reason="boring")
     queue.assignment_skip(assignment=lease, annotator=alice, reason="broken")
-    with pytest.raises(queue.QueueError, match="skipped"):
+    with pytest.raises(Conflict, match="skipped"):
         queue.vote_submit(assignment=lease, annotator=alice, choice="left")
 
 
 def test_a_voted_pair_cannot_be_skipped(project, alice, queued_pairs):
     lease = queue.assignment_claim(project=project, annotator=alice)
     queue.vote_submit(assignment=lease, annotator=alice, choice="left")
-    with pytest.raises(queue.QueueError, match="already voted"):
+    with pytest.raises(Conflict, match="already voted"):
         queue.assignment_skip(assignment=lease, annotator=alice, reason="broken")
     assert not Skip.objects.exists()
 

@@ -1,0 +1,80 @@
+"""The one place that turns domain errors into HTTP answers (docs/api.md, "Errors").
+
+Services raise ``annotation.errors`` kinds or Django's ``ValidationError``; the REST API maps
+them here through DRF's ``EXCEPTION_HANDLER`` and pages through ``status_for``, so every
+endpoint answers a refusal with the same status and a ``{"detail": ...}`` body.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.http import JsonResponse
+from django.urls import Resolver404, resolve
+from django.views import defaults
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from annotation import errors
+
+_STATUS = (
+    (errors.InvalidInput, 400),
+    (errors.NotAllowed, 403),
+    (errors.NotFound, 404),
+    (errors.Unavailable, 503),
+    (errors.Conflict, 409),
+    (errors.DomainError, 409),
+    (ValidationError, 400),
+)
+
+
+def status_for(exc: Exception) -> int | None:
+    """The HTTP status for a domain error, or None when ``exc`` is not one."""
+    for kind, status in _STATUS:
+        if isinstance(exc, kind):
+            return status
+    return None
+
+
+def error_body(exc: Exception) -> dict:
+    """``{"detail": message}``; a ValidationError with fields also lists them per field."""
+    if isinstance(exc, ValidationError):
+        if hasattr(exc, "error_dict"):
+            fields = {field: messages for field, messages in exc.message_dict.items()}
+            detail = " ".join(
+                f"{field}: {' '.join(messages)}" if field != "__all__" else " ".join(messages)
+                for field, messages in fields.items()
+            )
+            return {"detail": detail, "fields": fields}
+        return {"detail": " ".join(exc.messages)}
+    return {"detail": str(exc)}
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    """DRF's handler, plus domain errors and Django ValidationErrors from services."""
+    status = status_for(exc)
+    if status is not None:
+        response = Response(error_body(exc), status=status)
+        if status == 503:
+            response["Retry-After"] = "30"
+        return response
+    return exception_handler(exc, context)
+
+
+def api_not_found(request, unmatched: str = "") -> JsonResponse:
+    """Any path under /api/ that names no endpoint: JSON, never the HTML 404 page."""
+    detail = f"No API endpoint at {request.path}."
+    if not request.path.endswith("/"):
+        try:
+            match = resolve(request.path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not api_not_found:
+            detail += f" Did you mean {request.path}/ (with a trailing slash)?"
+    return JsonResponse({"detail": detail}, status=404)
+
+
+def server_error(request) -> object:
+    """A 500 answers JSON under /api/ (clients parse it) and the plain error page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Internal server error; it has been logged."}, status=500)
+    return defaults.server_error(request)
