@@ -23,7 +23,7 @@ def test_add_an_openai_judge_with_all_settings(db):
         "--kind=openai",
         "--base-url=http://vllm:8000/v1",
         "--model=Qwen/Qwen3-VL-8B-Instruct",
-        "--api-key-env=VLLM_API_KEY",
+        "--api-key-env=ARBITER_JUDGE_KEY_VLLM",
         "--concurrency=64",
         "--temperature=0.2",
         "--max-tokens=512",
@@ -32,18 +32,20 @@ def test_add_an_openai_judge_with_all_settings(db):
         "--max-image-side=768",
     )
     judge = Judge.objects.get(name="qwen3-vl")
-    assert "Created openai judge qwen3-vl (queue judges_http)" in output
+    assert "Created openai judge qwen3-vl (queue judges_http), available to every" in output
     assert (judge.base_url, judge.model, judge.api_key_env) == (
         "http://vllm:8000/v1",
         "Qwen/Qwen3-VL-8B-Instruct",
-        "VLLM_API_KEY",
+        "ARBITER_JUDGE_KEY_VLLM",
     )
     assert (judge.concurrency, judge.temperature, judge.max_tokens) == (64, 0.2, 512)
     assert (judge.timeout_s, judge.requests_per_minute, judge.max_image_side) == (30, 600, 768)
 
 
-def test_add_a_reward_model_judge(db, tmp_path):
-    checkpoint = init_checkpoint(tmp_path / "rm.pt", n_buckets=512, embed_dim=8, hidden_dim=8)
+def test_add_a_reward_model_judge(db, checkpoint_root):
+    checkpoint = init_checkpoint(
+        checkpoint_root / "rm.pt", n_buckets=512, embed_dim=8, hidden_dim=8
+    )
     output = add_judge(
         "rm-small", "--kind=reward_model", f"--checkpoint={checkpoint}", "--batch-size=128"
     )
@@ -69,7 +71,7 @@ def test_heuristic_and_scores_judges_need_nothing(db, kind):
             "concurrency: At least 1",
         ),
         (["--kind=reward_model"], "checkpoint: A reward_model judge needs a checkpoint"),
-        (["--kind=reward_model", "--checkpoint=/nonexistent.pt"], "no such checkpoint file"),
+        (["--kind=reward_model", "--checkpoint=absent.pt"], "no such checkpoint file"),
         (
             ["--kind=reward_model", "--checkpoint=X", "--device=tpu"],
             "device: The device must be cpu, cuda or cuda:N",
@@ -90,12 +92,14 @@ def test_a_pasted_key_instead_of_a_variable_name_is_refused_and_not_echoed(db):
         add_judge(
             "j", "--kind=openai", "--base-url=http://h/v1", "--model=m", f"--api-key-env={pasted}"
         )
-    assert "api_key_env: Give the NAME of an environment variable" in str(caught.value)
+    assert "api_key_env: api_key_env must be the NAME of an environment variable" in str(
+        caught.value
+    )
     assert pasted not in str(caught.value)
 
 
-def test_a_broken_checkpoint_is_refused(db, tmp_path):
-    bad = tmp_path / "bad.pt"
+def test_a_broken_checkpoint_is_refused(db, checkpoint_root):
+    bad = checkpoint_root / "bad.pt"
     bad.write_bytes(b"garbage")
     with pytest.raises(CommandError, match="not a readable torch checkpoint"):
         add_judge("rm", "--kind=reward_model", f"--checkpoint={bad}")
@@ -114,7 +118,7 @@ def test_admin_creates_judges_with_the_same_checks(admin_client):
         "enabled": "on",
         "base_url": "",
         "model": "gpt-x",
-        "api_key_env": "OPENAI_API_KEY",
+        "api_key_env": "ARBITER_JUDGE_KEY_OPENAI",
         "temperature": "0",
         "max_tokens": "1024",
         "timeout_s": "60",
@@ -142,7 +146,7 @@ def test_admin_creates_judges_with_the_same_checks(admin_client):
     judge = Judge.objects.get(name="admin-judge")
     assert judge.options == {"max_retries": 2}
     page = admin_client.get(f"/admin/judges/judge/{judge.pk}/change/").content.decode()
-    assert "OPENAI_API_KEY" in page and "scores_key" in page  # the options help
+    assert "ARBITER_JUDGE_KEY_OPENAI" in page and "scores_key" in page  # the options help
 
 
 def test_annotators_and_outsiders_cannot_reach_the_judge_admin(client_for, alice, eve):

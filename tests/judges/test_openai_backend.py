@@ -27,7 +27,7 @@ from tests.judges.fake_openai import (
     verdict,
 )
 
-KEY_ENV = "ARBITER_TEST_JUDGE_KEY"
+KEY_ENV = "ARBITER_JUDGE_KEY_TEST"
 SECRET = "sk-test-9f8e7d6c5b4a-DO-NOT-LEAK"
 
 

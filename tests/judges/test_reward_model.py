@@ -28,8 +28,8 @@ SMALL = {"n_buckets": 4096, "embed_dim": 16, "hidden_dim": 32, "max_tokens": 64}
 
 
 @pytest.fixture
-def checkpoint(tmp_path):
-    return init_checkpoint(tmp_path / "rm.pt", seed=7, **SMALL)
+def checkpoint(checkpoint_root):
+    return init_checkpoint(checkpoint_root / "rm.pt", seed=7, **SMALL)
 
 
 @pytest.fixture
@@ -197,8 +197,8 @@ def test_backend_uses_image_statistics(make_judge):
     assert rewards["r_first"] != rewards["r_second"]  # same text, different pixels
 
 
-def test_an_unloadable_checkpoint_gives_errors_not_exceptions(make_judge, tmp_path):
-    backend = get_backend(make_judge(checkpoint=str(tmp_path / "gone.pt")))
+def test_an_unloadable_checkpoint_gives_errors_not_exceptions(make_judge, checkpoint_root):
+    backend = get_backend(make_judge(checkpoint=str(checkpoint_root / "gone.pt")))
     results = backend.judge_batch([item(), item(order="BA")])
     assert [r.outcome for r in results] == ["error", "error"]
     assert all("no such checkpoint file" in r.error and not r.transient for r in results)
