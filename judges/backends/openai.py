@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BASE_S = 1.0
 DEFAULT_RETRY_MAX_S = 30.0
-_ERROR_BODY_CHARS = 300
+# How much of an error body a verdict keeps (after the key is redacted from it).
+ERROR_BODY_CHARS = 300
 _CONNECTIONS_PER_CLIENT = 8
 
 
@@ -213,7 +214,7 @@ class OpenAIBackend(JudgeBackend):
         # half left would escape the replacement.
         body = redact(response.text, api_key)
         if status >= 400:
-            error = f"HTTP {status}: {body[:_ERROR_BODY_CHARS]}"
+            error = f"HTTP {status}: {body[:ERROR_BODY_CHARS]}"
             return _Attempt(JudgeResult(outcome="error", error=error, latency_ms=latency_ms))
         return _Attempt(_result(body, item, latency_ms))
 
@@ -246,7 +247,7 @@ def _result(body: str, item: JudgeItem, latency_ms: int) -> JudgeResult:
     except (ValueError, KeyError, IndexError, TypeError):
         return JudgeResult(
             outcome="error",
-            error=f"not a chat completion: {body[:_ERROR_BODY_CHARS]}",
+            error=f"not a chat completion: {body[:ERROR_BODY_CHARS]}",
             latency_ms=latency_ms,
         )
     content = message.get("content") or ""

@@ -218,3 +218,15 @@ def test_cuda_scores_match_cpu(checkpoint):
     gpu_model = load_checkpoint(checkpoint, "cuda")
     assert gpu_model.device.type == "cuda"
     assert gpu_model.score(INPUTS) == pytest.approx(cpu, abs=1e-4)
+
+
+def test_the_backend_loads_no_checkpoint_outside_the_root(make_judge, checkpoint_root, tmp_path):
+    """A judge stored before the root was enforced: refused at load, the same for any path."""
+    outside = init_checkpoint(tmp_path / "outside.pt", **SMALL)
+    (checkpoint_root / "link.pt").symlink_to(outside)
+    expected = f"Checkpoints must lie under ARBITER_CHECKPOINT_ROOT ({checkpoint_root.resolve()})"
+    paths = [str(outside), "/etc/passwd", "../outside.pt", "link.pt", str(tmp_path / "no.pt")]
+    for n, path in enumerate(paths):
+        backend = get_backend(make_judge(name=f"rm-{n}", checkpoint=path))
+        (result,) = backend.judge_batch([item()])
+        assert (result.outcome, result.error, result.transient) == ("error", expected, False)
