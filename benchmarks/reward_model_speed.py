@@ -61,12 +61,11 @@ def main() -> None:
 
     setup_django()
     import torch
+    from django.conf import settings
 
     from judges.backends.base import JudgeItem
     from judges.backends.reward_model import RewardModelBackend
     from judges.models import Judge
-    from django.conf import settings
-
     from judges.reward_model import ScoringInput, init_checkpoint, load_checkpoint
 
     if args.threads:
