@@ -196,13 +196,16 @@ def bench_filter(args) -> None:
 
 def bench_reward_model(args) -> None:
     import torch
+    from django.conf import settings
 
     from judges.backends import get_backend
     from judges.backends.base import JudgeItem
     from judges.models import Judge
     from judges.reward_model import init_checkpoint
 
-    with tempfile.TemporaryDirectory() as folder:
+    # The backend loads checkpoints only from under ARBITER_CHECKPOINT_ROOT.
+    settings.ARBITER_CHECKPOINT_ROOT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=settings.ARBITER_CHECKPOINT_ROOT) as folder:
         checkpoint = init_checkpoint(Path(folder) / "rm.pt")
         judge = Judge(
             name="bench-rm",

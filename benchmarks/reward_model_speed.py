@@ -1,7 +1,8 @@
 """How fast the reward-model judge scores responses on CPU (issue 4, "Speed": a small model
 scores >= 2,000 responses/s).
 
-Writes a randomly initialised checkpoint of the given size to a temporary folder, generates
+Writes a randomly initialised checkpoint of the given size to a temporary folder under
+ARBITER_CHECKPOINT_ROOT (the only place a reward-model judge loads from), generates
 synthetic prompts and responses, and prints responses per second for
 
 1. the model alone (``RewardModel.score`` in batches: tokenising, features, forward pass);
@@ -60,6 +61,7 @@ def main() -> None:
 
     setup_django()
     import torch
+    from django.conf import settings
 
     from judges.backends.base import JudgeItem
     from judges.backends.reward_model import RewardModelBackend
@@ -73,7 +75,8 @@ def main() -> None:
     prompts = [sentence(rng, args.prompt_words) for _ in range(n_pairs)]
     responses = [(sentence(rng, args.words), sentence(rng, args.words)) for _ in range(n_pairs)]
 
-    with tempfile.TemporaryDirectory() as folder:
+    settings.ARBITER_CHECKPOINT_ROOT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=settings.ARBITER_CHECKPOINT_ROOT) as folder:
         checkpoint = init_checkpoint(
             Path(folder) / "rm.pt",
             n_buckets=args.n_buckets,

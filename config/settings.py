@@ -293,6 +293,11 @@ ARBITER_JUDGE_BATCH_PAIRS = env_int("ARBITER_JUDGE_BATCH_PAIRS", 50)
 ARBITER_JUDGE_MAX_ATTEMPTS = env_int("ARBITER_JUDGE_MAX_ATTEMPTS", 5)
 ARBITER_JUDGE_RETRY_BASE_MS = env_int("ARBITER_JUDGE_RETRY_BASE_MS", 2000)
 ARBITER_JUDGE_RETRY_CAP_MS = env_int("ARBITER_JUDGE_RETRY_CAP_MS", 60_000)
+# Judges (docs/judges.md): an openai judge's api_key_env must match this glob (fnmatchcase),
+# so a judge can never make a worker send DJANGO_SECRET_KEY or a database password anywhere;
+# reward-model checkpoints are read only from under this folder.
+ARBITER_JUDGE_KEY_ENV_PATTERN = env_str("ARBITER_JUDGE_KEY_ENV_PATTERN", "ARBITER_JUDGE_KEY_*")
+ARBITER_CHECKPOINT_ROOT = Path(env_str("ARBITER_CHECKPOINT_ROOT", str(VAR_DIR / "checkpoints")))
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # A killed worker's unacknowledged tasks return to the queue once the visibility timeout
     # has passed; sweep for them that often (kombu's default sweep runs every 100 s).

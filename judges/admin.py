@@ -1,10 +1,10 @@
-"""Judge admin for curators. No key is ever stored, so none can be shown: the page names the
-environment variable and says whether this web process has it set."""
+"""Judge admin, for operators only: a judge decides which URL a worker calls and which
+environment variable it sends there, so only superusers add, change or delete one. No key is
+stored, and no page says whether a variable is set."""
 
 from __future__ import annotations
 
 import copy
-import os
 
 from django import forms
 from django.contrib import admin
@@ -31,6 +31,7 @@ JUDGE_FIELDS = [
     "device",
     "batch_size",
     "options",
+    "projects",
 ]
 
 
@@ -60,9 +61,11 @@ class JudgeAdmin(admin.ModelAdmin):
     list_display = ["name", "kind", "enabled", "model", "api_key_env", "queue", "created_at"]
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "model", "base_url"]
-    readonly_fields = ["queue", "api_key_status", "created_at"]
+    readonly_fields = ["queue", "created_at"]
+    filter_horizontal = ["projects"]
     fieldsets = [
         (None, {"fields": ["name", "kind", "enabled", "queue", "created_at"]}),
+        ("Available to", {"fields": ["projects"]}),
         (
             "OpenAI-compatible endpoint",
             {
@@ -70,7 +73,6 @@ class JudgeAdmin(admin.ModelAdmin):
                     "base_url",
                     "model",
                     "api_key_env",
-                    "api_key_status",
                     "temperature",
                     "max_tokens",
                     "timeout_s",
@@ -84,9 +86,13 @@ class JudgeAdmin(admin.ModelAdmin):
         ("Kind-specific options", {"fields": ["options"]}),
     ]
 
-    @admin.display(description="API key variable")
-    def api_key_status(self, judge: Judge) -> str:
-        if not judge.api_key_env:
-            return "none (no key is sent)"
-        state = "set" if os.environ.get(judge.api_key_env) else "not set"
-        return f"{judge.api_key_env}: {state} for the web server (workers read their own)"
+    # Superusers only, whatever permissions a staff user was given: the model permissions
+    # would let a curator point a shared judge, and its key, at a server of their own.
+    def has_add_permission(self, request) -> bool:
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.is_superuser

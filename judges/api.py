@@ -13,7 +13,7 @@ from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.models import Pair
 from judges.access import get_run_for_user
 from judges.models import FilterRun, Judge
-from judges.selectors import filter_run_progress, filter_run_report
+from judges.selectors import filter_run_progress, filter_run_report, judges_for_project
 from judges.services.runs import filter_run_cancel, filter_run_create, filter_run_resume
 
 
@@ -126,7 +126,9 @@ class FilterRunListApi(APIView):
         )
 
         def validate_judges(self, names: list[str]) -> list[Judge]:
-            judges = {judge.name: judge for judge in Judge.objects.filter(name__in=names)}
+            # Judges the project may not use are unknown here, so no name leaks across projects.
+            available = judges_for_project(self.context["project"]).filter(name__in=names)
+            judges = {judge.name: judge for judge in available}
             unknown = [name for name in names if name not in judges]
             if unknown:
                 raise serializers.ValidationError(f"Unknown judges: {', '.join(unknown)}")
@@ -141,7 +143,7 @@ class FilterRunListApi(APIView):
     @extend_schema(request=InputSerializer, responses={201: FilterRunDetailSerializer})
     def post(self, request, slug: str):
         project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
-        data = self.InputSerializer(data=request.data)
+        data = self.InputSerializer(data=request.data, context={"project": project})
         data.is_valid(raise_exception=True)
         pair_ids = None
         if "pairs" in data.validated_data:

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 from django import forms
 
+from annotation.models import Project
 from judges.models import Judge
+from judges.selectors import judges_for_project
 
 
 class FilterRunForm(forms.Form):
     judges = forms.ModelMultipleChoiceField(
-        queryset=Judge.objects.filter(enabled=True).order_by("name"),
-        widget=forms.CheckboxSelectMultiple,
+        queryset=Judge.objects.none(), widget=forms.CheckboxSelectMultiple
     )
     threshold = forms.FloatField(
         initial=0.9,
@@ -22,6 +23,13 @@ class FilterRunForm(forms.Form):
         label="Budget per task",
         help_text="Queue only the N most contested pairs per task; blank queues all of them.",
     )
+
+    def __init__(self, *args, project: Project, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Another project's judge is "not one of the available choices", like an unknown id.
+        self.fields["judges"].queryset = (
+            judges_for_project(project).filter(enabled=True).order_by("name")
+        )
 
     def clean_threshold(self) -> float:
         threshold = self.cleaned_data["threshold"]

@@ -48,6 +48,14 @@ class Judge(models.Model):
     batch_size = models.PositiveIntegerField(default=64)
     # Anything kind-specific beyond the above (prompt template overrides, score keys, ...).
     options = models.JSONField(default=dict, blank=True)
+    # Which projects may run this judge (judges.selectors.judges_for_project); none listed:
+    # every project may, an operator's choice for judges without a key or prompts to guard.
+    projects = models.ManyToManyField(
+        Project,
+        blank=True,
+        related_name="judges",
+        help_text="Projects whose curators may run this judge; leave empty for every project.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -224,6 +224,19 @@ def save_checkpoint(model: RewardModel, path: str | Path, *, config: dict) -> Pa
     return path
 
 
+def checkpoint_path(path: str | Path) -> Path:
+    """``path`` resolved (symlinks and ``..``; a relative path is taken from the root) when it
+    lies under ARBITER_CHECKPOINT_ROOT; ``CheckpointError`` otherwise, with one message whether
+    or not the file exists, so a judge's checkpoint cannot probe the server's files."""
+    from django.conf import settings
+
+    root = Path(settings.ARBITER_CHECKPOINT_ROOT).resolve()
+    resolved = (root / path).resolve()
+    if not resolved.is_relative_to(root):
+        raise CheckpointError(f"Checkpoints must lie under ARBITER_CHECKPOINT_ROOT ({root})")
+    return resolved
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> RewardModel:
     """The model saved at ``path``, in eval mode on ``device``; ``CheckpointError`` saying what
     is wrong otherwise."""

@@ -1,13 +1,15 @@
-"""Reads for filter runs: progress while running, per-judge statistics during and after."""
+"""Reads for judges and filter runs: the judges a project may use; progress while running,
+per-judge statistics during and after."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from django.db.models import Count, Max
+from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
 
-from judges.models import FilterRun, Verdict
+from annotation.models import Project
+from judges.models import FilterRun, Judge, Verdict
 from judges.services.ensemble import ensemble_decide, judge_stats
 from judges.services.runs import ORDERS, verdict_rows
 
@@ -16,6 +18,13 @@ from judges.services.runs import ORDERS, verdict_rows
 LIVE_STATS_MAX_VERDICTS = 50_000
 # A running run with no new verdict for this long is offered a resume (docs/judges-runs.md).
 STALL_AFTER_S = 300
+
+
+def judges_for_project(project: Project) -> QuerySet[Judge]:
+    """The judges ``project`` may run: those listing it, and those listing no project at all.
+    Every way of starting a run chooses among these, and treats any other name as unknown."""
+    listed = Judge.projects.through.objects.filter(judge_id=OuterRef("pk"))
+    return Judge.objects.filter(~Exists(listed) | Exists(listed.filter(project=project)))
 
 
 def filter_run_progress(run: FilterRun) -> dict:

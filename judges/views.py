@@ -22,7 +22,7 @@ from judges.services.runs import filter_run_cancel, filter_run_create, filter_ru
 def run_list(request, slug: str):
     roles = CURATORS if request.method == "POST" else STAFF_ROLES
     project, role = get_project_for_user(request.user, slug, roles=roles)
-    form = FilterRunForm(request.POST or None)
+    form = FilterRunForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
         try:
             run = filter_run_create(

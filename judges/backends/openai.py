@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import json
 import logging
 import math
 import os
@@ -22,6 +23,7 @@ import httpx
 
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.images import MediaUnavailable, image_data_url, media_rows
+from judges.keys import api_key_env_allowed, api_key_env_refusal, redact
 from judges.parsing import UnparseableAnswer, parse_verdict
 from judges.prompts import build_prompt
 
@@ -30,7 +32,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_RETRY_BASE_S = 1.0
 DEFAULT_RETRY_MAX_S = 30.0
-_ERROR_BODY_CHARS = 300
+# How much of an error body a verdict keeps (after the key is redacted from it).
+ERROR_BODY_CHARS = 300
 _CONNECTIONS_PER_CLIENT = 8
 
 
@@ -64,6 +67,10 @@ class OpenAIBackend(JudgeBackend):
         if not items:
             return []
         env_name = self.judge.api_key_env
+        if env_name and not api_key_env_allowed(env_name):
+            # A judge stored before the pattern was enforced: the variable is never read.
+            message = f"judge {self.judge.name}: {api_key_env_refusal()}"
+            return [JudgeResult(outcome="error", error=message) for _ in items]
         api_key = os.environ.get(env_name, "") if env_name else ""
         if env_name and not api_key:
             message = f"environment variable {env_name} is not set"
@@ -142,20 +149,22 @@ class OpenAIBackend(JudgeBackend):
             async def one(item: JudgeItem, request) -> JudgeResult:
                 if isinstance(request, JudgeResult):
                     return request
-                result = await self._call(slots, pacing, item, request)
+                result = await self._call(slots, pacing, item, request, api_key)
                 return _redacted(result, api_key)
 
             return list(
                 await asyncio.gather(*(one(i, r) for i, r in zip(items, requests, strict=True)))
             )
 
-    async def _call(self, slots: asyncio.Queue, pacing, item: JudgeItem, payload) -> JudgeResult:
+    async def _call(
+        self, slots: asyncio.Queue, pacing, item: JudgeItem, payload, api_key: str
+    ) -> JudgeResult:
         attempt = _Attempt()
         for number in range(self.max_retries + 1):
             await self._pace(pacing)
             client = await slots.get()
             try:
-                attempt = await self._attempt(client, item, payload)
+                attempt = await self._attempt(client, item, payload, api_key)
             finally:
                 slots.put_nowait(client)
             if attempt.result is not None:
@@ -179,7 +188,7 @@ class OpenAIBackend(JudgeBackend):
             attempts=self.max_retries + 1,
         )
 
-    async def _attempt(self, client, item: JudgeItem, payload: dict) -> _Attempt:
+    async def _attempt(self, client, item: JudgeItem, payload: dict, api_key: str) -> _Attempt:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.judge.timeout_s):
@@ -201,12 +210,13 @@ class OpenAIBackend(JudgeBackend):
                 retry_after_s=_retry_after_s(response.headers.get("retry-after")),
                 latency_ms=latency_ms,
             )
+        # Redacted before anything is cut to length: a cut could split the key, and the
+        # half left would escape the replacement.
+        body = redact(response.text, api_key)
         if status >= 400:
-            body = response.text[:_ERROR_BODY_CHARS]
-            return _Attempt(
-                JudgeResult(outcome="error", error=f"HTTP {status}: {body}", latency_ms=latency_ms)
-            )
-        return _Attempt(_result(response, item, latency_ms))
+            error = f"HTTP {status}: {body[:ERROR_BODY_CHARS]}"
+            return _Attempt(JudgeResult(outcome="error", error=error, latency_ms=latency_ms))
+        return _Attempt(_result(body, item, latency_ms))
 
     async def _pace(self, pacing: asyncio.Lock) -> None:
         """Spaces request starts evenly at ``requests_per_minute`` (0: no limit)."""
@@ -228,15 +238,16 @@ class OpenAIBackend(JudgeBackend):
         return random.uniform(ceiling / 2, ceiling)
 
 
-def _result(response: httpx.Response, item: JudgeItem, latency_ms: int) -> JudgeResult:
+def _result(body: str, item: JudgeItem, latency_ms: int) -> JudgeResult:
+    """The verdict in a response ``body`` (already redacted)."""
     try:
-        data = response.json()
+        data = json.loads(body)
         message = data["choices"][0]["message"]
         usage = data.get("usage") or {}
     except (ValueError, KeyError, IndexError, TypeError):
         return JudgeResult(
             outcome="error",
-            error=f"not a chat completion: {response.text[:_ERROR_BODY_CHARS]}",
+            error=f"not a chat completion: {body[:ERROR_BODY_CHARS]}",
             latency_ms=latency_ms,
         )
     content = message.get("content") or ""
@@ -262,12 +273,10 @@ def _result(response: httpx.Response, item: JudgeItem, latency_ms: int) -> Judge
 
 
 def _redacted(result: JudgeResult, api_key: str) -> JudgeResult:
-    """Removes the key from everything a server could have echoed back."""
-    if len(api_key) >= 4:
-        for name in ("raw", "reasoning", "error"):
-            value = getattr(result, name)
-            if api_key in value:
-                setattr(result, name, value.replace(api_key, "[redacted]"))
+    """Removes the key from everything a server could have echoed back, also where the body's
+    JSON escaped it (the answer is read from the decoded JSON)."""
+    for name in ("raw", "reasoning", "error"):
+        setattr(result, name, redact(getattr(result, name), api_key))
     return result
 
 

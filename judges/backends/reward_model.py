@@ -32,10 +32,12 @@ class RewardModelBackend(JudgeBackend):
 
     def model(self):
         """The loaded model (once per backend); raises ``CheckpointError`` when it cannot load."""
-        from judges.reward_model import load_checkpoint  # torch only where it is needed
+        # torch only where it is needed
+        from judges.reward_model import checkpoint_path, load_checkpoint
 
         if self._model is None:
-            self._model = load_checkpoint(self.judge.checkpoint, self.judge.device)
+            path = checkpoint_path(self.judge.checkpoint)
+            self._model = load_checkpoint(path, self.judge.device)
         return self._model
 
     def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:

@@ -4,11 +4,14 @@ saved, so a filter run never starts with a judge that cannot work."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from annotation.models import Project
+from judges.keys import api_key_env_allowed, api_key_env_refusal
 from judges.models import Judge
 
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -83,11 +86,10 @@ def judge_check(judge: Judge) -> None:
         if not judge.model:
             errors["model"] = "An openai judge needs a model name."
         # The value is never echoed: someone may have pasted the key itself here.
-        if judge.api_key_env and not ENV_VAR_NAME.match(judge.api_key_env):
-            errors["api_key_env"] = (
-                "Give the NAME of an environment variable (letters, digits and underscores, "
-                "e.g. OPENAI_API_KEY), never the key itself."
-            )
+        if judge.api_key_env and not (
+            ENV_VAR_NAME.match(judge.api_key_env) and api_key_env_allowed(judge.api_key_env)
+        ):
+            errors["api_key_env"] = api_key_env_refusal()
         if judge.concurrency < 1:
             errors["concurrency"] = "At least 1 request must be allowed in flight."
         if not judge.timeout_s > 0:
@@ -106,11 +108,11 @@ def judge_check(judge: Judge) -> None:
         if not judge.checkpoint:
             errors["checkpoint"] = "A reward_model judge needs a checkpoint path."
         else:
-            from judges.reward_model import CheckpointError, load_checkpoint
+            from judges.reward_model import CheckpointError, checkpoint_path, load_checkpoint
 
             # Loaded on the CPU here: the machine checking may not be the GPU worker.
             try:
-                load_checkpoint(judge.checkpoint, "cpu")
+                load_checkpoint(checkpoint_path(judge.checkpoint), "cpu")
             except CheckpointError as exc:
                 errors["checkpoint"] = str(exc)
     elif kind not in Judge.Kind.values:
@@ -137,8 +139,9 @@ def _options_error(kind: str, options) -> str:
 
 
 @transaction.atomic
-def judge_create(*, name: str, kind: str, **fields) -> Judge:
-    """Creates a judge after checking its fields and its kind's requirements."""
+def judge_create(*, name: str, kind: str, projects: Iterable[Project] = (), **fields) -> Judge:
+    """Creates a judge after checking its fields and its kind's requirements. ``projects``:
+    the projects that may run it; none means every project (docs/judges.md)."""
     judge = Judge(name=name, kind=kind, **fields)
     errors: dict[str, list[str]] = {}
     try:
@@ -153,4 +156,5 @@ def judge_create(*, name: str, kind: str, **fields) -> Judge:
     if errors:
         raise ValidationError(errors)
     judge.save()
+    judge.projects.set(projects)
     return judge

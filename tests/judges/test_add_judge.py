@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
+from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from judges.models import Judge
 from judges.reward_model import init_checkpoint
+from judges.services.judges import judge_check
+from tests.factories import UserFactory
 
 
 def add_judge(*args) -> str:
@@ -23,7 +28,7 @@ def test_add_an_openai_judge_with_all_settings(db):
         "--kind=openai",
         "--base-url=http://vllm:8000/v1",
         "--model=Qwen/Qwen3-VL-8B-Instruct",
-        "--api-key-env=VLLM_API_KEY",
+        "--api-key-env=ARBITER_JUDGE_KEY_VLLM",
         "--concurrency=64",
         "--temperature=0.2",
         "--max-tokens=512",
@@ -32,18 +37,20 @@ def test_add_an_openai_judge_with_all_settings(db):
         "--max-image-side=768",
     )
     judge = Judge.objects.get(name="qwen3-vl")
-    assert "Created openai judge qwen3-vl (queue judges_http)" in output
+    assert "Created openai judge qwen3-vl (queue judges_http), available to every" in output
     assert (judge.base_url, judge.model, judge.api_key_env) == (
         "http://vllm:8000/v1",
         "Qwen/Qwen3-VL-8B-Instruct",
-        "VLLM_API_KEY",
+        "ARBITER_JUDGE_KEY_VLLM",
     )
     assert (judge.concurrency, judge.temperature, judge.max_tokens) == (64, 0.2, 512)
     assert (judge.timeout_s, judge.requests_per_minute, judge.max_image_side) == (30, 600, 768)
 
 
-def test_add_a_reward_model_judge(db, tmp_path):
-    checkpoint = init_checkpoint(tmp_path / "rm.pt", n_buckets=512, embed_dim=8, hidden_dim=8)
+def test_add_a_reward_model_judge(db, checkpoint_root):
+    checkpoint = init_checkpoint(
+        checkpoint_root / "rm.pt", n_buckets=512, embed_dim=8, hidden_dim=8
+    )
     output = add_judge(
         "rm-small", "--kind=reward_model", f"--checkpoint={checkpoint}", "--batch-size=128"
     )
@@ -69,7 +76,7 @@ def test_heuristic_and_scores_judges_need_nothing(db, kind):
             "concurrency: At least 1",
         ),
         (["--kind=reward_model"], "checkpoint: A reward_model judge needs a checkpoint"),
-        (["--kind=reward_model", "--checkpoint=/nonexistent.pt"], "no such checkpoint file"),
+        (["--kind=reward_model", "--checkpoint=absent.pt"], "no such checkpoint file"),
         (
             ["--kind=reward_model", "--checkpoint=X", "--device=tpu"],
             "device: The device must be cpu, cuda or cuda:N",
@@ -90,12 +97,14 @@ def test_a_pasted_key_instead_of_a_variable_name_is_refused_and_not_echoed(db):
         add_judge(
             "j", "--kind=openai", "--base-url=http://h/v1", "--model=m", f"--api-key-env={pasted}"
         )
-    assert "api_key_env: Give the NAME of an environment variable" in str(caught.value)
+    assert "api_key_env: api_key_env must be the NAME of an environment variable" in str(
+        caught.value
+    )
     assert pasted not in str(caught.value)
 
 
-def test_a_broken_checkpoint_is_refused(db, tmp_path):
-    bad = tmp_path / "bad.pt"
+def test_a_broken_checkpoint_is_refused(db, checkpoint_root):
+    bad = checkpoint_root / "bad.pt"
     bad.write_bytes(b"garbage")
     with pytest.raises(CommandError, match="not a readable torch checkpoint"):
         add_judge("rm", "--kind=reward_model", f"--checkpoint={bad}")
@@ -107,42 +116,44 @@ def test_names_are_unique(db):
         add_judge("twice", "--kind=scores")
 
 
+ADMIN_FORM = {
+    "name": "admin-judge",
+    "kind": "openai",
+    "enabled": "on",
+    "base_url": "",
+    "model": "gpt-x",
+    "api_key_env": "ARBITER_JUDGE_KEY_OPENAI",
+    "temperature": "0",
+    "max_tokens": "1024",
+    "timeout_s": "60",
+    "concurrency": "16",
+    "requests_per_minute": "0",
+    "max_image_side": "1024",
+    "checkpoint": "",
+    "device": "cpu",
+    "batch_size": "64",
+    "options": "{}",
+}
+
+
 def test_admin_creates_judges_with_the_same_checks(admin_client):
-    form = {
-        "name": "admin-judge",
-        "kind": "openai",
-        "enabled": "on",
-        "base_url": "",
-        "model": "gpt-x",
-        "api_key_env": "OPENAI_API_KEY",
-        "temperature": "0",
-        "max_tokens": "1024",
-        "timeout_s": "60",
-        "concurrency": "16",
-        "requests_per_minute": "0",
-        "max_image_side": "1024",
-        "checkpoint": "",
-        "device": "cpu",
-        "batch_size": "64",
-        "options": "{}",
-    }
-    refused = admin_client.post("/admin/judges/judge/add/", form)
+    refused = admin_client.post("/admin/judges/judge/add/", ADMIN_FORM)
     assert refused.status_code == 200
     assert "An openai judge needs a base URL" in refused.content.decode()
     bad_option = admin_client.post(
         "/admin/judges/judge/add/",
-        {**form, "base_url": "http://h/v1", "options": '{"retries": 3}'},
+        {**ADMIN_FORM, "base_url": "http://h/v1", "options": '{"retries": 3}'},
     )
     assert "Unknown option(s) retries for kind openai" in bad_option.content.decode()
     created = admin_client.post(
         "/admin/judges/judge/add/",
-        {**form, "base_url": "http://h/v1", "options": '{"max_retries": 2}'},
+        {**ADMIN_FORM, "base_url": "http://h/v1", "options": '{"max_retries": 2}'},
     )
     assert created.status_code == 302
     judge = Judge.objects.get(name="admin-judge")
     assert judge.options == {"max_retries": 2}
     page = admin_client.get(f"/admin/judges/judge/{judge.pk}/change/").content.decode()
-    assert "OPENAI_API_KEY" in page and "scores_key" in page  # the options help
+    assert "ARBITER_JUDGE_KEY_OPENAI" in page and "scores_key" in page  # the options help
 
 
 def test_annotators_and_outsiders_cannot_reach_the_judge_admin(client_for, alice, eve):
@@ -152,15 +163,169 @@ def test_annotators_and_outsiders_cannot_reach_the_judge_admin(client_for, alice
 
 
 def test_staff_need_the_judge_permissions(client_for, db):
-    from django.contrib.auth.models import Permission
-
-    from tests.factories import UserFactory
-
     staff = UserFactory(username="staffer", is_staff=True)
-    Judge.objects.create(name="listed", kind="openai", api_key_env="SOME_KEY_VAR")
+    Judge.objects.create(name="listed", kind="openai", api_key_env="ARBITER_JUDGE_KEY_LISTED")
     client = client_for(staff)
     assert client.get("/admin/judges/judge/").status_code == 403
     staff.user_permissions.add(Permission.objects.get(codename="view_judge"))
     listing = client.get("/admin/judges/judge/")
-    assert listing.status_code == 200 and "SOME_KEY_VAR" in listing.content.decode()
+    assert listing.status_code == 200 and "ARBITER_JUDGE_KEY_LISTED" in listing.content.decode()
     assert client.get("/admin/judges/judge/add/").status_code == 403
+
+
+# Operators only (docs/judges.md) ----------------------------------------------------------
+
+SECRET_KEY_VALUE = "django-insecure-0123456789-the-real-secret-key"
+
+
+@pytest.fixture
+def shared_judge(db):
+    return Judge.objects.create(
+        name="shared", kind="openai", base_url="http://judges.internal/v1", model="m"
+    )
+
+
+@pytest.mark.parametrize("persona", ["carol", "staff_with_every_judge_permission"])
+def test_only_superusers_add_change_or_delete_judges(request, client_for, persona, shared_judge):
+    if persona == "carol":
+        user = request.getfixturevalue("carol")  # a curator: staff, in the curators group
+    else:
+        user = UserFactory(username="judge-editor", is_staff=True)
+        user.user_permissions.add(*Permission.objects.filter(content_type__app_label="judges"))
+    client = client_for(user)
+    change = f"/admin/judges/judge/{shared_judge.pk}/change/"
+    assert client.get("/admin/judges/judge/add/").status_code == 403
+    added = client.post(
+        "/admin/judges/judge/add/", {**ADMIN_FORM, "base_url": "http://attacker.example/v1"}
+    )
+    assert added.status_code == 403
+    # Redirecting a shared judge (other projects' prompts and keys) to the curator's server:
+    redirected = client.post(change, {**ADMIN_FORM, "name": "shared", "base_url": "http://x/v1"})
+    assert redirected.status_code == 403
+    deleted = client.post(f"/admin/judges/judge/{shared_judge.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 403
+    shared_judge.refresh_from_db()
+    assert shared_judge.base_url == "http://judges.internal/v1"
+    assert list(Judge.objects.values_list("name", flat=True)) == ["shared"]
+
+
+def test_a_superuser_changes_a_judge_and_the_projects_that_may_use_it(
+    admin_client, shared_judge, project, other_project
+):
+    changed = admin_client.post(
+        f"/admin/judges/judge/{shared_judge.pk}/change/",
+        {**ADMIN_FORM, "name": "shared", "base_url": "http://h/v1", "projects": [project.pk]},
+    )
+    assert changed.status_code == 302
+    shared_judge.refresh_from_db()
+    assert shared_judge.base_url == "http://h/v1"
+    assert list(shared_judge.projects.all()) == [project]
+
+
+def test_sending_django_secret_key_as_a_judge_key_is_refused_everywhere(admin_client, monkeypatch):
+    """The tester's attack: a judge whose key variable is DJANGO_SECRET_KEY."""
+    monkeypatch.setenv("DJANGO_SECRET_KEY", SECRET_KEY_VALUE)
+    refusal = "api_key_env must be the NAME of an environment variable matching"
+    pattern = "ARBITER_JUDGE_KEY_ENV_PATTERN (ARBITER_JUDGE_KEY_*)"
+    args = ["--kind=openai", "--base-url=http://127.0.0.1:9/v1", "--model=m"]
+    with pytest.raises(CommandError) as caught:
+        add_judge("thief", *args, "--api-key-env=DJANGO_SECRET_KEY")
+    assert refusal in str(caught.value) and pattern in str(caught.value)
+    form = {**ADMIN_FORM, "base_url": "http://127.0.0.1:9/v1", "api_key_env": "DJANGO_SECRET_KEY"}
+    page = admin_client.post("/admin/judges/judge/add/", form).content.decode()
+    assert refusal in page and "ARBITER_JUDGE_KEY_*" in page
+    judge = Judge(
+        name="thief", kind="openai", base_url="http://h/v1", model="m", api_key_env="DATABASE_URL"
+    )
+    with pytest.raises(ValidationError) as checked:
+        judge_check(judge)
+    assert pattern in checked.value.message_dict["api_key_env"][0]
+    assert not Judge.objects.exists()
+    assert SECRET_KEY_VALUE not in str(caught.value) + page
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "allowed"),
+    [
+        ("ARBITER_JUDGE_KEY_*", "ARBITER_JUDGE_KEY_OPENAI", True),
+        ("ARBITER_JUDGE_KEY_*", "arbiter_judge_key_openai", False),  # case counts
+        ("ARBITER_JUDGE_KEY_*", "OPENAI_API_KEY", False),
+        ("JUDGE_*_KEY", "JUDGE_VLLM_KEY", True),
+    ],
+)
+def test_the_key_variable_pattern_is_a_setting(settings, pattern, name, allowed):
+    settings.ARBITER_JUDGE_KEY_ENV_PATTERN = pattern
+    judge = Judge(name="j", kind="openai", base_url="http://h/v1", model="m", api_key_env=name)
+    if allowed:
+        judge_check(judge)
+    else:
+        with pytest.raises(ValidationError, match=re.escape(f"PATTERN ({pattern})")):
+            judge_check(judge)
+
+
+def test_no_judge_page_says_whether_a_key_variable_is_set(admin_client, monkeypatch):
+    judge = Judge.objects.create(
+        name="keyed",
+        kind="openai",
+        base_url="http://h/v1",
+        model="m",
+        api_key_env="ARBITER_JUDGE_KEY_KEYED",
+    )
+    pages = {}
+    for state in ("unset", "set"):
+        if state == "set":
+            monkeypatch.setenv("ARBITER_JUDGE_KEY_KEYED", "sk-value")
+        else:
+            monkeypatch.delenv("ARBITER_JUDGE_KEY_KEYED", raising=False)
+        pages[state] = [
+            CSRF_INPUT.sub("", admin_client.get(url).content.decode())
+            for url in ("/admin/judges/judge/", f"/admin/judges/judge/{judge.pk}/change/")
+        ]
+    assert pages["set"] == pages["unset"]
+    assert "not set" not in "".join(pages["unset"])
+
+
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="[^"]+"')
+
+
+# Projects a judge is available to ---------------------------------------------------------
+
+
+def test_add_judge_limits_a_judge_to_the_projects_named(project, other_project):
+    output = add_judge("scoped", "--kind=heuristic", "--project=demo", "--project=other")
+    assert "available to demo, other" in output
+    assert set(Judge.objects.get(name="scoped").projects.all()) == {project, other_project}
+    with pytest.raises(CommandError, match="--project: no project with slug nope"):
+        add_judge("lost", "--kind=heuristic", "--project=nope")
+    assert not Judge.objects.filter(name="lost").exists()
+
+
+# Checkpoints under ARBITER_CHECKPOINT_ROOT ------------------------------------------------
+
+
+def test_a_checkpoint_relative_to_the_root_is_accepted(db, checkpoint_root):
+    init_checkpoint(checkpoint_root / "models" / "rm.pt", n_buckets=64, embed_dim=4, hidden_dim=4)
+    add_judge("rm", "--kind=reward_model", "--checkpoint=models/rm.pt")
+    assert Judge.objects.get(name="rm").checkpoint == "models/rm.pt"
+
+
+@pytest.mark.parametrize("where", ["etc_passwd", "dot_dot", "symlink_out", "missing_outside"])
+def test_checkpoints_outside_the_root_get_one_answer_whether_or_not_they_exist(
+    db, checkpoint_root, tmp_path, where
+):
+    outside = init_checkpoint(tmp_path / "outside.pt", n_buckets=64, embed_dim=4, hidden_dim=4)
+    (checkpoint_root / "link.pt").symlink_to(outside)
+    path = {
+        "etc_passwd": "/etc/passwd",
+        "dot_dot": f"{checkpoint_root}/../outside.pt",  # a real checkpoint, one level up
+        "symlink_out": "link.pt",
+        "missing_outside": str(tmp_path / "absent.pt"),
+    }[where]
+    with pytest.raises(CommandError) as caught:
+        add_judge("rm", "--kind=reward_model", f"--checkpoint={path}")
+    root = checkpoint_root.resolve()
+    assert str(caught.value) == (
+        f"Judge not created:\n  checkpoint: Checkpoints must lie under "
+        f"ARBITER_CHECKPOINT_ROOT ({root})"
+    )
+    assert not Judge.objects.exists()

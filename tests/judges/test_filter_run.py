@@ -398,6 +398,20 @@ def test_run_filter_command_errors(project):
         call_command("run_filter", project.slug, "--threshold", "0.3")
 
 
+def test_run_filter_refuses_another_projects_judge_like_an_unknown_one(
+    monkeypatch, project, other_project
+):
+    use_scripted_judges(monkeypatch, {"mine": canonical("A"), "theirs": canonical("A")})
+    mine, theirs = make_judges("mine", "theirs")
+    theirs.projects.set([other_project])
+    PairFactory(project=project)
+    with pytest.raises(CommandError, match="^--judges: unknown judges theirs$"):
+        call_command("run_filter", project.slug, "--judges", "mine,theirs")
+    assert not FilterRun.objects.exists()
+    call_command("run_filter", project.slug)  # every enabled judge the project may use
+    assert list(FilterRun.objects.get().judges.all()) == [mine]
+
+
 def test_a_worker_builds_each_judge_backend_once_until_its_settings_change(
     monkeypatch, project, settings, django_capture_on_commit_callbacks
 ):

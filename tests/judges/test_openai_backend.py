@@ -13,8 +13,10 @@ from django.core.management import call_command
 from PIL import Image
 
 from judges.backends import get_backend
-from judges.backends.openai import OpenAIBackend
+from judges.backends.openai import ERROR_BODY_CHARS, OpenAIBackend
 from judges.models import FilterRun, Judge, Verdict
+from judges.services.runs import filter_run_create
+from tests.factories import PairFactory
 from tests.judges.backend_helpers import image_part, item, noisy_image, store_image, text_part
 from tests.judges.fake_openai import (
     FakeOpenAI,
@@ -26,8 +28,9 @@ from tests.judges.fake_openai import (
     status,
     verdict,
 )
+from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 
-KEY_ENV = "ARBITER_TEST_JUDGE_KEY"
+KEY_ENV = "ARBITER_JUDGE_KEY_TEST"
 SECRET = "sk-test-9f8e7d6c5b4a-DO-NOT-LEAK"
 
 
@@ -283,6 +286,62 @@ def test_the_api_key_is_sent_but_never_stored_logged_or_shown(
 
 
 def _pairs(n: int):
-    from tests.factories import PairFactory
-
     return PairFactory.create_batch(n)
+
+
+# A judge must never send other variables, nor let a cut keep part of the key -------------
+
+
+def substrings(secret: str, length: int = 4) -> set[str]:
+    return {secret[i : i + length] for i in range(len(secret) - length + 1)}
+
+
+def run_one_pair(judge: Judge, django_capture_on_commit_callbacks) -> Verdict:
+    """A filter run of ``judge`` on one pair, its tasks run inline; the pair's AB verdict."""
+    pair = PairFactory()
+    with django_capture_on_commit_callbacks(execute=True):
+        run = filter_run_create(project=pair.project, judges=[judge])
+    return Verdict.objects.get(run=run, order="AB")
+
+
+@pytest.mark.usefixtures("celery_eager")
+def test_a_stored_judge_naming_django_secret_key_never_sends_it(
+    server, make_judge, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The tester's attack, as a row saved before the pattern rule: the worker reads nothing."""
+    monkeypatch.setenv("DJANGO_SECRET_KEY", SECRET)
+    judge = make_judge(api_key_env="DJANGO_SECRET_KEY")  # forced past judge_check
+    verdict = run_one_pair(judge, django_capture_on_commit_callbacks)
+    assert server.request_count == 0  # so no Authorization header reached the server
+    assert verdict.outcome == "error" and verdict.attempts == 1  # permanent, not retried
+    assert "ARBITER_JUDGE_KEY_ENV_PATTERN (ARBITER_JUDGE_KEY_*)" in verdict.error
+    assert not substrings(SECRET) & substrings(verdict.error + verdict.raw)
+
+
+def echo_key_at_the_cut(code: int):
+    """A server echoing the Authorization header so that the key straddles the length an
+    error body is cut to."""
+
+    def rule(request):
+        auth = request.headers.get("Authorization", "")
+        padding = "x" * (ERROR_BODY_CHARS - len("Bearer ") - len(SECRET) // 2)
+        return Reply(status=code, body=f"{padding}{auth} was refused")
+
+    return rule
+
+
+@pytest.mark.usefixtures("celery_eager")
+@pytest.mark.parametrize("code", [200, 401, 503])  # not a completion, permanent, transient
+def test_an_echoed_key_is_redacted_before_the_error_is_cut(
+    server, make_judge, monkeypatch, settings, django_capture_on_commit_callbacks, code
+):
+    settings.ARBITER_JUDGE_MAX_ATTEMPTS = 1
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    server.reset(echo_key_at_the_cut(code))
+    judge = make_judge(api_key_env=KEY_ENV, options={"max_retries": 0})
+    verdict = run_one_pair(judge, django_capture_on_commit_callbacks)
+    assert server.requests[0].headers["Authorization"] == f"Bearer {SECRET}"
+    assert verdict.outcome == "error"
+    assert not substrings(SECRET) & substrings(verdict.error + verdict.raw)
+    if code != 503:  # a transient failure records only its status
+        assert "[redacted]" in verdict.error and "x" * 20 in verdict.error

@@ -28,8 +28,8 @@ SMALL = {"n_buckets": 4096, "embed_dim": 16, "hidden_dim": 32, "max_tokens": 64}
 
 
 @pytest.fixture
-def checkpoint(tmp_path):
-    return init_checkpoint(tmp_path / "rm.pt", seed=7, **SMALL)
+def checkpoint(checkpoint_root):
+    return init_checkpoint(checkpoint_root / "rm.pt", seed=7, **SMALL)
 
 
 @pytest.fixture
@@ -197,8 +197,8 @@ def test_backend_uses_image_statistics(make_judge):
     assert rewards["r_first"] != rewards["r_second"]  # same text, different pixels
 
 
-def test_an_unloadable_checkpoint_gives_errors_not_exceptions(make_judge, tmp_path):
-    backend = get_backend(make_judge(checkpoint=str(tmp_path / "gone.pt")))
+def test_an_unloadable_checkpoint_gives_errors_not_exceptions(make_judge, checkpoint_root):
+    backend = get_backend(make_judge(checkpoint=str(checkpoint_root / "gone.pt")))
     results = backend.judge_batch([item(), item(order="BA")])
     assert [r.outcome for r in results] == ["error", "error"]
     assert all("no such checkpoint file" in r.error and not r.transient for r in results)
@@ -218,3 +218,15 @@ def test_cuda_scores_match_cpu(checkpoint):
     gpu_model = load_checkpoint(checkpoint, "cuda")
     assert gpu_model.device.type == "cuda"
     assert gpu_model.score(INPUTS) == pytest.approx(cpu, abs=1e-4)
+
+
+def test_the_backend_loads_no_checkpoint_outside_the_root(make_judge, checkpoint_root, tmp_path):
+    """A judge stored before the root was enforced: refused at load, the same for any path."""
+    outside = init_checkpoint(tmp_path / "outside.pt", **SMALL)
+    (checkpoint_root / "link.pt").symlink_to(outside)
+    expected = f"Checkpoints must lie under ARBITER_CHECKPOINT_ROOT ({checkpoint_root.resolve()})"
+    paths = [str(outside), "/etc/passwd", "../outside.pt", "link.pt", str(tmp_path / "no.pt")]
+    for n, path in enumerate(paths):
+        backend = get_backend(make_judge(name=f"rm-{n}", checkpoint=path))
+        (result,) = backend.judge_batch([item()])
+        assert (result.outcome, result.error, result.transient) == ("error", expected, False)

@@ -338,3 +338,59 @@ def test_large_running_runs_defer_per_judge_statistics(client_for, carol, runnin
     assert '<progress class="run-bar" value="3" max="8">' in body
     row = body.split(JUDGES[0], 1)[1].split("</tr>", 1)[0]
     assert re.findall(r'<td class="num">(.*?)</td>', row, re.S)[1].strip() == "—"
+
+
+# Judges a project may use -----------------------------------------------------------------
+
+
+@pytest.fixture
+def restricted(judges, project, other_project):
+    """JUDGES[0] listed for the other project only; JUDGES[1] lists none, so every project."""
+    judges[0].projects.set([other_project])
+    return judges[0]
+
+
+def test_the_page_offers_and_accepts_only_the_projects_judges(
+    client_for, carol, project, judges, restricted
+):
+    PairFactory(project=project)
+    url = reverse("judges:runs", args=[project.slug])
+    client = client_for(carol)
+    page = client.get(url).content.decode()
+    assert JUDGES[1] in page and restricted.name not in page
+    chose_restricted = client.post(url, {"judges": [restricted.pk], "threshold": "0.9"})
+    chose_missing = client.post(url, {"judges": [999_999], "threshold": "0.9"})
+    for response, pk in ((chose_restricted, restricted.pk), (chose_missing, 999_999)):
+        assert response.status_code == 200
+        assert f"Select a valid choice. {pk} is not one of the available choices." in (
+            response.content.decode()
+        )
+    assert not FilterRun.objects.exists()
+
+
+def test_the_api_refuses_another_projects_judge_like_an_unknown_one(
+    api_for, carol, project, restricted
+):
+    PairFactory(project=project)
+    base = f"/api/v1/projects/{project.slug}/filter-runs/"
+    api = api_for(carol)
+    refused = api.post(base, {"judges": [restricted.name]}, format="json")
+    unknown = api.post(base, {"judges": ["ghost"]}, format="json")
+    assert (refused.status_code, unknown.status_code) == (400, 400)
+    assert refused.json() == {"judges": [f"Unknown judges: {restricted.name}"]}
+    assert unknown.json() == {"judges": ["Unknown judges: ghost"]}
+    assert not FilterRun.objects.exists()
+
+
+def test_a_judge_listing_the_project_runs_there(
+    api_for, carol, project, judges, restricted, django_capture_on_commit_callbacks
+):
+    restricted.projects.add(project)
+    PairFactory(project=project)
+    with django_capture_on_commit_callbacks(execute=True):
+        created = api_for(carol).post(
+            f"/api/v1/projects/{project.slug}/filter-runs/",
+            {"judges": [restricted.name]},
+            format="json",
+        )
+    assert created.status_code == 201, created.content

@@ -21,7 +21,7 @@ from tests.judges.fake_openai import (
     status,
 )
 
-KEY_ENV = "ARBITER_RUN_TEST_KEY"
+KEY_ENV = "ARBITER_JUDGE_KEY_RUN_TEST"
 SECRET = "sk-run-test-5d4c3b2a-NEVER-STORED"
 # Fast retries and small batches, so each test takes seconds.
 WORKER_ENV = {

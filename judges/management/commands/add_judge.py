@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.models import Project
 from judges.models import Judge
 from judges.services.judges import judge_create
 
@@ -25,9 +26,11 @@ _FLAGS = {
 
 class Command(BaseCommand):
     help = (
-        "Add a judge. openai needs --base-url and --model (the API key is read at call time "
-        "from the environment variable named by --api-key-env, never stored); reward_model "
-        "needs --checkpoint; heuristic and scores need nothing."
+        "Add a judge (operators only). openai needs --base-url and --model (the API key is "
+        "read at call time from the environment variable named by --api-key-env, which must "
+        "match ARBITER_JUDGE_KEY_ENV_PATTERN; it is never stored); reward_model needs "
+        "--checkpoint under ARBITER_CHECKPOINT_ROOT; heuristic and scores need nothing. "
+        "--project limits the judge to the projects named."
     )
 
     def add_arguments(self, parser):
@@ -44,10 +47,19 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, help="seconds per request (default 60)")
         parser.add_argument("--rpm", type=int, help="requests per minute, 0 = no limit")
         parser.add_argument("--max-image-side", type=int, help="downscale images to this side")
-        parser.add_argument("--checkpoint", help="reward-model checkpoint path")
+        parser.add_argument(
+            "--checkpoint", help="reward-model checkpoint, under ARBITER_CHECKPOINT_ROOT"
+        )
         parser.add_argument("--device", help="cpu, cuda or cuda:N (default cpu)")
         parser.add_argument("--batch-size", type=int, help="responses per forward pass")
         parser.add_argument("--disabled", action="store_true", help="create it disabled")
+        parser.add_argument(
+            "--project",
+            action="append",
+            default=[],
+            metavar="SLUG",
+            help="a project that may run the judge (repeat for several; none: every project)",
+        )
 
     def handle(self, *args, **options):
         kind = options["kind"]
@@ -60,9 +72,17 @@ class Command(BaseCommand):
                 option = "--" + flag.replace("_", "-")
                 raise CommandError(f"{option} does not apply to --kind {kind}")
             fields[field] = value
+        slugs = list(dict.fromkeys(options["project"]))
+        projects = list(Project.objects.filter(slug__in=slugs))
+        if unknown := sorted(set(slugs) - {project.slug for project in projects}):
+            raise CommandError(f"--project: no project with slug {', '.join(unknown)}")
         try:
             judge = judge_create(
-                name=options["name"], kind=kind, enabled=not options["disabled"], **fields
+                name=options["name"],
+                kind=kind,
+                enabled=not options["disabled"],
+                projects=projects,
+                **fields,
             )
         except ValidationError as exc:
             lines = [
@@ -71,6 +91,10 @@ class Command(BaseCommand):
                 for message in messages
             ]
             raise CommandError("Judge not created:\n" + "\n".join(lines)) from None
+        available = ", ".join(slugs) or "every project"
         self.stdout.write(
-            self.style.SUCCESS(f"Created {judge.kind} judge {judge.name} (queue {judge.queue})")
+            self.style.SUCCESS(
+                f"Created {judge.kind} judge {judge.name} (queue {judge.queue}), "
+                f"available to {available}"
+            )
         )

@@ -6,8 +6,13 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import PairStatus, Project
-from judges.models import FilterRun, Judge
-from judges.selectors import STALL_AFTER_S, filter_run_progress, filter_run_report
+from judges.models import FilterRun
+from judges.selectors import (
+    STALL_AFTER_S,
+    filter_run_progress,
+    filter_run_report,
+    judges_for_project,
+)
 from judges.services.runs import filter_run_create, filter_run_resume
 
 BAR_WIDTH = 30
@@ -21,7 +26,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("slug")
-        parser.add_argument("--judges", help="comma-separated judge names (default: all enabled)")
+        parser.add_argument(
+            "--judges",
+            help="comma-separated judge names (default: every enabled judge the project may use)",
+        )
         parser.add_argument(
             "--threshold", type=float, default=0.9, help="easy share of valid votes (0.5, 1]"
         )
@@ -65,14 +73,16 @@ class Command(BaseCommand):
                 raise CommandError(f"No filter run {options['resume']} in {project.slug}")
             filter_run_resume(run=run)
             return run
+        available = judges_for_project(project)
         if options["judges"]:
             names = [name.strip() for name in options["judges"].split(",") if name.strip()]
-            judges = {j.name: j for j in Judge.objects.filter(name__in=names)}
+            # A judge the project may not use is unknown to it, like a name that does not exist.
+            judges = {j.name: j for j in available.filter(name__in=names)}
             if unknown := [name for name in names if name not in judges]:
                 raise CommandError(f"--judges: unknown judges {', '.join(unknown)}")
             chosen = [judges[name] for name in dict.fromkeys(names)]
         else:
-            chosen = list(Judge.objects.filter(enabled=True))
+            chosen = list(available.filter(enabled=True))
         if not project.pairs.filter(status=PairStatus.IMPORTED).exists():
             raise CommandError(f"{project.slug} has no imported pairs to judge")
         return filter_run_create(
