@@ -33,6 +33,8 @@ SETTING_RANGES: dict[str, tuple[float, float]] = {
     "lease_minutes": (1, 24 * 60),
     "gold_rate": (0.0, 1.0),
 }
+# Longest guidelines a project may have (the settings page previews them as they are typed).
+MAX_GUIDELINES_CHARS = 100_000
 # Random bytes of a one-time password (22 URL-safe characters).
 ONE_TIME_PASSWORD_BYTES = 16
 # Pairs whose outcome is decided: changing the overlap no longer changes their target.
@@ -146,6 +148,8 @@ def project_update(
         lease_minutes=lease_minutes,
         gold_rate=gold_rate,
     )
+    if len(guidelines) > MAX_GUIDELINES_CHARS:
+        raise ValidationError({"guidelines": f"At most {MAX_GUIDELINES_CHARS:,} characters."})
     if overlap < limits.overlap_floor:
         raise ValidationError({"overlap": limits.overlap_floor_because})
     old_overlap = locked.overlap
