@@ -14,8 +14,10 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Membership, Pair, PairStatus, Role, Vote
-from annotation.services.projects import member_add, project_update
-from tests.factories import MembershipFactory, PairFactory, UserFactory
+from annotation.services.projects import member_add, member_role_change, project_update
+from tests.annotation.test_queue_concurrency import _race
+from tests.conftest import requires_postgres
+from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -378,3 +380,23 @@ def test_add_member_command_keeps_an_existing_password_unless_given(project):
     zed = get_user_model().objects.get(username="zed")
     assert zed.check_password("first-pass-123") and not zed.is_staff
     assert Membership.objects.get(user=zed).role == Role.CURATOR
+
+
+@requires_postgres()
+@pytest.mark.postgres
+def test_two_curators_demoting_each_other_at_once_leave_one(transactional_db):
+    project = ProjectFactory(slug="race")
+    curators = [
+        MembershipFactory(project=project, user=UserFactory(username=name), role=Role.CURATOR)
+        for name in ("cur1", "cur2")
+    ]
+    errors = _race(
+        [
+            lambda membership=membership: member_role_change(
+                membership=membership, role=Role.ANNOTATOR
+            )
+            for membership in curators
+        ]
+    )
+    assert len(errors) == 1 and "last curator" in str(errors[0])
+    assert Membership.objects.filter(project=project, role=Role.CURATOR).count() == 1
