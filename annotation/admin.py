@@ -1,5 +1,6 @@
-"""Admin for curators: search and filters everywhere; content, votes and media read-only,
-because a benchmark must show exactly what was imported and what people answered."""
+"""Admin for operators (superusers only, see ``config/admin.py``): search and filters everywhere;
+content, votes and media read-only, because a benchmark must show exactly what was imported and
+what people answered. Curators use the in-app project pages instead."""
 
 from __future__ import annotations
 
@@ -8,27 +9,7 @@ from django.contrib import admin
 from annotation import models
 
 
-def curated_project_ids(user) -> list[int]:
-    return list(
-        models.Membership.objects.filter(user=user, role=models.Role.CURATOR).values_list(
-            "project_id", flat=True
-        )
-    )
-
-
-class ProjectScopedAdmin(admin.ModelAdmin):
-    """A curator sees only the projects they curate; superusers see everything."""
-
-    project_path = "project"
-
-    def get_queryset(self, request):
-        queryset = super().get_queryset(request)
-        if request.user.is_superuser:
-            return queryset
-        return queryset.filter(**{f"{self.project_path}__in": curated_project_ids(request.user)})
-
-
-class ReadOnlyAdmin(ProjectScopedAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
@@ -43,9 +24,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(models.Project)
-class ProjectAdmin(ProjectScopedAdmin):
-    project_path = "pk"
-
+class ProjectAdmin(admin.ModelAdmin):
     list_display = ["name", "slug", "scale", "overlap", "consensus_rule", "paused", "created_at"]
     list_filter = ["scale", "consensus_rule", "paused"]
     search_fields = ["name", "slug"]
@@ -54,7 +33,7 @@ class ProjectAdmin(ProjectScopedAdmin):
 
 
 @admin.register(models.Membership)
-class MembershipAdmin(ProjectScopedAdmin):
+class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "project", "role", "created_at"]
     list_filter = ["role", "project"]
     search_fields = ["user__username", "project__slug"]
@@ -63,13 +42,6 @@ class MembershipAdmin(ProjectScopedAdmin):
 
 @admin.register(models.Media)
 class MediaAdmin(ReadOnlyAdmin):
-    def get_queryset(self, request):
-        queryset = admin.ModelAdmin.get_queryset(self, request)
-        if request.user.is_superuser:
-            return queryset
-        used = models.ProjectMedia.objects.filter(project__in=curated_project_ids(request.user))
-        return queryset.filter(pk__in=used.values("media_id"))
-
     list_display = ["sha256", "format", "width", "height", "size_bytes", "created_at"]
     list_filter = ["format"]
     search_fields = ["sha256"]
@@ -100,7 +72,7 @@ class PriorAnnotationInline(admin.TabularInline):
 
 
 @admin.register(models.Pair)
-class PairAdmin(ProjectScopedAdmin):
+class PairAdmin(admin.ModelAdmin):
     list_display = [
         "external_id",
         "project",
@@ -115,7 +87,7 @@ class PairAdmin(ProjectScopedAdmin):
     list_filter = ["project", "status", "task", "is_gold"]
     search_fields = ["external_id", "criterion"]
     list_select_related = ["project"]
-    # Content and outcomes are fixed by import, judges and votes; curators steer the queue.
+    # Content and outcomes are fixed by import, judges and votes; only the queue is steered.
     readonly_fields = [
         "project",
         "external_id",
@@ -157,7 +129,6 @@ class ImportJobAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Vote)
 class VoteAdmin(ReadOnlyAdmin):
-    project_path = "pair__project"
     list_display = ["pair", "annotator", "side", "value", "is_extra", "created_at"]
     list_filter = ["side", "is_extra", "pair__project"]
     search_fields = ["pair__external_id", "annotator__username"]
@@ -166,7 +137,6 @@ class VoteAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Skip)
 class SkipAdmin(ReadOnlyAdmin):
-    project_path = "pair__project"
     list_display = ["pair", "annotator", "reason", "created_at"]
     list_filter = ["reason", "pair__project"]
     search_fields = ["pair__external_id", "annotator__username", "note"]

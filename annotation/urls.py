@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import curator, home, imports, media, workbench
+from annotation.views import curator, home, imports, media, settings, workbench
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -19,5 +19,27 @@ urlpatterns = [
         "p/<slug:slug>/queue/<slug:action>/",
         curator.curator_queue_action,
         name="curator-queue-action",
+    ),
+    path("p/<slug:slug>/settings/", settings.settings_page, name="project-settings"),
+    path(
+        "p/<slug:slug>/settings/project/", settings.settings_project, name="project-settings-save"
+    ),
+    path(
+        "p/<slug:slug>/settings/preview/",
+        settings.guidelines_preview,
+        name="project-guidelines-preview",
+    ),
+    path(
+        "p/<slug:slug>/settings/members/", settings.settings_member_add, name="project-member-add"
+    ),
+    path(
+        "p/<slug:slug>/settings/members/<int:membership_id>/role/",
+        settings.settings_member_role,
+        name="project-member-role",
+    ),
+    path(
+        "p/<slug:slug>/settings/members/<int:membership_id>/remove/",
+        settings.settings_member_remove,
+        name="project-member-remove",
     ),
 ]

@@ -77,7 +77,7 @@ CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 VAR_DIR = Path(env_str("ARBITER_VAR_DIR", str(BASE_DIR / "var")))
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "config.apps.ArbiterAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

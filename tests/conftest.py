@@ -61,13 +61,7 @@ def bob(project):
 
 @pytest.fixture
 def carol(project):
-    user = _member(project, "carol", Role.CURATOR)
-    user.is_staff = True
-    user.save(update_fields=["is_staff"])
-    from annotation.services.projects import curators_group
-
-    user.groups.add(curators_group())
-    return user
+    return _member(project, "carol", Role.CURATOR)
 
 
 @pytest.fixture

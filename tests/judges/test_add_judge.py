@@ -162,15 +162,17 @@ def test_annotators_and_outsiders_cannot_reach_the_judge_admin(client_for, alice
         assert response.status_code == 302  # to the admin login: not staff
 
 
-def test_staff_need_the_judge_permissions(client_for, db):
+def test_staff_who_are_not_superusers_stay_out_even_with_judge_permissions(client_for, db):
+    from django.contrib.auth.models import Permission
+
+    from tests.factories import UserFactory
+
     staff = UserFactory(username="staffer", is_staff=True)
-    Judge.objects.create(name="listed", kind="openai", api_key_env="ARBITER_JUDGE_KEY_LISTED")
+    staff.user_permissions.add(*Permission.objects.filter(codename__endswith="_judge"))
     client = client_for(staff)
-    assert client.get("/admin/judges/judge/").status_code == 403
-    staff.user_permissions.add(Permission.objects.get(codename="view_judge"))
-    listing = client.get("/admin/judges/judge/")
-    assert listing.status_code == 200 and "ARBITER_JUDGE_KEY_LISTED" in listing.content.decode()
-    assert client.get("/admin/judges/judge/add/").status_code == 403
+    for url in ("/admin/judges/judge/", "/admin/judges/judge/add/"):
+        response = client.get(url)
+        assert response.status_code == 302 and "/admin/login/" in response.url
 
 
 # Operators only (docs/judges.md) ----------------------------------------------------------
@@ -185,25 +187,46 @@ def shared_judge(db):
     )
 
 
+def assert_refused(response) -> None:
+    """The admin site sends non-superusers to its login; the judge admin itself answers 403."""
+    assert response.status_code == 403 or (
+        response.status_code == 302 and "/admin/login/" in response.url
+    ), response.status_code
+
+
+def test_the_judge_admin_itself_refuses_writes_to_staff_with_every_permission(rf, db):
+    from django.contrib import admin
+
+    staff = UserFactory(username="judge-editor", is_staff=True)
+    staff.user_permissions.add(*Permission.objects.filter(content_type__app_label="judges"))
+    request = rf.get("/admin/judges/judge/")
+    request.user = staff
+    judge_admin = admin.site._registry[Judge]
+    assert staff.has_perm("judges.add_judge")
+    assert not judge_admin.has_add_permission(request)
+    assert not judge_admin.has_change_permission(request)
+    assert not judge_admin.has_delete_permission(request)
+
+
 @pytest.mark.parametrize("persona", ["carol", "staff_with_every_judge_permission"])
 def test_only_superusers_add_change_or_delete_judges(request, client_for, persona, shared_judge):
     if persona == "carol":
-        user = request.getfixturevalue("carol")  # a curator: staff, in the curators group
+        user = request.getfixturevalue("carol")  # a curator
     else:
         user = UserFactory(username="judge-editor", is_staff=True)
         user.user_permissions.add(*Permission.objects.filter(content_type__app_label="judges"))
     client = client_for(user)
     change = f"/admin/judges/judge/{shared_judge.pk}/change/"
-    assert client.get("/admin/judges/judge/add/").status_code == 403
+    assert_refused(client.get("/admin/judges/judge/add/"))
     added = client.post(
         "/admin/judges/judge/add/", {**ADMIN_FORM, "base_url": "http://attacker.example/v1"}
     )
-    assert added.status_code == 403
+    assert_refused(added)
     # Redirecting a shared judge (other projects' prompts and keys) to the curator's server:
     redirected = client.post(change, {**ADMIN_FORM, "name": "shared", "base_url": "http://x/v1"})
-    assert redirected.status_code == 403
+    assert_refused(redirected)
     deleted = client.post(f"/admin/judges/judge/{shared_judge.pk}/delete/", {"post": "yes"})
-    assert deleted.status_code == 403
+    assert_refused(deleted)
     shared_judge.refresh_from_db()
     assert shared_judge.base_url == "http://judges.internal/v1"
     assert list(Judge.objects.values_list("name", flat=True)) == ["shared"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.management.errors import validation_message
 from annotation.models import Project, Role
 from annotation.services.projects import member_add
 
@@ -23,14 +24,14 @@ class Command(BaseCommand):
         if project is None:
             raise CommandError(f"No project with slug {options['slug']!r}")
         try:
-            membership, created = member_add(
+            membership, created, _ = member_add(
                 project=project,
                 username=options["username"],
                 role=options["role"],
                 password=options["password"],
             )
         except ValidationError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(validation_message(exc)) from None
         verb = "Created user" if created else "User"
         self.stdout.write(
             self.style.SUCCESS(

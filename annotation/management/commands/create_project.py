@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.management.errors import validation_message
 from annotation.models import ConsensusRule, Scale
 from annotation.services.projects import project_create
 
@@ -48,7 +49,5 @@ class Command(BaseCommand):
                 min_agree=options["min_agree"],
             )
         except ValidationError as exc:
-            raise CommandError(
-                "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in exc.message_dict.items())
-            ) from None
+            raise CommandError(validation_message(exc)) from None
         self.stdout.write(self.style.SUCCESS(f"Created project {project.slug} ({project.name})"))

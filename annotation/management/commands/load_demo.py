@@ -177,7 +177,7 @@ class Command(BaseCommand):
                 self.stdout.write("  " + rule)
         self.stdout.write(
             "\nAnnotators open the demo project and press Annotate; the curator finds the queue,"
-            " imports, filter runs and the admin there too.\n"
+            " imports, filter runs and the project's settings there too.\n"
         )
 
 
