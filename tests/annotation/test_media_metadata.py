@@ -320,6 +320,19 @@ def test_exif_orientation_survives_alone(client_for, alice, project, tmp_path):
     assert rendering(served) == rendering(original)
 
 
+def test_jpeg_ends_at_its_end_marker(client_for, alice, project, tmp_path):
+    """Bytes after the end of the image (an MPO's second view with its own EXIF, or text
+    appended to the file) are not shown by a browser and are not served."""
+    mpo = encode(picture(), "MPO", save_all=True, append_images=[picture(flip=True)])
+    original = mpo + f"parameters: model {SECRET}".encode()
+    stored = import_images(project, tmp_path, {"stereo.jpg": original})["stereo.jpg"]
+    served = body(fetch(client_for(alice), project, stored))
+    assert SECRET.encode() not in served.lower()
+    assert served.endswith(b"\xff\xd9") and served.count(b"\xff\xd8") == 1
+    with Image.open(io.BytesIO(served)) as image, Image.open(io.BytesIO(original)) as first:
+        assert image.tobytes() == first.tobytes()
+
+
 def test_image_without_metadata_is_served_as_it_is(client_for, alice, project, tmp_path):
     original = encode(picture(), "PNG")
     stored = import_images(project, tmp_path, {"plain.png": original})["plain.png"]
