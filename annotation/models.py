@@ -116,7 +116,8 @@ class Membership(models.Model):
 
 
 class Media(models.Model):
-    """An image, stored once per sha256 of its original bytes (never re-encoded)."""
+    """An image, stored once per sha256 of its original bytes (never re-encoded), and the copy
+    served in the app: the same bytes without their metadata (``served_sha256``)."""
 
     class Format(models.TextChoices):
         JPEG = "JPEG", "JPEG"
@@ -124,11 +125,25 @@ class Media(models.Model):
         WEBP = "WEBP", "WebP"
         GIF = "GIF", "GIF"
 
+    class StripResult(models.TextChoices):
+        UNCHANGED = "unchanged", "nothing to strip: the original is served"
+        STRIPPED = "stripped", "metadata removed from the container, pixels untouched"
+        REENCODED = "reencoded", "re-encoded losslessly without metadata"
+        FAILED = "failed", "could not be stripped: the original is served"
+
     sha256 = models.CharField(max_length=64, primary_key=True)
     format = models.CharField(max_length=8, choices=Format.choices)
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()
     size_bytes = models.PositiveBigIntegerField()
+    # Made once at import; NULL for media imported before served copies existed, until
+    # ``strip_media_metadata`` (or the first request for it) makes the copy.
+    served_sha256 = models.CharField(
+        max_length=64, null=True, blank=True, help_text="sha256 of the copy served in the app"
+    )
+    strip_result = models.CharField(
+        max_length=16, choices=StripResult.choices, null=True, blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -139,6 +154,17 @@ class Media(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(width__gt=0) & Q(height__gt=0), name="media_dimensions_positive"
+            ),
+            # A copy is served exactly when the stripping was recorded, and it is the
+            # original exactly when nothing was (or could be) stripped.
+            models.CheckConstraint(
+                condition=Q(served_sha256__isnull=True, strip_result__isnull=True)
+                | Q(strip_result__in=["unchanged", "failed"], served_sha256=F("sha256"))
+                | (
+                    Q(strip_result__in=["stripped", "reencoded"], served_sha256__isnull=False)
+                    & ~Q(served_sha256=F("sha256"))
+                ),
+                name="media_served_copy_recorded",
             ),
         ]
 
@@ -159,8 +185,18 @@ class Media(models.Model):
 
     @property
     def relative_path(self) -> str:
-        """Where the bytes live under MEDIA_ROOT: sharded by hash, never by user input."""
-        return f"{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}.{self.EXTENSIONS[self.format]}"
+        """Where the original bytes live under MEDIA_ROOT."""
+        return self.path_for(self.sha256, self.format)
+
+    @property
+    def served_relative_path(self) -> str:
+        """Where the served copy lives under MEDIA_ROOT (the original's path when unchanged)."""
+        return self.path_for(self.served_sha256, self.format)
+
+    @classmethod
+    def path_for(cls, sha256: str, image_format: str) -> str:
+        """Where bytes with this hash live: sharded by hash, never by user input."""
+        return f"{sha256[:2]}/{sha256[2:4]}/{sha256}.{cls.EXTENSIONS[image_format]}"
 
 
 class ProjectMedia(models.Model):

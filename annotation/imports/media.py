@@ -1,5 +1,6 @@
 """Images for an import: read (from the media folder or by URL), verified with Pillow, and
-kept byte for byte, once per sha256, at ``MEDIA_ROOT/Media.relative_path``.
+kept byte for byte, once per sha256, at ``MEDIA_ROOT/Media.relative_path``; beside each one,
+under its own sha256, the copy without metadata that the app serves (``annotation.imports.strip``).
 
 During an import new files wait in a staging folder under MEDIA_ROOT; ``publish`` moves them
 into place (an atomic rename each) just before the transaction commits, ``discard`` drops them
@@ -8,8 +9,10 @@ when the import fails, so a refused import leaves no files behind.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
+import logging
 import os
 import shutil
 import struct
@@ -23,7 +26,10 @@ from PIL import Image, UnidentifiedImageError
 
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.parse import is_url
+from annotation.imports.strip import metadata_strip
 from annotation.models import Media
+
+logger = logging.getLogger(__name__)
 
 ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP", "GIF")
 # Pillow names some JPEG files by their extension standard; the bytes are still JPEG.
@@ -41,10 +47,9 @@ class ImageInfo:
     width: int
     height: int
     size_bytes: int
-
-    @property
-    def relative_path(self) -> str:
-        return Media(sha256=self.sha256, format=self.format).relative_path
+    # Set by ``MediaStore.resolve`` once the served copy is made.
+    served_sha256: str | None = None
+    strip_result: Media.StripResult | None = None
 
 
 def image_inspect(data: bytes) -> ImageInfo:
@@ -89,8 +94,51 @@ def _bomb_message(width: int, height: int, limit: int) -> str:
     )
 
 
-def media_path(info: ImageInfo) -> Path:
-    return Path(settings.MEDIA_ROOT) / info.relative_path
+@dataclass(frozen=True)
+class ServedCopy:
+    sha256: str
+    result: Media.StripResult
+    data: bytes
+
+
+def served_copy_make(*, sha256: str, image_format: str, data: bytes) -> ServedCopy:
+    """The copy of a verified image that the app serves: its bytes without metadata. Logs a
+    warning when the metadata could not be removed (the copy is then the original)."""
+    stripped = metadata_strip(data, image_format=image_format)
+    if stripped.result == Media.StripResult.FAILED:
+        logger.warning(
+            "image %s (%s): metadata not stripped, its original bytes are served: %s",
+            sha256,
+            image_format,
+            stripped.problem,
+        )
+    served_sha256 = sha256 if stripped.data == data else hashlib.sha256(stripped.data).hexdigest()
+    return ServedCopy(sha256=served_sha256, result=stripped.result, data=stripped.data)
+
+
+def media_strip_metadata(*, media: Media) -> None:
+    """Makes and stores the served copy of ``media``, imported before served copies existed,
+    and records it on the row. Raises ``FileNotFoundError`` when the original is missing.
+    Two calls at once for one image write the same file and the same values."""
+    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
+    served = served_copy_make(sha256=media.sha256, image_format=media.format, data=data)
+    path = Path(settings.MEDIA_ROOT) / Media.path_for(served.sha256, media.format)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        _write_synced(partial, served.data)
+        os.replace(partial, path)
+    Media.objects.filter(pk=media.pk, served_sha256__isnull=True).update(
+        served_sha256=served.sha256, strip_result=served.result
+    )
+    media.served_sha256, media.strip_result = served.sha256, served.result
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 class MediaStore:
@@ -115,8 +163,13 @@ class MediaStore:
         if cached is None:
             try:
                 data = self._read(reference)
-                cached = image_inspect(data)
-                self._stage(cached, data)
+                info = image_inspect(data)
+                served = served_copy_make(sha256=info.sha256, image_format=info.format, data=data)
+                self._stage(info.sha256, info.format, data)
+                self._stage(served.sha256, info.format, served.data)
+                cached = dataclasses.replace(
+                    info, served_sha256=served.sha256, strip_result=served.result
+                )
             except MediaError as exc:
                 cached = exc
             self._cache[reference] = cached
@@ -156,19 +209,16 @@ class MediaStore:
             raise MediaError(f"image {reference!r} is larger than {limit:,} bytes")
         return path.read_bytes()
 
-    def _stage(self, info: ImageInfo, data: bytes) -> None:
-        final = media_path(info)
-        if info.sha256 in self._staged or final.exists():
+    def _stage(self, sha256: str, image_format: str, data: bytes) -> None:
+        final = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, image_format)
+        if sha256 in self._staged or final.exists():
             return
         if self._staging_dir is None:
             self._staging_dir = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
             self._staging_dir.mkdir(parents=True)
-        staged = self._staging_dir / info.sha256
-        with open(staged, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._staged[info.sha256] = (staged, final)
+        staged = self._staging_dir / sha256
+        _write_synced(staged, data)
+        self._staged[sha256] = (staged, final)
 
     def publish(self) -> None:
         """Moves staged files into place; an existing file with the same hash is kept."""

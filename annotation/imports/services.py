@@ -463,6 +463,8 @@ class _Importer:
                     "width": info.width,
                     "height": info.height,
                     "size_bytes": info.size_bytes,
+                    "served_sha256": info.served_sha256,
+                    "strip_result": info.strip_result,
                 }
                 for sha, info in batch_media.items()
                 if sha not in known

@@ -1,5 +1,6 @@
-"""Imported media are served only to members of a project that uses them, byte for byte,
-with the content type of the verified format and ``nosniff``."""
+"""Imported media are served only to members of a project that uses them, byte for byte
+when they carry no metadata (test_media_metadata.py covers the rest), with the content type of
+the verified format and ``nosniff``."""
 
 from __future__ import annotations
 

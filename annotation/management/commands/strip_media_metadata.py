@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from collections import Counter
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.imports.media import media_strip_metadata
+from annotation.models import Media
+
+
+class Command(BaseCommand):
+    help = (
+        "Make the served copy without metadata of every image imported before served copies "
+        "existed (imports make it themselves). Safe to run again and while the site runs."
+    )
+
+    def handle(self, *args, **options):
+        results: Counter[str] = Counter()
+        missing: list[str] = []
+        pending = Media.objects.filter(served_sha256__isnull=True).order_by("pk")
+        for media in pending.iterator():
+            try:
+                media_strip_metadata(media=media)
+            except FileNotFoundError:
+                missing.append(media.sha256)
+                continue
+            results[media.strip_result] += 1
+        summary = ", ".join(
+            f"{results[choice.value]} {choice.value}" for choice in Media.StripResult
+        )
+        self.stdout.write(f"Served copies made: {summary}")
+        if results[Media.StripResult.FAILED]:
+            self.stdout.write(
+                "Images marked failed keep serving their original bytes (see the warnings)."
+            )
+        if missing:
+            raise CommandError(
+                f"{len(missing)} media missing from storage, left as they were: "
+                + ", ".join(missing[:20])
+            )
