@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0003_fewer_pair_indexes"),
+        ("annotation", "0004_remove_curators_group"),
     ]
 
     operations = [
