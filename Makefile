@@ -40,6 +40,7 @@ demo: $(STAMP)
 
 test: $(STAMP) browser
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(PY) manage.py makemigrations --check --dry-run
 	$(BIN)/pytest
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from annotation.models import Scale, Side
 
-CHOICES = {
+# Keyed by the stored scale value: a project's ``scale`` is a plain string.
+CHOICES: dict[str, tuple[str, ...]] = {
     Scale.BINARY: ("left", "right"),
     Scale.TERNARY: ("left", "tie", "right"),
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from statistics import median
+from typing import cast
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -101,7 +102,7 @@ def queue_overview(*, project: Project, now=None) -> dict:
         row["status"]: row
         for row in Pair.objects.filter(project=project)
         .values("status")
-        .annotate(pairs=Count("id"), votes=Sum("vote_count"), target=Sum("target_votes"))
+        .annotate(pairs=Count("id"), vote_total=Sum("vote_count"), target=Sum("target_votes"))
         .order_by()
     }
     statuses = [
@@ -119,7 +120,7 @@ def queue_overview(*, project: Project, now=None) -> dict:
     return {
         "statuses": statuses,
         "pairs_total": sum(row["pairs"] for row in statuses),
-        "open_votes": sum(row["votes"] or 0 for row in open_rows),
+        "open_votes": sum(row["vote_total"] or 0 for row in open_rows),
         "open_target": sum(row["target"] or 0 for row in open_rows),
         "live_leases": leases["live"],
         "expired_leases": leases["expired"],
@@ -146,7 +147,8 @@ def annotator_throughput(*, project: Project, now=None) -> list[dict]:
         for annotator_id, ms in Vote.objects.filter(
             pair__project=project, time_on_task_ms__isnull=False
         ).values_list("annotator_id", "time_on_task_ms"):
-            times.setdefault(annotator_id, []).append(ms)
+            # The filter excludes nulls, which the row type cannot say.
+            times.setdefault(annotator_id, []).append(cast(int, ms))
         for annotator_id, row in vote_rows.items():
             row["median_ms"] = median(times[annotator_id]) if annotator_id in times else None
     skips = dict(
@@ -199,7 +201,7 @@ def flagged_skips(*, project: Project, limit: int = SKIP_LIST_LIMIT) -> list[Ski
     )
 
 
-def upcoming_media_urls(*, project: Project, annotator, exclude_pair_id: int | None) -> list[str]:
+def upcoming_media_urls(*, project: Project, annotator, exclude_pair_id: int) -> list[str]:
     """Media URLs of the pair ``annotator`` will most likely be served after the current one,
     found without leasing it, so the page can prefetch its images. Sorted by hash: the list
     says nothing about which image belongs to the prompt or to which response. A hint only;

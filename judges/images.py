@@ -46,8 +46,8 @@ def image_data_url(media: Media, *, max_side: int) -> str:
     content_type = media.content_type
     if max_side and max(media.width, media.height) > max_side:
         try:
-            with Image.open(io.BytesIO(data)) as image:
-                image = ImageOps.exif_transpose(image)
+            with Image.open(io.BytesIO(data)) as original:
+                image = ImageOps.exif_transpose(original)
                 image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
                 pil_format, content_type = _REENCODE.get(media.format, ("PNG", "image/png"))
                 if pil_format == "JPEG" and image.mode not in ("RGB", "L"):
@@ -84,6 +84,12 @@ N_IMAGE_FEATURES = 8
 _THUMB = 64
 
 
+def _rgb(channels) -> tuple[float, float, float]:
+    """A per-channel statistic of an RGB image as three floats."""
+    red, green, blue = (float(v) for v in channels)
+    return red, green, blue
+
+
 def image_stats(path: Path) -> ImageStats:
     """Statistics of the image at ``path``; raises ``MediaUnavailable`` when it cannot be read."""
     import numpy as np
@@ -98,8 +104,8 @@ def image_stats(path: Path) -> ImageStats:
     luminance = pixels @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
     edges = np.abs(np.diff(luminance, axis=0)).mean() + np.abs(np.diff(luminance, axis=1)).mean()
     return ImageStats(
-        mean_rgb=tuple(float(v) for v in pixels.mean(axis=(0, 1))),
-        std_rgb=tuple(float(v) for v in pixels.std(axis=(0, 1))),
+        mean_rgb=_rgb(pixels.mean(axis=(0, 1))),
+        std_rgb=_rgb(pixels.std(axis=(0, 1))),
         luminance_std=float(luminance.std()),
         edge_energy=float(edges / 2),
     )

@@ -34,27 +34,35 @@ class ProjectSerializer(serializers.ModelSerializer):
 
 class ProjectListApi(APIView):
     class OutputSerializer(ProjectSerializer):
-        role = serializers.CharField()
+        # The requesting user's role, from the ``roles`` context (project pk to role).
+        role = serializers.SerializerMethodField()
 
         class Meta(ProjectSerializer.Meta):
             fields = [*ProjectSerializer.Meta.fields, "role"]
 
+        def get_role(self, project: Project) -> str:
+            return self.context["roles"][project.pk]
+
     @extend_schema(responses=OutputSerializer(many=True))
     def get(self, request):
-        memberships = Membership.objects.filter(user=request.user).select_related("project")
-        projects = []
-        for membership in memberships.order_by("project__name"):
-            membership.project.role = membership.role
-            projects.append(membership.project)
-        return ApiResponse(self.OutputSerializer(projects, many=True).data)
+        memberships = list(
+            Membership.objects.filter(user=request.user)
+            .select_related("project")
+            .order_by("project__name")
+        )
+        projects = [membership.project for membership in memberships]
+        roles = {membership.project_id: membership.role for membership in memberships}
+        return ApiResponse(
+            self.OutputSerializer(projects, many=True, context={"roles": roles}).data
+        )
 
 
 class ProjectDetailApi(APIView):
     @extend_schema(responses=ProjectListApi.OutputSerializer)
     def get(self, request, slug: str):
         project, role = get_project_for_user(request.user, slug)
-        project.role = role
-        return ApiResponse(ProjectListApi.OutputSerializer(project).data)
+        serializer = ProjectListApi.OutputSerializer(project, context={"roles": {project.pk: role}})
+        return ApiResponse(serializer.data)
 
 
 class PairSerializer(serializers.ModelSerializer):

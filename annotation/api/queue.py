@@ -3,6 +3,8 @@ the blinded view (``annotation.presentation``): left and right, never A/B or mod
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.core.exceptions import PermissionDenied
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -11,7 +13,7 @@ from rest_framework.views import APIView
 
 from annotation.access import get_project_for_user
 from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
-from annotation.models import Project, Role, Skip
+from annotation.models import Assignment, Project, Role, Skip
 from annotation.presentation import assignment_payload
 from annotation.scales import on_screen_vote
 from annotation.selectors import assignment_for_annotator
@@ -45,7 +47,9 @@ class _OptionSerializer(serializers.Serializer):
     key = serializers.CharField(help_text="The number key that picks it on the page.")
     field = serializers.ChoiceField(choices=["choice", "value"], help_text="What to send.")
     value = serializers.JSONField(help_text='"left"/"tie"/"right", or 1..6 on likert6.')
-    label = serializers.CharField()
+    # The payload's key. DRF's metaclass takes declared fields off the class, so this does not
+    # replace ``Field.label`` at run time; the stubs only see the class attribute.
+    label = serializers.CharField()  # type: ignore[assignment]
     arrow = serializers.CharField(allow_null=True)
     tone = serializers.CharField()
 
@@ -195,7 +199,8 @@ class UndoApi(APIView):
                 },
                 status=status.HTTP_409_CONFLICT,
             )
-        return ApiResponse(assignment_payload(undone.assignment, request=request))
+        # vote_undo hands back the vote with its lease renewed, never one without a lease.
+        return ApiResponse(assignment_payload(cast(Assignment, undone.assignment), request=request))
 
 
 def _valid(serializer_class, request) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -30,13 +31,13 @@ from annotation.services import queue
 _ID_SEPARATORS = re.compile(r"[\s,]+")
 
 
-class PairIdsField(forms.CharField):
+class PairIdsField(forms.Field):
     """Pair ids as curators know them (the import's ``id``), separated by commas or whitespace."""
 
     widget = forms.Textarea(attrs={"rows": 2, "placeholder": "pair-001, pair-002 …"})
 
     def to_python(self, value) -> list[str]:
-        text = super().to_python(value)
+        text = "" if value in self.empty_values else str(value)
         ids = list(dict.fromkeys(part for part in _ID_SEPARATORS.split(text) if part))
         if len(ids) > MAX_PAIR_IDS:
             raise ValidationError(f"At most {MAX_PAIR_IDS} pair ids at a time (got {len(ids)}).")
@@ -81,12 +82,15 @@ class PriorityForm(ProjectForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["task"].choices = [("", "—")] + [
+        # The declared fields, by name: the mapping's type cannot say which class each one is.
+        task_field = cast(forms.ChoiceField, self.fields["task"])
+        task_field.choices = [("", "—")] + [
             (task, task) for task in project_tasks(project=self.project)
         ]
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         ids, task = data.get("pair_ids"), data.get("task")
         if ids and task:
             raise ValidationError("Give pair ids or a task, not both.")
@@ -120,7 +124,8 @@ class RestrictForm(ProjectForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["annotators"].queryset = (
+        annotators_field = cast(forms.ModelMultipleChoiceField, self.fields["annotators"])
+        annotators_field.queryset = (
             get_user_model()
             .objects.filter(memberships__project=self.project, memberships__role=Role.ANNOTATOR)
             .order_by("username")

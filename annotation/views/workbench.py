@@ -9,6 +9,8 @@ reload never repeats an undo).
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -43,8 +45,9 @@ class VoteForm(forms.Form):
     rationale = forms.CharField(required=False, max_length=MAX_RATIONALE_CHARS, strip=True)
     time_on_task_ms = forms.IntegerField(min_value=0, max_value=MAX_TIME_ON_TASK_MS, required=False)
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if not data.get("choice") and data.get("value") is None and not self.errors:
             raise forms.ValidationError("Pick one of the options.")
         return data
@@ -58,7 +61,8 @@ class SkipForm(forms.Form):
 def _form_error(form: forms.Form) -> str:
     """One readable line naming the field that was wrong."""
     field, errors = next(iter(form.errors.items()))
-    return errors[0] if field == "__all__" else f"{field}: {errors[0]}"
+    message = str(errors[0])  # an ErrorList item reads as its message
+    return message if field == "__all__" else f"{field}: {message}"
 
 
 def _options(options: list[dict]) -> list[dict]:
