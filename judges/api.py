@@ -65,7 +65,9 @@ class ReportSerializer(ProgressSerializer):
 
 
 class FilterRunSerializer(serializers.ModelSerializer):
-    judges = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    judges: serializers.SlugRelatedField[Judge] = serializers.SlugRelatedField(
+        slug_field="name", many=True, read_only=True
+    )
     created_by = serializers.CharField(source="created_by.get_username", default=None)
 
     class Meta:

@@ -4,6 +4,7 @@ per-judge statistics during and after."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 from django.utils import timezone
@@ -31,7 +32,7 @@ def filter_run_progress(run: FilterRun) -> dict:
     """Verdicts done and expected, overall and per judge, from two aggregate queries."""
     judges = list(run.judges.order_by("name"))
     per_judge_expected = run.pairs.count() * len(ORDERS)
-    counts = defaultdict(lambda: defaultdict(int))
+    counts: defaultdict[int, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     rows = (
         Verdict.objects.filter(run=run)
         .values("judge_id", "outcome")
@@ -40,7 +41,7 @@ def filter_run_progress(run: FilterRun) -> dict:
     )
     for row in rows:
         counts[row["judge_id"]][row["outcome"]] = row["n"]
-    per_judge = []
+    per_judge: list[dict[str, Any]] = []
     for judge in judges:
         outcomes = counts[judge.pk]
         per_judge.append(

@@ -16,6 +16,7 @@ import hashlib
 import io
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from PIL import Image, ImageSequence
@@ -383,7 +384,7 @@ def _gif_sub_blocks_end(data: bytes, pos: int) -> int:
             return pos
 
 
-_CONTAINER_STRIPPERS = {
+_CONTAINER_STRIPPERS: dict[str, Callable[[bytes], bytes]] = {
     Media.Format.JPEG: _strip_jpeg,
     Media.Format.PNG: _strip_png,
     Media.Format.WEBP: _strip_webp,

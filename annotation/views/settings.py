@@ -56,8 +56,8 @@ class ProjectSettingsForm(forms.Form):
     paused = forms.BooleanField(required=False, help_text="Annotators get no new pairs.")
 
     def __init__(self, *args, project: Project, limits: SettingLimits, **kwargs):
-        initial = {name: getattr(project, name) for name in self.base_fields}
-        super().__init__(*args, initial=initial, **kwargs)
+        kwargs["initial"] = {name: getattr(project, name) for name in self.base_fields}
+        super().__init__(*args, **kwargs)
         self.fields["guidelines"].widget.attrs.update(
             {
                 "hx-post": reverse("project-guidelines-preview", args=[project.slug]),

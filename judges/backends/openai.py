@@ -16,8 +16,10 @@ import logging
 import math
 import os
 import random
+import ssl
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -58,7 +60,9 @@ class OpenAIBackend(JudgeBackend):
         self.url = judge.base_url.rstrip("/") + "/chat/completions"
         # Start of the next request slot under requests_per_minute, across batches.
         self._next_slot = 0.0
-        self._ssl_context = None  # built once: loading the CA bundle costs milliseconds
+        self._ssl_context: ssl.SSLContext | None = (
+            None  # built once: loading the CA bundle costs milliseconds
+        )
 
     def __repr__(self) -> str:
         return f"<OpenAIBackend judge={self.judge.name!r} model={self.judge.model!r}>"
@@ -253,7 +257,7 @@ def _result(body: str, item: JudgeItem, latency_ms: int) -> JudgeResult:
     content = message.get("content") or ""
     if isinstance(content, list):  # some servers return content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    common = {
+    common: dict[str, Any] = {
         "raw": str(content),
         "latency_ms": latency_ms,
         "prompt_tokens": _count(usage.get("prompt_tokens")),

@@ -6,14 +6,19 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import TYPE_CHECKING
 
 from judges.backends.base import (
     JudgeBackend,
     JudgeItem,
     JudgeResult,
+    Preference,
     content_images,
     content_text,
 )
+
+if TYPE_CHECKING:
+    from judges.reward_model import RewardModel
 from judges.images import ImageStats, MediaUnavailable, image_stats, media_path, media_rows
 
 DEFAULT_TIE_MARGIN = 0.05
@@ -23,7 +28,7 @@ class RewardModelBackend(JudgeBackend):
     def __init__(self, judge) -> None:
         super().__init__(judge)
         self.tie_margin = float((judge.options or {}).get("tie_margin", DEFAULT_TIE_MARGIN))
-        self._model = None
+        self._model: RewardModel | None = None
         # Image statistics by hash: media never change, so this survives across batches.
         self._image_stats: dict[str, ImageStats | None] = {}
 
@@ -77,6 +82,7 @@ class RewardModelBackend(JudgeBackend):
 
     def _result(self, item: JudgeItem, r_first: float, r_second: float, latency_ms: int):
         p_first = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, r_first - r_second))))
+        preferred: Preference
         if item.allow_tie and abs(p_first - 0.5) < self.tie_margin:
             preferred = "tie"
         else:

@@ -18,7 +18,7 @@ ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 # The ``options`` keys each kind reads (see docs/judges.md), and what each must be.
-OPTIONS = {
+OPTIONS: dict[str, dict[str, str]] = {
     Judge.Kind.OPENAI: {
         "max_retries": "an integer from 0 to 10",
         "retry_base_s": "a number of seconds above 0",
