@@ -191,6 +191,8 @@ class Media(models.Model):
     @property
     def served_relative_path(self) -> str:
         """Where the served copy lives under MEDIA_ROOT (the original's path when unchanged)."""
+        if self.served_sha256 is None:
+            raise ValueError(f"Media {self.sha256} has no served copy yet (strip_media_metadata)")
         return self.path_for(self.served_sha256, self.format)
 
     @classmethod

@@ -24,7 +24,7 @@ class Command(BaseCommand):
             except FileNotFoundError:
                 missing.append(media.sha256)
                 continue
-            results[media.strip_result] += 1
+            results[str(media.strip_result)] += 1
         summary = ", ".join(
             f"{results[choice.value]} {choice.value}" for choice in Media.StripResult
         )
