@@ -102,6 +102,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After authentication (a curator may send more), and refusing in __call__, so before any
+    # process_view: CsrfViewMiddleware reads request.POST there, and the view after it.
+    "annotation.middleware.RequestBodyLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -136,6 +139,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'arbiter.sqlite3'}"),
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60 if PRODUCTION else 0),
+        # A persistent connection the server has dropped (a restart, a failover) is noticed
+        # before the request uses it, instead of failing that request with a 500.
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -184,10 +190,24 @@ STORAGES = {
 MEDIA_ROOT = Path(env_str("ARBITER_MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "/media-files-are-not-public/"
 
-# Uploads: the import page accepts a JSONL/JSON file and an archive of media.
-DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ARBITER_MAX_FORM_BYTES", 5 * 1024 * 1024)
-FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Request bodies (annotation/middleware.py, docs/operations.md "Request body limits"): any
+# request may declare at most ARBITER_MAX_REQUEST_BYTES; only a project's curators may send up
+# to ARBITER_MAX_UPLOAD_BYTES, and only to its import endpoints. Form fields and JSON bodies
+# (DATA_UPLOAD_MAX_MEMORY_SIZE, which leaves out file parts) fit within the request limit.
+ARBITER_MAX_REQUEST_BYTES = env_int("ARBITER_MAX_REQUEST_BYTES", 1024 * 1024)
 ARBITER_MAX_UPLOAD_BYTES = env_int("ARBITER_MAX_UPLOAD_BYTES", 2 * 1024**3)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ARBITER_MAX_FORM_BYTES", ARBITER_MAX_REQUEST_BYTES)
+if ARBITER_MAX_REQUEST_BYTES > ARBITER_MAX_UPLOAD_BYTES:
+    raise ImproperlyConfigured(
+        f"ARBITER_MAX_REQUEST_BYTES={ARBITER_MAX_REQUEST_BYTES} is larger than "
+        f"ARBITER_MAX_UPLOAD_BYTES={ARBITER_MAX_UPLOAD_BYTES}"
+    )
+if DATA_UPLOAD_MAX_MEMORY_SIZE > ARBITER_MAX_REQUEST_BYTES:
+    raise ImproperlyConfigured(
+        f"ARBITER_MAX_FORM_BYTES={DATA_UPLOAD_MAX_MEMORY_SIZE} is larger than "
+        f"ARBITER_MAX_REQUEST_BYTES={ARBITER_MAX_REQUEST_BYTES}, which refuses such bodies first"
+    )
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 ARBITER_MAX_IMAGE_BYTES = env_int("ARBITER_MAX_IMAGE_BYTES", 50 * 1024 * 1024)
 ARBITER_MAX_IMAGE_PIXELS = env_int("ARBITER_MAX_IMAGE_PIXELS", 64_000_000)
 ARBITER_FETCH_TIMEOUT_S = env_int("ARBITER_FETCH_TIMEOUT_S", 10)

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from annotation.access import CURATORS, get_project_for_user
 from annotation.imports.services import import_job_submit
+from annotation.middleware import allows_large_upload
 from annotation.models import ImportJob
 from annotation.views.imports import ImportForm
 
@@ -64,6 +65,7 @@ class ImportUploadSerializer(serializers.Serializer):
     )
 
 
+@allows_large_upload
 class ImportListApi(APIView):
     parser_classes = [MultiPartParser, FormParser]
 

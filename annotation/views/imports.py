@@ -6,13 +6,13 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.access import CURATORS, get_project_for_user
 from annotation.imports.services import import_job_submit
+from annotation.middleware import allows_large_upload
 from annotation.models import ImportJob
 
 PAIR_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -55,15 +55,7 @@ class ImportForm(forms.Form):
         return cleaned
 
 
-def upload_too_large(request) -> bool:
-    """Refuses oversized uploads from the declared length, before reading the body."""
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return False
-    return length > settings.ARBITER_MAX_UPLOAD_BYTES
-
-
+@allows_large_upload
 @login_required
 @require_http_methods(["GET", "POST"])
 def imports(request, slug: str):
@@ -71,12 +63,6 @@ def imports(request, slug: str):
     form = ImportForm()
     status = 200
     if request.method == "POST":
-        if upload_too_large(request):
-            return HttpResponse(
-                f"The upload is larger than {settings.ARBITER_MAX_UPLOAD_BYTES:,} bytes.",
-                status=413,
-                content_type="text/plain",
-            )
         form = ImportForm(request.POST, request.FILES)
         if form.is_valid():
             job = import_job_submit(

@@ -545,7 +545,7 @@ def test_upload_form_requires_a_pairs_file(client_for, carol, project):
 
 
 def test_upload_larger_than_the_limit_is_refused(client_for, carol, project, settings):
-    settings.ARBITER_MAX_UPLOAD_BYTES = 100
+    settings.ARBITER_MAX_REQUEST_BYTES = settings.ARBITER_MAX_UPLOAD_BYTES = 100
     data = jsonl_bytes([text_pair(f"p{i}") for i in range(5)])
     response = client_for(carol).post(
         reverse("imports", args=[project.slug]), {"file": upload("p.jsonl", data)}

@@ -1,0 +1,89 @@
+"""gunicorn in a child process on a free loopback port, with the production settings (DEBUG
+off, persistent database connections), for tests of what only a real server shows.
+
+    with LiveGunicorn(database_url=..., extra_env={...}) as server:
+        httpx.get(f"{server.url}/healthz")
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LiveGunicorn:
+    """One sync worker, as ``docs/operations.md`` runs it; ``log()`` returns its output."""
+
+    def __init__(self, *, database_url: str, extra_env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+        env.update(
+            ARBITER_ENV="production",
+            DJANGO_SECRET_KEY="live-gunicorn-test-only-" + "k" * 40,
+            DJANGO_ALLOWED_HOSTS="127.0.0.1",
+            DJANGO_SECURE_SSL_REDIRECT="false",
+            DJANGO_STATIC_ROOT=str(ROOT / "static"),
+            DATABASE_URL=database_url,
+            ARBITER_LOG_LEVEL="WARNING",
+            PYTHONUNBUFFERED="1",
+            **(extra_env or {}),
+        )
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--workers", "1"]
+        command += ["--bind", f"127.0.0.1:{self.port}", "--log-level", "warning"]
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    def __enter__(self) -> LiveGunicorn:
+        self.wait_until_serving()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def wait_until_serving(self) -> None:
+        """Until the worker answers a request (the port is bound before the worker boots)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited during start-up:\n{self.log()}")
+            try:
+                httpx.get(f"{self.url}/healthz", timeout=5)
+                return
+            except httpx.TransportError:
+                time.sleep(0.2)
+        output = self.log()
+        self.stop()
+        raise RuntimeError(f"gunicorn did not answer within {START_TIMEOUT_S} s:\n{output}")
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
