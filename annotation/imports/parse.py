@@ -311,17 +311,6 @@ class PairSpec:
     annotations: list[tuple[int, str]] = field(default_factory=list)
     chosen: str = ""
 
-    def image_refs(self) -> Iterator[tuple[str, str]]:
-        """(field, reference) for every image part, in order."""
-        for name, parts in (
-            (self.prompt_field, self.prompt_parts),
-            (self.response_a.field, self.response_a.parts),
-            (self.response_b.field, self.response_b.parts),
-        ):
-            for index, (kind, value) in enumerate(parts):
-                if kind == IMAGE:
-                    yield f"{name}[{index}]", value
-
 
 def is_url(reference: str) -> bool:
     return reference.lower().startswith(("http://", "https://"))

@@ -20,7 +20,8 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.services import import_job_submit, pairs_import
+from annotation.imports.importer import pairs_import
+from annotation.imports.jobs import import_job_submit
 from annotation.models import (
     ImportJob,
     Media,
@@ -140,9 +141,9 @@ def test_identical_prompts_responses_and_media_are_stored_once(project, tmp_path
 def test_content_shared_across_batches_is_stored_once(
     project, tmp_path, monkeypatch, remembered_ids
 ):
-    from annotation.imports import services
+    from annotation.imports import importer
 
-    monkeypatch.setattr(services, "WRITTEN_IDS_LIMIT", remembered_ids)
+    monkeypatch.setattr(importer, "WRITTEN_IDS_LIMIT", remembered_ids)
     same = {"prompt_content": "One prompt for all", "response_b": {"response_content": "same"}}
     pairs = [{**text_pair(f"p{i}"), **same} for i in range(5)]
     summary = pairs_import(

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.services import pairs_import
+from annotation.imports.importer import pairs_import
 from annotation.models import Project
 
 
