@@ -32,6 +32,7 @@ MAX_NAME_LENGTH = 200
 _TASK_RE = re.compile(r"^[-a-zA-Z0-9_]+$")
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _BOM = "\ufeff"
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 # What json raises besides JSONDecodeError: RecursionError for deep nesting, ValueError for an
 # integer longer than Python converts.
@@ -41,9 +42,6 @@ _NUMBER_TOO_LONG = f"not valid JSON: a number has more than {sys.get_int_max_str
 
 def record_too_long() -> str:
     return f"the pair is longer than {MAX_RECORD_BYTES:,} bytes"
-
-
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
 
 @dataclass(frozen=True)
