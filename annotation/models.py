@@ -383,6 +383,9 @@ class ImportJob(models.Model):
     created_media = models.PositiveIntegerField(default=0)
     errors = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the job last moved on; an unfinished job whose progress_at is older than
+    # ARBITER_STALLED_AFTER_S lost its worker and is resumed.
+    progress_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

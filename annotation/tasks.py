@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
-from annotation.imports.services import import_job_fail, import_job_run
+from annotation.imports.jobs import import_job_fail, import_job_run, import_jobs_resume_stalled
 from annotation.models import ImportJob
 
 
@@ -24,3 +24,9 @@ def import_run(job_id: int) -> None:
     if job is None:
         return
     import_job_run(job=job)
+
+
+@shared_task(name="annotation.imports_resume_stalled")
+def imports_resume_stalled() -> None:
+    """Periodic (Celery beat): queues again the imports whose worker died."""
+    import_jobs_resume_stalled()

@@ -174,7 +174,7 @@ def drop_project(project) -> None:
 
 
 def run_import(path: Path, media_root: Path | None = None, batch_size: int | None = None):
-    from annotation.imports.services import BATCH_SIZE, pairs_import
+    from annotation.imports.importer import BATCH_SIZE, pairs_import
 
     project = new_project()
     try:

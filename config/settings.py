@@ -214,6 +214,9 @@ ARBITER_FETCH_TIMEOUT_S = env_int("ARBITER_FETCH_TIMEOUT_S", 10)
 ARBITER_FETCH_MAX_REDIRECTS = env_int("ARBITER_FETCH_MAX_REDIRECTS", 3)
 # Uploads larger than this are imported by a Celery task with a progress bar.
 ARBITER_SYNC_IMPORT_MAX_BYTES = env_int("ARBITER_SYNC_IMPORT_MAX_BYTES", 2 * 1024 * 1024)
+# Imports (and filter runs) that report no progress for this long lost their worker and are
+# resumed by a periodic task.
+ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 
 # Security
 SESSION_COOKIE_HTTPONLY = True

@@ -11,7 +11,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.access import CURATORS, get_project_for_user
-from annotation.imports.services import import_job_submit
+from annotation.imports.jobs import import_job_submit
 from annotation.middleware import allows_large_upload
 from annotation.models import ImportJob
 from annotation.views.imports import ImportForm

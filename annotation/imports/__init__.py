@@ -2,5 +2,7 @@
 
 ``parse`` streams and validates the file, ``media`` verifies and stores images, ``fetch`` gets
 images by URL behind an SSRF guard, ``archive`` unpacks uploaded media safely, and
-``services.pairs_import`` writes everything in one transaction or nothing at all.
+``importer.pairs_import`` writes everything in one transaction or nothing at all, through
+``writer`` (bulk rows; its raw SQL in ``sql``) with a reader thread (``threads``). ``jobs``
+runs uploads as ``ImportJob``s, and ``progress`` records on the job how far an import got.
 """

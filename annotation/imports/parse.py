@@ -13,6 +13,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -23,12 +24,24 @@ from annotation.models import Scale, Side
 CHUNK_BYTES = 1 << 20
 # A single pair (or JSONL line) larger than this is refused instead of filling memory.
 MAX_RECORD_BYTES = 64 << 20
+# Free-form values kept as they are (prompt_metadata, other top-level keys) may nest this
+# deep; deeper ones would exhaust Python's recursion limit when encoded again later.
+MAX_JSON_DEPTH = 64
 MAX_ID_LENGTH = 255
 MAX_NAME_LENGTH = 200
 _TASK_RE = re.compile(r"^[-a-zA-Z0-9_]+$")
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _BOM = "\ufeff"
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+# What json raises besides JSONDecodeError: RecursionError for deep nesting, ValueError for an
+# integer longer than Python converts.
+_TOO_DEEP_TO_READ = "not valid JSON: nested too deeply to read"
+_NUMBER_TOO_LONG = f"not valid JSON: a number has more than {sys.get_int_max_str_digits()} digits"
+
+
+def record_too_long() -> str:
+    return f"the pair is longer than {MAX_RECORD_BYTES:,} bytes"
 
 
 @dataclass(frozen=True)
@@ -84,7 +97,7 @@ class PairFileReader:
             line_no += 1
             self.bytes_read += len(raw)
             if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
-                yield ImportIssue(line_no, None, f"line is longer than {MAX_RECORD_BYTES} bytes")
+                yield ImportIssue(line_no, None, record_too_long())
                 while raw and not raw.endswith(b"\n"):
                     raw = readline(CHUNK_BYTES)
                     self.bytes_read += len(raw)
@@ -100,6 +113,12 @@ class PairFileReader:
                 continue
             except json.JSONDecodeError as exc:
                 yield ImportIssue(line_no, None, f"not valid JSON: {exc.msg} (column {exc.colno})")
+                continue
+            except RecursionError:
+                yield ImportIssue(line_no, None, _TOO_DEEP_TO_READ)
+                continue
+            except ValueError:
+                yield ImportIssue(line_no, None, _NUMBER_TOO_LONG)
                 continue
             yield RawRecord(line_no, data)
 
@@ -190,6 +209,10 @@ class _DocumentReader:
                     self._grow()
                     continue
                 raise _Stop(self._issue(f"not valid JSON: {exc.msg}", exc.pos)) from None
+            except RecursionError:
+                raise _Stop(self._issue(_TOO_DEEP_TO_READ, self.pos)) from None
+            except ValueError:
+                raise _Stop(self._issue(_NUMBER_TOO_LONG, self.pos)) from None
             # A number or literal that ends exactly at the buffer's end may continue after it.
             if end == len(self.buf) and not self.eof and self.buf[end - 1] not in '}]"':
                 self._grow()
@@ -199,8 +222,8 @@ class _DocumentReader:
 
     def _grow(self) -> None:
         pending = len(self.buf) - self.pos
-        if pending > MAX_RECORD_BYTES:
-            raise _Stop(self._issue(f"a pair is longer than {MAX_RECORD_BYTES} bytes", self.pos))
+        if pending > MAX_RECORD_BYTES:  # characters: at least as many bytes
+            raise _Stop(self._issue(record_too_long(), self.pos))
         # Doubling keeps re-decoding a large pair linear in its size.
         self._fill(max(CHUNK_BYTES, pending))
 
@@ -252,10 +275,24 @@ class _DocumentReader:
             return
         while True:
             self._skip_ws()
-            line = self.line
-            yield RawRecord(line, self._value())
+            line, start = self.line, self.dropped + self.pos
+            value = self._value()
+            if self._longer_than_a_record(start - self.dropped):
+                yield ImportIssue(line, None, record_too_long())
+            else:
+                yield RawRecord(line, value)
             if self._expect(",]", "',' or ']' after a pair") == "]":
                 return
+
+    def _longer_than_a_record(self, start: int) -> bool:
+        """Whether the value just read, from ``start`` in the buffer, is over the JSONL limit
+        (counted in UTF-8 bytes, as a line is; only a long text needs encoding to tell)."""
+        chars = self.pos - start
+        if chars * 4 <= MAX_RECORD_BYTES:
+            return False
+        return (
+            chars > MAX_RECORD_BYTES or len(self.buf[start : self.pos].encode()) > MAX_RECORD_BYTES
+        )
 
     def _end(self) -> None:
         if self._peek():
@@ -311,17 +348,6 @@ class PairSpec:
     annotations: list[tuple[int, str]] = field(default_factory=list)
     chosen: str = ""
 
-    def image_refs(self) -> Iterator[tuple[str, str]]:
-        """(field, reference) for every image part, in order."""
-        for name, parts in (
-            (self.prompt_field, self.prompt_parts),
-            (self.response_a.field, self.response_a.parts),
-            (self.response_b.field, self.response_b.parts),
-        ):
-            for index, (kind, value) in enumerate(parts):
-                if kind == IMAGE:
-                    yield f"{name}[{index}]", value
-
 
 def is_url(reference: str) -> bool:
     return reference.lower().startswith(("http://", "https://"))
@@ -375,6 +401,11 @@ class _Checker:
                 if not body.strip():
                     self.fail(name, "the image path is empty")
                     continue
+                control = _CONTROL_CHARACTER.search(body)
+                if control:
+                    code = f"U+{ord(control.group()):04X}"
+                    self.fail(name, f"the image path contains a control character ({code})")
+                    continue
                 if is_url(body):
                     if not self.allow_urls:
                         self.fail(
@@ -425,7 +456,7 @@ class _Checker:
     def vote(self, item: Any, field: str) -> tuple[int, str] | None:
         if self.scale == Scale.LIKERT6:
             if type(item) is not int or not 1 <= item <= 6:
-                self.fail(field, f"{item!r} is not on this project's likert6 scale (1 to 6)")
+                self.fail(field, f"{_shown(item)} is not on this project's likert6 scale (1 to 6)")
                 return None
             return item, _SIDE_A if item >= 4 else _SIDE_B
         allowed = "A, B or tie (or 3, 2, 1)" if self.scale == Scale.TERNARY else "A or B (or 3, 1)"
@@ -435,7 +466,9 @@ class _Checker:
         elif type(item) is int:
             side = _TERNARY_SIDES.get(item)
         if side is None or (side == Side.TIE and self.scale == Scale.BINARY):
-            self.fail(field, f"{item!r} is not on this project's {self.scale} scale: use {allowed}")
+            self.fail(
+                field, f"{_shown(item)} is not on this project's {self.scale} scale: use {allowed}"
+            )
             return None
         return _TERNARY_VALUES[side], side
 
@@ -444,7 +477,7 @@ class _Checker:
             return ""
         side = _SIDE_WORDS.get(value.strip().lower()) if isinstance(value, str) else None
         if side is None:
-            self.fail("chosen", f"{value!r} is not one of A, B or tie")
+            self.fail("chosen", f"{_shown(value)} is not one of A, B or tie")
             return ""
         if side == Side.TIE and self.scale == Scale.BINARY:
             self.fail("chosen", "tie is not possible on this project's binary scale")
@@ -494,11 +527,14 @@ def pair_spec(
     if not isinstance(prompt_metadata, dict):
         check.fail("prompt_metadata", f"must be an object, not {_json_type(prompt_metadata)}")
         prompt_metadata = {}
+    extra = {key: value for key, value in data.items() if key not in _KNOWN_FIELDS}
+    for name, value in (("prompt_metadata", prompt_metadata), *extra.items()):
+        if _nested_deeper_than(value, MAX_JSON_DEPTH):
+            check.fail(name, f"is nested more than {MAX_JSON_DEPTH} levels deep")
     annotations = check.annotations(data.get("human_annotations"))
     chosen = check.chosen(data.get("chosen"))
     if check.issues:
         return None, check.issues
-    extra = {key: value for key, value in data.items() if key not in _KNOWN_FIELDS}
     return (
         PairSpec(
             line=record.line,
@@ -517,6 +553,28 @@ def pair_spec(
         ),
         [],
     )
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and objects in ``value`` nest more than ``limit`` levels (no recursion)."""
+    if not value or not isinstance(value, dict | list):
+        return False
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _shown(value: Any) -> str:
+    """A value for a message: a scalar as it is (cut short), a list or an object by its type."""
+    if isinstance(value, dict | list):
+        return _json_type(value)
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _json_type(value: Any) -> str:

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.access import CURATORS, get_project_for_user
-from annotation.imports.services import import_job_submit
+from annotation.imports.jobs import import_job_submit
 from annotation.middleware import allows_large_upload
 from annotation.models import ImportJob
 

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image
 
 from annotation.models import Media, Pair, PriorAnnotation, ProjectMedia, Prompt, Response
+from tests.celery_worker import ROOT, database_url_for_tests
 
 
 def image_bytes(colour=(200, 30, 30), size=(24, 16), fmt="PNG") -> bytes:
@@ -61,6 +66,41 @@ def write_jsonl(path: Path, pairs: list) -> Path:
         for pair in pairs:
             out.write((pair if isinstance(pair, str) else json.dumps(pair)) + "\n")
     return path
+
+
+def jsonl_bytes(pairs: list) -> bytes:
+    """Pairs as JSON Lines; a string is written as it is (to make bad lines)."""
+    return "".join((p if isinstance(p, str) else json.dumps(p)) + "\n" for p in pairs).encode()
+
+
+def upload(name: str, content: bytes) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, content, content_type="application/octet-stream")
+
+
+def import_pairs_process(slug: str, path: Path) -> subprocess.Popen:
+    """``manage.py import_pairs SLUG PATH`` in a child process on the test database (which it
+    sees only when the test commits: ``transaction=True``), stdout and stderr as text pipes."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_tests(),
+        "ARBITER_MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "ARBITER_LOG_LEVEL": "WARNING",
+    }
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "import_pairs", slug, str(path)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def leftover_uploads() -> list[Path]:
+    """Whatever an import left in its private folders: uploads, staged and unpacked media."""
+    root = Path(settings.MEDIA_ROOT)
+    folders = (root / ".uploads", root / ".staging", root / ".unpacked")
+    return sorted(p for folder in folders if folder.exists() for p in folder.iterdir())
 
 
 def stored_files() -> list[Path]:

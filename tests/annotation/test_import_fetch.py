@@ -14,7 +14,7 @@ import pytest
 
 from annotation.imports import fetch
 from annotation.imports.errors import ImportFailed
-from annotation.imports.services import pairs_import
+from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair
 from tests.annotation.import_support import (
     assert_nothing_imported,

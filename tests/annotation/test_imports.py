@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.services import import_job_submit, pairs_import
+from annotation.imports.importer import pairs_import
+from annotation.imports.jobs import import_job_submit
 from annotation.models import (
     ImportJob,
     Media,
@@ -35,8 +32,11 @@ from tests.annotation.import_support import (
     assert_nothing_imported,
     image_bytes,
     image_pair,
+    import_pairs_process,
+    jsonl_bytes,
     stored_files,
     text_pair,
+    upload,
     write_jsonl,
 )
 from tests.conftest import requires_postgres
@@ -140,9 +140,9 @@ def test_identical_prompts_responses_and_media_are_stored_once(project, tmp_path
 def test_content_shared_across_batches_is_stored_once(
     project, tmp_path, monkeypatch, remembered_ids
 ):
-    from annotation.imports import services
+    from annotation.imports import importer
 
-    monkeypatch.setattr(services, "WRITTEN_IDS_LIMIT", remembered_ids)
+    monkeypatch.setattr(importer, "WRITTEN_IDS_LIMIT", remembered_ids)
     same = {"prompt_content": "One prompt for all", "response_b": {"response_content": "same"}}
     pairs = [{**text_pair(f"p{i}"), **same} for i in range(5)]
     summary = pairs_import(
@@ -406,39 +406,16 @@ def test_import_pairs_command_fails_with_line_numbers(project, tmp_path, capsys)
 @requires_postgres()
 @pytest.mark.django_db(transaction=True)
 def test_import_pairs_exit_code_is_1_on_bad_input(tmp_path):
-    from tests.celery_worker import database_url_for_tests
-
     project = ProjectFactory(slug="cli")
     path = write_jsonl(tmp_path / "p.jsonl", [text_pair("ok"), "{oops"])
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_for_tests(),
-        "ARBITER_MEDIA_ROOT": str(tmp_path / "media"),
-        "ARBITER_LOG_LEVEL": "WARNING",
-    }
-    result = subprocess.run(
-        [sys.executable, "manage.py", "import_pairs", "cli", str(path)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 1
-    assert "line 2: not valid JSON" in result.stderr
+    process = import_pairs_process("cli", path)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "line 2: not valid JSON" in stderr
     assert not Pair.objects.filter(project=project).exists()
 
 
 # Upload page -----------------------------------------------------------------------------
-
-
-def upload(name: str, content: bytes) -> SimpleUploadedFile:
-    return SimpleUploadedFile(name, content, content_type="application/octet-stream")
-
-
-def jsonl_bytes(pairs: list) -> bytes:
-    """Pairs as JSON Lines; a string is written as it is (to make bad lines)."""
-    return "".join((p if isinstance(p, str) else json.dumps(p)) + "\n" for p in pairs).encode()
 
 
 def zip_bytes(files: dict[str, bytes]) -> bytes:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from annotation.imports.services import pairs_import
+from annotation.imports.importer import pairs_import
 from annotation.models import Media, Role
 from tests.annotation.import_support import image_bytes, image_pair, write_jsonl
 from tests.factories import MembershipFactory, UserFactory

@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.services import pairs_import
+from annotation.imports.importer import pairs_import
 from annotation.models import Project
 
 
@@ -50,6 +51,16 @@ class Command(BaseCommand):
             raise CommandError(
                 f"Nothing was imported: {failure.total} "
                 f"{'error' if failure.total == 1 else 'errors'} in {path.name}.",
+                returncode=1,
+            ) from None
+        except (OperationalError, InterfaceError) as exc:
+            # The import is one transaction, which the database rolled back with the session.
+            if progress:
+                progress.clear()
+            cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CommandError(
+                "The database connection was lost during the import; nothing was imported. "
+                f"Run the command again once the database is reachable ({cause}).",
                 returncode=1,
             ) from None
         if progress:

@@ -1,0 +1,156 @@
+"""The life of an ``ImportJob``: the uploaded files are stored, imported at once when small or
+by a Celery task otherwise, removed once the job has finished (whichever way it finished),
+and a job whose worker died is resumed."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import get_valid_filename
+
+from annotation.imports.errors import ImportFailed
+from annotation.imports.importer import ImportJobFinished, pairs_import
+from annotation.imports.progress import FINISHED, job_error, job_failed
+from annotation.models import ImportJob, Project
+
+logger = logging.getLogger(__name__)
+
+_UNFINISHED = (ImportJob.Status.PENDING, ImportJob.Status.RUNNING)
+
+
+def _uploads_root() -> Path:
+    # Under MEDIA_ROOT so the web server and workers share it; never served (media is
+    # served by content hash only).
+    return Path(settings.MEDIA_ROOT) / ".uploads"
+
+
+def _save_upload(upload: UploadedFile, folder: Path, prefix: str) -> str:
+    name = get_valid_filename(os.path.basename(upload.name or "upload"))[-100:] or "upload"
+    path = folder / f"{prefix}-{name}"
+    with open(path, "wb") as out:
+        for chunk in upload.chunks():
+            out.write(chunk)
+    return str(path.relative_to(Path(settings.MEDIA_ROOT)))
+
+
+def _enqueue(job_id: int) -> None:
+    # The task module imports this one.
+    from annotation.tasks import import_run
+
+    import_run.delay(job_id)
+
+
+def import_job_submit(
+    *, project: Project, user, upload: UploadedFile, archive: UploadedFile | None = None
+) -> ImportJob:
+    """Stores the uploaded files and imports them: at once when small (the returned job is
+    finished), otherwise in a Celery task started after the current transaction commits."""
+    folder = _uploads_root() / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    try:
+        job = ImportJob.objects.create(
+            project=project,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+            filename=(upload.name or "upload")[:255],
+            upload_path=_save_upload(upload, folder, "pairs"),
+            media_archive_path=(
+                _save_upload(archive, folder, "media") if archive is not None else ""
+            ),
+            bytes_total=upload.size or 0,
+        )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    size = (upload.size or 0) + (archive.size if archive is not None else 0)
+    if size <= settings.ARBITER_SYNC_IMPORT_MAX_BYTES:
+        return import_job_run(job=job)
+
+    def enqueue() -> None:
+        try:
+            _enqueue(job.pk)
+        except Exception as exc:  # noqa: BLE001 - a job nobody will run must not stay pending
+            logger.exception("import not queued", extra={"job": job.pk})
+            import_job_fail(
+                job_id=job.pk,
+                message=f"The import could not be queued ({type(exc).__name__}); try again.",
+            )
+
+    transaction.on_commit(enqueue)
+    return job
+
+
+def import_job_run(*, job: ImportJob) -> ImportJob:
+    """Runs a pending job (safe to call twice: a finished job is left alone). The uploaded
+    files are removed once the job has finished, also when the import raised."""
+    claimed = (
+        ImportJob.objects.filter(pk=job.pk)
+        .exclude(status__in=FINISHED)
+        .update(status=ImportJob.Status.RUNNING, progress_at=timezone.now())
+    )
+    try:
+        if claimed:
+            root = Path(settings.MEDIA_ROOT)
+            pairs_import(
+                project=job.project,
+                source=root / job.upload_path,
+                archive=root / job.media_archive_path if job.media_archive_path else None,
+                job=job,
+            )
+    except (ImportFailed, ImportJobFinished):
+        pass
+    finally:
+        job.refresh_from_db()
+        if job.finished:
+            import_job_remove_uploads(job=job)
+    return job
+
+
+def import_job_fail(*, job_id: int, message: str) -> None:
+    """Records a failure that happened outside the import itself (the task crashed), and
+    removes the uploaded files of a job that has finished."""
+    job = ImportJob.objects.filter(pk=job_id).first()
+    if job is None:
+        return
+    if not job.finished:
+        job_failed(job, job_error(message))
+    import_job_remove_uploads(job=job)
+
+
+def import_job_remove_uploads(*, job: ImportJob) -> None:
+    if job.upload_path:
+        folder = (Path(settings.MEDIA_ROOT) / job.upload_path).parent
+        if folder.parent == _uploads_root():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def import_jobs_resume_stalled() -> list[int]:
+    """Queues again every pending or running job with no progress for
+    ``ARBITER_STALLED_AFTER_S`` (its worker died; its import rolled back with it); returns
+    their ids. Each is claimed by moving its ``progress_at`` on, so two callers never both
+    resume one job. A second run of a job that was in fact still running is harmless: it
+    waits for the project's import lock, then leaves the finished job alone."""
+    now = timezone.now()
+    stalled = ImportJob.objects.filter(
+        status__in=_UNFINISHED,
+        progress_at__lt=now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S),
+    ).values_list("pk", "progress_at")
+    resumed = []
+    for job_id, progress_at in stalled:
+        claimed = ImportJob.objects.filter(
+            pk=job_id, status__in=_UNFINISHED, progress_at=progress_at
+        ).update(progress_at=now)
+        if not claimed:
+            continue
+        logger.warning("stalled import resumed", extra={"job": job_id})
+        _enqueue(job_id)
+        resumed.append(job_id)
+    return resumed

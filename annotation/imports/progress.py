@@ -1,0 +1,103 @@
+"""What an import writes onto its ``ImportJob``: that it started, how far it got (and when,
+which is how a stalled job is found), and how it ended."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.utils import timezone
+
+from annotation.imports import sql
+from annotation.models import ImportJob
+
+if TYPE_CHECKING:
+    from annotation.imports.importer import ImportSummary
+
+_PROGRESS_INTERVAL_S = 0.5
+FINISHED = (ImportJob.Status.SUCCEEDED, ImportJob.Status.FAILED)
+
+ProgressCallback = Callable[[int, int, int], None]
+"""Called as ``progress(bytes_done, bytes_total, pairs_read)`` after every batch."""
+
+
+class Progress:
+    """Reports progress to the caller's callback and to the job row. The import runs in a
+    transaction, so job progress goes through a second connection that commits at once
+    (PostgreSQL only: SQLite has a single writer, and there the bar fills at the end)."""
+
+    def __init__(self, job: ImportJob | None, callback: ProgressCallback | None, total: int):
+        self.job = job
+        self.callback = callback
+        self.total = total
+        self._last = 0.0
+        self._side = None
+        if job is not None and connection.vendor == "postgresql":
+            self._side = connections.create_connection(DEFAULT_DB_ALIAS)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._side is not None:
+            self._side.close()
+            self._side = None
+
+    def update(self, bytes_done: int, pairs_read: int, *, force: bool = False) -> None:
+        if self.callback is not None:
+            self.callback(bytes_done, self.total, pairs_read)
+        now = time.monotonic()
+        if self._side is None or (not force and now - self._last < _PROGRESS_INTERVAL_S):
+            return
+        self._last = now
+        with self._side.cursor() as cursor:
+            cursor.execute(
+                *sql.import_job_progress(
+                    job_id=self.job.pk,
+                    bytes_done=min(bytes_done, self.total),
+                    lines_done=pairs_read,
+                    at=timezone.now(),
+                )
+            )
+
+
+def job_status(job: ImportJob) -> str | None:
+    return ImportJob.objects.filter(pk=job.pk).values_list("status", flat=True).first()
+
+
+def job_update(job: ImportJob, **values) -> None:
+    """Changes an unfinished job (a finished one stays as it ended); counts as progress."""
+    values["progress_at"] = timezone.now()
+    ImportJob.objects.filter(pk=job.pk).exclude(status__in=FINISHED).update(**values)
+    for key, value in values.items():
+        setattr(job, key, value)
+
+
+def job_started(job: ImportJob, total: int) -> None:
+    job_update(job, status=ImportJob.Status.RUNNING, bytes_total=total, bytes_done=0)
+
+
+def job_succeeded(job: ImportJob, summary: ImportSummary, total: int) -> None:
+    job_update(
+        job,
+        status=ImportJob.Status.SUCCEEDED,
+        bytes_total=total,
+        bytes_done=total,
+        lines_done=summary.pairs_read,
+        created_pairs=summary.created_pairs,
+        existing_pairs=summary.existing_pairs,
+        created_media=summary.media_created,
+        errors=[],
+        finished_at=timezone.now(),
+    )
+
+
+def job_failed(job: ImportJob, errors: list[dict]) -> None:
+    job_update(job, status=ImportJob.Status.FAILED, errors=errors, finished_at=timezone.now())
+
+
+def job_error(message: str) -> list[dict]:
+    """A job's errors for a failure that is not about one line of the file."""
+    return [{"line": None, "field": None, "message": message}]
