@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.exceptions import APIException
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
@@ -14,7 +15,13 @@ from annotation.models import Pair
 from judges.access import get_run_for_user
 from judges.models import FilterRun, Judge
 from judges.selectors import filter_run_progress, filter_run_report
-from judges.services.runs import filter_run_cancel, filter_run_create, filter_run_resume
+from judges.services.ensemble import DEFAULT_EASY_THRESHOLD
+from judges.services.runs import (
+    BrokerUnavailable,
+    filter_run_cancel,
+    filter_run_create,
+    filter_run_resume,
+)
 
 
 class JudgeProgressSerializer(serializers.Serializer):
@@ -112,12 +119,21 @@ def _as_drf_error(exc: DjangoValidationError) -> serializers.ValidationError:
     )
 
 
+class BrokerDown(APIException):
+    """The task broker refused the run's messages; the detail says what became of the run."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "broker_unavailable"
+
+
 class FilterRunListApi(APIView):
     class InputSerializer(serializers.Serializer):
         judges = serializers.ListField(
             child=serializers.SlugField(), min_length=1, help_text="Judge names."
         )
-        threshold = serializers.FloatField(default=0.9, min_value=0.5, max_value=1.0)
+        threshold = serializers.FloatField(
+            default=DEFAULT_EASY_THRESHOLD, min_value=0.5, max_value=1.0
+        )
         budget_per_task = serializers.IntegerField(required=False, allow_null=True, min_value=1)
         pairs = serializers.ListField(
             child=serializers.CharField(),
@@ -165,6 +181,8 @@ class FilterRunListApi(APIView):
             )
         except DjangoValidationError as exc:
             raise _as_drf_error(exc) from None
+        except BrokerUnavailable as exc:
+            raise BrokerDown(str(exc)) from None
         return ApiResponse(FilterRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -192,4 +210,6 @@ class FilterRunResumeApi(APIView):
             filter_run_resume(run=run)
         except DjangoValidationError as exc:
             raise _as_drf_error(exc) from None
+        except BrokerUnavailable as exc:
+            raise BrokerDown(f"{exc} Run {run.pk} was not resumed.") from None
         return ApiResponse(FilterRunDetailSerializer(run).data)

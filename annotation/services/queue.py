@@ -451,11 +451,3 @@ def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Ite
 def pairs_unrestrict(*, project: Project, pair_ids: Iterable[int]) -> int:
     """Lets every annotator of the project claim these pairs again."""
     return pairs_restrict(project=project, pair_ids=pair_ids, annotators=[])
-
-
-def pairs_enqueue(*, project: Project, pair_ids: Iterable[int] | None = None) -> int:
-    """Sends imported pairs (all, or the given ones) to the annotators' queue; returns how many."""
-    pairs = Pair.objects.filter(project=project, status=PairStatus.IMPORTED)
-    if pair_ids is not None:
-        pairs = pairs.filter(pk__in=list(pair_ids))
-    return pairs.update(status=PairStatus.QUEUED, updated_at=timezone.now())
