@@ -370,6 +370,7 @@ def test_run_filter_command_waits_and_summarises(monkeypatch, project, capsys):
     call_command("run_filter", project.slug, "--judges", "j1,j2", "--threshold", "0.75", "--wait")
     out = capsys.readouterr().out
     assert "4 pairs x 2 judges x 2 orders = 16 verdicts" in out
+    assert "easy when one side holds at least 75% of the valid votes: 3 of 4 with 2 judges" in out
     assert "16/16 100%" in out and "j1 8/8" in out
     assert "4 pairs, 4 easy, 0 queued" in out
     j2 = next(line for line in out.splitlines() if line.startswith("j2 "))
@@ -382,7 +383,10 @@ def test_run_filter_command_without_wait_prints_the_run(monkeypatch, project, ca
     PairFactory.create_batch(2, project=project)
     call_command("run_filter", project.slug)
     run = FilterRun.objects.get()
-    assert f"Filter run {run.pk} on {project.slug}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"Filter run {run.pk} on {project.slug}" in out
+    # the default threshold, 90%, in votes: both of one judge's two
+    assert "at least 90% of the valid votes: 2 of 2 with 1 judge in both orders" in out
     assert run.status == FilterRun.Status.PENDING  # nothing ran: the enqueue waits for commit
 
 
