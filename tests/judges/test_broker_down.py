@@ -64,9 +64,9 @@ BROKER_KEYS = ("broker_url", "broker_read_url", "broker_write_url")
 
 
 def _point_celery_at(urls: dict) -> None:
-    """Publishes to the given broker from now on: new connection and producer pools."""
-    if app._pool is not None:
-        app._pool.force_close_all()
+    """Publishes to the given broker from now on. The app forgets its pools, and kombu's pool
+    registry (keyed by broker URL) hands it the given broker's; none is closed, since the
+    registry would keep handing out a closed one."""
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.update(urls)
