@@ -4,7 +4,12 @@ watch them. Projects are fetched through annotation.access like every other endp
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response as ApiResponse
@@ -126,6 +131,11 @@ class BrokerDown(APIException):
     default_code = "broker_unavailable"
 
 
+BROKER_DOWN_RESPONSE = OpenApiResponse(
+    description='The task broker is down: {"detail": "..."} says what became of the run.'
+)
+
+
 class FilterRunListApi(APIView):
     class InputSerializer(serializers.Serializer):
         judges = serializers.ListField(
@@ -154,7 +164,10 @@ class FilterRunListApi(APIView):
         runs = project.filter_runs.prefetch_related("judges").select_related("created_by")
         return ApiResponse(FilterRunListSerializer(runs, many=True).data)
 
-    @extend_schema(request=InputSerializer, responses={201: FilterRunDetailSerializer})
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: FilterRunDetailSerializer, 503: BROKER_DOWN_RESPONSE},
+    )
     def post(self, request, slug: str):
         project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
         data = self.InputSerializer(data=request.data)
@@ -203,7 +216,9 @@ class FilterRunCancelApi(APIView):
 
 
 class FilterRunResumeApi(APIView):
-    @extend_schema(request=None, responses={200: FilterRunDetailSerializer})
+    @extend_schema(
+        request=None, responses={200: FilterRunDetailSerializer, 503: BROKER_DOWN_RESPONSE}
+    )
     def post(self, request, slug: str, run_id: int):
         run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
         try:
