@@ -25,6 +25,7 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium is missing: browser tests will be skipped (apt-get install chromium)"; fi; }
 
+# The demo's one worker also runs Celery beat (-B), which resumes stalled runs and imports.
 # Ctrl-C stops the web server; the trap then stops the worker and waits for its warm shutdown,
 # so none outlives `make demo`. It clears itself first: a trap that signals its own shell
 # recurses until the shell crashes.
@@ -34,13 +35,15 @@ demo: $(STAMP)
 	$(PY) manage.py load_demo
 	@echo "Starting the web server at http://$(HOST):$(PORT)/ and a Celery worker (Ctrl-C stops both)"
 	@trap 'trap - INT TERM EXIT; kill $$worker 2>/dev/null; wait $$worker' INT TERM EXIT; \
-	  $(BIN)/celery -A config worker --loglevel=WARNING --concurrency=2 -Q default,judges_http,judges_gpu & \
+	  $(BIN)/celery -A config worker --loglevel=WARNING --concurrency=2 -Q default,judges_http,judges_gpu \
+	    -B --schedule=var/celerybeat-schedule & \
 	  worker=$$!; \
 	  $(PY) manage.py runserver $(HOST):$(PORT) --noreload
 
 test: $(STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(PY) manage.py makemigrations --check --dry-run
 	$(BIN)/pytest
 

@@ -214,9 +214,6 @@ ARBITER_FETCH_TIMEOUT_S = env_int("ARBITER_FETCH_TIMEOUT_S", 10)
 ARBITER_FETCH_MAX_REDIRECTS = env_int("ARBITER_FETCH_MAX_REDIRECTS", 3)
 # Uploads larger than this are imported by a Celery task with a progress bar.
 ARBITER_SYNC_IMPORT_MAX_BYTES = env_int("ARBITER_SYNC_IMPORT_MAX_BYTES", 2 * 1024 * 1024)
-# Imports (and filter runs) that report no progress for this long lost their worker and are
-# resumed by a periodic task.
-ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 
 # Security
 SESSION_COOKIE_HTTPONLY = True
@@ -321,6 +318,23 @@ ARBITER_JUDGE_RETRY_CAP_MS = env_int("ARBITER_JUDGE_RETRY_CAP_MS", 60_000)
 # reward-model checkpoints are read only from under this folder.
 ARBITER_JUDGE_KEY_ENV_PATTERN = env_str("ARBITER_JUDGE_KEY_ENV_PATTERN", "ARBITER_JUDGE_KEY_*")
 ARBITER_CHECKPOINT_ROOT = Path(env_str("ARBITER_CHECKPOINT_ROOT", str(VAR_DIR / "checkpoints")))
+# A filter run (or an import) with no progress for this long is resumed by the periodic task
+# (docs/operations.md: run one `celery -A config beat`), which runs every
+# ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
+ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
+ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
+CELERY_BEAT_SCHEDULE = {
+    name: {
+        "task": task,
+        "schedule": ARBITER_RESUME_STALLED_EVERY_S,
+        # A sweep nobody took before the next one is due is dropped, not piled up.
+        "options": {"expires": ARBITER_RESUME_STALLED_EVERY_S},
+    }
+    for name, task in (
+        ("resume-stalled-filter-runs", "judges.filter_runs_resume_stalled"),
+        ("resume-stalled-imports", "annotation.imports_resume_stalled"),
+    )
+}
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # A killed worker's unacknowledged tasks return to the queue once the visibility timeout
     # has passed; sweep for them that often (kombu's default sweep runs every 100 s).
@@ -328,6 +342,10 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         1, min(10, CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"])
     )
     CELERY_BROKER_TRANSPORT_OPTIONS["unacked_restore_throttle"] = 1
+    # A broker host that does not answer fails a publish in seconds instead of hanging a request.
+    CELERY_BROKER_TRANSPORT_OPTIONS["socket_connect_timeout"] = env_int(
+        "CELERY_BROKER_CONNECT_TIMEOUT_S", 5
+    )
 
 LOG_LEVEL = env_str("ARBITER_LOG_LEVEL", "INFO")
 LOGGING = {

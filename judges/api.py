@@ -4,8 +4,14 @@ watch them. Projects are fetched through annotation.access like every other endp
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers, status
+from rest_framework.exceptions import APIException
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
@@ -14,7 +20,13 @@ from annotation.models import Pair
 from judges.access import get_run_for_user
 from judges.models import FilterRun, Judge
 from judges.selectors import filter_run_progress, filter_run_report, judges_for_project
-from judges.services.runs import filter_run_cancel, filter_run_create, filter_run_resume
+from judges.services.ensemble import DEFAULT_EASY_THRESHOLD
+from judges.services.runs import (
+    BrokerUnavailable,
+    filter_run_cancel,
+    filter_run_create,
+    filter_run_resume,
+)
 
 
 class JudgeProgressSerializer(serializers.Serializer):
@@ -114,12 +126,26 @@ def _as_drf_error(exc: DjangoValidationError) -> serializers.ValidationError:
     )
 
 
+class BrokerDown(APIException):
+    """The task broker refused the run's messages; the detail says what became of the run."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "broker_unavailable"
+
+
+BROKER_DOWN_RESPONSE = OpenApiResponse(
+    description='The task broker is down: {"detail": "..."} says what became of the run.'
+)
+
+
 class FilterRunListApi(APIView):
     class InputSerializer(serializers.Serializer):
         judges = serializers.ListField(
             child=serializers.SlugField(), min_length=1, help_text="Judge names."
         )
-        threshold = serializers.FloatField(default=0.9, min_value=0.5, max_value=1.0)
+        threshold = serializers.FloatField(
+            default=DEFAULT_EASY_THRESHOLD, min_value=0.5, max_value=1.0
+        )
         budget_per_task = serializers.IntegerField(required=False, allow_null=True, min_value=1)
         pairs = serializers.ListField(
             child=serializers.CharField(),
@@ -142,7 +168,10 @@ class FilterRunListApi(APIView):
         runs = project.filter_runs.prefetch_related("judges").select_related("created_by")
         return ApiResponse(FilterRunListSerializer(runs, many=True).data)
 
-    @extend_schema(request=InputSerializer, responses={201: FilterRunDetailSerializer})
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: FilterRunDetailSerializer, 503: BROKER_DOWN_RESPONSE},
+    )
     def post(self, request, slug: str):
         project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
         data = self.InputSerializer(data=request.data, context={"project": project})
@@ -169,6 +198,8 @@ class FilterRunListApi(APIView):
             )
         except DjangoValidationError as exc:
             raise _as_drf_error(exc) from None
+        except BrokerUnavailable as exc:
+            raise BrokerDown(str(exc)) from None
         return ApiResponse(FilterRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -189,11 +220,15 @@ class FilterRunCancelApi(APIView):
 
 
 class FilterRunResumeApi(APIView):
-    @extend_schema(request=None, responses={200: FilterRunDetailSerializer})
+    @extend_schema(
+        request=None, responses={200: FilterRunDetailSerializer, 503: BROKER_DOWN_RESPONSE}
+    )
     def post(self, request, slug: str, run_id: int):
         run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
         try:
             filter_run_resume(run=run)
         except DjangoValidationError as exc:
             raise _as_drf_error(exc) from None
+        except BrokerUnavailable as exc:
+            raise BrokerDown(f"{exc} Run {run.pk} was not resumed.") from None
         return ApiResponse(FilterRunDetailSerializer(run).data)

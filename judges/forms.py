@@ -5,6 +5,11 @@ from django import forms
 from annotation.models import Project
 from judges.models import Judge
 from judges.selectors import judges_for_project
+from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
+
+_AT_DEFAULT = ", ".join(
+    f"{easy_votes(threshold=DEFAULT_EASY_THRESHOLD, judges=n)} with {n} judges" for n in (9, 3)
+)
 
 
 class FilterRunForm(forms.Form):
@@ -12,10 +17,13 @@ class FilterRunForm(forms.Form):
         queryset=Judge.objects.none(), widget=forms.CheckboxSelectMultiple
     )
     threshold = forms.FloatField(
-        initial=0.9,
+        initial=DEFAULT_EASY_THRESHOLD,
         min_value=0.5,
         max_value=1.0,
-        help_text="A pair is easy when one side holds at least this share of all valid votes.",
+        help_text=(
+            "A pair is easy when one side holds at least this share of all valid votes "
+            f"(both orders; at {DEFAULT_EASY_THRESHOLD:g}: {_AT_DEFAULT})."
+        ),
     )
     budget_per_task = forms.IntegerField(
         required=False,

@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.models import Pair, Project
+from judges.services.ensemble import DEFAULT_EASY_THRESHOLD
 
 
 class Judge(models.Model):
@@ -88,7 +89,7 @@ class FilterRun(models.Model):
     judges = models.ManyToManyField(Judge, related_name="runs")
     pairs = models.ManyToManyField(Pair, related_name="filter_runs", blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    threshold = models.FloatField(default=0.9)
+    threshold = models.FloatField(default=DEFAULT_EASY_THRESHOLD)
     budget_per_task = models.PositiveIntegerField(
         null=True, blank=True, help_text="Queue only the N most contested pairs per task."
     )
@@ -101,6 +102,8 @@ class FilterRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Last resume (a curator's or the periodic one): counts as progress, like a new verdict.
+    resumed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -7,18 +7,15 @@ from collections import defaultdict
 from typing import Any
 
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
-from django.utils import timezone
 
 from annotation.models import Project
 from judges.models import FilterRun, Judge, Verdict
 from judges.services.ensemble import ensemble_decide, judge_stats
-from judges.services.runs import ORDERS, verdict_rows
+from judges.services.runs import ORDERS, stalled_filter_runs, verdict_rows
 
 # Above this many verdicts a running run's per-judge agreement, consistency and latency wait
 # for the end of the run: computing them reads every verdict, and the page polls every 2 s.
 LIVE_STATS_MAX_VERDICTS = 50_000
-# A running run with no new verdict for this long is offered a resume (docs/judges-runs.md).
-STALL_AFTER_S = 300
 
 
 def judges_for_project(project: Project) -> QuerySet[Judge]:
@@ -63,16 +60,9 @@ def filter_run_progress(run: FilterRun) -> dict:
         "percent": int(100 * done / expected) if expected else 0,
         "judges": per_judge,
         "last_verdict_at": last,
-        "stalled": filter_run_stalled(run, last_verdict_at=last),
+        # Offered a Resume: the periodic sweep would resume it too (ARBITER_STALLED_AFTER_S).
+        "stalled": not run.finished and stalled_filter_runs().filter(pk=run.pk).exists(),
     }
-
-
-def filter_run_stalled(run: FilterRun, *, last_verdict_at=None) -> bool:
-    """Unfinished, and nothing new for STALL_AFTER_S: its queued work may have been lost."""
-    if run.finished:
-        return False
-    since = last_verdict_at or run.started_at or run.created_at
-    return (timezone.now() - since).total_seconds() > STALL_AFTER_S
 
 
 def filter_run_report(run: FilterRun) -> dict:

@@ -1,6 +1,7 @@
 """Thin Celery tasks for filter runs: take ids, call a service. ``acks_late`` plus the unique
 verdict key make every task safe to run again after a crash; a task that raises marks its run
-failed (``on_failure``), so a run never hangs in "running"."""
+failed (``on_failure``), so a run never hangs in "running"; Celery beat resumes runs whose
+queued work was lost (``filter_runs_resume_stalled``)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def filter_run_batch(run_id: int, judge_id: int, items: list, attempt: int = 1) 
 @shared_task(base=FilterRunTask, name="judges.filter_run_finish")
 def filter_run_finish(run_id: int) -> None:
     runs.filter_run_finish_if_complete(run_id=run_id)
+
+
+@shared_task(name="judges.filter_runs_resume_stalled", ignore_result=True)
+def filter_runs_resume_stalled() -> None:
+    """Celery beat's sweep (``CELERY_BEAT_SCHEDULE``): resumes runs with no recent progress."""
+    runs.filter_runs_resume_stalled()
 
 
 @worker_process_shutdown.connect

@@ -14,7 +14,16 @@ from annotation.models import PairStatus, Role
 from judges.access import get_run_for_user
 from judges.forms import FilterRunForm
 from judges.selectors import filter_run_report
-from judges.services.runs import filter_run_cancel, filter_run_create, filter_run_resume
+from judges.services.ensemble import easy_rule, easy_votes
+from judges.services.runs import (
+    BrokerUnavailable,
+    filter_run_cancel,
+    filter_run_create,
+    filter_run_resume,
+)
+
+# The answer when the task broker is down: the service did what it could (docs/judges-runs.md).
+BROKER_DOWN = 503
 
 
 @login_required
@@ -23,6 +32,7 @@ def run_list(request, slug: str):
     roles = CURATORS if request.method == "POST" else STAFF_ROLES
     project, role = get_project_for_user(request.user, slug, roles=roles)
     form = FilterRunForm(request.POST or None, project=project)
+    status = 200
     if request.method == "POST" and form.is_valid():
         try:
             run = filter_run_create(
@@ -35,33 +45,44 @@ def run_list(request, slug: str):
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, errors)
+        except BrokerUnavailable as exc:
+            messages.error(request, f"{exc} Try again once the task queue is back.")
+            status = BROKER_DOWN
         else:
             messages.success(request, f"Filter run {run.pk} started.")
             return redirect("judges:run", slug=project.slug, run_id=run.pk)
     context = {
         "project": project,
         "role": role,
-        "runs": project.filter_runs.prefetch_related("judges"),
+        "runs": [
+            (run, easy_votes(threshold=run.threshold, judges=len(run.judges.all())))
+            for run in project.filter_runs.prefetch_related("judges")
+        ],
         "imported": project.pairs.filter(status=PairStatus.IMPORTED).count(),
         "form": form if role == Role.CURATOR else None,
     }
-    return render(request, "judges/run_list.html", context)
+    return render(request, "judges/run_list.html", context, status=status)
 
 
 @login_required
 @vary_on_headers("HX-Request")
 def run_detail(request, slug: str, run_id: int):
     run, role = get_run_for_user(request.user, slug, run_id)
+    return _render_run(request, run, role)
+
+
+def _render_run(request, run, role: str, status: int = 200):
     context = {
         "project": run.project,
         "role": role,
         "run": run,
         "report": filter_run_report(run),
+        "easy_rule": easy_rule(threshold=run.threshold, judges=run.judges.count()),
     }
     template = "judges/run_detail.html"
     if request.htmx:
         template += "#run_progress"
-    return render(request, template, context)
+    return render(request, template, context, status=status)
 
 
 @login_required
@@ -78,11 +99,14 @@ def run_cancel(request, slug: str, run_id: int):
 @login_required
 @require_POST
 def run_resume(request, slug: str, run_id: int):
-    run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+    run, role = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
     try:
         enqueued = filter_run_resume(run=run)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
+    except BrokerUnavailable as exc:
+        messages.error(request, f"{exc} Run {run.pk} was not resumed; try again later.")
+        return _render_run(request, run, role, status=BROKER_DOWN)
     else:
         messages.success(request, f"Filter run {run.pk} resumed: {enqueued} calls enqueued.")
     return redirect("judges:run", slug=slug, run_id=run.pk)

@@ -36,6 +36,7 @@ class WorkerProcess:
         queues: str = "default,judges_http,judges_gpu",
         concurrency: int = 2,
         extra_env: dict | None = None,
+        beat: bool = False,
     ):
         env = {
             **os.environ,
@@ -49,6 +50,8 @@ class WorkerProcess:
         self.log_path = Path(settings.MEDIA_ROOT).parent / f"worker-{time.monotonic_ns()}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        # -B: this worker also runs Celery beat (CELERY_BEAT_SCHEDULE), as `make demo` does.
+        beat_args = ["-B", "-s", str(self.log_path.with_suffix(".beat"))] if beat else []
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -66,6 +69,7 @@ class WorkerProcess:
                 "--without-heartbeat",
                 "-n",
                 f"test-{time.monotonic_ns()}@%h",
+                *beat_args,
             ],
             cwd=ROOT,
             env=env,

@@ -439,11 +439,3 @@ def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Ite
     )
     Pair.objects.filter(pk__in=pks).update(restricted=bool(user_ids), updated_at=timezone.now())
     return len(pks)
-
-
-def pairs_enqueue(*, project: Project, pair_ids: Iterable[int] | None = None) -> int:
-    """Sends imported pairs (all, or the given ones) to the annotators' queue; returns how many."""
-    pairs = Pair.objects.filter(project=project, status=PairStatus.IMPORTED)
-    if pair_ids is not None:
-        pairs = pairs.filter(pk__in=list(pair_ids))
-    return pairs.update(status=PairStatus.QUEUED, updated_at=timezone.now())

@@ -26,7 +26,7 @@ from annotation.selectors import (
     project_tasks,
     queue_overview,
 )
-from annotation.services import queue
+from annotation.services import pairs, queue
 
 _ID_SEPARATORS = re.compile(r"[\s,]+")
 
@@ -175,7 +175,7 @@ def _apply_restrict(project: Project, data: dict) -> str:
 
 
 def _apply_enqueue(project: Project, data: dict) -> str:
-    count = queue.pairs_enqueue(project=project, pair_ids=data["pair_ids"])
+    count = pairs.pairs_enqueue(project=project, pair_ids=data["pair_ids"])
     return f"Sent {_plural(count, 'imported pair')} to the annotators' queue."
 
 

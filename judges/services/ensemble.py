@@ -2,9 +2,9 @@
 
 A vote is a canonical side: ``"A"``, ``"B"`` or ``"tie"``; anything else (unparseable, error,
 abstain, missing) is not a valid vote. A tie vote counts toward the total but toward neither
-side, so a pair is never easy by tie: it is easy when A or B alone holds ``threshold`` of all
-valid votes across judges and both orders, counted in whole votes (the share times the valid
-votes, rounded to the nearest vote): MMRB2's 9 judges x 2 orders at 0.9 need 16 of 18.
+side, so a pair is never easy by tie: it is easy when A or B alone holds at least ``threshold``
+of all valid votes across judges and both orders, a share compared exactly: at 0.9 MMRB2's
+9 judges x 2 orders need 17 of 18 votes, 3 judges need 6 of 6 (docs/judges-runs.md).
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 SIDES = ("A", "B", "tie")
+ORDERS = ("AB", "BA")
+# The share of valid votes one side needs for a pair to be easy, unless a run says otherwise.
+DEFAULT_EASY_THRESHOLD = 0.9
+# Shares are compared with this slack, so 0.9 * 10 (9.000000000000002) counts as 9 votes.
+_SHARE_EPSILON = 1e-9
 
 
 @dataclass(frozen=True)
@@ -58,9 +63,26 @@ def ensemble_decide(votes: Iterable[str | None], *, threshold: float) -> Decisio
 
 
 def votes_needed(valid: int, *, threshold: float) -> int:
-    """Votes the majority side needs among ``valid`` votes: the share, to the nearest vote."""
-    # The small epsilon keeps 0.9 * 10 (9.000000000000002) from counting as more than 9.
-    return max(1, math.floor(threshold * valid + 0.5 - 1e-9))
+    """Votes the majority side needs among ``valid`` votes: the fewest whose share is at least
+    ``threshold`` (17 of 18 and 6 of 6 at 0.9)."""
+    return max(1, math.ceil(threshold * valid - _SHARE_EPSILON))
+
+
+def easy_votes(*, threshold: float, judges: int) -> str:
+    """Votes an easy pair needs when every call of ``judges`` judges (both orders) is valid,
+    e.g. "6 of 6"."""
+    votes = judges * len(ORDERS)
+    return f"{votes_needed(votes, threshold=threshold)} of {votes}"
+
+
+def easy_rule(*, threshold: float, judges: int) -> str:
+    """The rule in words and votes for a run of ``judges`` judges, e.g. "easy when one side
+    holds at least 90% of the valid votes: 6 of 6 with 3 judges in both orders"."""
+    return (
+        f"easy when one side holds at least {100 * threshold:g}% of the valid votes: "
+        f"{easy_votes(threshold=threshold, judges=judges)} with {judges} "
+        f"judge{'' if judges == 1 else 's'} in both orders"
+    )
 
 
 def contested_first(decisions: dict[int, Decision]) -> list[int]:

@@ -9,22 +9,34 @@ resuming after a crash and re-delivered batches all enqueue exactly that. See do
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections import defaultdict
+from datetime import timedelta
 from itertools import zip_longest
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models.functions import Coalesce
+from django.db.models import Max, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce, Greatest
 from django.forms.models import model_to_dict
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
 from annotation.models import Pair, PairStatus, Project
+from annotation.services.pairs import (
+    EnsembleOutcome,
+    pairs_apply_ensemble,
+    pairs_return_to_imported,
+    pairs_start_judging,
+)
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.models import FilterRun, Judge, Verdict
 from judges.services.ensemble import (
+    DEFAULT_EASY_THRESHOLD,
+    ORDERS,
     Decision,
     VerdictRow,
     contested_first,
@@ -32,9 +44,25 @@ from judges.services.ensemble import (
     judge_stats,
 )
 
-ORDERS = ("AB", "BA")
+logger = logging.getLogger(__name__)
+
 Status = FilterRun.Status
 ACTIVE = (Status.PENDING, Status.RUNNING)
+# Publishing a task tries the broker twice, briefly, so a request never hangs on a broker that
+# is down (docs/judges-runs.md, "Broker down").
+PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
+
+
+class BrokerUnavailable(Exception):
+    """The task broker refused a message; the message says what was done about it."""
+
+
+def _publish(task, **options) -> None:
+    """Sends ``task`` with a bounded retry; BrokerUnavailable when the broker cannot take it."""
+    try:
+        task.apply_async(retry=True, retry_policy=PUBLISH_RETRY_POLICY, **options)
+    except BrokerError as exc:
+        raise BrokerUnavailable(f"The task queue is unreachable ({exc}).") from exc
 
 
 def check_run_options(
@@ -54,24 +82,36 @@ def check_run_options(
         raise ValidationError(errors)
 
 
-@transaction.atomic
 def filter_run_create(
     *,
     project: Project,
     judges,
-    threshold: float = 0.9,
+    threshold: float = DEFAULT_EASY_THRESHOLD,
     budget_per_task: int | None = None,
     created_by=None,
     pair_ids=None,
 ) -> FilterRun:
     """Takes the project's imported pairs (or those of ``pair_ids`` still imported), moves them
-    to "judging" and enqueues the run once the transaction commits."""
-    judges = list(judges)
+    to "judging" and enqueues the run once the transaction commits.
+
+    When the broker cannot take the start message, the run is failed and its pairs are
+    imported again (after the commit, like the enqueue), and BrokerUnavailable says so."""
+    run = _filter_run_insert(
+        project=project,
+        judges=list(judges),
+        threshold=threshold,
+        budget_per_task=budget_per_task,
+        created_by=created_by,
+        pair_ids=pair_ids,
+    )
+    transaction.on_commit(lambda: _publish_start(run))
+    return run
+
+
+@transaction.atomic
+def _filter_run_insert(*, project, judges, threshold, budget_per_task, created_by, pair_ids):
     check_run_options(judges=judges, threshold=threshold, budget_per_task=budget_per_task)
-    pairs = Pair.objects.select_for_update().filter(project=project, status=PairStatus.IMPORTED)
-    if pair_ids is not None:
-        pairs = pairs.filter(pk__in=list(pair_ids))
-    ids = list(pairs.order_by("pk").values_list("pk", flat=True))
+    ids = pairs_start_judging(project=project, pair_ids=pair_ids)
     if not ids:
         raise ValidationError({"pairs": "The project has no imported pairs to judge."})
     run = FilterRun.objects.create(
@@ -85,13 +125,21 @@ def filter_run_create(
     through.objects.bulk_create(
         [through(filterrun_id=run.pk, pair_id=pk) for pk in ids], batch_size=2000
     )
-    Pair.objects.filter(filter_runs=run).update(
-        status=PairStatus.JUDGING, updated_at=timezone.now()
-    )
+    return run
+
+
+def _publish_start(run: FilterRun) -> None:
     from judges import tasks
 
-    transaction.on_commit(lambda: tasks.filter_run_start.apply_async(kwargs={"run_id": run.pk}))
-    return run
+    try:
+        _publish(tasks.filter_run_start, kwargs={"run_id": run.pk})
+    except BrokerUnavailable as exc:
+        error = f"{exc} The run did not start; its pairs are imported again."
+        with transaction.atomic():
+            filter_run_fail(run_id=run.pk, error=error)
+            pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
+        run.refresh_from_db()
+        raise BrokerUnavailable(f"Filter run {run.pk} failed: {error}") from exc
 
 
 def filter_run_start(*, run_id: int) -> None:
@@ -109,7 +157,16 @@ def filter_run_resume(*, run: FilterRun) -> int:
     """Re-enqueues every (judge, pair, order) of a pending, running or failed run that has no
     verdict yet, or finishes the run when none is missing; returns the items enqueued.
 
-    Work already queued may then run twice, which the unique verdict key makes harmless."""
+    Work already queued may then run twice, which the unique verdict key makes harmless. When
+    the broker cannot take the messages, the run is left as it was and BrokerUnavailable says
+    so."""
+    fields = ("status", "error", "finished_at", "started_at", "resumed_at")
+    before = FilterRun.objects.filter(pk=run.pk).values(*fields).get()
+    judging = Pair.objects.filter(filter_runs=run, status=PairStatus.JUDGING)
+    if before["status"] in (*ACTIVE, Status.FAILED) and not judging.exists():
+        raise ValidationError(
+            {"run": f"Run {run.pk} has no pairs left to judge; start a new run on them."}
+        )
     now = timezone.now()
     FilterRun.objects.filter(pk=run.pk, status__in=[Status.PENDING, Status.FAILED]).update(
         status=Status.RUNNING, error="", finished_at=None, started_at=Coalesce("started_at", now)
@@ -117,12 +174,70 @@ def filter_run_resume(*, run: FilterRun) -> int:
     run.refresh_from_db()
     if run.status != Status.RUNNING:
         raise ValidationError({"run": f"Run {run.pk} is {run.status}; it cannot resume."})
-    enqueued = _enqueue_missing(run)
-    if not enqueued:
-        from judges import tasks
+    try:
+        enqueued = _enqueue_missing(run)
+        if not enqueued:
+            from judges import tasks
 
-        tasks.filter_run_finish.apply_async(kwargs={"run_id": run.pk})
+            _publish(tasks.filter_run_finish, kwargs={"run_id": run.pk})
+    except BrokerUnavailable:
+        FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(**before)
+        run.refresh_from_db()
+        raise
+    FilterRun.objects.filter(pk=run.pk).update(resumed_at=now)
+    run.resumed_at = now
     return enqueued
+
+
+def stalled_filter_runs():
+    """Unfinished runs with no progress (no verdict, start or resume) for
+    ``ARBITER_STALLED_AFTER_S``: their queued work may have been lost with a worker."""
+    last_verdict = (
+        Verdict.objects.filter(run=OuterRef("pk"))
+        .order_by()
+        .values("run")
+        .annotate(last=Max("created_at"))
+        .values("last")
+    )
+    created = "created_at"
+    return (
+        FilterRun.objects.filter(status__in=ACTIVE)
+        .annotate(
+            progress_at=Greatest(
+                Coalesce(Subquery(last_verdict), created),
+                Coalesce("started_at", created),
+                Coalesce("resumed_at", created),
+            )
+        )
+        .filter(progress_at__lt=_stalled_before())
+    )
+
+
+def _stalled_before():
+    return timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+
+
+def filter_runs_resume_stalled() -> list[int]:
+    """Resumes every stalled run (the periodic task); returns the ids resumed. Each run is
+    claimed by a conditional UPDATE of ``resumed_at`` first, so two beats never both resume
+    it, and the resumed run has ``ARBITER_STALLED_AFTER_S`` to show progress again."""
+    resumed = []
+    for run in stalled_filter_runs().order_by("pk"):
+        claimed = (
+            FilterRun.objects.filter(pk=run.pk, status__in=ACTIVE)
+            .filter(Q(resumed_at__isnull=True) | Q(resumed_at__lt=_stalled_before()))
+            .update(resumed_at=timezone.now())
+        )
+        if not claimed:
+            continue
+        try:
+            enqueued = filter_run_resume(run=run)
+        except (ValidationError, BrokerUnavailable) as exc:
+            logger.warning("stalled filter run %s not resumed: %s", run.pk, exc)
+            continue
+        logger.info("stalled filter run %s resumed: %s calls enqueued", run.pk, enqueued)
+        resumed.append(run.pk)
+    return resumed
 
 
 @transaction.atomic
@@ -133,9 +248,7 @@ def filter_run_cancel(*, run: FilterRun) -> bool:
         status=Status.CANCELLED, finished_at=timezone.now()
     )
     if cancelled:
-        Pair.objects.filter(filter_runs=run, status=PairStatus.JUDGING).update(
-            status=PairStatus.IMPORTED, updated_at=timezone.now()
-        )
+        pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
     run.refresh_from_db()
     return bool(cancelled)
 
@@ -186,7 +299,8 @@ def _enqueue_batch(
 ) -> None:
     from judges import tasks
 
-    tasks.filter_run_batch.apply_async(
+    _publish(
+        tasks.filter_run_batch,
         kwargs={"run_id": run_id, "judge_id": judge.pk, "items": items, "attempt": attempt},
         queue=judge.queue,
         countdown=countdown or None,
@@ -357,12 +471,12 @@ def _route(run: FilterRun, decisions: dict[int, Decision], tasks: dict[int, str]
 
 @transaction.atomic
 def filter_run_finish(*, run: FilterRun) -> bool:
-    """Applies the ensemble to every pair of the run and writes pair statuses and ensemble
-    fields in bulk. Exactly one caller wins: the conditional UPDATE running -> succeeded
-    changes one row for the first and none for any later (or concurrent) caller."""
-    now = timezone.now()
+    """Applies the ensemble to every pair of the run; the pairs still "judging" take their
+    outcome (through annotation's pair services). Exactly one caller wins: the conditional
+    UPDATE running -> succeeded changes one row for the first and none for any later (or
+    concurrent) caller."""
     won = FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(
-        status=Status.SUCCEEDED, finished_at=now
+        status=Status.SUCCEEDED, finished_at=timezone.now()
     )
     if not won:
         return False
@@ -376,41 +490,30 @@ def filter_run_finish(*, run: FilterRun) -> bool:
         per_judge[row.pair_id][names.get(row.judge_id, str(row.judge_id))][row.order] = (
             row.side or row.outcome
         )
-    pairs = list(
-        Pair.objects.select_for_update(of=("self",))
-        .filter(filter_runs=run)
-        .only("pk", "task", "status")
+    task_of = dict(Pair.objects.filter(filter_runs=run).values_list("pk", "task"))
+    decisions = {pk: ensemble_decide(votes[pk], threshold=run.threshold) for pk in task_of}
+    routes = _route(run, decisions, task_of)
+    counts = pairs_apply_ensemble(
+        outcomes=[
+            EnsembleOutcome(
+                pair_id=pk,
+                status=routes[pk],
+                label=decision.label,
+                agreement=decision.agreement,
+                summary={
+                    "run": run.pk,
+                    "threshold": run.threshold,
+                    "votes": decision.votes,
+                    "invalid": decision.invalid,
+                    "judges": per_judge[pk],
+                },
+            )
+            for pk, decision in decisions.items()
+        ]
     )
-    decisions = {p.pk: ensemble_decide(votes[p.pk], threshold=run.threshold) for p in pairs}
-    routes = _route(run, decisions, {p.pk: p.task for p in pairs})
-    changed = []
-    for pair in pairs:
-        if pair.status != PairStatus.JUDGING:
-            continue  # a curator moved it meanwhile; theirs is the last word
-        decision = decisions[pair.pk]
-        pair.status = routes[pair.pk]
-        pair.ensemble_label = decision.label
-        pair.ensemble_agreement = decision.agreement
-        pair.ensemble_summary = {
-            "run": run.pk,
-            "threshold": run.threshold,
-            "votes": decision.votes,
-            "invalid": decision.invalid,
-            "judges": per_judge[pair.pk],
-        }
-        pair.updated_at = now
-        changed.append(pair)
-    Pair.objects.bulk_update(
-        changed,
-        ["status", "ensemble_label", "ensemble_agreement", "ensemble_summary", "updated_at"],
-        batch_size=500,
-    )
-    counts = defaultdict(int)
-    for pair in changed:
-        counts[pair.status] += 1
     stats = judge_stats(rows, decisions)
     run.summary = {
-        "pairs": len(pairs),
+        "pairs": len(task_of),
         "easy": counts[PairStatus.EASY],
         "queued": counts[PairStatus.QUEUED],
         "returned": counts[PairStatus.IMPORTED],

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotation.models import Assignment, Pair, PairRestriction, PairStatus
 from annotation.selectors import annotator_progress
-from annotation.services import queue
+from annotation.services import pairs, queue
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory
 
@@ -110,14 +110,14 @@ def test_only_open_pairs_are_served_and_enqueue_opens_imported_ones(project, ali
     PairFactory(project=project, status=PairStatus.EASY)
     PairFactory(project=project, status=PairStatus.CONSENSUS, consensus_label="A")
     assert queue.assignment_claim(project=project, annotator=alice) is None
-    assert queue.pairs_enqueue(project=project) == 1
+    assert pairs.pairs_enqueue(project=project) == 1
     assert queue.assignment_claim(project=project, annotator=alice).pair_id == imported.pk
 
 
 def test_enqueue_given_pairs_only_and_only_this_projects(project, other_project):
     mine = PairFactory.create_batch(3, project=project)
     theirs = PairFactory(project=other_project)
-    assert queue.pairs_enqueue(project=project, pair_ids=[mine[0].pk, theirs.pk]) == 1
+    assert pairs.pairs_enqueue(project=project, pair_ids=[mine[0].pk, theirs.pk]) == 1
     statuses = dict(Pair.objects.values_list("pk", "status"))
     assert statuses[mine[0].pk] == PairStatus.QUEUED
     assert statuses[mine[1].pk] == statuses[theirs.pk] == PairStatus.IMPORTED

@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from judges.services.ensemble import (
+    DEFAULT_EASY_THRESHOLD,
     VerdictRow,
     contested_first,
+    easy_rule,
+    easy_votes,
     ensemble_decide,
     judge_stats,
     votes_needed,
@@ -21,34 +24,52 @@ def votes(**counts: int) -> list[str | None]:
     return out
 
 
-def test_mmrb2_rule_16_of_18_is_easy():
-    decision = ensemble_decide(votes(A=16, B=2), threshold=0.9)
+def test_mmrb2_rule_17_of_18_is_easy():
+    decision = ensemble_decide(votes(A=17, B=1), threshold=0.9)
     assert decision.easy and decision.label == "A"
-    assert decision.agreement == pytest.approx(16 / 18)
+    assert decision.agreement == pytest.approx(17 / 18)
     assert decision.valid == 18
 
 
-def test_mmrb2_rule_15_of_18_is_not_easy():
-    decision = ensemble_decide(votes(B=15, A=3), threshold=0.9)
+def test_mmrb2_rule_16_of_18_is_not_easy():
+    # 16 of 18 is 88.9%: below 90%, however close the rounded vote count comes
+    decision = ensemble_decide(votes(B=16, A=2), threshold=0.9)
     assert not decision.easy
     assert decision.label == "B"
-    assert decision.agreement == pytest.approx(15 / 18)
+    assert decision.agreement == pytest.approx(16 / 18)
 
 
 @pytest.mark.parametrize(
-    ("a", "b", "easy"), [(18, 0, True), (17, 1, True), (16, 2, True), (15, 3, False)]
+    ("a", "b", "easy"),
+    [(18, 0, True), (17, 1, True), (16, 2, False), (6, 0, True), (5, 1, False), (9, 1, True)],
 )
-def test_threshold_is_counted_in_whole_votes(a, b, easy):
-    # 0.9 x 18 = 16.2 votes: the majority side needs 16 of 18
+def test_threshold_is_a_share_compared_exactly(a, b, easy):
+    # at 0.9: 17 of 18 (94%) and 6 of 6 pass; 16 of 18 (89%) and 5 of 6 (83%) do not
     assert ensemble_decide(votes(A=a, B=b), threshold=0.9).easy is easy
-    assert votes_needed(18, threshold=0.9) == 16
-    assert votes_needed(10, threshold=0.9) == 9
+
+
+def test_votes_needed_is_the_fewest_votes_holding_the_share():
+    assert votes_needed(18, threshold=0.9) == 17
+    assert votes_needed(6, threshold=0.9) == 6
+    assert votes_needed(10, threshold=0.9) == 9  # 0.9 x 10 is 9.000000000000002 in floats
     assert votes_needed(4, threshold=1.0) == 4
+    assert votes_needed(4, threshold=0.75) == 3
+    assert votes_needed(1, threshold=0.9) == 1
+
+
+def test_the_rule_in_votes_for_a_run():
+    assert easy_rule(threshold=0.9, judges=3) == (
+        "easy when one side holds at least 90% of the valid votes: 6 of 6 with 3 judges "
+        "in both orders"
+    )
+    assert easy_votes(threshold=0.9, judges=9) == "17 of 18"
+    assert easy_votes(threshold=DEFAULT_EASY_THRESHOLD, judges=5) == "9 of 10"
 
 
 def test_a_higher_threshold_filters_fewer_pairs():
-    assert ensemble_decide(votes(A=16, B=2), threshold=0.9).easy
-    assert not ensemble_decide(votes(A=16, B=2), threshold=0.95).easy  # 17.1 -> 17 needed
+    assert ensemble_decide(votes(A=17, B=1), threshold=0.9).easy
+    assert not ensemble_decide(votes(A=17, B=1), threshold=0.95).easy  # 17.1 -> 18 needed
+    assert ensemble_decide(votes(A=16, B=2), threshold=0.85).easy  # 15.3 -> 16 needed
     assert not ensemble_decide(votes(A=17, B=1), threshold=1.0).easy
 
 
@@ -74,7 +95,7 @@ def test_tie_votes_count_toward_the_total_but_no_side():
     decision = ensemble_decide(votes(A=15, tie=3), threshold=0.9)
     assert decision.agreement == pytest.approx(15 / 18)
     assert decision.label == "A" and not decision.easy
-    assert ensemble_decide(votes(A=16, tie=2), threshold=0.9).easy
+    assert ensemble_decide(votes(A=17, tie=1), threshold=0.9).easy
     all_tie = ensemble_decide(votes(tie=18), threshold=0.9)
     assert all_tie.label == "tie" and all_tie.agreement == 0 and not all_tie.easy
     level = ensemble_decide(votes(A=9, B=9), threshold=0.9)

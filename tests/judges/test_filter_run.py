@@ -64,8 +64,9 @@ def test_every_judge_sees_every_pair_in_both_orders(
 def test_easy_pairs_are_filtered_and_contested_pairs_queued(
     monkeypatch, project, django_capture_on_commit_callbacks
 ):
-    # j1..j8 follow the truth; j9 always says B: on "A" pairs 16 of 18 votes say A (easy at 0.9)
-    answers = {f"j{i}": truth() for i in range(1, 9)} | {"j9": canonical("B")}
+    # j1..j8 follow the truth; j9 prefers the first shown: on "A" pairs 17 of 18 votes say A,
+    # the fewest that hold 90% (easy at 0.9)
+    answers = {f"j{i}": truth() for i in range(1, 9)} | {"j9": first_shown()}
     use_scripted_judges(monkeypatch, answers)
     judges = make_judges(*answers)
     easy_a, clear_b = pairs_with_truth(project, "A", "B")
@@ -75,26 +76,26 @@ def test_easy_pairs_are_filtered_and_contested_pairs_queued(
     easy_a.refresh_from_db()
     clear_b.refresh_from_db()
     assert (easy_a.status, easy_a.ensemble_label) == (PairStatus.EASY, "A")
-    assert easy_a.ensemble_agreement == pytest.approx(16 / 18)
-    assert easy_a.ensemble_summary["votes"] == {"A": 16, "B": 2, "tie": 0}
-    assert easy_a.ensemble_summary["judges"]["j9"] == {"AB": "B", "BA": "B"}
+    assert easy_a.ensemble_agreement == pytest.approx(17 / 18)
+    assert easy_a.ensemble_summary["votes"] == {"A": 17, "B": 1, "tie": 0}
+    assert easy_a.ensemble_summary["judges"]["j9"] == {"AB": "A", "BA": "B"}
     assert (clear_b.status, clear_b.ensemble_label, clear_b.ensemble_agreement) == (
         PairStatus.EASY,
         "B",
-        1.0,
+        pytest.approx(17 / 18),
     )
     # only imported pairs are judged
     assert not queued_before.filter_runs.exists()
     assert run.summary["easy"] == 2 and run.summary["queued"] == 0
 
-    # with two judges against the truth, 14 of 18 is not easy: the pair goes to annotators
+    # with j8 against the truth too, 15 of 18 (83%) is not easy: the pair goes to annotators
     answers["j8"] = canonical("B")
     contested = pairs_with_truth(project, "A")[0]
     start(django_capture_on_commit_callbacks, project=project, judges=judges)
     contested.refresh_from_db()
     assert contested.status == PairStatus.QUEUED
     assert contested.ensemble_label == "A"
-    assert contested.ensemble_agreement == pytest.approx(14 / 18)
+    assert contested.ensemble_agreement == pytest.approx(15 / 18)
 
 
 def test_position_bias_scores_zero_consistency_and_cancels_out(
@@ -369,6 +370,7 @@ def test_run_filter_command_waits_and_summarises(monkeypatch, project, capsys):
     call_command("run_filter", project.slug, "--judges", "j1,j2", "--threshold", "0.75", "--wait")
     out = capsys.readouterr().out
     assert "4 pairs x 2 judges x 2 orders = 16 verdicts" in out
+    assert "easy when one side holds at least 75% of the valid votes: 3 of 4 with 2 judges" in out
     assert "16/16 100%" in out and "j1 8/8" in out
     assert "4 pairs, 4 easy, 0 queued" in out
     j2 = next(line for line in out.splitlines() if line.startswith("j2 "))
@@ -381,7 +383,10 @@ def test_run_filter_command_without_wait_prints_the_run(monkeypatch, project, ca
     PairFactory.create_batch(2, project=project)
     call_command("run_filter", project.slug)
     run = FilterRun.objects.get()
-    assert f"Filter run {run.pk} on {project.slug}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"Filter run {run.pk} on {project.slug}" in out
+    # the default threshold, 90%, in votes: both of one judge's two
+    assert "at least 90% of the valid votes: 2 of 2 with 1 judge in both orders" in out
     assert run.status == FilterRun.Status.PENDING  # nothing ran: the enqueue waits for commit
 
 

@@ -97,6 +97,18 @@ def test_curator_sees_runs_and_the_start_form(client_for, carol, finished_run):
     assert_no_inline_code(body)
 
 
+def test_pages_say_how_many_votes_the_threshold_means(client_for, carol, finished_run):
+    page = client_for(carol)
+    listing = page.get(reverse("judges:runs", args=[finished_run.project.slug])).content.decode()
+    # the form, before any judge is chosen: MMRB2's 9 judges and a small ensemble of 3
+    assert "at 0.9: 17 of 18 with 9 judges, 6 of 6 with 3 judges" in listing
+    assert "4 of 4 votes" in listing  # the finished run: 2 judges, 90% of 4 is 3.6
+    detail = page.get(urls(finished_run)["detail"]).content.decode()
+    assert (
+        "easy when one side holds at least 90% of the valid votes: 4 of 4 with 2 judges" in detail
+    )
+
+
 def test_researcher_watches_but_cannot_start(client_for, dave, project, judges, finished_run):
     client = client_for(dave)
     body = client.get(reverse("judges:runs", args=[project.slug])).content.decode()

@@ -1,12 +1,15 @@
 """Filter runs on a real Celery worker (Redis) against the loopback OpenAI-compatible server:
-malformed answers, 429, 500 and timeouts end to end, and a worker SIGKILLed mid-run."""
+malformed answers, 429, 500 and timeouts end to end, and a worker SIGKILLed mid-run, recovered
+by redelivery or, when its messages are lost, by Celery beat's sweep of stalled runs."""
 
 from __future__ import annotations
 
+import os
 import time
 from itertools import count
 
 import pytest
+import redis
 
 from annotation.models import Pair, PairStatus
 from judges.models import FilterRun, Judge, Verdict
@@ -181,3 +184,46 @@ def test_a_worker_killed_mid_run_loses_nothing(celery_worker_process, project):
     assert set(run.pairs.values_list("status", flat=True)) == {PairStatus.EASY}
     # the batch cut short was delivered again and its calls made again
     assert calls > 16 and calls_before_kill < calls
+
+
+def _lose_queued_messages() -> None:
+    """What a lost broker state or a dead worker's unacknowledged prefetch looks like: the
+    run's queued and in-flight messages are gone, so no redelivery can finish the run."""
+    broker = redis.Redis.from_url(os.environ["CELERY_BROKER_URL"])
+    broker.delete("default", "judges_http", "judges_gpu", "unacked", "unacked_index")
+
+
+@pytest.mark.timeout(120)
+def test_beat_resumes_a_run_whose_worker_was_killed(celery_worker_process, project):
+    with FakeOpenAI(by_marker("GOOD"), delay_s=0.5) as server:
+        judges = [make_judge(server, name, concurrency=2, timeout_s=5) for name in ("j1", "j2")]
+        for _ in range(4):
+            make_pair(project, "GOOD answer", "weak answer")
+        first = celery_worker_process(extra_env=WORKER_ENV, concurrency=1)
+        run = runs.filter_run_create(project=project, judges=judges)
+        deadline = time.monotonic() + 60
+        while Verdict.objects.filter(run=run).count() < 2:
+            assert time.monotonic() < deadline, first.log()
+            time.sleep(0.02)
+        first.kill()
+        _lose_queued_messages()
+        assert Verdict.objects.filter(run=run).count() < 16
+        run.refresh_from_db()
+        assert run.status == FilterRun.Status.RUNNING and run.resumed_at is None
+
+        # nobody presses Resume: the new worker's beat finds the run stalled after 2 s
+        second = celery_worker_process(
+            extra_env={
+                **WORKER_ENV,
+                "ARBITER_STALLED_AFTER_S": "2",
+                "ARBITER_RESUME_STALLED_EVERY_S": "1",
+            },
+            beat=True,
+        )
+        run = wait_for(run, timeout=90)
+
+    assert run.status == FilterRun.Status.SUCCEEDED, second.log()
+    assert run.resumed_at is not None
+    assert_one_verdict_per_key(run)
+    assert set(run.pairs.values_list("status", flat=True)) == {PairStatus.EASY}
+    assert "judges.filter_runs_resume_stalled" in second.log()

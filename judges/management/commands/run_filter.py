@@ -2,18 +2,15 @@ from __future__ import annotations
 
 import time
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import PairStatus, Project
 from judges.models import FilterRun
-from judges.selectors import (
-    STALL_AFTER_S,
-    filter_run_progress,
-    filter_run_report,
-    judges_for_project,
-)
-from judges.services.runs import filter_run_create, filter_run_resume
+from judges.selectors import filter_run_progress, filter_run_report, judges_for_project
+from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_rule
+from judges.services.runs import BrokerUnavailable, filter_run_create, filter_run_resume
 
 BAR_WIDTH = 30
 
@@ -31,7 +28,10 @@ class Command(BaseCommand):
             help="comma-separated judge names (default: every enabled judge the project may use)",
         )
         parser.add_argument(
-            "--threshold", type=float, default=0.9, help="easy share of valid votes (0.5, 1]"
+            "--threshold",
+            type=float,
+            default=DEFAULT_EASY_THRESHOLD,
+            help=f"easy share of valid votes (0.5, 1]; default {DEFAULT_EASY_THRESHOLD:g}",
         )
         parser.add_argument(
             "--budget", type=int, help="queue only the N most contested pairs per task"
@@ -44,8 +44,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--stall-seconds",
             type=float,
-            default=STALL_AFTER_S,
-            help="with --wait, resume the run when no verdict arrived for this long",
+            default=settings.ARBITER_STALLED_AFTER_S,
+            help="with --wait, resume the run when no verdict arrived for this long "
+            "(default: ARBITER_STALLED_AFTER_S)",
         )
 
     def handle(self, *args, **options):
@@ -56,10 +57,14 @@ class Command(BaseCommand):
             run = self._run(project, options)
         except ValidationError as exc:
             raise CommandError(_messages(exc)) from None
+        except BrokerUnavailable as exc:
+            raise CommandError(str(exc)) from None
         progress = filter_run_progress(run)
+        judges = len(progress["judges"])
         self.stdout.write(
             f"Filter run {run.pk} on {project.slug}: {run.pairs.count()} pairs x "
-            f"{len(progress['judges'])} judges x 2 orders = {progress['expected']} verdicts"
+            f"{judges} judges x 2 orders = {progress['expected']} verdicts; a pair is "
+            f"{easy_rule(threshold=run.threshold, judges=judges)}"
         )
         if not options["wait"]:
             return
@@ -105,10 +110,15 @@ class Command(BaseCommand):
             if run.finished:
                 break
             if time.monotonic() - last_change > stall_seconds:
-                enqueued = filter_run_resume(run=run)
-                self.stdout.write(
-                    f"\nNo verdict for {stall_seconds:g}s: resumed, {enqueued} calls re-enqueued"
-                )
+                try:
+                    enqueued = filter_run_resume(run=run)
+                except BrokerUnavailable as exc:
+                    self.stderr.write(f"\nNo verdict for {stall_seconds:g}s; not resumed: {exc}")
+                else:
+                    self.stdout.write(
+                        f"\nNo verdict for {stall_seconds:g}s: resumed, {enqueued} calls "
+                        "re-enqueued"
+                    )
                 last_change = time.monotonic()
             time.sleep(interval)
         if tty:

@@ -1,0 +1,123 @@
+"""The pair lifecycle's transitions (annotation/services/pairs.py): each moves pairs only from
+the states it allows, so a move made meanwhile by someone else stands; and the dependency rule
+that keeps annotation free of judges (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from annotation.models import Pair, PairStatus
+from annotation.services.pairs import (
+    EnsembleOutcome,
+    pairs_apply_ensemble,
+    pairs_enqueue,
+    pairs_return_to_imported,
+    pairs_start_judging,
+)
+from tests.factories import PairFactory
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"  # import-linter, a dev dependency
+
+
+def statuses(*pairs: Pair) -> list[str]:
+    return [Pair.objects.get(pk=pair.pk).status for pair in pairs]
+
+
+@pytest.mark.django_db
+def test_start_judging_takes_only_imported_pairs_of_the_project(project, other_project):
+    imported, chosen, queued = (
+        PairFactory(project=project),
+        PairFactory(project=project),
+        PairFactory(project=project, status=PairStatus.QUEUED),
+    )
+    theirs = PairFactory(project=other_project)
+    ids = pairs_start_judging(project=project, pair_ids=[chosen.pk, queued.pk, theirs.pk])
+    assert ids == [chosen.pk]
+    assert statuses(imported, chosen, queued, theirs) == [
+        PairStatus.IMPORTED,
+        PairStatus.JUDGING,
+        PairStatus.QUEUED,
+        PairStatus.IMPORTED,
+    ]
+    assert pairs_start_judging(project=project) == [imported.pk]
+    assert pairs_start_judging(project=project) == []
+
+
+@pytest.mark.django_db
+def test_return_to_imported_moves_only_judging_pairs(project):
+    judging = PairFactory(project=project, status=PairStatus.JUDGING)
+    moved = PairFactory(project=project, status=PairStatus.QUEUED)  # a curator's move stands
+    assert pairs_return_to_imported(pair_ids=[judging.pk, moved.pk]) == 1
+    assert statuses(judging, moved) == [PairStatus.IMPORTED, PairStatus.QUEUED]
+
+
+@pytest.mark.django_db
+def test_apply_ensemble_writes_outcomes_onto_pairs_still_judging(project):
+    easy, contested, over_budget, moved = PairFactory.create_batch(
+        4, project=project, status=PairStatus.JUDGING
+    )
+    Pair.objects.filter(pk=moved.pk).update(status=PairStatus.QUEUED)
+    summary = {"run": 7, "votes": {"A": 6, "B": 0, "tie": 0}}
+    counts = pairs_apply_ensemble(
+        outcomes=[
+            EnsembleOutcome(easy.pk, PairStatus.EASY, "A", 1.0, summary),
+            EnsembleOutcome(contested.pk, PairStatus.QUEUED, "B", 4 / 6),
+            EnsembleOutcome(over_budget.pk, PairStatus.IMPORTED, "tie", 0.5),
+            EnsembleOutcome(moved.pk, PairStatus.EASY, "A", 1.0),
+        ]
+    )
+    assert counts == {PairStatus.EASY: 1, PairStatus.QUEUED: 1, PairStatus.IMPORTED: 1}
+    easy.refresh_from_db()
+    assert (easy.status, easy.ensemble_label, easy.ensemble_agreement) == ("easy", "A", 1.0)
+    assert easy.ensemble_summary == summary
+    assert statuses(contested, over_budget) == [PairStatus.QUEUED, PairStatus.IMPORTED]
+    moved.refresh_from_db()
+    assert (moved.status, moved.ensemble_label, moved.ensemble_agreement) == ("queued", "", None)
+
+
+@pytest.mark.django_db
+def test_apply_ensemble_refuses_statuses_that_are_not_its_own(project):
+    pair = PairFactory(project=project, status=PairStatus.JUDGING)
+    with pytest.raises(ValueError, match="status: the ensemble cannot send a pair to consensus"):
+        pairs_apply_ensemble(outcomes=[EnsembleOutcome(pair.pk, PairStatus.CONSENSUS, "A", 1.0)])
+    assert statuses(pair) == [PairStatus.JUDGING]
+
+
+@pytest.mark.django_db
+def test_enqueue_moves_only_imported_pairs(project):
+    imported = PairFactory(project=project)
+    judging = PairFactory(project=project, status=PairStatus.JUDGING)
+    easy = PairFactory(project=project, status=PairStatus.EASY)
+    assert pairs_enqueue(project=project) == 1
+    assert statuses(imported, judging, easy) == [
+        PairStatus.QUEUED,
+        PairStatus.JUDGING,
+        PairStatus.EASY,
+    ]
+
+
+@pytest.mark.django_db
+def test_the_queue_page_enqueues_through_the_service_and_spares_judging_pairs(
+    project, carol, client_for
+):
+    imported = PairFactory(project=project)
+    judging = PairFactory(project=project, status=PairStatus.JUDGING)
+    response = client_for(carol).post(
+        reverse("curator-queue-action", args=[project.slug, "enqueue"]),
+        {"enqueue-pair_ids": f"{imported.external_id} {judging.external_id}"},
+        follow=True,
+    )
+    assert "Sent 1 imported pair to the annotators" in response.content.decode()
+    assert statuses(imported, judging) == [PairStatus.QUEUED, PairStatus.JUDGING]
+
+
+def test_annotation_never_imports_judges():
+    result = subprocess.run([str(LINT_IMPORTS)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "annotation never imports judges KEPT" in result.stdout
