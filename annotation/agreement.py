@@ -184,8 +184,10 @@ class Ratings:
         allowed = SCALE_VALUES[scale]
         bad = _off_scale_rows(values, allowed)
         if len(bad):
+            row = int(bad[0])
+            value = values[row : row + 1].tolist()[0]  # a Python object, whatever the dtype
             raise ValueError(
-                f"value: {values[bad[0]]!r} in row {bad[0]} is not on the {scale} scale "
+                f"value: {value!r} in row {row} is not on the {scale} scale "
                 f"(allowed: {', '.join(map(str, allowed))})"
             )
         if time_on_task_ms is not None:
