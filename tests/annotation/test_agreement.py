@@ -173,8 +173,8 @@ def test_bootstrap_matches_resampling_pair_indices_with_the_package():
     ]
     expected = np.quantile(plain, [0.025, 0.975])
     low, high = bootstrap_alpha_ci(ratings, "ordinal", resamples=4000, seed=0)
-    assert low == pytest.approx(expected[0], abs=0.02)
-    assert high == pytest.approx(expected[1], abs=0.02)
+    assert low == pytest.approx(expected[0], abs=0.01)
+    assert high == pytest.approx(expected[1], abs=0.01)
 
 
 def test_bootstrap_refuses_fewer_than_one_resample():
