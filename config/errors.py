@@ -27,32 +27,36 @@ _STATUS = (
 )
 
 
-def status_for(exc: Exception) -> int | None:
-    """The HTTP status for a domain error, or None when ``exc`` is not one."""
+DOMAIN_ERRORS = tuple(kind for kind, _ in _STATUS)
+
+
+def status_for(exc: BaseException) -> int:
+    """The HTTP status for a domain error (500 for anything else: a bug)."""
     for kind, status in _STATUS:
         if isinstance(exc, kind):
             return status
-    return None
+    return 500
 
 
 def error_body(exc: Exception) -> dict:
-    """``{"detail": message}``; a ValidationError with fields also lists them per field."""
+    """``{"detail": message}``; a ValidationError with fields also carries each field's
+    messages under its name, as DRF's own validation errors do."""
     if isinstance(exc, ValidationError):
         if hasattr(exc, "error_dict"):
-            fields = {field: messages for field, messages in exc.message_dict.items()}
+            fields = exc.message_dict
             detail = " ".join(
                 f"{field}: {' '.join(messages)}" if field != "__all__" else " ".join(messages)
                 for field, messages in fields.items()
             )
-            return {"detail": detail, "fields": fields}
+            return {**fields, "detail": detail}
         return {"detail": " ".join(exc.messages)}
     return {"detail": str(exc)}
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF's handler, plus domain errors and Django ValidationErrors from services."""
-    status = status_for(exc)
-    if status is not None:
+    if isinstance(exc, DOMAIN_ERRORS):
+        status = status_for(exc)
         response = Response(error_body(exc), status=status)
         if status == 503:
             response["Retry-After"] = "30"

@@ -3,7 +3,6 @@ watch them. Projects are fetched through annotation.access like every other endp
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
@@ -11,7 +10,6 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
@@ -22,7 +20,6 @@ from judges.models import FilterRun, Judge
 from judges.selectors import filter_run_progress, filter_run_report, judges_for_project
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD
 from judges.services.runs import (
-    BrokerUnavailable,
     filter_run_cancel,
     filter_run_create,
     filter_run_resume,
@@ -120,19 +117,6 @@ class FilterRunDetailSerializer(FilterRunSerializer):
         return ReportSerializer(filter_run_report(run)).data
 
 
-def _as_drf_error(exc: DjangoValidationError) -> serializers.ValidationError:
-    return serializers.ValidationError(
-        exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages}
-    )
-
-
-class BrokerDown(APIException):
-    """The task broker refused the run's messages; the detail says what became of the run."""
-
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_code = "broker_unavailable"
-
-
 BROKER_DOWN_RESPONSE = OpenApiResponse(
     description='The task broker is down: {"detail": "..."} says what became of the run.'
 )
@@ -187,19 +171,14 @@ class FilterRunListApi(APIView):
             if missing := [e for e in external if e not in found]:
                 raise serializers.ValidationError({"pairs": f"Unknown pairs: {missing[:20]}"})
             pair_ids = list(found.values())
-        try:
-            run = filter_run_create(
-                project=project,
-                judges=data.validated_data["judges"],
-                threshold=data.validated_data["threshold"],
-                budget_per_task=data.validated_data.get("budget_per_task"),
-                created_by=request.user,
-                pair_ids=pair_ids,
-            )
-        except DjangoValidationError as exc:
-            raise _as_drf_error(exc) from None
-        except BrokerUnavailable as exc:
-            raise BrokerDown(str(exc)) from None
+        run = filter_run_create(
+            project=project,
+            judges=data.validated_data["judges"],
+            threshold=data.validated_data["threshold"],
+            budget_per_task=data.validated_data.get("budget_per_task"),
+            created_by=request.user,
+            pair_ids=pair_ids,
+        )
         return ApiResponse(FilterRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -225,10 +204,5 @@ class FilterRunResumeApi(APIView):
     )
     def post(self, request, slug: str, run_id: int):
         run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
-        try:
-            filter_run_resume(run=run)
-        except DjangoValidationError as exc:
-            raise _as_drf_error(exc) from None
-        except BrokerUnavailable as exc:
-            raise BrokerDown(f"{exc} Run {run.pk} was not resumed.") from None
+        filter_run_resume(run=run)
         return ApiResponse(FilterRunDetailSerializer(run).data)

@@ -11,6 +11,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.models import PairStatus, Role
+from config.errors import status_for
 from judges.access import get_run_for_user
 from judges.forms import FilterRunForm
 from judges.selectors import filter_run_report
@@ -21,9 +22,6 @@ from judges.services.runs import (
     filter_run_create,
     filter_run_resume,
 )
-
-# The answer when the task broker is down: the service did what it could (docs/judges-runs.md).
-BROKER_DOWN = 503
 
 
 @login_required
@@ -46,8 +44,8 @@ def run_list(request, slug: str):
             for field, errors in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, errors)
         except BrokerUnavailable as exc:
-            messages.error(request, f"{exc} Try again once the task queue is back.")
-            status = BROKER_DOWN
+            messages.error(request, str(exc))
+            status = status_for(exc)
         else:
             messages.success(request, f"Filter run {run.pk} started.")
             return redirect("judges:run", slug=project.slug, run_id=run.pk)
@@ -105,8 +103,8 @@ def run_resume(request, slug: str, run_id: int):
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     except BrokerUnavailable as exc:
-        messages.error(request, f"{exc} Run {run.pk} was not resumed; try again later.")
-        return _render_run(request, run, role, status=BROKER_DOWN)
+        messages.error(request, str(exc))
+        return _render_run(request, run, role, status=status_for(exc))
     else:
         messages.success(request, f"Filter run {run.pk} resumed: {enqueued} calls enqueued.")
     return redirect("judges:run", slug=slug, run_id=run.pk)

@@ -24,6 +24,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from annotation.errors import Unavailable
 from annotation.models import Pair, PairStatus, Project
 from annotation.services.pairs import (
     EnsembleOutcome,
@@ -53,7 +54,7 @@ ACTIVE = (Status.PENDING, Status.RUNNING)
 PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
 
 
-class BrokerUnavailable(Exception):
+class BrokerUnavailable(Unavailable):
     """The task broker refused a message; the message says what was done about it."""
 
 
@@ -139,7 +140,9 @@ def _publish_start(run: FilterRun) -> None:
             filter_run_fail(run_id=run.pk, error=error)
             pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
         run.refresh_from_db()
-        raise BrokerUnavailable(f"Filter run {run.pk} failed: {error}") from exc
+        raise BrokerUnavailable(
+            f"Filter run {run.pk} failed: {error} Try again once the task queue is back."
+        ) from exc
 
 
 def filter_run_start(*, run_id: int) -> None:
@@ -180,10 +183,10 @@ def filter_run_resume(*, run: FilterRun) -> int:
             from judges import tasks
 
             _publish(tasks.filter_run_finish, kwargs={"run_id": run.pk})
-    except BrokerUnavailable:
+    except BrokerUnavailable as exc:
         FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(**before)
         run.refresh_from_db()
-        raise
+        raise BrokerUnavailable(f"{exc} Run {run.pk} was not resumed; try again later.") from exc
     FilterRun.objects.filter(pk=run.pk).update(resumed_at=now)
     run.resumed_at = now
     return enqueued
