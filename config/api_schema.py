@@ -1,4 +1,4 @@
-"""OpenAPI component names for the serializers an API view nests (STYLE.md: each view has its
+"""OpenAPI component names for the serializers an API view nests (each API view has its
 own small ``InputSerializer`` and ``OutputSerializer``). drf-spectacular would name every one
 of them ``Input`` or ``Output``, so two views' components would collide; here a nested
 serializer is named after its view: ``VoteApi.InputSerializer`` becomes ``VoteInput``."""

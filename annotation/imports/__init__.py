@@ -1,4 +1,4 @@
-"""Bulk import of comparison pairs (DESIGN.md, "Import format").
+"""Bulk import of comparison pairs (docs/import-format.md).
 
 ``parse`` streams and validates the file, ``media`` verifies and stores images, ``fetch`` gets
 images by URL behind an SSRF guard, ``archive`` unpacks uploaded media safely, and

@@ -1,5 +1,5 @@
 """Reading an import file as a stream of pairs, each with the line it starts on, and checking
-every field against DESIGN.md's import format.
+every field against the import format (docs/import-format.md).
 
 Two layouts: JSON Lines (one pair per line) and one JSON document ``{"pairs": [...]}`` as
 MMRB2 releases it (a bare top-level list of pairs is accepted too). Neither is ever read whole.

@@ -1,4 +1,4 @@
-"""Importing pairs (DESIGN.md "Import format"): MMRB2's files as released, deduplication,
+"""Importing pairs (docs/import-format.md): MMRB2's files as released, deduplication,
 idempotent re-import, and every kind of bad input refused with its line and field, leaving
 nothing imported. The command line, the upload page and the API on top of it."""
 
