@@ -11,6 +11,7 @@ import enum
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 import krippendorff
 import numpy as np
@@ -60,6 +61,16 @@ class AlphaLevel(enum.StrEnum):
     SIDE = "side"
 
 
+# The ``krippendorff`` package's level of measurement for each AlphaLevel.
+_Measure = Literal["nominal", "ordinal", "interval"]
+_MEASURE: dict[str, _Measure] = {
+    AlphaLevel.NOMINAL: "nominal",
+    AlphaLevel.ORDINAL: "ordinal",
+    AlphaLevel.INTERVAL: "interval",
+    AlphaLevel.SIDE: "nominal",
+}
+
+
 class DisputeReason(enum.StrEnum):
     NO_MAJORITY = "no_majority"  # no side has enough votes
     SPLIT = "split"  # two sides both have min_agree votes
@@ -83,7 +94,7 @@ def _check_choice(field: str, value: str, allowed: Iterable[str]) -> None:
         raise ValueError(f"{field}: must be one of {', '.join(allowed)} (got {value!r})")
 
 
-def _off_scale_rows(values: np.ndarray, allowed: tuple[int, ...]) -> Sequence[int]:
+def _off_scale_rows(values: np.ndarray, allowed: tuple[int, ...]) -> np.ndarray | list[int]:
     """Rows whose value is not one of ``allowed`` (integers only: no floats, no booleans)."""
     if values.dtype.kind in "iu":
         return np.flatnonzero(~np.isin(values, allowed))
@@ -254,12 +265,12 @@ class Ratings:
         return np.bincount(flat, minlength=self.n_units * width).reshape(self.n_units, width)
 
 
-def _alpha_inputs(ratings: Ratings, level: str) -> tuple[np.ndarray, np.ndarray, str]:
+def _alpha_inputs(ratings: Ratings, level: str) -> tuple[np.ndarray, np.ndarray, _Measure]:
     """(value counts, value domain, the package's level of measurement) for ``level``."""
     _check_choice("level", level, AlphaLevel)
     if level == AlphaLevel.SIDE:
-        return ratings.side_counts, np.arange(len(SIDES)), AlphaLevel.NOMINAL
-    return ratings.value_counts, np.array(SCALE_VALUES[ratings.scale]), level
+        return ratings.side_counts, np.arange(len(SIDES)), _MEASURE[level]
+    return ratings.value_counts, np.array(SCALE_VALUES[ratings.scale]), _MEASURE[level]
 
 
 def _pairable(value_counts: np.ndarray) -> np.ndarray | None:
@@ -301,7 +312,7 @@ def _coincidences(value_counts: np.ndarray) -> np.ndarray:
     return pairs * weight[:, None, None]
 
 
-def _alpha_from_coincidences(o: np.ndarray, domain: np.ndarray, measure: str) -> np.ndarray:
+def _alpha_from_coincidences(o: np.ndarray, domain: np.ndarray, measure: _Measure) -> np.ndarray:
     """Alpha for each coincidence matrix in ``o`` (... x V x V), as the package computes it
     (1 - observed / expected disagreement); NaN where undefined."""
     n_v = o.sum(axis=-1)
@@ -403,7 +414,7 @@ def _kappa(confusion: np.ndarray) -> np.ndarray:
         return np.where(chance < 1, (observed - chance) / (1 - chance), np.nan)
 
 
-def _kappa_or_none(value: float) -> float | None:
+def _kappa_or_none(value: np.ndarray | float) -> float | None:
     return None if np.isnan(value) else float(value)
 
 

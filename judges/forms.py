@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import cast
+
 from django import forms
 
 from annotation.models import Project
@@ -35,9 +37,9 @@ class FilterRunForm(forms.Form):
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # Another project's judge is "not one of the available choices", like an unknown id.
-        self.fields["judges"].queryset = (
-            judges_for_project(project).filter(enabled=True).order_by("name")
-        )
+        # Declared above as a ModelMultipleChoiceField; ``fields`` is typed by the base class.
+        judges = cast(forms.ModelMultipleChoiceField, self.fields["judges"])
+        judges.queryset = judges_for_project(project).filter(enabled=True).order_by("name")
 
     def clean_threshold(self) -> float:
         threshold = self.cleaned_data["threshold"]

@@ -26,7 +26,9 @@ class ImportErrorSerializer(serializers.Serializer):
 class ImportJobSerializer(serializers.ModelSerializer):
     percent = serializers.IntegerField(read_only=True)
     created_by = serializers.CharField(source="created_by.get_username", default=None)
-    errors = ImportErrorSerializer(many=True)
+    # The job's errors. DRF's metaclass takes declared fields off the class, so this does not
+    # replace ``Serializer.errors`` at run time; the stubs only see the class attribute.
+    errors = ImportErrorSerializer(many=True)  # type: ignore[assignment]
 
     class Meta:
         model = ImportJob

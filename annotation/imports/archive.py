@@ -8,7 +8,7 @@ import stat
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from django.conf import settings
 
@@ -85,6 +85,8 @@ class _Extractor:
                         )
                     target = self._target(member.name, member.size)
                     source = archive.extractfile(member)
+                    if source is None:  # only regular files reach here, and each has a body
+                        raise ArchiveError(f"cannot read {member.name!r}")
                     self._copy(source, target, member.name)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise ArchiveError(f"cannot read the archive: {exc}") from None
@@ -116,7 +118,7 @@ class _Extractor:
             raise ArchiveError(f"{name!r} is inside a path that is also a file") from None
         return target
 
-    def _copy(self, source: BinaryIO, target: Path, name: str) -> None:
+    def _copy(self, source: IO[bytes], target: Path, name: str) -> None:
         written = 0
         with open(target, "xb") as out:
             while chunk := source.read(1 << 20):

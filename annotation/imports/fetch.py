@@ -54,7 +54,10 @@ def resolve_public(host: str, port: int) -> list[str]:
         raise FetchError(f"cannot resolve host {host!r}: {exc}") from None
     addresses: list[str] = []
     for _family, _type, _proto, _canon, sockaddr in infos:
-        text = sockaddr[0].split("%", 1)[0]  # drop an IPv6 zone id
+        host_text = sockaddr[0]
+        if not isinstance(host_text, str):  # only IPv4 and IPv6 answers come back for a host
+            raise FetchError(f"host {host!r} resolves to {host_text!r}, which is not an IP address")
+        text = host_text.split("%", 1)[0]  # drop an IPv6 zone id
         address = ipaddress.ip_address(text)
         if not address_is_public(address):
             raise FetchError(f"host {host!r} resolves to {address}, which is not a public address")

@@ -285,7 +285,7 @@ class _Importer:
                 continue
             self.summary.pairs_read += 1
             spec, problems = pair_spec(item, scale=scale, allow_urls=allow_urls)
-            if problems:
+            if spec is None:
                 self.issues.extend(problems)
                 continue
             row = self._resolve(spec)

@@ -70,7 +70,7 @@ def import_job_submit(
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    size = (upload.size or 0) + (archive.size if archive is not None else 0)
+    size = (upload.size or 0) + ((archive.size or 0) if archive is not None else 0)
     if size <= settings.ARBITER_SYNC_IMPORT_MAX_BYTES:
         return import_job_run(job=job)
 

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 from django.conf import settings
 from PIL import Image, UnidentifiedImageError
@@ -58,7 +59,10 @@ def image_inspect(data: bytes) -> ImageInfo:
     max_pixels = settings.ARBITER_MAX_IMAGE_PIXELS
     try:
         with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
-            image_format = _FORMAT_ALIASES.get(image.format, image.format)
+            # Image.open names the format of the plugin that read the file (only images made
+            # in memory have none).
+            opened_format = cast(str, image.format)
+            image_format = _FORMAT_ALIASES.get(opened_format, opened_format)
             width, height = image.size
             # Checked before decoding anything: the header alone names the pixel count.
             if width * height > max_pixels:

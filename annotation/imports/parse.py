@@ -14,9 +14,9 @@ import codecs
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from annotation.imports.errors import ImportIssue
 from annotation.models import Scale, Side
@@ -30,7 +30,9 @@ MAX_JSON_DEPTH = 64
 MAX_ID_LENGTH = 255
 MAX_NAME_LENGTH = 200
 _TASK_RE = re.compile(r"^[-a-zA-Z0-9_]+$")
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
+# The pattern matches the empty string, so it never returns None: cast once here, not in the
+# parser's inner loop.
+_whitespace_at = cast(Callable[[str, int], re.Match[str]], re.compile(r"[ \t\n\r]*").match)
 _BOM = "\ufeff"
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
@@ -170,7 +172,7 @@ class _DocumentReader:
 
     def _skip_ws(self) -> None:
         while True:
-            self._advance(_WHITESPACE.match(self.buf, self.pos).end())
+            self._advance(_whitespace_at(self.buf, self.pos).end())
             if self.pos < len(self.buf) or not self._fill():
                 return
 
@@ -269,7 +271,7 @@ class _DocumentReader:
             return
         self._end()
 
-    def _pairs(self) -> Iterator[RawRecord]:
+    def _pairs(self) -> Iterator[RawRecord | ImportIssue]:
         if self._peek() == "]":
             self._advance(self.pos + 1)
             return

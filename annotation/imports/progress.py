@@ -49,7 +49,9 @@ class Progress:
         if self.callback is not None:
             self.callback(bytes_done, self.total, pairs_read)
         now = time.monotonic()
-        if self._side is None or (not force and now - self._last < _PROGRESS_INTERVAL_S):
+        if self._side is None or self.job is None:  # no job row to report to
+            return
+        if not force and now - self._last < _PROGRESS_INTERVAL_S:
             return
         self._last = now
         with self._side.cursor() as cursor:

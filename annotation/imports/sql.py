@@ -24,8 +24,16 @@ def _table(model: type[models.Model]) -> str:
     return _quote(model._meta.db_table)
 
 
+def _field(model: type[models.Model], field_name: str) -> models.Field:
+    """The field ``field_name`` of ``model`` that has a column in its table."""
+    field = model._meta.get_field(field_name)
+    if not isinstance(field, models.Field):
+        raise ValueError(f"{model._meta.label}.{field_name}: not a column of its table")
+    return field
+
+
 def _column(model: type[models.Model], field_name: str) -> str:
-    return _quote(model._meta.get_field(field_name).column)
+    return _quote(_field(model, field_name).column)
 
 
 def project_lock(*, namespace: int, key: int) -> Sql:
@@ -62,7 +70,7 @@ def rows_matching(
     ``column`` is one of ``values``. One array parameter instead of thousands of placeholders,
     and one index probe per value (the column is unique within the scope): never a scan of the
     table, whose statistics may predate the rows this import is adding."""
-    key = model._meta.get_field(column)
+    key = _field(model, column)
     names = ", ".join(_column(model, name) for name in (column, *fields))
     scope = f"{_column(model, 'project')} = %s AND " if project_id is not None else ""
     sql = (
@@ -90,7 +98,7 @@ def serial_ids(model: type[models.Model], count: int) -> Sql:
 
 def rows_copy(model: type[models.Model], fields: list[str]) -> Sql:
     """COPY into ``fields`` (attribute names) of ``model``'s table; rows follow on STDIN."""
-    names = ", ".join(_quote(model._meta.get_field(name).column) for name in fields)
+    names = ", ".join(_column(model, name) for name in fields)
     return f"COPY {_table(model)} ({names}) FROM STDIN", []
 
 

@@ -16,7 +16,7 @@ class RawJson(str):
     """JSON text encoded ahead of time, written as it is."""
 
     @classmethod
-    def encode(cls, value: Any) -> RawJson:
+    def of(cls, value: Any) -> RawJson:
         if not value and isinstance(value, dict):
             return _EMPTY_OBJECT  # most metadata is empty: skip the encoder
         return cls(_encode(value))
@@ -31,7 +31,7 @@ def _as_is(value: Any) -> Any:
 
 
 def _json(value: Any) -> str:
-    return value if isinstance(value, RawJson) else RawJson.encode(value)
+    return value if isinstance(value, RawJson) else RawJson.of(value)
 
 
 class BulkWriter:
@@ -41,7 +41,7 @@ class BulkWriter:
     def __init__(self):
         self.postgres = connection.vendor == "postgresql"
         self.now = timezone.now()
-        self.encode = RawJson.encode if self.postgres else _as_is
+        self.encode = RawJson.of if self.postgres else _as_is
 
     def existing(
         self, model: type[models.Model], column: str, values: list, *, project_id=None, fields=()
@@ -51,7 +51,7 @@ class BulkWriter:
         if not values:
             return []
         if not self.postgres:
-            found = model.objects.filter(**{f"{column}__in": values})
+            found = model._default_manager.filter(**{f"{column}__in": values})
             if project_id is not None:
                 found = found.filter(project_id=project_id)
             if fields:
@@ -79,12 +79,12 @@ class BulkWriter:
         if self.postgres:
             self._copy(model, rows)
         else:
-            model.objects.bulk_create([model(**row) for row in rows], batch_size=500)
+            model._default_manager.bulk_create([model(**row) for row in rows], batch_size=500)
 
     def insert_ignoring_conflicts(self, model: type[models.Model], rows: list[dict]) -> None:
         """For rows another transaction may insert at the same time (media are shared)."""
         if rows:
-            model.objects.bulk_create(
+            model._default_manager.bulk_create(
                 [model(**row) for row in rows], ignore_conflicts=True, batch_size=500
             )
 
@@ -93,7 +93,9 @@ class BulkWriter:
         if not rows:
             return []
         if not self.postgres:
-            created = model.objects.bulk_create([model(**row) for row in rows], batch_size=500)
+            created = model._default_manager.bulk_create(
+                [model(**row) for row in rows], batch_size=500
+            )
             return [obj.pk for obj in created]
         with connection.cursor() as cursor:
             cursor.execute(*sql.serial_ids(model, len(rows)))
@@ -110,7 +112,7 @@ class BulkWriter:
         for attname, model_field in fields.items():
             if attname in keys or model_field.primary_key:
                 continue
-            if model_field.has_db_default() and not model_field.has_default():
+            if model_field.db_default is not models.NOT_PROVIDED and not model_field.has_default():
                 continue
             if getattr(model_field, "auto_now", False) or getattr(
                 model_field, "auto_now_add", False

@@ -3,6 +3,8 @@ import's progress, read why an import was refused, and see the project's past im
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -44,8 +46,9 @@ class ImportForm(forms.Form):
             raise forms.ValidationError("Upload a .zip or .tar.gz archive.")
         return archive
 
-    def clean(self):
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
         upload, archive = cleaned.get("file"), cleaned.get("media_archive")
         size = (upload.size if upload else 0) + (archive.size if archive else 0)
         if size > settings.ARBITER_MAX_UPLOAD_BYTES:
@@ -65,13 +68,13 @@ def imports(request, slug: str):
     if request.method == "POST":
         form = ImportForm(request.POST, request.FILES)
         if form.is_valid():
-            job = import_job_submit(
+            submitted = import_job_submit(
                 project=project,
                 user=request.user,
                 upload=form.cleaned_data["file"],
                 archive=form.cleaned_data.get("media_archive"),
             )
-            return redirect(f"{reverse('imports', args=[project.slug])}?job={job.pk}")
+            return redirect(f"{reverse('imports', args=[project.slug])}?job={submitted.pk}")
         status = 400
     jobs = ImportJob.objects.filter(project=project).select_related("created_by")[:50]
     job = None

@@ -40,7 +40,7 @@ class Decision:
 
 def ensemble_decide(votes: Iterable[str | None], *, threshold: float) -> Decision:
     """Decides one pair from all its votes (every judge, both orders)."""
-    counts = Counter()
+    counts: Counter[str] = Counter()
     invalid = 0
     for vote in votes:
         if vote in SIDES:

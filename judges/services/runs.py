@@ -14,6 +14,7 @@ import random
 from collections import defaultdict
 from datetime import timedelta
 from itertools import zip_longest
+from typing import cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -33,7 +34,7 @@ from annotation.services.pairs import (
     pairs_start_judging,
 )
 from judges import backends
-from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
+from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order
 from judges.models import FilterRun, Judge, Verdict
 from judges.services.ensemble import (
     DEFAULT_EASY_THRESHOLD,
@@ -319,7 +320,7 @@ def retry_countdown(attempt: int) -> float:
     return random.uniform(ceiling / 2, ceiling) / 1000
 
 
-def judge_item(pair: Pair, order: str, *, allow_tie: bool) -> JudgeItem:
+def judge_item(pair: Pair, order: Order, *, allow_tie: bool) -> JudgeItem:
     """The pair as one judge call sees it: ``first`` is the response shown first."""
     first, second = (pair.response_a, pair.response_b)
     if order == "BA":
@@ -338,7 +339,8 @@ def judge_item(pair: Pair, order: str, *, allow_tie: bool) -> JudgeItem:
 
 
 def _verdict(run_id: int, judge_id: int, item: JudgeItem, result: JudgeResult, calls: int):
-    outcome, side, error = result.outcome, "", result.error
+    outcome: str = result.outcome  # a Verdict.Outcome below when the result is no vote
+    side, error = "", result.error
     if outcome == Verdict.Outcome.OK:
         if result.preferred in ("first", "second", "tie"):
             side = item.canonical_side(result.preferred)
@@ -372,8 +374,10 @@ def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: 
     judge = Judge.objects.filter(pk=judge_id).first()
     if run is None or judge is None or run.status != Status.RUNNING:
         return
+    # Batches are built by _missing_work, whose orders are ORDERS.
     calls_before = {
-        (int(item[0]), str(item[1])): int(item[2]) if len(item) > 2 else 0 for item in items
+        (int(item[0]), cast(Order, str(item[1]))): int(item[2]) if len(item) > 2 else 0
+        for item in items
     }
     pair_ids = {pk for pk, _ in calls_before}
     done = set(
@@ -459,7 +463,7 @@ def _route(run: FilterRun, decisions: dict[int, Decision], tasks: dict[int, str]
     """Each pair's new status: easy pairs are filtered out; with a budget, only the N most
     contested other pairs per task are queued and the rest return to "imported"."""
     status = {}
-    contested = defaultdict(dict)
+    contested: defaultdict[str, dict[int, Decision]] = defaultdict(dict)
     for pk, decision in decisions.items():
         if decision.easy:
             status[pk] = PairStatus.EASY
@@ -487,7 +491,10 @@ def filter_run_finish(*, run: FilterRun) -> bool:
     names = dict(run.judges.values_list("pk", "name"))
     rows = verdict_rows(run)
     votes = defaultdict(list)
-    per_judge = defaultdict(lambda: defaultdict(dict))
+    # pair -> judge name -> order -> the side, or the outcome of a call that gave none
+    per_judge: defaultdict[int, defaultdict[str, dict[str, str]]] = defaultdict(
+        lambda: defaultdict(dict)
+    )
     for row in rows:
         votes[row.pair_id].append(row.side if row.outcome == Verdict.Outcome.OK else None)
         per_judge[row.pair_id][names.get(row.judge_id, str(row.judge_id))][row.order] = (

@@ -175,6 +175,19 @@ def test_every_resolved_address_is_checked(url_project, tmp_path, monkeypatch):
     assert_nothing_imported(url_project)
 
 
+def test_a_resolved_address_that_is_not_an_ip_is_refused(url_project, tmp_path, monkeypatch):
+    def resolve(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (0, b"\x00\x01"))]
+
+    monkeypatch.setattr(fetch.socket, "getaddrinfo", resolve)
+    url = "https://images.example.com/a.png"
+    failure = refused_urls(url_project, tmp_path, url, url)
+    assert "'images.example.com' resolves to 0, which is not an IP address" in (
+        failure.issues[0].message
+    )
+    assert_nothing_imported(url_project)
+
+
 @pytest.mark.parametrize("target", ["loopback", "private"])
 def test_redirect_to_a_private_address_is_refused(
     url_project, tmp_path, local_server, monkeypatch, target

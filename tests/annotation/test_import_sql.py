@@ -79,3 +79,8 @@ def test_statements_name_their_tables():
     assert '"annotation_pair"' in sql.rows_matching(Pair, "external_id", [], project_id=1)[0]
     assert '"annotation_prompt"' in sql.rows_matching(Prompt, "id", [uuid.uuid4()])[0]
     assert f'"{ImportJob._meta.db_table}"' in STATEMENTS["import_job_progress"]()[0]
+
+
+def test_a_name_without_a_column_is_refused_with_its_field():
+    with pytest.raises(ValueError, match=r"annotation\.Prompt\.pairs: not a column of its table"):
+        sql.rows_copy(Prompt, ["id", "pairs"])
