@@ -151,22 +151,28 @@ def test_a_worker_runs_a_filter_through_bad_answers_and_transient_failures(
         assert SECRET not in worker.log()
 
 
+def _start_run_and_kill_its_worker(celery_worker_process, project, server) -> FilterRun:
+    """Two judges on four pairs, one worker killed mid-batch: its task was delivered, not
+    acknowledged. A batch is in flight once the server holds calls without a verdict yet."""
+    judges = [make_judge(server, name, concurrency=2, timeout_s=5) for name in ("j1", "j2")]
+    for _ in range(4):
+        make_pair(project, "GOOD answer", "weak answer")
+    first = celery_worker_process(extra_env=WORKER_ENV, concurrency=1)
+    run = runs.filter_run_create(project=project, judges=judges)
+    deadline = time.monotonic() + 60
+    while Verdict.objects.filter(run=run).count() < 2 or (
+        server.request_count - Verdict.objects.filter(run=run).count() < 2
+    ):
+        assert time.monotonic() < deadline, first.log()
+        time.sleep(0.02)
+    first.kill()
+    return run
+
+
 @pytest.mark.timeout(120)
 def test_a_worker_killed_mid_run_loses_nothing(celery_worker_process, project):
     with FakeOpenAI(by_marker("GOOD"), delay_s=0.5) as server:
-        judges = [make_judge(server, name, concurrency=2, timeout_s=5) for name in ("j1", "j2")]
-        for _ in range(4):
-            make_pair(project, "GOOD answer", "weak answer")
-        first = celery_worker_process(extra_env=WORKER_ENV, concurrency=1)
-        run = runs.filter_run_create(project=project, judges=judges)
-        deadline = time.monotonic() + 60
-        # a batch is in flight once the server holds calls for which no verdict exists yet
-        while Verdict.objects.filter(run=run).count() < 2 or (
-            server.request_count - Verdict.objects.filter(run=run).count() < 2
-        ):
-            assert time.monotonic() < deadline, first.log()
-            time.sleep(0.02)
-        first.kill()  # mid-batch: its task was delivered, not acknowledged
+        run = _start_run_and_kill_its_worker(celery_worker_process, project, server)
         calls_before_kill = server.request_count
         assert Verdict.objects.filter(run=run).count() < 16
         run.refresh_from_db()
@@ -196,16 +202,7 @@ def _lose_queued_messages() -> None:
 @pytest.mark.timeout(120)
 def test_beat_resumes_a_run_whose_worker_was_killed(celery_worker_process, project):
     with FakeOpenAI(by_marker("GOOD"), delay_s=0.5) as server:
-        judges = [make_judge(server, name, concurrency=2, timeout_s=5) for name in ("j1", "j2")]
-        for _ in range(4):
-            make_pair(project, "GOOD answer", "weak answer")
-        first = celery_worker_process(extra_env=WORKER_ENV, concurrency=1)
-        run = runs.filter_run_create(project=project, judges=judges)
-        deadline = time.monotonic() + 60
-        while Verdict.objects.filter(run=run).count() < 2:
-            assert time.monotonic() < deadline, first.log()
-            time.sleep(0.02)
-        first.kill()
+        run = _start_run_and_kill_its_worker(celery_worker_process, project, server)
         _lose_queued_messages()
         assert Verdict.objects.filter(run=run).count() < 16
         run.refresh_from_db()
