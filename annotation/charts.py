@@ -15,7 +15,7 @@ import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -36,8 +36,11 @@ SMALL_FONT_SIZE = 11
 CHAR_WIDTH_EM = 0.6  # a generous average glyph width, so fitted labels do not overflow
 EMPTY_HEIGHT = 80
 LINE_HEIGHT = 300
-LINE_MARKERS_MAX = 60  # more points than this are drawn as a line without dots
+LINE_LABELS_WIDTH = 112  # right of the plot, for the reference lines' labels
+LINE_MARKERS_MAX = 60
+BAND_POINT_WIDTH = 8  # more points than this are drawn as a line without dots
 BAR_ROW = 24
+REFERENCE_ROW = 14
 BAR_THICKNESS = 14
 BAR_LABEL_WIDTH = 180
 BAR_VALUE_WIDTH_MAX = 280
@@ -54,6 +57,7 @@ HEATMAP_FONT_MIN = 7.0
 HEATMAP_GRID_CELL_MIN = 4  # smaller cells have no white grid line between them
 HEATMAP_VALUE_CELL_MIN = 30  # cells at least this wide print their value
 HEATMAP_TITLED_MAX = 100  # up to this many raters every cell carries its own tooltip
+HEATMAP_COLOR_STEPS = 20  # beyond, cells take one of this many colours per unit
 LEGEND_BAR_WIDTH = 200
 
 # Colours: text at least 7:1 on white; the flag colour at least 4.5:1.
@@ -178,7 +182,7 @@ def _text(text: str) -> SafeString:
 
 def _fit(text: str, width: float, font_size: float) -> str:
     """``text`` cut with an ellipsis to what fits in ``width`` at ``font_size``."""
-    chars = max(1, int(width / (font_size * CHAR_WIDTH_EM)))
+    chars = max(1, int(width / (font_size * CHAR_WIDTH_EM) + 1e-6))
     return text if len(text) <= chars else text[: chars - 1] + ELLIPSIS
 
 
@@ -292,17 +296,18 @@ def _percent(share: float | None) -> str:
 
 def _ticks(low: float, high: float, *, integer: bool = False, count: int = 5) -> list[float]:
     """Round ticks (1, 2 or 5 times a power of ten apart) from at most ``low`` to at least
-    ``high``; whole numbers when ``integer``."""
+    ``high``, as near ``count`` intervals as such steps allow; whole numbers when ``integer``."""
     if high <= low:
         high = low + 1
-    raw = (high - low) / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    if integer:
-        step = max(1, round(step))
-    first = math.floor(low / step + 1e-9) * step
-    last = math.ceil(high / step - 1e-9) * step
-    return [round(first + i * step, 10) for i in range(round((last - first) / step) + 1)]
+    magnitude = 10 ** math.floor(math.log10((high - low) / count))
+    candidates = []
+    for multiple in (1, 2, 5, 10):
+        step = max(1, round(multiple * magnitude)) if integer else multiple * magnitude
+        first = math.floor(low / step + 1e-9) * step
+        intervals = round((math.ceil(high / step - 1e-9) * step - first) / step)
+        candidates.append((abs(intervals - count), intervals, first, step))
+    _, intervals, first, step = min(candidates)
+    return [round(first + i * step, 10) for i in range(intervals + 1)]
 
 
 def _scale(domain: tuple[float, float], span: tuple[float, float]) -> Callable[[float], float]:
@@ -358,7 +363,7 @@ def line_with_band(
     if not drawn:
         return _no_data(chart_id, title, header, rows)
 
-    left, right, top, bottom = 56.0, WIDTH - 20.0, 16.0, LINE_HEIGHT - 44.0
+    left, right, top, bottom = 56.0, WIDTH - LINE_LABELS_WIDTH, 16.0, LINE_HEIGHT - 44.0
     values = [v for point in series for v in (point.y, point.low, point.high) if v is not None]
     y_ticks = _ticks(*_domain(values, floor=0.0, ceiling=1.0))
     y = _scale((y_ticks[0], y_ticks[-1]), (bottom, top))
@@ -368,7 +373,8 @@ def line_with_band(
     x = _scale((x_low, x_high), (left, right))
 
     body = [*_y_axis(y_ticks, y, left, right)]
-    for tick, text in _x_ticks(x_low, x_high, by_time=any(by_time)):
+    zone = points[0].x.tzinfo if isinstance(points[0].x, datetime) else None
+    for tick, text in _x_ticks(x_low, x_high, by_time=any(by_time), zone=zone):
         body.append(
             _tag("line", x1=x(tick), x2=x(tick), y1=bottom, y2=bottom + 4, stroke=AXIS_COLOR)
         )
@@ -380,13 +386,30 @@ def line_with_band(
             level = y(reference.value)
             body.append(_reference(left, level, right, level))
             body.append(
-                _small(_reference_label(reference), x=right - 4, y=level - 4, text_anchor="end")
+                _small(
+                    _reference_label(reference), x=right + 6, y=level, dominant_baseline="middle"
+                )
             )
 
     bands = [
         (p.at, p.low, p.high) if p.low is not None and p.high is not None else None for p in series
     ]
     for run in _runs(bands):
+        if len(run) == 1:  # a band one point wide is a bar across its interval
+            (a, low, high), width = run[0], BAND_POINT_WIDTH
+            body.append(
+                _tag(
+                    "rect",
+                    x=x(a) - width / 2,
+                    y=y(high),
+                    width=width,
+                    height=y(low) - y(high),
+                    fill=ACCENT,
+                    fill_opacity=BAND_OPACITY,
+                    class_="chart-band",
+                )
+            )
+            continue
         outline = [(x(a), y(high)) for a, _, high in run] + [
             (x(a), y(low)) for a, low, _ in run[::-1]
         ]
@@ -467,15 +490,19 @@ def _x_words(x: float | datetime, x_label: str) -> str:
     return f"{_fmt(x)} {_clean(x_label)}"
 
 
-def _x_ticks(low: float, high: float, *, by_time: bool) -> list[tuple[float, str]]:
-    """Ticks inside ``low``..``high``: round numbers of votes, or five evenly spaced times."""
+def _x_ticks(
+    low: float, high: float, *, by_time: bool, zone: tzinfo | None
+) -> list[tuple[float, str]]:
+    """Ticks inside ``low``..``high``: round numbers of votes or, ``by_time`` (the numbers are
+    timestamps), five evenly spaced times in ``zone``; dates alone over a week or more."""
     if not by_time:
         ticks = _ticks(low, high, integer=True)
         return [(tick, _round_text(tick)) for tick in ticks if low <= tick <= high]
     step = (high - low) / 4
-    stamp = "%Y-%m-%d" if high - low >= 2 * 86400 else "%m-%d %H:%M"
+    stamp = "%Y-%m-%d" if high - low >= 7 * 86400 else "%m-%d %H:%M"
     return [
-        (low + i * step, datetime.fromtimestamp(low + i * step).strftime(stamp)) for i in range(5)
+        (low + i * step, datetime.fromtimestamp(low + i * step, zone).strftime(stamp))
+        for i in range(5)
     ]
 
 
@@ -598,11 +625,12 @@ def bars(
     longest = max(len(text) for text in texts)
     value_width = min(BAR_VALUE_WIDTH_MAX, longest * FONT_SIZE * CHAR_WIDTH_EM + PAD)
     left, right = float(PAD + BAR_LABEL_WIDTH), WIDTH - PAD - value_width
-    top = 24.0 if references else 8.0
-    bottom = top + len(items) * BAR_ROW
-    height = bottom + 28
     values = [v for _, *numbers_ in plotted for v in numbers_ if v is not None]
     ticks = _ticks(*(domain or _domain(values, floor=0.0, ceiling=1.0)))
+    shown = [reference for reference in references if ticks[0] <= reference.value <= ticks[-1]]
+    top = 8.0 + len(shown) * REFERENCE_ROW  # a row each, so reference labels never overlap
+    bottom = top + len(items) * BAR_ROW
+    height = bottom + 28
     x = _scale((ticks[0], ticks[-1]), (left, right))
     baseline = x(max(ticks[0], min(0.0, ticks[-1])))
 
@@ -613,11 +641,10 @@ def bars(
         body.append(_small(_round_text(tick), x=x(tick), y=bottom + 16, text_anchor="middle"))
     if ticks[0] <= 0 <= ticks[-1]:
         body.append(_tag("line", x1=x(0), x2=x(0), y1=top, y2=bottom, stroke=AXIS_COLOR))
-    for reference in references:
-        if ticks[0] <= reference.value <= ticks[-1]:
-            at = x(reference.value)
-            body.append(_reference(at, top - 4, at, bottom))
-            body.append(_small(_reference_label(reference), x=at, y=top - 8, text_anchor="middle"))
+    for row, reference in enumerate(shown, start=1):
+        at, level = x(reference.value), row * REFERENCE_ROW
+        body.append(_reference(at, level + 2, at, bottom))
+        body.append(_small(_reference_label(reference), x=at, y=level, text_anchor="middle"))
 
     for index, ((item, value, low, high), text) in enumerate(zip(plotted, texts, strict=True)):
         centre = top + (index + 0.5) * BAR_ROW
@@ -925,21 +952,10 @@ def heatmap(
         # Missing cells show this hatched ground; only raters few enough get a cell each.
         _tag("rect", x=left, y=top, width=side, height=side, fill=f"url(#{hatch})"),
     ]
-    cells = []
-    for i, row in enumerate(values):
-        for j, value in enumerate(row):
-            if value is None and not titled:
-                continue
-            tip: tuple[SafeString, ...] = ()
-            if titled:
-                words = f"{_clean(labels[i])} \u00d7 {_clean(labels[j])}: {_clean(value_header)}"
-                words += (
-                    f" {_fmt(value)}"
-                    if value is not None
-                    else f" {NOT_AVAILABLE} ({_clean(missing_note)})"
-                )
-                tip = (_tag("title", _text(words)),)
-            cells.append(_heatmap_cell(tip, value, left + j * cell, top + i * cell, cell, hatch))
+    if titled:
+        cells = _titled_cells(labels, values, left, top, cell, hatch, value_header, missing_note)
+    else:
+        cells = _painted_cells(values, left, top, cell)
     body.append(_tag("g", *cells, class_="chart-cells"))
     for index, label in enumerate(labels[::every]):
         middle = (index * every + 0.5) * cell
@@ -971,30 +987,66 @@ def heatmap(
     )
 
 
+def _titled_cells(
+    labels: Sequence[str],
+    values: list[list[float | None]],
+    left: float,
+    top: float,
+    cell: float,
+    hatch: str,
+    value_header: str,
+    missing_note: str,
+) -> list[SafeString]:
+    """A rect per cell with its tooltip, missing cells hatched."""
+    cells = []
+    for i, row in enumerate(values):
+        for j, value in enumerate(row):
+            words = f"{_clean(labels[i])} \u00d7 {_clean(labels[j])}: {_clean(value_header)} "
+            words += (
+                _fmt(value) if value is not None else f"{NOT_AVAILABLE} ({_clean(missing_note)})"
+            )
+            tip = _tag("title", _text(words))
+            cells.append(_heatmap_cell(tip, value, left + j * cell, top + i * cell, cell, hatch))
+    return cells
+
+
+def _painted_cells(
+    values: list[list[float | None]], left: float, top: float, cell: float
+) -> list[SafeString]:
+    """Too many cells for one element each: one path per colour, the value rounded to
+    1/HEATMAP_COLOR_STEPS; missing cells leave the hatched ground showing."""
+    squares: dict[str, list[str]] = {}
+    for i, row in enumerate(values):
+        for j, value in enumerate(row):
+            if value is not None:
+                color = _diverging(round(value * HEATMAP_COLOR_STEPS) / HEATMAP_COLOR_STEPS)
+                at = f"M{_n(left + j * cell)} {_n(top + i * cell)}"
+                squares.setdefault(color, []).append(f"{at}h{_n(cell)}v{_n(cell)}h{_n(-cell)}z")
+    return [_tag("path", d="".join(parts), fill=color) for color, parts in sorted(squares.items())]
+
+
 def _heatmap_cell(
-    tip: tuple[SafeString, ...], value: float | None, x: float, y: float, cell: float, hatch: str
+    tip: SafeString, value: float | None, x: float, y: float, cell: float, hatch: str
 ) -> SafeString:
     """One cell: its colour (hatched when missing), its value printed when it is large enough."""
     fill = f"url(#{hatch})" if value is None else _diverging(value)
-    stroke = "#ffffff" if cell >= HEATMAP_GRID_CELL_MIN else None
-    square = _tag(
-        "rect", *tip, x=x, y=y, width=cell, height=cell, fill=fill, stroke=stroke, stroke_width=0.5
-    )
-    if cell < HEATMAP_VALUE_CELL_MIN:
-        return square
-    ink = "#ffffff" if value is not None and abs(value) > DARK_CELL else TEXT_COLOR
-    number = _tag(
-        "text",
-        *tip,
-        _text(NOT_AVAILABLE if value is None else f"{value:.2f}"),
-        x=x + cell / 2,
-        y=y + cell / 2,
-        text_anchor="middle",
-        dominant_baseline="middle",
-        fill=ink,
-        font_size=SMALL_FONT_SIZE - 1,
-    )
-    return _tag("g", square, number)
+    grid = {"stroke": "#ffffff", "stroke_width": 0.5} if cell >= HEATMAP_GRID_CELL_MIN else {}
+    shapes = [tip, _tag("rect", x=x, y=y, width=cell, height=cell, fill=fill, **grid)]
+    if cell >= HEATMAP_VALUE_CELL_MIN:
+        ink = "#ffffff" if value is not None and abs(value) > DARK_CELL else TEXT_COLOR
+        shapes.append(
+            _tag(
+                "text",
+                _text(NOT_AVAILABLE if value is None else f"{value:.2f}"),
+                x=x + cell / 2,
+                y=y + cell / 2,
+                text_anchor="middle",
+                dominant_baseline="middle",
+                fill=ink,
+                font_size=SMALL_FONT_SIZE - 1,
+            )
+        )
+    return _tag("g", *shapes)
 
 
 def _heatmap_legend(
