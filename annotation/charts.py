@@ -305,8 +305,9 @@ def _ticks(low: float, high: float, *, integer: bool = False, count: int = 5) ->
         step = max(1, round(multiple * magnitude)) if integer else multiple * magnitude
         first = math.floor(low / step + 1e-9) * step
         intervals = round((math.ceil(high / step - 1e-9) * step - first) / step)
-        candidates.append((abs(intervals - count), intervals, first, step))
-    _, intervals, first, step = min(candidates)
+        candidates.append((abs(intervals - count), -intervals, first, step))
+    _, fewer, first, step = min(candidates)  # on a tie, the finer step
+    intervals = -fewer
     return [round(first + i * step, 10) for i in range(intervals + 1)]
 
 
