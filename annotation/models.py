@@ -91,6 +91,10 @@ class Project(models.Model):
     def clean(self) -> None:
         if self.min_agree and self.overlap and self.min_agree > self.overlap:
             raise ValidationError({"min_agree": "Cannot exceed the overlap target."})
+        if self.consensus_rule == ConsensusRule.MMRB2 and self.scale != Scale.LIKERT6:
+            raise ValidationError(
+                {"consensus_rule": "The mmrb2 rule reads MMRB2's 1-6 scale: use likert6."}
+            )
 
     @property
     def has_tie(self) -> bool:

@@ -7,42 +7,90 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0006_importjob_progress_at'),
+        ("annotation", "0006_importjob_progress_at"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='pair',
-            name='decided_at',
-            field=models.DateTimeField(blank=True, help_text='When the consensus step or an adjudication last decided.', null=True),
+            model_name="pair",
+            name="decided_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="When the consensus step or an adjudication last decided.",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='pair',
-            name='dispute_reason',
-            field=models.CharField(blank=True, help_text='Why the rule found no consensus, the last time.', max_length=32),
+            model_name="pair",
+            name="dispute_reason",
+            field=models.CharField(
+                blank=True,
+                help_text="Why the rule found no consensus, the last time.",
+                max_length=32,
+            ),
         ),
         migrations.AddField(
-            model_name='pair',
-            name='extra_slots',
-            field=models.PositiveSmallIntegerField(default=0, help_text="Votes disputes added to the target (at most the project's max_extra_votes)."),
+            model_name="pair",
+            name="extra_slots",
+            field=models.PositiveSmallIntegerField(
+                default=0,
+                help_text="Votes disputes added to the target (at most the project's max_extra_votes).",
+            ),
         ),
         migrations.CreateModel(
-            name='Adjudication',
+            name="Adjudication",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('label', models.CharField(choices=[('A', 'A'), ('B', 'B'), ('tie', 'Tie')], max_length=4)),
-                ('note', models.TextField()),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('superseded_at', models.DateTimeField(blank=True, null=True)),
-                ('curator', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='adjudications', to=settings.AUTH_USER_MODEL)),
-                ('pair', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='adjudications', to='annotation.pair')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "label",
+                    models.CharField(
+                        choices=[("A", "A"), ("B", "B"), ("tie", "Tie")], max_length=4
+                    ),
+                ),
+                ("note", models.TextField()),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("superseded_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "curator",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="adjudications",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "pair",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="adjudications",
+                        to="annotation.pair",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['pair', '-created_at', '-pk'],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('superseded_at__isnull', True)), fields=('pair',), name='adjudication_one_live_per_pair'), models.CheckConstraint(condition=models.Q(('label__in', ['A', 'B', 'tie'])), name='adjudication_label_valid'), models.CheckConstraint(condition=models.Q(('note', ''), _negated=True), name='adjudication_has_note')],
+                "ordering": ["pair", "-created_at", "-pk"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("superseded_at__isnull", True)),
+                        fields=("pair",),
+                        name="adjudication_one_live_per_pair",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("label__in", ["A", "B", "tie"])),
+                        name="adjudication_label_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("note", ""), _negated=True),
+                        name="adjudication_has_note",
+                    ),
+                ],
             },
         ),
     ]

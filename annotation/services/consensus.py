@@ -220,7 +220,9 @@ def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
                     PairChange(
                         external_id,
                         _state(status, label, reason, extra),
-                        _state(decision.status, decision.label, decision.reason, decision.extra_slots),
+                        _state(
+                            decision.status, decision.label, decision.reason, decision.extra_slots
+                        ),
                     )
                 )
         if decisions and not dry_run:

@@ -172,8 +172,9 @@ def pair_record_decision(*, pair_id: int, decision: Decision, now: datetime) -> 
     votes at the target); returns whether it did. Caller holds the pair's row lock, in the
     transaction of that vote."""
     return (
-        Pair.objects.filter(pk=pair_id, status__in=_OPEN_STATUSES, vote_count=F("target_votes"))
-        .update(**_decision_changes(decision, now))
+        Pair.objects.filter(
+            pk=pair_id, status__in=_OPEN_STATUSES, vote_count=F("target_votes")
+        ).update(**_decision_changes(decision, now))
         == 1
     )
 

@@ -40,13 +40,13 @@ from annotation.models import (
     Vote,
 )
 from annotation.scales import VoteInputError, canonical_vote
-from annotation.services.consensus import pair_complete
 from annotation.selectors import (
     CLAIMABLE_WHERE,
     OPEN_STATUSES,
     claimable_params,
     live_assignments,
 )
+from annotation.services.consensus import pair_complete
 
 UNDO_SECONDS = 60
 # Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
