@@ -18,13 +18,16 @@ _ERROR = inline_serializer("AdjudicationError", fields={"detail": serializers.Ch
 
 
 class AdjudicateApi(APIView):
+    # ``label`` is the field's name in the API. DRF's metaclass takes declared fields off the
+    # class, so it does not replace ``Field.label`` at run time; the stubs only see the class
+    # attribute.
     class InputSerializer(serializers.Serializer):
-        label = serializers.ChoiceField(choices=Side.values)
+        label = serializers.ChoiceField(choices=Side.values)  # type: ignore[assignment]
         note = serializers.CharField(max_length=MAX_ADJUDICATION_NOTE_CHARS)
 
     class OutputSerializer(serializers.Serializer):
         pair = serializers.CharField(help_text="The pair's id in the import.")
-        label = serializers.ChoiceField(choices=Side.values)
+        label = serializers.ChoiceField(choices=Side.values)  # type: ignore[assignment]
         note = serializers.CharField()
         curator = serializers.CharField()
         created_at = serializers.DateTimeField()

@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 QUEUE_PAGE = "annotation/adjudication.html"
 PAIR_PAGE = "annotation/adjudication_pair.html"
 # Canonical value -> words, per scale (annotation/scales.py holds the values).
-_VALUE_WORDS = {
+_VALUE_WORDS: dict[str, dict[int, str]] = {
     Scale.LIKERT6: {
         6: "A much better",
         5: "A better",
