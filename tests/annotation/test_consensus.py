@@ -35,7 +35,9 @@ def voters(project, api_for):
 
 
 def _vote_all(project, clients, sides) -> Pair:
-    pair_ids = {vote_via_api(api, project, side).pair_id for api, side in zip(clients, sides)}
+    pair_ids = {
+        vote_via_api(api, project, side).pair_id for api, side in zip(clients, sides, strict=True)
+    }
     assert len(pair_ids) == 1
     return Pair.objects.get(pk=pair_ids.pop())
 
