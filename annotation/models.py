@@ -91,6 +91,10 @@ class Project(models.Model):
     def clean(self) -> None:
         if self.min_agree and self.overlap and self.min_agree > self.overlap:
             raise ValidationError({"min_agree": "Cannot exceed the overlap target."})
+        if self.consensus_rule == ConsensusRule.MMRB2 and self.scale != Scale.LIKERT6:
+            raise ValidationError(
+                {"consensus_rule": "The mmrb2 rule reads MMRB2's 1-6 scale: use likert6."}
+            )
 
     @property
     def has_tie(self) -> bool:
@@ -299,8 +303,18 @@ class Pair(models.Model):
     ensemble_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
     ensemble_agreement = models.FloatField(null=True, blank=True)
     ensemble_summary = models.JSONField(default=dict, blank=True)
-    # Consensus
+    # Consensus (annotation/services/pairs.py writes these; docs/agreement.md)
     consensus_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
+    dispute_reason = models.CharField(
+        max_length=32, blank=True, help_text="Why the rule found no consensus, the last time."
+    )
+    extra_slots = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="Votes disputes added to the target (at most the project's max_extra_votes).",
+    )
+    decided_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the consensus step or an adjudication last decided."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -514,3 +528,34 @@ class PairRestriction(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["pair", "annotator"], name="pair_restriction_unique")
         ]
+
+
+class Adjudication(models.Model):
+    """A curator's decision on a disputed pair: the pair's label, with who, when and why. Never
+    a vote: agreement never counts it. A new decision supersedes the live one, which is kept."""
+
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="adjudications")
+    curator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="adjudications"
+    )
+    label = models.CharField(max_length=4, choices=Side.choices)
+    note = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+    superseded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pair", "-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["pair"],
+                condition=Q(superseded_at__isnull=True),
+                name="adjudication_one_live_per_pair",
+            ),
+            models.CheckConstraint(
+                condition=Q(label__in=Side.values), name="adjudication_label_valid"
+            ),
+            models.CheckConstraint(condition=~Q(note=""), name="adjudication_has_note"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pair} adjudicated {self.label} by {self.curator}"

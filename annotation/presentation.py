@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from annotation.models import Assignment, Media
+from annotation.models import Assignment, Media, Project
 from annotation.scales import options_for
 
 
@@ -19,7 +19,24 @@ def assignment_payload(assignment: Assignment, *, request=None) -> dict:
         left, right = pair.response_a, pair.response_b
     else:
         left, right = pair.response_b, pair.response_a
-    hashes = {*pair.prompt.media_hashes, *left.media_hashes, *right.media_hashes}
+    prompt, left_parts, right_parts = shown_contents(
+        [pair.prompt.content, left.content, right.content], project=project, request=request
+    )
+    return {
+        "id": assignment.pk,
+        "expires_at": assignment.expires_at,
+        "prompt": prompt,
+        "left": left_parts,
+        "right": right_parts,
+        "criterion": pair.criterion,
+        "options": options_for(project.scale),
+    }
+
+
+def shown_contents(contents: list[list[dict]], *, project: Project, request=None) -> list:
+    """Stored content parts as pages and the API show them: text, and images as media URLs
+    (absolute with ``request``) with their size; one query for the sizes of all."""
+    hashes = {part["media"] for content in contents for part in content if part["type"] == "image"}
     media = (
         {m.sha256: m for m in Media.objects.filter(sha256__in=hashes).only("width", "height")}
         if hashes
@@ -40,12 +57,4 @@ def assignment_payload(assignment: Assignment, *, request=None) -> dict:
             shown.append(image)
         return shown
 
-    return {
-        "id": assignment.pk,
-        "expires_at": assignment.expires_at,
-        "prompt": parts(pair.prompt.content),
-        "left": parts(left.content),
-        "right": parts(right.content),
-        "criterion": pair.criterion,
-        "options": options_for(project.scale),
-    }
+    return [parts(content) for content in contents]

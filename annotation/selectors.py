@@ -15,6 +15,7 @@ from django.db.models import (
     FloatField,
     Max,
     Min,
+    Prefetch,
     Q,
     QuerySet,
     Sum,
@@ -26,6 +27,7 @@ from django.utils import timezone
 
 from annotation.access import get_project_for_user
 from annotation.models import (
+    Adjudication,
     Assignment,
     Membership,
     Pair,
@@ -310,3 +312,40 @@ def assignment_for_annotator(*, user, assignment_id: int) -> Assignment:
         raise Http404("No such assignment")
     get_project_for_user(user, assignment.pair.project.slug, roles=(Role.ANNOTATOR,))
     return assignment
+
+
+# ---- Adjudication ----
+
+ADJUDICATION_PAGE_SIZE = 100
+
+
+def disputed_pairs(*, project: Project) -> QuerySet[Pair]:
+    """The adjudication queue: the project's disputed pairs, longest waiting first."""
+    return (
+        Pair.objects.filter(project=project, status=PairStatus.DISPUTED)
+        .annotate(votes_total=Count("votes", distinct=True))
+        .order_by(F("decided_at").asc(nulls_first=True), "id")
+    )
+
+
+def pair_for_adjudication(*, project: Project, pair_id: int) -> Pair:
+    """One pair of the project with its content, every vote (with its annotator), its prior
+    annotations and its adjudications, newest first; 404 for a pair of another project."""
+    pair = (
+        Pair.objects.select_related("project", "prompt", "response_a", "response_b")
+        .prefetch_related(
+            Prefetch("votes", queryset=Vote.objects.select_related("annotator").order_by("pk")),
+            "prior_annotations",
+            Prefetch(
+                "adjudications",
+                queryset=Adjudication.objects.select_related("curator").order_by(
+                    "-created_at", "-pk"
+                ),
+            ),
+        )
+        .filter(project=project, pk=pair_id)
+        .first()
+    )
+    if pair is None:
+        raise Http404("No such pair")
+    return pair

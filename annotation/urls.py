@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import curator, home, imports, media, settings, workbench
+from annotation.views import adjudication, curator, home, imports, media, settings, workbench
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -19,6 +19,27 @@ urlpatterns = [
         "p/<slug:slug>/queue/<slug:action>/",
         curator.curator_queue_action,
         name="curator-queue-action",
+    ),
+    path("p/<slug:slug>/adjudication/", adjudication.adjudication_queue, name="adjudication"),
+    path(
+        "p/<slug:slug>/adjudication/reapply/",
+        adjudication.adjudication_reapply,
+        name="adjudication-reapply",
+    ),
+    path(
+        "p/<slug:slug>/adjudication/<int:pair_id>/",
+        adjudication.adjudication_pair,
+        name="adjudication-pair",
+    ),
+    path(
+        "p/<slug:slug>/adjudication/<int:pair_id>/reveal/",
+        adjudication.adjudication_reveal,
+        name="adjudication-reveal",
+    ),
+    path(
+        "p/<slug:slug>/adjudication/<int:pair_id>/decide/",
+        adjudication.adjudication_decide,
+        name="adjudication-decide",
     ),
     path("p/<slug:slug>/settings/", settings.settings_page, name="project-settings"),
     path(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.api import imports, projects, queue
+from annotation.api import adjudication, imports, projects, queue
 
 urlpatterns = [
     path("projects/", projects.ProjectListApi.as_view(), name="api-projects"),
@@ -12,6 +12,11 @@ urlpatterns = [
         "projects/<slug:slug>/pairs/<str:external_id>/",
         projects.PairDetailApi.as_view(),
         name="api-pair",
+    ),
+    path(
+        "projects/<slug:slug>/pairs/<str:external_id>/adjudicate/",
+        adjudication.AdjudicateApi.as_view(),
+        name="api-adjudicate",
     ),
     path("projects/<slug:slug>/imports/", imports.ImportListApi.as_view(), name="api-imports"),
     path(

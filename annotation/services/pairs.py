@@ -1,5 +1,7 @@
-"""The pair lifecycle's one owner: every move of ``Pair.status`` before the votes
-(``imported -> judging -> easy | queued | imported``, ``imported -> queued``) is a service here.
+"""The pair lifecycle's one owner: every move of ``Pair.status`` is a service here, before the
+votes (``imported -> judging -> easy | queued | imported``, ``imported -> queued``) and after
+them (``annotating -> consensus | disputed``, or back to the queue with one more slot for a
+dispute under the cap; ``disputed -> consensus`` by adjudication; re-applying the rule).
 
 Each transition is a conditional UPDATE that moves only pairs in the states it starts from, so a
 move someone else made meanwhile (a curator, another run) is never overwritten. Other apps, the
@@ -10,12 +12,15 @@ judges among them, call these with plain data; ``annotation`` never imports them
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
+from annotation.agreement import consensus
 from annotation.models import Pair, PairStatus, Project
 
 # Where the ensemble may send a pair it judged: filtered out, to the annotators, or back
@@ -91,3 +96,116 @@ def pairs_enqueue(*, project: Project, pair_ids: Iterable[int] | None = None) ->
     if pair_ids is not None:
         pairs = pairs.filter(pk__in=list(pair_ids))
     return pairs.update(status=PairStatus.QUEUED, updated_at=timezone.now())
+
+
+# ---- After the votes (docs/agreement.md, "Consensus in the app") ----
+
+# Pairs the consensus step has decided; re-applying the rule may decide them again.
+DECIDED_STATUSES = (PairStatus.CONSENSUS, PairStatus.DISPUTED)
+_OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
+_DECISION_FIELDS = [
+    "status",
+    "consensus_label",
+    "dispute_reason",
+    "target_votes",
+    "extra_slots",
+    "decided_at",
+    "updated_at",
+]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where the project's rule sends a pair whose votes are in: ``consensus`` with a label,
+    ``disputed`` (to adjudication), or back to the annotators (``annotating``) with one more
+    slot when the dispute is still under the project's cap on extra votes."""
+
+    status: str
+    label: str
+    reason: str
+    target_votes: int
+    extra_slots: int
+
+    @property
+    def reopened(self) -> bool:
+        return self.status == PairStatus.ANNOTATING
+
+
+def pair_decision(
+    *,
+    project: Project,
+    values: Sequence[int],
+    target_votes: int,
+    extra_slots: int,
+    may_reopen: bool = True,
+) -> Decision:
+    """The decision of the project's rule on a pair's canonical values (its votes and prior
+    annotations). A dispute gets one more annotator while ``extra_slots`` is under the
+    project's ``max_extra_votes`` (and ``may_reopen``: pairs that were never in the queue go
+    straight to adjudication)."""
+    outcome = consensus(
+        values, scale=project.scale, rule=project.consensus_rule, min_agree=project.min_agree
+    )
+    if not outcome.disputed:
+        return Decision(PairStatus.CONSENSUS, outcome.label, "", target_votes, extra_slots)
+    if may_reopen and extra_slots < project.max_extra_votes:
+        return Decision(
+            PairStatus.ANNOTATING, "", outcome.reason, target_votes + 1, extra_slots + 1
+        )
+    return Decision(PairStatus.DISPUTED, "", outcome.reason, target_votes, extra_slots)
+
+
+def _decision_changes(decision: Decision, now: datetime) -> dict:
+    return {
+        "status": decision.status,
+        "consensus_label": decision.label,
+        "dispute_reason": decision.reason,
+        "target_votes": decision.target_votes,
+        "extra_slots": decision.extra_slots,
+        "decided_at": now,
+        "updated_at": now,
+    }
+
+
+def pair_record_decision(*, pair_id: int, decision: Decision, now: datetime) -> bool:
+    """Writes the decision on a pair whose last slot a vote just filled (still open, its
+    votes at the target); returns whether it did. Caller holds the pair's row lock, in the
+    transaction of that vote."""
+    return (
+        Pair.objects.filter(
+            pk=pair_id, status__in=_OPEN_STATUSES, vote_count=F("target_votes")
+        ).update(**_decision_changes(decision, now))
+        == 1
+    )
+
+
+def pairs_record_decisions(
+    *, decisions: Mapping[int, Decision], from_statuses: Iterable[str], now: datetime
+) -> int:
+    """Writes re-applied decisions (pair id -> decision) on pairs still in ``from_statuses``;
+    returns how many. Caller holds the pairs' row locks."""
+    pairs = []
+    for pair_id, decision in decisions.items():
+        pair = Pair(pk=pair_id)
+        for name, value in _decision_changes(decision, now).items():
+            setattr(pair, name, value)
+        pairs.append(pair)
+    # bulk_update on the filtered queryset: the UPDATE itself keeps the status condition.
+    return Pair.objects.filter(status__in=list(from_statuses)).bulk_update(
+        pairs, _DECISION_FIELDS, batch_size=_BULK_BATCH
+    )
+
+
+def pair_adjudicated(*, pair_id: int, label: str, now: datetime) -> bool:
+    """``disputed -> consensus`` (or a consensus a curator decides again) with the curator's
+    label; returns whether the pair moved. Caller holds the pair's row lock."""
+    return (
+        Pair.objects.filter(pk=pair_id, status__in=DECIDED_STATUSES).update(
+            status=PairStatus.CONSENSUS,
+            consensus_label=label,
+            dispute_reason="",
+            decided_at=now,
+            updated_at=now,
+        )
+        == 1
+    )

@@ -46,6 +46,7 @@ from annotation.selectors import (
     claimable_params,
     live_assignments,
 )
+from annotation.services.consensus import pair_complete
 
 UNDO_SECONDS = 60
 # Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
@@ -222,6 +223,17 @@ def _close_leases(*, locked: Assignment, others: list[int], status: str) -> int:
     return freed
 
 
+# Counts a vote towards its pair's target, if a slot is left, and frees the lease it came
+# through; the row lock it takes is held until the vote's transaction ends, so the vote that
+# fills the last slot decides the pair alone. No row: the target was already met (an extra vote).
+_COUNT_VOTE_SQL = f"""
+UPDATE {Pair._meta.db_table}
+SET vote_count = vote_count + 1, lease_count = lease_count - %s, updated_at = %s
+WHERE id = %s AND vote_count < target_votes
+RETURNING vote_count, target_votes, extra_slots, is_gold
+"""
+
+
 @transaction.atomic
 def vote_submit(
     *,
@@ -235,7 +247,9 @@ def vote_submit(
     """Records the annotator's vote through ``assignment`` (``choice`` left/right/tie, or on
     likert6 ``value`` 1..6, in on-screen terms) in canonical A/B terms; returns (vote, created).
     The same vote again returns the first one. A late vote (lease expired) is kept and counted;
-    one that arrives when the pair already has its target is kept as an extra vote."""
+    one that arrives when the pair already has its target is kept as an extra vote. The vote
+    that fills the pair's last slot decides the pair by the project's rule, in this
+    transaction (``annotation.services.consensus.pair_complete``)."""
     if assignment.annotator_id != annotator.pk:
         raise NotFound("No such assignment.")
     # The pair and project as the caller loaded them: only their settings are read here.
@@ -280,12 +294,12 @@ def vote_submit(
             )
         freed = _close_leases(locked=locked, others=others, status=Assignment.Status.VOTED)
         assignment.status = locked.status
-    counted = (
-        Pair.objects.filter(pk=pair.pk, vote_count__lt=F("target_votes")).update(
-            vote_count=F("vote_count") + 1, lease_count=F("lease_count") - freed, updated_at=now
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _COUNT_VOTE_SQL, [freed, connection.ops.adapt_datetimefield_value(now), pair.pk]
         )
-        == 1
-    )
+        slots = cursor.fetchone()
+    counted = slots is not None
     if not counted and freed:
         Pair.objects.filter(pk=pair.pk).update(lease_count=F("lease_count") - freed, updated_at=now)
     vote = Vote.objects.create(
@@ -300,6 +314,17 @@ def vote_submit(
         is_extra=not counted,
         created_at=now,
     )
+    if slots is not None:
+        vote_count, target_votes, extra_slots, is_gold = slots
+        # Gold pairs keep their gold label: votes never decide them.
+        if vote_count == target_votes and not is_gold:
+            pair_complete(
+                pair_id=pair.pk,
+                project=project,
+                target_votes=target_votes,
+                extra_slots=extra_slots,
+                now=now,
+            )
     return vote, True
 
 
@@ -332,9 +357,10 @@ def assignment_skip(*, assignment: Assignment, annotator, reason: str, note: str
 @transaction.atomic
 def vote_undo(*, annotator, project: Project) -> Vote | None:
     """Withdraws the annotator's last vote in the project if it is under ``UNDO_SECONDS`` old
-    and its pair has no consensus; the lease is renewed so they can vote again. Returns the
-    withdrawn vote (``vote.assignment`` is the live lease again), or None if nothing can be
-    undone."""
+    and no decision has read it: its pair is still open and no dispute raised its target (on
+    such a pair every counted vote took part in the dispute). The lease is renewed so they can
+    vote again. Returns the withdrawn vote (``vote.assignment`` is the live lease again), or
+    None if nothing can be undone."""
     now = timezone.now()
     last = (
         Vote.objects.filter(pair__project=project, annotator=annotator, is_adjudication=False)
@@ -349,7 +375,7 @@ def vote_undo(*, annotator, project: Project) -> Vote | None:
         return None
     assignment = _lock_assignment(assignment=Assignment(pk=last.assignment_id), annotator=annotator)
     reopened = Pair.objects.filter(
-        pk=last.pair_id, status__in=OPEN_STATUSES, consensus_label=""
+        pk=last.pair_id, status__in=OPEN_STATUSES, consensus_label="", extra_slots=0
     ).update(
         vote_count=F("vote_count") - (0 if last.is_extra else 1),
         lease_count=F("lease_count") + 1,
@@ -357,7 +383,7 @@ def vote_undo(*, annotator, project: Project) -> Vote | None:
     )
     deleted, _ = Vote.objects.filter(pk=last.pk).delete() if reopened else (0, None)
     if not deleted:
-        # The pair reached a consensus, or a second tab undid this vote first.
+        # The pair was decided (or disputed), or a second tab undid this vote first.
         transaction.set_rollback(True)
         return None
     assignment.status = Assignment.Status.LIVE

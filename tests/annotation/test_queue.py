@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from annotation.models import Assignment, Pair, PairRestriction, PairStatus
+from annotation.models import Assignment, Pair, PairRestriction, PairStatus, Project
 from annotation.selectors import annotator_progress
 from annotation.services import pairs, queue
 from tests.annotation.queue_support import annotator
@@ -228,6 +228,8 @@ def test_release_stuck_leases_frees_their_slots(project, alice, bob):
 
 
 def test_progress_counts_todays_votes_and_what_is_left_for_me(project, alice, bob):
+    Project.objects.filter(pk=project.pk).update(min_agree=1)  # one vote decides a pair
+    project.refresh_from_db()
     PairFactory.create_batch(4, project=project, status=PairStatus.QUEUED, target_votes=1)
     claim_and_vote(project, alice)
     claim_and_vote(project, alice)

@@ -16,6 +16,13 @@ from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory
 
 
+def _one_vote_decides(project) -> None:
+    """A single vote is a consensus: a pair that reaches a target of one is decided, not
+    disputed and given another slot (docs/agreement.md)."""
+    project.min_agree = 1
+    project.save(update_fields=["min_agree"])
+
+
 @pytest.mark.parametrize(
     ("scale", "left_is_a", "choice", "value", "side", "canonical"),
     [
@@ -131,6 +138,7 @@ def test_rationale_is_required_when_the_project_says_so(project, alice, queued_p
 
 
 def test_late_vote_after_expiry_is_kept_and_counted(project, alice, bob):
+    _one_vote_decides(project)
     pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
     late = queue.assignment_claim(project=project, annotator=alice)
     Assignment.objects.filter(pk=late.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
@@ -145,6 +153,7 @@ def test_late_vote_after_expiry_is_kept_and_counted(project, alice, bob):
 
 
 def test_vote_after_the_target_is_reached_is_kept_as_extra(project, alice, bob, carol):
+    _one_vote_decides(project)
     pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
     stuck = queue.assignment_claim(project=project, annotator=alice)
     assert queue.leases_release(project=project) == 1
@@ -178,7 +187,7 @@ def test_pair_stops_being_served_at_its_target(project):
         lease = queue.assignment_claim(project=project, annotator=user)
         queue.vote_submit(assignment=lease, annotator=user, choice="left")
     pair.refresh_from_db()
-    assert (pair.vote_count, pair.lease_count, pair.status) == (2, 0, PairStatus.ANNOTATING)
+    assert (pair.vote_count, pair.lease_count, pair.status) == (2, 0, PairStatus.CONSENSUS)
     assert queue.assignment_claim(project=project, annotator=annotator(project, "ann3")) is None
 
 

@@ -1,0 +1,234 @@
+"""Consensus in the app (docs/agreement.md, "Consensus in the app"): deciding a pair when its
+last vote arrives, a curator's adjudication of a disputed pair, and re-applying the project's
+rule to every decided pair. The status moves themselves are ``annotation.services.pairs``'s.
+
+What a pair's consensus reads: every human vote on it (late, extra votes included: they are
+real judgements) and its prior annotations from the import, as votes of external raters.
+Adjudications are never votes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from annotation.errors import Conflict, InvalidInput
+from annotation.limits import MAX_ADJUDICATION_NOTE_CHARS
+from annotation.models import (
+    Adjudication,
+    Pair,
+    PairStatus,
+    PriorAnnotation,
+    Project,
+    Scale,
+    Side,
+    Vote,
+)
+from annotation.services import pairs as lifecycle
+
+# Pairs re-applied per batch: their votes and prior annotations are read in one go.
+REAPPLY_BATCH = 2000
+
+# One query for what a pair's consensus reads: its votes and its prior annotations.
+_PAIR_VALUES_SQL = f"""
+SELECT value FROM {Vote._meta.db_table} WHERE pair_id = %s AND NOT is_adjudication
+UNION ALL
+SELECT value FROM {PriorAnnotation._meta.db_table} WHERE pair_id = %s AND value IS NOT NULL
+"""
+
+
+def pair_complete(
+    *, pair_id: int, project: Project, target_votes: int, extra_slots: int, now: datetime
+) -> lifecycle.Decision:
+    """Decides a pair whose last slot a vote has just filled, by the project's rule, and
+    writes the decision: one query reads its votes and prior annotations. Caller holds the
+    pair's row lock, in the transaction of that vote (already saved); the pair is not gold."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PAIR_VALUES_SQL, [pair_id, pair_id])
+        values = [row[0] for row in cursor.fetchall()]
+    decision = lifecycle.pair_decision(
+        project=project, values=values, target_votes=target_votes, extra_slots=extra_slots
+    )
+    lifecycle.pair_record_decision(pair_id=pair_id, decision=decision, now=now)
+    return decision
+
+
+# ---- Adjudication ----
+
+
+def _check_label(project: Project, label: str) -> None:
+    if label not in Side.values:
+        raise InvalidInput(f"label: must be one of {', '.join(Side.values)} (got {label!r}).")
+    if label == Side.TIE and project.scale == Scale.BINARY:
+        raise InvalidInput("label: tie is not possible on this project's binary scale.")
+
+
+@transaction.atomic
+def pair_adjudicate(*, pair: Pair, curator, label: str, note: str) -> Adjudication:
+    """Records a curator's decision (A, B or tie, with a note) on a disputed pair; it becomes
+    the pair's consensus label. A pair already adjudicated may be decided again: the new
+    decision supersedes the old one, which stays in the history. The caller checked that
+    ``curator`` curates the pair's project."""
+    project = pair.project
+    _check_label(project, label)
+    note = (note or "").strip()
+    if not note:
+        raise InvalidInput("note: say why you decided so; the note is kept with the decision.")
+    if len(note) > MAX_ADJUDICATION_NOTE_CHARS:
+        raise InvalidInput(f"note: at most {MAX_ADJUDICATION_NOTE_CHARS} characters.")
+    locked = Pair.objects.select_for_update().only("status").get(pk=pair.pk)
+    live = Adjudication.objects.filter(pair_id=pair.pk, superseded_at__isnull=True).first()
+    if live is None and locked.status != PairStatus.DISPUTED:
+        raise Conflict(
+            f"Pair {pair.external_id} is {locked.status}, not disputed: only disputed pairs"
+            " are adjudicated."
+        )
+    now = timezone.now()
+    if live is not None:
+        live.superseded_at = now
+        live.save(update_fields=["superseded_at"])
+    lifecycle.pair_adjudicated(pair_id=pair.pk, label=label, now=now)
+    return Adjudication.objects.create(
+        pair_id=pair.pk, curator=curator, label=label, note=note, created_at=now
+    )
+
+
+# ---- Re-applying the rule ----
+
+
+@dataclass(frozen=True)
+class PairChange:
+    """How re-applying the rule changed one pair."""
+
+    external_id: str
+    before: str
+    after: str
+
+    def __str__(self) -> str:
+        return f"{self.external_id}: {self.before} -> {self.after}"
+
+
+@dataclass
+class Reapplied:
+    """What re-applying the project's rule found and changed (or would, on a dry run)."""
+
+    rule: str
+    dry_run: bool
+    examined: int = 0
+    adjudicated_kept: int = 0
+    changes: list[PairChange] = field(default_factory=list)
+
+    def summary(self) -> str:
+        verb = "would change" if self.dry_run else "changed"
+        return (
+            f"Rule {self.rule} re-applied to {self.examined} pairs: {verb}"
+            f" {len(self.changes)}; {self.adjudicated_kept} adjudicated pairs keep their label."
+        )
+
+
+def _state(status: str, label: str, reason: str, extra_slots: int) -> str:
+    """A pair's outcome in words: ``consensus A``, ``disputed (split)``."""
+    if status == PairStatus.CONSENSUS:
+        return f"consensus {label}"
+    if status == PairStatus.DISPUTED:
+        return f"disputed ({reason})" if reason else "disputed"
+    if status == PairStatus.ANNOTATING:
+        return f"extra annotator {extra_slots} ({reason})"
+    return status
+
+
+def _candidates(project: Project):
+    """Pairs the rule decides again: decided ones, and imported ones with prior annotations
+    (re-analysis of a released data set); never gold pairs."""
+    has_priors = Exists(PriorAnnotation.objects.filter(pair_id=OuterRef("pk")))
+    return Pair.objects.filter(project=project, is_gold=False).filter(
+        Q(status__in=lifecycle.DECIDED_STATUSES) | (Q(status=PairStatus.IMPORTED) & has_priors)
+    )
+
+
+def _values_by_pair(pair_ids: list[int]) -> dict[int, list[int]]:
+    values: dict[int, list[int]] = defaultdict(list)
+    votes = Vote.objects.filter(pair_id__in=pair_ids, is_adjudication=False)
+    for pair_id, value in votes.values_list("pair_id", "value"):
+        values[pair_id].append(value)
+    priors = PriorAnnotation.objects.filter(pair_id__in=pair_ids, value__isnull=False)
+    for pair_id, prior in priors.values_list("pair_id", "value"):
+        # The filter excludes nulls, which the row type cannot say.
+        values[pair_id].append(int(prior))  # type: ignore[arg-type]
+    return values
+
+
+@transaction.atomic
+def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
+    """Decides every decided pair of the project again by its current rule (and imported
+    pairs with prior annotations, for re-analysis), from the votes and prior annotations they
+    have; changes no vote. Adjudicated pairs keep their label. A dispute under the cap goes
+    back to the annotators with one more slot, as it does when the last vote arrives."""
+    result = Reapplied(rule=project.consensus_rule, dry_run=dry_run)
+    adjudicated = Exists(
+        Adjudication.objects.filter(pair_id=OuterRef("pk"), superseded_at__isnull=True)
+    )
+    candidates = _candidates(project)
+    result.adjudicated_kept = candidates.filter(adjudicated).count()
+    rows = list(
+        candidates.exclude(adjudicated)
+        .select_for_update(of=("self",))
+        .order_by("pk")
+        .values_list(
+            "pk",
+            "external_id",
+            "status",
+            "consensus_label",
+            "dispute_reason",
+            "target_votes",
+            "extra_slots",
+            "vote_count",
+        )
+    )
+    now = timezone.now()
+    for start in range(0, len(rows), REAPPLY_BATCH):
+        batch = rows[start : start + REAPPLY_BATCH]
+        values = _values_by_pair([row[0] for row in batch])
+        decisions: dict[int, lifecycle.Decision] = {}
+        for pk, external_id, status, label, reason, target, extra, votes in batch:
+            if not values.get(pk):
+                continue
+            result.examined += 1
+            decision = lifecycle.pair_decision(
+                project=project,
+                values=values[pk],
+                target_votes=target,
+                extra_slots=extra,
+                may_reopen=votes > 0,
+            )
+            before = (status, label, reason, target, extra)
+            after = (
+                decision.status,
+                decision.label,
+                decision.reason,
+                decision.target_votes,
+                decision.extra_slots,
+            )
+            if before != after:
+                decisions[pk] = decision
+                result.changes.append(
+                    PairChange(
+                        external_id,
+                        _state(status, label, reason, extra),
+                        _state(
+                            decision.status, decision.label, decision.reason, decision.extra_slots
+                        ),
+                    )
+                )
+        if decisions and not dry_run:
+            lifecycle.pairs_record_decisions(
+                decisions=decisions,
+                from_statuses=(*lifecycle.DECIDED_STATUSES, PairStatus.IMPORTED),
+                now=now,
+            )
+    return result
