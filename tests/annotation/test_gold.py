@@ -124,6 +124,8 @@ def test_annotators_never_learn_a_pair_is_gold(api_for, client_for, gold_project
     assert "gold" not in text
     page = client_for(alice).get(reverse("annotate", args=[gold_project.slug]))
     assert page.status_code == 200 and "gold" not in page.content.decode().lower()
+    # The pair listing that says is_gold is for curators and researchers only.
+    assert api_for(alice).get(f"/api/v1/projects/{gold_project.slug}/pairs/").status_code == 403
     # A gold pair's payload has the same shape as an ordinary one's.
     Pair.objects.filter(project=gold_project, is_gold=True).delete()
     Pair.objects.filter(pk=regular.pk).update(priority=1)
