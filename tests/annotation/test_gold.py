@@ -192,6 +192,31 @@ def test_below_threshold_pauses_when_the_project_says_so_until_unpaused(
     assert claim(api, gold_project).status_code in (200, 204)
 
 
+def test_the_vote_that_pauses_shows_the_message_on_the_comparison_page(client_for, gold_project):
+    gold_project.gold_pause = True
+    gold_project.save(update_fields=["gold_pause"])
+    user = annotator(gold_project, "annotator3")
+    client = client_for(user)
+    page = reverse("annotate", args=[gold_project.slug])
+    for _ in range(GOLD_MIN_VOTES):
+        client.get(page)
+        held = Assignment.objects.select_related("pair").get(
+            annotator=user, status=Assignment.Status.LIVE
+        )
+        # Always the side that is not the gold label: 0 of 5 right.
+        wrong = "right" if held.left_is_a == (held.pair.gold_label == "A") else "left"
+        response = client.post(
+            reverse("annotate-vote", args=[gold_project.slug, held.pk]),
+            {"choice": wrong},
+            HTTP_HX_REQUEST="true",
+        )
+        assert response.status_code == 200
+    fragment = text_of(response)
+    assert "Your annotation is paused by the curators;" in fragment
+    assert "gold" not in response.content.decode().lower()
+    assert not Assignment.objects.filter(annotator=user, status=Assignment.Status.LIVE).exists()
+
+
 def test_unpausing_someone_not_paused_names_the_field(client_for, carol, alice, project):
     response = client_for(carol).post(
         action_url(project, "unpause"), {"unpause-annotator": alice.pk}
