@@ -40,6 +40,16 @@ class Side(models.TextChoices):
     TIE = "tie", "Tie"
 
 
+# Gold pairs (quality control). Every annotator answers a gold pair once, so its target is
+# the column's largest value: more votes than a project has annotators, and the claim (and
+# ``pair_claim_idx``) serve it unchanged.
+GOLD_TARGET_VOTES = 32767
+# Share of gold pairs an annotator must get right, unless the project sets another.
+DEFAULT_GOLD_MIN_ACCURACY = 0.7
+# Gold votes an annotator gives before their accuracy is judged: fewer say too little.
+GOLD_MIN_VOTES = 5
+
+
 class Project(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80, unique=True)
@@ -65,6 +75,14 @@ class Project(models.Model):
     gold_rate = models.FloatField(
         default=0.0, help_text="Share of claims that serve a gold pair (0 to 1)."
     )
+    gold_min_accuracy = models.FloatField(
+        default=DEFAULT_GOLD_MIN_ACCURACY,
+        help_text="Share of gold pairs (0 to 1) an annotator must get right, "
+        f"judged after {GOLD_MIN_VOTES} gold votes.",
+    )
+    gold_pause = models.BooleanField(
+        default=False, help_text="Pause an annotator whose gold accuracy falls below it."
+    )
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -77,6 +95,10 @@ class Project(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(gold_rate__gte=0) & Q(gold_rate__lte=1), name="project_gold_rate_share"
+            ),
+            models.CheckConstraint(
+                condition=Q(gold_min_accuracy__gte=0) & Q(gold_min_accuracy__lte=1),
+                name="project_gold_min_accuracy_share",
             ),
             models.CheckConstraint(condition=Q(scale__in=Scale.values), name="project_scale_valid"),
             models.CheckConstraint(
@@ -107,6 +129,10 @@ class Membership(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=16, choices=Role.choices)
+    # An annotator paused by the gold check gets no pairs until a curator unpauses them; their
+    # accuracy is then judged afresh on the gold votes they give after ``gold_judged_since``.
+    paused = models.BooleanField(default=False)
+    gold_judged_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -295,6 +321,8 @@ class Pair(models.Model):
     restricted = models.BooleanField(
         default=False, help_text="Only the annotators in its restrictions may claim this pair."
     )
+    # Quality control: the answer is known (``gold_label``). Gold pairs score annotators, get
+    # no consensus and never count in agreement: ``is_gold`` is the one test for that.
     is_gold = models.BooleanField(default=False)
     gold_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
     # What came with the import

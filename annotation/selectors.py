@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from fractions import Fraction
 from statistics import median
 from typing import cast
 
@@ -27,6 +28,7 @@ from django.utils import timezone
 
 from annotation.access import get_project_for_user
 from annotation.models import (
+    GOLD_MIN_VOTES,
     Adjudication,
     Assignment,
     Membership,
@@ -104,7 +106,12 @@ def queue_overview(*, project: Project, now=None) -> dict:
         row["status"]: row
         for row in Pair.objects.filter(project=project)
         .values("status")
-        .annotate(pairs=Count("id"), vote_total=Sum("vote_count"), target=Sum("target_votes"))
+        .annotate(
+            pairs=Count("id"),
+            # Gold pairs take a vote from every annotator: they have no target to reach.
+            vote_total=Sum("vote_count", filter=Q(is_gold=False)),
+            target=Sum("target_votes", filter=Q(is_gold=False)),
+        )
         .order_by()
     }
     statuses = [
@@ -201,6 +208,73 @@ def flagged_skips(*, project: Project, limit: int = SKIP_LIST_LIMIT) -> list[Ski
         .select_related("pair", "annotator")
         .order_by("-created_at", "-id")[:limit]
     )
+
+
+def gold_scores(*, project: Project, annotator_ids: list[int] | None = None) -> dict[int, dict]:
+    """Per annotator of the project (or of ``annotator_ids``) with gold votes: ``votes`` on
+    gold pairs and how many were ``right`` (their side is the gold label), counting only votes
+    after their ``gold_judged_since``. One query."""
+    judged = Q(annotator__memberships__gold_judged_since__isnull=True) | Q(
+        created_at__gte=F("annotator__memberships__gold_judged_since")
+    )
+    votes = Vote.objects.filter(
+        judged,
+        annotator__memberships__project=project,
+        pair__project=project,
+        pair__is_gold=True,
+        is_adjudication=False,
+    )
+    if annotator_ids is not None:
+        votes = votes.filter(annotator_id__in=annotator_ids)
+    rows = (
+        votes.values("annotator_id")
+        .order_by()
+        .annotate(votes=Count("id"), right=Count("id", filter=Q(side=F("pair__gold_label"))))
+    )
+    return {row["annotator_id"]: {"votes": row["votes"], "right": row["right"]} for row in rows}
+
+
+def gold_below_threshold(*, project: Project, right: int, votes: int) -> bool:
+    """Whether ``right`` of ``votes`` gold answers fall below the project's threshold, once
+    there are ``GOLD_MIN_VOTES``. Compared exactly: 7 of 10 meets 0.7."""
+    threshold = Fraction(str(project.gold_min_accuracy))
+    return votes >= GOLD_MIN_VOTES and Fraction(right, votes) < threshold
+
+
+def gold_quality(*, project: Project) -> dict:
+    """The queue page's quality control: the open gold pairs, and one row per annotator with
+    gold votes or paused (``flagged`` when below the threshold, with the curator's note)."""
+    gold_open = Pair.objects.filter(project=project, is_gold=True, status__in=OPEN_STATUSES).count()
+    scores = gold_scores(project=project)
+    members = {
+        m.user_id: m
+        for m in Membership.objects.filter(project=project, role=Role.ANNOTATOR)
+        .filter(Q(user_id__in=list(scores)) | Q(paused=True))
+        .select_related("user")
+        .order_by("user__username")
+    }
+    threshold = f"{project.gold_min_accuracy * 100:g}%"
+    rows = []
+    for user_id, membership in members.items():
+        score = scores.get(user_id, {"votes": 0, "right": 0})
+        right, votes = score["right"], score["votes"]
+        flagged = gold_below_threshold(project=project, right=right, votes=votes)
+        percent = f"{right / votes:.0%}" if votes else "—"
+        name = membership.user.get_username()
+        note = f"{name}: {right} of {votes} gold pairs right ({percent}) — below {threshold}"
+        rows.append(
+            {
+                "membership": membership,
+                "annotator": name,
+                "right": right,
+                "votes": votes,
+                "percent": percent,
+                "flagged": flagged,
+                "paused": membership.paused,
+                "note": note if flagged else "",
+            }
+        )
+    return {"gold_open": gold_open, "threshold": threshold, "annotators": rows}
 
 
 def upcoming_media_urls(*, project: Project, annotator, exclude_pair_id: int) -> list[str]:

@@ -93,10 +93,8 @@ def create_fixture(*, slug: str, pairs: int, overlap: int, annotators: int) -> l
     Pair.objects.bulk_create(rows, batch_size=2000)
     tokens = []
     for n in range(annotators):
-        membership = member_add(
-            project=project, username=f"{slug}-ann{n}", role=Role.ANNOTATOR
-        ).membership
-        tokens.append(Token.objects.get_or_create(user=membership.user)[0].key)
+        added = member_add(project=project, username=f"{slug}-ann{n}", role=Role.ANNOTATOR)
+        tokens.append(Token.objects.get_or_create(user=added.membership.user)[0].key)
     return tokens
 
 

@@ -44,7 +44,10 @@ class EnsembleOutcome:
 def pairs_start_judging(*, project: Project, pair_ids: Iterable[int] | None = None) -> list[int]:
     """Moves the project's imported pairs (all, or those of ``pair_ids`` still imported) to
     "judging" and returns their ids in id order; rows are locked, so two runs never share one."""
-    pairs = Pair.objects.select_for_update().filter(project=project, status=PairStatus.IMPORTED)
+    # Gold pairs are the curators' measure of annotators: no judge filters one out.
+    pairs = Pair.objects.select_for_update().filter(
+        project=project, status=PairStatus.IMPORTED, is_gold=False
+    )
     if pair_ids is not None:
         pairs = pairs.filter(pk__in=list(pair_ids))
     ids = list(pairs.order_by("pk").values_list("pk", flat=True))

@@ -32,6 +32,7 @@ SETTING_RANGES: dict[str, tuple[float, float]] = {
     "max_extra_votes": (0, 50),
     "lease_minutes": (1, 24 * 60),
     "gold_rate": (0.0, 1.0),
+    "gold_min_accuracy": (0.0, 1.0),
 }
 # Longest guidelines a project may have (the settings page previews them as they are typed).
 MAX_GUIDELINES_CHARS = 100_000
@@ -73,7 +74,8 @@ def project_setting_limits(*, project: Project) -> SettingLimits:
         scale_reason = "Annotators have voted on this scale: changing it would misread their votes."
     elif PriorAnnotation.objects.filter(pair__project=project).exists():
         scale_reason = "Imported pairs carry prior votes on this scale."
-    taken = Pair.objects.filter(project=project).aggregate(
+    # Gold pairs take a vote from every annotator, whatever the overlap.
+    taken = Pair.objects.filter(project=project, is_gold=False).aggregate(
         most=Max(F("vote_count") + F("lease_count"))
     )["most"]
     return SettingLimits(
@@ -133,6 +135,8 @@ def project_update(
     lease_minutes: int,
     require_rationale: bool,
     gold_rate: float,
+    gold_min_accuracy: float,
+    gold_pause: bool,
     paused: bool,
 ) -> Project:
     """Changes the project's settings. The scale and the overlap change only while that is safe
@@ -147,6 +151,7 @@ def project_update(
         max_extra_votes=max_extra_votes,
         lease_minutes=lease_minutes,
         gold_rate=gold_rate,
+        gold_min_accuracy=gold_min_accuracy,
     )
     if len(guidelines) > MAX_GUIDELINES_CHARS:
         raise ValidationError({"guidelines": f"At most {MAX_GUIDELINES_CHARS:,} characters."})
@@ -163,6 +168,8 @@ def project_update(
         "lease_minutes": lease_minutes,
         "require_rationale": require_rationale,
         "gold_rate": gold_rate,
+        "gold_min_accuracy": gold_min_accuracy,
+        "gold_pause": gold_pause,
         "paused": paused,
     }
     for field, value in changes.items():

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotation.errors import Conflict, InvalidInput, NotAllowed, NotFound
@@ -29,6 +30,7 @@ from annotation.limits import (
     MIN_PRIORITY,
 )
 from annotation.models import (
+    GOLD_TARGET_VOTES,
     Assignment,
     Membership,
     Pair,
@@ -36,6 +38,8 @@ from annotation.models import (
     PairStatus,
     Project,
     Role,
+    Scale,
+    Side,
     Skip,
     Vote,
 )
@@ -44,6 +48,8 @@ from annotation.selectors import (
     CLAIMABLE_WHERE,
     OPEN_STATUSES,
     claimable_params,
+    gold_below_threshold,
+    gold_scores,
     live_assignments,
 )
 from annotation.services.consensus import pair_complete
@@ -58,8 +64,8 @@ SWEEP_BATCH = 200
 
 def assignment_claim(*, project: Project, annotator) -> Assignment | None:
     """A live lease on the next pair for ``annotator``, or None when nothing is left for them
-    (or the project is paused). A live lease they already hold is returned again, so a reload
-    or a second tab never takes a second slot."""
+    (or the project, or their annotation, is paused). A live lease they already hold is
+    returned again, so a reload or a second tab never takes a second slot."""
     _free_expired_leases(project=project, now=timezone.now())
     with transaction.atomic():
         held = _claim(project=project, annotator=annotator)
@@ -81,11 +87,12 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
     membership = list(
         Membership.objects.select_for_update(of=("self",))
         .filter(project=project, user=annotator, role=Role.ANNOTATOR)
-        .values_list("pk", "project__paused")[:1]
+        .values_list("pk", "project__paused", "paused")[:1]
     )
     if not membership:
         raise NotAllowed("Only annotators of this project can claim pairs.")
-    if membership[0][1]:
+    _, project_paused, annotator_paused = membership[0]
+    if project_paused or annotator_paused:
         return None
     now = timezone.now()
     held = live_assignments(project=project, annotator=annotator, now=now).first()
@@ -325,7 +332,24 @@ def vote_submit(
                 extra_slots=extra_slots,
                 now=now,
             )
+    if pair.is_gold:
+        membership_gold_check(project=project, annotator=annotator)
     return vote, True
+
+
+def membership_gold_check(*, project: Project, annotator) -> bool:
+    """Judges the annotator's gold accuracy (after a vote on a gold pair) and, when it is
+    below the project's threshold and the project says so, pauses them. Returns whether they
+    are paused now. One aggregate over their gold votes, plus an update when pausing."""
+    if not project.gold_pause:
+        return False
+    score = gold_scores(project=project, annotator_ids=[annotator.pk]).get(annotator.pk)
+    if score is None or not gold_below_threshold(project=project, **score):
+        return False
+    Membership.objects.filter(project=project, user=annotator, role=Role.ANNOTATOR).update(
+        paused=True
+    )
+    return True
 
 
 @transaction.atomic
@@ -401,6 +425,94 @@ def project_pause(*, project: Project, paused: bool) -> Project:
     project.paused = paused
     project.save(update_fields=["paused"])
     return project
+
+
+def membership_unpause(*, project: Project, annotator) -> Membership:
+    """Lets a paused annotator claim pairs again. Their gold accuracy is judged afresh from
+    now on, so the votes that paused them do not pause them again at their next gold vote."""
+    membership = Membership.objects.filter(
+        project=project, user=annotator, role=Role.ANNOTATOR
+    ).first()
+    if membership is None:
+        raise InvalidInput(f"annotator: {annotator} is not an annotator of this project.")
+    membership.paused = False
+    membership.gold_judged_since = timezone.now()
+    membership.save(update_fields=["paused", "gold_judged_since"])
+    return membership
+
+
+# Pairs that may become gold: not yet past the queue (a filter run's easy pairs can be
+# enqueued first). Pairs in a filter run are left to it.
+GOLD_STATUSES = (PairStatus.IMPORTED, PairStatus.QUEUED, PairStatus.ANNOTATING)
+
+
+def gold_labels(scale: str) -> list[str]:
+    """The gold labels a scale can be answered with: a tie only where annotators can vote one."""
+    return [Side.A, Side.B, Side.TIE] if scale == Scale.TERNARY else [Side.A, Side.B]
+
+
+def _lock_pairs(*, project: Project, pair_ids: Iterable[int]) -> list[Pair]:
+    """The project's pairs among ``pair_ids``, locked in id order (no deadlock between two
+    curators). Caller holds a transaction."""
+    return list(
+        Pair.objects.select_for_update()
+        .filter(project=project, pk__in=list(pair_ids))
+        .order_by("pk")
+        .only("pk", "external_id", "status", "is_gold", "lease_count")
+    )
+
+
+def _voted_on(pairs: list[Pair]) -> set[int]:
+    return set(
+        Vote.objects.filter(pair_id__in=[p.pk for p in pairs]).values_list("pair_id", flat=True)
+    )
+
+
+def _refuse(pairs: list[Pair], why: str) -> None:
+    if pairs:
+        shown = ", ".join(p.external_id for p in pairs[:10]) + (" …" if len(pairs) > 10 else "")
+        raise InvalidInput(f"pair_ids: {shown}: {why}")
+
+
+@transaction.atomic
+def pairs_set_gold(*, project: Project, pair_ids: Iterable[int], label: str) -> int:
+    """Makes the project's pairs gold pairs with the known answer ``label`` (A, B, or tie on
+    a ternary scale), or corrects the label of gold pairs; returns how many. Every annotator
+    may answer a gold pair once. A pair someone already voted on as an ordinary pair, or one
+    past the queue, is refused (nothing changes)."""
+    allowed = gold_labels(project.scale)
+    if label not in allowed:
+        raise InvalidInput(
+            f"label: must be one of {', '.join(allowed)} on the {project.scale} scale."
+        )
+    pairs = _lock_pairs(project=project, pair_ids=pair_ids)
+    voted = _voted_on(pairs)
+    _refuse(
+        [p for p in pairs if not p.is_gold and (p.status not in GOLD_STATUSES or p.pk in voted)],
+        "only pairs nobody has voted on, imported or queued, can become gold.",
+    )
+    return Pair.objects.filter(pk__in=[p.pk for p in pairs]).update(
+        is_gold=True, gold_label=label, target_votes=GOLD_TARGET_VOTES, updated_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def pairs_clear_gold(*, project: Project, pair_ids: Iterable[int]) -> int:
+    """Makes gold pairs ordinary pairs again, with the project's overlap as target; returns
+    how many. A gold pair with votes is refused: they were scored as gold answers."""
+    pairs = [p for p in _lock_pairs(project=project, pair_ids=pair_ids) if p.is_gold]
+    voted = _voted_on(pairs)
+    _refuse(
+        [p for p in pairs if p.pk in voted],
+        "annotators answered them as gold pairs; correct the label instead.",
+    )
+    # Live leases keep their slots: the target never drops below them.
+    return Pair.objects.filter(pk__in=[p.pk for p in pairs]).update(
+        is_gold=False,
+        gold_label="",
+        target_votes=Greatest(project.overlap, F("lease_count")),
+        updated_at=timezone.now(),
+    )
 
 
 def pairs_set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> int:

@@ -1,5 +1,6 @@
 """The curator's queue page: where the queue stands, who is annotating how fast, what was
-skipped, and the levers (pause, priorities, stuck leases, restrictions, enqueueing)."""
+skipped, how annotators do on gold pairs, and the levers (pause, priorities, stuck leases,
+restrictions, enqueueing, gold pairs, unpausing an annotator)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.access import CURATORS, get_project_for_user
 from annotation.errors import DomainError
 from annotation.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
-from annotation.models import Pair, PairStatus, Project, Role
+from annotation.models import GOLD_MIN_VOTES, Pair, PairStatus, Project, Role
 from annotation.selectors import (
     annotator_throughput,
     flagged_skips,
+    gold_quality,
     project_tasks,
     queue_overview,
 )
@@ -143,6 +145,40 @@ class EnqueueForm(ProjectForm):
         return self.pair_pks(ids) if ids else None
 
 
+# The gold form's choice that makes pairs ordinary again.
+CLEAR_GOLD = "clear"
+GOLD_LABEL_NAMES = {"A": "A is better", "B": "B is better", "tie": "Tie"}
+
+
+class GoldForm(ProjectForm):
+    pair_ids = PairIdsField(label="Pair ids")
+    label = forms.ChoiceField(label="Known answer", help_text="Annotators never see it.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        label_field = cast(forms.ChoiceField, self.fields["label"])
+        label_field.choices = [
+            *((label, GOLD_LABEL_NAMES[label]) for label in queue.gold_labels(self.project.scale)),
+            (CLEAR_GOLD, "Not gold (clear)"),
+        ]
+
+    def clean_pair_ids(self):
+        return self.pair_pks(self.cleaned_data["pair_ids"])
+
+
+class UnpauseForm(ProjectForm):
+    annotator = forms.ModelChoiceField(queryset=get_user_model().objects.none())
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        annotator_field = cast(forms.ModelChoiceField, self.fields["annotator"])
+        annotator_field.queryset = get_user_model().objects.filter(
+            memberships__project=self.project,
+            memberships__role=Role.ANNOTATOR,
+            memberships__paused=True,
+        )
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -179,12 +215,30 @@ def _apply_enqueue(project: Project, data: dict) -> str:
     return f"Sent {_plural(count, 'imported pair')} to the annotators' queue."
 
 
+def _apply_gold(project: Project, data: dict) -> str:
+    if data["label"] == CLEAR_GOLD:
+        count = queue.pairs_clear_gold(project=project, pair_ids=data["pair_ids"])
+        return f"{_plural(count, 'pair')} no longer gold."
+    count = queue.pairs_set_gold(project=project, pair_ids=data["pair_ids"], label=data["label"])
+    return f"{_plural(count, 'gold pair')} with the answer {data['label']}."
+
+
+def _apply_unpause(project: Project, data: dict) -> str:
+    queue.membership_unpause(project=project, annotator=data["annotator"])
+    return (
+        f"{data['annotator'].get_username()} can annotate again; their gold accuracy is"
+        " judged afresh from now on."
+    )
+
+
 ACTIONS: dict[str, tuple[type[ProjectForm], Callable[[Project, dict], str]]] = {
     "pause": (PauseForm, _apply_pause),
     "priority": (PriorityForm, _apply_priority),
     "release": (ReleaseForm, _apply_release),
     "restrict": (RestrictForm, _apply_restrict),
     "enqueue": (EnqueueForm, _apply_enqueue),
+    "gold": (GoldForm, _apply_gold),
+    "unpause": (UnpauseForm, _apply_unpause),
 }
 
 
@@ -199,6 +253,8 @@ def _render_page(request, project: Project, bound: dict | None = None, status: i
         "overview": queue_overview(project=project),
         "throughput": annotator_throughput(project=project),
         "skips": flagged_skips(project=project),
+        "gold": gold_quality(project=project),
+        "gold_min_votes": GOLD_MIN_VOTES,
         "forms": forms_by_action,
         "imported": PairStatus.IMPORTED,
     }

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import CURATORS, get_project_for_user
 from annotation.markdown import render_markdown
-from annotation.models import Membership, Project, Role, Scale
+from annotation.models import GOLD_MIN_VOTES, Membership, Project, Role, Scale
 from annotation.services.projects import (
     MAX_GUIDELINES_CHARS,
     SETTING_RANGES,
@@ -52,6 +52,15 @@ class ProjectSettingsForm(forms.Form):
     require_rationale = forms.BooleanField(required=False, help_text="Ask for a reason per vote.")
     gold_rate = _bounded(
         "gold_rate", forms.FloatField, help_text="Share of claims that serve a gold pair."
+    )
+    gold_min_accuracy = _bounded(
+        "gold_min_accuracy",
+        forms.FloatField,
+        help_text=f"Share of gold pairs an annotator must get right, judged after {GOLD_MIN_VOTES}"
+        " gold votes.",
+    )
+    gold_pause = forms.BooleanField(
+        required=False, help_text="Pause an annotator whose gold accuracy falls below it."
     )
     paused = forms.BooleanField(required=False, help_text="Annotators get no new pairs.")
 

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.access import get_project_for_user
 from annotation.errors import DomainError, NotAllowed
 from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
-from annotation.models import Assignment, Project, Role, Skip
+from annotation.models import Assignment, Membership, Project, Role, Skip
 from annotation.presentation import assignment_payload
 from annotation.scales import options_for
 from annotation.selectors import annotator_progress, upcoming_media_urls
@@ -93,8 +93,13 @@ def _workbench_context(request, project: Project, *, notice: str = "", error: st
         "skip_reasons": Skip.Reason.choices,
         "shortcut_options": _options(options_for(project.scale)),
         "assignment": None,
+        "annotator_paused": False,
     }
     if assignment is None:
+        # Nothing served: say so when the curators paused this annotator (never why).
+        context["annotator_paused"] = Membership.objects.filter(
+            project=project, user=request.user, paused=True
+        ).exists()
         return context
     payload = assignment_payload(assignment, request=request)
     context["assignment"] = payload

@@ -49,6 +49,13 @@ def test_start_judging_takes_only_imported_pairs_of_the_project(project, other_p
     assert pairs_start_judging(project=project) == []
 
 
+def test_start_judging_leaves_gold_pairs_to_the_annotators(project):
+    gold = PairFactory(project=project, is_gold=True, gold_label="A")
+    ordinary = PairFactory(project=project)
+    assert pairs_start_judging(project=project) == [ordinary.pk]
+    assert statuses(gold) == [PairStatus.IMPORTED]
+
+
 @pytest.mark.django_db
 def test_return_to_imported_moves_only_judging_pairs(project):
     judging = PairFactory(project=project, status=PairStatus.JUDGING)

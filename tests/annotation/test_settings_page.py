@@ -40,6 +40,7 @@ def settings_data(project, **changes) -> dict:
         "max_extra_votes": project.max_extra_votes,
         "lease_minutes": project.lease_minutes,
         "gold_rate": project.gold_rate,
+        "gold_min_accuracy": project.gold_min_accuracy,
         **changes,
     }
     return {key: value for key, value in data.items() if value is not False}
@@ -346,6 +347,7 @@ def test_scale_is_locked_once_votes_exist(client_for, carol, alice, project):
                 **settings_data(project, scale="binary"),
                 "paused": False,
                 "require_rationale": False,
+                "gold_pause": False,
             },
         )
     assert "scale" in caught.value.message_dict

@@ -185,7 +185,9 @@ def test_pair_stops_being_served_at_its_target(project):
     for name in ("ann1", "ann2"):
         user = annotator(project, name)
         lease = queue.assignment_claim(project=project, annotator=user)
-        queue.vote_submit(assignment=lease, annotator=user, choice="left")
+        # Both for A whichever side it was shown on, so the two votes agree.
+        choice = "left" if lease.left_is_a else "right"
+        queue.vote_submit(assignment=lease, annotator=user, choice=choice)
     pair.refresh_from_db()
     assert (pair.vote_count, pair.lease_count, pair.status) == (2, 0, PairStatus.CONSENSUS)
     assert queue.assignment_claim(project=project, annotator=annotator(project, "ann3")) is None
