@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from annotation.access import get_project_for_user
 from annotation.models import (
+    AgreementReport,
     Assignment,
     Membership,
     Pair,
@@ -310,3 +311,12 @@ def assignment_for_annotator(*, user, assignment_id: int) -> Assignment:
         raise Http404("No such assignment")
     get_project_for_user(user, assignment.pair.project.slug, roles=(Role.ANNOTATOR,))
     return assignment
+
+
+# ---- Agreement ----
+
+
+def agreement_report_cached(*, project: Project, source: str) -> AgreementReport | None:
+    """The project's cached agreement report over ``source``, or None before the first one
+    (``AgreementReport.computed_at`` says how fresh it is)."""
+    return AgreementReport.objects.filter(project=project, source=source).first()

@@ -46,6 +46,7 @@ from annotation.selectors import (
     claimable_params,
     live_assignments,
 )
+from annotation.services.agreement_report import agreement_report_request_refresh
 
 UNDO_SECONDS = 60
 # Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
@@ -299,6 +300,10 @@ def vote_submit(
         time_on_task_ms=time_on_task_ms,
         is_extra=not counted,
         created_at=now,
+    )
+    # Debounced: one cheap statement; a refresh that cannot be queued never fails the vote.
+    transaction.on_commit(
+        lambda: agreement_report_request_refresh(project_id=project.pk), robust=True
     )
     return vote, True
 
