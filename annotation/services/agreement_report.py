@@ -1,9 +1,9 @@
 """The agreement report of a project, built over the database, and its cache
 (docs/agreement.md, "The report").
 
-Votes are read in one pass into numpy arrays (binary COPY on PostgreSQL), never as model
-instances, and every figure comes from ``annotation.agreement`` on the whole project and on
-the subsets of it (each task, each criterion, the votes up to each point of the history).
+Votes are read in one pass with ``values_list`` into numpy arrays, never as model instances,
+and every figure comes from ``annotation.agreement`` on the whole project and on the subsets
+of it (each task, each criterion, the votes up to each point of the history).
 Gold pairs and adjudications are never annotators' votes here: gold votes only give each
 annotator's gold accuracy. A prior annotation (from the import) is the vote of an external
 rater "prior #N", one rater per position N in the pairs' ``human_annotations`` lists.
@@ -12,17 +12,16 @@ rater "prior #N", one rater per position N in the pairs' ``human_annotations`` l
 from __future__ import annotations
 
 import math
-import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import cast
 
 import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -64,19 +63,6 @@ PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 
 # The sources whose reports a new vote changes.
 _VOTE_SOURCES = (ReportSource.ALL, ReportSource.VOTES)
 
-_VOTE_SQL = f"""
-SELECT v.id, v.pair_id, v.annotator_id, v.value, COALESCE(v.time_on_task_ms, -1)
-FROM {Vote._meta.db_table} v JOIN {Pair._meta.db_table} p ON p.id = v.pair_id
-WHERE p.project_id = %s AND NOT v.is_adjudication
-"""
-_PRIOR_SQL = f"""
-SELECT a.id, a.pair_id, a.position, a.value
-FROM {PriorAnnotation._meta.db_table} a JOIN {Pair._meta.db_table} p ON p.id = a.pair_id
-WHERE p.project_id = %s AND a.value IS NOT NULL
-"""
-_PAIR_SQL = f"""
-SELECT id, task, criterion, is_gold, gold_label FROM {Pair._meta.db_table} WHERE project_id = %s
-"""
 # One statement both debounces and says which reports to refresh: it stamps the reports a
 # vote changes whose window is over, and only those.
 _REQUEST_REFRESH_SQL = f"""
@@ -85,36 +71,18 @@ WHERE project_id = %s AND source IN ({", ".join(["%s"] * len(_VOTE_SOURCES))})
   AND (refresh_requested_at IS NULL OR refresh_requested_at <= %s)
 RETURNING source
 """
-# PostgreSQL's binary COPY: a signature, flags, a header extension, then per row a field count
-# and each field's length and bytes; the columns here are all bigint and never NULL.
-_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
-_COPY_HEADER = struct.Struct("!ii")
+# Rows read from the database at a time: each chunk becomes a numpy array at once, so the
+# Python tuples of a million votes never exist all together.
+READ_CHUNK_ROWS = 50_000
 
 
-def _int_columns(sql: str, params: Sequence[int], width: int) -> np.ndarray:
-    """The rows of ``sql`` (``width`` integer columns, never NULL) as an int64 array
-    (rows x width): on PostgreSQL by a binary COPY read straight into numpy."""
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return np.array(cursor.fetchall(), dtype=np.int64).reshape(-1, width)
-    columns = ", ".join(f"c{i}::bigint" for i in range(width))
-    statement = (
-        f"COPY (SELECT {columns} FROM ({sql}) AS q ("
-        + ", ".join(f"c{i}" for i in range(width))
-        + ")) TO STDOUT (FORMAT BINARY)"
-    )
-    with connection.cursor() as cursor, connection.wrap_database_errors:
-        with cursor.cursor.copy(statement, params) as copy:
-            data = b"".join(copy)
-    _flags, extension = _COPY_HEADER.unpack_from(data, len(_COPY_SIGNATURE))
-    start = len(_COPY_SIGNATURE) + _COPY_HEADER.size + extension
-    row = np.dtype([("fields", ">i2"), *[(f"c{i}", ">i4,>i8") for i in range(width)]])
-    count, trailer = divmod(len(data) - start, row.itemsize)
-    rows = np.frombuffer(data, dtype=row, count=count, offset=start)
-    if trailer != 2 or (rows["fields"] != width).any():
-        raise RuntimeError(f"COPY gave rows that are not {width} bigint columns")
-    return np.stack([rows[f"c{i}"]["f1"] for i in range(width)], axis=1).astype(np.int64)
+def _number_rows(rows: QuerySet, width: int) -> np.ndarray:
+    """The rows of a ``values_list`` of ``width`` integer columns as a float array (rows x
+    width) with NaN for NULL: exact for any id below 2**53, and no converter runs per row."""
+    chunks, iterator = [], rows.iterator(chunk_size=READ_CHUNK_ROWS)
+    while chunk := list(islice(iterator, READ_CHUNK_ROWS)):
+        chunks.append(np.array(chunk, dtype=float))
+    return np.concatenate(chunks) if chunks else np.empty((0, width))
 
 
 @dataclass(frozen=True)
@@ -134,9 +102,11 @@ class _Pairs:
 
 
 def _read_pairs(project: Project) -> _Pairs:
-    with connection.cursor() as cursor:
-        cursor.execute(_PAIR_SQL, [project.pk])
-        rows = sorted(cursor.fetchall())
+    rows = list(
+        Pair.objects.filter(project=project)
+        .order_by("pk")
+        .values_list("pk", "task", "criterion", "is_gold", "gold_label")
+    )
     tasks: dict[str, int] = {}
     criteria: dict[str, int] = {}
     task_codes = [tasks.setdefault(row[1], len(tasks)) for row in rows]
@@ -170,22 +140,30 @@ class _Votes:
 
 
 def _read_votes(project: Project, source: str) -> _Votes:
-    empty = np.empty((0, 5), dtype=np.int64)
-    votes = _int_columns(_VOTE_SQL, [project.pk], 5) if source != ReportSource.PRIOR else empty
-    priors = (
-        _int_columns(_PRIOR_SQL, [project.pk], 4)
-        if source != ReportSource.VOTES
-        else np.empty((0, 4), dtype=np.int64)
+    votes = _number_rows(
+        Vote.objects.filter(pair__project=project, is_adjudication=False).values_list(
+            "pk", "pair_id", "annotator_id", "value", "time_on_task_ms"
+        )
+        if source != ReportSource.PRIOR
+        else Vote.objects.none(),
+        5,
     )
-    times = votes[:, 4].astype(float)
-    times[votes[:, 4] < 0] = np.nan
+    priors = _number_rows(
+        PriorAnnotation.objects.filter(pair__project=project, value__isnull=False).values_list(
+            "pk", "pair_id", "position", "value"
+        )
+        if source != ReportSource.VOTES
+        else PriorAnnotation.objects.none(),
+        4,
+    )
+    ints = np.int64
     return _Votes(
-        ids=np.concatenate([votes[:, 0], priors[:, 0]]),
+        ids=np.concatenate([votes[:, 0], priors[:, 0]]).astype(ints),
         from_prior=np.repeat([False, True], [len(votes), len(priors)]),
-        pairs=np.concatenate([votes[:, 1], priors[:, 1]]),
-        raters=np.concatenate([votes[:, 2], -(priors[:, 2] + 1)]),
-        values=np.concatenate([votes[:, 3], priors[:, 3]]),
-        times=np.concatenate([times, np.full(len(priors), np.nan)]),
+        pairs=np.concatenate([votes[:, 1], priors[:, 1]]).astype(ints),
+        raters=np.concatenate([votes[:, 2], -(priors[:, 2] + 1)]).astype(ints),
+        values=np.concatenate([votes[:, 3], priors[:, 3]]).astype(ints),
+        times=np.concatenate([votes[:, 4], np.full(len(priors), np.nan)]),
     )
 
 
