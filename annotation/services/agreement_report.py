@@ -48,7 +48,7 @@ from annotation.models import (
 )
 from annotation.reports import report_sections
 
-# Flags on an annotator (docs/agreement.md, "Flags"): agreement with the others' consensus
+# Flags on an annotator (docs/agreement.md, "What it holds"): agreement with the others' consensus
 # below this share, a median time per vote below this many seconds, gold accuracy below this.
 LOW_AGREEMENT_BELOW = 0.6
 TOO_FAST_BELOW_S = 3.0
@@ -371,10 +371,10 @@ def agreement_report_build(
     are read (the report's ``computed_at``)."""
     check_report_source(source)
     computed_at = now or timezone.now()
-    pairs = _read_pairs(project)
     votes = _read_votes(project, source)
-    # Every vote is on one of the pairs read just before it (a pair is never deleted while
-    # it has votes: votes protect their annotators, and pairs go only with their project).
+    # Read after the votes, so every vote's pair is among them: a pair imported meanwhile has
+    # no vote yet here, and pairs are deleted only with their project.
+    pairs = _read_pairs(project)
     on_gold = pairs.is_gold[pairs.index(votes.pairs)] if len(votes.ids) else np.zeros(0, bool)
     ratings, counted = _ratings(project, votes.take(np.flatnonzero(~on_gold)))
     gold = _ratings(project, votes.take(np.flatnonzero(on_gold)))[0] if on_gold.any() else None
