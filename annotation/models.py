@@ -587,3 +587,42 @@ class Adjudication(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pair} adjudicated {self.label} by {self.curator}"
+
+
+class ReportSource(models.TextChoices):
+    """Which votes an agreement report counts: the project's own, its prior annotations (from
+    the import, as external raters), or both."""
+
+    ALL = "all", "Votes and prior annotations"
+    VOTES = "votes", "Votes"
+    PRIOR = "prior", "Prior annotations"
+
+
+class AgreementReport(models.Model):
+    """The last agreement report of a project from one source (docs/agreement.md, "The
+    report"): one row per project and source, replaced when it is computed again."""
+
+    # Indexed by the unique (project, source) constraint.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="agreement_reports", db_index=False
+    )
+    source = models.CharField(max_length=8, choices=ReportSource.choices)
+    # When the votes were read: the report holds every vote committed before it.
+    computed_at = models.DateTimeField()
+    data = models.JSONField()
+    votes_seen = models.PositiveIntegerField(help_text="Votes and prior annotations counted.")
+    # When a vote last queued a refresh: no other is queued until the debounce window is over.
+    refresh_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "source"], name="agreement_report_one_per_source"
+            ),
+            models.CheckConstraint(
+                condition=Q(source__in=ReportSource.values), name="agreement_report_source_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"agreement report of {self.project_id} ({self.source}, {self.computed_at})"

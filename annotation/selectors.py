@@ -30,6 +30,7 @@ from annotation.access import get_project_for_user
 from annotation.models import (
     GOLD_MIN_VOTES,
     Adjudication,
+    AgreementReport,
     Assignment,
     Membership,
     Pair,
@@ -423,3 +424,12 @@ def pair_for_adjudication(*, project: Project, pair_id: int) -> Pair:
     if pair is None:
         raise Http404("No such pair")
     return pair
+
+
+# ---- Agreement ----
+
+
+def agreement_report_cached(*, project: Project, source: str) -> AgreementReport | None:
+    """The project's cached agreement report over ``source``, or None before the first one
+    (``AgreementReport.computed_at`` says how fresh it is)."""
+    return AgreementReport.objects.filter(project=project, source=source).first()

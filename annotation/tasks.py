@@ -5,7 +5,8 @@ from __future__ import annotations
 from celery import Task, shared_task
 
 from annotation.imports.jobs import import_job_fail, import_job_run, import_jobs_resume_stalled
-from annotation.models import ImportJob
+from annotation.models import ImportJob, Project
+from annotation.services.agreement_report import agreement_report_recompute
 
 
 class _ImportTask(Task):
@@ -30,3 +31,13 @@ def import_run(job_id: int) -> None:
 def imports_resume_stalled() -> None:
     """Periodic (Celery beat): queues again the imports whose worker died."""
     import_jobs_resume_stalled()
+
+
+@shared_task(name="annotation.agreement_report_refresh")
+def agreement_report_refresh(project_id: int, source: str) -> None:
+    """Recomputes a project's cached agreement report (debounced after votes, or on demand).
+    Safe to run twice: the newer report wins."""
+    project = Project.objects.filter(pk=project_id).first()
+    if project is None:
+        return
+    agreement_report_recompute(project=project, source=source)

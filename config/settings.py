@@ -323,6 +323,14 @@ ARBITER_CHECKPOINT_ROOT = Path(env_str("ARBITER_CHECKPOINT_ROOT", str(VAR_DIR / 
 # ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
+# Agreement reports (annotation/services/agreement_report.py, docs/agreement.md "The report"):
+# after a vote, a cached report is refreshed once this many seconds have passed, by one task
+# for all the votes of that window.
+ARBITER_AGREEMENT_DEBOUNCE_S = env_int("ARBITER_AGREEMENT_DEBOUNCE_S", 30)
+if ARBITER_AGREEMENT_DEBOUNCE_S < 0:
+    raise ImproperlyConfigured(
+        f"ARBITER_AGREEMENT_DEBOUNCE_S={ARBITER_AGREEMENT_DEBOUNCE_S} must not be negative"
+    )
 CELERY_BEAT_SCHEDULE = {
     name: {
         "task": task,

@@ -6,3 +6,11 @@ from django.apps import AppConfig
 class JudgesConfig(AppConfig):
     name = "judges"
     verbose_name = "Judges"
+
+    def ready(self) -> None:
+        # The agreement report lives in annotation, which never imports judges: the judges
+        # add their section to it from here.
+        from annotation.reports import register_report_section
+        from judges.reports import judge_agreement_section
+
+        register_report_section("per_judge", judge_agreement_section)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.api import adjudication, imports, projects, queue
+from annotation.api import adjudication, agreement, imports, projects, queue
 
 urlpatterns = [
     path("projects/", projects.ProjectListApi.as_view(), name="api-projects"),
@@ -24,6 +24,7 @@ urlpatterns = [
         imports.ImportDetailApi.as_view(),
         name="api-import",
     ),
+    path("projects/<slug:slug>/agreement/", agreement.AgreementApi.as_view(), name="api-agreement"),
     path("projects/<slug:slug>/claim/", queue.ClaimApi.as_view(), name="api-claim"),
     path("projects/<slug:slug>/undo/", queue.UndoApi.as_view(), name="api-undo"),
     path("assignments/<int:pk>/vote/", queue.VoteApi.as_view(), name="api-vote"),

@@ -52,6 +52,7 @@ from annotation.selectors import (
     gold_scores,
     live_assignments,
 )
+from annotation.services.agreement_report import agreement_report_request_refresh
 from annotation.services.consensus import pair_complete
 
 UNDO_SECONDS = 60
@@ -334,6 +335,10 @@ def vote_submit(
             )
     if pair.is_gold:
         membership_gold_check(project=project, annotator=annotator)
+    # Debounced: one cheap statement; a refresh that cannot be queued never fails the vote.
+    transaction.on_commit(
+        lambda: agreement_report_request_refresh(project_id=project.pk), robust=True
+    )
     return vote, True
 
 
