@@ -23,7 +23,6 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, QuerySet
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
 from annotation.agreement import (
     SCALE_VALUES,
@@ -36,6 +35,7 @@ from annotation.agreement import (
     per_annotator,
     unanimous_share,
 )
+from annotation.broker import task_publish
 from annotation.errors import Conflict, InvalidInput, Unavailable
 from annotation.models import (
     AgreementReport,
@@ -59,7 +59,6 @@ MAX_GROUPS = 50
 HISTORY_POINTS = 20
 PRIOR_RATER = "prior #{}"
 # Publishing a refresh tries the broker twice, briefly, so a request never hangs on it.
-PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
 # The sources whose reports a new vote changes.
 _VOTE_SOURCES = (ReportSource.ALL, ReportSource.VOTES)
 
@@ -429,13 +428,9 @@ def agreement_report_queue_refresh(*, project: Project, source: str = ReportSour
 
     check_report_source(source)
     try:
-        agreement_report_refresh.apply_async(
-            (project.pk, source), retry=True, retry_policy=PUBLISH_RETRY_POLICY
-        )
-    except BrokerError as exc:
-        raise Unavailable(
-            f"The task queue is unreachable ({exc}); the report was not recomputed."
-        ) from exc
+        task_publish(agreement_report_refresh, args=(project.pk, source))
+    except Unavailable as exc:
+        raise Unavailable(f"{exc} The report was not recomputed.") from exc
 
 
 def agreement_report_request_refresh(*, project_id: int) -> list[str]:
@@ -459,7 +454,5 @@ def agreement_report_request_refresh(*, project_id: int) -> list[str]:
         )
         sources = [row[0] for row in cursor.fetchall()]
     for source in sources:
-        agreement_report_refresh.apply_async(
-            (project_id, source), countdown=window, retry=True, retry_policy=PUBLISH_RETRY_POLICY
-        )
+        task_publish(agreement_report_refresh, args=(project_id, source), countdown=window)
     return sources

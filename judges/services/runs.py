@@ -23,8 +23,8 @@ from django.db.models import Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Greatest
 from django.forms.models import model_to_dict
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
+from annotation.broker import task_publish
 from annotation.errors import Unavailable
 from annotation.models import Pair, PairStatus, Project
 from annotation.services.pairs import (
@@ -52,7 +52,6 @@ Status = FilterRun.Status
 ACTIVE = (Status.PENDING, Status.RUNNING)
 # Publishing a task tries the broker twice, briefly, so a request never hangs on a broker that
 # is down (docs/judges-runs.md, "Broker down").
-PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
 
 
 class BrokerUnavailable(Unavailable):
@@ -61,10 +60,7 @@ class BrokerUnavailable(Unavailable):
 
 def _publish(task, **options) -> None:
     """Sends ``task`` with a bounded retry; BrokerUnavailable when the broker cannot take it."""
-    try:
-        task.apply_async(retry=True, retry_policy=PUBLISH_RETRY_POLICY, **options)
-    except BrokerError as exc:
-        raise BrokerUnavailable(f"The task queue is unreachable ({exc}).") from exc
+    task_publish(task, error=BrokerUnavailable, **options)
 
 
 def check_run_options(
