@@ -6,8 +6,35 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from annotation.models import Assignment, Media
+from annotation.models import Assignment, ContentMixin, Media
 from annotation.scales import options_for
+
+
+def media_sizes(*contents: ContentMixin) -> dict[str, Media]:
+    """The media of these prompts and responses, by hash, with their width and height."""
+    hashes = {sha256 for content in contents for sha256 in content.media_hashes}
+    if not hashes:
+        return {}
+    return {m.sha256: m for m in Media.objects.filter(sha256__in=hashes).only("width", "height")}
+
+
+def shown_parts(
+    content: list[dict], *, project_slug: str, media: dict[str, Media], request=None
+) -> list[dict]:
+    """Content parts as pages and the API show them: text, and images by their media URL
+    (absolute with ``request``) with their size when known."""
+    shown = []
+    for part in content:
+        if part["type"] == "text":
+            shown.append({"type": "text", "text": part["text"]})
+            continue
+        url = reverse("media", args=[project_slug, part["media"]])
+        image = {"type": "image", "url": request.build_absolute_uri(url) if request else url}
+        if part["media"] in media:
+            image["width"] = media[part["media"]].width
+            image["height"] = media[part["media"]].height
+        shown.append(image)
+    return shown
 
 
 def assignment_payload(assignment: Assignment, *, request=None) -> dict:
@@ -19,26 +46,10 @@ def assignment_payload(assignment: Assignment, *, request=None) -> dict:
         left, right = pair.response_a, pair.response_b
     else:
         left, right = pair.response_b, pair.response_a
-    hashes = {*pair.prompt.media_hashes, *left.media_hashes, *right.media_hashes}
-    media = (
-        {m.sha256: m for m in Media.objects.filter(sha256__in=hashes).only("width", "height")}
-        if hashes
-        else {}
-    )
+    media = media_sizes(pair.prompt, left, right)
 
     def parts(content: list[dict]) -> list[dict]:
-        shown = []
-        for part in content:
-            if part["type"] == "text":
-                shown.append({"type": "text", "text": part["text"]})
-                continue
-            url = reverse("media", args=[project.slug, part["media"]])
-            image = {"type": "image", "url": request.build_absolute_uri(url) if request else url}
-            if part["media"] in media:
-                image["width"] = media[part["media"]].width
-                image["height"] = media[part["media"]].height
-            shown.append(image)
-        return shown
+        return shown_parts(content, project_slug=project.slug, media=media, request=request)
 
     return {
         "id": assignment.pk,
