@@ -36,6 +36,7 @@ from annotation.selectors import (
     PAIR_PAGE_SIZES,
     PAIR_SORTS,
     PairFilters,
+    PairPage,
     pair_neighbours,
     pairs_browse,
     pairs_matching,
@@ -288,13 +289,55 @@ def _browser_page(
         "error": error,
         "is_curator": is_curator,
         "annotators": project_annotators(project) if is_curator and page else [],
-        "statuses": PairStatus.choices,
-        "sorts": PAIR_SORTS,
         "min_priority": MIN_PRIORITY,
         "max_priority": MAX_PRIORITY,
+        **(_links(project, form, page) if page else {}),
     }
     template = f"{PAGE}#pairs_results" if request.htmx else PAGE
     return render(request, template, context, status=status)
+
+
+def _links(project: Project, form: PairFilterForm, page: PairPage) -> dict:
+    """Every link of the results, each a URL holding the whole filter."""
+    base = reverse("pairs", args=[project.slug])
+    filters = form.filters()
+    current = f"{'-' if filters.descending else ''}{filters.sort}"
+
+    def url(**changes: str) -> str:
+        query = form.query(cursor=False, **changes)
+        return f"{base}?{query}" if query else base
+
+    def sort_url(name: str) -> str:
+        return url(sort="" if current == f"-{name}" else (f"-{name}" if current == name else name))
+
+    chosen = set(filters.statuses)
+    return {
+        "sort_links": {
+            name: {
+                "url": sort_url(name),
+                "label": sort.label,
+                "current": current.lstrip("-") == name,
+                "descending": filters.descending,
+            }
+            for name, sort in PAIR_SORTS.items()
+        },
+        "status_links": [
+            {
+                "value": value,
+                "label": label,
+                "count": page.counts[value],
+                "url": url(status=value),
+                "active": value in chosen,
+            }
+            for value, label in PairStatus.choices
+        ],
+        "all_statuses_url": url(status=""),
+        "first_url": url() if page.prev_cursor else None,
+        "prev_url": url(before=page.prev_cursor) if page.prev_cursor else None,
+        "next_url": url(after=page.next_cursor) if page.next_cursor else None,
+        "row_query": form.query(),
+        "filter_items": form.items(cursor=False),
+    }
 
 
 @require_GET
