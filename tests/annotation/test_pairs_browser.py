@@ -14,9 +14,16 @@ from django.urls import reverse
 from annotation.content import image_part, text_part
 from annotation.models import PairRestriction, PairStatus, Skip
 from annotation.selectors import PairFilters, cursor_encode, pairs_browse
+from judges.models import FilterRun
 from tests.annotation.queue_support import make_image, secret_pair
 from tests.annotation.test_workbench_page import assert_csp_clean
 from tests.factories import PairFactory, make_prompt
+from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
+    canonical,
+    celery_eager,
+    make_judges,
+    use_scripted_judges,
+)
 
 
 def browser_url(project, **query) -> str:
@@ -335,3 +342,67 @@ def test_secret_pair_fields_reach_staff_only_through_their_pages(client_for, car
     secret_pair(project, 1, with_images=True)
     html = client_for(carol).get(browser_url(project)).content.decode()
     assert "import-id-narwhal-1" in html
+
+
+# ---- Send to judges ----
+
+
+@pytest.fixture
+def judge(monkeypatch, celery_eager):  # noqa: F811 - celery_eager is a fixture
+    use_scripted_judges(monkeypatch, {"sharp-judge": canonical("A")})
+    return make_judges("sharp-judge")[0]
+
+
+def test_send_checked_pairs_to_judges(
+    client_for, carol, project, many, judge, django_capture_on_commit_callbacks
+):
+    client = client_for(carol)
+    runs_url = reverse("judges:runs-for-pairs", args=[project.slug])
+    chosen = [many[1].pk, many[3].pk, many[4].pk]  # p04 is queued: not judged
+    form = client.post(runs_url, {"pair": chosen, "task": "edit"})
+    assert form.status_code == 200
+    text = " ".join(unescape(re.sub(r"<[^>]+>", " ", form.content.decode())).split())
+    assert "3 pairs chosen in the pairs browser; 2 of them imported" in text
+    assert not FilterRun.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        started = client.post(
+            runs_url,
+            {
+                "pair": chosen,
+                "task": "edit",
+                "start": "1",
+                "judges": [judge.pk],
+                "threshold": "0.9",
+            },
+        )
+    run = FilterRun.objects.get()
+    assert started.status_code == 302 and started["Location"].endswith(f"/runs/{run.pk}/")
+    assert set(run.pairs.values_list("pk", flat=True)) == {many[1].pk, many[3].pk}
+
+
+def test_send_all_matching_to_judges(
+    client_for, carol, project, many, judge, django_capture_on_commit_callbacks
+):
+    runs_url = reverse("judges:runs-for-pairs", args=[project.slug])
+    data = {
+        "all_matching": "on",
+        "task": "t2i",
+        "status": "imported",
+        "start": "1",
+        "threshold": "0.9",
+    }
+    with django_capture_on_commit_callbacks(execute=True):
+        client_for(carol).post(runs_url, {**data, "judges": [judge.pk]})
+    judged = set(FilterRun.objects.get().pairs.values_list("external_id", flat=True))
+    assert judged == {"p03", "p09", "p15", "p21", "p27"}
+
+
+def test_send_to_judges_is_the_curators(client_for, alice, dave, eve, carol, project, many):
+    runs_url = reverse("judges:runs-for-pairs", args=[project.slug])
+    data = {"pair": [many[1].pk]}
+    assert client_for(eve).post(runs_url, data).status_code == 404
+    assert client_for(alice).post(runs_url, data).status_code == 403
+    assert client_for(dave).post(runs_url, data).status_code == 403
+    assert client_for(carol).get(runs_url).status_code == 405
+    empty = client_for(carol).post(runs_url, {"task": "edit"})
+    assert empty.status_code == 302 and empty["Location"] == browser_url(project, task="edit")
