@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from datetime import timedelta
 from statistics import median
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -48,6 +48,18 @@ from annotation.models import (
     Skip,
     Vote,
 )
+
+if TYPE_CHECKING:
+    from typing import Any, TypedDict
+
+    from django_stubs_ext import WithAnnotations
+
+    class _BrowseAnnotations(TypedDict):
+        sort_value: Any  # the row's sort key (its type depends on the sort)
+        skip_count: int  # on the page's rows; neighbour lookups fetch only ids
+
+    # A pair as the browser's keyset query returns it.
+    AnnotatedPair = WithAnnotations[Pair, _BrowseAnnotations]
 
 
 def projects_for_user(user) -> list[dict]:
@@ -491,7 +503,7 @@ def cursor_decode(cursor: str, *, sort: str) -> tuple[object, int]:
 
 def _keyset_rows(
     pairs: QuerySet[Pair], *, filters: PairFilters, cursor: str | None, forward: bool, limit: int
-) -> list[Pair]:
+) -> list[AnnotatedPair]:
     """Up to ``limit`` rows of ``pairs`` in the filters' sort order, after the cursor (or,
     not ``forward``, before it, returned in page order)."""
     ascending = forward != filters.descending
@@ -505,7 +517,8 @@ def _keyset_rows(
         else:
             pairs = pairs.filter(Q(sort_key__lt=key) | Q(sort_key=key, id__lt=pair_id))
     order = ("sort_key", "id") if ascending else ("-sort_key", "-id")
-    rows = list(pairs.order_by(*order)[:limit])
+    # The page's query also carries skip_count (_page_rows): the stubs lose it across calls.
+    rows = cast("list[AnnotatedPair]", list(pairs.order_by(*order)[:limit]))
     return rows if forward else rows[::-1]
 
 

@@ -88,7 +88,8 @@ class PairFilterForm(forms.Form):
         choices=[(n, n) for n in PAIR_PAGE_SIZES],
         coerce=int,
         required=False,
-        empty_value=DEFAULT_PAIR_PAGE_SIZE,
+        # The stubs type empty_value as a string; the coerced value is an int like the choices.
+        empty_value=DEFAULT_PAIR_PAGE_SIZE,  # type: ignore[arg-type]
         label="Per page",
     )
     after = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -136,7 +137,9 @@ class PairFilterForm(forms.Form):
         """The filter as it was sent (name, value), empty values left out; without the page
         cursor unless ``cursor``."""
         names = [n for n in PairFilterForm.base_fields if cursor or n not in ("after", "before")]
-        return [(name, value) for name in names for value in self.data.getlist(name) if value]
+        # Bound from request.GET or request.POST (or a QueryDict of them): multi-valued.
+        data = cast(QueryDict, self.data)
+        return [(name, value) for name in names for value in data.getlist(name) if value]
 
     def query(self, *, cursor: bool = True, **changes: str) -> str:
         """The query string of this filter, with ``changes`` (an empty value drops a name)."""
@@ -255,7 +258,9 @@ BULK_ACTIONS: dict[str, tuple[type[PairSelectionForm], Callable[[Project, dict],
 def form_error_text(form: forms.Form) -> str:
     """Every error of a form, each naming its field."""
     return " ".join(
-        " ".join(errors) if field == "__all__" else f"{field}: {' '.join(errors)}"
+        " ".join(map(str, errors))
+        if field == "__all__"
+        else f"{field}: {' '.join(map(str, errors))}"
         for field, errors in form.errors.items()
     )
 
