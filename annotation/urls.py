@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import adjudication, curator, home, imports, media, settings, workbench
+from annotation.views import (
+    adjudication,
+    curator,
+    home,
+    imports,
+    media,
+    pairs,
+    settings,
+    workbench,
+)
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -40,6 +49,14 @@ urlpatterns = [
         "p/<slug:slug>/adjudication/<int:pair_id>/decide/",
         adjudication.adjudication_decide,
         name="adjudication-decide",
+    ),
+    path("p/<slug:slug>/pairs/", pairs.pairs_browser, name="pairs"),
+    path("p/<slug:slug>/pairs/bulk/<slug:action>/", pairs.pairs_bulk, name="pairs-bulk"),
+    path("p/<slug:slug>/pairs/<int:pair_id>/", pairs.pair_detail, name="pair"),
+    path(
+        "p/<slug:slug>/pairs/id/<path:external_id>",
+        pairs.pair_by_external_id,
+        name="pair-by-external-id",
     ),
     path("p/<slug:slug>/settings/", settings.settings_page, name="project-settings"),
     path(

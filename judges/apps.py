@@ -14,3 +14,8 @@ class JudgesConfig(AppConfig):
         from judges.reports import judge_agreement_section
 
         register_report_section("per_judge", judge_agreement_section)
+
+        from annotation.pair_sections import register_pair_section
+        from judges.selectors import pair_verdicts
+
+        register_pair_section("judges", "judges/pair_verdicts.html", pair_verdicts)

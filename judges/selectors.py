@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 
-from annotation.models import Project
+from annotation.models import Pair, Project
 from judges.models import FilterRun, Judge, Verdict
 from judges.services.ensemble import ensemble_decide, judge_stats
 from judges.services.runs import ORDERS, stalled_filter_runs, verdict_rows
@@ -99,3 +99,41 @@ def _live_judge_stats(run: FilterRun) -> dict[str, dict]:
     decisions = {pk: ensemble_decide(v, threshold=run.threshold) for pk, v in votes.items()}
     names = dict(run.judges.values_list("pk", "name"))
     return {names[pk]: stats for pk, stats in judge_stats(rows, decisions).items()}
+
+
+def pair_verdicts(pair: Pair) -> dict:
+    """The pair page's judges section: every verdict on ``pair``, per run and judge with both
+    orders side by side, newest run first, and the ensemble decision written onto the pair.
+    Two queries."""
+    verdicts = (
+        Verdict.objects.filter(pair=pair)
+        .select_related("judge", "run")
+        .order_by("-run__created_at", "-run_id", "judge__name", "order")
+    )
+    runs: dict[int, dict[str, Any]] = {}
+    for verdict in verdicts:
+        run = runs.setdefault(verdict.run_id, {"run": verdict.run, "judges": {}})
+        run["judges"].setdefault(verdict.judge.name, {})[verdict.order] = verdict
+    summary = pair.ensemble_summary or {}
+    return {
+        "pair": pair,
+        "runs": [
+            {
+                "run": entry["run"],
+                "judges": [
+                    {"name": name, "orders": [orders.get(order) for order in ORDERS]}
+                    for name, orders in entry["judges"].items()
+                ],
+            }
+            for entry in runs.values()
+        ],
+        "orders": ORDERS,
+        "decision": {
+            "label": pair.ensemble_label,
+            "agreement": pair.ensemble_agreement,
+            "run": summary.get("run"),
+            "threshold": summary.get("threshold"),
+            "votes": summary.get("votes") or {},
+            "invalid": summary.get("invalid"),
+        },
+    }

@@ -7,6 +7,7 @@ from judges import views
 app_name = "judges"
 urlpatterns: list = [
     path("p/<slug:slug>/runs/", views.run_list, name="runs"),
+    path("p/<slug:slug>/runs/for-pairs/", views.run_for_pairs, name="runs-for-pairs"),
     path("p/<slug:slug>/runs/<int:run_id>/", views.run_detail, name="run"),
     path("p/<slug:slug>/runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("p/<slug:slug>/runs/<int:run_id>/resume/", views.run_resume, name="run-resume"),

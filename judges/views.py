@@ -6,11 +6,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.models import PairStatus, Role
+from annotation.views.pairs import PairSelectionForm, form_error_text
 from config.errors import status_for
 from judges.access import get_run_for_user
 from judges.forms import FilterRunForm
@@ -30,8 +32,29 @@ def run_list(request, slug: str):
     roles = CURATORS if request.method == "POST" else STAFF_ROLES
     project, role = get_project_for_user(request.user, slug, roles=roles)
     form = FilterRunForm(request.POST or None, project=project)
+    return _start_run(request, project, role, form)
+
+
+@login_required
+@require_POST
+def run_for_pairs(request, slug: str):
+    """The start form for the pairs chosen in the pairs browser (checked, or all matching its
+    filter); submitted with ``start``, it starts a run on those of them still imported."""
+    project, role = get_project_for_user(request.user, slug, roles=CURATORS)
+    selection = PairSelectionForm(request.POST, project=project)
+    if not selection.is_valid():
+        messages.error(request, form_error_text(selection))
+        return redirect(f"{reverse('pairs', args=[project.slug])}?{selection.query()}")
+    form = FilterRunForm(request.POST if "start" in request.POST else None, project=project)
+    return _start_run(request, project, role, form, selection=selection)
+
+
+def _start_run(request, project, role: str, form: FilterRunForm, selection=None):
+    """The runs page with its start form; a bound, valid form starts the run (on the
+    selection's pairs when there is one)."""
+    pks = selection.cleaned_data["pks"] if selection else None
     status = 200
-    if request.method == "POST" and form.is_valid():
+    if form.is_bound and form.is_valid():
         try:
             run = filter_run_create(
                 project=project,
@@ -39,6 +62,7 @@ def run_list(request, slug: str):
                 threshold=form.cleaned_data["threshold"],
                 budget_per_task=form.cleaned_data["budget_per_task"],
                 created_by=request.user,
+                pair_ids=pks,
             )
         except ValidationError as exc:
             for field, errors in exc.message_dict.items():
@@ -49,6 +73,7 @@ def run_list(request, slug: str):
         else:
             messages.success(request, f"Filter run {run.pk} started.")
             return redirect("judges:run", slug=project.slug, run_id=run.pk)
+    imported = project.pairs.filter(status=PairStatus.IMPORTED)
     context = {
         "project": project,
         "role": role,
@@ -56,8 +81,10 @@ def run_list(request, slug: str):
             (run, easy_votes(threshold=run.threshold, judges=len(run.judges.all())))
             for run in project.filter_runs.prefetch_related("judges")
         ],
-        "imported": project.pairs.filter(status=PairStatus.IMPORTED).count(),
+        "imported": (imported.filter(pk__in=pks) if pks else imported).count(),
         "form": form if role == Role.CURATOR else None,
+        "selection": selection,
+        "selected": len(pks) if pks else 0,
     }
     return render(request, "judges/run_list.html", context, status=status)
 
