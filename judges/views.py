@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.forms import ModelMultipleChoiceField
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -47,8 +50,9 @@ def run_list(request, slug: str):
             messages.error(request, str(exc))
             status = status_for(exc)
         else:
-            messages.success(request, f"Filter run {run.pk} started.")
+            messages.success(request, f"Run {run.number} started.")
             return redirect("judges:run", slug=project.slug, run_id=run.pk)
+    imported = project.pairs.filter(status=PairStatus.IMPORTED).count()
     context = {
         "project": project,
         "role": role,
@@ -56,10 +60,21 @@ def run_list(request, slug: str):
             (run, easy_votes(threshold=run.threshold, judges=len(run.judges.all())))
             for run in project.filter_runs.prefetch_related("judges")
         ],
-        "imported": project.pairs.filter(status=PairStatus.IMPORTED).count(),
+        "imported": imported,
         "form": form if role == Role.CURATOR else None,
+        "start_blocked": _start_blocked(form=form, imported=imported),
     }
     return render(request, "judges/run_list.html", context, status=status)
+
+
+def _start_blocked(*, form: FilterRunForm, imported: int) -> str:
+    """Why the Start run button is disabled, or "" when a run can start."""
+    if not imported:
+        return "Nothing to judge: no pair is imported and waiting. Import pairs first."
+    # Declared as a ModelMultipleChoiceField; ``fields`` is typed by the base class.
+    if not cast(ModelMultipleChoiceField, form.fields["judges"]).queryset.exists():
+        return "No judge is available to this project yet."
+    return ""
 
 
 @login_required
@@ -88,9 +103,9 @@ def _render_run(request, run, role: str, status: int = 200):
 def run_cancel(request, slug: str, run_id: int):
     run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
     if filter_run_cancel(run=run):
-        messages.success(request, f"Filter run {run.pk} cancelled; its pairs are imported again.")
+        messages.success(request, f"Run {run.number} cancelled; its pairs are imported again.")
     else:
-        messages.error(request, f"Filter run {run.pk} had already {run.status}.")
+        messages.error(request, f"Run {run.number} had already {run.status}.")
     return redirect("judges:run", slug=slug, run_id=run.pk)
 
 
@@ -106,5 +121,5 @@ def run_resume(request, slug: str, run_id: int):
         messages.error(request, str(exc))
         return _render_run(request, run, role, status=status_for(exc))
     else:
-        messages.success(request, f"Filter run {run.pk} resumed: {enqueued} calls enqueued.")
+        messages.success(request, f"Run {run.number} resumed: {enqueued} calls enqueued.")
     return redirect("judges:run", slug=slug, run_id=run.pk)

@@ -70,7 +70,7 @@ def test_each_role_gets_exactly_the_tabs_it_may_use(request, client_for, project
 def test_curator_pages_all_carry_the_same_header_with_their_tab_current(client_for, carol, project):
     from judges.models import FilterRun
 
-    run = FilterRun.objects.create(project=project)
+    run = FilterRun.objects.create(project=project, number=1)
     pair = PairFactory(project=project, status="disputed")
     client = client_for(carol)
     pages = {
