@@ -3,7 +3,8 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -69,3 +70,9 @@ def healthz(request):
     healthy = all(value == "ok" for value in checks.values())
     body = {"status": "ok" if healthy else "error", **checks}
     return JsonResponse(body, status=200 if healthy else 503)
+
+
+@require_GET
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page links; the icon is an SVG."""
+    return redirect(static("favicon.svg"), permanent=True)

@@ -5,6 +5,7 @@ linked for signed-in users, the admin for operators only."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from django.http import HttpResponse
@@ -141,3 +142,17 @@ def test_api_docs_for_signed_in_users_and_the_admin_for_operators_only(
     assert [label for label, _, _ in nav_tabs(body)] == [
         label for label, _ in existing(project.slug, ROLE_TABS["carol"])
     ]
+
+
+def test_every_page_links_the_favicon_and_favicon_ico_leads_to_it(client, client_for, carol):
+    icon = "/static/favicon.svg"
+    assert f'<link rel="icon" href="{icon}" type="image/svg+xml">' in (
+        client.get(reverse("login")).content.decode()
+    )
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response.url == icon
+    assert (
+        (Path(__file__).resolve().parents[2] / "static" / "favicon.svg")
+        .read_text()
+        .startswith("<svg")
+    )
