@@ -58,7 +58,7 @@ def projects_for_user(user) -> list[dict]:
         )
         .order_by("project__name")
     )
-    rows = []
+    rows: list[dict] = []
     for m in memberships:
         if m.role == Role.ANNOTATOR:
             left = pairs_left(project=m.project, annotator=user)
@@ -107,7 +107,7 @@ def project_overview(*, project: Project, now=None) -> dict:
         .annotate(
             pairs=Count("id"),
             # A pair's votes past its target (a late vote after lease expiry) add no progress.
-            votes=Sum(Least("vote_count", "target_votes"), filter=Q(is_gold=False)),
+            votes_in=Sum(Least("vote_count", "target_votes"), filter=Q(is_gold=False)),
             target=Sum("target_votes", filter=Q(is_gold=False)),
         )
         .order_by()
@@ -123,7 +123,7 @@ def project_overview(*, project: Project, now=None) -> dict:
         if row["status"] == PairStatus.CONSENSUS:
             task["decided"] += row["pairs"]
         if row["status"] in ANNOTATION_STATUSES:
-            task["votes"] += row["votes"] or 0
+            task["votes"] += row["votes_in"] or 0
             task["target"] += row["target"] or 0
     midnight = _local_midnight(now or timezone.now())
     votes_today = Vote.objects.filter(
@@ -159,7 +159,9 @@ def overview_next_steps(*, project: Project, role: str, by_status: dict[str, int
         url = project_url(url_name, project.slug) if curator else None
         return label, url and url + fragment
 
-    count = by_status.get
+    def count(status: str) -> int:
+        return by_status.get(status, 0)
+
     steps = []
     if not by_status:
         steps.append(_step("No pairs yet", link("import some", "imports")))
@@ -178,7 +180,7 @@ def overview_next_steps(*, project: Project, role: str, by_status: dict[str, int
     if count(PairStatus.DISPUTED):
         pairs = _pairs(count(PairStatus.DISPUTED))
         steps.append(_step(f"{pairs} disputed", link("adjudicate", "adjudication")))
-    open_pairs = sum(count(status, 0) for status in OPEN_STATUSES)
+    open_pairs = sum(count(status) for status in OPEN_STATUSES)
     if open_pairs:
         steps.append(
             _step(

@@ -72,7 +72,8 @@ def _start_blocked(*, form: FilterRunForm, imported: int) -> str:
     if not imported:
         return "Nothing to judge: no pair is imported and waiting. Import pairs first."
     # Declared as a ModelMultipleChoiceField; ``fields`` is typed by the base class.
-    if not cast(ModelMultipleChoiceField, form.fields["judges"]).queryset.exists():
+    judges = cast(ModelMultipleChoiceField, form.fields["judges"]).queryset
+    if judges is None or not judges.exists():
         return "No judge is available to this project yet."
     return ""
 
