@@ -5,8 +5,15 @@ what people answered. Curators use the in-app project pages instead."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import OuterRef, Subquery
+from django.urls import reverse
+from django.utils.html import format_html
 
 from annotation import models
+from annotation.scales import LIKERT6_LABELS, on_screen_vote
+
+THUMBNAIL_SIDE = 64  # px, in the media list
+PREVIEW_SIDE = 480  # px, on a medium's own page
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -14,6 +21,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ViewOnlyAdmin(ReadOnlyAdmin):
+    """Records that other rows or outcomes depend on: nothing added, changed or deleted."""
+
+    def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
 
@@ -40,11 +54,43 @@ class MembershipAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user", "project"]
 
 
+def _image(media: models.Media, side: int):
+    """The served copy (the original without metadata) through the media view of a project
+    that uses it (operators may see every project's), at most ``side`` px on its long side."""
+    slug = getattr(media, "preview_slug", None)
+    if slug is None:
+        return "—"
+    scale = min(1.0, side / max(media.width or side, media.height or side, 1))
+    return format_html(
+        '<img src="{}" alt="" width="{}" height="{}" loading="lazy">',
+        reverse("media", args=[slug, media.sha256]),
+        max(1, round((media.width or side) * scale)),
+        max(1, round((media.height or side) * scale)),
+    )
+
+
 @admin.register(models.Media)
 class MediaAdmin(ReadOnlyAdmin):
-    list_display = ["sha256", "format", "width", "height", "size_bytes", "created_at"]
+    list_display = ["thumbnail", "sha256", "format", "width", "height", "size_bytes", "created_at"]
     list_filter = ["format"]
     search_fields = ["sha256"]
+    readonly_fields = ["preview"]
+
+    def get_queryset(self, request):
+        first_project = models.ProjectMedia.objects.filter(media=OuterRef("pk")).order_by("pk")
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(preview_slug=Subquery(first_project.values("project__slug")[:1]))
+        )
+
+    @admin.display(description="Image")
+    def thumbnail(self, media: models.Media):
+        return _image(media, THUMBNAIL_SIDE)
+
+    @admin.display(description="Preview")
+    def preview(self, media: models.Media):
+        return _image(media, PREVIEW_SIDE)
 
 
 @admin.register(models.Prompt)
@@ -129,10 +175,37 @@ class ImportJobAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Vote)
 class VoteAdmin(ReadOnlyAdmin):
-    list_display = ["pair", "annotator", "side", "value", "is_extra", "created_at"]
+    list_display = [
+        "pair",
+        "annotator",
+        "as_shown",
+        "shown",
+        "side",
+        "value",
+        "is_extra",
+        "created_at",
+    ]
     list_filter = ["side", "is_extra", "pair__project"]
     search_fields = ["pair__external_id", "annotator__username"]
-    list_select_related = ["pair", "annotator"]
+    list_select_related = ["pair__project", "annotator"]
+
+    @admin.display(description="Vote as the annotator saw it")
+    def as_shown(self, vote: models.Vote) -> str:
+        """The choice in the annotator's on-screen terms (left, right, tie; likert6 1 = left
+        much better), as the comparison page offered it."""
+        shown = on_screen_vote(
+            scale=vote.pair.project.scale,
+            left_is_a=vote.left_is_a,
+            side=vote.side,
+            value=vote.value,
+        )
+        if shown["value"] is not None:
+            return f"{shown['value']} · {LIKERT6_LABELS[shown['value'] - 1]}"
+        return shown["choice"]
+
+    @admin.display(description="Shown")
+    def shown(self, vote: models.Vote) -> str:
+        return "A left, B right" if vote.left_is_a else "B left, A right"
 
 
 @admin.register(models.Skip)

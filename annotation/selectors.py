@@ -32,8 +32,9 @@ from django.db.models import (
     When,
 )
 from django.db.models.expressions import Combinable, RawSQL
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Least
 from django.http import Http404
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 
@@ -53,6 +54,7 @@ from annotation.models import (
     Skip,
     Vote,
 )
+from annotation.navigation import project_url
 
 if TYPE_CHECKING:
     from typing import Any, TypedDict
@@ -68,46 +70,151 @@ if TYPE_CHECKING:
 
 
 def projects_for_user(user) -> list[dict]:
-    """The user's projects with their role and pair counts, one query."""
+    """The user's projects with their role; staff rows carry the project's pair counts,
+    annotator rows only the pairs ``left`` for the user (annotators see no project totals).
+    One query, plus one per project the user annotates."""
     memberships = (
         Membership.objects.filter(user=user)
         .select_related("project")
         .annotate(
             pairs_total=Count("project__pairs"),
-            pairs_open=Count(
-                "project__pairs",
-                filter=Q(project__pairs__status__in=[PairStatus.QUEUED, PairStatus.ANNOTATING]),
-            ),
+            pairs_open=Count("project__pairs", filter=Q(project__pairs__status__in=OPEN_STATUSES)),
         )
         .order_by("project__name")
     )
-    rows = [
-        {
-            "project": m.project,
-            "role": m.role,
-            "pairs_total": m.pairs_total,
-            "pairs_open": m.pairs_open,
-        }
-        for m in memberships
-    ]
+    rows: list[dict] = []
+    for m in memberships:
+        if m.role == Role.ANNOTATOR:
+            left = pairs_left(project=m.project, annotator=user)
+            rows.append({"project": m.project, "role": m.role, "left": left})
+        else:
+            rows.append(
+                {
+                    "project": m.project,
+                    "role": m.role,
+                    "pairs_total": m.pairs_total,
+                    "pairs_open": m.pairs_open,
+                }
+            )
     if user.is_superuser:
         member_of = {row["project"].pk for row in rows}
         others = Project.objects.exclude(pk__in=member_of).annotate(
             pairs_total=Count("pairs"),
-            pairs_open=Count(
-                "pairs", filter=Q(pairs__status__in=[PairStatus.QUEUED, PairStatus.ANNOTATING])
-            ),
+            pairs_open=Count("pairs", filter=Q(pairs__status__in=OPEN_STATUSES)),
         )
         rows += [
             {
                 "project": p,
-                "role": "curator",
+                "role": Role.CURATOR,
                 "pairs_total": p.pairs_total,
                 "pairs_open": p.pairs_open,
             }
             for p in others
         ]
     return rows
+
+
+# ---- Project Overview ----
+
+
+def _local_midnight(now):
+    return timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def project_overview(*, project: Project, now=None) -> dict:
+    """The Overview for curators and researchers: pairs by status (every status, zeros
+    included), per task its pairs, decided pairs and votes against targets (gold pairs take a
+    vote from everyone and have no target), and the votes cast today. Two queries."""
+    rows = (
+        Pair.objects.filter(project=project)
+        .values("task", "status")
+        .annotate(
+            pairs=Count("id"),
+            # A pair's votes past its target (a late vote after lease expiry) add no progress.
+            votes_in=Sum(Least("vote_count", "target_votes"), filter=Q(is_gold=False)),
+            target=Sum("target_votes", filter=Q(is_gold=False)),
+        )
+        .order_by()
+    )
+    by_status: dict[str, int] = {}
+    tasks: dict[str, dict] = {}
+    for row in rows:
+        by_status[row["status"]] = by_status.get(row["status"], 0) + row["pairs"]
+        task = tasks.setdefault(
+            row["task"], {"task": row["task"], "pairs": 0, "decided": 0, "votes": 0, "target": 0}
+        )
+        task["pairs"] += row["pairs"]
+        if row["status"] == PairStatus.CONSENSUS:
+            task["decided"] += row["pairs"]
+        if row["status"] in ANNOTATION_STATUSES:
+            task["votes"] += row["votes_in"] or 0
+            task["target"] += row["target"] or 0
+    midnight = _local_midnight(now or timezone.now())
+    votes_today = Vote.objects.filter(
+        pair__project=project, created_at__gte=midnight, is_adjudication=False
+    ).count()
+    return {
+        "statuses": [
+            {"status": value, "label": label, "pairs": by_status.get(value, 0)}
+            for value, label in PairStatus.choices
+        ],
+        "by_status": by_status,
+        "pairs_total": sum(by_status.values()),
+        "tasks": [tasks[name] for name in sorted(tasks)],
+        "votes_today": votes_today,
+    }
+
+
+def _pairs(count: int) -> str:
+    return f"{count} pair{pluralize(count)}"
+
+
+def _step(text: str, *links: tuple[str, str | None]) -> dict:
+    """A next step: what waits, and the links (label, URL) to act on it, of pages that exist."""
+    return {"text": text, "links": [{"label": label, "url": url} for label, url in links if url]}
+
+
+def overview_next_steps(*, project: Project, role: str, by_status: dict[str, int]) -> list[dict]:
+    """What to do next, from the pairs' statuses: one step per kind of waiting work, most
+    urgent first; links for curators, who can act on them."""
+    curator = role == Role.CURATOR
+
+    def link(label: str, url_name: str, fragment: str = "") -> tuple[str, str | None]:
+        url = project_url(url_name, project.slug) if curator else None
+        return label, url and url + fragment
+
+    def count(status: str) -> int:
+        return by_status.get(status, 0)
+
+    steps = []
+    if not by_status:
+        steps.append(_step("No pairs yet", link("import some", "imports")))
+    if count(PairStatus.JUDGING):
+        pairs = _pairs(count(PairStatus.JUDGING))
+        steps.append(_step(f"{pairs} with the judges", link("follow the run", "judges:runs")))
+    if count(PairStatus.IMPORTED):
+        pairs = _pairs(count(PairStatus.IMPORTED))
+        steps.append(
+            _step(
+                f"{pairs} imported",
+                link("run the judges", "judges:runs"),
+                link("enqueue", "curator-queue", "#controls-heading"),
+            )
+        )
+    if count(PairStatus.DISPUTED):
+        pairs = _pairs(count(PairStatus.DISPUTED))
+        steps.append(_step(f"{pairs} disputed", link("adjudicate", "adjudication")))
+    open_pairs = sum(count(status) for status in OPEN_STATUSES)
+    if open_pairs:
+        steps.append(
+            _step(
+                f"{_pairs(open_pairs)} with the annotators",
+                link("watch the queue", "curator-queue"),
+            )
+        )
+    if by_status and not steps:
+        steps.append(_step("Every pair is decided"))
+    return steps
 
 
 # ---- Curator queue page ----
@@ -337,6 +444,8 @@ def project_tasks(*, project: Project) -> list[str]:
 # ---- Annotation queue ----
 
 OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
+# Pairs that reached the annotators, whose votes count towards a task's progress.
+ANNOTATION_STATUSES = (*OPEN_STATUSES, PairStatus.CONSENSUS, PairStatus.DISPUTED)
 
 
 # Pairs an annotator may claim now: open, with a free slot, not voted on, skipped or leased by
@@ -388,13 +497,19 @@ def annotator_progress(*, project: Project, annotator, now=None) -> dict:
     """The comparison page's progress: votes ``done_today`` (since local midnight) and
     ``done_total``, and the pairs ``left`` for this annotator now. Three queries."""
     now = now or timezone.now()
-    midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    midnight = _local_midnight(now)
     done = Vote.objects.filter(pair__project=project, annotator=annotator).aggregate(
         done_total=Count("id"), done_today=Count("id", filter=Q(created_at__gte=midnight))
     )
-    held = live_assignments(project=project, annotator=annotator, now=now).count()
-    left = claimable_pairs(project=project, annotator=annotator).count() + held
+    left = pairs_left(project=project, annotator=annotator, now=now)
     return {"done_today": done["done_today"], "done_total": done["done_total"], "left": left}
+
+
+def pairs_left(*, project: Project, annotator, now=None) -> int:
+    """The pairs ``annotator`` may still vote on now: those they hold and those they may
+    claim. Two queries."""
+    held = live_assignments(project=project, annotator=annotator, now=now).count()
+    return claimable_pairs(project=project, annotator=annotator).count() + held
 
 
 def assignment_for_annotator(*, user, assignment_id: int) -> Assignment:

@@ -32,6 +32,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(payload, default=str)
 
 
+class SkipServerRequestLines(logging.Filter):
+    """Drops the development server's own line per request (``django.server`` records carry
+    the response's ``status_code``): ``RequestLogMiddleware`` has logged the request as JSON.
+    Its other messages, such as errors, go through as JSON."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not hasattr(record, "status_code")
+
+
 class RequestLogMiddleware:
     """Logs method, path, status, duration and user id; never bodies or headers."""
 

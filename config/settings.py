@@ -360,11 +360,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "config.logging.JsonFormatter"}},
+    "filters": {"no_request_lines": {"()": "config.logging.SkipServerRequestLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.request": {"level": "ERROR"},
-        "django.server": {"level": "WARNING"},
+        # runserver (make demo): one JSON line per request, from RequestLogMiddleware.
+        "django.server": {"level": "WARNING", "filters": ["no_request_lines"], "propagate": True},
         "axes": {"level": "WARNING"},
         # One line per judge call is noise; judge runs record latency and errors themselves.
         "httpx": {"level": "WARNING"},

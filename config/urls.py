@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.views.home import healthz
+from annotation.views.home import favicon, healthz
 from config.errors import api_not_found, server_error
 
 api_v1 = [
@@ -21,6 +21,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", favicon, name="favicon"),
     path("api/v1/", include(api_v1)),
     re_path(r"^api/(?P<unmatched>.*)$", api_not_found),
     path("judges/", include("judges.urls")),

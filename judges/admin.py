@@ -1,6 +1,7 @@
 """Judge admin, for operators only: a judge decides which URL a worker calls and which
 environment variable it sends there, so only superusers add, change or delete one. No key is
-stored, and no page says whether a variable is set."""
+stored, and no page says whether a variable is set. Filter runs and verdicts are records of
+what the judges answered: read-only (curators start and cancel runs on the project pages)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.forms.models import construct_instance
 
-from judges.models import Judge
+from annotation.admin import ViewOnlyAdmin
+from judges.models import FilterRun, Judge, Verdict
 from judges.services.judges import OPTIONS_HELP, judge_check
 
 JUDGE_FIELDS = [
@@ -96,3 +98,22 @@ class JudgeAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return request.user.is_superuser
+
+
+@admin.register(FilterRun)
+class FilterRunAdmin(ViewOnlyAdmin):
+    list_display = ["number", "project", "status", "threshold", "budget_per_task", "created_by"]
+    list_display_links = ["number", "project"]
+    list_filter = ["status", "project"]
+    search_fields = ["project__slug", "error"]
+    list_select_related = ["project", "created_by"]
+    exclude = ["pairs"]  # thousands of pairs: their verdicts list them
+
+
+@admin.register(Verdict)
+class VerdictAdmin(ViewOnlyAdmin):
+    list_display = ["pair", "judge", "run", "order", "outcome", "side", "latency_ms", "created_at"]
+    list_filter = ["outcome", "order", "judge", "run__project"]
+    search_fields = ["pair__external_id", "judge__name", "reasoning"]
+    list_select_related = ["pair", "judge", "run__project"]
+    raw_id_fields = ["run", "pair"]

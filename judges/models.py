@@ -86,6 +86,8 @@ class FilterRun(models.Model):
         CANCELLED = "cancelled", "Cancelled"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="filter_runs")
+    # "Run 3" of its project, assigned by filter_run_create; URLs keep the primary key.
+    number = models.PositiveIntegerField()
     judges = models.ManyToManyField(Judge, related_name="runs")
     pairs = models.ManyToManyField(Pair, related_name="filter_runs", blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -112,10 +114,13 @@ class FilterRun(models.Model):
                 condition=Q(threshold__gt=0.5) & Q(threshold__lte=1),
                 name="filter_run_threshold_range",
             ),
+            models.UniqueConstraint(
+                fields=["project", "number"], name="filter_run_number_unique_per_project"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"filter run {self.pk} on {self.project.slug} ({self.status})"
+        return f"run {self.number} on {self.project.slug} ({self.status})"
 
     @property
     def finished(self) -> bool:

@@ -79,7 +79,9 @@ def filter_run_report(run: FilterRun) -> dict:
     for judge in progress["judges"]:
         for key in (
             "agreement",
+            "agreement_n",
             "position_consistency",
+            "position_consistency_n",
             "median_latency_ms",
             "prompt_tokens",
             "completion_tokens",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.forms import ModelMultipleChoiceField
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -71,9 +74,10 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
             messages.error(request, str(exc))
             status = status_for(exc)
         else:
-            messages.success(request, f"Filter run {run.pk} started.")
+            messages.success(request, f"Run {run.number} started.")
             return redirect("judges:run", slug=project.slug, run_id=run.pk)
-    imported = project.pairs.filter(status=PairStatus.IMPORTED)
+    waiting = project.pairs.filter(status=PairStatus.IMPORTED)
+    imported = (waiting.filter(pk__in=pks) if pks else waiting).count()
     context = {
         "project": project,
         "role": role,
@@ -81,12 +85,24 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
             (run, easy_votes(threshold=run.threshold, judges=len(run.judges.all())))
             for run in project.filter_runs.prefetch_related("judges")
         ],
-        "imported": (imported.filter(pk__in=pks) if pks else imported).count(),
+        "imported": imported,
         "form": form if role == Role.CURATOR else None,
         "selection": selection,
         "selected": len(pks) if pks else 0,
+        "start_blocked": _start_blocked(form=form, imported=imported),
     }
     return render(request, "judges/run_list.html", context, status=status)
+
+
+def _start_blocked(*, form: FilterRunForm, imported: int) -> str:
+    """Why the Start run button is disabled, or "" when a run can start."""
+    if not imported:
+        return "Nothing to judge: no pair is imported and waiting. Import pairs first."
+    # Declared as a ModelMultipleChoiceField; ``fields`` is typed by the base class.
+    judges = cast(ModelMultipleChoiceField, form.fields["judges"]).queryset
+    if judges is None or not judges.exists():
+        return "No judge is available to this project yet."
+    return ""
 
 
 @login_required
@@ -115,9 +131,9 @@ def _render_run(request, run, role: str, status: int = 200):
 def run_cancel(request, slug: str, run_id: int):
     run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
     if filter_run_cancel(run=run):
-        messages.success(request, f"Filter run {run.pk} cancelled; its pairs are imported again.")
+        messages.success(request, f"Run {run.number} cancelled; its pairs are imported again.")
     else:
-        messages.error(request, f"Filter run {run.pk} had already {run.status}.")
+        messages.error(request, f"Run {run.number} had already {run.status}.")
     return redirect("judges:run", slug=slug, run_id=run.pk)
 
 
@@ -133,5 +149,5 @@ def run_resume(request, slug: str, run_id: int):
         messages.error(request, str(exc))
         return _render_run(request, run, role, status=status_for(exc))
     else:
-        messages.success(request, f"Filter run {run.pk} resumed: {enqueued} calls enqueued.")
+        messages.success(request, f"Run {run.number} resumed: {enqueued} calls enqueued.")
     return redirect("judges:run", slug=slug, run_id=run.pk)

@@ -1,9 +1,11 @@
 """The life of an ``ImportJob``: the uploaded files are stored, imported at once when small or
 by a Celery task otherwise, removed once the job has finished (whichever way it finished),
-and a job whose worker died is resumed."""
+and a job whose worker died is resumed. An import from the command line is a job too, so the
+Import page lists it; it has no stored upload (``upload_path`` is empty) and is never resumed."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -13,13 +15,13 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import DatabaseError, InterfaceError, transaction
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.importer import ImportJobFinished, pairs_import
-from annotation.imports.progress import FINISHED, job_error, job_failed
+from annotation.imports.importer import ImportJobFinished, ImportSummary, pairs_import
+from annotation.imports.progress import FINISHED, ProgressCallback, job_error, job_failed
 from annotation.models import ImportJob, Project
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,29 @@ def import_job_submit(
     return job
 
 
+def import_job_run_file(
+    *,
+    project: Project,
+    path: Path,
+    media_root: Path,
+    progress: ProgressCallback | None = None,
+) -> ImportSummary:
+    """Imports a file named on the command line, recorded as a job without a user. Raises as
+    ``pairs_import`` does; a command stopped before the end (Ctrl-C) leaves the job failed."""
+    job = ImportJob.objects.create(
+        project=project, filename=path.name[:255], bytes_total=path.stat().st_size
+    )
+    try:
+        return pairs_import(
+            project=project, source=path, media_root=media_root, job=job, progress=progress
+        )
+    except BaseException:
+        # A lost database connection cannot record anything; the command reports it.
+        with contextlib.suppress(DatabaseError, InterfaceError):
+            import_job_fail(job_id=job.pk, message="The command stopped before the import ended.")
+        raise
+
+
 def import_job_run(*, job: ImportJob) -> ImportJob:
     """Runs a pending job (safe to call twice: a finished job is left alone). The uploaded
     files are removed once the job has finished, also when the import raised."""
@@ -139,10 +164,14 @@ def import_jobs_resume_stalled() -> list[int]:
     resume one job. A second run of a job that was in fact still running is harmless: it
     waits for the project's import lock, then leaves the finished job alone."""
     now = timezone.now()
-    stalled = ImportJob.objects.filter(
-        status__in=_UNFINISHED,
-        progress_at__lt=now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S),
-    ).values_list("pk", "progress_at")
+    stalled = (
+        ImportJob.objects.filter(
+            status__in=_UNFINISHED,
+            progress_at__lt=now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S),
+        )
+        .exclude(upload_path="")  # a command-line import: its command runs it, or is gone
+        .values_list("pk", "progress_at")
+    )
     resumed = []
     for job_id, progress_at in stalled:
         claimed = ImportJob.objects.filter(

@@ -3,12 +3,19 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from annotation.access import get_project_for_user
-from annotation.selectors import projects_for_user
+from annotation.models import Membership, Role
+from annotation.selectors import (
+    annotator_progress,
+    overview_next_steps,
+    project_overview,
+    projects_for_user,
+)
 from config.celery import app as celery_app
 
 
@@ -19,8 +26,22 @@ def home(request):
 
 @login_required
 def project_detail(request, slug: str):
+    """The Overview: an annotator's own progress, or the project's for curators and
+    researchers, with what to do next."""
     project, role = get_project_for_user(request.user, slug)
-    return render(request, "annotation/project_detail.html", {"project": project, "role": role})
+    context: dict = {"project": project, "role": role}
+    if role == Role.ANNOTATOR:
+        context["progress"] = annotator_progress(project=project, annotator=request.user)
+        context["annotator_paused"] = Membership.objects.filter(
+            project=project, user=request.user, paused=True
+        ).exists()
+    else:
+        overview = project_overview(project=project)
+        context["overview"] = overview
+        context["steps"] = overview_next_steps(
+            project=project, role=role, by_status=overview["by_status"]
+        )
+    return render(request, "annotation/project_detail.html", context)
 
 
 def _check_database() -> str:
@@ -49,3 +70,9 @@ def healthz(request):
     healthy = all(value == "ok" for value in checks.values())
     body = {"status": "ok" if healthy else "error", **checks}
     return JsonResponse(body, status=200 if healthy else 503)
+
+
+@require_GET
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page links; the icon is an SVG."""
+    return redirect(static("favicon.svg"), permanent=True)

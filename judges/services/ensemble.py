@@ -114,7 +114,8 @@ class VerdictRow:
 def judge_stats(rows: Iterable[VerdictRow], decisions: dict[int, Decision]) -> dict[int, dict]:
     """Per judge: verdicts by outcome, agreement with the ensemble label, position consistency
     (share of pairs judged validly in both orders where both give the same canonical side),
-    median latency and tokens."""
+    each with its ``_n`` (verdicts compared, pairs judged in both orders), median latency and
+    tokens."""
     by_judge: dict[int, list[VerdictRow]] = defaultdict(list)
     for row in rows:
         by_judge[row.judge_id].append(row)
@@ -141,7 +142,9 @@ def judge_stats(rows: Iterable[VerdictRow], decisions: dict[int, Decision]) -> d
             "error": outcomes["error"],
             "abstain": outcomes["abstain"],
             "agreement": agree / compared if compared else None,
+            "agreement_n": compared,
             "position_consistency": consistent / len(both) if both else None,
+            "position_consistency_n": len(both),
             "median_latency_ms": statistics.median(latencies) if latencies else None,
             "prompt_tokens": sum(row.prompt_tokens or 0 for row in judge_rows),
             "completion_tokens": sum(row.completion_tokens or 0 for row in judge_rows),

@@ -112,8 +112,12 @@ def _filter_run_insert(*, project, judges, threshold, budget_per_task, created_b
     ids = pairs_start_judging(project=project, pair_ids=pair_ids)
     if not ids:
         raise ValidationError({"pairs": "The project has no imported pairs to judge."})
+    # The project's row lock makes concurrent starts take numbers one after the other.
+    Project.objects.select_for_update().filter(pk=project.pk).values_list("pk").get()
+    last = project.filter_runs.aggregate(last=Max("number"))["last"] or 0
     run = FilterRun.objects.create(
         project=project,
+        number=last + 1,
         threshold=threshold,
         budget_per_task=budget_per_task,
         created_by=created_by,

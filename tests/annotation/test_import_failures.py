@@ -311,7 +311,9 @@ def test_stalled_job_is_resumed_once(carol, project, settings, django_capture_on
 def test_a_resumed_job_is_not_resumed_again_while_it_runs(project, settings, monkeypatch):
     settings.ARBITER_STALLED_AFTER_S = 60
     old = timezone.now() - timedelta(seconds=61)
-    job = ImportJob.objects.create(project=project, status="running", progress_at=old)
+    job = ImportJob.objects.create(
+        project=project, status="running", progress_at=old, upload_path=".uploads/x/pairs-a.jsonl"
+    )
     queued = []
     monkeypatch.setattr(jobs, "_enqueue", queued.append)  # the task is slow to start
     assert import_jobs_resume_stalled() == [job.pk]

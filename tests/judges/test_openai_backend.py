@@ -257,7 +257,7 @@ def test_the_api_key_is_sent_but_never_stored_logged_or_shown(
 
     assert server.requests[0].headers["Authorization"] == f"Bearer {SECRET}"
     project_pairs = _pairs(3)
-    run = FilterRun.objects.create(project=project_pairs[0].project)
+    run = FilterRun.objects.create(project=project_pairs[0].project, number=1)
     for pair, result in zip(project_pairs, results, strict=True):
         Verdict.objects.create(
             run=run,

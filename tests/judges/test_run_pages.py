@@ -93,7 +93,7 @@ def test_curator_sees_runs_and_the_start_form(client_for, carol, finished_run):
     assert response.status_code == 200
     body = response.content.decode()
     assert 'name="judges"' in body and 'name="threshold"' in body
-    assert f"#{finished_run.pk}" in body and JUDGES[0] in body
+    assert f"Run {finished_run.number}</a>" in body and JUDGES[0] in body
     assert_no_inline_code(body)
 
 
@@ -112,7 +112,7 @@ def test_pages_say_how_many_votes_the_threshold_means(client_for, carol, finishe
 def test_researcher_watches_but_cannot_start(client_for, dave, project, judges, finished_run):
     client = client_for(dave)
     body = client.get(reverse("judges:runs", args=[project.slug])).content.decode()
-    assert f"#{finished_run.pk}" in body and 'name="threshold"' not in body
+    assert f"Run {finished_run.number}</a>" in body and 'name="threshold"' not in body
     assert client.get(urls(finished_run)["detail"]).status_code == 200
     PairFactory(project=project)
     post = client.post(
@@ -180,8 +180,8 @@ def test_detail_shows_live_progress_and_per_judge_stats(client_for, carol, runni
     row = body.split(JUDGES[0], 1)[1].split("</tr>", 1)[0]
     cells = re.findall(r'<td class="num">(.*?)</td>', row, re.S)
     assert cells[0].strip() == "2 / 4"
-    assert cells[1].strip() == "100%"  # agrees with the ensemble so far
-    assert cells[2].strip() == "100%"  # same side in both orders
+    assert cells[1].strip() == "100% of 2"  # agrees with the ensemble on both its verdicts
+    assert cells[2].strip() == "100% of 1"  # same side in both orders, on the one pair
     assert cells[6].strip() == "200 ms"
     assert cells[7].strip() == "100 / 10"
     other = body.split(JUDGES[1], 1)[1].split("</tr>", 1)[0]
@@ -236,6 +236,78 @@ def test_posts_need_the_csrf_token(carol, project, judges, running_run):
     assert client.post(urls(running_run)["cancel"], HTTP_X_CSRFTOKEN=token).status_code == 302
     running_run.refresh_from_db()
     assert running_run.status == FilterRun.Status.CANCELLED
+
+
+def test_runs_are_numbered_per_project(
+    client_for, carol, project, other_project, judges, django_capture_on_commit_callbacks
+):
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(project=other_project, user=carol, role="curator")
+    client = client_for(carol)
+    started = []
+    for target in (project, other_project, project):
+        PairFactory(project=target)
+        with django_capture_on_commit_callbacks(execute=True):
+            response = client.post(
+                reverse("judges:runs", args=[target.slug]),
+                {"judges": [j.pk for j in judges], "threshold": "0.9"},
+                follow=True,
+            )
+        started.append(response.content.decode())
+    numbers = list(FilterRun.objects.order_by("pk").values_list("project__slug", "number"))
+    assert numbers == [(project.slug, 1), (other_project.slug, 1), (project.slug, 2)]
+    assert "Run 2 started." in started[2] and "<h1>Filter run 2</h1>" in started[2]
+    listing = client.get(reverse("judges:runs", args=[project.slug])).content.decode()
+    assert "Run 1</a>" in listing and "Run 2</a>" in listing
+
+
+def test_a_disabled_start_button_says_why(client_for, carol, project, judges):
+    url = reverse("judges:runs", args=[project.slug])
+    body = client_for(carol).get(url).content.decode()
+    assert 'disabled aria-describedby="start-blocked">Start run</button>' in body
+    assert (
+        '<span id="start-blocked" class="muted">Nothing to judge: no pair is imported and '
+        "waiting. Import pairs first.</span>" in body
+    )
+    PairFactory(project=project)
+    body = client_for(carol).get(url).content.decode()
+    assert '<button type="submit" class="primary">Start run</button>' in body
+    assert "start-blocked" not in body
+
+
+def test_without_judges_the_start_button_says_so(client_for, carol, project):
+    PairFactory(project=project)
+    body = client_for(carol).get(reverse("judges:runs", args=[project.slug])).content.decode()
+    assert "disabled" in body and "No judge is available to this project yet." in body
+
+
+def test_the_started_banner_clears_when_the_run_ends(
+    client_for, carol, project, judges, django_capture_on_commit_callbacks
+):
+    PairFactory.create_batch(2, project=project)
+    client = client_for(carol)
+    with django_capture_on_commit_callbacks(execute=False) as start:  # the worker is slow
+        response = client.post(
+            reverse("judges:runs", args=[project.slug]),
+            {"judges": [j.pk for j in judges], "threshold": "0.9"},
+            follow=True,
+        )
+    page = response.content.decode()
+    assert (
+        '<ul id="messages" class="messages"><li class="msg-success">Run 1 started.</li></ul>'
+        in (page)
+    )
+    run = FilterRun.objects.get()
+    poll = client.get(urls(run)["detail"], HTTP_HX_REQUEST="true").content.decode()
+    assert "hx-swap-oob" not in poll  # still running: the banner stays
+    for callback in start:
+        callback()  # the worker takes the run and finishes it
+    poll = client.get(urls(run)["detail"], HTTP_HX_REQUEST="true").content.decode()
+    assert "Succeeded" in poll and "hx-trigger" not in poll
+    assert '<ul id="messages" class="messages" hx-swap-oob="true"></ul>' in poll
+    full = client.get(urls(run)["detail"]).content.decode()
+    assert "hx-swap-oob" not in full and "Run 1 started." not in full
 
 
 # API --------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.importer import pairs_import
+from annotation.imports.jobs import import_job_run_file
 from annotation.models import Project
 
 
@@ -40,8 +40,8 @@ class Command(BaseCommand):
             raise CommandError(f"No such folder: {media_root}")
         progress = _TerminalProgress(self.stderr) if sys.stderr.isatty() else None
         try:
-            summary = pairs_import(
-                project=project, source=path, media_root=media_root, progress=progress
+            summary = import_job_run_file(
+                project=project, path=path, media_root=media_root, progress=progress
             )
         except ImportFailed as failure:
             if progress:
