@@ -41,6 +41,7 @@ def settings_data(project, **changes) -> dict:
         "lease_minutes": project.lease_minutes,
         "gold_rate": project.gold_rate,
         "gold_min_accuracy": project.gold_min_accuracy,
+        "min_seconds_per_vote": project.min_seconds_per_vote,
         **changes,
     }
     return {key: value for key, value in data.items() if value is not False}
