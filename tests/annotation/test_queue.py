@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import random
 from datetime import timedelta
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -302,3 +304,20 @@ def test_claim_takes_a_small_constant_number_of_queries(project, django_assert_m
     for i in range(6):
         claim_and_vote(project, annotator(project, f"busy{i}"))
     assert _claim_queries(project, annotator(project, "third")) == small
+
+
+def test_enqueue_command_sends_imported_pairs_of_a_task(project):
+    edits = PairFactory.create_batch(2, project=project, task="edit")
+    t2i = PairFactory(project=project, task="t2i")
+    out = io.StringIO()
+    call_command("enqueue", project.slug, "--task", "edit", stdout=out)
+    assert "Queued 2 imported pairs of task edit." in out.getvalue()
+    statuses = dict(Pair.objects.values_list("pk", "status"))
+    assert [statuses[p.pk] for p in edits] == ["queued", "queued"]
+    assert statuses[t2i.pk] == "imported"
+    call_command("enqueue", project.slug, stdout=out)
+    assert Pair.objects.get(pk=t2i.pk).status == "queued"
+    with pytest.raises(CommandError, match="--task: no pairs of task 'cartoon'"):
+        call_command("enqueue", project.slug, "--task", "cartoon")
+    with pytest.raises(CommandError, match="slug: no project 'nope'"):
+        call_command("enqueue", "nope")
