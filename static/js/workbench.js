@@ -4,7 +4,8 @@
 (function () {
   "use strict";
 
-  // Keys pressed this soon after a pair appears are ignored: they were meant for the last one.
+  // Answer keys pressed this soon after a pair appears are ignored: they were meant for the
+  // last one.
   const KEY_GUARD_MS = 300;
   let shownAt = performance.now();
   // "sending": a post is in flight, keys are dropped (no double votes); "settling": the next
@@ -118,7 +119,7 @@
       return;
     }
     if (isTyping(target) || openDialogs()) return; // dialogs close themselves on Escape
-    if (state !== "ready" || tooSoon()) {
+    if (state !== "ready" || (tooSoon() && ANSWERS.test(event.key))) {
       if (SHORTCUTS.test(event.key)) event.preventDefault();
     } else if (handleKey(event.key)) {
       event.preventDefault();
@@ -126,6 +127,8 @@
   }
 
   const SHORTCUTS = /^([1-9]|Arrow(Left|Right|Down)|[sugrz?]|Escape)$/;
+  // The keys that answer a pair, which the guard after a new pair holds back.
+  const ANSWERS = /^([1-9]|Arrow(Left|Right|Down)|[sr])$/;
 
   function handleKey(key) {
     const skipPanel = document.querySelector("[data-skip]");
