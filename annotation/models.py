@@ -48,6 +48,35 @@ GOLD_TARGET_VOTES = 32767
 DEFAULT_GOLD_MIN_ACCURACY = 0.7
 # Gold votes an annotator gives before their accuracy is judged: fewer say too little.
 GOLD_MIN_VOTES = 5
+# A vote given sooner than this after its pair was served is refused; 0 lets any vote in.
+DEFAULT_MIN_SECONDS_PER_VOTE = 0
+
+# Serving order within one priority (annotation/selectors.py, ``NEXT_PAIR_SQL``): each
+# annotator walks the pairs in the order of a scrambled id, ``claim_key``, from a point of
+# their own. The key is a bijection of ids onto [0, CLAIM_KEY_MODULUS) (the modulus is prime
+# and the multiplier, about the modulus over the golden ratio, is coprime to it), so
+# consecutive ids land far apart and a random start point falls anywhere among the pairs.
+CLAIM_KEY_MODULUS = 2_147_483_647
+CLAIM_KEY_MULTIPLIER = 1_327_217_884
+
+
+# Integer arithmetic both databases index and match as written (Django's Mod would cast to
+# numeric on PostgreSQL); the claim's raw SQL uses the same text with the table's alias.
+# ("%%%%" is one "%" once Django and the database driver have each read it.)
+CLAIM_KEY_TEMPLATE = (
+    f"((%(expressions)s %%%% {CLAIM_KEY_MODULUS}) * {CLAIM_KEY_MULTIPLIER})"
+    f" %%%% {CLAIM_KEY_MODULUS}"
+)
+
+
+class ClaimKey(models.Func):
+    template = CLAIM_KEY_TEMPLATE
+    output_field = models.BigIntegerField()
+
+
+def claim_key(pair_id: int) -> int:
+    """The pair's place in the serving order within its priority (as ``pair_claim_idx``)."""
+    return (pair_id % CLAIM_KEY_MODULUS) * CLAIM_KEY_MULTIPLIER % CLAIM_KEY_MODULUS
 
 
 class Project(models.Model):
@@ -82,6 +111,10 @@ class Project(models.Model):
     )
     gold_pause = models.BooleanField(
         default=False, help_text="Pause an annotator whose gold accuracy falls below it."
+    )
+    min_seconds_per_vote = models.PositiveSmallIntegerField(
+        default=DEFAULT_MIN_SECONDS_PER_VOTE,
+        help_text="Votes given sooner after the pair was served are refused (0: off).",
     )
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -133,6 +166,9 @@ class Membership(models.Model):
     # accuracy is then judged afresh on the gold votes they give after ``gold_judged_since``.
     paused = models.BooleanField(default=False)
     gold_judged_since = models.DateTimeField(null=True, blank=True)
+    # Where the annotator's next claim starts in the serving order (a ``claim_key``): after
+    # the pair they last claimed; None until their first claim, which starts at random.
+    claim_cursor = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -365,13 +401,13 @@ class Pair(models.Model):
         ]
         indexes = [
             models.Index(fields=["project", "status", "-priority", "id"], name="pair_queue_idx"),
-            # The claim walks this index in serving order and stops at the first pair it may take.
+            # The claim walks this index in serving order from the annotator's cursor and
+            # stops at the first pair it may take.
             models.Index(
                 F("project"),
                 F("is_gold"),
                 F("priority").desc(),
-                (F("vote_count") + F("lease_count")).desc(),
-                F("id"),
+                ClaimKey(F("id")),
                 name="pair_claim_idx",
                 condition=Q(status__in=["queued", "annotating"])
                 & Q(target_votes__gt=F("vote_count") + F("lease_count")),

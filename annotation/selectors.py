@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from annotation.access import get_project_for_user
 from annotation.models import (
+    CLAIM_KEY_TEMPLATE,
     GOLD_MIN_VOTES,
     Adjudication,
     AgreementReport,
@@ -53,6 +54,7 @@ from annotation.models import (
     Role,
     Skip,
     Vote,
+    claim_key,
 )
 from annotation.navigation import project_url
 
@@ -220,6 +222,15 @@ def overview_next_steps(*, project: Project, role: str, by_status: dict[str, int
 # ---- Curator queue page ----
 
 SKIP_LIST_LIMIT = 100
+# A median time per vote below this is implausibly short for comparing two responses (unless
+# the project sets its own minimum per vote); judged once an annotator has this many votes.
+FAST_MEDIAN_SECONDS = 3
+FAST_MIN_VOTES = 5
+
+
+def fast_median_seconds(project: Project) -> int:
+    """The median time per vote under which the queue page flags an annotator."""
+    return project.min_seconds_per_vote or FAST_MEDIAN_SECONDS
 
 
 class _Median(Aggregate):
@@ -271,7 +282,8 @@ def queue_overview(*, project: Project, now=None) -> dict:
 
 def annotator_throughput(*, project: Project, now=None) -> list[dict]:
     """One row per annotator (members, and anyone who voted or skipped here): votes, votes in
-    the last hour, median time per vote, skips and live leases. A fixed number of queries."""
+    the last hour, median time per vote (``too_fast`` when implausibly short:
+    ``fast_median_seconds``), skips and live leases. A fixed number of queries."""
     now = now or timezone.now()
     votes = Vote.objects.filter(pair__project=project).values("annotator_id").order_by()
     vote_aggregates = {
@@ -319,12 +331,17 @@ def annotator_throughput(*, project: Project, now=None) -> list[dict]:
     for user in users:
         vote_row = vote_rows.get(user.pk, {})
         median_ms = vote_row.get("median_ms")
+        vote_total = vote_row.get("votes", 0)
         rows.append(
             {
                 "annotator": user,
-                "votes": vote_row.get("votes", 0),
+                "votes": vote_total,
                 "last_hour": vote_row.get("last_hour", 0),
                 "median_seconds": None if median_ms is None else round(median_ms / 1000, 1),
+                "too_fast": median_ms is not None
+                and vote_total >= FAST_MIN_VOTES
+                and median_ms < fast_median_seconds(project) * 1000,
+                "fast_below_seconds": fast_median_seconds(project),
                 "last_vote_at": vote_row.get("last_vote_at"),
                 "skips": skips.get(user.pk, 0),
                 "live_leases": leases.get(user.pk, 0),
@@ -409,23 +426,24 @@ def gold_quality(*, project: Project) -> dict:
     return {"gold_open": gold_open, "threshold": threshold, "annotators": rows}
 
 
-def upcoming_media_urls(*, project: Project, annotator, exclude_pair_id: int) -> list[str]:
-    """Media URLs of the pair ``annotator`` will most likely be served after the current one,
-    found without leasing it, so the page can prefetch its images. Sorted by hash: the list
-    says nothing about which image belongs to the prompt or to which response. A hint only;
-    a wrong guess costs one download."""
-    taken = F("vote_count") + F("lease_count")
-    nxt = (
-        claimable_pairs(project=project, annotator=annotator)
-        .exclude(pk=exclude_pair_id)
-        .filter(is_gold=False)
-        .order_by("-priority", taken.desc(), "id")
-        .select_related("prompt", "response_a", "response_b")
-        .only("prompt__content", "response_a__content", "response_b__content")
-        .first()
+def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> list[str]:
+    """Media URLs of the pair ``annotator`` will most likely be served after the one they hold
+    (``after_pair_id``), found without leasing it, so the page can prefetch its images. Sorted
+    by hash: the list says nothing about which image belongs to the prompt or to which
+    response. A hint only; a wrong guess (a gold pair comes next) costs one download."""
+    params = next_pair_params(
+        project=project, annotator=annotator, is_gold=False, cursor=claim_key(after_pair_id) + 1
     )
-    if nxt is None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {NEXT_PAIR_SQL.format(lock='')}", params)
+        (next_id,) = cursor.fetchone()
+    if next_id is None:
         return []
+    nxt = (
+        Pair.objects.select_related("prompt", "response_a", "response_b")
+        .only("prompt__content", "response_a__content", "response_b__content")
+        .get(pk=next_id)
+    )
     hashes = {*nxt.prompt.media_hashes, *nxt.response_a.media_hashes, *nxt.response_b.media_hashes}
     return [reverse("media", args=[project.slug, sha256]) for sha256 in sorted(hashes)]
 
@@ -473,9 +491,42 @@ def claimable_params(*, project: Project, annotator) -> list:
     return [project.pk, annotator.pk, annotator.pk, annotator.pk, annotator.pk]
 
 
+# Serving order: the highest priority that has a pair the annotator may claim, then, within
+# it, the first such pair at or after the annotator's cursor in ``claim_key`` order, wrapping
+# round to the lowest key (``Membership.claim_cursor``: after the pair they claimed last, at
+# random before their first claim). So each annotator walks the pairs in one scrambled order
+# from a start of their own, and neither a pair's position in a session nor the pairs around
+# it line up across annotators. The order used to prefer the pair closest to its target,
+# which made every annotator follow the first one's trail pair by pair; pairs now fill in
+# an order of their own, and the votes on a pair come at independent times.
+# Both steps are index lookups on ``pair_claim_idx`` (project, is_gold, priority desc, key):
+# the priority subquery stops at the first claimable entry, as the claim did before, and the
+# key range starts at the cursor, so pairs the annotator already voted on are not walked
+# again. (Ordering by a hash of pair and annotator would sort every claimable pair.)
+# ``{lock}``: the claim's row lock, on both lookups. Params: ``next_pair_params()``.
+_CLAIM_KEY_SQL = CLAIM_KEY_TEMPLATE % {"expressions": "p.id"}
+_IN_TOP_PRIORITY = f"""{CLAIMABLE_WHERE} AND p.is_gold = %s AND p.priority = (
+        SELECT p.priority FROM {Pair._meta.db_table} p
+        WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s ORDER BY p.priority DESC LIMIT 1)"""
+NEXT_PAIR_SQL = f"""COALESCE(
+    (SELECT p.id FROM {Pair._meta.db_table} p
+     WHERE {_IN_TOP_PRIORITY} AND {_CLAIM_KEY_SQL} >= %s
+     ORDER BY {_CLAIM_KEY_SQL} LIMIT 1 {{lock}}),
+    (SELECT p.id FROM {Pair._meta.db_table} p
+     WHERE {_IN_TOP_PRIORITY}
+     ORDER BY {_CLAIM_KEY_SQL} LIMIT 1 {{lock}}))"""
+
+
+def next_pair_params(*, project: Project, annotator, is_gold: bool, cursor: int) -> list:
+    """``NEXT_PAIR_SQL``'s params: the first pair at or after ``cursor`` (a claim key)."""
+    claimable = claimable_params(project=project, annotator=annotator)
+    top_priority = [*claimable, is_gold, *claimable, is_gold]
+    return [*top_priority, cursor, *top_priority]
+
+
 def claimable_pairs(*, project: Project, annotator) -> QuerySet[Pair]:
     """Pairs ``annotator`` may claim now (see ``CLAIMABLE_WHERE``). Unordered: the claim
-    orders them along ``pair_claim_idx``."""
+    takes them in serving order (``NEXT_PAIR_SQL``)."""
     sql = f"SELECT p.id FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE}"
     return Pair.objects.filter(
         pk__in=RawSQL(sql, claimable_params(project=project, annotator=annotator))

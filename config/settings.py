@@ -371,5 +371,8 @@ LOGGING = {
         # One line per judge call is noise; judge runs record latency and errors themselves.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # Closing a connection the server already dropped is logged as a warning by psycopg;
+        # the error that matters reaches the caller (and the command line prints it once).
+        "psycopg": {"level": "ERROR"},
     },
 }

@@ -3,8 +3,6 @@ the blinded view (``annotation.presentation``): left and right, never A/B or mod
 
 from __future__ import annotations
 
-from typing import cast
-
 from django.core.exceptions import PermissionDenied
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -13,15 +11,16 @@ from rest_framework.views import APIView
 
 from annotation.access import get_project_for_user
 from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
-from annotation.models import Assignment, Project, Role, Skip
+from annotation.models import Project, Role, Skip
 from annotation.presentation import assignment_payload
 from annotation.scales import on_screen_vote
 from annotation.selectors import assignment_for_annotator
 from annotation.services.queue import (
+    NOTHING_TO_UNDO,
     assignment_claim,
     assignment_skip,
+    last_action_undo,
     vote_submit,
-    vote_undo,
 )
 
 _ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
@@ -183,24 +182,19 @@ class UndoApi(APIView):
     @extend_schema(
         request=None,
         responses={
-            200: OpenApiResponse(AssignmentSerializer, description="The pair again, to re-vote."),
+            200: OpenApiResponse(
+                AssignmentSerializer, description="The pair again, to vote on or skip again."
+            ),
             409: OpenApiResponse(_ERROR, description="Nothing to undo."),
         },
-        summary="Undo my last vote (within 60 seconds, before consensus)",
+        summary="Undo my last vote or skip (within 60 seconds, before consensus)",
     )
     def post(self, request, slug: str):
         project = _annotated_project(request, slug)
-        undone = vote_undo(annotator=request.user, project=project)
+        undone = last_action_undo(annotator=request.user, project=project)
         if undone is None:
-            return ApiResponse(
-                {
-                    "detail": "Nothing to undo: a vote can be undone for 60 seconds, "
-                    "while its pair has no consensus."
-                },
-                status=status.HTTP_409_CONFLICT,
-            )
-        # vote_undo hands back the vote with its lease renewed, never one without a lease.
-        return ApiResponse(assignment_payload(cast(Assignment, undone.assignment), request=request))
+            return ApiResponse({"detail": NOTHING_TO_UNDO}, status=status.HTTP_409_CONFLICT)
+        return ApiResponse(assignment_payload(undone.assignment, request=request))
 
 
 def _valid(serializer_class, request) -> dict:

@@ -93,11 +93,16 @@ def pairs_apply_ensemble(*, outcomes: Iterable[EnsembleOutcome]) -> Counter[str]
     return Counter(pair.status for pair in pairs)
 
 
-def pairs_enqueue(*, project: Project, pair_ids: Iterable[int] | None = None) -> int:
-    """Sends imported pairs (all, or the given ones) to the annotators' queue; returns how many."""
+def pairs_enqueue(
+    *, project: Project, pair_ids: Iterable[int] | None = None, task: str | None = None
+) -> int:
+    """Sends imported pairs (all, the given ones, or those of one ``task``) to the annotators'
+    queue; returns how many."""
     pairs = Pair.objects.filter(project=project, status=PairStatus.IMPORTED)
     if pair_ids is not None:
         pairs = pairs.filter(pk__in=list(pair_ids))
+    if task is not None:
+        pairs = pairs.filter(task=task)
     return pairs.update(status=PairStatus.QUEUED, updated_at=timezone.now())
 
 

@@ -33,6 +33,8 @@ SETTING_RANGES: dict[str, tuple[float, float]] = {
     "lease_minutes": (1, 24 * 60),
     "gold_rate": (0.0, 1.0),
     "gold_min_accuracy": (0.0, 1.0),
+    # Seconds an annotator must look at a pair before voting: ten minutes at most.
+    "min_seconds_per_vote": (0, 600),
 }
 # Longest guidelines a project may have (the settings page previews them as they are typed).
 MAX_GUIDELINES_CHARS = 100_000
@@ -138,6 +140,7 @@ def project_update(
     gold_min_accuracy: float,
     gold_pause: bool,
     paused: bool,
+    min_seconds_per_vote: int,
 ) -> Project:
     """Changes the project's settings. The scale and the overlap change only while that is safe
     (``project_setting_limits``); open pairs that had the old overlap as target get the new one."""
@@ -152,6 +155,7 @@ def project_update(
         lease_minutes=lease_minutes,
         gold_rate=gold_rate,
         gold_min_accuracy=gold_min_accuracy,
+        min_seconds_per_vote=min_seconds_per_vote,
     )
     if len(guidelines) > MAX_GUIDELINES_CHARS:
         raise ValidationError({"guidelines": f"At most {MAX_GUIDELINES_CHARS:,} characters."})
@@ -171,6 +175,7 @@ def project_update(
         "gold_min_accuracy": gold_min_accuracy,
         "gold_pause": gold_pause,
         "paused": paused,
+        "min_seconds_per_vote": min_seconds_per_vote,
     }
     for field, value in changes.items():
         setattr(locked, field, value)

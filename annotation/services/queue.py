@@ -9,10 +9,12 @@ Locks are always taken in the order membership, assignment, pair (by id), so not
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection, transaction
@@ -30,6 +32,7 @@ from annotation.limits import (
     MIN_PRIORITY,
 )
 from annotation.models import (
+    CLAIM_KEY_MODULUS,
     GOLD_TARGET_VOTES,
     Assignment,
     Membership,
@@ -42,20 +45,27 @@ from annotation.models import (
     Side,
     Skip,
     Vote,
+    claim_key,
 )
 from annotation.scales import VoteInputError, canonical_vote
 from annotation.selectors import (
     CLAIMABLE_WHERE,
+    NEXT_PAIR_SQL,
     OPEN_STATUSES,
     claimable_params,
     gold_below_threshold,
     gold_scores,
     live_assignments,
+    next_pair_params,
 )
 from annotation.services.agreement_report import agreement_report_request_refresh
 from annotation.services.consensus import pair_complete
 
 UNDO_SECONDS = 60
+NOTHING_TO_UNDO = (
+    f"Nothing to undo: a vote or a skip can be undone for {UNDO_SECONDS} seconds,"
+    " while its pair is open and has room for you."
+)
 # Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
 SWEEP_BATCH = 200
 
@@ -88,24 +98,26 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
     membership = list(
         Membership.objects.select_for_update(of=("self",))
         .filter(project=project, user=annotator, role=Role.ANNOTATOR)
-        .values_list("pk", "project__paused", "paused")[:1]
+        .values_list("pk", "project__paused", "paused", "claim_cursor")[:1]
     )
     if not membership:
         raise NotAllowed("Only annotators of this project can claim pairs.")
-    _, project_paused, annotator_paused = membership[0]
+    membership_id, project_paused, annotator_paused, cursor = membership[0]
     if project_paused or annotator_paused:
         return None
     now = timezone.now()
     held = live_assignments(project=project, annotator=annotator, now=now).first()
     if held is None:
+        if cursor is None:  # their first claim: a start point of their own
+            cursor = random.randrange(CLAIM_KEY_MODULUS)
         gold_first = random.random() < project.gold_rate
-        pair_id = _take_slot(project=project, annotator=annotator, is_gold=gold_first, now=now)
+        take = {"project": project, "annotator": annotator, "cursor": cursor, "now": now}
+        pair_id = _take_slot(is_gold=gold_first, **take)
         if pair_id is None:
-            pair_id = _take_slot(
-                project=project, annotator=annotator, is_gold=not gold_first, now=now
-            )
+            pair_id = _take_slot(is_gold=not gold_first, **take)
         if pair_id is None:
             return None
+        Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id) + 1)
         held = Assignment.objects.create(
             pair_id=pair_id,
             annotator=annotator,
@@ -117,18 +129,15 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
     return held
 
 
-# One statement takes a slot on the first claimable pair in serving order: priority, then the
-# pair closest to its target, then import order (the order of ``pair_claim_idx``). PostgreSQL
-# locks the chosen row, skipping rows racing claimers hold; SQLite, one writer at a time,
-# needs no lock. The outer condition makes the update change exactly one row or none.
+# One statement takes a slot on the first claimable pair in the annotator's serving order
+# (priority, then their own walk through the pairs: ``annotation.selectors.NEXT_PAIR_SQL``
+# says why). PostgreSQL locks the chosen row, skipping rows racing claimers hold; SQLite, one
+# writer at a time, needs no lock. The outer condition makes the update change exactly one
+# row or none.
 _TAKE_SLOT_SQL = f"""
 UPDATE {Pair._meta.db_table}
 SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %s
-WHERE id = (
-    SELECT p.id FROM {Pair._meta.db_table} p
-    WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s
-    ORDER BY p.priority DESC, (p.vote_count + p.lease_count) DESC, p.id
-    LIMIT 1 {{lock}})
+WHERE id = {NEXT_PAIR_SQL}
   AND target_votes > (vote_count + lease_count)
 RETURNING id
 """
@@ -141,23 +150,27 @@ LOCKED_RETRIES = 12
 LOCKED_RETRY_S = 0.005
 
 
-def _take_slot(*, project: Project, annotator, is_gold: bool, now) -> int | None:
+def _take_slot(*, project: Project, annotator, is_gold: bool, cursor: int, now) -> int | None:
     """The id of the pair on which a slot was taken for ``annotator``, or None."""
     claimable = [*claimable_params(project=project, annotator=annotator), is_gold]
     postgres = connection.vendor == "postgresql"
     take = _TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED" if postgres else "")
-    with connection.cursor() as cursor:
+    params = [
+        connection.ops.adapt_datetimefield_value(now),
+        *next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
+    ]
+    with connection.cursor() as db:
         for attempt in range(LOCKED_RETRIES + 1):
-            cursor.execute(take, [connection.ops.adapt_datetimefield_value(now), *claimable])
-            row = cursor.fetchone()
+            db.execute(take, params)
+            row = db.fetchone()
             if row is not None:
                 return row[0]
             if not postgres or attempt == LOCKED_RETRIES:
                 return None
             # None free, or the last free slots sit on pairs racing claimers hold for an
             # instant: a plain read (no lock) tells which; only the latter is worth a retry.
-            cursor.execute(_ANY_CLAIMABLE_SQL, claimable)
-            if cursor.fetchone() is None:
+            db.execute(_ANY_CLAIMABLE_SQL, claimable)
+            if db.fetchone() is None:
                 return None
             time.sleep(LOCKED_RETRY_S * (attempt + 1))
     return None
@@ -279,6 +292,14 @@ def vote_submit(
             f"time_on_task_ms: must be a number of milliseconds from 0 to {MAX_TIME_ON_TASK_MS}."
         )
     now = timezone.now()
+    # Timed from the lease, which the server wrote: a client's time_on_task_ms can be forged.
+    looked = (now - assignment.created_at).total_seconds()
+    if looked < project.min_seconds_per_vote:
+        wait = math.ceil(project.min_seconds_per_vote - looked)
+        raise InvalidInput(
+            f"Too quick: this project asks you to look at each pair for at least "
+            f"{project.min_seconds_per_vote} s before voting; wait {wait} s more."
+        )
     # The usual case, a vote on a live lease, closes it in one conditional update (which also
     # locks it); anything else is looked at under the row lock.
     closed_live = Assignment.objects.filter(
@@ -383,43 +404,100 @@ def assignment_skip(*, assignment: Assignment, annotator, reason: str, note: str
     )
 
 
+@dataclass(frozen=True)
+class Undone:
+    """What ``last_action_undo`` withdrew (a ``vote`` or a ``skip``, as it was) and the lease
+    on its pair, live again, so the page can show the pair with the earlier choice."""
+
+    assignment: Assignment
+    vote: Vote | None = None
+    skip: Skip | None = None
+
+
 @transaction.atomic
-def vote_undo(*, annotator, project: Project) -> Vote | None:
-    """Withdraws the annotator's last vote in the project if it is under ``UNDO_SECONDS`` old
-    and no decision has read it: its pair is still open and no dispute raised its target (on
-    such a pair every counted vote took part in the dispute). The lease is renewed so they can
-    vote again. Returns the withdrawn vote (``vote.assignment`` is the live lease again), or
-    None if nothing can be undone."""
+def last_action_undo(*, annotator, project: Project) -> Undone | None:
+    """Withdraws the annotator's last action in the project, a vote or a skip, if it is under
+    ``UNDO_SECONDS`` old, and renews the lease on its pair so they can answer it again.
+    None if there is nothing to undo (see ``_vote_undo`` and ``_skip_undo`` for when)."""
     now = timezone.now()
-    last = (
-        Vote.objects.filter(pair__project=project, annotator=annotator, is_adjudication=False)
+    since = now - timedelta(seconds=UNDO_SECONDS)
+    vote = (
+        Vote.objects.filter(
+            pair__project=project, annotator=annotator, is_adjudication=False, created_at__gte=since
+        )
         .order_by("-created_at", "-pk")
         .first()
     )
-    if (
-        last is None
-        or last.assignment_id is None
-        or last.created_at < now - timedelta(seconds=UNDO_SECONDS)
-    ):
+    skip = (
+        Skip.objects.filter(pair__project=project, annotator=annotator, created_at__gte=since)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if skip is not None and (vote is None or skip.created_at >= vote.created_at):
+        assignment = _skip_undo(skip=skip, annotator=annotator, now=now)
+        undone = None if assignment is None else Undone(assignment=assignment, skip=skip)
+    elif vote is not None:
+        assignment = _vote_undo(vote=vote, annotator=annotator, now=now)
+        undone = None if assignment is None else Undone(assignment=assignment, vote=vote)
+    else:
         return None
-    assignment = _lock_assignment(assignment=Assignment(pk=last.assignment_id), annotator=annotator)
+    if undone is None:
+        # The pair was decided or its slot taken, or a second tab undid this first.
+        transaction.set_rollback(True)
+        return None
+    _renew(undone.assignment, project=project, now=now)
+    return undone
+
+
+def _vote_undo(*, vote: Vote, annotator, now) -> Assignment | None:
+    """Deletes ``vote`` if no decision has read it: its pair is still open and no dispute
+    raised its target (on such a pair every counted vote took part in the dispute); gives its
+    slot back to its lease. Returns the locked lease, or None. Caller holds a transaction."""
+    if vote.assignment_id is None:
+        return None
+    assignment = _lock_assignment(assignment=Assignment(pk=vote.assignment_id), annotator=annotator)
     reopened = Pair.objects.filter(
-        pk=last.pair_id, status__in=OPEN_STATUSES, consensus_label="", extra_slots=0
+        pk=vote.pair_id, status__in=OPEN_STATUSES, consensus_label="", extra_slots=0
     ).update(
-        vote_count=F("vote_count") - (0 if last.is_extra else 1),
+        vote_count=F("vote_count") - (0 if vote.is_extra else 1),
         lease_count=F("lease_count") + 1,
         updated_at=now,
     )
-    deleted, _ = Vote.objects.filter(pk=last.pk).delete() if reopened else (0, None)
-    if not deleted:
-        # The pair was decided (or disputed), or a second tab undid this vote first.
-        transaction.set_rollback(True)
+    deleted, _ = Vote.objects.filter(pk=vote.pk).delete() if reopened else (0, None)
+    return assignment if deleted else None
+
+
+def _skip_undo(*, skip: Skip, annotator, now) -> Assignment | None:
+    """Deletes ``skip`` and takes a slot on its pair again for the lease it closed, if the
+    pair is still open and has a free slot (the skip freed one; someone may have taken it
+    since). Returns the locked lease, or None. Caller holds a transaction."""
+    skipped = (
+        Assignment.objects.filter(
+            pair_id=skip.pair_id, annotator=annotator, status=Assignment.Status.SKIPPED
+        )
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if skipped is None:
         return None
+    assignment = _lock_assignment(assignment=Assignment(pk=skipped), annotator=annotator)
+    if assignment.status != Assignment.Status.SKIPPED:
+        return None
+    reopened = Pair.objects.filter(
+        pk=skip.pair_id,
+        status__in=OPEN_STATUSES,
+        target_votes__gt=F("vote_count") + F("lease_count"),
+    ).update(lease_count=F("lease_count") + 1, updated_at=now)
+    deleted, _ = Skip.objects.filter(pk=skip.pk).delete() if reopened else (0, None)
+    return assignment if deleted else None
+
+
+def _renew(assignment: Assignment, *, project: Project, now) -> None:
+    """Makes a locked lease live again for the project's lease time."""
     assignment.status = Assignment.Status.LIVE
     assignment.expires_at = now + timedelta(minutes=project.lease_minutes)
     assignment.save(update_fields=["status", "expires_at"])
-    last.assignment = assignment
-    return last
 
 
 # ---- Curators ----

@@ -62,6 +62,10 @@ class ProjectSettingsForm(forms.Form):
     gold_pause = forms.BooleanField(
         required=False, help_text="Pause an annotator whose gold accuracy falls below it."
     )
+    min_seconds_per_vote = _bounded(
+        "min_seconds_per_vote",
+        help_text="Seconds an annotator must look at a pair before a vote is taken (0: off).",
+    )
     paused = forms.BooleanField(required=False, help_text="Annotators get no new pairs.")
 
     def __init__(self, *args, project: Project, limits: SettingLimits, **kwargs):

@@ -9,7 +9,7 @@ reload never repeats an undo).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -25,13 +25,16 @@ from annotation.errors import DomainError, NotAllowed
 from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.models import Assignment, Membership, Project, Role, Skip
 from annotation.presentation import assignment_payload
-from annotation.scales import options_for
+from annotation.scales import on_screen_vote, options_for
 from annotation.selectors import annotator_progress, upcoming_media_urls
 from annotation.services.queue import (
+    NOTHING_TO_UNDO,
+    UNDO_SECONDS,
+    Undone,
     assignment_claim,
     assignment_skip,
+    last_action_undo,
     vote_submit,
-    vote_undo,
 )
 
 ANNOTATORS = (Role.ANNOTATOR,)
@@ -73,9 +76,44 @@ def _options(options: list[dict]) -> list[dict]:
     ]
 
 
-def _workbench_context(request, project: Project, *, notice: str = "", error: str = "") -> dict:
+def _option_label(scale: str, *, choice: str | None, value: int | None) -> str:
+    """What an on-screen choice says, as a phrase: "left is better", "right much better"."""
+    option = next(
+        o for o in options_for(scale) if o["value"] == (value if choice is None else choice)
+    )
+    return option["label"][0].lower() + option["label"][1:]
+
+
+def _restored(undone: Undone, scale: str) -> dict:
+    """The earlier answer on the pair an undo gave back, in on-screen terms: the option and
+    reason of a vote, or the reason and note of a skip, for the page to pre-select."""
+    if undone.vote is not None:
+        vote = undone.vote
+        shown = on_screen_vote(
+            scale=scale, left_is_a=vote.left_is_a, side=vote.side, value=vote.value
+        )
+        return {
+            "assignment_id": undone.assignment.pk,
+            "field": "value" if shown["choice"] is None else "choice",
+            "value": shown["value"] if shown["choice"] is None else shown["choice"],
+            "label": _option_label(scale, **shown),
+            "rationale": vote.rationale,
+        }
+    skip = cast(Skip, undone.skip)  # an Undone holds a vote or a skip
+    return {
+        "assignment_id": undone.assignment.pk,
+        "skip_reason": skip.reason,
+        "label": skip.get_reason_display(),
+        "note": skip.note,
+    }
+
+
+def _workbench_context(
+    request, project: Project, *, notice: str = "", error: str = "", restored: dict | None = None
+) -> dict:
     """The page's state: the pair leased to this annotator (claimed now if none is held),
-    their progress, and what to prefetch for the pair after it."""
+    their progress, what to prefetch for the pair after it, and ``restored``, the earlier
+    answer when an undo brought this pair back."""
     try:
         assignment = (
             None if project.paused else assignment_claim(project=project, annotator=request.user)
@@ -94,6 +132,8 @@ def _workbench_context(request, project: Project, *, notice: str = "", error: st
         "shortcut_options": _options(options_for(project.scale)),
         "assignment": None,
         "annotator_paused": False,
+        "restored": None,
+        "undo_seconds": UNDO_SECONDS,
     }
     if assignment is None:
         # Nothing served: say so when the curators paused this annotator (never why).
@@ -103,14 +143,24 @@ def _workbench_context(request, project: Project, *, notice: str = "", error: st
         return context
     payload = assignment_payload(assignment, request=request)
     context["assignment"] = payload
-    context["options"] = _options(payload["options"])
+    # A prompt with an image (an edit's input) is laid out beside the two responses.
+    context["beside_input"] = any(part["type"] == "image" for part in payload["prompt"])
+    if restored is not None and restored["assignment_id"] == assignment.pk:
+        context["restored"] = restored
+    earlier = (restored or {}).get("field"), (restored or {}).get("value")
+    context["options"] = [
+        {**option, "chosen": (option["field"], option["value"]) == earlier}
+        for option in _options(payload["options"])
+    ]
     context["prefetch_urls"] = upcoming_media_urls(
-        project=project, annotator=request.user, exclude_pair_id=assignment.pair_id
+        project=project, annotator=request.user, after_pair_id=assignment.pair_id
     )
     return context
 
 
-def _respond(request, project: Project, *, notice: str = "", error: str = "") -> HttpResponse:
+def _respond(
+    request, project: Project, *, notice: str = "", error: str = "", restored: dict | None = None
+) -> HttpResponse:
     """The next pair: the ``#workbench`` fragment for htmx, else a redirect to the page."""
     if not request.htmx:
         if error:
@@ -118,7 +168,7 @@ def _respond(request, project: Project, *, notice: str = "", error: str = "") ->
         elif notice:
             messages.success(request, notice)
         return redirect("annotate", slug=project.slug)
-    context = _workbench_context(request, project, notice=notice, error=error)
+    context = _workbench_context(request, project, notice=notice, error=error, restored=restored)
     return render(request, f"{TEMPLATE}#workbench", context)
 
 
@@ -164,7 +214,8 @@ def vote(request, slug: str, assignment_id: int):
         )
     except DomainError as exc:
         return _respond(request, project, error=str(exc))
-    return _respond(request, project, notice="Saved. Press u within a minute to undo.")
+    label = _option_label(project.scale, choice=data["choice"] or None, value=data["value"])
+    return _respond(request, project, notice=f"Saved: {label}. Press u within a minute to undo.")
 
 
 @require_POST
@@ -185,7 +236,10 @@ def skip(request, slug: str, assignment_id: int):
         )
     except DomainError as exc:
         return _respond(request, project, error=str(exc))
-    return _respond(request, project, notice="Skipped; the curators will have a look.")
+    reason = Skip.Reason(form.cleaned_data["reason"]).label
+    return _respond(
+        request, project, notice=f"Skipped: {reason}. The curators will have a look; u undoes it."
+    )
 
 
 @require_POST
@@ -193,15 +247,14 @@ def skip(request, slug: str, assignment_id: int):
 @login_required
 def undo(request, slug: str):
     project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
-    try:
-        undone = vote_undo(annotator=request.user, project=project)
-    except DomainError as exc:
-        return _respond(request, project, error=str(exc))
+    undone = last_action_undo(annotator=request.user, project=project)
     if undone is None:
-        return _respond(
-            request,
-            project,
-            error="Nothing to undo: a vote can be undone within a minute, "
-            "before its pair reaches consensus.",
-        )
-    return _respond(request, project, notice="Your last vote was undone.")
+        return _respond(request, project, error=NOTHING_TO_UNDO)
+    restored = _restored(undone, project.scale)
+    what = "vote" if undone.vote is not None else "skip"
+    return _respond(
+        request,
+        project,
+        notice=f"Your last {what} was undone (you had chosen: {restored['label']}).",
+        restored=restored,
+    )

@@ -1,14 +1,17 @@
 // The comparison page: keyboard shortcuts, time on task, prefetching the next pair's images,
-// dialogs and the image lightbox. Everything here is progressive: without this file the page
-// still works with plain forms and links.
+// dialogs, and opening the image viewer (viewer.js). Everything here is progressive: without
+// this file the page still works with plain forms and links.
 (function () {
   "use strict";
 
+  // Answer keys pressed this soon after a pair appears are ignored: they were meant for the
+  // last one.
+  const KEY_GUARD_MS = 300;
   let shownAt = performance.now();
   // "sending": a post is in flight, keys are dropped (no double votes); "settling": the next
-  // pair is on screen but htmx has not wired its forms yet, so a key waits a few milliseconds.
+  // pair is on screen but htmx has not wired its forms yet.
   let state = "ready";
-  let pendingKey = null;
+  let guardTimer = null;
   const prefetched = new Map(); // url -> Image, kept so the browser does not drop the request
   const PREFETCH_LIMIT = 64;
 
@@ -30,21 +33,26 @@
     }
   }
 
-  // A new pair is on screen: restart the clock.
+  // A new pair is on screen: restart the clock, and take no keys for KEY_GUARD_MS (the card
+  // shows it with wb-settling, which the browser tests wait for too).
   function cardShown() {
     shownAt = performance.now();
+    const current = card();
+    if (!current) return;
+    current.classList.add("wb-settling");
+    clearTimeout(guardTimer);
+    guardTimer = setTimeout(() => current.classList.remove("wb-settling"), KEY_GUARD_MS);
   }
 
-  // Its forms are live: warm the cache for the pair after it, play a key that came early.
+  // Its forms are live: warm the cache for the pair after it.
   function cardReady() {
     state = "ready";
     const current = card();
     if (current) prefetch(current);
-    if (pendingKey !== null) {
-      const key = pendingKey;
-      pendingKey = null;
-      handleKey(key);
-    }
+  }
+
+  function tooSoon() {
+    return card() !== null && performance.now() - shownAt < KEY_GUARD_MS;
   }
 
   function openDialog(id) {
@@ -63,6 +71,21 @@
     const form = button.form;
     if (form && !form.reportValidity()) return;
     button.click(); // a real click, so htmx sends the button's name and value
+  }
+
+  function openReason() {
+    const box = document.querySelector("[data-pair-card] [data-reason]");
+    if (!box) return;
+    const panel = box.closest("[data-reason-panel]");
+    if (panel) panel.open = true;
+    box.focus();
+  }
+
+  function zoomIndex(link) {
+    const image = link.querySelector("img");
+    const side = image && image.getAttribute("data-side");
+    const all = Array.from(document.querySelectorAll(`[data-pair-card] img[data-side="${side}"]`));
+    return Math.max(0, all.indexOf(image));
   }
 
   function openSkip() {
@@ -96,19 +119,16 @@
       return;
     }
     if (isTyping(target) || openDialogs()) return; // dialogs close themselves on Escape
-    if (state === "sending") {
+    if (state !== "ready" || (tooSoon() && ANSWERS.test(event.key))) {
       if (SHORTCUTS.test(event.key)) event.preventDefault();
-    } else if (state === "settling") {
-      if (SHORTCUTS.test(event.key)) {
-        pendingKey = event.key;
-        event.preventDefault();
-      }
     } else if (handleKey(event.key)) {
       event.preventDefault();
     }
   }
 
-  const SHORTCUTS = /^([1-9]|Arrow(Left|Right|Down)|[sug?]|Escape)$/;
+  const SHORTCUTS = /^([1-9]|Arrow(Left|Right|Down)|[sugrz?]|Escape)$/;
+  // The keys that answer a pair, which the guard after a new pair holds back.
+  const ANSWERS = /^([1-9]|Arrow(Left|Right|Down)|[sr])$/;
 
   function handleKey(key) {
     const skipPanel = document.querySelector("[data-skip]");
@@ -130,6 +150,10 @@
     } else if (key === "u") {
       const undo = document.querySelector("[data-undo] button");
       if (undo) submitWith(undo);
+    } else if (key === "r") {
+      openReason();
+    } else if (key === "z") {
+      if (!window.arbiterViewer || !window.arbiterViewer.open(0)) return false;
     } else if (key === "g") {
       openDialog("guidelines-modal");
     } else if (key === "?") {
@@ -150,26 +174,13 @@
   }
 
   function onClick(event) {
-    const link = event.target.closest("a[data-dialog], a[data-lightbox]");
+    const link = event.target.closest("a[data-dialog], a[data-zoom]");
     if (!link || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
     if (link.hasAttribute("data-dialog")) {
       if (openDialog(link.getAttribute("data-dialog"))) event.preventDefault();
       return;
     }
-    const lightbox = document.getElementById("lightbox");
-    const image = lightbox && lightbox.querySelector("[data-lightbox-image]");
-    if (!image) return;
-    event.preventDefault();
-    image.src = link.href;
-    image.alt = (link.querySelector("img") || {}).alt || "";
-    lightbox.showModal();
-  }
-
-  function onLightboxClick(event) {
-    const lightbox = document.getElementById("lightbox");
-    if (event.target === lightbox || event.target.hasAttribute("data-lightbox-image")) {
-      lightbox.close();
-    }
+    if (window.arbiterViewer && window.arbiterViewer.open(zoomIndex(link))) event.preventDefault();
   }
 
   function showError(message) {
@@ -187,8 +198,6 @@
   document.addEventListener("DOMContentLoaded", function () {
     cardShown();
     cardReady();
-    const lightbox = document.getElementById("lightbox");
-    if (lightbox) lightbox.addEventListener("click", onLightboxClick);
   });
   // afterSwap: the next pair is in the document; load: htmx has wired its forms.
   document.addEventListener("htmx:afterSwap", function (event) {

@@ -112,7 +112,9 @@ def test_no_extra_annotators_when_the_cap_is_zero(project, voters):
 
 
 def test_undo_never_unpicks_a_decision(project, voters):
-    PairFactory(project=project, status=PairStatus.QUEUED)
+    # Priorities fix which pair comes first: within one priority each annotator has an order
+    # of their own.
+    PairFactory(project=project, status=PairStatus.QUEUED, priority=1)
     PairFactory(project=project, status=PairStatus.QUEUED)
     clients = voters(3)
     decided = _vote_all(project, clients, ["A", "A", "A"])

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Assignment, Pair, PairRestriction, PairStatus, Skip, Vote
-from annotation.selectors import annotator_throughput, queue_overview
+from annotation.selectors import FAST_MIN_VOTES, annotator_throughput, queue_overview
 from annotation.services.queue import assignment_claim, assignment_skip, vote_submit
 from tests.annotation.queue_support import annotator, secret_pair
 from tests.factories import PairFactory
@@ -81,6 +81,23 @@ def test_throughput_median_and_last_hour(busy_project, alice, bob):
     assert (rows["bob"]["skips"], rows["bob"]["live_leases"]) == (1, 1)
     overview = queue_overview(project=busy_project)
     assert (overview["open_votes"], overview["open_target"]) == (4, 18)
+
+
+def test_annotators_with_an_implausibly_short_median_are_flagged(client_for, carol, project):
+    quick, careful = annotator(project, "quick"), annotator(project, "careful")
+    for n in range(FAST_MIN_VOTES):
+        secret_pair(project, n)
+    for _ in range(FAST_MIN_VOTES):
+        vote(project, quick, "left", 900)
+        vote(project, careful, "left", 12_000)
+    text = text_of(client_for(carol).get(page_url(project)))
+    assert re.search(rf"quick {FAST_MIN_VOTES} {FAST_MIN_VOTES} 0\.9 s too fast: under 3 s", text)
+    assert "careful 5 5 12.0 s 0" in text
+    # The project's own minimum is the bar when it sets one.
+    project.min_seconds_per_vote = 15
+    project.save(update_fields=["min_seconds_per_vote"])
+    text = text_of(client_for(carol).get(page_url(project)))
+    assert "12.0 s too fast: under 15 s" in text
 
 
 def test_page_stats_take_a_fixed_number_of_queries(

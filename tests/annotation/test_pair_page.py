@@ -45,7 +45,7 @@ def judged(project, alice, bob):
     PriorAnnotation.objects.create(pair=pair, position=0, value=5, label="A")
     Skip.objects.create(pair=pair, annotator=bob, reason="broken", note="image 2 is blank")
     judge = Judge.objects.create(name="gpt-judge", kind="openai")
-    run = FilterRun.objects.create(project=project, threshold=0.9)
+    run = FilterRun.objects.create(project=project, threshold=0.9, number=1)
     for order, side, why in (("AB", "A", "A reads the sign right"), ("BA", "B", "B is brighter")):
         Verdict.objects.create(
             run=run, judge=judge, pair=pair, order=order, outcome="ok", side=side, reasoning=why
@@ -102,7 +102,7 @@ def test_hostile_content_is_escaped(client_for, carol, alice, project):
         pair=pair, annotator=alice, side="A", value=3, left_is_a=True, rationale=hostile
     )
     judge = Judge.objects.create(name="j", kind="openai")
-    run = FilterRun.objects.create(project=project, threshold=0.9)
+    run = FilterRun.objects.create(project=project, threshold=0.9, number=1)
     Verdict.objects.create(
         run=run, judge=judge, pair=pair, order="AB", outcome="ok", side="A", reasoning=hostile
     )

@@ -132,6 +132,28 @@ def test_undo_gives_the_pair_back_then_has_nothing_to_undo(api_for, alice, proje
     assert vote(api, assignment_id, choice="left").status_code == 201
 
 
+def test_undo_of_a_skip_gives_the_pair_back(api_for, alice, project):
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    api = api_for(alice)
+    assignment_id = claim(api).json()["id"]
+    api.post(f"/api/v1/assignments/{assignment_id}/skip/", {"reason": "broken"}, format="json")
+    assert claim(api).status_code == 204
+    undone = api.post("/api/v1/projects/demo/undo/")
+    assert undone.status_code == 200 and undone.json()["id"] == assignment_id
+    assert not Skip.objects.exists()
+    assert vote(api, assignment_id, choice="left").status_code == 201
+
+
+def test_a_vote_faster_than_the_projects_minimum_is_400(api_for, alice, project, queued_pairs):
+    project.min_seconds_per_vote = 20
+    project.save(update_fields=["min_seconds_per_vote"])
+    api = api_for(alice)
+    assignment_id = claim(api).json()["id"]
+    response = vote(api, assignment_id, choice="left", time_on_task_ms=90_000)
+    assert response.status_code == 400 and "wait" in str(response.json())
+    assert not Vote.objects.exists()
+
+
 def _strings(value):
     if isinstance(value, dict):
         for key, item in value.items():

@@ -41,6 +41,7 @@ def settings_data(project, **changes) -> dict:
         "lease_minutes": project.lease_minutes,
         "gold_rate": project.gold_rate,
         "gold_min_accuracy": project.gold_min_accuracy,
+        "min_seconds_per_vote": project.min_seconds_per_vote,
         **changes,
     }
     return {key: value for key, value in data.items() if value is not False}
@@ -327,6 +328,19 @@ def test_bad_settings_name_the_field(client_for, carol, project, changes, messag
     assert message in unescape(errors[: errors.index("</div>")])
     project.refresh_from_db()
     assert (project.min_agree, project.gold_rate, project.lease_minutes) == (2, 0.0, 15)
+
+
+def test_minimum_time_per_vote_is_set_on_the_settings_page(client_for, carol, project):
+    url = reverse("project-settings-save", args=[project.slug])
+    client = client_for(carol)
+    assert "Seconds an annotator must look at a pair" in text_of(client.get(page_url(project)))
+    client.post(url, settings_data(project, min_seconds_per_vote=8))
+    project.refresh_from_db()
+    assert project.min_seconds_per_vote == 8
+    bad = client.post(url, settings_data(project, min_seconds_per_vote=601))
+    html = bad.content.decode()
+    errors = html[html.index('name="min_seconds_per_vote"') :]
+    assert "less than or equal to 600" in errors[: errors.index("</div>")]
 
 
 def test_scale_is_locked_once_votes_exist(client_for, carol, alice, project):

@@ -229,7 +229,7 @@ def test_undo_within_a_minute_gives_the_pair_back(project, alice, queued_pairs):
     lease = queue.assignment_claim(project=project, annotator=alice)
     queue.vote_submit(assignment=lease, annotator=alice, choice="left")
     following = queue.assignment_claim(project=project, annotator=alice)
-    undone = queue.vote_undo(annotator=alice, project=project)
+    undone = queue.last_action_undo(annotator=alice, project=project)
     assert undone.assignment.pk == lease.pk and undone.assignment.status == "live"
     assert not Vote.objects.exists()
     pair = Pair.objects.get(pk=lease.pair_id)
@@ -245,7 +245,7 @@ def test_undo_after_a_minute_does_nothing(project, alice, queued_pairs):
     lease = queue.assignment_claim(project=project, annotator=alice)
     vote, _ = queue.vote_submit(assignment=lease, annotator=alice, choice="left")
     Vote.objects.filter(pk=vote.pk).update(created_at=timezone.now() - timedelta(seconds=61))
-    assert queue.vote_undo(annotator=alice, project=project) is None
+    assert queue.last_action_undo(annotator=alice, project=project) is None
     assert Vote.objects.filter(pk=vote.pk).exists()
     assert Pair.objects.get(pk=lease.pair_id).vote_count == 1
 
@@ -254,7 +254,7 @@ def test_undo_once_the_pair_has_a_consensus_does_nothing(project, alice, queued_
     lease = queue.assignment_claim(project=project, annotator=alice)
     queue.vote_submit(assignment=lease, annotator=alice, choice="left")
     Pair.objects.filter(pk=lease.pair_id).update(status=PairStatus.CONSENSUS, consensus_label="A")
-    assert queue.vote_undo(annotator=alice, project=project) is None
+    assert queue.last_action_undo(annotator=alice, project=project) is None
     assert Vote.objects.count() == 1
 
 
@@ -262,9 +262,65 @@ def test_undo_touches_only_my_votes_in_this_project(project, other_project, alic
     PairFactory(project=project, status=PairStatus.QUEUED)
     lease = queue.assignment_claim(project=project, annotator=bob)
     queue.vote_submit(assignment=lease, annotator=bob, choice="left")
-    assert queue.vote_undo(annotator=alice, project=project) is None
-    assert queue.vote_undo(annotator=bob, project=other_project) is None
+    assert queue.last_action_undo(annotator=alice, project=project) is None
+    assert queue.last_action_undo(annotator=bob, project=other_project) is None
     assert Vote.objects.count() == 1
+
+
+def test_undo_of_a_skip_gives_the_pair_back_with_its_slot(project, alice, bob):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=2)
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    queue.assignment_skip(assignment=lease, annotator=alice, reason="broken", note="blank")
+    assert Pair.objects.get(pk=pair.pk).lease_count == 0
+    undone = queue.last_action_undo(annotator=alice, project=project)
+    assert (undone.skip.reason, undone.skip.note, undone.vote) == ("broken", "blank", None)
+    assert undone.assignment.pk == lease.pk and undone.assignment.status == "live"
+    assert not Skip.objects.exists()
+    assert Pair.objects.get(pk=pair.pk).lease_count == 1
+    # The same orientation again, and the pair takes a vote now.
+    assert queue.assignment_claim(project=project, annotator=alice).pk == lease.pk
+    queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    assert (Pair.objects.get(pk=pair.pk).vote_count, Pair.objects.get(pk=pair.pk).lease_count) == (
+        1,
+        0,
+    )
+
+
+def test_undo_of_a_skip_is_refused_once_its_slot_is_taken(project, alice, bob):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    queue.assignment_skip(assignment=lease, annotator=alice, reason="cannot_judge")
+    assert queue.assignment_claim(project=project, annotator=bob).pair_id == pair.pk
+    assert queue.last_action_undo(annotator=alice, project=project) is None
+    assert Skip.objects.count() == 1
+    assert Pair.objects.get(pk=pair.pk).lease_count == 1  # bob's, and only his
+
+
+def test_undo_takes_back_the_latest_action_only(project, alice, queued_pairs):
+    voted = queue.assignment_claim(project=project, annotator=alice)
+    queue.vote_submit(assignment=voted, annotator=alice, choice="left", rationale="sharper")
+    skipped = queue.assignment_claim(project=project, annotator=alice)
+    queue.assignment_skip(assignment=skipped, annotator=alice, reason="broken")
+    first = queue.last_action_undo(annotator=alice, project=project)
+    assert first.assignment.pk == skipped.pk and first.skip is not None
+    assert Vote.objects.count() == 1
+    second = queue.last_action_undo(annotator=alice, project=project)
+    assert second.assignment.pk == voted.pk and second.vote.rationale == "sharper"
+    assert not Vote.objects.exists() and not Skip.objects.exists()
+
+
+def test_votes_sooner_than_the_projects_minimum_are_refused(project, alice, queued_pairs):
+    project.min_seconds_per_vote = 5
+    project.save(update_fields=["min_seconds_per_vote"])
+    lease = queue.assignment_claim(project=project, annotator=alice)
+    # The client's own clock says a minute: the server times from the lease, not from it.
+    with pytest.raises(queue.InvalidInput, match=r"at least 5 s before voting; wait [1-5] s more"):
+        queue.vote_submit(assignment=lease, annotator=alice, choice="left", time_on_task_ms=60_000)
+    assert not Vote.objects.exists()
+    Assignment.objects.filter(pk=lease.pk).update(created_at=timezone.now() - timedelta(seconds=6))
+    lease.refresh_from_db()
+    _, created = queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    assert created
 
 
 def test_vote_takes_a_small_constant_number_of_queries(

@@ -110,11 +110,12 @@ def test_page_shows_the_claimed_pair_side_by_side(page, alice, project):
 
 
 def test_page_prefetches_the_next_pairs_images_only(page, alice, pairs, project):
-    _, response = page
+    client, response = page
     html = response.content.decode()
-    current = Assignment.objects.get(annotator=alice).pair
-    upcoming = next(p for p in pairs if p.pk != current.pk)
     prefetch = re.search(r'data-prefetch="([^"]*)"', html).group(1).split()
+    # The guess is the pair the next claim serves.
+    after = client.post(vote_url(project, shown_assignment(html)), {"choice": "left"}, **HTMX)
+    upcoming = Assignment.objects.get(pk=shown_assignment(after.content.decode())).pair
     expected = {
         *upcoming.prompt.media_hashes,
         *upcoming.response_a.media_hashes,
@@ -229,19 +230,58 @@ def test_skip_through_the_page_flags_the_pair_and_moves_on(page, alice, project)
     assert "reason: Select a valid choice" in bad.content.decode()
 
 
-def test_undo_brings_the_pair_back(page, alice, project):
+def test_undo_brings_the_pair_back_with_the_earlier_choice(page, alice, project):
     client, _ = page
     assignment = Assignment.objects.get(annotator=alice)
-    client.post(vote_url(project, assignment.pk), {"choice": "right"}, **HTMX)
+    saved = client.post(
+        vote_url(project, assignment.pk), {"choice": "right", "rationale": "crisper sign"}, **HTMX
+    ).content.decode()
+    assert "Saved: right is better." in saved
     assert Vote.objects.filter(annotator=alice).count() == 1
     html = client.post(reverse("annotate-undo", args=[project.slug]), **HTMX).content.decode()
     assert not Vote.objects.filter(annotator=alice).exists()
-    assert "Your last vote was undone" in html
+    assert "Your last vote was undone (you had chosen: right is better)" in html
     assert "0</strong> done today" in html
+    assert shown_assignment(html) == assignment.pk
+    # The earlier choice is marked and focused, the reason is back in its box.
+    assert re.search(r'value="right"[^>]*wb-chosen"[^>]*aria-pressed="true"[^>]*autofocus', html)
+    assert ">crisper sign</textarea>" in html
     # The undone pair is live again and can take a new answer.
     assert Assignment.objects.get(pk=assignment.pk).status == Assignment.Status.LIVE
     client.post(vote_url(project, assignment.pk), {"choice": "left"}, **HTMX)
     assert Vote.objects.get(annotator=alice).pair_id == assignment.pair_id
+
+
+def test_undo_of_a_skip_brings_the_pair_back_with_its_reason(page, alice, project):
+    client, _ = page
+    assignment = Assignment.objects.get(annotator=alice)
+    client.post(skip_url(project, assignment.pk), {"reason": "broken", "note": "grey"}, **HTMX)
+    html = client.post(reverse("annotate-undo", args=[project.slug]), **HTMX).content.decode()
+    assert "Your last skip was undone (you had chosen: Broken content)" in html
+    assert shown_assignment(html) == assignment.pk
+    assert re.search(r'value="broken"[^>]*class="wb-chosen"', html)
+    assert ">grey</textarea>" in html
+    assert not Skip.objects.exists()
+
+
+def test_a_vote_faster_than_the_projects_minimum_is_refused_on_the_page(page, alice, project):
+    client, _ = page
+    project.min_seconds_per_vote = 30
+    project.save(update_fields=["min_seconds_per_vote"])
+    assignment = Assignment.objects.get(annotator=alice)
+    html = client.post(
+        vote_url(project, assignment.pk), {"choice": "left", "time_on_task_ms": "45000"}, **HTMX
+    ).content.decode()
+    assert "at least 30 s before voting; wait" in html
+    assert shown_assignment(html) == assignment.pk
+    assert not Vote.objects.exists()
+
+
+def test_an_edit_pair_is_laid_out_beside_its_input(client_for, alice, project):
+    secret_pair(project, 0, with_images=True)
+    html = client_for(alice).get(reverse("annotate", args=[project.slug])).content.decode()
+    assert 'class="pair-card wb-beside-input"' in html
+    assert "Prompt and input" in html
 
 
 def test_undo_with_nothing_to_undo_says_so(page, project):

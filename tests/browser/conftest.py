@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
+# With ARBITER_SCREENSHOTS=1 the browser tests save the pages they look at here, for review.
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
@@ -35,3 +37,22 @@ def page(browser):
     page = context.new_page()
     yield page
     context.close()
+
+
+@pytest.fixture
+def screenshot():
+    """``screenshot(page, name)``: saves ``var/screenshots/<name>.png`` when
+    ``ARBITER_SCREENSHOTS=1``; does nothing otherwise."""
+
+    def take(page, name: str) -> None:
+        if os.environ.get("ARBITER_SCREENSHOTS") == "1":
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+    return take
+
+
+def wait_for_keys(page) -> None:
+    """Waits until the comparison page takes keys again (it ignores them for 300 ms after a
+    pair appears)."""
+    page.wait_for_selector("[data-pair-card]:not(.wb-settling)")

@@ -10,6 +10,7 @@ import pytest
 
 from annotation.models import Assignment, Vote
 from tests.annotation.queue_support import secret_pair
+from tests.browser.conftest import wait_for_keys
 from tests.conftest import PASSWORD
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -36,7 +37,7 @@ def wait_until(page, condition, timeout_ms: int = 5000) -> None:
     raise AssertionError("timed out waiting for the browser")
 
 
-def test_five_comparisons_with_the_keyboard_alone(live_server, page, project, alice):
+def test_five_comparisons_with_the_keyboard_alone(live_server, page, project, alice, screenshot):
     pairs = [secret_pair(project, n, with_images=True) for n in range(6)]
     media_requests: list[str] = []
     page.on(
@@ -61,6 +62,7 @@ def test_five_comparisons_with_the_keyboard_alone(live_server, page, project, al
         upcoming = page.get_attribute("[data-pair-card]", "data-prefetch").split()
         wait_until(page, lambda urls=tuple(upcoming): requested(urls, media_requests))
         fetched_before = list(media_requests)
+        wait_for_keys(page)
         page.keyboard.press(key)
         page.wait_for_function(
             """previous => {
@@ -74,6 +76,7 @@ def test_five_comparisons_with_the_keyboard_alone(live_server, page, project, al
         for content in (pair.prompt, pair.response_a, pair.response_b):
             for sha256 in content.media_hashes:
                 assert any(url.endswith(sha256) for url in fetched_before), sha256
+    screenshot(page, "comparison-t2i")
     assert page.evaluate("window.__sameDocument") is True
     assert page.locator(".wb-progress").inner_text().startswith("5 done today")
 
@@ -89,7 +92,7 @@ def test_five_comparisons_with_the_keyboard_alone(live_server, page, project, al
     assert {vote.pair_id for vote in votes} < {pair.pk for pair in pairs}
 
 
-def test_skip_undo_help_reason_and_lightbox(live_server, page, project, alice):
+def test_skip_undo_help_reason_and_viewer(live_server, page, project, alice):
     for n in range(3):
         secret_pair(project, n, with_images=True)
     page.goto(f"{live_server.url}/login/?next=/p/{project.slug}/annotate/")
@@ -107,15 +110,14 @@ def test_skip_undo_help_reason_and_lightbox(live_server, page, project, alice):
     page.keyboard.press("Escape")
     assert not page.locator("dialog[open]").count()
 
-    # An image opens at full size over the page; Escape closes it.
-    first_image = page.locator(".wb-left [data-lightbox]").first
-    first_image.click()
-    assert page.locator("#lightbox").is_visible()
-    assert page.get_attribute("[data-lightbox-image]", "src") == first_image.get_attribute("href")
+    # An image opens the side-by-side viewer over the page; Escape closes it.
+    page.locator(".wb-left [data-zoom]").first.click()
+    assert page.locator("#viewer").is_visible()
     page.keyboard.press("Escape")
     assert not page.locator("dialog[open]").count()
 
     skipped = shown_assignment_id(page)
+    wait_for_keys(page)
     page.keyboard.press("s")
     assert page.locator("[data-skip]").get_attribute("open") is not None
     page.keyboard.press("2")  # broken content
@@ -126,17 +128,19 @@ def test_skip_undo_help_reason_and_lightbox(live_server, page, project, alice):
     assert Assignment.objects.get(pk=skipped).pair.skips.get().reason == "broken"
 
     # A reason typed in the optional box travels with the vote; keys typed there are text.
-    page.click("text=Add a reason (optional)")
-    page.keyboard.press("Tab")
+    wait_for_keys(page)
+    page.keyboard.press("r")  # opens the reason box, the cursor in it
     page.keyboard.type("sign 1 is sharper")
     page.keyboard.press("Escape")
     voted = shown_assignment_id(page)
+    wait_for_keys(page)
     page.keyboard.press("1")
     page.wait_for_function(
         "previous => !document.querySelector('[data-vote-form]').action.includes(`/${previous}/`)",
         arg=voted,
     )
     assert Vote.objects.get(annotator=alice).rationale == "sign 1 is sharper"
+    wait_for_keys(page)
     page.keyboard.press("u")
     page.wait_for_selector("text=Your last vote was undone")
     assert not Vote.objects.filter(annotator=alice).exists()

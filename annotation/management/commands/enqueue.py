@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.models import Project
+from annotation.selectors import project_tasks
+from annotation.services.pairs import pairs_enqueue
+
+
+class Command(BaseCommand):
+    help = (
+        "Send the project's imported pairs to the annotators' queue without a filter run"
+        " (all of them, or those of one task)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("slug")
+        parser.add_argument("--task", help="only pairs of this task (t2i, edit, ...)")
+
+    def handle(self, *args, **options):
+        project = Project.objects.filter(slug=options["slug"]).first()
+        if project is None:
+            raise CommandError(f"slug: no project {options['slug']!r}")
+        task = options["task"]
+        if task is not None and task not in project_tasks(project=project):
+            known = ", ".join(project_tasks(project=project)) or "none"
+            raise CommandError(
+                f"--task: no pairs of task {task!r} in {project.slug} (tasks: {known})"
+            )
+        count = pairs_enqueue(project=project, task=task)
+        which = f" of task {task}" if task else ""
+        self.stdout.write(
+            self.style.SUCCESS(f"Queued {count} imported pair{'s' if count != 1 else ''}{which}.")
+        )

@@ -1,0 +1,250 @@
+// The image viewer of the comparison page: the left and right images (and an edit's input
+// image) side by side, zoomed and panned together, with a flicker key that swaps left and
+// right in place, and fit or natural-size modes. Keyboard-first; the keys are listed in the
+// page's ? help. Also sizes the page's own images to fill their cards.
+(function () {
+  "use strict";
+
+  const ZOOM_STEP = 1.25;
+  const ZOOM_MIN = 0.1;
+  const ZOOM_MAX = 64;
+  const PAN_STEP = 0.1; // of the pane's width or height, per arrow key
+  const WHEEL_ZOOM = 0.002; // per pixel of wheel movement
+  const PAN_KEYS = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] };
+
+  // One view shared by every pane: zoom over the mode's base scale, and the image point
+  // (as a share of its width and height) at the centre of each pane.
+  const view = { natural: false, zoom: 1, cx: 0.5, cy: 0.5, swapped: false };
+  let panes = []; // {side, url, element, image, label}
+  let drag = null;
+
+  function dialog() {
+    return document.querySelector("[data-viewer]");
+  }
+
+  function isOpen() {
+    const element = dialog();
+    return Boolean(element && element.open);
+  }
+
+  // Images enlarged past their natural size are drawn with hard pixel edges, not smoothed.
+  function markEnlarged(image, scale) {
+    image.classList.toggle("wb-pixelated", scale > 1.001);
+  }
+
+  // ---- The page's images: as large as their card allows (CSS caps the height) ----
+
+  function fitPageImage(image) {
+    if (!image.naturalWidth) return;
+    const box = image.closest(".wb-figure");
+    if (!box) return;
+    image.style.width = "";
+    image.style.height = "";
+    const maxHeight = parseFloat(getComputedStyle(image).maxHeight) || Infinity;
+    const scale = Math.min(box.clientWidth / image.naturalWidth, maxHeight / image.naturalHeight);
+    image.style.width = `${Math.floor(image.naturalWidth * scale)}px`;
+    image.style.height = `${Math.floor(image.naturalHeight * scale)}px`;
+    markEnlarged(image, scale);
+  }
+
+  function fitPageImages(root) {
+    for (const image of (root || document).querySelectorAll(".wb-figure img")) {
+      if (image.complete) fitPageImage(image);
+      else image.addEventListener("load", () => fitPageImage(image), { once: true });
+    }
+  }
+
+  // ---- The viewer ----
+
+  function sideImages(side) {
+    return Array.from(document.querySelectorAll(`[data-pair-card] img[data-side="${side}"]`));
+  }
+
+  function paneSpecs(index) {
+    const specs = [];
+    const input = sideImages("prompt")[0];
+    if (input) specs.push({ side: "input", title: "Input", url: input.currentSrc || input.src });
+    for (const side of ["left", "right"]) {
+      const images = sideImages(side);
+      const image = images[Math.min(index, images.length - 1)];
+      if (image) specs.push({ side, title: side === "left" ? "Left" : "Right", url: image.src });
+    }
+    return specs;
+  }
+
+  function build(index) {
+    const container = dialog().querySelector("[data-viewer-panes]");
+    container.replaceChildren();
+    panes = paneSpecs(index).map((spec) => {
+      const element = document.createElement("div");
+      element.className = `wb-pane wb-pane-${spec.side}`;
+      element.setAttribute("data-pane", spec.side);
+      const label = document.createElement("span");
+      label.className = "wb-pane-label";
+      const image = document.createElement("img");
+      image.alt = "";
+      image.draggable = false;
+      image.addEventListener("load", render);
+      element.append(image, label);
+      container.append(element);
+      return { ...spec, element, image, label };
+    });
+    container.setAttribute("data-count", String(panes.length));
+  }
+
+  // The left pane shows the right image and the other way round while flickered.
+  function shown(pane) {
+    if (!view.swapped || pane.side === "input") return pane;
+    const other = panes.find((p) => p.side === (pane.side === "left" ? "right" : "left"));
+    return other || pane;
+  }
+
+  function scaleOf(pane) {
+    const image = pane.image;
+    if (!image.naturalWidth) return 0;
+    const base = view.natural
+      ? 1
+      : Math.min(
+          pane.element.clientWidth / image.naturalWidth,
+          pane.element.clientHeight / image.naturalHeight,
+        );
+    return base * view.zoom;
+  }
+
+  function render() {
+    for (const pane of panes) {
+      const source = shown(pane);
+      if (pane.image.getAttribute("src") !== source.url) pane.image.src = source.url;
+      pane.label.textContent = source.title + (source !== pane ? " (flickered)" : "");
+      pane.element.classList.toggle("wb-flickered", source !== pane);
+      const image = pane.image;
+      const scale = scaleOf(pane);
+      if (!scale) continue;
+      const x = pane.element.clientWidth / 2 - view.cx * image.naturalWidth * scale;
+      const y = pane.element.clientHeight / 2 - view.cy * image.naturalHeight * scale;
+      image.style.transform = `translate(${x}px, ${y}px) scale(${scale})`;
+      markEnlarged(image, scale);
+    }
+    const mode = dialog().querySelector("[data-viewer-mode]");
+    const zoom = view.zoom === 1 ? "" : ` × ${view.zoom.toFixed(2)}`;
+    mode.textContent = (view.natural ? "Natural size" : "Fit") + zoom;
+  }
+
+  function zoomBy(factor, pane, clientX, clientY) {
+    const next = Math.min(ZOOM_MAX, Math.max(ZOOM_MIN, view.zoom * factor));
+    if (pane && pane.image.naturalWidth) {
+      // Keep the image point under the pointer where it is.
+      const rect = pane.element.getBoundingClientRect();
+      const mx = clientX - rect.left - rect.width / 2;
+      const my = clientY - rect.top - rect.height / 2;
+      const before = scaleOf(pane);
+      const px = view.cx + mx / (pane.image.naturalWidth * before);
+      const py = view.cy + my / (pane.image.naturalHeight * before);
+      view.zoom = next;
+      const after = scaleOf(pane);
+      view.cx = px - mx / (pane.image.naturalWidth * after);
+      view.cy = py - my / (pane.image.naturalHeight * after);
+    } else {
+      view.zoom = next;
+    }
+    render();
+  }
+
+  function panBy(dx, dy, pane) {
+    const reference = pane || panes[0];
+    const scale = reference ? scaleOf(reference) : 0;
+    if (!scale) return;
+    view.cx += dx / (reference.image.naturalWidth * scale);
+    view.cy += dy / (reference.image.naturalHeight * scale);
+    render();
+  }
+
+  function paneAt(target) {
+    const element = target instanceof Element ? target.closest("[data-pane]") : null;
+    return panes.find((pane) => pane.element === element);
+  }
+
+  function open(index) {
+    const element = dialog();
+    if (!element || element.open) return false;
+    build(index || 0);
+    if (!panes.length) return false;
+    Object.assign(view, { natural: false, zoom: 1, cx: 0.5, cy: 0.5, swapped: false });
+    element.showModal();
+    render();
+    return true;
+  }
+
+  function onKeydown(event) {
+    if (!isOpen() || event.ctrlKey || event.metaKey || event.altKey) return;
+    const key = event.key;
+    if (key === "+" || key === "=") zoomBy(ZOOM_STEP);
+    else if (key === "-" || key === "_") zoomBy(1 / ZOOM_STEP);
+    else if (key === "0") {
+      view.natural = !view.natural;
+      view.zoom = 1;
+      render();
+    } else if (key === "f") {
+      view.swapped = !view.swapped;
+      render();
+    } else if (key === "z") dialog().close();
+    else if (PAN_KEYS[key]) {
+      const pane = panes[0];
+      const [dx, dy] = PAN_KEYS[key];
+      panBy(dx * PAN_STEP * pane.element.clientWidth, dy * PAN_STEP * pane.element.clientHeight);
+    } else return;
+    event.preventDefault();
+    event.stopPropagation();
+  }
+
+  function onWheel(event) {
+    const pane = paneAt(event.target);
+    if (!pane) return;
+    event.preventDefault(); // a trackpad's pinch arrives as a wheel event with ctrlKey
+    zoomBy(Math.exp(-event.deltaY * WHEEL_ZOOM), pane, event.clientX, event.clientY);
+  }
+
+  function onPointerDown(event) {
+    const pane = paneAt(event.target);
+    if (!pane || event.button !== 0) return;
+    drag = { pane, x: event.clientX, y: event.clientY };
+    pane.element.setPointerCapture(event.pointerId);
+    event.preventDefault();
+  }
+
+  function onPointerMove(event) {
+    if (!drag) return;
+    // Dragging moves the picture with the pointer: the centre moves the other way.
+    panBy(drag.x - event.clientX, drag.y - event.clientY, drag.pane);
+    drag.x = event.clientX;
+    drag.y = event.clientY;
+  }
+
+  function onPointerUp() {
+    drag = null;
+  }
+
+  document.addEventListener("keydown", onKeydown, true);
+  document.addEventListener("DOMContentLoaded", function () {
+    const element = dialog();
+    fitPageImages(document);
+    if (!element) return;
+    const container = element.querySelector("[data-viewer-panes]");
+    container.addEventListener("wheel", onWheel, { passive: false });
+    container.addEventListener("pointerdown", onPointerDown);
+    container.addEventListener("pointermove", onPointerMove);
+    container.addEventListener("pointerup", onPointerUp);
+    container.addEventListener("pointercancel", onPointerUp);
+  });
+  window.addEventListener("resize", function () {
+    fitPageImages(document);
+    if (isOpen()) render();
+  });
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.target instanceof HTMLElement && event.target.id === "workbench") {
+      fitPageImages(event.target);
+    }
+  });
+
+  window.arbiterViewer = { open, isOpen };
+})();
