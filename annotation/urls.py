@@ -2,7 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.views import adjudication, curator, home, imports, media, settings, workbench
+from annotation.views import (
+    adjudication,
+    agreement,
+    curator,
+    home,
+    imports,
+    media,
+    settings,
+    workbench,
+)
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -40,6 +49,21 @@ urlpatterns = [
         "p/<slug:slug>/adjudication/<int:pair_id>/decide/",
         adjudication.adjudication_decide,
         name="adjudication-decide",
+    ),
+    path("p/<slug:slug>/agreement/", agreement.agreement_page, name="agreement"),
+    path(
+        "p/<slug:slug>/agreement/recompute/",
+        agreement.agreement_recompute,
+        name="agreement-recompute",
+    ),
+    path(
+        "p/<slug:slug>/agreement/csv/<slug:chart>/", agreement.agreement_csv, name="agreement-csv"
+    ),
+    # A path, not a str: any username reverses to a link, "/" in it included.
+    path(
+        "p/<slug:slug>/agreement/annotators/<path:username>/",
+        agreement.agreement_annotator,
+        name="agreement-annotator",
     ),
     path("p/<slug:slug>/settings/", settings.settings_page, name="project-settings"),
     path(
