@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -73,6 +75,7 @@ FLAG_WORDS = {
     "too_fast": "too fast",
     "low_gold_accuracy": "low gold accuracy",
 }
+JUST_NOW = timedelta(minutes=1)  # a report younger than this was computed "just now"
 NO_TASK = "(no task)"
 NO_CRITERION = "(no criterion)"
 ALPHA_LEVELS = ("nominal", "ordinal", "interval", "side")
@@ -205,7 +208,7 @@ def _values(drawing: _Drawing) -> Chart:
 
 def _statuses(drawing: _Drawing) -> Chart:
     counts = drawing.report["pairs_by_status"]
-    counts = {label: counts.get(status, 0) for status, label in PairStatus.choices}
+    counts = {status: counts.get(status, 0) for status in PairStatus.values}
     return stacked_bar(counts, title="Pairs by status", chart_id="chart-statuses")
 
 
@@ -215,8 +218,8 @@ def _judges(drawing: _Drawing) -> Chart:
         by_order = row["by_order"]
         items += [
             Bar(f"{row['judge']} ({row['pairs']} pairs)", row["agreement"]),
-            Bar(f"{row['judge']}, A shown first", by_order.get("AB")),
-            Bar(f"{row['judge']}, B shown first", by_order.get("BA")),
+            Bar(f"{row['judge']}, A first", by_order.get("AB")),
+            Bar(f"{row['judge']}, B first", by_order.get("BA")),
         ]
     return bars(
         items,
@@ -332,6 +335,23 @@ def _shown_rows(rows: Sequence[Sequence[Cell]]) -> list[list[str]]:
     return [[_shown(cell) for cell in row] for row in rows]
 
 
+_ALPHAS_AT = 4  # where a group row's alphas start: after its name, votes, pairs, annotators
+
+
+def _alphas_combined(
+    header: Sequence[str], rows: Sequence[Sequence[Cell]]
+) -> tuple[list[str], list[list[str]]]:
+    """A group table as the page shows it: each alpha and its interval in one cell
+    ("0.712 [0.690, 0.731]"), so the table fits a screen; the CSV keeps them apart."""
+    end = _ALPHAS_AT + 3 * len(ALPHA_LEVELS)
+    shown_header = [*header[:_ALPHAS_AT], *(f"alpha {level}" for level in ALPHA_LEVELS)]
+    shown_rows = []
+    for row in _shown_rows(rows):
+        alphas = [f"{row[at]} [{row[at + 1]}, {row[at + 2]}]" for at in range(_ALPHAS_AT, end, 3)]
+        shown_rows.append([*row[:_ALPHAS_AT], *alphas, *row[end:]])
+    return [*shown_header, *header[end:]], shown_rows
+
+
 # ---- Views ------------------------------------------------------------------------------
 
 
@@ -375,13 +395,13 @@ def _page_context(project: Project, role: str, source: str, row: AgreementReport
         )
     tables = []
     for name, (key, first, _) in TABLES.items():
-        header, rows = _table(report, name)
+        header, rows = _alphas_combined(*_table(report, name))
         tables.append(
             {
                 "name": name,
                 "heading": f"By {first}",
                 "header": header,
-                "rows": _shown_rows(rows),
+                "rows": rows,
                 "csv_url": _csv_url(project, name, source),
                 "total": len(report[key]),
             }
@@ -397,6 +417,7 @@ def _page_context(project: Project, role: str, source: str, row: AgreementReport
             }
             for level in ALPHA_LEVELS
         ],
+        "just_now": timezone.now() - row.computed_at < JUST_NOW,
         "charts": charts,
         "tables": tables,
         "raters": annotators,
