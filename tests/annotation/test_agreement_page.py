@@ -258,7 +258,7 @@ def test_big_reports_are_capped_on_the_page_and_whole_in_the_csv(reported, dave,
     response = client.get(url())
     shown = text_of(response)
     assert "Drawn: 60 of 70 annotators" in shown
-    assert "Drawn: the 60 most active of 70 annotators" in shown
+    assert "Drawn: the 30 most active of 70 annotators" in shown
     # The least active annotator is flagged, so drawn; the next least active is not.
     html = response.content.decode()
     assert ">\u25b2 rater069<" in html and ">rater068<" not in html
