@@ -393,7 +393,7 @@ def _first_report(
     return None, None
 
 
-def _page_context(project: Project, role: str, source: str, row: AgreementReport) -> dict:
+def _page_context(project: Project, source: str, row: AgreementReport) -> dict:
     report = row.data
     drawing = _Drawing(report=report, annotator_href=_annotator_href(project, source), capped=True)
     charts = []
@@ -460,7 +460,7 @@ def _render_page(request, project: Project, role: str, source: str, *, status: i
         "queue_error": queue_error,
     }
     if row is not None:
-        context |= _page_context(project, role, source, row)
+        context |= _page_context(project, source, row)
     return render(request, PAGE, context, status=status)
 
 
