@@ -23,6 +23,19 @@ LIKERT6_LABELS = (
     "Right much better",
 )
 _CHOICE_LABELS = {"left": "Left is better", "tie": "About the same", "right": "Right is better"}
+# Canonical value -> words, per scale: what a stored vote says about A and B.
+CANONICAL_WORDS: dict[str, dict[int, str]] = {
+    Scale.LIKERT6: {
+        6: "A much better",
+        5: "A better",
+        4: "A slightly better, or unsure",
+        3: "B slightly better, or unsure",
+        2: "B better",
+        1: "B much better",
+    },
+    Scale.TERNARY: {3: "A better", 2: "About the same", 1: "B better"},
+    Scale.BINARY: {3: "A better", 1: "B better"},
+}
 _CHOICE_ARROWS = {"left": "left", "tie": "down", "right": "right"}
 _SIDE_VALUE = {Side.B: 1, Side.TIE: 2, Side.A: 3}
 
@@ -93,3 +106,11 @@ def on_screen_vote(*, scale: str, left_is_a: bool, side: str, value: int) -> dic
     if side == Side.TIE:
         return {"choice": "tie", "value": None}
     return {"choice": "left" if (side == Side.A) == left_is_a else "right", "value": None}
+
+
+def on_screen_words(*, scale: str, left_is_a: bool, side: str, value: int) -> str:
+    """A stored vote as the annotator chose it on screen ("2 · Left better", "Right is better")."""
+    shown = on_screen_vote(scale=scale, left_is_a=left_is_a, side=side, value=value)
+    if shown["value"] is not None:
+        return f"{shown['value']} \u00b7 {LIKERT6_LABELS[shown['value'] - 1]}"
+    return _CHOICE_LABELS[shown["choice"]]

@@ -49,8 +49,10 @@ from annotation.models import (
     Pair,
     PairRestriction,
     PairStatus,
+    PriorAnnotation,
     Project,
     Prompt,
+    ReportSource,
     Role,
     Skip,
     Vote,
@@ -910,3 +912,43 @@ def pair_neighbours(
     before = _keyset_rows(ids, filters=filters, cursor=cursor, forward=False, limit=1)
     after = _keyset_rows(ids, filters=filters, cursor=cursor, forward=True, limit=1)
     return (before[0].pk if before else None, after[0].pk if after else None)
+
+
+ANNOTATOR_VOTES_PAGE_SIZE = 50
+
+
+def annotator_in_project(*, project: Project, username: str):
+    """The user with this username, if they are a member of the project or have voted in it
+    (a removed annotator's votes stay); 404 otherwise, so no one learns of other users."""
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None or not (
+        Membership.objects.filter(project=project, user=user).exists()
+        or Vote.objects.filter(pair__project=project, annotator=user).exists()
+    ):
+        raise Http404("No such annotator in this project")
+    return user
+
+
+def annotator_votes(*, project: Project, annotator, before: int | None = None) -> list[Vote]:
+    """One page of the annotator's votes in the project, newest first, with their pairs:
+    ANNOTATOR_VOTES_PAGE_SIZE of them and one more when an older page follows (keyset on
+    the vote id: ``before`` is the last id of the previous page)."""
+    votes = Vote.objects.filter(
+        pair__project=project, annotator=annotator, is_adjudication=False
+    ).select_related("pair")
+    if before is not None:
+        votes = votes.filter(pk__lt=before)
+    return list(votes.order_by("-pk")[: ANNOTATOR_VOTES_PAGE_SIZE + 1])
+
+
+def report_votes_exceed(*, project: Project, source: str, limit: int) -> bool:
+    """Whether an agreement report over ``source`` counts more than ``limit`` votes and prior
+    annotations: counted up to the limit only, so the answer stays cheap on a big project."""
+    total = 0
+    if source != ReportSource.PRIOR:
+        votes = Vote.objects.filter(pair__project=project, is_adjudication=False)
+        total += votes.values("pk")[: limit + 1].count()
+    if source != ReportSource.VOTES:
+        priors = PriorAnnotation.objects.filter(pair__project=project, value__isnull=False)
+        total += priors.values("pk")[: limit + 1].count()
+    return total > limit

@@ -4,6 +4,7 @@ from django.urls import path
 
 from annotation.views import (
     adjudication,
+    agreement,
     curator,
     home,
     imports,
@@ -57,6 +58,21 @@ urlpatterns = [
         "p/<slug:slug>/pairs/id/<path:external_id>",
         pairs.pair_by_external_id,
         name="pair-by-external-id",
+    ),
+    path("p/<slug:slug>/agreement/", agreement.agreement_page, name="agreement"),
+    path(
+        "p/<slug:slug>/agreement/recompute/",
+        agreement.agreement_recompute,
+        name="agreement-recompute",
+    ),
+    path(
+        "p/<slug:slug>/agreement/csv/<slug:chart>/", agreement.agreement_csv, name="agreement-csv"
+    ),
+    # A path, not a str: any username reverses to a link, "/" in it included.
+    path(
+        "p/<slug:slug>/agreement/annotators/<path:username>/",
+        agreement.agreement_annotator,
+        name="agreement-annotator",
     ),
     path("p/<slug:slug>/settings/", settings.settings_page, name="project-settings"),
     path(

@@ -20,6 +20,7 @@ from annotation.errors import DomainError
 from annotation.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.models import Pair, PairStatus, Project, Role, Scale, Side
 from annotation.presentation import shown_contents
+from annotation.scales import CANONICAL_WORDS
 from annotation.selectors import ADJUDICATION_PAGE_SIZE, disputed_pairs, pair_for_adjudication
 from annotation.services.consensus import consensus_reapply, pair_adjudicate
 from config.errors import status_for
@@ -28,19 +29,6 @@ logger = logging.getLogger(__name__)
 
 QUEUE_PAGE = "annotation/adjudication.html"
 PAIR_PAGE = "annotation/adjudication_pair.html"
-# Canonical value -> words, per scale (annotation/scales.py holds the values).
-_VALUE_WORDS: dict[str, dict[int, str]] = {
-    Scale.LIKERT6: {
-        6: "A much better",
-        5: "A better",
-        4: "A slightly better, or unsure",
-        3: "B slightly better, or unsure",
-        2: "B better",
-        1: "B much better",
-    },
-    Scale.TERNARY: {3: "A better", 2: "About the same", 1: "B better"},
-    Scale.BINARY: {3: "A better", 1: "B better"},
-}
 # The decision's keys, A on the left as on the page: 1 A, 2 tie, 3 B (binary: 1 A, 2 B).
 _LABEL_WORDS = {Side.A: "A is better", Side.TIE: "Tie", Side.B: "B is better"}
 
@@ -93,7 +81,7 @@ def _render_pair(
         project=project,
         request=request,
     )
-    words = _VALUE_WORDS[project.scale]
+    words = CANONICAL_WORDS[project.scale]
     adjudications = list(pair.adjudications.all())
     live = next((a for a in adjudications if a.superseded_at is None), None)
     context = {
