@@ -126,7 +126,7 @@ def test_recompute_needs_the_csrf_token(reported, project, dave, queued):
 def test_recompute_says_so_when_the_broker_is_down(reported, dave, client_for, broker_down):
     response = client_for(dave).post(reverse("agreement-recompute", args=["demo"]))
     assert response.status_code == 503
-    assert "the report was not recomputed" in text_of(response)
+    assert "The report was not recomputed." in text_of(response)
     assert "Side alpha" in text_of(response)  # the page, with the report it has
 
 

@@ -160,7 +160,8 @@ def _reapply(slug: str, *args: str) -> str:
 
 
 def test_reapplying_a_changed_rule_changes_labels_never_votes(project, voters, carol):
-    PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
+    for priority in (3, 2, 1):  # served in this order to everyone
+        PairFactory(project=project, status=PairStatus.QUEUED, priority=priority)
     clients = voters(3)
     split = _vote_all(project, clients, ["A", "A", "B"])
     unanimous = _vote_all(project, clients, ["B", "B", "B"])
