@@ -8,7 +8,7 @@ import annotation.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0010_pairs_browser_indexes"),
+        ("annotation", "0009_agreementreport"),
     ]
 
     operations = [
