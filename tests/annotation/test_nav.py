@@ -111,7 +111,7 @@ def test_outsiders_get_no_header_but_a_404(client_for, eve, project):
 
 
 def _page(request, slug):
-    return HttpResponse("a teammate's page")
+    return HttpResponse("a page of its own")
 
 
 urlpatterns = [
