@@ -7,6 +7,7 @@ from datetime import timedelta
 from html import unescape
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -104,7 +105,8 @@ def test_page_stats_take_a_fixed_number_of_queries(
     client_for, carol, busy_project, django_assert_max_num_queries
 ):
     client = client_for(carol)
-    with django_assert_max_num_queries(16) as captured:
+    # SQLite has no median aggregate: one more query reads the times on task.
+    with django_assert_max_num_queries(16 if connection.vendor == "postgresql" else 17) as captured:
         client.get(page_url(busy_project))
     before = len(captured)
     for n in range(6, 12):
