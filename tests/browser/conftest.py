@@ -56,3 +56,14 @@ def wait_for_keys(page) -> None:
     """Waits until the comparison page takes keys again (it ignores them for 300 ms after a
     pair appears)."""
     page.wait_for_selector("[data-pair-card]:not(.wb-settling)")
+
+
+def log_in(page, live_server, username: str, next_url: str) -> None:
+    """Signs ``username`` in through the login form and waits for ``next_url`` to load."""
+    from tests.conftest import PASSWORD
+
+    page.goto(f"{live_server.url}/login/?next={next_url}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}{next_url}")

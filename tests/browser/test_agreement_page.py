@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.annotation.agreement_support import cached_report, voted_pairs
-from tests.conftest import PASSWORD
+from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -37,11 +37,7 @@ def test_a_researcher_reads_the_charts_and_opens_a_flagged_annotators_votes(
         "response", lambda response: errors.append(response.url) if response.status >= 400 else None
     )
 
-    page.goto(f"{live_server.url}/login/?next=/p/{project.slug}/agreement/")
-    page.keyboard.type("dave")
-    page.keyboard.press("Tab")
-    page.keyboard.type(PASSWORD)
-    page.keyboard.press("Enter")
+    log_in(page, live_server, "dave", f"/p/{project.slug}/agreement/")
     page.wait_for_selector("svg.chart")
 
     for chart in CHARTS:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from annotation.models import PairStatus, Role
-from tests.conftest import PASSWORD
+from tests.browser.conftest import log_in
 from tests.factories import MembershipFactory, PairFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -23,14 +23,6 @@ def screenshot(page, name: str) -> None:
     if os.environ.get("ARBITER_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-
-
-def log_in(page, live_server, username: str, next_url: str) -> None:
-    page.goto(f"{live_server.url}/login/?next={next_url}")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.keyboard.press("Enter")
-    page.wait_for_url(f"{live_server.url}{next_url}")
 
 
 def tabs(page) -> list[str]:
