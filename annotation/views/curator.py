@@ -28,7 +28,8 @@ from annotation.selectors import (
     project_tasks,
     queue_overview,
 )
-from annotation.services import pairs, queue
+from annotation.services import queue
+from annotation.views import pair_actions
 
 _ID_SEPARATORS = re.compile(r"[\s,]+")
 
@@ -145,11 +146,6 @@ class EnqueueForm(ProjectForm):
         return self.pair_pks(ids) if ids else None
 
 
-# The gold form's choice that makes pairs ordinary again.
-CLEAR_GOLD = "clear"
-GOLD_LABEL_NAMES = {"A": "A is better", "B": "B is better", "tie": "Tie"}
-
-
 class GoldForm(ProjectForm):
     pair_ids = PairIdsField(label="Pair ids")
     label = forms.ChoiceField(label="Known answer", help_text="Annotators never see it.")
@@ -157,10 +153,7 @@ class GoldForm(ProjectForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         label_field = cast(forms.ChoiceField, self.fields["label"])
-        label_field.choices = [
-            *((label, GOLD_LABEL_NAMES[label]) for label in queue.gold_labels(self.project.scale)),
-            (CLEAR_GOLD, "Not gold (clear)"),
-        ]
+        label_field.choices = pair_actions.gold_label_choices(self.project)
 
     def clean_pair_ids(self):
         return self.pair_pks(self.cleaned_data["pair_ids"])
@@ -179,10 +172,6 @@ class UnpauseForm(ProjectForm):
         )
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _apply_pause(project: Project, data: dict) -> str:
     queue.project_pause(project=project, paused=data["paused"])
     if data["paused"]:
@@ -191,36 +180,29 @@ def _apply_pause(project: Project, data: dict) -> str:
 
 
 def _apply_priority(project: Project, data: dict) -> str:
-    count = queue.pairs_set_priority(
+    return pair_actions.set_priority(
         project=project, pair_ids=data["pks"], priority=data["priority"]
     )
-    return f"Priority {data['priority']} set on {_plural(count, 'pair')}."
 
 
 def _apply_release(project: Project, data: dict) -> str:
     count = queue.leases_release(project=project, older_than_minutes=data["older_than_minutes"])
-    return f"Released {_plural(count, 'lease')}; their slots are free for other annotators."
+    leases = pair_actions.plural(count, "lease")
+    return f"Released {leases}; their slots are free for other annotators."
 
 
 def _apply_restrict(project: Project, data: dict) -> str:
-    names = ", ".join(user.get_username() for user in data["annotators"])
-    count = queue.pairs_restrict(
+    return pair_actions.restrict(
         project=project, pair_ids=data["pair_ids"], annotators=data["annotators"]
     )
-    return f"{_plural(count, 'pair')} restricted to {names}."
 
 
 def _apply_enqueue(project: Project, data: dict) -> str:
-    count = pairs.pairs_enqueue(project=project, pair_ids=data["pair_ids"])
-    return f"Sent {_plural(count, 'imported pair')} to the annotators' queue."
+    return pair_actions.enqueue(project=project, pair_ids=data["pair_ids"])
 
 
 def _apply_gold(project: Project, data: dict) -> str:
-    if data["label"] == CLEAR_GOLD:
-        count = queue.pairs_clear_gold(project=project, pair_ids=data["pair_ids"])
-        return f"{_plural(count, 'pair')} no longer gold."
-    count = queue.pairs_set_gold(project=project, pair_ids=data["pair_ids"], label=data["label"])
-    return f"{_plural(count, 'gold pair')} with the answer {data['label']}."
+    return pair_actions.set_gold(project=project, pair_ids=data["pair_ids"], label=data["label"])
 
 
 def _apply_unpause(project: Project, data: dict) -> str:

@@ -42,7 +42,7 @@ from annotation.selectors import (
     pairs_matching,
     project_tasks,
 )
-from annotation.services import pairs, queue
+from annotation.views import pair_actions
 
 PAGE = "annotation/pairs.html"
 MAX_SEARCH_CHARS = 200
@@ -213,22 +213,13 @@ class RestrictForm(PairSelectionForm):
         field.queryset = project_annotators(self.project)
 
 
-# The gold bulk action's "label" for making gold pairs ordinary again.
-NOT_GOLD = "clear"
-
-
 class GoldForm(PairSelectionForm):
     label = forms.ChoiceField(choices=())
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         field = cast(forms.ChoiceField, self.fields["label"])
-        field.choices = gold_label_choices(self.project)
-
-
-def gold_label_choices(project: Project) -> list[tuple[str, str]]:
-    labels = [(label, f"gold: {label} is right") for label in queue.gold_labels(project.scale)]
-    return [*labels, (NOT_GOLD, "not gold")]
+        field.choices = pair_actions.gold_label_choices(self.project)
 
 
 def project_annotators(project: Project):
@@ -239,39 +230,24 @@ def project_annotators(project: Project):
     )
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _apply_enqueue(project: Project, data: dict) -> str:
-    count = pairs.pairs_enqueue(project=project, pair_ids=data["pks"])
-    chosen = len(data["pks"])
-    return f"Sent {_plural(count, 'imported pair')} of {chosen} chosen to the annotators' queue."
+    return pair_actions.enqueue(project=project, pair_ids=data["pks"])
 
 
 def _apply_priority(project: Project, data: dict) -> str:
-    count = queue.pairs_set_priority(
+    return pair_actions.set_priority(
         project=project, pair_ids=data["pks"], priority=data["priority"]
     )
-    return f"Priority {data['priority']} set on {_plural(count, 'pair')}."
 
 
 def _apply_restrict(project: Project, data: dict) -> str:
-    count = queue.pairs_restrict(
+    return pair_actions.restrict(
         project=project, pair_ids=data["pks"], annotators=data["annotators"]
     )
-    if not data["annotators"]:
-        return f"Restriction lifted on {_plural(count, 'pair')}."
-    names = ", ".join(user.get_username() for user in data["annotators"])
-    return f"{_plural(count, 'pair')} restricted to {names}."
 
 
 def _apply_gold(project: Project, data: dict) -> str:
-    if data["label"] == NOT_GOLD:
-        count = queue.pairs_clear_gold(project=project, pair_ids=data["pks"])
-        return f"{_plural(count, 'gold pair')} made ordinary again."
-    count = queue.pairs_set_gold(project=project, pair_ids=data["pks"], label=data["label"])
-    return f"{_plural(count, 'pair')} marked gold, {data['label']} being the right answer."
+    return pair_actions.set_gold(project=project, pair_ids=data["pks"], label=data["label"])
 
 
 BULK_ACTIONS: dict[str, tuple[type[PairSelectionForm], Callable[[Project, dict], str]]] = {
@@ -322,7 +298,7 @@ def _browser_page(
         "is_curator": is_curator,
         "annotators": project_annotators(project) if is_curator and page else [],
         "min_priority": MIN_PRIORITY,
-        "gold_labels": gold_label_choices(project),
+        "gold_labels": pair_actions.gold_label_choices(project),
         "max_priority": MAX_PRIORITY,
         **(_links(project, form, page) if page else {}),
     }

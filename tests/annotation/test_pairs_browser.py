@@ -297,7 +297,7 @@ def test_mark_checked_pairs_gold_and_make_them_ordinary_again(client_for, carol,
     pairs = type(many[0]).objects.filter(pk__in=chosen)
     assert set(pairs.values_list("is_gold", "gold_label")) == {(True, "B")}
     page = client.get(response["Location"]).content.decode()
-    assert "2 pairs marked gold, B being the right answer." in page
+    assert "2 gold pairs with the answer B." in page
     assert post_bulk(client, project, "gold", pair=chosen, label="clear").status_code == 302
     assert set(pairs.values_list("is_gold", "gold_label")) == {(False, "")}
 
