@@ -26,8 +26,8 @@ def gold_label_choices(project: Project) -> list[tuple[str, str]]:
 def enqueue(*, project: Project, pair_ids: Sequence[int] | None) -> str:
     """Sends the chosen imported pairs (all imported ones for None) to the annotators."""
     count = pairs.pairs_enqueue(project=project, pair_ids=pair_ids)
-    chosen = "" if pair_ids is None or len(pair_ids) == count else f" of {len(pair_ids)} chosen"
-    return f"Sent {plural(count, 'imported pair')}{chosen} to the annotators' queue."
+    chosen = "" if pair_ids is None or len(pair_ids) == count else f" (of {len(pair_ids)} chosen)"
+    return f"Sent {plural(count, 'imported pair')} to the annotators' queue{chosen}."
 
 
 def set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> str:

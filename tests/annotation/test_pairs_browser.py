@@ -262,7 +262,7 @@ def test_enqueue_checked_pairs(client_for, carol, project, many):
     statuses = {p.external_id: p.status for p in type(many[0]).objects.filter(pk__in=chosen)}
     assert statuses == {"p01": "queued", "p03": "queued", "p04": "queued"}
     page = client_for(carol).get(response["Location"]).content.decode()
-    assert "Sent 2 imported pairs of 3 chosen to the annotators&#x27; queue." in page
+    assert "Sent 2 imported pairs to the annotators&#x27; queue (of 3 chosen)." in page
 
 
 def test_priority_on_all_pairs_matching_the_filter(client_for, carol, project, many):
