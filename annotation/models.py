@@ -51,21 +51,25 @@ GOLD_MIN_VOTES = 5
 # A vote given sooner than this after its pair was served is refused; 0 lets any vote in.
 DEFAULT_MIN_SECONDS_PER_VOTE = 0
 
-# Serving order within one priority (annotation/selectors.py, ``NEXT_PAIR_SQL``): each
-# annotator walks the pairs in the order of a scrambled id, ``claim_key``, from a point of
-# their own. The key is a bijection of ids onto [0, CLAIM_KEY_MODULUS) (the modulus is prime
-# and the multiplier, about the modulus over the golden ratio, is coprime to it), so
-# consecutive ids land far apart and a random start point falls anywhere among the pairs.
+# Serving order within one priority (annotation/selectors.py, ``NEXT_PAIR_SQL``; docs/
+# architecture.md, "Serving order"): pairs are served in blocks of ``CLAIM_BLOCK_PAIRS``
+# consecutive ids, the blocks in the order of a scrambled block number, ``claim_key``, the same
+# for everyone, so the votes on a block's pairs arrive together and its pairs finish early;
+# within a block each annotator takes the pairs in an order of their own (``claim_rank``).
+# The key is a bijection onto [0, CLAIM_KEY_MODULUS) (the modulus is prime and the
+# multiplier, about the modulus over the golden ratio, is coprime to it), so consecutive
+# blocks land far apart and a project's blocks are not served in the order of its import.
 CLAIM_KEY_MODULUS = 2_147_483_647
 CLAIM_KEY_MULTIPLIER = 1_327_217_884
+CLAIM_BLOCK_PAIRS = 64
 
 
 # Integer arithmetic both databases index and match as written (Django's Mod would cast to
 # numeric on PostgreSQL); the claim's raw SQL uses the same text with the table's alias.
 # ("%%%%" is one "%" once Django and the database driver have each read it.)
 CLAIM_KEY_TEMPLATE = (
-    f"((%(expressions)s %%%% {CLAIM_KEY_MODULUS}) * {CLAIM_KEY_MULTIPLIER})"
-    f" %%%% {CLAIM_KEY_MODULUS}"
+    f"(((%(expressions)s / {CLAIM_BLOCK_PAIRS}) %%%% {CLAIM_KEY_MODULUS})"
+    f" * {CLAIM_KEY_MULTIPLIER}) %%%% {CLAIM_KEY_MODULUS}"
 )
 
 
@@ -75,8 +79,25 @@ class ClaimKey(models.Func):
 
 
 def claim_key(pair_id: int) -> int:
-    """The pair's place in the serving order within its priority (as ``pair_claim_idx``)."""
-    return (pair_id % CLAIM_KEY_MODULUS) * CLAIM_KEY_MULTIPLIER % CLAIM_KEY_MODULUS
+    """The place of the pair's block in the serving order within its priority (as
+    ``pair_claim_idx``): the same for every pair of the block."""
+    block = pair_id // CLAIM_BLOCK_PAIRS
+    return (block % CLAIM_KEY_MODULUS) * CLAIM_KEY_MULTIPLIER % CLAIM_KEY_MODULUS
+
+
+def claim_walk(annotator_id: int) -> tuple[int, int]:
+    """The annotator's own order within a block: the multiplier and offset of ``claim_rank``
+    (a multiplier in [1, modulus), so the ranks of distinct ids below the modulus differ)."""
+    multiplier = 1 + claim_key(annotator_id * CLAIM_BLOCK_PAIRS) % (CLAIM_KEY_MODULUS - 1)
+    offset = claim_key((annotator_id + 1) * CLAIM_BLOCK_PAIRS)
+    return multiplier, offset
+
+
+def claim_rank(pair_id: int, walk: tuple[int, int]) -> int:
+    """The pair's place within its block for the annotator whose ``claim_walk`` is ``walk``
+    (as ``annotation.selectors.CLAIM_RANK_SQL``)."""
+    multiplier, offset = walk
+    return ((pair_id % CLAIM_KEY_MODULUS) * multiplier + offset) % CLAIM_KEY_MODULUS
 
 
 class Project(models.Model):
@@ -166,8 +187,8 @@ class Membership(models.Model):
     # accuracy is then judged afresh on the gold votes they give after ``gold_judged_since``.
     paused = models.BooleanField(default=False)
     gold_judged_since = models.DateTimeField(null=True, blank=True)
-    # Where the annotator's next claim starts in the serving order (a ``claim_key``): after
-    # the pair they last claimed; None until their first claim, which starts at random.
+    # The block the annotator is serving from (a ``claim_key``); their next claim looks there
+    # first, then in the blocks after it. Null before their first claim (the first block).
     claim_cursor = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -401,8 +422,8 @@ class Pair(models.Model):
         ]
         indexes = [
             models.Index(fields=["project", "status", "-priority", "id"], name="pair_queue_idx"),
-            # The claim walks this index in serving order from the annotator's cursor and
-            # stops at the first pair it may take.
+            # The claim walks this index in block order from the annotator's block to the
+            # first pair it may take, then reads that block's entries (at most a block's).
             models.Index(
                 F("project"),
                 F("is_gold"),

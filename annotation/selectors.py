@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from annotation.access import get_project_for_user
 from annotation.models import (
+    CLAIM_KEY_MODULUS,
     CLAIM_KEY_TEMPLATE,
     GOLD_MIN_VOTES,
     Adjudication,
@@ -57,8 +58,10 @@ from annotation.models import (
     Skip,
     Vote,
     claim_key,
+    claim_walk,
 )
 from annotation.navigation import project_url
+from annotation.prepared import execute_prepared
 
 if TYPE_CHECKING:
     from typing import Any, TypedDict
@@ -434,10 +437,11 @@ def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> l
     by hash: the list says nothing about which image belongs to the prompt or to which
     response. A hint only; a wrong guess (a gold pair comes next) costs one download."""
     params = next_pair_params(
-        project=project, annotator=annotator, is_gold=False, cursor=claim_key(after_pair_id) + 1
+        project=project, annotator=annotator, is_gold=False, cursor=claim_key(after_pair_id)
     )
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {NEXT_PAIR_SQL.format(lock='')}", params)
+        sql = f"SELECT {NEXT_PAIR_SQL.format(lock='')}"
+        execute_prepared(cursor, "arbiter_next_pair", sql, params)
         (next_id,) = cursor.fetchone()
     if next_id is None:
         return []
@@ -493,37 +497,41 @@ def claimable_params(*, project: Project, annotator) -> list:
     return [project.pk, annotator.pk, annotator.pk, annotator.pk, annotator.pk]
 
 
-# Serving order: the highest priority that has a pair the annotator may claim, then, within
-# it, the first such pair at or after the annotator's cursor in ``claim_key`` order, wrapping
-# round to the lowest key (``Membership.claim_cursor``: after the pair they claimed last, at
-# random before their first claim). So each annotator walks the pairs in one scrambled order
-# from a start of their own, and neither a pair's position in a session nor the pairs around
-# it line up across annotators. The order used to prefer the pair closest to its target,
-# which made every annotator follow the first one's trail pair by pair; pairs now fill in
-# an order of their own, and the votes on a pair come at independent times.
-# Both steps are index lookups on ``pair_claim_idx`` (project, is_gold, priority desc, key):
-# the priority subquery stops at the first claimable entry, as the claim did before, and the
-# key range starts at the cursor, so pairs the annotator already voted on are not walked
-# again. (Ordering by a hash of pair and annotator would sort every claimable pair.)
-# ``{lock}``: the claim's row lock, on both lookups. Params: ``next_pair_params()``.
-_CLAIM_KEY_SQL = CLAIM_KEY_TEMPLATE % {"expressions": "p.id"}
-_IN_TOP_PRIORITY = f"""{CLAIMABLE_WHERE} AND p.is_gold = %s AND p.priority = (
+# Serving order (docs/architecture.md, "Serving order"): the highest priority that has a pair
+# the annotator may claim; within it, the first block (``claim_key`` order, the same for
+# everyone) at or after the annotator's block that has such a pair, wrapping round to the
+# lowest; within that block, the pair first in the annotator's own order (``claim_rank``). So
+# the annotators work through the same blocks together, and a block's pairs get their votes
+# and finish while it is served, but each annotator meets a block's pairs in an order of their
+# own, so neither a pair's place in a session nor the pair before it lines up across its votes.
+# Finding the block is index lookups on ``pair_claim_idx`` (project, is_gold, priority desc,
+# block key) that stop at the first claimable entry, from the annotator's block on, so blocks
+# they finished are not walked again; the block's pairs are then at most CLAIM_BLOCK_PAIRS
+# entries of the same index, ranked. ``{lock}``: the claim's row lock, on the pair taken.
+# Params: ``next_pair_params()``.
+CLAIM_KEY_SQL = CLAIM_KEY_TEMPLATE % {"expressions": "p.id"}
+CLAIM_RANK_SQL = f"(((p.id %% {CLAIM_KEY_MODULUS}) * %s + %s) %% {CLAIM_KEY_MODULUS})"
+_CLAIMABLE_NOW = f"{CLAIMABLE_WHERE} AND p.is_gold = %s"
+_IN_TOP_PRIORITY = f"""{_CLAIMABLE_NOW} AND p.priority = (
         SELECT p.priority FROM {Pair._meta.db_table} p
-        WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s ORDER BY p.priority DESC LIMIT 1)"""
-NEXT_PAIR_SQL = f"""COALESCE(
-    (SELECT p.id FROM {Pair._meta.db_table} p
-     WHERE {_IN_TOP_PRIORITY} AND {_CLAIM_KEY_SQL} >= %s
-     ORDER BY {_CLAIM_KEY_SQL} LIMIT 1 {{lock}}),
-    (SELECT p.id FROM {Pair._meta.db_table} p
-     WHERE {_IN_TOP_PRIORITY}
-     ORDER BY {_CLAIM_KEY_SQL} LIMIT 1 {{lock}}))"""
+        WHERE {_CLAIMABLE_NOW} ORDER BY p.priority DESC LIMIT 1)"""
+_BLOCK_FROM_CURSOR = f"""COALESCE(
+    (SELECT {CLAIM_KEY_SQL} FROM {Pair._meta.db_table} p
+     WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} >= %s ORDER BY {CLAIM_KEY_SQL} LIMIT 1),
+    (SELECT {CLAIM_KEY_SQL} FROM {Pair._meta.db_table} p
+     WHERE {_IN_TOP_PRIORITY} ORDER BY {CLAIM_KEY_SQL} LIMIT 1))"""
+NEXT_PAIR_SQL = f"""(SELECT p.id FROM {Pair._meta.db_table} p
+    WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} = {_BLOCK_FROM_CURSOR}
+    ORDER BY {CLAIM_RANK_SQL} LIMIT 1 {{lock}})"""
 
 
 def next_pair_params(*, project: Project, annotator, is_gold: bool, cursor: int) -> list:
-    """``NEXT_PAIR_SQL``'s params: the first pair at or after ``cursor`` (a claim key)."""
-    claimable = claimable_params(project=project, annotator=annotator)
-    top_priority = [*claimable, is_gold, *claimable, is_gold]
-    return [*top_priority, cursor, *top_priority]
+    """``NEXT_PAIR_SQL``'s params: the annotator's next pair from the block ``cursor`` (a
+    ``claim_key``) on."""
+    claimable = [*claimable_params(project=project, annotator=annotator), is_gold]
+    top_priority = [*claimable, *claimable]
+    block = [*top_priority, cursor, *top_priority]
+    return [*top_priority, *block, *claim_walk(annotator.pk)]
 
 
 def claimable_pairs(*, project: Project, annotator) -> QuerySet[Pair]:

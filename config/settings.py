@@ -323,6 +323,10 @@ ARBITER_CHECKPOINT_ROOT = Path(env_str("ARBITER_CHECKPOINT_ROOT", str(VAR_DIR / 
 # ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
+# The claim's statement is prepared once per database connection on PostgreSQL
+# (annotation/prepared.py); off behind a pooler that resets sessions.
+ARBITER_PREPARED_STATEMENTS = env_bool("ARBITER_PREPARED_STATEMENTS", True)
+
 # Agreement reports (annotation/services/agreement_report.py, docs/agreement.md "The report"):
 # after a vote, a cached report is refreshed once this many seconds have passed, by one task
 # for all the votes of that window.

@@ -9,6 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from annotation.models import Role
+from annotation.services.agreement_report import agreement_report_forget_requests
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
 
 PASSWORD = "correct horse battery staple"
@@ -31,6 +32,13 @@ def requires_redis():
 @pytest.fixture(autouse=True)
 def _media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_refresh_requests():
+    # Project ids are reused across tests: a request remembered from another test's project
+    # would hold back this test's (annotation/services/agreement_report.py, REQUEST_GAP_S).
+    agreement_report_forget_requests()
 
 
 @pytest.fixture

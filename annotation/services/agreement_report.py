@@ -12,6 +12,7 @@ rater "prior #N", one rater per position N in the pairs' ``human_annotations`` l
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
@@ -70,6 +71,10 @@ WHERE project_id = %s AND source IN ({", ".join(["%s"] * len(_VOTE_SOURCES))})
   AND (refresh_requested_at IS NULL OR refresh_requested_at <= %s)
 RETURNING source
 """
+# Seconds between a process's requests for one project's refresh, and when a project was
+# last requested here (``time.monotonic``), by project id.
+REQUEST_GAP_S = 1.0
+_ASKED: dict[int, float] = {}
 # Rows read from the database at a time: each chunk becomes a numpy array at once, so the
 # Python tuples of a million votes never exist all together.
 READ_CHUNK_ROWS = 50_000
@@ -441,9 +446,18 @@ def agreement_report_request_refresh(*, project_id: int) -> list[str]:
 
     The debounce is a conditional UPDATE of the cached row, not a cache key: it needs no
     cache server shared by every web process, holds across restarts, and is one statement
-    on the row the refresh replaces anyway."""
+    on the row the refresh replaces anyway. A process runs it at most once per
+    ``REQUEST_GAP_S`` for a project, and the refresh it queues runs that much after the
+    window: a vote this process did not ask for came less than the gap after it last asked,
+    and the refresh that asking found or queued has not run yet when that vote commits
+    (docs/agreement.md, "The cache and its refresh")."""
     from annotation.tasks import agreement_report_refresh  # the task module imports this one
 
+    clock = time.monotonic()
+    last = _ASKED.get(project_id)
+    if last is not None and clock - last < REQUEST_GAP_S:
+        return []
+    _ASKED[project_id] = clock
     now = timezone.now()
     window = settings.ARBITER_AGREEMENT_DEBOUNCE_S
     stamp = connection.ops.adapt_datetimefield_value
@@ -454,5 +468,13 @@ def agreement_report_request_refresh(*, project_id: int) -> list[str]:
         )
         sources = [row[0] for row in cursor.fetchall()]
     for source in sources:
-        task_publish(agreement_report_refresh, args=(project_id, source), countdown=window)
+        task_publish(
+            agreement_report_refresh, args=(project_id, source), countdown=window + REQUEST_GAP_S
+        )
     return sources
+
+
+def agreement_report_forget_requests() -> None:
+    """Forgets when this process last asked for refreshes (a test's fresh start: database ids
+    are reused across tests)."""
+    _ASKED.clear()

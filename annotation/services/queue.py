@@ -32,7 +32,6 @@ from annotation.limits import (
     MIN_PRIORITY,
 )
 from annotation.models import (
-    CLAIM_KEY_MODULUS,
     GOLD_TARGET_VOTES,
     Assignment,
     Membership,
@@ -47,6 +46,7 @@ from annotation.models import (
     Vote,
     claim_key,
 )
+from annotation.prepared import execute_prepared
 from annotation.scales import VoteInputError, canonical_vote
 from annotation.selectors import (
     CLAIMABLE_WHERE,
@@ -108,8 +108,8 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
     now = timezone.now()
     held = live_assignments(project=project, annotator=annotator, now=now).first()
     if held is None:
-        if cursor is None:  # their first claim: a start point of their own
-            cursor = random.randrange(CLAIM_KEY_MODULUS)
+        if cursor is None:  # their first claim: the first block, where everyone starts
+            cursor = 0
         gold_first = random.random() < project.gold_rate
         take = {"project": project, "annotator": annotator, "cursor": cursor, "now": now}
         pair_id = _take_slot(is_gold=gold_first, **take)
@@ -117,7 +117,8 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
             pair_id = _take_slot(is_gold=not gold_first, **take)
         if pair_id is None:
             return None
-        Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id) + 1)
+        if claim_key(pair_id) != cursor:  # on to another block: once a block, not a claim
+            Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
         held = Assignment.objects.create(
             pair_id=pair_id,
             annotator=annotator,
@@ -130,10 +131,10 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
 
 
 # One statement takes a slot on the first claimable pair in the annotator's serving order
-# (priority, then their own walk through the pairs: ``annotation.selectors.NEXT_PAIR_SQL``
-# says why). PostgreSQL locks the chosen row, skipping rows racing claimers hold; SQLite, one
-# writer at a time, needs no lock. The outer condition makes the update change exactly one
-# row or none.
+# (priority, then block, then their own order within the block:
+# ``annotation.selectors.NEXT_PAIR_SQL`` says why). PostgreSQL locks the chosen row,
+# skipping rows racing claimers hold; SQLite, one writer at a time, needs no lock. The outer
+# condition makes the update change exactly one row or none.
 _TAKE_SLOT_SQL = f"""
 UPDATE {Pair._meta.db_table}
 SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %s
@@ -159,9 +160,10 @@ def _take_slot(*, project: Project, annotator, is_gold: bool, cursor: int, now) 
         connection.ops.adapt_datetimefield_value(now),
         *next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
     ]
+    name = "arbiter_take_slot" if postgres else ""
     with connection.cursor() as db:
         for attempt in range(LOCKED_RETRIES + 1):
-            db.execute(take, params)
+            execute_prepared(db, name, take, params)
             row = db.fetchone()
             if row is not None:
                 return row[0]

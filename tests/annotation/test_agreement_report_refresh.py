@@ -12,6 +12,7 @@ from kombu.exceptions import OperationalError
 
 from annotation import tasks
 from annotation.models import AgreementReport
+from annotation.services import agreement_report
 from annotation.services.agreement_report import agreement_report_recompute
 from tests.factories import PairFactory
 
@@ -37,22 +38,65 @@ def queued(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def clock(monkeypatch):
+    """The process's clock for its refresh requests, moved by hand (``clock[0] += s``)."""
+    now = [1000.0]
+    monkeypatch.setattr(agreement_report.time, "monotonic", lambda: now[0])
+    return now
+
+
 def test_votes_in_one_window_queue_one_refresh(
-    project, alice, bob, api_for, queued_pairs, queued, settings, django_capture_on_commit_callbacks
+    project,
+    alice,
+    bob,
+    api_for,
+    queued_pairs,
+    queued,
+    settings,
+    clock,
+    django_capture_on_commit_callbacks,
 ):
     settings.ARBITER_AGREEMENT_DEBOUNCE_S = 30
     agreement_report_recompute(project=project)  # someone has read the report
     for user in (alice, bob):
+        clock[0] += 2  # past this process's gap: the window alone holds the second back
         with django_capture_on_commit_callbacks(execute=True):
             claim_and_vote(api_for(user))
-    assert [(args, options["countdown"]) for args, options in queued] == [((project.pk, "all"), 30)]
+    # It runs a gap after the window, so it reads the votes of the window and of the gap.
+    expected = 30 + agreement_report.REQUEST_GAP_S
+    assert [(args, options["countdown"]) for args, options in queued] == [
+        ((project.pk, "all"), expected)
+    ]
     # Once the window is over, the next vote queues the next refresh.
     report = AgreementReport.objects.get(project=project, source="all")
     AgreementReport.objects.filter(pk=report.pk).update(
         refresh_requested_at=report.refresh_requested_at - timedelta(seconds=31)
     )
+    clock[0] += 2
     with django_capture_on_commit_callbacks(execute=True):
         claim_and_vote(api_for(alice))
+    assert len(queued) == 2
+
+
+def test_a_process_asks_at_most_once_a_gap(
+    project, alice, bob, api_for, queued_pairs, queued, clock, django_capture_on_commit_callbacks
+):
+    agreement_report_recompute(project=project)
+    for user in (alice, bob):
+        with django_capture_on_commit_callbacks(execute=True):
+            claim_and_vote(api_for(user))
+    # Both votes came within the gap: the second ran no statement and queued nothing; the
+    # first one's refresh, a gap after the window, reads both.
+    assert len(queued) == 1
+    report = AgreementReport.objects.get(project=project, source="all")
+    AgreementReport.objects.filter(pk=report.pk).update(refresh_requested_at=None)
+    with django_capture_on_commit_callbacks(execute=True):
+        claim_and_vote(api_for(alice))
+    assert len(queued) == 1  # still within the gap, whatever the row says
+    clock[0] += agreement_report.REQUEST_GAP_S
+    with django_capture_on_commit_callbacks(execute=True):
+        claim_and_vote(api_for(bob))
     assert len(queued) == 2
 
 

@@ -13,13 +13,15 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation.models import (
-    CLAIM_KEY_MODULUS,
+    CLAIM_BLOCK_PAIRS,
     Assignment,
     Pair,
     PairRestriction,
     PairStatus,
     Project,
     claim_key,
+    claim_rank,
+    claim_walk,
 )
 from annotation.selectors import annotator_progress
 from annotation.services import pairs, queue
@@ -84,11 +86,29 @@ def test_own_expired_lease_is_replaced_by_a_fresh_one(project, alice, queued_pai
     assert sum(Pair.objects.values_list("lease_count", flat=True)) == 1
 
 
-def in_key_order_from(pairs: list[Pair], cursor: int) -> list[int]:
-    """The pairs' ids in serving order for an annotator whose walk starts at ``cursor``."""
-    keyed = sorted(pairs, key=lambda pair: claim_key(pair.pk))
-    after = [p.pk for p in keyed if claim_key(p.pk) >= cursor]
-    return after + [p.pk for p in keyed if claim_key(p.pk) < cursor]
+# Pair ids far above any the factories hand out in a test, so a test picks its pairs' blocks.
+FIRST_TEST_BLOCK = 10_000
+
+
+def pairs_in_blocks(project, *sizes: int, **fields) -> list[list[Pair]]:
+    """Queued pairs in consecutive blocks of the serving order's grouping, ``sizes[i]`` in
+    block i, returned in serving order of the blocks (lowest ``claim_key`` first)."""
+    blocks = []
+    for n, size in enumerate(sizes):
+        first = (FIRST_TEST_BLOCK + n) * CLAIM_BLOCK_PAIRS
+        blocks.append(
+            [
+                PairFactory(project=project, id=first + 3 * i, status=PairStatus.QUEUED, **fields)
+                for i in range(size)
+            ]
+        )
+    return sorted(blocks, key=lambda block: claim_key(block[0].pk))
+
+
+def in_own_order(user, pairs_: list[Pair]) -> list[int]:
+    """The pairs of one block in the order ``user`` is served them."""
+    walk = claim_walk(user.pk)
+    return [p.pk for p in sorted(pairs_, key=lambda pair: claim_rank(pair.pk, walk))]
 
 
 def test_higher_priority_is_served_first_to_everyone(project, alice, bob):
@@ -100,38 +120,79 @@ def test_higher_priority_is_served_first_to_everyone(project, alice, bob):
         assert served[2] not in {p.pk for p in urgent}
 
 
-def test_each_annotator_walks_the_pairs_from_a_start_of_their_own(project, alice, bob, monkeypatch):
-    pairs_ = PairFactory.create_batch(12, project=project, status=PairStatus.QUEUED)
-    starts = iter([CLAIM_KEY_MODULUS // 4, 3 * CLAIM_KEY_MODULUS // 4])
-    monkeypatch.setattr(queue.random, "randrange", lambda _: next(starts))
-    served = {
-        user.username: [claim_and_vote(project, user).pk for _ in range(12)]
-        for user in (alice, bob)
-    }
-    # A pair half-done (alice voted) is no reason for bob to follow her: each keeps to the
-    # scrambled order from their own start, wrapping round at the end.
-    assert served["alice"] == in_key_order_from(pairs_, CLAIM_KEY_MODULUS // 4)
-    assert served["bob"] == in_key_order_from(pairs_, 3 * CLAIM_KEY_MODULUS // 4)
-    assert served["alice"] != served["bob"]
-    assert queue.assignment_claim(project=project, annotator=alice) is None
+def test_everyone_serves_the_same_block_first_each_in_an_order_of_their_own(project, alice, bob):
+    first, second = pairs_in_blocks(project, 6, 6)
+    served = {user: [claim_and_vote(project, user).pk for _ in range(6)] for user in (alice, bob)}
+    # Both work through the first block before the second, each in their own order: a pair
+    # alice has voted on is no reason for bob to take it next.
+    for user in (alice, bob):
+        assert served[user] == in_own_order(user, first)
+    assert claim_and_vote(project, alice).pk in {p.pk for p in second}
 
 
-def test_orders_differ_across_annotators_without_any_setup(project):
-    PairFactory.create_batch(30, project=project, status=PairStatus.QUEUED)
+def test_orders_within_a_block_differ_across_annotators(project):
+    (block,) = pairs_in_blocks(project, 20)
     users = [annotator(project, f"ann{n}") for n in range(3)]
-    orders = {tuple(claim_and_vote(project, user).pk for _ in range(3)) for user in users}
-    # Three annotators starting at random points of 30 pairs: the same first three pairs for
-    # all three would be a 1-in-900 coincidence.
-    assert len(orders) >= 2
+    orders = {tuple(claim_and_vote(project, user).pk for _ in range(5)) for user in users}
+    assert len(orders) == 3
+    assert orders == {tuple(in_own_order(user, block)[:5]) for user in users}
 
 
-def test_the_next_claim_starts_after_the_pair_claimed_last(project, alice):
-    pairs_ = PairFactory.create_batch(5, project=project, status=PairStatus.QUEUED)
-    first = claim_and_vote(project, alice)
+def test_a_blocks_pairs_finish_before_the_next_block_is_started(project):
+    first, second = pairs_in_blocks(project, 4, 4)
+    users = [annotator(project, f"ann{n}") for n in range(3)]
+    for _ in range(4):
+        for user in users:
+            claim_and_vote(project, user)
+    statuses = dict(Pair.objects.values_list("pk", "status"))
+    assert {statuses[p.pk] for p in first} <= {PairStatus.CONSENSUS, PairStatus.DISPUTED}
+    assert {statuses[p.pk] for p in second} == {PairStatus.QUEUED}
+
+
+def test_the_cursor_moves_once_a_block_and_the_walk_wraps_round(project, alice):
+    first, second = pairs_in_blocks(project, 2, 2)
     membership = alice.memberships.get(project=project)
-    assert membership.claim_cursor == claim_key(first.pk) + 1
-    rest = [claim_and_vote(project, alice).pk for _ in range(4)]
-    assert rest == in_key_order_from([p for p in pairs_ if p.pk != first.pk], claim_key(first.pk))
+    assert membership.claim_cursor is None  # no claim yet: the first block
+    claim_and_vote(project, alice)
+    membership.refresh_from_db()
+    assert membership.claim_cursor == claim_key(first[0].pk)
+    with CaptureQueriesContext(connection) as queries:
+        claim_and_vote(project, alice)
+    assert not [q for q in queries.captured_queries if 'SET "claim_cursor"' in q["sql"]]
+    order = in_own_order(alice, second)
+    assert claim_and_vote(project, alice).pk == order[0]
+    membership.refresh_from_db()
+    assert membership.claim_cursor == claim_key(second[0].pk)
+    # A pair that opens behind her (a lease someone let expire; here a fresh pair in the
+    # first block) is served when her walk wraps round past the last block.
+    straggler = PairFactory(project=project, id=first[0].pk + 1, status=PairStatus.QUEUED)
+    assert claim_and_vote(project, alice).pk == order[1]
+    assert claim_and_vote(project, alice).pk == straggler.pk
+
+
+def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bob):
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's (annotation/prepared.py)")
+    pairs_in_blocks(project, 4)
+    for user in (alice, bob):
+        with CaptureQueriesContext(connection) as queries:
+            claim_and_vote(project, user)
+        sqls = [q["sql"] for q in queries.captured_queries]
+        assert any(sql.startswith("EXECUTE arbiter_take_slot") for sql in sqls)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE name = 'arbiter_take_slot'"
+        )
+        assert cursor.fetchone() == (1,)
+
+
+def test_prepared_and_planned_claims_take_the_same_pairs(project, alice, settings):
+    (block,) = pairs_in_blocks(project, 6)
+    settings.ARBITER_PREPARED_STATEMENTS = False
+    planned = [claim_and_vote(project, alice).pk for _ in range(3)]
+    settings.ARBITER_PREPARED_STATEMENTS = True
+    prepared = [claim_and_vote(project, alice).pk for _ in range(3)]
+    assert planned + prepared == in_own_order(alice, block)
 
 
 def test_voted_and_skipped_pairs_are_never_offered_again(project, alice):
