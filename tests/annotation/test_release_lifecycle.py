@@ -3,6 +3,8 @@ release that never changes, refused by the services, the ORM and the admin alike
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.db import transaction
 from django.db.models import ProtectedError
@@ -19,7 +21,8 @@ from annotation.services.releases import (
     release_publish,
     release_rows,
 )
-from tests.factories import PairFactory, UserFactory
+from annotation.tasks import release_build_run
+from tests.factories import PairFactory, ProjectFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -212,3 +215,27 @@ def test_the_admin_shows_releases_read_only(published, client_for):
     assert bulk.status_code in (200, 302)
     assert client.get(reverse("admin:annotation_release_add")).status_code == 403
     assert Release.objects.get(pk=published.pk).version == "1.0.0"
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_builds_a_queued_release(celery_worker_process):
+    project = ProjectFactory(slug="worker-release")
+    researcher = UserFactory(username="researcher-w")
+    PairFactory.create_batch(4, project=project, status="consensus", consensus_label="B")
+    release = release_create(project=project, version="1.0.0", selection={}, user=researcher)
+    celery_worker_process(queues="default", concurrency=1)
+    queued = release_build_start(release=release)
+    assert queued.status == Release.Status.QUEUED
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        release.refresh_from_db()
+        if release.status not in (Release.Status.QUEUED, Release.Status.BUILDING):
+            break
+        time.sleep(0.25)
+    assert release.status == Release.Status.BUILT, release.error
+    assert release.pair_count == 4 and release.archive_path.is_file()
+    manifest = release.manifest_sha256
+    release_build_run(release.pk)  # the same task delivered again: the release is built
+    release.refresh_from_db()
+    assert (release.status, release.manifest_sha256) == (Release.Status.BUILT, manifest)
