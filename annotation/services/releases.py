@@ -21,7 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from annotation.broker import task_publish
-from annotation.errors import Conflict, InvalidInput
+from annotation.errors import Conflict, InvalidInput, Unavailable
 from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
 from annotation.releases import read
 from annotation.releases.selection import Selection, check_selection
@@ -77,10 +77,11 @@ def release_selection(release: Release) -> Selection:
 
 
 def release_build_start(*, release: Release) -> Release:
-    """Queues the build of a draft, built or failed release as a Celery task (sent once the
-    current transaction commits); the release page polls ``status``, ``stage``,
-    ``rows_done``/``rows_total`` (``percent``). Conflict when it is published or building;
-    Unavailable when the task broker cannot take it (the release is then left as it was)."""
+    """Queues the build of a draft, built or failed release as a Celery task; the release
+    page polls ``status``, ``stage``, ``rows_done``/``rows_total`` (``percent``). Conflict
+    when it is published or building. When the task broker cannot take it the release goes
+    back to its status with the reason in ``error``: outside a transaction Unavailable is
+    raised; inside one the task is sent once it commits, and a failure then is logged."""
     from annotation.tasks import release_build_run  # the task module imports this one
 
     previous = release.status
@@ -95,12 +96,15 @@ def release_build_start(*, release: Release) -> Release:
     def send() -> None:
         try:
             task_publish(release_build_run, args=(release.pk,))
-        except Exception:
-            Release.objects.filter(pk=release.pk, status=Status.QUEUED).update(status=previous)
+        except Unavailable as exc:
+            Release.objects.filter(pk=release.pk, status=Status.QUEUED).update(
+                status=previous, stage="", error=f"{exc} The build was not started."
+            )
+            release.refresh_from_db()
             raise
 
     if transaction.get_connection().in_atomic_block:
-        transaction.on_commit(send)
+        transaction.on_commit(send, robust=True)
     else:
         send()
     return release

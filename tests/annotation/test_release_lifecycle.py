@@ -4,13 +4,14 @@ release that never changes, refused by the services, the ORM and the admin alike
 from __future__ import annotations
 
 import time
+from unittest import mock
 
 import pytest
 from django.db import transaction
 from django.db.models import ProtectedError
 from django.urls import reverse
 
-from annotation.errors import Conflict, InvalidInput
+from annotation.errors import Conflict, InvalidInput, Unavailable
 from annotation.models import Release, ReleaseFrozen
 from annotation.releases.selection import check_selection
 from annotation.services.releases import (
@@ -239,3 +240,41 @@ def test_a_real_worker_builds_a_queued_release(celery_worker_process):
     release_build_run(release.pk)  # the same task delivered again: the release is built
     release.refresh_from_db()
     assert (release.status, release.manifest_sha256) == (Release.Status.BUILT, manifest)
+
+
+def test_starting_a_build_queues_it_and_the_task_builds_it(
+    project, dave, django_capture_on_commit_callbacks
+):
+    PairFactory(project=project, status="consensus", consensus_label="A")
+    release = release_create(project=project, version="1.0.0", selection={}, user=dave)
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = release_build_start(release=release)
+        assert queued.status == Release.Status.QUEUED  # sent once the transaction commits
+    release.refresh_from_db()
+    assert release.status == Release.Status.BUILT and release.pair_count == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        release_build_start(release=release)  # a built release may be built again
+    release.refresh_from_db()
+    assert release.status == Release.Status.BUILT
+
+
+def test_a_build_the_broker_cannot_take_goes_back_and_says_why(project, dave, monkeypatch):
+    release = release_create(project=project, version="1.0.0", selection={}, user=dave)
+
+    def broker_down(task, **options):
+        raise Unavailable("The task queue is unreachable (connection refused).")
+
+    monkeypatch.setattr("annotation.services.releases.task_publish", broker_down)
+    with (
+        pytest.raises(Unavailable, match="unreachable"),
+        mock.patch(
+            "annotation.services.releases.transaction.get_connection",
+            return_value=mock.Mock(in_atomic_block=False),
+        ),
+    ):
+        release_build_start(release=release)
+    release.refresh_from_db()
+    assert release.status == Release.Status.DRAFT
+    assert release.error == (
+        "The task queue is unreachable (connection refused). The build was not started."
+    )
