@@ -255,19 +255,25 @@ def test_verify_release_names_a_flipped_byte_in_the_folder_and_the_archive(fille
 def test_the_mmrb2_file_imports_back_and_is_scored_with_mmrb2s_accuracy(
     filled, dave, other_project
 ):
-    release = built_release(filled, dave, include_ties=True)
+    release = built_release(filled, dave)
     path = release.folder / "mmrb2" / "test.json"
     pairs = json.loads(path.read_text())["pairs"]
     assert {pair["id"] for pair in pairs} == set(_rows(release))
     image = next(pair for pair in pairs if pair["id"] == IMAGE_ID)
     assert image["human_annotations"] == [1, 1] and image["chosen"] == "B"
     assert image["prompt_content"][1][0] == "image"
-    right = {pair["id"]: pair["chosen"] for pair in pairs}
-    always_a = {pair["id"]: "A" for pair in pairs}
-    sided = [pair for pair in pairs if pair["chosen"] != "tie"]
+    flip = {"A": "B", "B": "A"}
+    # a judge that agrees with people in both orders
+    right = {p["id"]: {"forward": p["chosen"], "reverse": flip[p["chosen"]]} for p in pairs}
     assert mmrb2_accuracy(path, right) == 1.0
-    assert mmrb2_accuracy(path, always_a) == pytest.approx(
-        sum(pair["chosen"] == "A" for pair in sided) / len(sided)
+    # one that always says "the first shown": right once per pair, whatever the labels
+    positional = {p["id"]: {"forward": "A", "reverse": "A"} for p in pairs}
+    assert mmrb2_accuracy(path, positional) == 0.5
+    # one that answers A in the forward order only, and skips one pair
+    forward_only = {p["id"]: {"forward": "A"} for p in pairs[1:]}
+    sided = pairs[1:]
+    assert mmrb2_accuracy(path, forward_only) == pytest.approx(
+        sum(p["chosen"] == "A" for p in sided) / len(sided)
     )
     summary = pairs_import(project=other_project, source=path, media_root=release.folder)
     assert summary.created_pairs == len(pairs)
