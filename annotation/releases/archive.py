@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -147,11 +148,16 @@ def _digest(handle) -> FileEntry:
     return FileEntry(digest.hexdigest(), size)
 
 
-def _compare(listed: Mapping[str, Mapping], found: Mapping[str, FileEntry]) -> list[str]:
+def _compare(
+    listed: Mapping[str, Mapping], found: Mapping[str, FileEntry], *, complete: bool = True
+) -> list[str]:
+    """One line per file that differs; ``complete=False``: what was found is not all there
+    is (a damaged archive), so files not found are not called missing."""
     problems = []
     for path in sorted(set(listed) | set(found)):
         if path not in found:
-            problems.append(f"{path}: missing")
+            if complete:
+                problems.append(f"{path}: missing")
         elif path not in listed:
             problems.append(f"{path}: not in the manifest")
         elif found[path].size != listed[path]["size"]:
@@ -195,12 +201,15 @@ def verify_folder(folder: Path, *, manifest_sha256: str | None = None) -> list[s
 
 
 def verify_archive(archive: Path, *, manifest_sha256: str | None = None) -> list[str]:
-    """As ``verify_folder``, for the release's .tar.gz (read once, never extracted)."""
+    """As ``verify_folder``, for the release's .tar.gz (read once, never extracted). The
+    gzip stream is read to its end, so a damaged archive is named as such (its CRC), and so is
+    each file that reads back different."""
     found: dict[str, FileEntry] = {}
     data = None
     roots = set()
+    damaged = None
     try:
-        with tarfile.open(archive, mode="r:gz") as tar:
+        with gzip.open(archive, "rb") as stream, tarfile.open(fileobj=stream, mode="r:") as tar:
             for member in tar:
                 if not member.isfile():
                     continue
@@ -213,12 +222,19 @@ def verify_archive(archive: Path, *, manifest_sha256: str | None = None) -> list
                     data = handle.read()
                 else:
                     found[relative] = _digest(handle)
+            # tarfile stops quietly at a damaged header: what is left must still decompress.
+            while stream.read(_READ_BYTES):
+                pass
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-        return [f"{archive.name}: not a readable .tar.gz ({exc})"]
+        damaged = f"{archive.name}: not a readable .tar.gz ({exc})"
     if len(roots) > 1:
         return [f"{archive.name}: more than one folder at the top ({', '.join(sorted(roots))})"]
+    if data is None and damaged:
+        return [damaged]
     listed, problems = _manifest_problems(data, manifest_sha256)
-    return problems or _compare(listed, found)
+    return (problems or _compare(listed, found, complete=damaged is None)) + (
+        [damaged] if damaged else []
+    )
 
 
 def verify_release_path(path: Path, *, manifest_sha256: str | None = None) -> list[str]:
