@@ -20,7 +20,7 @@ from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair, Release
 from annotation.releases.archive import archive_write, verify_release_path
 from annotation.releases.selection import check_selection
-from annotation.services.releases import release_rows
+from annotation.services.releases import release_build, release_create, release_rows
 from tests.annotation.mmrb2_scorer import mmrb2_accuracy
 from tests.annotation.release_support import (
     ADJUDICATED_ID,
@@ -297,3 +297,23 @@ def test_the_card_counts_what_the_release_holds(filled, dave):
     assert card.startswith('---\npretty_name: "Demo project"\n')
     assert "1.0.0" not in card
     assert "| **All** | 11 | 11 |" in card
+
+
+def test_reading_in_chunks_gives_the_same_release(filled, dave, settings, tmp_path, monkeypatch):
+    whole = built_release(filled, dave, "1.0.0", include_ensemble=True, splits="a=0.5,b=0.5")
+    whole_files = _files(whole.folder)
+    monkeypatch.setattr("annotation.releases.rows.CHUNK_PAIRS", 3)
+    settings.ARBITER_RELEASE_ROOT = tmp_path / "chunked"
+    seen = []
+    release = release_create(
+        project=filled,
+        version="1.0.1",
+        selection={"include_ensemble": True, "splits": "a=0.5,b=0.5"},
+        user=dave,
+    )
+    chunked = release_build(
+        release=release, progress=lambda done, total, stage: seen.append((done, total, stage))
+    )
+    assert _files(chunked.folder) == whole_files
+    reading = [done for done, total, stage in seen if stage == "reading"]
+    assert reading == [0, 3, 6, 9, 11]  # 11 pairs, 3 at a time
