@@ -7,22 +7,17 @@ import gzip
 import hashlib
 import json
 import os
-import struct
 import tarfile
 import zlib
-from collections import deque
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
-from typing import Any, cast
 
+from annotation.releases.compress import GzipMember, gzip_member
 from annotation.releases.read import MANIFEST
 from annotation.releases.writer import FileEntry, HashingFile
 
 MANIFEST_FORMAT = "arbiter-release/1"
-# gzip's level: fixed (the bytes depend on it). 1: on release text it is about three times as
-# fast as zlib's default 6 for archives about a tenth larger (benchmarks/release_speed.py).
-GZIP_LEVEL = 1
 # Threads compressing the archive: a build is one task of a worker that may run others.
 GZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
 _READ_BYTES = 1024 * 1024
@@ -44,65 +39,87 @@ def manifest_bytes(
     return (json.dumps(manifest, indent=1, ensure_ascii=False) + "\n").encode()
 
 
-class _ParallelGzip:
-    """A write-only gzip stream compressed by threads (zlib lets go of the GIL), as pigz does:
-    the data is cut into BLOCK_BYTES blocks, each deflated on its own with the 32 KiB before
-    it as its dictionary and ended by a sync flush, and the pieces are joined in order into
-    one deflate stream. The bytes depend only on the data, the level and the block size,
-    never on the threads' timing. The header has no file name and mtime 0."""
+class ArchivePart:
+    """One file's content in the archive (its bytes and the tar padding after them), as a
+    gzip member compressed while the file is written; ``HashingFile`` feeds it."""
 
-    BLOCK_BYTES = 1024 * 1024
-    _WINDOW = 32 * 1024
-    _HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0
-
-    def __init__(self, out, *, level: int, threads: int):
-        self._out = out
-        self._level = level
-        self._pool = ThreadPoolExecutor(max_workers=threads)
-        self._pending: deque = deque()
-        self._most_pending = 2 * threads
-        self._buffer = bytearray()
-        self._previous_tail = b""
-        self._crc = 0
-        self._size = 0
-        out.write(self._HEADER)
-
-    def _deflate(self, block: bytes, dictionary: bytes, last: bool) -> bytes:
-        if dictionary:
-            deflate = zlib.compressobj(
-                self._level, zlib.DEFLATED, -zlib.MAX_WBITS, zdict=dictionary
-            )
-        else:
-            deflate = zlib.compressobj(self._level, zlib.DEFLATED, -zlib.MAX_WBITS)
-        return deflate.compress(block) + deflate.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
-
-    def _submit(self, block: bytes, last: bool) -> None:
-        self._crc = zlib.crc32(block, self._crc)
-        self._size += len(block)
-        self._pending.append(self._pool.submit(self._deflate, block, self._previous_tail, last))
-        self._previous_tail = block[-self._WINDOW :]
-        while len(self._pending) > self._most_pending:
-            self._out.write(self._pending.popleft().result())
+    def __init__(self, path: Path, *, pool: Executor, most_pending: int):
+        self.path = path
+        self._file = open(path, "wb")  # noqa: SIM115 -- closed by close()
+        self._member = GzipMember(self._file, pool=pool, most_pending=most_pending)
+        self.size = 0
+        self.closed = False
 
     def write(self, data) -> int:
-        self._buffer += data
-        while len(self._buffer) >= self.BLOCK_BYTES:
-            block = bytes(self._buffer[: self.BLOCK_BYTES])
-            del self._buffer[: self.BLOCK_BYTES]
-            self._submit(block, last=False)
-        return len(data)
-
-    def tell(self) -> int:
-        """Bytes written so far, uncompressed (what tarfile counts its offsets in)."""
-        return self._size + len(self._buffer)
+        self.size += len(data)
+        return self._member.write(data)
 
     def close(self) -> None:
-        self._submit(bytes(self._buffer), last=True)
-        self._buffer = bytearray()
-        while self._pending:
-            self._out.write(self._pending.popleft().result())
-        self._pool.shutdown()
-        self._out.write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
+        self._member.write(b"\0" * (-self.size % tarfile.BLOCKSIZE))
+        self._member.close()
+        self._file.close()
+        self.closed = True
+
+
+class ArchiveParts:
+    """The members of a release's .tar.gz, made while its files are written (so compressing
+    overlaps building) and joined at the end: for each file in path order, a member with its
+    tar header and a member with its content; then one with the end-of-archive blocks. Every
+    member's bytes depend only on the file, so the archive does too. Tar headers: the file
+    under the ``root`` folder, mtime 0, owner 0:0 without names, mode 644."""
+
+    def __init__(self, folder: Path, *, root: str, threads: int = GZIP_THREADS):
+        self._folder = folder
+        self._root = root
+        self._threads = threads
+        self._pool = ThreadPoolExecutor(max_workers=threads)
+        self._parts: dict[str, ArchivePart] = {}
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def __enter__(self) -> ArchiveParts:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._pool.shutdown(cancel_futures=True)
+        for part in self._parts.values():
+            if not part.closed:  # a build that failed half-way
+                part._file.close()
+
+    def part(self, relative: str) -> ArchivePart:
+        part = ArchivePart(
+            self._folder / f"{len(self._parts)}.gz", pool=self._pool, most_pending=2 * self._threads
+        )
+        self._parts[relative] = part
+        return part
+
+    def _header(self, relative: str, size: int) -> bytes:
+        info = tarfile.TarInfo(f"{self._root}/{relative}")
+        info.size = size
+        info.mtime = 0
+        info.mode = _FILE_MODE
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+    def write(self, archive: Path) -> FileEntry:
+        """Joins the members (every part closed) into ``archive``."""
+        out = HashingFile(archive)
+        try:
+            length = 0
+            for relative in sorted(self._parts):
+                part = self._parts[relative]
+                header = self._header(relative, part.size)
+                out.write(gzip_member(header))
+                with open(part.path, "rb") as member:
+                    while block := member.read(_READ_BYTES):
+                        out.write(block)
+                length += len(header) + part.size + (-part.size % tarfile.BLOCKSIZE)
+            end = b"\0" * (2 * tarfile.BLOCKSIZE)
+            length += len(end)
+            out.write(gzip_member(end + b"\0" * (-length % tarfile.RECORDSIZE)))
+        finally:
+            out.close()
+        return out.entry
 
 
 def _files(folder: Path) -> list[str]:
@@ -112,32 +129,17 @@ def _files(folder: Path) -> list[str]:
     )
 
 
-def archive_write(folder: Path, archive: Path, *, root: str) -> FileEntry:
-    """``folder`` as one .tar.gz under the directory ``root``: entries sorted, every
-    timestamp 0, owner 0:0 without names, mode 644, gzip header without name or time; the same
-    files always give the same bytes."""
-    out = HashingFile(archive)
-    compressed = _ParallelGzip(out, level=GZIP_LEVEL, threads=GZIP_THREADS)
-    try:
-        # A write-only stream: tarfile only writes to it and asks where it is.
-        stream = cast(Any, compressed)
-        with tarfile.TarFile(
-            fileobj=stream, mode="w", format=tarfile.PAX_FORMAT, copybufsize=_READ_BYTES
-        ) as tar:
-            for relative in _files(folder):
-                path = folder / relative
-                info = tarfile.TarInfo(f"{root}/{relative}")
-                info.size = path.stat().st_size
-                info.mtime = 0
-                info.mode = _FILE_MODE
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                with open(path, "rb") as handle:
-                    tar.addfile(info, handle)
-        compressed.close()
-    finally:
-        out.close()
-    return out.entry
+def archive_write(folder: Path, archive: Path, *, root: str, work: Path) -> FileEntry:
+    """``folder`` as one .tar.gz under the directory ``root`` (``work``: a scratch folder):
+    the same bytes a build writes for the same files."""
+    with ArchiveParts(work, root=root) as parts:
+        for relative in _files(folder):
+            part = parts.part(relative)
+            with open(folder / relative, "rb") as handle:
+                while block := handle.read(_READ_BYTES):
+                    part.write(block)
+            part.close()
+        return parts.write(archive)
 
 
 def _digest(handle) -> FileEntry:

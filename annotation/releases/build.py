@@ -18,7 +18,7 @@ from django.conf import settings
 from annotation.imports.media import media_strip_metadata
 from annotation.models import Media, PairStatus, ProjectMedia, Release
 from annotation.releases import rows as release_rows
-from annotation.releases.archive import archive_write, manifest_bytes
+from annotation.releases.archive import ArchiveParts, manifest_bytes
 from annotation.releases.card import Statistics, render_card
 from annotation.releases.formats import IMAGES_DIR, ReleasePair, mmrb2_record, trl_row
 from annotation.releases.read import MANIFEST
@@ -69,10 +69,10 @@ class _Images:
         if missing := wanted - set(self.files):
             raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
 
-    def write(self, folder: Path) -> dict[str, FileEntry]:
+    def write(self, open_file: Callable[[str], HashingFile]) -> dict[str, FileEntry]:
         entries = {}
         for name in sorted(self._sources):
-            out = HashingFile(folder / IMAGES_DIR / name)
+            out = open_file(f"{IMAGES_DIR}/{name}")
             try:
                 with open(self._sources[name], "rb") as source:
                     while block := source.read(_COPY_BYTES):
@@ -93,10 +93,15 @@ def _ensemble_removed(release: Release, selection: Selection) -> int:
 
 
 def write_release(
-    *, release: Release, selection: Selection, folder: Path, report: Report
+    *,
+    release: Release,
+    selection: Selection,
+    open_file: Callable[[str], HashingFile],
+    report: Report,
 ) -> tuple[int, dict[str, Any], str, dict[str, FileEntry]]:
-    """Writes the release's files into ``folder`` (the archive excepted); returns the rows
-    read, the statistics, the card and every file's entry (the manifest included)."""
+    """Writes the release's files through ``open_file`` (a path in the release -> its file);
+    returns the rows read, the statistics, the card and every file's entry (the manifest
+    included)."""
     project = release.project
     multimodal = ProjectMedia.objects.filter(project=project).exists()
     schema = row_schema(multimodal)
@@ -111,7 +116,7 @@ def write_release(
             images.add_media([pair for _, pair in chunk])
         for split, pair in chunk:
             if split not in writers:
-                writers[split] = SplitFiles(folder, split, schema)
+                writers[split] = SplitFiles(open_file, split, schema)
             writers[split].add(
                 trl_row(pair, files=images.files, multimodal=multimodal),
                 mmrb2_record(pair, files=images.files),
@@ -124,7 +129,7 @@ def write_release(
         entries |= writers[split].close()
     done = total  # pairs imported meanwhile are not in the count
     report(done, total, "images")
-    entries |= images.write(folder)
+    entries |= images.write(open_file)
     report(done, total, "card")
     split_order = [name for name in selection.split_names if name in writers]
     figures = statistics.as_json(
@@ -140,14 +145,13 @@ def write_release(
         schema=schema,
         multimodal=multimodal,
     )
-    entries["README.md"] = _write(folder / "README.md", card.encode())
+    entries["README.md"] = _write(open_file("README.md"), card.encode())
     manifest = manifest_bytes(project_slug=project.slug, splits=split_order, files=entries)
-    entries[MANIFEST] = _write(folder / MANIFEST, manifest)
+    entries[MANIFEST] = _write(open_file(MANIFEST), manifest)
     return total, figures, card, entries
 
 
-def _write(path: Path, data: bytes) -> FileEntry:
-    out = HashingFile(path)
+def _write(out: HashingFile, data: bytes) -> FileEntry:
     try:
         out.write(data)
     finally:
@@ -177,17 +181,22 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
     collecting = gc.isenabled()
     try:
         folder.mkdir(parents=True)
-        # The rows are acyclic dicts and lists, freed by reference counting; with the cyclic
-        # collector on, its full passes over the millions of objects a chunk makes took a
-        # third of the build's time.
-        gc.disable()
-        total, figures, card, entries = write_release(
-            release=release, selection=selection, folder=folder, report=report
-        )
-        if collecting:
-            gc.enable()
-        report(total, total, "archive")
-        archived = archive_write(folder, archive, root=release.project.slug)
+        with ArchiveParts(work / "parts", root=release.project.slug) as parts:
+
+            def open_file(relative: str) -> HashingFile:
+                return HashingFile(folder / relative, tee=parts.part(relative))
+
+            # The rows are acyclic dicts and lists, freed by reference counting; with the
+            # cyclic collector on, its full passes over the millions of objects a chunk
+            # makes took a third of the build's time.
+            gc.disable()
+            total, figures, card, entries = write_release(
+                release=release, selection=selection, open_file=open_file, report=report
+            )
+            if collecting:
+                gc.enable()
+            report(total, total, "archive")
+            archived = parts.write(archive)
         _replace(folder, release.folder)
         _replace(archive, release.archive_path)
     finally:

@@ -5,9 +5,10 @@ group (``SplitFiles``), so a release of any size is never held whole in memory."
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import pyarrow as pa
@@ -42,19 +43,28 @@ class FileEntry:
     size: int
 
 
-class HashingFile:
-    """A binary file that hashes what is written to it; ``entry`` once closed."""
+class Tee(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+    def close(self) -> None: ...
 
-    def __init__(self, path: Path):
+
+class HashingFile:
+    """A binary file that hashes what is written to it (``entry`` once closed), and passes
+    it on to ``tee`` (the file's part of the archive) as well."""
+
+    def __init__(self, path: Path, *, tee: Tee | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "wb")  # noqa: SIM115 -- closed by close()
         self._hash = hashlib.sha256()
         self._size = 0
+        self._tee = tee
         self.closed = False
 
     def write(self, data: bytes) -> int:
         self._hash.update(data)
         self._size += len(data)
+        if self._tee is not None:
+            self._tee.write(data)
         return self._file.write(data)
 
     def flush(self) -> None:
@@ -66,6 +76,8 @@ class HashingFile:
     def close(self) -> None:
         if not self.closed:
             self._file.close()
+            if self._tee is not None:
+                self._tee.close()
             self.closed = True
 
     @property
@@ -113,14 +125,14 @@ class SplitFiles:
     opened on the split's first row. ``arrow_bytes``: the rows' size in memory (the card's
     ``num_bytes``)."""
 
-    def __init__(self, folder: Path, split: str, schema: pa.Schema):
+    def __init__(self, open_file: Callable[[str], HashingFile], split: str, schema: pa.Schema):
         self.split = split
         self.schema = schema
         self.rows = 0
         self.arrow_bytes = 0
-        self._parquet_file = HashingFile(folder / DATA_DIR / f"{split}.parquet")
-        self._jsonl = HashingFile(folder / JSONL_DIR / f"{split}.jsonl")
-        self._mmrb2 = HashingFile(folder / MMRB2_DIR / f"{split}.json")
+        self._parquet_file = open_file(f"{DATA_DIR}/{split}.parquet")
+        self._jsonl = open_file(f"{JSONL_DIR}/{split}.jsonl")
+        self._mmrb2 = open_file(f"{MMRB2_DIR}/{split}.json")
         self._mmrb2.write(b'{"pairs": [\n')
         self._parquet = pq.ParquetWriter(
             self._parquet_file,

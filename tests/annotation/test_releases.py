@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -212,6 +213,12 @@ def test_the_same_data_gives_the_same_bytes_under_another_version(filled, dave, 
         (0, 0, 0, "", "", 0o644)
     }
     assert first_archive[4:8] == b"\x00\x00\x00\x00"  # gzip header mtime
+    # the archive a build writes as it goes is the one its folder gives afterwards
+    again = tmp_path / "again.tar.gz"
+    archive_write(second.folder, again, root="demo", work=tmp_path / "parts")
+    assert again.read_bytes() == first_archive
+    with gzip.open(again) as stream:  # one gzip stream to every reader, members joined
+        assert tarfile.open(fileobj=stream).getnames() == names
 
 
 def test_a_changed_label_changes_the_release(filled, dave, settings, tmp_path):
@@ -242,7 +249,7 @@ def test_verify_release_names_a_flipped_byte_in_the_folder_and_the_archive(fille
     ]
     # an archive with one file changed inside (rebuilt from the changed folder)
     changed = release.archive_path.with_name("changed.tar.gz")
-    archive_write(release.folder, changed, root="demo")
+    archive_write(release.folder, changed, root="demo", work=release.folder.parent / "w")
     assert "data/test.parquet: sha256 differs from the manifest" in verify_release_path(changed)
     # a flipped byte in the compressed stream
     raw = bytearray(release.archive_path.read_bytes())
