@@ -9,7 +9,6 @@ never."""
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -25,8 +24,6 @@ from annotation.errors import Conflict, InvalidInput, Unavailable
 from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
 from annotation.releases import read
 from annotation.releases.selection import Selection, check_selection
-
-logger = logging.getLogger(__name__)
 
 Status = Release.Status
 # From where a build may start: never a published release, never one already building.
@@ -72,10 +69,6 @@ def release_create(
         raise
 
 
-def release_selection(release: Release) -> Selection:
-    return check_selection(release.selection)
-
-
 def release_build_start(*, release: Release) -> Release:
     """Queues the build of a draft, built or failed release as a Celery task; the release
     page polls ``status``, ``stage``, ``rows_done``/``rows_total`` (``percent``). Conflict
@@ -114,9 +107,9 @@ def release_build(
     *, release: Release, progress: ReleaseProgress | None = None, claimed: bool = False
 ) -> Release:
     """Builds the release now: its folder and .tar.gz under ARBITER_RELEASE_ROOT, its
-    statistics, card and manifest hash on the row. ``claimed``: the caller (the Celery task)
-    moved it from queued to building already; otherwise it must be draft, built or failed.
-    A failure marks it failed with the reason and raises."""
+    statistics, card and manifest hash on the row. ``claimed``: the caller is the Celery task,
+    which builds only a queued release; otherwise a draft, built, failed or queued one is
+    built (the command line). A failure marks it failed with the reason and raises."""
     from annotation.releases.build import build_release  # heavy imports (pyarrow)
 
     now = timezone.now()
