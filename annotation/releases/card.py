@@ -21,8 +21,9 @@ from annotation.agreement import (
 )
 from annotation.models import Project
 from annotation.releases.formats import ReleasePair
+from annotation.releases.read import JSONL_DIR
 from annotation.releases.selection import Selection
-from annotation.releases.writer import DATA_DIR, JSONL_DIR, MMRB2_DIR
+from annotation.releases.writer import DATA_DIR, MMRB2_DIR
 
 LICENSE = "other"
 TAGS = ("preference", "reward-modeling", "human-feedback", "arbiter")

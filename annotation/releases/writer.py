@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from annotation.releases.read import JSONL_DIR
+
 # Rows per Parquet row group (and per write of the text files): fixed, so the same rows give
 # the same bytes; large enough for Parquet's compression and column statistics to pay.
 ROW_GROUP_ROWS = 5_000
@@ -33,7 +35,6 @@ DICTIONARY_COLUMNS = (
     "ensemble_label",
 )
 DATA_DIR = "data"
-JSONL_DIR = "jsonl"
 MMRB2_DIR = "mmrb2"
 
 
