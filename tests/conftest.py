@@ -32,6 +32,7 @@ def requires_redis():
 @pytest.fixture(autouse=True)
 def _media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
+    settings.ARBITER_RELEASE_ROOT = tmp_path / "releases"
 
 
 @pytest.fixture(autouse=True)
