@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from annotation.errors import NotFound
+from annotation.models import Release
+from annotation.services.releases import release_rows
+
 
 @dataclass(frozen=True)
 class DiffRow:
@@ -95,3 +99,12 @@ def release_diff(base_rows: Iterable[Mapping], rows: Iterable[Mapping]) -> Relea
         relabelled=sorted(relabelled, key=lambda entry: entry.id),
         unchanged=unchanged,
     )
+
+
+def releases_compare(*, release: Release, against: Release) -> ReleaseDiff:
+    """``release`` against ``against``, another release of the same project, both built;
+    read from their files. NotFound for a release of another project; Conflict when either
+    has no files yet."""
+    if against.project_id != release.project_id:
+        raise NotFound(f"No release {against.version} in this project.")
+    return release_diff(release_rows(against), release_rows(release))

@@ -7,42 +7,131 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0010_min_seconds_per_vote'),
+        ("annotation", "0010_min_seconds_per_vote"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Release',
+            name="Release",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.CharField(help_text='X.Y.Z, unique in the project.', max_length=32)),
-                ('selection', models.JSONField(help_text="Which pairs go in (docs/releases.md, 'Selection').")),
-                ('status', models.CharField(choices=[('draft', 'Draft'), ('queued', 'Build queued'), ('building', 'Building'), ('built', 'Built'), ('failed', 'Build failed'), ('published', 'Published')], default='draft', max_length=16)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('stage', models.CharField(blank=True, max_length=32)),
-                ('rows_total', models.PositiveIntegerField(default=0)),
-                ('rows_done', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('build_started_at', models.DateTimeField(blank=True, null=True)),
-                ('build_finished_at', models.DateTimeField(blank=True, null=True)),
-                ('progress_at', models.DateTimeField(blank=True, null=True)),
-                ('pair_count', models.PositiveIntegerField(default=0)),
-                ('statistics', models.JSONField(blank=True, default=dict)),
-                ('card', models.TextField(blank=True, help_text='The dataset card (README.md) as built.')),
-                ('manifest_sha256', models.CharField(blank=True, max_length=64)),
-                ('archive_sha256', models.CharField(blank=True, max_length=64)),
-                ('archive_size', models.PositiveBigIntegerField(default=0)),
-                ('published_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='releases', to='annotation.project')),
-                ('published_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "version",
+                    models.CharField(help_text="X.Y.Z, unique in the project.", max_length=32),
+                ),
+                (
+                    "selection",
+                    models.JSONField(
+                        help_text="Which pairs go in (docs/releases.md, 'Selection')."
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("draft", "Draft"),
+                            ("queued", "Build queued"),
+                            ("building", "Building"),
+                            ("built", "Built"),
+                            ("failed", "Build failed"),
+                            ("published", "Published"),
+                        ],
+                        default="draft",
+                        max_length=16,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("stage", models.CharField(blank=True, max_length=32)),
+                ("rows_total", models.PositiveIntegerField(default=0)),
+                ("rows_done", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("build_started_at", models.DateTimeField(blank=True, null=True)),
+                ("build_finished_at", models.DateTimeField(blank=True, null=True)),
+                ("progress_at", models.DateTimeField(blank=True, null=True)),
+                ("pair_count", models.PositiveIntegerField(default=0)),
+                ("statistics", models.JSONField(blank=True, default=dict)),
+                (
+                    "card",
+                    models.TextField(
+                        blank=True, help_text="The dataset card (README.md) as built."
+                    ),
+                ),
+                ("manifest_sha256", models.CharField(blank=True, max_length=64)),
+                ("archive_sha256", models.CharField(blank=True, max_length=64)),
+                ("archive_size", models.PositiveBigIntegerField(default=0)),
+                ("published_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="releases",
+                        to="annotation.project",
+                    ),
+                ),
+                (
+                    "published_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['project', '-created_at', '-pk'],
-                'constraints': [models.UniqueConstraint(fields=('project', 'version'), name='release_version_unique'), models.CheckConstraint(condition=models.Q(('version__regex', '^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)$')), name='release_version_semver'), models.CheckConstraint(condition=models.Q(('status__in', ['draft', 'queued', 'building', 'built', 'failed', 'published'])), name='release_status_valid'), models.CheckConstraint(condition=models.Q(models.Q(('status', 'published'), _negated=True), models.Q(('published_at__isnull', False), models.Q(('manifest_sha256', ''), _negated=True)), _connector='OR'), name='release_published_is_built')],
+                "ordering": ["project", "-created_at", "-pk"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("project", "version"), name="release_version_unique"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "version__regex",
+                                "^(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)$",
+                            )
+                        ),
+                        name="release_version_semver",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "status__in",
+                                ["draft", "queued", "building", "built", "failed", "published"],
+                            )
+                        ),
+                        name="release_status_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("status", "published"), _negated=True),
+                            models.Q(
+                                ("published_at__isnull", False),
+                                models.Q(("manifest_sha256", ""), _negated=True),
+                            ),
+                            _connector="OR",
+                        ),
+                        name="release_published_is_built",
+                    ),
+                ],
             },
         ),
     ]
