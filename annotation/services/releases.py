@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
@@ -31,6 +32,8 @@ Status = Release.Status
 # From where a build may start: never a published release, never one already building.
 BUILDABLE = (Status.DRAFT, Status.BUILT, Status.FAILED)
 _VERSION = re.compile(RELEASE_VERSION_PATTERN)
+# A build writes its progress onto the release at most this often.
+PROGRESS_INTERVAL_S = 0.5
 
 ReleaseProgress = Callable[[int, int, str], None]
 """Called as ``progress(rows_done, rows_total, stage)`` while a build runs."""
@@ -128,8 +131,21 @@ def release_build(
         release.refresh_from_db()
         raise Conflict(f"Release {release.version} is {release.status}: it cannot be built now.")
     release.refresh_from_db()
+    last = 0.0
+
+    def report(rows_done: int, rows_total: int, stage: str) -> None:
+        nonlocal last
+        if progress is not None:
+            progress(rows_done, rows_total, stage)
+        now = time.monotonic()
+        if now - last >= PROGRESS_INTERVAL_S or stage != "reading":
+            last = now
+            release_build_progress(
+                release_id=release.pk, rows_done=rows_done, rows_total=rows_total, stage=stage
+            )
+
     try:
-        outcome = build_release(release=release, progress=progress)
+        outcome = build_release(release=release, report=report)
     except Exception as exc:
         release_build_fail(release_id=release.pk, message=f"{type(exc).__name__}: {exc}")
         raise
