@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.utils.http import content_disposition_header
 
 CHUNK_BYTES = 256 * 1024
@@ -105,7 +106,7 @@ def ranged_file_response(
     filename: str,
     content_type: str,
     etag_value: str | None = None,
-) -> HttpResponse:
+) -> HttpResponseBase:
     """``path`` as a download named ``filename``: 200 with the whole file, 206 with the one
     range asked for, or 416 when that range is past the end. ``etag_value`` (the file's hash)
     becomes a strong ``ETag`` that ``If-Range`` and ``If-None-Match`` are checked against."""
@@ -140,7 +141,7 @@ def ranged_file_response(
         response["Content-Length"] = str(byte_range.length)
         response["Content-Range"] = f"bytes {byte_range.start}-{byte_range.end}/{size}"
     response["Accept-Ranges"] = "bytes"
-    response["Content-Disposition"] = content_disposition_header(True, filename)
+    response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
     if etag is not None:
         response["ETag"] = etag
     return response

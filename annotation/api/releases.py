@@ -50,7 +50,10 @@ class SelectionSerializer(serializers.Serializer):
     tasks = serializers.ListField(child=serializers.CharField(), required=False)
     criteria = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
     min_agreement = serializers.FloatField(required=False, allow_null=True)
-    splits = SplitSerializer(many=True, required=False, max_length=MAX_SPLITS)
+    # ``many=True`` makes a ListSerializer, which takes max_length; the stubs do not know it.
+    splits = SplitSerializer(  # type: ignore[call-arg]
+        many=True, required=False, max_length=MAX_SPLITS
+    )
     seed = serializers.IntegerField(required=False, default=0)
 
     def to_internal_value(self, data):
@@ -65,7 +68,9 @@ class SelectionSerializer(serializers.Serializer):
 
 class DiffRowSerializer(serializers.Serializer):
     id = serializers.CharField()
-    label = serializers.CharField()
+    # DRF's metaclass takes declared fields off the class, so this does not replace
+    # ``Field.label`` at run time; the stubs only see the class attribute.
+    label = serializers.CharField()  # type: ignore[assignment]
     task = serializers.CharField()
     split = serializers.CharField()
 

@@ -129,7 +129,8 @@ class ReleaseForm(forms.Form):
             self.add_error(None, message)
 
     def clean(self):
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         if self.errors:
             return cleaned
         try:
