@@ -131,6 +131,7 @@ def write_release(
     split_order = [name for name in selection.split_names if name in writers]
     figures = statistics.as_json(
         split_order=split_order,
+        split_bytes={name: writers[name].arrow_bytes for name in split_order},
         images=len(images.files),
         ensemble_removed=_ensemble_removed(release, selection),
     )

@@ -22,7 +22,7 @@ from annotation.agreement import (
 from annotation.models import Project
 from annotation.releases.formats import ReleasePair
 from annotation.releases.selection import Selection
-from annotation.releases.writer import DATA_DIR, MMRB2_DIR
+from annotation.releases.writer import DATA_DIR, JSONL_DIR, MMRB2_DIR
 
 LICENSE = "other"
 TAGS = ("preference", "reward-modeling", "human-feedback", "arbiter")
@@ -77,11 +77,17 @@ class Statistics:
         return figures
 
     def as_json(
-        self, *, split_order: list[str], images: int, ensemble_removed: int
+        self,
+        *,
+        split_order: list[str],
+        split_bytes: dict[str, int],
+        images: int,
+        ensemble_removed: int,
     ) -> dict[str, Any]:
         return {
             "pairs": sum(self.splits.values()),
             "splits": {name: self.splits[name] for name in split_order},
+            "split_bytes": split_bytes,
             "by_task": {
                 task: {name: counts[name] for name in split_order if counts[name]}
                 for task, counts in sorted(self.by_task.items())
@@ -187,7 +193,11 @@ def render_card(
         *(
             line
             for name in splits
-            for line in (f"  - name: {name}", f"    num_examples: {statistics['splits'][name]}")
+            for line in (
+                f"  - name: {name}",
+                f"    num_bytes: {statistics['split_bytes'][name]}",
+                f"    num_examples: {statistics['splits'][name]}",
+            )
         ),
         "---",
     ]
@@ -199,9 +209,11 @@ def render_card(
         f"Human preference pairs from the Arbiter project `{project.slug}`, on the "
         f"{project.scale} scale, labelled by the {project.consensus_rule} consensus rule.",
         "",
-        'Load it with `datasets.load_dataset("parquet", data_dir="data")`, or pandas; '
-        f"`{MMRB2_DIR}/<split>.json` is the same pairs in MMRB2's format, and `manifest.json` "
-        "holds the sha256 of every file.",
+        'Load it with `datasets.load_dataset("<this folder>")`, '
+        '`datasets.load_dataset("parquet", data_dir="<this folder>/data")` or pandas; '
+        f"`{JSONL_DIR}/<split>.jsonl` holds the same rows as JSON lines, "
+        f"`{MMRB2_DIR}/<split>.json` the same pairs in MMRB2's format, and `manifest.json` "
+        "the sha256 of every file.",
         "",
         "## Pairs per task and split",
         "",

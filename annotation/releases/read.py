@@ -1,4 +1,4 @@
-"""A built release read back from its files: ``data/<split>.jsonl`` line by line, so a diff
+"""A built release read back from its files: ``jsonl/<split>.jsonl`` line by line, so a diff
 or a CSV of a release of any size holds one row at a time and never parses Parquet."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"
-DATA_DIR = "data"
+JSONL_DIR = "jsonl"
 
 ReleaseRow = dict[str, Any]
 """One pair of a release: the columns of docs/releases.md ("Data files") and its ``split``."""
@@ -24,7 +24,7 @@ def release_splits(folder: Path) -> list[str]:
 def release_rows(folder: Path) -> Iterator[ReleaseRow]:
     """Every row of the release in ``folder``, split by split, in file order (by id)."""
     for split in release_splits(folder):
-        with open(folder / DATA_DIR / f"{split}.jsonl", encoding="utf-8") as lines:
+        with open(folder / JSONL_DIR / f"{split}.jsonl", encoding="utf-8") as lines:
             for line in lines:
                 row = json.loads(line)
                 row["split"] = split

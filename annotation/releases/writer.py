@@ -18,7 +18,9 @@ import pyarrow.parquet as pq
 ROW_GROUP_ROWS = 10_000
 PARQUET_COMPRESSION = "zstd"
 PARQUET_COMPRESSION_LEVEL = 3
+# Only Parquet under data/, so `load_dataset("parquet", data_dir="data")` finds nothing else.
 DATA_DIR = "data"
+JSONL_DIR = "jsonl"
 MMRB2_DIR = "mmrb2"
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
@@ -97,15 +99,17 @@ def row_schema(multimodal: bool) -> pa.Schema:
 
 
 class SplitFiles:
-    """One split's ``data/<split>.parquet``, ``data/<split>.jsonl`` and ``mmrb2/<split>.json``,
-    opened on the split's first row."""
+    """One split's ``data/<split>.parquet``, ``jsonl/<split>.jsonl`` and ``mmrb2/<split>.json``,
+    opened on the split's first row. ``arrow_bytes``: the rows' size in memory (the card's
+    ``num_bytes``)."""
 
     def __init__(self, folder: Path, split: str, schema: pa.Schema):
         self.split = split
         self.schema = schema
         self.rows = 0
+        self.arrow_bytes = 0
         self._parquet_file = HashingFile(folder / DATA_DIR / f"{split}.parquet")
-        self._jsonl = HashingFile(folder / DATA_DIR / f"{split}.jsonl")
+        self._jsonl = HashingFile(folder / JSONL_DIR / f"{split}.jsonl")
         self._mmrb2 = HashingFile(folder / MMRB2_DIR / f"{split}.json")
         self._mmrb2.write(b'{"pairs": [\n')
         self._parquet = pq.ParquetWriter(
@@ -129,6 +133,7 @@ class SplitFiles:
             return
         table = pa.Table.from_pylist(self._rows, schema=self.schema)
         self._parquet.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self.arrow_bytes += table.nbytes
         self._jsonl.write("".join(_dumps(row) + "\n" for row in self._rows).encode())
         separator = ",\n" if self.rows else ""
         self._mmrb2.write(
@@ -147,6 +152,6 @@ class SplitFiles:
         self._mmrb2.close()
         return {
             f"{DATA_DIR}/{self.split}.parquet": self._parquet_file.entry,
-            f"{DATA_DIR}/{self.split}.jsonl": self._jsonl.entry,
+            f"{JSONL_DIR}/{self.split}.jsonl": self._jsonl.entry,
             f"{MMRB2_DIR}/{self.split}.json": self._mmrb2.entry,
         }
