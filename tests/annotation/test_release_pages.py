@@ -299,7 +299,8 @@ def test_each_file_downloads_by_its_manifest_name(client_for, published, dave):
         "data/../../demo-1.0.0.tar.gz",
         "%2e%2e/%2e%2e/demo-1.0.0.tar.gz",
         "/etc/passwd",
-        "data//test.jsonl",
+        "jsonl//test.jsonl",
+        "./README.md",
         "not-listed.txt",
     ],
 )
@@ -312,11 +313,14 @@ def test_a_file_name_the_manifest_does_not_list_is_404(client_for, published, da
 def test_a_link_in_the_folder_is_not_followed_out_of_it(client_for, published, dave, tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("secret")
-    data = published.folder / "data" / "test.jsonl"
-    data.unlink()
-    data.symlink_to(outside)
-    response = client_for(dave).get(url("release-file", published, "data/test.jsonl"))
-    assert response.status_code == 404
+    manifest = json.loads((published.folder / "manifest.json").read_text())
+    name = next(name for name in manifest["files"] if name.endswith(".jsonl"))
+    client = client_for(dave)
+    served = client.get(url("release-file", published, name))
+    assert served.status_code == 200 and body_of(served)
+    (published.folder / name).unlink()
+    (published.folder / name).symlink_to(outside)
+    assert client.get(url("release-file", published, name)).status_code == 404
 
 
 def test_drafts_have_no_downloads(client_for, filled, dave):
@@ -426,7 +430,9 @@ def test_annotators_get_403_and_outsiders_404_on_every_release_page(
 def test_a_curator_may_make_and_download_releases(client_for, published, carol):
     client = client_for(carol)
     assert client.get(reverse("releases", args=["demo"])).status_code == 200
-    assert client.get(url("release-download", published)).status_code == 200
+    download = client.get(url("release-download", published))
+    assert download.status_code == 200
+    assert hashlib.sha256(body_of(download)).hexdigest() == published.archive_sha256
 
 
 def test_anonymous_visitors_are_sent_to_log_in(client, published):
