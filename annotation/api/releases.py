@@ -14,12 +14,15 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.access import STAFF_ROLES, get_project_for_user, get_release_for_user
-from annotation.downloads import ranged_file_response
-from annotation.errors import Conflict, NotFound, Unavailable
+from annotation.errors import NotFound, Unavailable
 from annotation.models import Release
-from annotation.release_csv import release_csv_response
 from annotation.release_diff import releases_compare
-from annotation.releases.files import HAS_FILES, content_type_for, release_file, release_files
+from annotation.release_downloads import (
+    release_archive_response,
+    release_csv_response,
+    release_file_response,
+)
+from annotation.releases.files import HAS_FILES, release_files
 from annotation.releases.files import release_manifest as read_manifest
 from annotation.releases.selection import MAX_SPLITS
 from annotation.services.releases import (
@@ -169,16 +172,6 @@ def _detail(release: Release) -> dict:
     return ReleaseDetailSerializer(release).data
 
 
-def _published(request, slug: str, version: str) -> Release:
-    release, _ = get_release_for_user(request.user, slug, version)
-    if release.status != Release.Status.PUBLISHED:
-        raise Conflict(
-            f"Release {release.version} is {release.status}: downloads open once it is "
-            "published (POST .../publish/)."
-        )
-    return release
-
-
 def _start_build(release: Release) -> None:
     try:
         release_build_start(release=release)
@@ -285,14 +278,8 @@ class ReleasePublishApi(_ReleaseApi):
 class ReleaseDownloadApi(_DownloadApi):
     @extend_schema(responses=_download_responses("application/gzip"), summary="The .tar.gz")
     def get(self, request, slug: str, version: str):
-        release = _published(request, slug, version)
-        return ranged_file_response(
-            request,
-            release.archive_path,
-            filename=release.archive_name,
-            content_type="application/gzip",
-            etag_value=release.archive_sha256,
-        )
+        release, _ = get_release_for_user(request.user, slug, version)
+        return release_archive_response(request, release)
 
 
 class ReleaseFileListApi(_ReleaseApi):
@@ -323,15 +310,8 @@ class ReleaseFileApi(_DownloadApi):
         summary="One file of the release, by the name its manifest lists",
     )
     def get(self, request, slug: str, version: str, name: str):
-        release = _published(request, slug, version)
-        path, entry = release_file(release, name)
-        return ranged_file_response(
-            request,
-            path,
-            filename=f"{release.project.slug}-{release.version}-{name.replace('/', '-')}",
-            content_type=content_type_for(name),
-            etag_value=entry.sha256,
-        )
+        release, _ = get_release_for_user(request.user, slug, version)
+        return release_file_response(request, release, name)
 
 
 class ReleaseCsvApi(_DownloadApi):
@@ -345,7 +325,8 @@ class ReleaseCsvApi(_DownloadApi):
         summary="The release as CSV, for spreadsheets",
     )
     def get(self, request, slug: str, version: str):
-        return release_csv_response(_published(request, slug, version))
+        release, _ = get_release_for_user(request.user, slug, version)
+        return release_csv_response(release)
 
 
 class ReleaseDiffApi(_ReleaseApi):

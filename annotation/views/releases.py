@@ -5,11 +5,12 @@ against another release. Curators and researchers only; annotators get 403, outs
 from __future__ import annotations
 
 import re
+from functools import wraps
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.text import Truncator
 from django.views.decorators.cache import never_cache
@@ -22,16 +23,17 @@ from django.views.decorators.http import (
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import STAFF_ROLES, get_project_for_user, get_release_for_user
-from annotation.downloads import ranged_file_response
-from annotation.errors import Conflict, DomainError, NotFound, Unavailable
+from annotation.errors import Conflict, DomainError, Unavailable
 from annotation.markdown import render_markdown
 from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
-from annotation.release_csv import release_csv_response
 from annotation.release_diff import releases_compare
+from annotation.release_downloads import (
+    release_archive_response,
+    release_csv_response,
+    release_file_response,
+)
 from annotation.releases.files import (
     HAS_FILES,
-    content_type_for,
-    release_file,
     release_files,
 )
 from annotation.releases.selection import MAX_FILTER_VALUES, check_selection
@@ -300,50 +302,46 @@ def release_publish_page(request, slug: str, version: str):
     return render(request, "annotation/release_detail.html", context, status=status)
 
 
-def _published(request, slug: str, version: str) -> Release:
-    """The release, for a download: published ones only (a draft's files may still change)."""
-    release, _ = get_release_for_user(request.user, slug, version)
-    if release.status != Release.Status.PUBLISHED:
-        raise Http404(f"Release {release.version} is not published yet")
-    return release
+def _refusals_as_text(view):
+    """A download view whose refusal (not published yet, no such file) is its reason in
+    plain text with the status ``config.errors`` gives it."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except DomainError as exc:
+            return HttpResponse(
+                str(exc), status=status_for(exc), content_type="text/plain; charset=utf-8"
+            )
+
+    return wrapper
 
 
 @require_safe
 @login_required
+@_refusals_as_text
 def release_download(request, slug: str, version: str):
     """The release's .tar.gz, streamed, with range requests."""
-    release = _published(request, slug, version)
-    return ranged_file_response(
-        request,
-        release.archive_path,
-        filename=release.archive_name,
-        content_type="application/gzip",
-        etag_value=release.archive_sha256,
-    )
+    release, _ = get_release_for_user(request.user, slug, version)
+    return release_archive_response(request, release)
 
 
 @require_safe
 @login_required
+@_refusals_as_text
 def release_file_download(request, slug: str, version: str, name: str):
     """One file of the release folder, by the name its manifest lists."""
-    release = _published(request, slug, version)
-    try:
-        path, entry = release_file(release, name)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
-    return ranged_file_response(
-        request,
-        path,
-        filename=f"{release.project.slug}-{release.version}-{name.replace('/', '-')}",
-        content_type=content_type_for(name),
-        etag_value=entry.sha256,
-    )
+    release, _ = get_release_for_user(request.user, slug, version)
+    return release_file_response(request, release, name)
 
 
 @require_GET
 @login_required
+@_refusals_as_text
 def release_csv(request, slug: str, version: str):
-    return release_csv_response(_published(request, slug, version))
+    release, _ = get_release_for_user(request.user, slug, version)
+    return release_csv_response(release)
 
 
 @require_GET

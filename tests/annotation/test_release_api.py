@@ -12,24 +12,13 @@ import pytest
 from rest_framework.test import APIClient
 
 from annotation.models import Pair, Release
-from annotation.services.releases import release_create, release_publish
-from tests.annotation.release_support import TIE_ID, built_release, releasable_project
+from annotation.services.releases import release_create
+from tests.annotation.release_support import TIE_ID, built_release
 from tests.factories import MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
 BASE = "/api/v1/projects/demo/releases/"
-
-
-@pytest.fixture
-def filled(project, alice, bob, carol):
-    releasable_project(project, alice, bob, carol)
-    return project
-
-
-@pytest.fixture
-def published(filled, dave):
-    return release_publish(release=built_release(filled, dave), user=dave)
 
 
 def body_of(response) -> bytes:
@@ -99,14 +88,8 @@ def test_a_version_the_project_has_is_409(api_for, filled, dave):
 
 @pytest.mark.django_db(transaction=True)
 def test_when_the_task_queue_is_down_create_is_503_and_leaves_a_draft(
-    api_for, filled, dave, monkeypatch
+    api_for, filled, dave, task_queue_down
 ):
-    from annotation.errors import Unavailable
-
-    def down(*args, **kwargs):
-        raise Unavailable("The task queue is unreachable (refused).")
-
-    monkeypatch.setattr("annotation.services.releases.task_publish", down)
     response = api_for(dave).post(BASE, {"version": "1.0.0"}, format="json")
     assert response.status_code == 503
     assert "saved as a draft" in response.json()["detail"]

@@ -20,23 +20,10 @@ from tests.annotation.release_support import (
     ADJUDICATED_ID,
     TIE_ID,
     built_release,
-    releasable_project,
 )
 from tests.factories import MembershipFactory, PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def filled(project, alice, bob, carol):
-    releasable_project(project, alice, bob, carol)
-    return project
-
-
-@pytest.fixture
-def published(filled, dave):
-    release = built_release(filled, dave)
-    return release_publish(release=release, user=dave)
 
 
 def url(name: str, release: Release, *extra) -> str:
@@ -146,14 +133,8 @@ def test_a_version_the_project_has_is_refused_on_the_version_field(client_for, f
 # Outside a test transaction, as a request runs: the task is sent at once, not on commit.
 @pytest.mark.django_db(transaction=True)
 def test_when_the_task_queue_is_down_the_release_stays_a_draft_and_says_so(
-    client_for, filled, dave, monkeypatch
+    client_for, filled, dave, task_queue_down
 ):
-    from annotation.errors import Unavailable
-
-    def down(*args, **kwargs):
-        raise Unavailable("The task queue is unreachable (refused).")
-
-    monkeypatch.setattr("annotation.services.releases.task_publish", down)
     response = client_for(dave).post(
         reverse("release-create", args=[filled.slug]), form_data(), follow=True
     )
@@ -331,7 +312,9 @@ def test_drafts_have_no_downloads(client_for, filled, dave):
         url("release-csv", release),
         url("release-file", release, "manifest.json"),
     ):
-        assert client.get(target).status_code == 404, target
+        response = client.get(target)
+        assert response.status_code == 409, target
+        assert "downloads open once it is published" in text_of(response)
 
 
 def read_csv(response) -> list[dict[str, str]]:

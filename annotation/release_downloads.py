@@ -1,6 +1,7 @@
-"""A release as one CSV for spreadsheets (docs/releases.md, "CSV"): a row per pair, the
-messages as plain text, read from the release's files and streamed, with formula injection
-neutralised by ``annotation.spreadsheets``."""
+"""A published release's downloads, for the pages and the API alike (docs/releases.md,
+"Downloads" and "CSV"): the archive and each file streamed with range requests, and the
+release as one CSV for spreadsheets (a row per pair, the messages as plain text, read from
+the release's files, formula injection neutralised by ``annotation.spreadsheets``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from django.http import StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
+from annotation.downloads import ranged_file_response
+from annotation.errors import Conflict
 from annotation.models import Release
+from annotation.releases.files import content_type_for, release_file
 from annotation.releases.read import ReleaseRow
 from annotation.services.releases import release_rows
 from annotation.spreadsheets import csv_stream_response
@@ -72,9 +77,43 @@ def release_csv_cells(row: ReleaseRow) -> list[object]:
     return [_cell(column, row.get(column)) for column in HEADER]
 
 
+def check_downloadable(release: Release) -> None:
+    """Conflict unless the release is published: a draft's files may still change."""
+    if release.status != Release.Status.PUBLISHED:
+        raise Conflict(
+            f"Release {release.version} is {release.status}: downloads open once it is published."
+        )
+
+
+def release_archive_response(request: HttpRequest, release: Release) -> HttpResponseBase:
+    """The release's .tar.gz; its ETag is the archive's sha256."""
+    check_downloadable(release)
+    return ranged_file_response(
+        request,
+        release.archive_path,
+        filename=release.archive_name,
+        content_type="application/gzip",
+        etag_value=release.archive_sha256,
+    )
+
+
+def release_file_response(request: HttpRequest, release: Release, name: str) -> HttpResponseBase:
+    """One file of the release by the name its manifest lists (NotFound for any other), as
+    ``<slug>-<version>-<path with / as ->``; its ETag is the manifest's sha256 of it."""
+    check_downloadable(release)
+    path, entry = release_file(release, name)
+    return ranged_file_response(
+        request,
+        path,
+        filename=f"{release.project.slug}-{release.version}-{name.replace('/', '-')}",
+        content_type=content_type_for(name),
+        etag_value=entry.sha256,
+    )
+
+
 def release_csv_response(release: Release) -> StreamingHttpResponse:
-    """The release as ``<slug>-<version>.csv``, written as the client reads it. Conflict
-    (at once, not mid-download) when it has no files."""
+    """The release as ``<slug>-<version>.csv``, written as the client reads it."""
+    check_downloadable(release)
     rows = release_rows(release)
     return csv_stream_response(
         f"{release.project.slug}-{release.version}.csv",
