@@ -141,6 +141,8 @@ def ranged_file_response(
         response["Content-Length"] = str(byte_range.length)
         response["Content-Range"] = f"bytes {byte_range.start}-{byte_range.end}/{size}"
     response["Accept-Ranges"] = "bytes"
+    # Behind a login: a shared cache must not keep it; gzip on the way would break ranges.
+    response["Cache-Control"] = "private, no-transform"
     response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
     if etag is not None:
         response["ETag"] = etag

@@ -83,6 +83,7 @@ def test_without_range_the_whole_file_streams_with_its_etag(archive):
     assert response["ETag"] == f'"{SHA}"'
     assert response["Content-Type"] == "application/gzip"
     assert response["Content-Disposition"] == 'attachment; filename="demo-1.0.0.tar.gz"'
+    assert response["Cache-Control"] == "private, no-transform"
     assert hashlib.sha256(body(response)).hexdigest() == SHA
 
 
