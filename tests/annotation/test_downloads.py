@@ -11,6 +11,9 @@ from django.test import RequestFactory
 from annotation import downloads
 from annotation.downloads import ByteRange, Unsatisfiable, parse_range, ranged_file_response
 
+# Closing a response sends request_finished, on which Django closes stale database connections.
+pytestmark = pytest.mark.django_db
+
 BODY = bytes(range(256)) * 40  # 10,240 bytes, each offset recognisable
 SHA = hashlib.sha256(BODY).hexdigest()
 

@@ -259,6 +259,8 @@ def test_the_archive_downloads_whole_and_by_range(client_for, published, dave):
     assert body_of(part) == data[10:20]
     past = client.get(url("release-download", published), headers={"Range": "bytes=99999999-"})
     assert past.status_code == 416
+    head = client.head(url("release-download", published))
+    assert head.status_code == 200 and head["Content-Length"] == str(len(data))
 
 
 def test_each_file_downloads_by_its_manifest_name(client_for, published, dave):
