@@ -241,6 +241,16 @@ def split_front_matter(card: str) -> tuple[str, str]:
 
 def _release_context(release: Release, role: str) -> dict:
     front_matter, body = split_front_matter(release.card)
+    selection = check_selection(release.selection)
+    sources = [
+        name
+        for name, included in (
+            ("consensus", selection.include_consensus),
+            ("adjudicated", selection.include_adjudicated),
+            ("ensemble-easy", selection.include_ensemble),
+        )
+        if included
+    ]
     has_files = release.status in HAS_FILES
     others = (
         Release.objects.filter(project=release.project, status__in=HAS_FILES)
@@ -251,7 +261,8 @@ def _release_context(release: Release, role: str) -> dict:
         "project": release.project,
         "role": role,
         "release": release,
-        "selection": check_selection(release.selection),
+        "selection": selection,
+        "sources": sources,
         "files": release_files(release) if has_files else [],
         "card_front_matter": front_matter,
         "card_html": render_markdown(body) if body else "",
