@@ -125,10 +125,12 @@ class ReleaseForm(forms.Form):
         message = str(exc)
         match = _FIELD_OF_ERROR.match(message)
         field = match.group(1) if match else None
-        if field in self.fields:
-            self.add_error(field, message.split(": ", 1)[-1])
-        else:
+        if field not in self.fields:
             self.add_error(None, message)
+            return
+        where, _, reason = message.partition(": ")
+        # "splits[1].ratio: ..." keeps saying which split; "version: ..." needs no prefix.
+        self.add_error(field, reason if where == field else message)
 
     def clean(self):
         super().clean()

@@ -97,7 +97,7 @@ def test_creating_a_release_builds_it_and_opens_its_page(
         ({"version": "1.0"}, "version", "must be X.Y.Z"),
         ({"version": "01.0.0"}, "version", "without leading zeros"),
         ({"splits": "train=0.5"}, "splits", "add up to 1"),
-        ({"splits": "Train=1"}, "splits", "lowercase name"),
+        ({"splits": "train=0.5,Test=0.5"}, "splits", "splits[1].name: a lowercase name"),
         ({"splits": "train"}, "splits", "name=ratio"),
         ({"min_agreement": "1.5"}, "min_agreement", "less than or equal to 1"),
         ({"seed": "-1"}, "seed", "greater than or equal to 0"),
