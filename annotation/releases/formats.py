@@ -3,17 +3,18 @@ of the data files and the MMRB2 record, from the pair's stored content."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from annotation.models import Side
 
 IMAGES_DIR = "images"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ReleaseResponse:
     """One response as the release writes it."""
 
@@ -21,7 +22,7 @@ class ReleaseResponse:
     content: list[dict]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ReleasePair:
     """A selected pair with what its row needs, read from the database (``rows``);
     ``raters[i]`` gave ``votes[i]`` (annotator ids, -N for the import's "prior #N")."""
@@ -96,7 +97,7 @@ def trl_row(pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool) ->
         "ensemble_label": pair.ensemble_label,
         "ensemble_agreement": pair.ensemble_agreement,
         "ensemble_summary": (
-            json.dumps(pair.ensemble_summary, sort_keys=True, ensure_ascii=False)
+            orjson.dumps(pair.ensemble_summary, option=orjson.OPT_SORT_KEYS).decode()
             if pair.ensemble_summary
             else ""
         ),

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 MANIFEST = "manifest.json"
 JSONL_DIR = "jsonl"
 
@@ -26,6 +28,6 @@ def release_rows(folder: Path) -> Iterator[ReleaseRow]:
     for split in release_splits(folder):
         with open(folder / JSONL_DIR / f"{split}.jsonl", encoding="utf-8") as lines:
             for line in lines:
-                row = json.loads(line)
+                row = orjson.loads(line)
                 row["split"] = split
                 yield row

@@ -5,12 +5,14 @@ group (``SplitFiles``), so a release of any size is never held whole in memory."
 from __future__ import annotations
 
 import hashlib
-import json
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 # Rows per Parquet row group (and per write of the text files): fixed, so the same rows give
@@ -22,8 +24,6 @@ PARQUET_COMPRESSION_LEVEL = 3
 DATA_DIR = "data"
 JSONL_DIR = "jsonl"
 MMRB2_DIR = "mmrb2"
-
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
 
 
 @dataclass(frozen=True)
@@ -119,28 +119,37 @@ class SplitFiles:
             compression_level=PARQUET_COMPRESSION_LEVEL,
             store_schema=True,
         )
-        self._rows: list[dict[str, Any]] = []
-        self._mmrb2_records: list[dict[str, Any]] = []
+        # Rows are kept encoded until their row group is written: bytes take a fraction of
+        # the memory of the dicts they come from.
+        self._lines: list[bytes] = []
+        self._mmrb2_lines: list[bytes] = []
 
     def add(self, row: dict[str, Any], mmrb2: dict[str, Any]) -> None:
-        self._rows.append(row)
-        self._mmrb2_records.append(mmrb2)
-        if len(self._rows) >= ROW_GROUP_ROWS:
+        self._lines.append(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+        self._mmrb2_lines.append(orjson.dumps(mmrb2))
+        if len(self._lines) >= ROW_GROUP_ROWS:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._rows:
+        if not self._lines:
             return
-        table = pa.Table.from_pylist(self._rows, schema=self.schema)
+        lines = b"".join(self._lines)
+        self._jsonl.write(lines)
+        # The Parquet rows are the JSON lines parsed back by Arrow's reader against the schema:
+        # the two files cannot disagree, and it is several times faster than from_pylist.
+        table = pa_json.read_json(
+            io.BytesIO(lines),
+            read_options=pa_json.ReadOptions(block_size=len(lines) + 1),
+            parse_options=pa_json.ParseOptions(
+                explicit_schema=self.schema, unexpected_field_behavior="error"
+            ),
+        )
         self._parquet.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.arrow_bytes += table.nbytes
-        self._jsonl.write("".join(_dumps(row) + "\n" for row in self._rows).encode())
-        separator = ",\n" if self.rows else ""
-        self._mmrb2.write(
-            (separator + ",\n".join(_dumps(record) for record in self._mmrb2_records)).encode()
-        )
-        self.rows += len(self._rows)
-        self._rows, self._mmrb2_records = [], []
+        separator = b",\n" if self.rows else b""
+        self._mmrb2.write(separator + b",\n".join(self._mmrb2_lines))
+        self.rows += len(self._lines)
+        self._lines, self._mmrb2_lines = [], []
 
     def close(self) -> dict[str, FileEntry]:
         """Writes what is left and closes the files; their entries by path in the release."""

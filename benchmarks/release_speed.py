@@ -1,0 +1,300 @@
+"""Building a release (issue 10, "Speed"; docs/releases.md): loads synthetic decided pairs into
+PostgreSQL with COPY, then, in a fresh process each time, builds a release of them (rows read
+in chunks, Parquet, JSONL, the MMRB2 file, images, the card with its agreement interval, the
+manifest and the .tar.gz) and times the build alone with the process's peak RSS.
+
+Two data sets:
+- ``text``: 100,000 consensus text pairs, each on its own prompt, with 3 ternary votes each,
+  split train=0.8,test=0.2;
+- ``images``: 10,000 consensus pairs over 1,000 PNG images (each response one image and a
+  line of text), 3 votes each.
+
+Targets: text <= 10 s with peak RSS < 500 MB; images <= 20 s.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench \\
+        .venv/bin/python benchmarks/release_speed.py                   # both, three runs each
+    ... benchmarks/release_speed.py --only text --pairs 10000 --runs 1  # a quick look
+
+The script migrates the database and creates throw-away projects (``bench-release-...``),
+deleted afterwards with their releases, unless ``--keep``; releases and images are written
+under a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = {"text": (10.0, 500.0), "images": (20.0, None)}
+DEFAULT_PAIRS = {"text": 100_000, "images": 10_000}
+IMAGES = 1_000
+ANNOTATORS = 12
+TASKS = ("chat", "code", "math", "safety")
+SPLITS = "train=0.8,test=0.2"
+
+
+def setup_django() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "false")
+    os.environ.setdefault("ARBITER_LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
+def _images(project, count: int, seed: int) -> list[str]:
+    """``count`` distinct PNGs stored as an import stores them (no metadata, so the served
+    copy is the original); returns their sha256."""
+    from django.conf import settings
+    from PIL import Image
+
+    from annotation.models import Media, ProjectMedia
+
+    rng = random.Random(seed)
+    media = []
+    for _ in range(count):
+        buffer = io.BytesIO()
+        Image.frombytes("RGB", (48, 32), rng.randbytes(48 * 32 * 3)).save(buffer, "PNG")
+        data = buffer.getvalue()
+        sha256 = hashlib.sha256(data).hexdigest()
+        path = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, "PNG")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        media.append(
+            Media(
+                sha256=sha256,
+                format="PNG",
+                width=48,
+                height=32,
+                size_bytes=len(data),
+                served_sha256=sha256,
+                strip_result=Media.StripResult.UNCHANGED,
+            )
+        )
+    Media.objects.bulk_create(media, ignore_conflicts=True)
+    ProjectMedia.objects.bulk_create(
+        [ProjectMedia(project=project, media_id=m.sha256) for m in media], ignore_conflicts=True
+    )
+    return [m.sha256 for m in media]
+
+
+def load(*, kind: str, slug: str, pairs: int, seed: int) -> None:
+    """The project, its annotators, prompts, responses, pairs and votes, by COPY."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from annotation.content import canonical_json, image_part, prompt_id, response_id, text_part
+    from annotation.models import Pair, PairStatus, Prompt, Response, Role, Vote
+    from annotation.services.projects import member_add, project_create
+
+    project = project_create(slug=slug, name=f"Release benchmark {slug}", scale="ternary")
+    users = [
+        member_add(project=project, username=f"{slug}-ann{n}", role=Role.ANNOTATOR).membership.user
+        for n in range(ANNOTATORS)
+    ]
+    images = _images(project, IMAGES, seed) if kind == "images" else []
+    rng = random.Random(seed)
+    now = timezone.now()
+    # Words drawn at random from a vocabulary: text that compresses about as real text does
+    # (a repeated sentence would make the archive's gzip look far cheaper than it is).
+    vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9)))
+                  for _ in range(5000)]  # fmt: skip
+
+    def text(words: int) -> str:
+        return " ".join(rng.choices(vocabulary, k=words))
+
+    with connection.cursor() as cursor:
+        copy_prompts = (
+            f"COPY {Prompt._meta.db_table} (id, project_id, content, source, metadata) FROM STDIN"
+        )
+        copy_responses = (
+            f"COPY {Response._meta.db_table} (id, project_id, content, model_name) FROM STDIN"
+        )
+        prompt_ids, response_ids = [], []
+        with cursor.cursor.copy(copy_prompts) as copy:
+            for n in range(pairs):
+                content = [text_part(f"Question {n}: {text(25)}")]
+                encoded = canonical_json(content)
+                pid = prompt_id(project.pk, content, encoded=encoded)
+                prompt_ids.append(pid)
+                copy.write_row((pid, project.pk, encoded, "bench", "{}"))
+        with cursor.cursor.copy(copy_responses) as copy:
+            for n in range(pairs):
+                ids = []
+                for model in ("model-a", "model-b"):
+                    content = [text_part(f"{model} answers question {n}. {text(40)}")]
+                    if images:
+                        content.insert(0, image_part(images[rng.randrange(len(images))]))
+                    encoded = canonical_json(content)
+                    rid = response_id(project.pk, model, content, encoded=encoded)
+                    ids.append(rid)
+                    copy.write_row((rid, project.pk, encoded, model))
+                response_ids.append(ids)
+        labels = []
+        pair_columns = (
+            "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
+            "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
+            "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
+            "consensus_label, dispute_reason, extra_slots, created_at, updated_at"
+        )
+        with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({pair_columns}) FROM STDIN") as copy:
+            for n in range(pairs):
+                label = "A" if rng.random() < 0.55 else "B"
+                labels.append(label)
+                copy.write_row(
+                    (project.pk, f"bench-{n:07d}", prompt_ids[n], response_ids[n][0],
+                     response_ids[n][1], "", TASKS[n % len(TASKS)], "{}", PairStatus.CONSENSUS, 0,
+                     3, 3, 0, False, False, "", "", "", "{}", label, "", 0, now, now)
+                )  # fmt: skip
+        cursor.execute(
+            f"SELECT id FROM {Pair._meta.db_table} WHERE project_id = %s ORDER BY external_id",
+            [project.pk],
+        )
+        pair_ids = [row[0] for row in cursor.fetchall()]
+        vote_columns = (
+            "pair_id, annotator_id, side, value, left_is_a, rationale, time_on_task_ms, is_extra, "
+            "is_adjudication, created_at"
+        )
+        value_of = {"A": 3, "B": 1}
+        with cursor.cursor.copy(f"COPY {Vote._meta.db_table} ({vote_columns}) FROM STDIN") as copy:
+            for pair_id, label in zip(pair_ids, labels, strict=True):
+                for user in rng.sample(users, 3):
+                    side = label if rng.random() < 0.8 else ("B" if label == "A" else "A")
+                    copy.write_row(
+                        (pair_id, user.pk, side, value_of[side], True, "", 4000, False, False, now)
+                    )
+        cursor.execute(
+            f"ANALYZE {Pair._meta.db_table}, {Vote._meta.db_table}, {Prompt._meta.db_table}, "
+            f"{Response._meta.db_table}"
+        )
+
+
+def delete(slug: str) -> None:
+    """Removes the benchmark's project, its releases and everything it holds, by SQL."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from annotation.models import Pair, Project, ProjectMedia, Prompt, Release, Response, Vote
+
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        return
+    Release.objects.filter(project=project).delete()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {Vote._meta.db_table} WHERE pair_id IN "
+            f"(SELECT id FROM {Pair._meta.db_table} WHERE project_id = %s)",
+            [project.pk],
+        )
+        cursor.execute(f"DELETE FROM {Pair._meta.db_table} WHERE project_id = %s", [project.pk])
+    Prompt.objects.filter(project=project).delete()
+    Response.objects.filter(project=project).delete()
+    ProjectMedia.objects.filter(project=project).delete()
+    project.delete()
+    get_user_model().objects.filter(username__startswith=f"{slug}-").delete()
+
+
+def measure(slug: str, version: str) -> dict:
+    """In a process of its own: create and build one release; the build alone is timed."""
+    from annotation.models import Project
+    from annotation.services.releases import release_build, release_create
+
+    project = Project.objects.get(slug=slug)
+    release = release_create(
+        project=project, version=version, selection={"splits": SPLITS}, user=None
+    )
+    before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    release = release_build(release=release)
+    build_s = time.perf_counter() - start
+    return {
+        "build_s": build_s,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_before_mb": before_mb,
+        "pairs": release.pair_count,
+        "archive_bytes": release.archive_size,
+        "manifest_sha256": release.manifest_sha256,
+    }
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=sorted(TARGETS), help="one data set")
+    parser.add_argument("--pairs", type=int, help="pairs (default: 100,000 text, 10,000 images)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", type=int, default=3, help="builds, each in a new process")
+    parser.add_argument("--keep", action="store_true", help="keep the projects afterwards")
+    parser.add_argument("--measure", nargs=2, metavar=("SLUG", "VERSION"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        raise SystemExit("Set DATABASE_URL=postgres://... : the targets are about PostgreSQL.")
+    if args.measure:
+        setup_django()
+        print(json.dumps(measure(*args.measure)))
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="release-bench-"))
+    os.environ["ARBITER_MEDIA_ROOT"] = str(scratch / "media")
+    os.environ["ARBITER_RELEASE_ROOT"] = str(scratch / "releases")
+    setup_django()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    for kind in [args.only] if args.only else ["text", "images"]:
+        pairs = args.pairs or DEFAULT_PAIRS[kind]
+        slug = f"bench-release-{kind}-{int(time.time())}"
+        start = time.perf_counter()
+        load(kind=kind, slug=slug, pairs=pairs, seed=args.seed)
+        print(f"{kind}: loaded {pairs:,} pairs ({time.perf_counter() - start:.1f} s)")
+        try:
+            results = []
+            for run in range(args.runs):
+                child = subprocess.run(
+                    [sys.executable, __file__, "--measure", slug, f"1.0.{run}"],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                result = json.loads(child.stdout.strip().splitlines()[-1])
+                results.append(result)
+                print(
+                    f"  run {run + 1}: build {result['build_s']:.2f} s, peak RSS "
+                    f"{result['peak_rss_mb']:.0f} MB (before the build "
+                    f"{result['rss_before_mb']:.0f} MB), {result['pairs']:,} pairs, archive "
+                    f"{result['archive_bytes'] / 1e6:.1f} MB, manifest "
+                    f"{result['manifest_sha256'][:12]}"
+                )
+            seconds, megabytes = TARGETS[kind]
+            print(f"  build (s):     {spread([r['build_s'] for r in results])}  "
+                  f"(target <= {seconds:g})")  # fmt: skip
+            print(f"  peak RSS (MB): {spread([r['peak_rss_mb'] for r in results])}"
+                  + (f"  (target < {megabytes:g})" if megabytes else ""))  # fmt: skip
+            same = len({r["manifest_sha256"] for r in results}) == 1
+            print(f"  same bytes under every version: {'yes' if same else 'NO'}")
+        finally:
+            if not args.keep:
+                delete(slug)
+    if not args.keep:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
