@@ -30,30 +30,21 @@ import os
 import random
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from agreement_speed import delete as delete_project
+from agreement_speed import setup_django, spread
+
 TARGETS = {"text": (10.0, 500.0), "images": (20.0, None)}
 DEFAULT_PAIRS = {"text": 100_000, "images": 10_000}
 IMAGES = 1_000
 ANNOTATORS = 12
 TASKS = ("chat", "code", "math", "safety")
 SPLITS = "train=0.8,test=0.2"
-
-
-def setup_django() -> None:
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    os.environ.setdefault("DJANGO_DEBUG", "false")
-    os.environ.setdefault("ARBITER_LOG_LEVEL", "WARNING")
-    import django
-
-    django.setup()
 
 
 def _images(project, count: int, seed: int) -> list[str]:
@@ -184,28 +175,18 @@ def load(*, kind: str, slug: str, pairs: int, seed: int) -> None:
 
 
 def delete(slug: str) -> None:
-    """Removes the benchmark's project, its releases and everything it holds, by SQL."""
-    from django.contrib.auth import get_user_model
-    from django.db import connection
-
-    from annotation.models import Pair, Project, ProjectMedia, Prompt, Release, Response, Vote
+    """Removes the benchmark's project with its releases, pairs, votes and images."""
+    from annotation.models import Media, Project, ProjectMedia, Release
 
     project = Project.objects.filter(slug=slug).first()
     if project is None:
         return
     Release.objects.filter(project=project).delete()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {Vote._meta.db_table} WHERE pair_id IN "
-            f"(SELECT id FROM {Pair._meta.db_table} WHERE project_id = %s)",
-            [project.pk],
-        )
-        cursor.execute(f"DELETE FROM {Pair._meta.db_table} WHERE project_id = %s", [project.pk])
-    Prompt.objects.filter(project=project).delete()
-    Response.objects.filter(project=project).delete()
-    ProjectMedia.objects.filter(project=project).delete()
-    project.delete()
-    get_user_model().objects.filter(username__startswith=f"{slug}-").delete()
+    media = list(ProjectMedia.objects.filter(project=project).values_list("media_id", flat=True))
+    delete_project(slug)
+    Media.objects.filter(sha256__in=media).exclude(
+        sha256__in=ProjectMedia.objects.values("media_id")
+    ).delete()
 
 
 def measure(slug: str, version: str) -> dict:
@@ -229,10 +210,6 @@ def measure(slug: str, version: str) -> dict:
         "archive_bytes": release.archive_size,
         "manifest_sha256": release.manifest_sha256,
     }
-
-
-def spread(values: list[float]) -> str:
-    return f"median {statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f}"
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
+from typing import Any, cast
 
 from annotation.releases.read import MANIFEST
 from annotation.releases.writer import FileEntry, HashingFile
@@ -66,8 +67,12 @@ class _ParallelGzip:
         out.write(self._HEADER)
 
     def _deflate(self, block: bytes, dictionary: bytes, last: bool) -> bytes:
-        options = {"zdict": dictionary} if dictionary else {}
-        deflate = zlib.compressobj(self._level, zlib.DEFLATED, -zlib.MAX_WBITS, **options)
+        if dictionary:
+            deflate = zlib.compressobj(
+                self._level, zlib.DEFLATED, -zlib.MAX_WBITS, zdict=dictionary
+            )
+        else:
+            deflate = zlib.compressobj(self._level, zlib.DEFLATED, -zlib.MAX_WBITS)
         return deflate.compress(block) + deflate.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
     def _submit(self, block: bytes, last: bool) -> None:
@@ -113,8 +118,11 @@ def archive_write(folder: Path, archive: Path, *, root: str) -> FileEntry:
     out = HashingFile(archive)
     compressed = _ParallelGzip(out, level=GZIP_LEVEL, threads=GZIP_THREADS)
     try:
-        with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            tar.copybufsize = _READ_BYTES
+        # A write-only stream: tarfile only writes to it and asks where it is.
+        stream = cast(Any, compressed)
+        with tarfile.TarFile(
+            fileobj=stream, mode="w", format=tarfile.PAX_FORMAT, copybufsize=_READ_BYTES
+        ) as tar:
             for relative in _files(folder):
                 path = folder / relative
                 info = tarfile.TarInfo(f"{root}/{relative}")

@@ -109,27 +109,19 @@ def _yaml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _feature_lines(name: str | None, kind: pa.DataType, indent: int) -> list[str]:
+def _feature_lines(name: str, kind: pa.DataType, indent: int) -> list[str]:
     """``datasets``' YAML for one feature (the form ``Features._to_yaml_list`` writes)."""
-    pad = " " * indent
-    head = f"{pad}- name: {name}" if name is not None else None
-    lines = [head] if head else []
-    inner = " " * (indent + 2)
-    if pa.types.is_list(kind):
-        item = kind.value_type
-        if pa.types.is_struct(item):
-            lines.append(f"{inner}list:")
-            for child in item:
-                lines.extend(_feature_lines(child.name, child.type, indent + 2))
-        else:
-            lines.append(f"{inner}list: {_dtype(item)}")
-    elif pa.types.is_struct(kind):
-        lines.append(f"{inner}struct:")
-        for child in kind:
+    pad, inner = " " * indent, " " * (indent + 2)
+    lines = [f"{pad}- name: {name}"]
+    is_list = pa.types.is_list(kind)
+    if is_list and not pa.types.is_struct(kind.value_type):
+        return [*lines, f"{inner}list: {_dtype(kind.value_type)}"]
+    if is_list or pa.types.is_struct(kind):
+        lines.append(f"{inner}{'list' if is_list else 'struct'}:")
+        for child in kind.value_type if is_list else kind:
             lines.extend(_feature_lines(child.name, child.type, indent + 2))
-    else:
-        lines.append(f"{inner}dtype: {_dtype(kind)}")
-    return lines
+        return lines
+    return [*lines, f"{inner}dtype: {_dtype(kind)}"]
 
 
 def _dtype(kind: pa.DataType) -> str:

@@ -14,7 +14,7 @@ import orjson
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from annotation.agreement import side_of_value
+from annotation.agreement import SCALE_VALUES, side_of_value
 from annotation.models import (
     Adjudication,
     Pair,
@@ -132,12 +132,19 @@ def _prompt_key(value) -> str:
     return value.hex if isinstance(value, uuid.UUID) else str(value).replace("-", "")
 
 
+_SIDE_OF = {
+    scale: {value: side_of_value(scale, value) for value in values}
+    for scale, values in SCALE_VALUES.items()
+}
+
+
 def agreement_of(scale: str, label: str, values: list[int]) -> float | None:
     """The share of ``values`` that lean to ``label`` (docs/releases.md, "Agreement of a
     pair"); None without values."""
     if not values:
         return None
-    return sum(1 for value in values if side_of_value(scale, value) == label) / len(values)
+    side_of = _SIDE_OF[scale]
+    return sum(1 for value in values if side_of[value] == label) / len(values)
 
 
 def pairs_total(project: Project, selection: Selection) -> int:

@@ -5,7 +5,6 @@ group (``SplitFiles``), so a release of any size is never held whole in memory."
 from __future__ import annotations
 
 import hashlib
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,21 @@ import pyarrow.parquet as pq
 
 # Rows per Parquet row group (and per write of the text files): fixed, so the same rows give
 # the same bytes; large enough for Parquet's compression and column statistics to pay.
-ROW_GROUP_ROWS = 10_000
+ROW_GROUP_ROWS = 5_000
 PARQUET_COMPRESSION = "zstd"
 PARQUET_COMPRESSION_LEVEL = 3
 # Only Parquet under data/, so `load_dataset("parquet", data_dir="data")` finds nothing else.
+# Columns with few distinct values, dictionary-encoded; on the others (ids, texts, all
+# different) Parquet's dictionary is built only to be given up.
+DICTIONARY_COLUMNS = (
+    "task",
+    "criterion",
+    "chosen_model",
+    "rejected_model",
+    "label",
+    "source",
+    "ensemble_label",
+)
 DATA_DIR = "data"
 JSONL_DIR = "jsonl"
 MMRB2_DIR = "mmrb2"
@@ -117,39 +127,43 @@ class SplitFiles:
             schema,
             compression=PARQUET_COMPRESSION,
             compression_level=PARQUET_COMPRESSION_LEVEL,
+            use_dictionary=list(DICTIONARY_COLUMNS),
             store_schema=True,
         )
-        # Rows are kept encoded until their row group is written: bytes take a fraction of
-        # the memory of the dicts they come from.
-        self._lines: list[bytes] = []
-        self._mmrb2_lines: list[bytes] = []
+        # Rows are kept encoded until their row group is written, appended to one buffer:
+        # each bytes object orjson returns holds a block of several KiB however short it is.
+        self._lines = bytearray()
+        self._mmrb2_lines = bytearray()
+        self._pending = 0
 
     def add(self, row: dict[str, Any], mmrb2: dict[str, Any]) -> None:
-        self._lines.append(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
-        self._mmrb2_lines.append(orjson.dumps(mmrb2))
-        if len(self._lines) >= ROW_GROUP_ROWS:
+        self._lines += orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+        if self.rows or self._pending:
+            self._mmrb2_lines += b",\n"
+        self._mmrb2_lines += orjson.dumps(mmrb2)
+        self._pending += 1
+        if self._pending >= ROW_GROUP_ROWS:
             self._flush()
 
     def _flush(self) -> None:
-        if not self._lines:
+        if not self._pending:
             return
-        lines = b"".join(self._lines)
-        self._jsonl.write(lines)
+        self._jsonl.write(self._lines)
         # The Parquet rows are the JSON lines parsed back by Arrow's reader against the schema:
         # the two files cannot disagree, and it is several times faster than from_pylist.
         table = pa_json.read_json(
-            io.BytesIO(lines),
-            read_options=pa_json.ReadOptions(block_size=len(lines) + 1),
+            pa.BufferReader(pa.py_buffer(self._lines)),
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=len(self._lines) + 1),
             parse_options=pa_json.ParseOptions(
                 explicit_schema=self.schema, unexpected_field_behavior="error"
             ),
         )
         self._parquet.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.arrow_bytes += table.nbytes
-        separator = b",\n" if self.rows else b""
-        self._mmrb2.write(separator + b",\n".join(self._mmrb2_lines))
-        self.rows += len(self._lines)
-        self._lines, self._mmrb2_lines = [], []
+        del table
+        self._mmrb2.write(self._mmrb2_lines)
+        self.rows += self._pending
+        self._lines, self._mmrb2_lines, self._pending = bytearray(), bytearray(), 0
 
     def close(self) -> dict[str, FileEntry]:
         """Writes what is left and closes the files; their entries by path in the release."""

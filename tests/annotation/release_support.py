@@ -5,19 +5,14 @@ pairs each. Shared by the release tests."""
 
 from __future__ import annotations
 
-import hashlib
-import io
-from pathlib import Path
-
-from django.conf import settings
 from django.utils import timezone
 from PIL import Image
 
 from annotation.content import image_part, text_part
-from annotation.models import Adjudication, Media, PairStatus, PriorAnnotation, ProjectMedia
+from annotation.models import Adjudication, PairStatus, PriorAnnotation
 from annotation.services.releases import release_build, release_create
 from tests.annotation.agreement_support import vote
-from tests.annotation.queue_support import annotator
+from tests.annotation.queue_support import annotator, make_image
 from tests.factories import PairFactory, make_prompt, make_response
 
 SECRET_EXIF = "Secret camera serial 4242"
@@ -40,23 +35,11 @@ LEFT_OUT = ("rel-disputed", "rel-gold", "rel-queued")
 
 
 def image_with_exif(project, colour: tuple[int, int, int]) -> str:
-    """A JPEG with an EXIF comment, stored as an import stores an original (no served copy
-    yet); returns its sha256."""
+    """A JPEG with an EXIF description, stored as an import stores an original (no served
+    copy yet); returns its sha256."""
     exif = Image.Exif()
     exif[0x010E] = SECRET_EXIF  # ImageDescription
-    buffer = io.BytesIO()
-    Image.new("RGB", (32, 24), colour).save(buffer, "JPEG", exif=exif.tobytes(), quality=90)
-    data = buffer.getvalue()
-    sha256 = hashlib.sha256(data).hexdigest()
-    media, _ = Media.objects.get_or_create(
-        sha256=sha256,
-        defaults={"format": "JPEG", "width": 32, "height": 24, "size_bytes": len(data)},
-    )
-    path = Path(settings.MEDIA_ROOT) / media.relative_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    ProjectMedia.objects.get_or_create(project=project, media=media)
-    return sha256
+    return make_image(project, colour, image_format="JPEG", exif=exif.tobytes(), quality=90)
 
 
 def _pair(project, external_id: str, *, prompt: str, task: str = "text", **fields):
