@@ -17,13 +17,13 @@ import json
 import os
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from agreement_speed import spread
 from release_speed import delete, load, setup_django
 
 CHANGED_EVERY = 100  # 1% of the pairs are relabelled in 1.1.0, 1% dropped
@@ -112,10 +112,6 @@ def measure(slug: str, what: str) -> dict:
         "peak_rss_mb": peak_rss_mb(),
         "rss_before_mb": before_mb,
     }
-
-
-def spread(values: list[float]) -> str:
-    return f"median {statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f}"
 
 
 def main() -> None:
