@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from annotation.models import Membership, Project, Role
+from annotation.models import Membership, Project, Release, Role
 
 CURATORS = (Role.CURATOR,)
 STAFF_ROLES = (Role.CURATOR, Role.RESEARCHER)
@@ -38,3 +38,20 @@ def get_project_for_user(user, slug: str, roles: Iterable[str] = ANYONE) -> tupl
         if project is not None:
             return project, Role.CURATOR
     raise Http404("No such project")
+
+
+def get_release_for_user(
+    user, slug: str, version: str, roles: Iterable[str] = STAFF_ROLES
+) -> tuple[Release, str]:
+    """The release with this version in the user's project and their role: 404 for outsiders
+    and for versions the project does not have (another project's included), 403 for members
+    without one of ``roles`` (annotators never see releases)."""
+    project, role = get_project_for_user(user, slug, roles=roles)
+    release = (
+        Release.objects.filter(project=project, version=version)
+        .select_related("project", "created_by", "published_by")
+        .first()
+    )
+    if release is None:
+        raise Http404("No such release")
+    return release, role

@@ -2,16 +2,15 @@
 
 Every chart function returns a ``Chart``: SVG markup built only from escaped text and numbers
 this module formats, with no script and no inline style (the CSP's ``style-src 'self'`` holds),
-and the header and rows of the same numbers for an HTML table and ``csv_response``.
+and the header and rows of the same numbers for an HTML table and a CSV download
+(``annotation.spreadsheets.csv_response``).
 What each chart shows: ``docs/agreement.md``.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import math
-import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ from datetime import datetime, tzinfo
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from django.http import HttpResponse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -95,8 +93,6 @@ NO_DATA = "no data yet"
 NOT_AVAILABLE = "n/a"
 ELLIPSIS = "\u2026"
 FLAG_MARK = "\u25b2"  # drawn before a highlighted bar's label, beside its flags in words
-CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-CSV_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 CHART_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 LINK_SCHEMES = frozenset({"", "http", "https"})
 # Characters XML 1.0 forbids, and line breaks: a label is one line.
@@ -1094,30 +1090,3 @@ def _diverging(value: float) -> str:
             )
             return "#" + "".join(f"{channel:02x}" for channel in channels)
     return DIVERGING[-1][1]
-
-
-# ---- CSV ---------------------------------------------------------------------------------
-
-
-def csv_response(
-    filename: str, header: Sequence[Cell], rows: Iterable[Sequence[Cell]]
-) -> HttpResponse:
-    """A CSV download of a chart's numbers. Text cells a spreadsheet would run as a formula
-    get a leading apostrophe; numbers stay numbers, a negative one included."""
-    if not CSV_FILENAME.fullmatch(filename):
-        raise ValueError(f"filename: {filename!r} may hold only letters, digits, '.', '_' and '-'")
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    writer = csv.writer(response)
-    writer.writerow([_csv_cell(cell) for cell in header])
-    writer.writerows([_csv_cell(cell) for cell in row] for row in rows)
-    return response
-
-
-def _csv_cell(cell: object) -> object:
-    if cell is None:
-        return ""
-    if isinstance(cell, numbers.Number):
-        return cell
-    text = str(cell)
-    return "'" + text if text.startswith(CSV_FORMULA_PREFIXES) else text

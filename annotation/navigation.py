@@ -35,7 +35,7 @@ PROJECT_TABS = (
     Tab("Import", "imports", CURATORS),
     Tab("Filter runs", "judges:runs", STAFF_ROLES, also=("judges:run",)),
     Tab("Agreement", "agreement", STAFF_ROLES),
-    Tab("Releases", "releases", STAFF_ROLES),
+    Tab("Releases", "releases", STAFF_ROLES, also=("release", "release-create", "release-diff")),
     Tab("Settings", "project-settings", CURATORS),
 )
 

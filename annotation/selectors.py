@@ -465,6 +465,17 @@ def project_tasks(*, project: Project) -> list[str]:
     )
 
 
+def project_criteria(*, project: Project, limit: int) -> list[str]:
+    """Up to ``limit`` distinct criteria of the project's pairs ("" for none among them), for
+    choosing pairs by criterion."""
+    return list(
+        Pair.objects.filter(project=project)
+        .values_list("criterion", flat=True)
+        .distinct()
+        .order_by("criterion")[:limit]
+    )
+
+
 # ---- Annotation queue ----
 
 OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)

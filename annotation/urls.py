@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from annotation import url_converters  # noqa: F401 - registers <version:...>
 from annotation.views import (
     adjudication,
     agreement,
@@ -10,6 +11,7 @@ from annotation.views import (
     imports,
     media,
     pairs,
+    releases,
     settings,
     workbench,
 )
@@ -73,6 +75,35 @@ urlpatterns = [
         "p/<slug:slug>/agreement/annotators/<path:username>/",
         agreement.agreement_annotator,
         name="agreement-annotator",
+    ),
+    path("p/<slug:slug>/releases/", releases.releases, name="releases"),
+    path("p/<slug:slug>/releases/new/", releases.release_create_page, name="release-create"),
+    path("p/<slug:slug>/releases/<version:version>/", releases.release_detail, name="release"),
+    path(
+        "p/<slug:slug>/releases/<version:version>/build/",
+        releases.release_build,
+        name="release-build",
+    ),
+    path(
+        "p/<slug:slug>/releases/<version:version>/publish/",
+        releases.release_publish_page,
+        name="release-publish",
+    ),
+    path(
+        "p/<slug:slug>/releases/<version:version>/download/",
+        releases.release_download,
+        name="release-download",
+    ),
+    path(
+        "p/<slug:slug>/releases/<version:version>/files/<path:name>",
+        releases.release_file_download,
+        name="release-file",
+    ),
+    path("p/<slug:slug>/releases/<version:version>/csv/", releases.release_csv, name="release-csv"),
+    path(
+        "p/<slug:slug>/releases/<version:version>/diff/",
+        releases.release_diff_page,
+        name="release-diff",
     ),
     path("p/<slug:slug>/settings/", settings.settings_page, name="project-settings"),
     path(

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation.api import adjudication, agreement, imports, projects, queue
+from annotation import url_converters  # noqa: F401 - registers <version:...>
+from annotation.api import adjudication, agreement, imports, projects, queue, releases
 
 urlpatterns = [
     path("projects/", projects.ProjectListApi.as_view(), name="api-projects"),
@@ -25,6 +26,47 @@ urlpatterns = [
         name="api-import",
     ),
     path("projects/<slug:slug>/agreement/", agreement.AgreementApi.as_view(), name="api-agreement"),
+    path("projects/<slug:slug>/releases/", releases.ReleaseListApi.as_view(), name="api-releases"),
+    path(
+        "projects/<slug:slug>/releases/<version:version>/",
+        releases.ReleaseDetailApi.as_view(),
+        name="api-release",
+    ),
+    path(
+        "projects/<slug:slug>/releases/<version:version>/build/",
+        releases.ReleaseBuildApi.as_view(),
+        name="api-release-build",
+    ),
+    path(
+        "projects/<slug:slug>/releases/<version:version>/publish/",
+        releases.ReleasePublishApi.as_view(),
+        name="api-release-publish",
+    ),
+    path(
+        "projects/<slug:slug>/releases/<version:version>/download/",
+        releases.ReleaseDownloadApi.as_view(),
+        name="api-release-download",
+    ),
+    path(
+        "projects/<slug:slug>/releases/<version:version>/files/",
+        releases.ReleaseFileListApi.as_view(),
+        name="api-release-files",
+    ),
+    path(
+        "projects/<slug:slug>/releases/<version:version>/files/<path:name>",
+        releases.ReleaseFileApi.as_view(),
+        name="api-release-file",
+    ),
+    path(
+        "projects/<slug:slug>/releases/<version:version>/csv/",
+        releases.ReleaseCsvApi.as_view(),
+        name="api-release-csv",
+    ),
+    path(
+        "projects/<slug:slug>/releases/<version:version>/diff/",
+        releases.ReleaseDiffApi.as_view(),
+        name="api-release-diff",
+    ),
     path("projects/<slug:slug>/claim/", queue.ClaimApi.as_view(), name="api-claim"),
     path("projects/<slug:slug>/undo/", queue.UndoApi.as_view(), name="api-undo"),
     path("assignments/<int:pk>/vote/", queue.VoteApi.as_view(), name="api-vote"),

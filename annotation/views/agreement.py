@@ -33,7 +33,6 @@ from annotation.charts import (
     Chart,
     Reference,
     bars,
-    csv_response,
     heatmap,
     histogram,
     line_with_band,
@@ -61,6 +60,7 @@ from annotation.services.agreement_report import (
     agreement_report_recompute,
     check_report_source,
 )
+from annotation.spreadsheets import csv_response
 from config.errors import status_for
 
 PAGE = "annotation/agreement.html"

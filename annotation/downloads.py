@@ -1,0 +1,149 @@
+"""Streamed file downloads with HTTP range requests (RFC 9110, section 14), for release archives.
+
+Django's ``FileResponse`` streams but ignores ``Range``; a client resuming a large archive needs
+``206 Partial Content``. One range per request: a multi-range request is answered with the
+whole file, as the RFC lets a server do. The file is read in chunks and never held in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.utils.http import content_disposition_header
+
+CHUNK_BYTES = 256 * 1024
+
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """Bytes ``start`` to ``end`` of a file, both included (as ``Content-Range`` counts)."""
+
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start + 1
+
+
+class Unsatisfiable(Exception):
+    """The range lies wholly past the end of the file (answered 416)."""
+
+
+def parse_range(header: str, size: int) -> ByteRange | None:
+    """The single range a ``Range`` header asks of a file of ``size`` bytes, or None when the
+    header is to be ignored (malformed, another unit, several ranges): then the whole file is
+    sent. Raises ``Unsatisfiable`` when the range starts at or past the end."""
+    match = _RANGE.fullmatch(header.strip().replace(" ", ""))
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:  # bytes=-n: the last n bytes
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            raise Unsatisfiable
+        return ByteRange(max(size - suffix, 0), size - 1)
+    start = int(first)
+    if last and int(last) < start:
+        return None  # "invalid", so ignored (RFC 9110, 14.1.1)
+    if start >= size:
+        raise Unsatisfiable
+    return ByteRange(start, min(int(last), size - 1) if last else size - 1)
+
+
+def quoted_etag(value: str) -> str:
+    """A strong entity tag for an opaque value such as a sha256."""
+    return f'"{value}"'
+
+
+def _if_range_holds(request: HttpRequest, etag: str | None) -> bool:
+    """Whether ``If-Range`` (when sent) still names this file, so the range may be served.
+    Only a strong tag equal to ours holds; a date or another tag means "send it all"."""
+    condition = request.headers.get("If-Range")
+    if condition is None:
+        return True
+    return etag is not None and condition.strip() == etag
+
+
+class _FileChunks:
+    """The bytes of one range of an open file, chunk by chunk; the response closes the file
+    through ``close()``, also when the body was never read."""
+
+    def __init__(self, file: BinaryIO, start: int, length: int) -> None:
+        self.file = file
+        self.start = start
+        self.length = length
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.file.seek(self.start)
+        left = self.length
+        while left > 0:
+            chunk = self.file.read(min(CHUNK_BYTES, left))
+            if not chunk:
+                return  # the file shrank under us; the client sees a short body
+            left -= len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def ranged_file_response(
+    request: HttpRequest,
+    path: Path,
+    *,
+    filename: str,
+    content_type: str,
+    etag_value: str | None = None,
+) -> HttpResponseBase:
+    """``path`` as a download named ``filename``: 200 with the whole file, 206 with the one
+    range asked for, or 416 when that range is past the end. ``etag_value`` (the file's hash)
+    becomes a strong ``ETag`` that ``If-Range`` and ``If-None-Match`` are checked against."""
+    etag = quoted_etag(etag_value) if etag_value else None
+    if etag is not None and request.headers.get("If-None-Match", "").strip() in (etag, "*"):
+        not_modified = HttpResponse(status=304)
+        not_modified["ETag"] = etag
+        return not_modified
+    # Closed by the response through _FileChunks.close(), or below when nothing is sent.
+    file = open(path, "rb")
+    size = os.fstat(file.fileno()).st_size
+    try:
+        byte_range = None
+        header = request.headers.get("Range")
+        if header is not None and _if_range_holds(request, etag):
+            byte_range = parse_range(header, size)
+    except Unsatisfiable:
+        file.close()
+        refused = HttpResponse(status=416)
+        refused["Content-Range"] = f"bytes */{size}"
+        refused["Accept-Ranges"] = "bytes"
+        return refused
+    if byte_range is None:
+        response = StreamingHttpResponse(_FileChunks(file, 0, size), content_type=content_type)
+        response["Content-Length"] = str(size)
+    else:
+        response = StreamingHttpResponse(
+            _FileChunks(file, byte_range.start, byte_range.length),
+            status=206,
+            content_type=content_type,
+        )
+        response["Content-Length"] = str(byte_range.length)
+        response["Content-Range"] = f"bytes {byte_range.start}-{byte_range.end}/{size}"
+    response["Accept-Ranges"] = "bytes"
+    # Behind a login: a shared cache must not keep it; gzip on the way would break ranges.
+    response["Cache-Control"] = "private, no-transform"
+    response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
+    if etag is not None:
+        response["ETag"] = etag
+    return response

@@ -1,0 +1,21 @@
+"""Path converters shared by the pages and the API; importing this module registers them."""
+
+from __future__ import annotations
+
+from django.urls import register_converter
+
+
+class ReleaseVersionConverter:
+    """A release version in a path, ``X.Y.Z``: a path that is not one never reaches a view
+    (and ``new`` stays a page of its own). The model's pattern refuses leading zeros."""
+
+    regex = r"[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(ReleaseVersionConverter, "version")

@@ -1,0 +1,32 @@
+"""Fixtures of the release pages' and API's tests (docs/releases.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.errors import Unavailable
+from annotation.services.releases import release_publish
+from tests.annotation.release_support import built_release, releasable_project
+
+
+@pytest.fixture
+def filled(project, alice, bob, carol):
+    """The project with something of every kind to release (``releasable_project``)."""
+    releasable_project(project, alice, bob, carol)
+    return project
+
+
+@pytest.fixture
+def published(filled, dave):
+    """Release 1.0.0 of ``filled``, built and published by dave."""
+    return release_publish(release=built_release(filled, dave), user=dave)
+
+
+@pytest.fixture
+def task_queue_down(monkeypatch):
+    """The task broker refuses every task, as ``annotation.broker`` reports it."""
+
+    def refuse(*args, **kwargs):
+        raise Unavailable("The task queue is unreachable (connection refused).")
+
+    monkeypatch.setattr("annotation.services.releases.task_publish", refuse)
