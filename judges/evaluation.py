@@ -207,9 +207,7 @@ def tie_calibrated(
     }
 
 
-def _groups(
-    items: list[TargetItem], key: Callable[[TargetItem], str]
-) -> dict[str, list[int]]:
+def _groups(items: list[TargetItem], key: Callable[[TargetItem], str]) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = defaultdict(list)
     for i, item in enumerate(items):
         groups[key(item)].append(i)

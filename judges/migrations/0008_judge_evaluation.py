@@ -6,60 +6,191 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('annotation', '0010_min_seconds_per_vote'),
-        ('judges', '0007_filter_run_number'),
+        ("annotation", "0010_min_seconds_per_vote"),
+        ("judges", "0007_filter_run_number"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='JudgeEvaluation',
+            name="JudgeEvaluation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('release', models.CharField(blank=True, help_text='The release version (X.Y.Z); blank: consensus.', max_length=32)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='pending', max_length=16)),
-                ('seed', models.PositiveIntegerField(default=0, help_text='Seed of the bootstrap intervals.')),
-                ('target', models.JSONField(blank=True, default=list)),
-                ('results', models.JSONField(blank=True, default=dict)),
-                ('calls', models.PositiveIntegerField(default=0, help_text='Judge calls this evaluation needed.')),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('judge', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='evaluations', to='judges.judge')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='evaluations', to='annotation.project')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "release",
+                    models.CharField(
+                        blank=True,
+                        help_text="The release version (X.Y.Z); blank: consensus.",
+                        max_length=32,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "seed",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Seed of the bootstrap intervals."
+                    ),
+                ),
+                ("target", models.JSONField(blank=True, default=list)),
+                ("results", models.JSONField(blank=True, default=dict)),
+                (
+                    "calls",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Judge calls this evaluation needed."
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "judge",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="evaluations",
+                        to="judges.judge",
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="evaluations",
+                        to="annotation.project",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-                'constraints': [models.UniqueConstraint(fields=('judge', 'project', 'release'), name='evaluation_unique_per_target')],
+                "ordering": ["-created_at"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("judge", "project", "release"), name="evaluation_unique_per_target"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Judgement',
+            name="Judgement",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('order', models.CharField(choices=[('AB', 'A shown first'), ('BA', 'B shown first')], max_length=2)),
-                ('outcome', models.CharField(choices=[('ok', 'Parsed'), ('unparseable', 'Answer could not be parsed'), ('error', 'Permanent error'), ('abstain', 'Judge abstained (not a vote)')], max_length=16)),
-                ('side', models.CharField(blank=True, help_text='A, B or tie in canonical terms; blank unless ok.', max_length=4)),
-                ('confidence', models.FloatField(blank=True, null=True)),
-                ('reasoning', models.TextField(blank=True)),
-                ('raw', models.TextField(blank=True, help_text="The judge's raw answer, for auditing parsing.")),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=1, help_text='Calls it took (retries + 1).')),
-                ('latency_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('prompt_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('completion_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('source', models.CharField(choices=[('call', 'Called by Arbiter'), ('import', 'Imported')], default='call', max_length=8)),
-                ('margin', models.FloatField(blank=True, null=True)),
-                ('judge', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='judgements', to='judges.judge')),
-                ('pair', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='judgements', to='annotation.pair')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "order",
+                    models.CharField(
+                        choices=[("AB", "A shown first"), ("BA", "B shown first")], max_length=2
+                    ),
+                ),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("ok", "Parsed"),
+                            ("unparseable", "Answer could not be parsed"),
+                            ("error", "Permanent error"),
+                            ("abstain", "Judge abstained (not a vote)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "side",
+                    models.CharField(
+                        blank=True,
+                        help_text="A, B or tie in canonical terms; blank unless ok.",
+                        max_length=4,
+                    ),
+                ),
+                ("confidence", models.FloatField(blank=True, null=True)),
+                ("reasoning", models.TextField(blank=True)),
+                (
+                    "raw",
+                    models.TextField(
+                        blank=True, help_text="The judge's raw answer, for auditing parsing."
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                (
+                    "attempts",
+                    models.PositiveSmallIntegerField(
+                        default=1, help_text="Calls it took (retries + 1)."
+                    ),
+                ),
+                ("latency_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("prompt_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("completion_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("call", "Called by Arbiter"), ("import", "Imported")],
+                        default="call",
+                        max_length=8,
+                    ),
+                ),
+                ("margin", models.FloatField(blank=True, null=True)),
+                (
+                    "judge",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="judgements",
+                        to="judges.judge",
+                    ),
+                ),
+                (
+                    "pair",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="judgements",
+                        to="annotation.pair",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('judge', 'pair', 'order'), name='judgement_unique_per_order'), models.CheckConstraint(condition=models.Q(models.Q(('outcome', 'ok'), ('side__in', ['A', 'B', 'tie'])), models.Q(models.Q(('outcome', 'ok'), _negated=True), ('side', '')), _connector='OR'), name='judgement_side_matches_outcome')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("judge", "pair", "order"), name="judgement_unique_per_order"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("outcome", "ok"), ("side__in", ["A", "B", "tie"])),
+                            models.Q(models.Q(("outcome", "ok"), _negated=True), ("side", "")),
+                            _connector="OR",
+                        ),
+                        name="judgement_side_matches_outcome",
+                    ),
+                ],
             },
         ),
     ]

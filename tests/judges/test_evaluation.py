@@ -27,9 +27,7 @@ def value(report: dict, metric: str, part: str = "overall") -> float | None:
 
 def test_every_metric_on_five_pairs_worked_out_by_hand():
     items = [item(1, "A"), item(2, "B"), item(3, "A"), item(4, "tie"), item(5, "B")]
-    given = answers(
-        {1: ("A", "A"), 2: ("A", "B"), 3: ("B", ""), 4: ("tie", "A"), 5: ("B", "B")}
-    )
+    given = answers({1: ("A", "A"), 2: ("A", "B"), 3: ("B", ""), 4: ("tie", "A"), 5: ("B", "B")})
     report = evaluate(items, given, resamples=200)
     # Dual: 2 + 1 + 0 + 2 right of the 8 answers on the four A/B pairs.
     assert value(report, "dual_accuracy") == pytest.approx(5 / 8)
@@ -44,7 +42,10 @@ def test_every_metric_on_five_pairs_worked_out_by_hand():
     assert value(report, "first_shown_share") == pytest.approx(4 / 8)
     assert report["answers"] == {"expected": 10, "votes": 9}  # a tie is a vote
     assert report["labels"] == {"A": 2, "B": 2, "tie": 1}
-    low, high = report["overall"]["dual_accuracy"]["low"], report["overall"]["dual_accuracy"]["high"]
+    low, high = (
+        report["overall"]["dual_accuracy"]["low"],
+        report["overall"]["dual_accuracy"]["high"],
+    )
     assert 0 <= low <= 5 / 8 <= high <= 1
 
 
