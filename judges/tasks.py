@@ -1,14 +1,15 @@
-"""Thin Celery tasks for filter runs: take ids, call a service. ``acks_late`` plus the unique
-verdict key make every task safe to run again after a crash; a task that raises marks its run
-failed (``on_failure``), so a run never hangs in "running"; Celery beat resumes runs whose
-queued work was lost (``filter_runs_resume_stalled``)."""
+"""Thin Celery tasks for filter runs and judge evaluations: take ids, call a service.
+``acks_late`` plus the unique verdict and judgement keys make every task safe to run again
+after a crash; a task that raises marks its run or evaluation failed (``on_failure``), so
+neither hangs in "running"; Celery beat resumes runs whose queued work was lost
+(``filter_runs_resume_stalled``)."""
 
 from __future__ import annotations
 
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown
 
-from judges.services import runs
+from judges.services import evaluations, runs
 
 
 class FilterRunTask(Task):
@@ -45,3 +46,22 @@ def filter_runs_resume_stalled() -> None:
 @worker_process_shutdown.connect
 def _close_judge_backends(**kwargs) -> None:
     runs.judge_backends_close()
+
+
+class JudgeEvaluationTask(Task):
+    acks_late = True
+    reject_on_worker_lost = True
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        evaluation_id = kwargs.get("evaluation_id", args[0] if args else None)
+        if evaluation_id is not None:
+            evaluations.judge_evaluation_fail(
+                evaluation_id=evaluation_id, error=f"{type(exc).__name__}: {exc}"
+            )
+
+
+@shared_task(base=JudgeEvaluationTask, name="judges.judge_evaluation_batch")
+def judge_evaluation_batch(evaluation_id: int, items: list, attempt: int = 1) -> None:
+    evaluations.judge_evaluation_judge_batch(
+        evaluation_id=evaluation_id, items=items, attempt=attempt
+    )

@@ -1,0 +1,217 @@
+"""Judge evaluations end to end with Celery eager: answers on hand are reused (counted on the
+loopback OpenAI-compatible server), imported judgements are scored alike, and the
+evaluate_judge command (docs/judges-evaluation.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
+
+from annotation.models import PairStatus
+from judges.models import FilterRun, Judge, JudgeEvaluation, Judgement, Verdict
+from judges.services.evaluations import consensus_target, judge_evaluation_create
+from judges.services.judgement_import import judgements_import
+from tests.factories import PairFactory, make_response
+from tests.judges.fake_openai import FakeOpenAI, by_marker
+from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("celery_eager")]
+
+
+def labelled_pairs(project, labels: str, *, task: str = "text") -> list:
+    """Pairs in consensus; the better response's text carries GOOD, for by_marker."""
+    pairs = []
+    for index, label in enumerate(labels):
+        external = f"{task}-{index}"
+        good, bad = f"GOOD answer {external}", f"weak answer {external}"
+        pairs.append(
+            PairFactory(
+                project=project,
+                external_id=external,
+                task=task,
+                status=PairStatus.CONSENSUS,
+                consensus_label=label,
+                response_a=make_response(project, "m1", good if label == "A" else bad),
+                response_b=make_response(project, "m2", bad if label == "A" else good),
+            )
+        )
+    return pairs
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI(by_marker("GOOD")) as fake:
+        yield fake
+
+
+@pytest.fixture
+def judge(db, server):
+    return Judge.objects.create(
+        name="fake-judge",
+        kind="openai",
+        base_url=server.base_url,
+        model="judge-model",
+        timeout_s=5.0,
+        options={"retry_base_s": 0.01, "retry_max_s": 0.2},
+    )
+
+
+def evaluate_now(django_capture_on_commit_callbacks, **kwargs) -> JudgeEvaluation:
+    with django_capture_on_commit_callbacks(execute=True):
+        evaluation = judge_evaluation_create(**kwargs)
+    evaluation.refresh_from_db()
+    return evaluation
+
+
+def test_cached_verdicts_are_reused_and_only_missing_answers_are_called(
+    project, judge, server, django_capture_on_commit_callbacks
+):
+    pairs = labelled_pairs(project, "ABABAB")
+    run = FilterRun.objects.create(project=project, number=1, status="succeeded")
+    for pair in pairs[:3]:
+        for order in ("AB", "BA"):
+            Verdict.objects.create(
+                run=run,
+                judge=judge,
+                pair=pair,
+                order=order,
+                outcome="ok",
+                side=pair.consensus_label,
+            )
+    # An error is no answer: that call is made again.
+    Verdict.objects.create(run=run, judge=judge, pair=pairs[3], order="AB", outcome="error")
+
+    evaluation = evaluate_now(django_capture_on_commit_callbacks, judge=judge, project=project)
+
+    assert evaluation.status == JudgeEvaluation.Status.SUCCEEDED
+    assert server.request_count == 6  # pairs 3, 4 and 5 in both orders, each once
+    assert evaluation.calls == 6
+    assert set(Judgement.objects.values_list("pair_id", "order")) == {
+        (pair.pk, order) for pair in pairs[3:] for order in ("AB", "BA")
+    }
+    overall = evaluation.results["overall"]
+    assert overall["dual_accuracy"]["value"] == 1.0
+    assert overall["dual_accuracy"]["n"] == 12
+    assert overall["position_consistency"]["value"] == 1.0
+
+    again = evaluate_now(django_capture_on_commit_callbacks, judge=judge, project=project)
+    assert again.pk == evaluation.pk  # one evaluation per (judge, target)
+    assert server.request_count == 6  # nothing called twice
+    assert again.calls == 0
+    assert again.results["overall"] == overall
+
+
+def test_a_judge_that_always_picks_the_first_shown_scores_one_half(
+    project, judge, server, django_capture_on_commit_callbacks
+):
+    labelled_pairs(project, "AABB")
+    server.reset(by_marker("NOWHERE", otherwise="1"))
+    evaluation = evaluate_now(django_capture_on_commit_callbacks, judge=judge, project=project)
+    overall = evaluation.results["overall"]
+    assert overall["dual_accuracy"]["value"] == 0.5
+    assert overall["position_consistency"]["value"] == 0.0
+    assert overall["first_shown_share"]["value"] == 1.0
+    # Confidence 0.9 signed by side: +0.9 and -0.9 average to 0 on every pair.
+    assert evaluation.results["tie_calibrated"]["margin"] == 0.0
+
+
+def test_the_target_is_the_consensus_without_gold_or_undecided_pairs(project):
+    decided = labelled_pairs(project, "AB")
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    PairFactory(
+        project=project, status=PairStatus.CONSENSUS, consensus_label="A", is_gold=True,
+        gold_label="A",
+    )  # fmt: skip
+    same = PairFactory(
+        project=project,
+        status=PairStatus.CONSENSUS,
+        consensus_label="tie",
+        response_a=make_response(project, "m1", "one"),
+        response_b=make_response(project, "m1", "two"),
+    )
+    target = consensus_target(project)
+    assert [item.pair_id for item in target] == [p.pk for p in decided] + [same.pk]
+    assert [item.same_model for item in target] == [False, False, True]
+    assert target[-1].label == "tie"
+
+
+def test_an_empty_target_or_a_judge_of_another_project_is_refused(project, other_project, judge):
+    with pytest.raises(ValidationError, match="no labelled pairs"):
+        judge_evaluation_create(judge=judge, project=project)
+    labelled_pairs(project, "A")
+    judge.projects.set([other_project])
+    with pytest.raises(ValidationError, match="No judge 'fake-judge'"):
+        judge_evaluation_create(judge=judge, project=project)
+
+
+def test_imported_judgements_are_scored_without_calls(project, judge, server):
+    pairs = labelled_pairs(project, "ABA")
+    lines = [
+        json.dumps({"pair": "text-0", "order": "AB", "verdict": "A", "confidence": 0.8}),
+        json.dumps({"pair": "text-0", "order": "BA", "score": 0.5}),
+        json.dumps({"pair": "text-1", "order": "AB", "score": 0.2}),
+        json.dumps({"pair": "text-1", "order": "BA", "score": -1.5}),
+    ]
+    assert judgements_import(judge=judge, project=project, lines=lines) == 4
+    evaluation = judge_evaluation_create(judge=judge, project=project, call=False)
+    assert server.request_count == 0
+    overall = evaluation.results["overall"]
+    # Right: 0/AB, 0/BA, 1/BA of the six answers the three pairs needed (pair 2 has none).
+    assert overall["dual_accuracy"]["value"] == pytest.approx(3 / 6)
+    assert evaluation.results["answers"] == {"expected": 6, "votes": 4}
+    imported = Judgement.objects.get(pair=pairs[1], order="BA")
+    assert (imported.side, imported.margin, imported.source) == ("B", -1.5, "import")
+    # Importing again replaces the answers for the same (pair, order).
+    judgements_import(
+        judge=judge, project=project, lines=[json.dumps({"pair": "text-1", "order": "BA", "verdict": "A"})]
+    )  # fmt: skip
+    assert Judgement.objects.get(pair=pairs[1], order="BA").side == "A"
+    assert Judgement.objects.count() == 4
+
+
+def test_a_bad_import_names_each_line_and_field_and_imports_nothing(project, judge):
+    labelled_pairs(project, "A")
+    lines = [
+        json.dumps({"pair": "text-0", "order": "AB", "verdict": "A"}),
+        "{not json",
+        json.dumps({"pair": "nope", "order": "AB", "verdict": "A"}),
+        json.dumps({"pair": "text-0", "order": "up", "verdict": "left"}),
+        json.dumps({"pair": "text-0", "order": "BA"}),
+        json.dumps({"pair": "text-0", "order": "AB", "score": "high"}),
+    ]
+    with pytest.raises(ValidationError) as error:
+        judgements_import(judge=judge, project=project, lines=lines)
+    assert error.value.messages == [
+        "line 2: json: not valid JSON (Expecting property name enclosed in double quotes)",
+        "line 3: pair: no pair 'nope' in project demo",
+        "line 4: order: must be AB (A shown first) or BA",
+        "line 4: verdict: must be A, B or tie",
+        "line 5: verdict: give a verdict (A, B or tie) or a score",
+        "line 6: score: must be a number (A minus B)",
+    ]
+    assert not Judgement.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the enqueue happens on commit, before the wait
+def test_evaluate_judge_prints_json_and_refuses_unknown_names(
+    project, judge, server, capsys, tmp_path
+):
+    labelled_pairs(project, "AB")
+    call_command("evaluate_judge", "fake-judge", "--project", "demo", "--json", "--timeout", "30")
+    out = json.loads(capsys.readouterr().out)
+    assert out["judge"] == "fake-judge"
+    assert out["target"] == "demo"
+    assert out["status"] == "succeeded"
+    assert out["results"]["overall"]["dual_accuracy"]["value"] == 1.0
+    assert out["calls"] == 4
+    with pytest.raises(CommandError, match="No judge 'nobody'"):
+        call_command("evaluate_judge", "nobody", "--project", "demo")
+    with pytest.raises(CommandError, match="No project"):
+        call_command("evaluate_judge", "fake-judge", "--project", "missing")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"pair": "text-0", "order": "XY", "verdict": "A"}\n')
+    with pytest.raises(CommandError, match="line 1: order"):
+        call_command("evaluate_judge", "fake-judge", "--project", "demo", "--import", str(bad))
