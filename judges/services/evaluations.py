@@ -21,7 +21,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.broker import task_publish
-from annotation.models import Pair, PairStatus, Project
+from annotation.models import Pair, PairStatus, Project, Release
+from annotation.services.releases import release_rows
 from judges.evaluation import (
     DEFAULT_SEED,
     ORDERS,
@@ -59,12 +60,44 @@ def consensus_target(project: Project) -> list[TargetItem]:
     ]
 
 
+def release_target(project: Project, version: str) -> list[TargetItem]:
+    """The rows of the project's published release ``version``, read from its files
+    (``release_rows``, docs/releases.md) and matched to the project's pairs by external id."""
+    release = Release.objects.filter(project=project, version=version).first()
+    if release is None:
+        raise ValidationError({"release": f"No release {project.slug}@{version}."})
+    if release.status != Release.Status.PUBLISHED:
+        raise ValidationError(
+            {"release": f"Release {project.slug}@{version} is {release.status}, not published."}
+        )
+    rows = list(release_rows(release))
+    ids = dict(
+        Pair.objects.filter(
+            project=project, external_id__in=[row["id"] for row in rows]
+        ).values_list("external_id", "pk")
+    )
+    if missing := [row["id"] for row in rows if row["id"] not in ids]:
+        raise ValidationError(
+            {"release": f"{len(missing)} pairs of the release are gone from the project "
+             f"(first: {missing[0]!r})."}
+        )  # fmt: skip
+    return [
+        TargetItem(
+            ids[row["id"]],
+            row["id"],
+            row["task"],
+            row["criterion"],
+            row["label"],
+            bool(row["chosen_model"]) and row["chosen_model"] == row["rejected_model"],
+        )
+        for row in rows
+    ]
+
+
 def evaluation_target(*, project: Project, release: str = "") -> list[TargetItem]:
-    """The labelled pairs of the target: the project's current consensus when ``release``
-    is blank."""
-    if release:
-        raise ValidationError({"release": "Releases cannot be evaluated against yet."})
-    return consensus_target(project)
+    """The labelled pairs of the target: a published release's rows, or the project's current
+    consensus when ``release`` is blank."""
+    return release_target(project, release) if release else consensus_target(project)
 
 
 def _answers(evaluation: JudgeEvaluation) -> dict[tuple[int, str], Answer]:

@@ -215,3 +215,53 @@ def test_evaluate_judge_prints_json_and_refuses_unknown_names(
     bad.write_text('{"pair": "text-0", "order": "XY", "verdict": "A"}\n')
     with pytest.raises(CommandError, match="line 1: order"):
         call_command("evaluate_judge", "fake-judge", "--project", "demo", "--import", str(bad))
+
+
+def publish(project, user, version: str = "1.0.0"):
+    from annotation.services.releases import release_build, release_create, release_publish
+
+    release = release_create(project=project, version=version, selection={}, user=user)
+    return release_publish(release=release_build(release=release), user=user)
+
+
+def test_a_published_release_is_a_target_read_from_its_files(
+    project, judge, server, dave, django_capture_on_commit_callbacks
+):
+    pairs = labelled_pairs(project, "ABA")
+    publish(project, dave)
+    # Changed after publishing: the release keeps the labels it was published with.
+    pairs[0].consensus_label = "B"
+    pairs[0].save(update_fields=["consensus_label"])
+    evaluation = evaluate_now(
+        django_capture_on_commit_callbacks, judge=judge, project=project, release="1.0.0"
+    )
+    assert evaluation.target_name == "demo@1.0.0"
+    assert [item[4] for item in evaluation.target] == ["A", "B", "A"]
+    assert evaluation.results["overall"]["dual_accuracy"]["value"] == 1.0
+    current = evaluate_now(django_capture_on_commit_callbacks, judge=judge, project=project)
+    assert current.pk != evaluation.pk
+    assert server.request_count == 6  # the consensus evaluation reused the release's answers
+    assert current.results["overall"]["dual_accuracy"]["value"] == pytest.approx(4 / 6)
+
+
+def test_only_a_published_release_of_the_project_is_a_target(project, judge, dave):
+    from annotation.services.releases import release_build, release_create
+
+    labelled_pairs(project, "A")
+    with pytest.raises(ValidationError, match="No release demo@9.9.9"):
+        judge_evaluation_create(judge=judge, project=project, release="9.9.9")
+    release_build(release=release_create(project=project, version="1.0.0", selection={}, user=dave))
+    with pytest.raises(ValidationError, match="is built, not published"):
+        judge_evaluation_create(judge=judge, project=project, release="1.0.0")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_evaluate_judge_on_a_release(project, judge, server, dave, capsys):
+    labelled_pairs(project, "AB")
+    publish(project, dave, "0.1.0")
+    call_command("evaluate_judge", "fake-judge", "--release", "demo@0.1.0", "--timeout", "30")
+    out = capsys.readouterr().out
+    assert "fake-judge on demo@0.1.0: 2 pairs" in out
+    assert "dual_accuracy: 100.0%" in out
+    with pytest.raises(CommandError, match="SLUG@X.Y.Z"):
+        call_command("evaluate_judge", "fake-judge", "--release", "demo")
