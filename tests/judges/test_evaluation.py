@@ -1,4 +1,5 @@
-"""Judge evaluation scores, on constructed answers worked out by hand (docs/judges-evaluation.md)."""
+"""Judge evaluation scores on constructed answers worked out by hand
+(docs/judges-evaluation.md)."""
 
 from __future__ import annotations
 

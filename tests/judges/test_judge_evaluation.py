@@ -11,52 +11,15 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from annotation.models import PairStatus
-from judges.models import FilterRun, Judge, JudgeEvaluation, Judgement, Verdict
+from judges.models import FilterRun, JudgeEvaluation, Judgement, Verdict
 from judges.services.evaluations import consensus_target, judge_evaluation_create
 from judges.services.judgement_import import judgements_import
 from tests.factories import PairFactory, make_response
-from tests.judges.fake_openai import FakeOpenAI, by_marker
+from tests.judges.evaluation_support import labelled_pairs
+from tests.judges.fake_openai import by_marker
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("celery_eager")]
-
-
-def labelled_pairs(project, labels: str, *, task: str = "text") -> list:
-    """Pairs in consensus; the better response's text carries GOOD, for by_marker."""
-    pairs = []
-    for index, label in enumerate(labels):
-        external = f"{task}-{index}"
-        good, bad = f"GOOD answer {external}", f"weak answer {external}"
-        pairs.append(
-            PairFactory(
-                project=project,
-                external_id=external,
-                task=task,
-                status=PairStatus.CONSENSUS,
-                consensus_label=label,
-                response_a=make_response(project, "m1", good if label == "A" else bad),
-                response_b=make_response(project, "m2", bad if label == "A" else good),
-            )
-        )
-    return pairs
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAI(by_marker("GOOD")) as fake:
-        yield fake
-
-
-@pytest.fixture
-def judge(db, server):
-    return Judge.objects.create(
-        name="fake-judge",
-        kind="openai",
-        base_url=server.base_url,
-        model="judge-model",
-        timeout_s=5.0,
-        options={"retry_base_s": 0.01, "retry_max_s": 0.2},
-    )
 
 
 def evaluate_now(django_capture_on_commit_callbacks, **kwargs) -> JudgeEvaluation:
@@ -67,7 +30,7 @@ def evaluate_now(django_capture_on_commit_callbacks, **kwargs) -> JudgeEvaluatio
 
 
 def test_cached_verdicts_are_reused_and_only_missing_answers_are_called(
-    project, judge, server, django_capture_on_commit_callbacks
+    project, marker_judge, marker_server, django_capture_on_commit_callbacks
 ):
     pairs = labelled_pairs(project, "ABABAB")
     run = FilterRun.objects.create(project=project, number=1, status="succeeded")
@@ -75,19 +38,21 @@ def test_cached_verdicts_are_reused_and_only_missing_answers_are_called(
         for order in ("AB", "BA"):
             Verdict.objects.create(
                 run=run,
-                judge=judge,
+                judge=marker_judge,
                 pair=pair,
                 order=order,
                 outcome="ok",
                 side=pair.consensus_label,
             )
     # An error is no answer: that call is made again.
-    Verdict.objects.create(run=run, judge=judge, pair=pairs[3], order="AB", outcome="error")
+    Verdict.objects.create(run=run, judge=marker_judge, pair=pairs[3], order="AB", outcome="error")
 
-    evaluation = evaluate_now(django_capture_on_commit_callbacks, judge=judge, project=project)
+    evaluation = evaluate_now(
+        django_capture_on_commit_callbacks, judge=marker_judge, project=project
+    )
 
     assert evaluation.status == JudgeEvaluation.Status.SUCCEEDED
-    assert server.request_count == 6  # pairs 3, 4 and 5 in both orders, each once
+    assert marker_server.request_count == 6  # pairs 3, 4 and 5 in both orders, each once
     assert evaluation.calls == 6
     assert set(Judgement.objects.values_list("pair_id", "order")) == {
         (pair.pk, order) for pair in pairs[3:] for order in ("AB", "BA")
@@ -97,19 +62,21 @@ def test_cached_verdicts_are_reused_and_only_missing_answers_are_called(
     assert overall["dual_accuracy"]["n"] == 12
     assert overall["position_consistency"]["value"] == 1.0
 
-    again = evaluate_now(django_capture_on_commit_callbacks, judge=judge, project=project)
+    again = evaluate_now(django_capture_on_commit_callbacks, judge=marker_judge, project=project)
     assert again.pk == evaluation.pk  # one evaluation per (judge, target)
-    assert server.request_count == 6  # nothing called twice
+    assert marker_server.request_count == 6  # nothing called twice
     assert again.calls == 0
     assert again.results["overall"] == overall
 
 
 def test_a_judge_that_always_picks_the_first_shown_scores_one_half(
-    project, judge, server, django_capture_on_commit_callbacks
+    project, marker_judge, marker_server, django_capture_on_commit_callbacks
 ):
     labelled_pairs(project, "AABB")
-    server.reset(by_marker("NOWHERE", otherwise="1"))
-    evaluation = evaluate_now(django_capture_on_commit_callbacks, judge=judge, project=project)
+    marker_server.reset(by_marker("NOWHERE", otherwise="1"))
+    evaluation = evaluate_now(
+        django_capture_on_commit_callbacks, judge=marker_judge, project=project
+    )
     overall = evaluation.results["overall"]
     assert overall["dual_accuracy"]["value"] == 0.5
     assert overall["position_consistency"]["value"] == 0.0
@@ -138,16 +105,18 @@ def test_the_target_is_the_consensus_without_gold_or_undecided_pairs(project):
     assert target[-1].label == "tie"
 
 
-def test_an_empty_target_or_a_judge_of_another_project_is_refused(project, other_project, judge):
+def test_an_empty_target_or_a_judge_of_another_project_is_refused(
+    project, other_project, marker_judge
+):
     with pytest.raises(ValidationError, match="no labelled pairs"):
-        judge_evaluation_create(judge=judge, project=project)
+        judge_evaluation_create(judge=marker_judge, project=project)
     labelled_pairs(project, "A")
-    judge.projects.set([other_project])
+    marker_judge.projects.set([other_project])
     with pytest.raises(ValidationError, match="No judge 'fake-judge'"):
-        judge_evaluation_create(judge=judge, project=project)
+        judge_evaluation_create(judge=marker_judge, project=project)
 
 
-def test_imported_judgements_are_scored_without_calls(project, judge, server):
+def test_imported_judgements_are_scored_without_calls(project, marker_judge, marker_server):
     pairs = labelled_pairs(project, "ABA")
     lines = [
         json.dumps({"pair": "text-0", "order": "AB", "verdict": "A", "confidence": 0.8}),
@@ -155,9 +124,9 @@ def test_imported_judgements_are_scored_without_calls(project, judge, server):
         json.dumps({"pair": "text-1", "order": "AB", "score": 0.2}),
         json.dumps({"pair": "text-1", "order": "BA", "score": -1.5}),
     ]
-    assert judgements_import(judge=judge, project=project, lines=lines) == 4
-    evaluation = judge_evaluation_create(judge=judge, project=project, call=False)
-    assert server.request_count == 0
+    assert judgements_import(judge=marker_judge, project=project, lines=lines) == 4
+    evaluation = judge_evaluation_create(judge=marker_judge, project=project, call=False)
+    assert marker_server.request_count == 0
     overall = evaluation.results["overall"]
     # Right: 0/AB, 0/BA, 1/BA of the six answers the three pairs needed (pair 2 has none).
     assert overall["dual_accuracy"]["value"] == pytest.approx(3 / 6)
@@ -165,14 +134,13 @@ def test_imported_judgements_are_scored_without_calls(project, judge, server):
     imported = Judgement.objects.get(pair=pairs[1], order="BA")
     assert (imported.side, imported.margin, imported.source) == ("B", -1.5, "import")
     # Importing again replaces the answers for the same (pair, order).
-    judgements_import(
-        judge=judge, project=project, lines=[json.dumps({"pair": "text-1", "order": "BA", "verdict": "A"})]
-    )  # fmt: skip
+    again = [json.dumps({"pair": "text-1", "order": "BA", "verdict": "A"})]
+    judgements_import(judge=marker_judge, project=project, lines=again)
     assert Judgement.objects.get(pair=pairs[1], order="BA").side == "A"
     assert Judgement.objects.count() == 4
 
 
-def test_a_bad_import_names_each_line_and_field_and_imports_nothing(project, judge):
+def test_a_bad_import_names_each_line_and_field_and_imports_nothing(project, marker_judge):
     labelled_pairs(project, "A")
     lines = [
         json.dumps({"pair": "text-0", "order": "AB", "verdict": "A"}),
@@ -183,7 +151,7 @@ def test_a_bad_import_names_each_line_and_field_and_imports_nothing(project, jud
         json.dumps({"pair": "text-0", "order": "AB", "score": "high"}),
     ]
     with pytest.raises(ValidationError) as error:
-        judgements_import(judge=judge, project=project, lines=lines)
+        judgements_import(judge=marker_judge, project=project, lines=lines)
     assert error.value.messages == [
         "line 2: json: not valid JSON (Expecting property name enclosed in double quotes)",
         "line 3: pair: no pair 'nope' in project demo",
@@ -197,7 +165,7 @@ def test_a_bad_import_names_each_line_and_field_and_imports_nothing(project, jud
 
 @pytest.mark.django_db(transaction=True)  # the enqueue happens on commit, before the wait
 def test_evaluate_judge_prints_json_and_refuses_unknown_names(
-    project, judge, server, capsys, tmp_path
+    project, marker_judge, marker_server, capsys, tmp_path
 ):
     labelled_pairs(project, "AB")
     call_command("evaluate_judge", "fake-judge", "--project", "demo", "--json", "--timeout", "30")
@@ -225,7 +193,7 @@ def publish(project, user, version: str = "1.0.0"):
 
 
 def test_a_published_release_is_a_target_read_from_its_files(
-    project, judge, server, dave, django_capture_on_commit_callbacks
+    project, marker_judge, marker_server, dave, django_capture_on_commit_callbacks
 ):
     pairs = labelled_pairs(project, "ABA")
     publish(project, dave)
@@ -233,30 +201,30 @@ def test_a_published_release_is_a_target_read_from_its_files(
     pairs[0].consensus_label = "B"
     pairs[0].save(update_fields=["consensus_label"])
     evaluation = evaluate_now(
-        django_capture_on_commit_callbacks, judge=judge, project=project, release="1.0.0"
+        django_capture_on_commit_callbacks, judge=marker_judge, project=project, release="1.0.0"
     )
     assert evaluation.target_name == "demo@1.0.0"
     assert [item[4] for item in evaluation.target] == ["A", "B", "A"]
     assert evaluation.results["overall"]["dual_accuracy"]["value"] == 1.0
-    current = evaluate_now(django_capture_on_commit_callbacks, judge=judge, project=project)
+    current = evaluate_now(django_capture_on_commit_callbacks, judge=marker_judge, project=project)
     assert current.pk != evaluation.pk
-    assert server.request_count == 6  # the consensus evaluation reused the release's answers
+    assert marker_server.request_count == 6  # the consensus evaluation reused the release's answers
     assert current.results["overall"]["dual_accuracy"]["value"] == pytest.approx(4 / 6)
 
 
-def test_only_a_published_release_of_the_project_is_a_target(project, judge, dave):
+def test_only_a_published_release_of_the_project_is_a_target(project, marker_judge, dave):
     from annotation.services.releases import release_build, release_create
 
     labelled_pairs(project, "A")
     with pytest.raises(ValidationError, match="No release demo@9.9.9"):
-        judge_evaluation_create(judge=judge, project=project, release="9.9.9")
+        judge_evaluation_create(judge=marker_judge, project=project, release="9.9.9")
     release_build(release=release_create(project=project, version="1.0.0", selection={}, user=dave))
     with pytest.raises(ValidationError, match="is built, not published"):
-        judge_evaluation_create(judge=judge, project=project, release="1.0.0")
+        judge_evaluation_create(judge=marker_judge, project=project, release="1.0.0")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_evaluate_judge_on_a_release(project, judge, server, dave, capsys):
+def test_evaluate_judge_on_a_release(project, marker_judge, marker_server, dave, capsys):
     labelled_pairs(project, "AB")
     publish(project, dave, "0.1.0")
     call_command("evaluate_judge", "fake-judge", "--release", "demo@0.1.0", "--timeout", "30")
