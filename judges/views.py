@@ -1,4 +1,5 @@
-"""Filter run pages: curators and researchers watch runs; only curators start or cancel one."""
+"""Filter run pages (curators and researchers watch runs; only curators start or cancel one)
+and the judge leaderboard (curators and researchers score judges)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
-from annotation.models import PairStatus, Role
+from annotation.models import PairStatus, Release, Role
 from annotation.views.pairs import PairSelectionForm, form_error_text
 from config.errors import status_for
 from judges.access import get_run_for_user
-from judges.forms import FilterRunForm
-from judges.selectors import filter_run_report
+from judges.forms import EvaluationForm, FilterRunForm
+from judges.leaderboard import accuracy_chart, position_chart, task_chart
+from judges.models import JudgeEvaluation
+from judges.selectors import filter_run_report, leaderboard
 from judges.services.ensemble import easy_rule, easy_votes
+from judges.services.evaluations import judge_evaluation_create
 from judges.services.runs import (
     BrokerUnavailable,
     filter_run_cancel,
@@ -151,3 +155,62 @@ def run_resume(request, slug: str, run_id: int):
     else:
         messages.success(request, f"Run {run.number} resumed: {enqueued} calls enqueued.")
     return redirect("judges:run", slug=slug, run_id=run.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def leaderboard_page(request, slug: str):
+    """The judges' scores on one target (``?release=X.Y.Z``, or the current consensus), with
+    a form that starts an evaluation; docs/judges-evaluation.md, "The leaderboard"."""
+    project, role = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
+    releases = list(
+        Release.objects.filter(project=project, status=Release.Status.PUBLISHED)
+        .order_by("-published_at")
+        .values_list("version", flat=True)
+    )
+    release = request.GET.get("release", "")
+    if release and release not in releases:
+        release = ""
+    form = EvaluationForm(
+        request.POST or None, project=project, releases=releases, initial={"release": release}
+    )
+    status = 200
+    if form.is_bound and form.is_valid():
+        target = form.cleaned_data["release"]
+        try:
+            evaluation = judge_evaluation_create(
+                judge=form.cleaned_data["judge"],
+                project=project,
+                release=target,
+                seed=form.cleaned_data["seed"],
+                created_by=request.user,
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errors)
+        except BrokerUnavailable as exc:
+            messages.error(request, str(exc))
+            status = status_for(exc)
+        else:
+            messages.success(
+                request, f"Evaluating {evaluation.judge.name} on {evaluation.target_name}."
+            )
+            query = f"?release={target}" if target else ""
+            return redirect(reverse("judges:leaderboard", args=[project.slug]) + query)
+    board = leaderboard(project, release=release)
+    unfinished = JudgeEvaluation.objects.filter(project=project, release=release).exclude(
+        status=JudgeEvaluation.Status.SUCCEEDED
+    )
+    context = {
+        "project": project,
+        "role": role,
+        "form": form,
+        "release": release,
+        "releases": releases,
+        "target": f"{project.slug}@{release}" if release else project.slug,
+        "board": board,
+        "unfinished": unfinished.select_related("judge"),
+        "charts": [accuracy_chart(board), position_chart(board)] if board else [],
+        "task_charts": [(evaluation, task_chart(evaluation)) for evaluation in board],
+    }
+    return render(request, "judges/leaderboard.html", context, status=status)
