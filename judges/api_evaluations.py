@@ -25,6 +25,13 @@ from judges.api import BROKER_DOWN_RESPONSE
 from judges.evaluation import DEFAULT_SEED
 from judges.models import Judge
 from judges.selectors import evaluation_summary, judges_for_project, leaderboard
+from judges.services.best_of_n import (
+    MAX_API_CALLS,
+    METHODS,
+    best_of_n,
+    calls_needed,
+    parse_items,
+)
 from judges.services.evaluations import judge_evaluation_create, judge_evaluation_resume
 from judges.services.judgement_import import judgements_import
 
@@ -135,3 +142,42 @@ class JudgementImportApi(APIView):
             raise serializers.ValidationError({"file": "The file is not UTF-8 text."}) from None
         count = judgements_import(judge=judge, project=project, lines=lines)
         return ApiResponse({"imported": count}, status=status.HTTP_201_CREATED)
+
+
+class BestOfNApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        judge = _JudgeField(slug_field="name")
+        method = serializers.ChoiceField(choices=METHODS, default="knockout")
+        items = serializers.ListField(
+            child=serializers.JSONField(),
+            min_length=1,
+            help_text='{"id", "prompt", "task", "criterion", "candidates": [{"id", "content"}]}',
+        )
+
+    @extend_schema(
+        request=InputSerializer,
+        responses=inline_serializer(
+            "BestOfN",
+            fields={
+                "judge": serializers.CharField(),
+                "method": serializers.CharField(),
+                "calls": serializers.IntegerField(),
+                "results": serializers.ListField(child=serializers.JSONField()),
+            },
+        ),
+    )
+    def post(self, request, slug: str):
+        """The best candidate per prompt; the judge is called synchronously, at most
+        MAX_API_CALLS times per request (the command line has no limit)."""
+        project, _ = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
+        data = self.InputSerializer(data=request.data, context={"project": project})
+        data.is_valid(raise_exception=True)
+        rows = [(f"items[{i}]", row) for i, row in enumerate(data.validated_data["items"])]
+        items = parse_items(rows)
+        method = data.validated_data["method"]
+        if (calls := calls_needed(items, method)) > MAX_API_CALLS:
+            raise serializers.ValidationError(
+                {"items": f"{calls} judge calls by {method}; a request may make {MAX_API_CALLS}."}
+            )
+        outcome = best_of_n(judge=data.validated_data["judge"], items=items, method=method)
+        return ApiResponse(outcome)

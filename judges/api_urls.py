@@ -43,4 +43,9 @@ urlpatterns: list = [
         api_evaluations.JudgementImportApi.as_view(),
         name="api-judgements-import",
     ),
+    path(
+        "projects/<slug:slug>/best-of-n/",
+        api_evaluations.BestOfNApi.as_view(),
+        name="api-best-of-n",
+    ),
 ]
