@@ -149,7 +149,7 @@ def _share(hits: np.ndarray, weights: np.ndarray | None) -> tuple[float | None, 
 def _metrics(arrays: _Arrays, *, resamples: int, rng: np.random.Generator) -> dict:
     """Every metric with its n and bootstrap interval (pairs resampled with replacement)."""
     n = len(arrays.dual)
-    out: dict[str, dict] = {}
+    out: dict = {}
     draws: dict[str, list[np.ndarray]] = defaultdict(list)
     if n and resamples:
         for start in range(0, resamples, _CHUNK):
@@ -180,11 +180,15 @@ def tie_calibrated(
     a score. Pairs without any vote count as wrong."""
     scores: list[float | None] = []
     for item in items:
-        votes = [answers.get((item.pair_id, order)) for order in ORDERS]
-        votes = [a for a in votes if a is not None and a.side in _SIGN]
-        if any(a.score is None for a in votes):
+        votes = [
+            a
+            for order in ORDERS
+            if (a := answers.get((item.pair_id, order))) is not None and a.side in _SIGN
+        ]
+        given = [a.score for a in votes if a.score is not None]
+        if len(given) < len(votes):
             return None
-        scores.append(float(np.mean([a.score for a in votes])) if votes else None)
+        scores.append(float(np.mean(given)) if given else None)
     if not items or all(s is None for s in scores):
         return None
     label = np.array([_SIGN[item.label] for item in items])

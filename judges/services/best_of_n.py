@@ -28,7 +28,7 @@ from django.core.exceptions import ValidationError
 from annotation.content import image_part, text_part
 from annotation.models import Media
 from judges import backends
-from judges.backends.base import JudgeItem, JudgeResult
+from judges.backends.base import JudgeItem, JudgeResult, Order
 from judges.evaluation import ORDERS
 from judges.models import Judge
 
@@ -174,7 +174,8 @@ def _judge(backend, matches: list[_Match]) -> int:
     """Judges every match in both orders in one batch; returns the calls made."""
     todo: list[tuple[_Match, JudgeItem]] = []
     for match in matches:
-        for order in ORDERS:
+        orders: tuple[Order, Order] = ("AB", "BA")
+        for order in orders:
             first, second = (match.first, match.second)
             if order == "BA":
                 first, second = second, first

@@ -33,7 +33,7 @@ def _parse_line(number: int, text: str, errors: list[str]) -> dict | None:
 
     try:
         row = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         fail("json", f"not valid JSON ({exc.msg})")
         return None
     if not isinstance(row, dict):
@@ -54,19 +54,21 @@ def _parse_line(number: int, text: str, errors: list[str]) -> dict | None:
         fail("verdict", "must be A, B or tie")
     if score is not None and _number(score) is None:
         fail("score", "must be a number (A minus B)")
-    confidence = row.get("confidence")
-    if confidence is not None and not (_number(confidence) is not None and 0 <= confidence <= 1):
-        fail("confidence", "must be a number from 0 to 1")
+    confidence = _number(row.get("confidence"))
+    if "confidence" in row and row["confidence"] is not None:
+        if confidence is None or not 0 <= confidence <= 1:
+            fail("confidence", "must be a number from 0 to 1")
     if len(errors) > before:
         return None
+    margin = _number(score)
     if verdict is None:
-        verdict = "A" if score > 0 else "B" if score < 0 else "tie"
+        verdict = "tie" if not margin else "A" if margin > 0 else "B"
     return {
         "pair": str(pair),
         "order": row["order"],
         "side": verdict,
-        "margin": _number(score) if score is not None else None,
-        "confidence": _number(confidence) if confidence is not None else None,
+        "margin": margin,
+        "confidence": confidence,
     }
 
 
