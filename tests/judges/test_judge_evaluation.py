@@ -233,3 +233,19 @@ def test_evaluate_judge_on_a_release(project, marker_judge, marker_server, dave,
     assert "dual_accuracy: 100.0%" in out
     with pytest.raises(CommandError, match="SLUG@X.Y.Z"):
         call_command("evaluate_judge", "fake-judge", "--release", "demo")
+
+
+def test_a_batch_delivered_twice_calls_and_records_each_answer_once(
+    project, marker_judge, marker_server
+):
+    from judges.services.evaluations import judge_evaluation_judge_batch
+
+    first, _ = labelled_pairs(project, "AB")
+    evaluation = judge_evaluation_create(judge=marker_judge, project=project)  # not yet enqueued
+    items = [[first.pk, "AB"], [first.pk, "BA"]]
+    for _ in range(2):
+        judge_evaluation_judge_batch(evaluation_id=evaluation.pk, items=items)
+    assert marker_server.request_count == 2
+    assert Judgement.objects.filter(pair=first).count() == 2
+    evaluation.refresh_from_db()
+    assert (evaluation.status, evaluation.calls) == ("running", 2)  # the other pair is missing
