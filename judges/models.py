@@ -211,6 +211,9 @@ class JudgeEvaluation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The last start, batch written or resume: Celery beat resumes a running evaluation whose
+    # progress is older than ARBITER_STALLED_AFTER_S (its queued work was lost).
+    progress_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

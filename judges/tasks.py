@@ -65,3 +65,9 @@ def judge_evaluation_batch(evaluation_id: int, items: list, attempt: int = 1) ->
     evaluations.judge_evaluation_judge_batch(
         evaluation_id=evaluation_id, items=items, attempt=attempt
     )
+
+
+@shared_task(name="judges.judge_evaluations_resume_stalled", ignore_result=True)
+def judge_evaluations_resume_stalled() -> None:
+    """Celery beat's sweep (``CELERY_BEAT_SCHEDULE``): resumes evaluations with no progress."""
+    evaluations.judge_evaluations_resume_stalled()

@@ -12,7 +12,9 @@ missing, the answers are scored (``judges.evaluation.evaluate``) and stored on t
 
 from __future__ import annotations
 
+import logging
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -36,6 +38,7 @@ from judges.services import runs
 from judges.services.runs import BrokerUnavailable
 
 Status = JudgeEvaluation.Status
+logger = logging.getLogger(__name__)
 
 
 def consensus_target(project: Project) -> list[TargetItem]:
@@ -174,6 +177,7 @@ def judge_evaluation_create(
                 "created_by": created_by,
                 "started_at": timezone.now(),
                 "finished_at": None,
+                "progress_at": timezone.now(),
             },
         )
     if not call:
@@ -196,7 +200,7 @@ def judge_evaluation_resume(*, evaluation: JudgeEvaluation) -> int:
     """Asks again for whatever the target still lacks (after a crash or a failure) and returns
     how many items were enqueued; scores the evaluation when nothing is missing."""
     JudgeEvaluation.objects.filter(pk=evaluation.pk).update(
-        status=Status.RUNNING, error="", finished_at=None
+        status=Status.RUNNING, error="", finished_at=None, progress_at=timezone.now()
     )
     evaluation.refresh_from_db()
     return _enqueue_missing(evaluation)
@@ -260,7 +264,8 @@ def judge_evaluation_judge_batch(*, evaluation_id: int, items: list, attempt: in
             ignore_conflicts=True,
         )
         JudgeEvaluation.objects.filter(pk=evaluation.pk).update(
-            calls=F("calls") + sum(fields["attempts"] for fields in calls.answers)
+            calls=F("calls") + sum(fields["attempts"] for fields in calls.answers),
+            progress_at=timezone.now(),
         )
         if calls.retry:
             _enqueue_batch(evaluation, calls.retry, attempt=attempt + 1, countdown=calls.countdown)
@@ -288,6 +293,32 @@ def judge_evaluation_score(*, evaluation: JudgeEvaluation) -> bool:
     ).update(status=Status.SUCCEEDED, results=results, finished_at=timezone.now())
     evaluation.refresh_from_db()
     return bool(stored)
+
+
+def judge_evaluations_resume_stalled() -> list[int]:
+    """Resumes every running evaluation without progress for ``ARBITER_STALLED_AFTER_S``
+    (Celery beat's sweep); a conditional UPDATE of ``progress_at`` claims each one, so
+    concurrent sweeps resume it once. Returns the ids resumed."""
+    now = timezone.now()
+    stalled_before = now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+    resumed = []
+    candidates = JudgeEvaluation.objects.filter(
+        status=Status.RUNNING, progress_at__lt=stalled_before
+    ).values_list("pk", "progress_at")
+    for pk, progress_at in list(candidates):
+        claimed = JudgeEvaluation.objects.filter(
+            pk=pk, status=Status.RUNNING, progress_at=progress_at
+        ).update(progress_at=now)
+        if not claimed:
+            continue
+        evaluation = JudgeEvaluation.objects.select_related("judge", "project").get(pk=pk)
+        try:
+            _enqueue_missing(evaluation)
+        except BrokerUnavailable:
+            logger.warning("evaluation %s: the broker refused its resume", pk)
+            continue
+        resumed.append(pk)
+    return resumed
 
 
 def judge_evaluation_fail(*, evaluation_id: int, error: str) -> None:

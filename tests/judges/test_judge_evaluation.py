@@ -249,3 +249,25 @@ def test_a_batch_delivered_twice_calls_and_records_each_answer_once(
     assert Judgement.objects.filter(pair=first).count() == 2
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.calls) == ("running", 2)  # the other pair is missing
+
+
+def test_a_stalled_evaluation_is_resumed_by_the_sweep_once(
+    project, marker_judge, marker_server, settings
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judges.services.evaluations import judge_evaluations_resume_stalled
+
+    labelled_pairs(project, "AB")
+    stalled = judge_evaluation_create(judge=marker_judge, project=project)  # its enqueue lost
+    assert judge_evaluations_resume_stalled() == []  # not stalled yet
+    long_ago = timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S + 1)
+    JudgeEvaluation.objects.filter(pk=stalled.pk).update(progress_at=long_ago)
+
+    assert judge_evaluations_resume_stalled() == [stalled.pk]
+    stalled.refresh_from_db()
+    assert stalled.status == JudgeEvaluation.Status.SUCCEEDED
+    assert marker_server.request_count == 4
+    assert judge_evaluations_resume_stalled() == []
