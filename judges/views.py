@@ -210,7 +210,20 @@ def leaderboard_page(request, slug: str):
         "target": f"{project.slug}@{release}" if release else project.slug,
         "board": board,
         "unfinished": unfinished.select_related("judge"),
-        "charts": [accuracy_chart(board), position_chart(board)] if board else [],
+        "charts": [
+            (
+                "Dual accuracy",
+                "Both orders of every A/B pair scored; 0.5 is chance.",
+                accuracy_chart(board),
+            ),
+            (
+                "Position bias",
+                "Share of A/B votes for the response shown first; 0.5 is none.",
+                position_chart(board),
+            ),
+        ]
+        if board
+        else [],
         "task_charts": [(evaluation, task_chart(evaluation)) for evaluation in board],
     }
     return render(request, "judges/leaderboard.html", context, status=status)
