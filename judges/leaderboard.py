@@ -16,25 +16,36 @@ def _bar(label: str, metric: dict | None) -> Bar:
     return Bar(label, metric.get("value"), metric.get("low"), metric.get("high"))
 
 
-def accuracy_chart(evaluations: list[JudgeEvaluation]) -> Chart:
+def _per_judge(
+    evaluations: list[JudgeEvaluation], metric: str, *, title: str, value_header: str, **kwargs
+) -> Chart:
     return bars(
-        [_bar(e.judge.name, e.results["overall"]["dual_accuracy"]) for e in evaluations],
-        title="Dual accuracy per judge",
+        [_bar(e.judge.name, e.results["overall"][metric]) for e in evaluations],
+        title=title,
         label_header="judge",
-        value_header="dual accuracy",
+        value_header=value_header,
         domain=(0.0, 1.0),
+        **kwargs,
+    )
+
+
+def accuracy_chart(evaluations: list[JudgeEvaluation]) -> Chart:
+    return _per_judge(
+        evaluations,
+        "dual_accuracy",
+        title="Dual accuracy per judge",
+        value_header="dual accuracy",
         references=[CHANCE],
         chart_id="chart-accuracy",
     )
 
 
 def position_chart(evaluations: list[JudgeEvaluation]) -> Chart:
-    return bars(
-        [_bar(e.judge.name, e.results["overall"]["first_shown_share"]) for e in evaluations],
+    return _per_judge(
+        evaluations,
+        "first_shown_share",
         title="Position bias: share of votes for the response shown first",
-        label_header="judge",
         value_header="first shown chosen",
-        domain=(0.0, 1.0),
         references=[NO_BIAS],
         chart_id="chart-position",
     )

@@ -12,14 +12,38 @@ from celery.signals import worker_process_shutdown
 from judges.services import evaluations, runs
 
 
-class FilterRunTask(Task):
+class _RecordsFailure(Task):
+    """Acknowledged after its work; a final failure is recorded on the object whose id is the
+    task's first argument (``id_kwarg``), through ``record_failure(id, error)``."""
+
+    abstract = True
     acks_late = True
     reject_on_worker_lost = True
+    id_kwarg = ""
+
+    def record_failure(self, pk: int, error: str) -> None:
+        raise NotImplementedError
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
-        run_id = kwargs.get("run_id", args[0] if args else None)
-        if run_id is not None:
-            runs.filter_run_fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+        pk = kwargs.get(self.id_kwarg, args[0] if args else None)
+        if pk is not None:
+            self.record_failure(pk, f"{type(exc).__name__}: {exc}")
+
+
+class FilterRunTask(_RecordsFailure):
+    abstract = True
+    id_kwarg = "run_id"
+
+    def record_failure(self, pk: int, error: str) -> None:
+        runs.filter_run_fail(run_id=pk, error=error)
+
+
+class JudgeEvaluationTask(_RecordsFailure):
+    abstract = True
+    id_kwarg = "evaluation_id"
+
+    def record_failure(self, pk: int, error: str) -> None:
+        evaluations.judge_evaluation_fail(evaluation_id=pk, error=error)
 
 
 @shared_task(base=FilterRunTask, name="judges.filter_run_start")
@@ -46,18 +70,6 @@ def filter_runs_resume_stalled() -> None:
 @worker_process_shutdown.connect
 def _close_judge_backends(**kwargs) -> None:
     runs.judge_backends_close()
-
-
-class JudgeEvaluationTask(Task):
-    acks_late = True
-    reject_on_worker_lost = True
-
-    def on_failure(self, exc, task_id, args, kwargs, einfo):
-        evaluation_id = kwargs.get("evaluation_id", args[0] if args else None)
-        if evaluation_id is not None:
-            evaluations.judge_evaluation_fail(
-                evaluation_id=evaluation_id, error=f"{type(exc).__name__}: {exc}"
-            )
 
 
 @shared_task(base=JudgeEvaluationTask, name="judges.judge_evaluation_batch")

@@ -3,7 +3,8 @@ and the judge leaderboard (curators and researchers score judges)."""
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Callable
+from typing import TypeVar, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -31,6 +32,8 @@ from judges.services.runs import (
     filter_run_create,
     filter_run_resume,
 )
+
+_T = TypeVar("_T")
 
 
 @login_required
@@ -62,22 +65,19 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
     pks = selection.cleaned_data["pks"] if selection else None
     status = 200
     if form.is_bound and form.is_valid():
-        try:
-            run = filter_run_create(
+        run, status = _submit(
+            request,
+            form,
+            lambda: filter_run_create(
                 project=project,
                 judges=form.cleaned_data["judges"],
                 threshold=form.cleaned_data["threshold"],
                 budget_per_task=form.cleaned_data["budget_per_task"],
                 created_by=request.user,
                 pair_ids=pks,
-            )
-        except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
-        except BrokerUnavailable as exc:
-            messages.error(request, str(exc))
-            status = status_for(exc)
-        else:
+            ),
+        )
+        if run is not None:
             messages.success(request, f"Run {run.number} started.")
             return redirect("judges:run", slug=project.slug, run_id=run.pk)
     waiting = project.pairs.filter(status=PairStatus.IMPORTED)
@@ -96,6 +96,20 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
         "start_blocked": _start_blocked(form=form, imported=imported),
     }
     return render(request, "judges/run_list.html", context, status=status)
+
+
+def _submit(request, form, start: Callable[[], _T]) -> tuple[_T | None, int]:
+    """What ``start()`` made and 200; or None, with the service's field errors put on the form
+    (200), or the broker's refusal as a message with its status."""
+    try:
+        return start(), 200
+    except ValidationError as exc:
+        for field, errors in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+        return None, 200
+    except BrokerUnavailable as exc:
+        messages.error(request, str(exc))
+        return None, status_for(exc)
 
 
 def _start_blocked(*, form: FilterRunForm, imported: int) -> str:
@@ -177,21 +191,18 @@ def leaderboard_page(request, slug: str):
     status = 200
     if form.is_bound and form.is_valid():
         target = form.cleaned_data["release"]
-        try:
-            evaluation = judge_evaluation_create(
+        evaluation, status = _submit(
+            request,
+            form,
+            lambda: judge_evaluation_create(
                 judge=form.cleaned_data["judge"],
                 project=project,
                 release=target,
                 seed=form.cleaned_data["seed"],
                 created_by=request.user,
-            )
-        except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
-        except BrokerUnavailable as exc:
-            messages.error(request, str(exc))
-            status = status_for(exc)
-        else:
+            ),
+        )
+        if evaluation is not None:
             messages.success(
                 request, f"Evaluating {evaluation.judge.name} on {evaluation.target_name}."
             )

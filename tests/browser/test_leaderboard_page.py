@@ -11,7 +11,7 @@ import pytest
 from judges.models import Judge
 from judges.services.evaluations import judge_evaluation_create
 from judges.services.judgement_import import judgements_import
-from tests.browser.conftest import log_in
+from tests.browser.conftest import log_in, page_errors
 from tests.judges.evaluation_support import labelled_pairs
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -35,18 +35,7 @@ def test_a_researcher_reads_the_leaderboard(live_server, page, project, dave, sc
     labelled_pairs(project, "AABB", task="edit")
     scored(project, "always-right", lambda pair, order: pair.consensus_label)
     scored(project, "first-shown", lambda pair, order: "A" if order == "AB" else "B")
-    errors: list[str] = []
-    page.on(
-        "console",
-        lambda message: (
-            errors.append(message.text)
-            if message.type == "error" and not message.location["url"].endswith("/favicon.ico")
-            else None
-        ),
-    )
-    page.on(
-        "response", lambda response: errors.append(response.url) if response.status >= 400 else None
-    )
+    errors = page_errors(page)
 
     log_in(page, live_server, "dave", f"/judges/p/{project.slug}/leaderboard/")
     page.wait_for_selector("svg.chart")
