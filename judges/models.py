@@ -127,6 +127,12 @@ class FilterRun(models.Model):
         return self.status in {self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED}
 
 
+# An answer that is a vote has a side, and only such an answer has one.
+SIDE_MATCHES_OUTCOME = (Q(outcome="ok") & Q(side__in=["A", "B", "tie"])) | (
+    ~Q(outcome="ok") & Q(side="")
+)
+
+
 class Answer(models.Model):
     """What one judge said about one pair in one presentation order, in canonical A/B terms:
     the fields a filter run's verdict and an evaluation's judgement share."""
@@ -174,8 +180,7 @@ class Verdict(Answer):
                 fields=["run", "judge", "pair", "order"], name="verdict_unique_per_order"
             ),
             models.CheckConstraint(
-                condition=(Q(outcome="ok") & Q(side__in=["A", "B", "tie"]))
-                | (~Q(outcome="ok") & Q(side="")),
+                condition=SIDE_MATCHES_OUTCOME,
                 name="verdict_side_matches_outcome",
             ),
         ]
@@ -256,8 +261,7 @@ class Judgement(Answer):
                 fields=["judge", "pair", "order"], name="judgement_unique_per_order"
             ),
             models.CheckConstraint(
-                condition=(Q(outcome="ok") & Q(side__in=["A", "B", "tie"]))
-                | (~Q(outcome="ok") & Q(side="")),
+                condition=SIDE_MATCHES_OUTCOME,
                 name="judgement_side_matches_outcome",
             ),
         ]
