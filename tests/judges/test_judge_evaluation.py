@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from annotation.models import PairStatus
-from judges.models import FilterRun, JudgeEvaluation, Judgement, Verdict
+from judges.models import FilterRun, Judge, JudgeEvaluation, Judgement, Verdict
 from judges.services.evaluations import consensus_target, judge_evaluation_create
 from judges.services.judgement_import import judgements_import
 from tests.factories import PairFactory, make_response
@@ -163,14 +163,23 @@ def test_a_bad_import_names_each_line_and_field_and_imports_nothing(project, mar
     assert not Judgement.objects.exists()
 
 
+def offline_judge(pairs) -> Judge:
+    """A ``scores`` judge whose scores, in each pair's metadata, favour the labelled side.
+    (The command tests run in transactions of their own, where an HTTP judge's event loop
+    would meet the browser tests' one; docs/judges.md, "scores".)"""
+    for pair in pairs:
+        good = {"A": 0.9, "B": 0.1} if pair.consensus_label == "A" else {"A": 0.1, "B": 0.9}
+        pair.metadata = {"scores": {"offline": good}}
+        pair.save(update_fields=["metadata"])
+    return Judge.objects.create(name="offline", kind="scores")
+
+
 @pytest.mark.django_db(transaction=True)  # the enqueue happens on commit, before the wait
-def test_evaluate_judge_prints_json_and_refuses_unknown_names(
-    project, marker_judge, marker_server, capsys, tmp_path
-):
-    labelled_pairs(project, "AB")
-    call_command("evaluate_judge", "fake-judge", "--project", "demo", "--json", "--timeout", "30")
+def test_evaluate_judge_prints_json_and_refuses_unknown_names(project, capsys, tmp_path):
+    offline_judge(labelled_pairs(project, "AB"))
+    call_command("evaluate_judge", "offline", "--project", "demo", "--json", "--timeout", "30")
     out = json.loads(capsys.readouterr().out)
-    assert out["judge"] == "fake-judge"
+    assert out["judge"] == "offline"
     assert out["target"] == "demo"
     assert out["status"] == "succeeded"
     assert out["results"]["overall"]["dual_accuracy"]["value"] == 1.0
@@ -178,11 +187,11 @@ def test_evaluate_judge_prints_json_and_refuses_unknown_names(
     with pytest.raises(CommandError, match="No judge 'nobody'"):
         call_command("evaluate_judge", "nobody", "--project", "demo")
     with pytest.raises(CommandError, match="No project"):
-        call_command("evaluate_judge", "fake-judge", "--project", "missing")
+        call_command("evaluate_judge", "offline", "--project", "missing")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"pair": "text-0", "order": "XY", "verdict": "A"}\n')
     with pytest.raises(CommandError, match="line 1: order"):
-        call_command("evaluate_judge", "fake-judge", "--project", "demo", "--import", str(bad))
+        call_command("evaluate_judge", "offline", "--project", "demo", "--import", str(bad))
 
 
 def publish(project, user, version: str = "1.0.0"):
@@ -224,15 +233,15 @@ def test_only_a_published_release_of_the_project_is_a_target(project, marker_jud
 
 
 @pytest.mark.django_db(transaction=True)
-def test_evaluate_judge_on_a_release(project, marker_judge, marker_server, dave, capsys):
-    labelled_pairs(project, "AB")
+def test_evaluate_judge_on_a_release(project, dave, capsys):
+    offline_judge(labelled_pairs(project, "AB"))
     publish(project, dave, "0.1.0")
-    call_command("evaluate_judge", "fake-judge", "--release", "demo@0.1.0", "--timeout", "30")
+    call_command("evaluate_judge", "offline", "--release", "demo@0.1.0", "--timeout", "30")
     out = capsys.readouterr().out
-    assert "fake-judge on demo@0.1.0: 2 pairs" in out
+    assert "offline on demo@0.1.0: 2 pairs" in out
     assert "dual_accuracy: 100.0%" in out
     with pytest.raises(CommandError, match="SLUG@X.Y.Z"):
-        call_command("evaluate_judge", "fake-judge", "--release", "demo")
+        call_command("evaluate_judge", "offline", "--release", "demo")
 
 
 def test_a_batch_delivered_twice_calls_and_records_each_answer_once(
