@@ -91,7 +91,8 @@ def load(*, slug: str, pairs: int, seed: int):
     run = FilterRun.objects.create(project=project, number=1, status="succeeded")
     run.judges.set([judge])
     verdicts = []
-    for pk, label in Pair.objects.filter(project=project).values_list("pk", "consensus_label"):
+    pairs = Pair.objects.filter(project=project).order_by("pk")
+    for pk, label in pairs.values_list("pk", "consensus_label"):
         for order in ("AB", "BA"):
             side = label if label != "tie" and rng.random() < 0.75 else rng.choice("AB")
             verdicts.append(
