@@ -173,7 +173,7 @@ class BestOfNApi(APIView):
         data = self.InputSerializer(data=request.data, context={"project": project})
         data.is_valid(raise_exception=True)
         rows = [(f"items[{i}]", row) for i, row in enumerate(data.validated_data["items"])]
-        items = parse_items(rows)
+        items = parse_items(rows, project=project)
         method = data.validated_data["method"]
         if (calls := calls_needed(items, method)) > MAX_API_CALLS:
             raise serializers.ValidationError(

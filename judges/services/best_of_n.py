@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ValidationError
 
 from annotation.content import image_part, text_part
-from annotation.models import Media
+from annotation.models import Media, Project, ProjectMedia
 from judges import backends
 from judges.backends.base import JudgeItem, JudgeResult, Order
 from judges.evaluation import ORDERS
@@ -94,9 +94,12 @@ def _content(value, where: str, errors: list[str]) -> list[dict]:
     return parts
 
 
-def parse_items(rows: Iterable[tuple[str, object]]) -> list[BestOfNItem]:
+def parse_items(
+    rows: Iterable[tuple[str, object]], *, project: Project | None = None
+) -> list[BestOfNItem]:
     """The items of ``rows`` (where, decoded JSON value); ValidationError listing every bad
-    field by its line or index, images checked against the media store."""
+    field by its line or index. Images must be in the media store, and with ``project`` among
+    that project's media (so no one reaches another project's images by their hash)."""
     errors: list[str] = []
     items: list[BestOfNItem] = []
     seen: set[str] = set()
@@ -146,9 +149,17 @@ def parse_items(rows: Iterable[tuple[str, object]]) -> list[BestOfNItem]:
         for part in content
         if part["type"] == "image"
     }
-    stored = set(Media.objects.filter(sha256__in=hashes).values_list("sha256", flat=True))
+    if project is None:
+        stored = set(Media.objects.filter(sha256__in=hashes).values_list("sha256", flat=True))
+    else:
+        stored = set(
+            ProjectMedia.objects.filter(project=project, media__sha256__in=hashes).values_list(
+                "media__sha256", flat=True
+            )
+        )
+    where = "the media store" if project is None else f"the media of project {project.slug}"
     for sha in sorted(hashes - stored):
-        errors.append(f"image {sha[:16]}...: not in the media store")
+        errors.append(f"image {sha[:16]}...: not in {where}")
     if not items and not errors:
         errors.append("no items")
     if errors:

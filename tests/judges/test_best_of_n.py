@@ -11,8 +11,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
+from annotation.models import ProjectMedia
 from judges.models import Judge
 from judges.services.best_of_n import best_of_n, parse_jsonl
+from tests.judges.backend_helpers import noisy_image, store_image
 from tests.judges.fake_openai import FakeOpenAI, verdict
 
 pytestmark = pytest.mark.django_db
@@ -142,3 +144,13 @@ def test_the_api_for_curators_and_researchers_with_a_call_limit(
     bad = api_for(dave).post(url, {**body, "items": [{"id": "p"}]}, format="json")
     assert bad.status_code == 400
     assert "items[0]: candidates: a list of at least 2" in bad.json()["detail"]
+    # An image stored for another project is not reachable by its hash.
+    elsewhere = store_image(noisy_image(8, 8))
+    item = json.loads(line("p1", [4, 6]))
+    item["prompt"] = [["text", "Describe"], ["image", elsewhere.sha256]]
+    hidden = api_for(dave).post(url, {**body, "items": [item]}, format="json")
+    assert hidden.status_code == 400
+    assert "not in the media of project demo" in hidden.json()["detail"]
+    ProjectMedia.objects.create(project=project, media=elsewhere)  # now one of its images
+    shown = api_for(dave).post(url, {**body, "items": [item]}, format="json")
+    assert shown.status_code == 200, shown.content
