@@ -141,6 +141,7 @@ def test_the_api_for_curators_and_researchers_with_a_call_limit(
     refused = api_for(dave).post(url, body, format="json")
     assert refused.status_code == 400
     assert refused.json()["items"] == "2 judge calls by scores; a request may make 1."
+    monkeypatch.undo()
     bad = api_for(dave).post(url, {**body, "items": [{"id": "p"}]}, format="json")
     assert bad.status_code == 400
     assert "items[0]: candidates: a list of at least 2" in bad.json()["detail"]
