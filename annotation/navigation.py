@@ -34,6 +34,7 @@ PROJECT_TABS = (
     Tab("Queue", "curator-queue", CURATORS, also=("adjudication", "adjudication-pair")),
     Tab("Import", "imports", CURATORS),
     Tab("Filter runs", "judges:runs", STAFF_ROLES, also=("judges:run",)),
+    Tab("Leaderboard", "judges:leaderboard", STAFF_ROLES),
     Tab("Agreement", "agreement", STAFF_ROLES),
     Tab("Releases", "releases", STAFF_ROLES, also=("release", "release-create", "release-diff")),
     Tab("Settings", "project-settings", CURATORS),

@@ -348,6 +348,7 @@ CELERY_BEAT_SCHEDULE = {
     }
     for name, task in (
         ("resume-stalled-filter-runs", "judges.filter_runs_resume_stalled"),
+        ("resume-stalled-judge-evaluations", "judges.judge_evaluations_resume_stalled"),
         ("resume-stalled-imports", "annotation.imports_resume_stalled"),
         ("fail-stalled-release-builds", "annotation.release_builds_fail_stalled"),
     )

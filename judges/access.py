@@ -1,4 +1,5 @@
-"""Access to filter runs goes through the project's access check (annotation.access)."""
+"""Access to filter runs and judge evaluations goes through the project's access check
+(annotation.access)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterable
 from django.http import Http404
 
 from annotation.access import STAFF_ROLES, get_project_for_user
-from judges.models import FilterRun
+from judges.models import FilterRun, JudgeEvaluation
 
 
 def get_run_for_user(
@@ -20,3 +21,19 @@ def get_run_for_user(
     if run is None:
         raise Http404("No such filter run")
     return run, role
+
+
+def get_evaluation_for_user(
+    user, slug: str, evaluation_id: int, roles: Iterable[str] = STAFF_ROLES
+) -> tuple[JudgeEvaluation, str]:
+    """The judge evaluation in the user's project and their role: 404 for outsiders and for
+    evaluations of other projects, 403 for members without one of ``roles``."""
+    project, role = get_project_for_user(user, slug, roles=roles)
+    evaluation = (
+        JudgeEvaluation.objects.filter(project=project, pk=evaluation_id)
+        .select_related("judge", "project")
+        .first()
+    )
+    if evaluation is None:
+        raise Http404("No such evaluation")
+    return evaluation, role

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import api
+from judges import api, api_evaluations
 
 urlpatterns: list = [
     path(
@@ -22,5 +22,30 @@ urlpatterns: list = [
         "projects/<slug:slug>/filter-runs/<int:run_id>/resume/",
         api.FilterRunResumeApi.as_view(),
         name="api-filter-run-resume",
+    ),
+    path(
+        "projects/<slug:slug>/judge-evaluations/",
+        api_evaluations.EvaluationListApi.as_view(),
+        name="api-judge-evaluations",
+    ),
+    path(
+        "projects/<slug:slug>/judge-evaluations/<int:evaluation_id>/",
+        api_evaluations.EvaluationDetailApi.as_view(),
+        name="api-judge-evaluation",
+    ),
+    path(
+        "projects/<slug:slug>/judge-evaluations/<int:evaluation_id>/resume/",
+        api_evaluations.EvaluationResumeApi.as_view(),
+        name="api-judge-evaluation-resume",
+    ),
+    path(
+        "projects/<slug:slug>/judgements/import/",
+        api_evaluations.JudgementImportApi.as_view(),
+        name="api-judgements-import",
+    ),
+    path(
+        "projects/<slug:slug>/best-of-n/",
+        api_evaluations.BestOfNApi.as_view(),
+        name="api-best-of-n",
     ),
 ]

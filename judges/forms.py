@@ -5,6 +5,7 @@ from typing import cast
 from django import forms
 
 from annotation.models import Project
+from judges.evaluation import DEFAULT_SEED
 from judges.models import Judge
 from judges.selectors import judges_for_project
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
@@ -46,3 +47,23 @@ class FilterRunForm(forms.Form):
         if threshold <= 0.5:
             raise forms.ValidationError("Must be above 0.5, so the easy side is a majority.")
         return threshold
+
+
+class EvaluationForm(forms.Form):
+    """Starts a judge evaluation on the leaderboard page: a judge the project may use and a
+    target (the current consensus or a published release)."""
+
+    judge = forms.ModelChoiceField(queryset=Judge.objects.none(), to_field_name="name")
+    release = forms.ChoiceField(label="Target", required=False)
+    seed = forms.IntegerField(
+        min_value=0, initial=DEFAULT_SEED, help_text="Seed of the bootstrap intervals."
+    )
+
+    def __init__(self, *args, project, releases: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        judge_field = cast(forms.ModelChoiceField, self.fields["judge"])
+        judge_field.queryset = judges_for_project(project).filter(enabled=True)
+        release_field = cast(forms.ChoiceField, self.fields["release"])
+        release_field.choices = [("", "Current consensus")] + [
+            (version, f"Release {version}") for version in releases
+        ]

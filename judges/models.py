@@ -127,8 +127,15 @@ class FilterRun(models.Model):
         return self.status in {self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED}
 
 
-class Verdict(models.Model):
-    """One judge's answer on one pair in one presentation order, in canonical A/B terms."""
+# An answer that is a vote has a side, and only such an answer has one.
+SIDE_MATCHES_OUTCOME = (Q(outcome="ok") & Q(side__in=["A", "B", "tie"])) | (
+    ~Q(outcome="ok") & Q(side="")
+)
+
+
+class Answer(models.Model):
+    """What one judge said about one pair in one presentation order, in canonical A/B terms:
+    the fields a filter run's verdict and an evaluation's judgement share."""
 
     class Order(models.TextChoices):
         AB = "AB", "A shown first"
@@ -140,9 +147,7 @@ class Verdict(models.Model):
         ERROR = "error", "Permanent error"
         ABSTAIN = "abstain", "Judge abstained (not a vote)"
 
-    run = models.ForeignKey(FilterRun, on_delete=models.CASCADE, related_name="verdicts")
-    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="verdicts")
-    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="verdicts")
+    # Subclasses add ``judge`` and ``pair``, each with its own reverse name.
     order = models.CharField(max_length=2, choices=Order.choices)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     side = models.CharField(
@@ -159,14 +164,104 @@ class Verdict(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        abstract = True
+
+
+class Verdict(Answer):
+    """One judge's answer on one pair in one presentation order, in a filter run."""
+
+    run = models.ForeignKey(FilterRun, on_delete=models.CASCADE, related_name="verdicts")
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="verdicts")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="verdicts")
+
+    class Meta:
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "judge", "pair", "order"], name="verdict_unique_per_order"
             ),
             models.CheckConstraint(
-                condition=(Q(outcome="ok") & Q(side__in=["A", "B", "tie"]))
-                | (~Q(outcome="ok") & Q(side="")),
+                condition=SIDE_MATCHES_OUTCOME,
                 name="verdict_side_matches_outcome",
             ),
         ]
         indexes = [models.Index(fields=["run", "judge"], name="verdict_run_judge_idx")]
+
+
+class JudgeEvaluation(models.Model):
+    """A judge scored against a target: a release of a project, or (``release`` blank) the
+    project's current consensus. One per (judge, project, release); evaluating again replaces
+    its results. ``target`` is the labelled pairs as they were when the evaluation started
+    (judges.evaluation.TargetItem fields, as lists); ``results`` is what scoring them gave."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="evaluations")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="evaluations")
+    release = models.CharField(
+        max_length=32, blank=True, help_text="The release version (X.Y.Z); blank: consensus."
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    seed = models.PositiveIntegerField(default=0, help_text="Seed of the bootstrap intervals.")
+    target = models.JSONField(default=list, blank=True)
+    results = models.JSONField(default=dict, blank=True)
+    calls = models.PositiveIntegerField(default=0, help_text="Judge calls this evaluation needed.")
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The last start, batch written or resume: Celery beat resumes a running evaluation whose
+    # progress is older than ARBITER_STALLED_AFTER_S (its queued work was lost).
+    progress_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["judge", "project", "release"], name="evaluation_unique_per_target"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge.name} on {self.target_name} ({self.status})"
+
+    @property
+    def target_name(self) -> str:
+        """``SLUG@X.Y.Z`` for a release, ``SLUG`` (current consensus) otherwise."""
+        return f"{self.project.slug}@{self.release}" if self.release else self.project.slug
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED}
+
+
+class Judgement(Answer):
+    """A judge's answer outside filter runs: called for an evaluation, or imported from a
+    judge run elsewhere. One per (judge, pair, order); evaluations of the same judge share them.
+    ``margin``: the judge's score difference (A minus B) when it gives scores."""
+
+    class Source(models.TextChoices):
+        CALL = "call", "Called by Arbiter"
+        IMPORT = "import", "Imported"
+
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="judgements")
+    pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="judgements")
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.CALL)
+    margin = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["judge", "pair", "order"], name="judgement_unique_per_order"
+            ),
+            models.CheckConstraint(
+                condition=SIDE_MATCHES_OUTCOME,
+                name="judgement_side_matches_outcome",
+            ),
+        ]

@@ -4,7 +4,9 @@ Accepted, in this order: a JSON object with a ``better`` key (alone, in a code f
 text around it; the last such object wins); a bracketed verdict (``[[1]]``, ``[[2]]``,
 ``[[A]]``, ``[[B]]``, ``[[C]]`` or ``[[tie]]``) when exactly one distinct one appears; an
 answer that is nothing but a verdict (``2``, ``Response 1``, ``Response B is better.``).
-Anything else is unparseable. A and B name the responses in the order shown.
+Anything else is unparseable. A and B name the responses in the order shown. In the ``mmrb2``
+answer format, ``{"better_response": "Response 1", "score": 1..6}`` is read first, the score
+giving the confidence.
 """
 
 from __future__ import annotations
@@ -53,11 +55,16 @@ class UnparseableAnswer(ValueError):
     """The answer holds no verdict that the rules above can read."""
 
 
-def parse_verdict(text: str, *, allow_tie: bool) -> ParsedVerdict:
-    """The verdict in ``text``; raises ``UnparseableAnswer`` saying why when there is none."""
+def parse_verdict(text: str, *, allow_tie: bool, answer_format: str = "arbiter") -> ParsedVerdict:
+    """The verdict in ``text``; raises ``UnparseableAnswer`` saying why when there is none.
+    With ``answer_format="mmrb2"`` a JSON answer's ``better_response`` and 1-6 ``score`` are
+    read first; the score becomes the confidence."""
     if not text or not text.strip():
         raise UnparseableAnswer("empty answer")
-    verdict = _from_json(text) or _from_brackets(text) or _from_strict_text(text)
+    verdict = None
+    if answer_format == "mmrb2":
+        verdict = _from_mmrb2(text)
+    verdict = verdict or _from_json(text) or _from_brackets(text) or _from_strict_text(text)
     if verdict is None:
         raise UnparseableAnswer("no verdict found")
     if verdict.preferred == "tie" and not allow_tie:
@@ -94,6 +101,62 @@ def _from_json(text: str) -> ParsedVerdict | None:
         )
         found = ParsedVerdict(preferred, _confidence(obj.get("confidence")), reasoning)
     return found
+
+
+# MMRB2's 1-6 score, in the order shown: 6 = Response 1 much better ... 1 = Response 2 much
+# better; 4 and 3 lean only slightly. Its strength becomes a confidence: 0.6, 0.8 or 1.0.
+MMRB2_SCORES = range(1, 7)
+
+
+def mmrb2_confidence(score: int) -> float:
+    return round(0.5 + abs(score - 3.5) / 5, 6)
+
+
+def _from_mmrb2(text: str) -> ParsedVerdict | None:
+    """The last JSON object with ``better_response`` or ``score``: the side, checked against
+    the score's side, and the score as confidence."""
+    found = None
+    for obj in _json_objects(text):
+        keys = {k.lower(): k for k in obj}
+        if "better_response" not in keys and "score" not in keys:
+            continue
+        preferred = None
+        if "better_response" in keys:
+            value = obj[keys["better_response"]]
+            preferred = _token(value)
+            if preferred is None or preferred == "tie":
+                raise UnparseableAnswer(f"unknown value {str(value)[:40]!r} for 'better_response'")
+        confidence = None
+        if "score" in keys:
+            score = _score(obj[keys["score"]])
+            if score is None:
+                raise UnparseableAnswer(
+                    f"score {str(obj[keys['score']])[:20]!r} is not a whole number from 1 to 6"
+                )
+            leans: Preference = "first" if score >= 4 else "second"
+            if preferred is not None and preferred != leans:
+                raise UnparseableAnswer(
+                    f"better_response names Response {1 if preferred == 'first' else 2} but "
+                    f"score {score} favours Response {1 if leans == 'first' else 2}"
+                )
+            preferred, confidence = leans, mmrb2_confidence(score)
+        reasoning = next(
+            (str(v) for k, v in obj.items() if k.lower() in ("reasoning", "reason", "rationale")),
+            "",
+        )
+        found = ParsedVerdict(preferred, confidence, reasoning) if preferred else None
+    return found
+
+
+def _score(value) -> int | None:
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.isdigit():
+            return None
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        return None
+    return int(value) if int(value) in MMRB2_SCORES else None
 
 
 def _from_brackets(text: str) -> ParsedVerdict | None:

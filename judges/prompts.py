@@ -1,7 +1,13 @@
-"""Judge prompts in MMRB2's style: a rubric for the task's family, the prompt, the two
-responses in the order shown, the criterion if any, and a request for a JSON answer."""
+"""Judge prompts as data: a template with placeholders (a preset, or a judge's own text) and
+an answer format. The presets: Arbiter's prompt in MMRB2's style (a rubric for the task's
+family, the prompt, the two responses in the order shown, the criterion if any, a request for
+a JSON answer) and an MMRB2-style pairwise prompt whose answer carries ``better_response`` and
+a 1-6 score. See docs/judges.md, "Prompt templates"."""
 
 from __future__ import annotations
+
+import string
+from dataclasses import dataclass
 
 from judges.backends.base import JudgeItem
 
@@ -75,7 +81,24 @@ def task_family(task: str) -> str:
     return "text"
 
 
-def answer_instruction(*, allow_tie: bool) -> str:
+# Answer formats: what the judge is asked to reply, and what the parser reads
+# (judges/parsing.py): Arbiter's {"better", "confidence", "reasoning"}, or MMRB2's
+# {"reasoning", "better_response", "score"} with a 1-6 score.
+ARBITER_FORMAT = "arbiter"
+MMRB2_FORMAT = "mmrb2"
+ANSWER_FORMATS = (ARBITER_FORMAT, MMRB2_FORMAT)
+
+
+def answer_instruction(*, allow_tie: bool, answer_format: str = ARBITER_FORMAT) -> str:
+    if answer_format == MMRB2_FORMAT:
+        return (
+            "Output your evaluation as a JSON object only, no other text: "
+            '{"reasoning": "your step-by-step comparison", "better_response": "Response 1" or '
+            '"Response 2", "score": an integer from 1 to 6}. The score says how much better: '
+            "6 = Response 1 is much better, 5 = better, 4 = slightly better; 3 = Response 2 is "
+            "slightly better, 2 = better, 1 = much better. You must choose one response, even "
+            "when they are close."
+        )
     choices = '"1", "2" or "tie"' if allow_tie else '"1" or "2"'
     tie_rule = (
         ' Answer "tie" only when neither response is better.'
@@ -89,35 +112,155 @@ def answer_instruction(*, allow_tie: bool) -> str:
     )
 
 
-def build_prompt(item: JudgeItem, *, rubrics: dict[str, str] | None = None) -> list[dict]:
+def scale_words(*, allow_tie: bool, answer_format: str = ARBITER_FORMAT) -> str:
+    """The choices a judge has, in words, for the ``{scale}`` placeholder."""
+    if allow_tie and answer_format == ARBITER_FORMAT:
+        return "Response 1, Response 2, or a tie when neither is better"
+    return "Response 1 or Response 2"
+
+
+# Placeholders a prompt template may use (docs/judges.md, "Prompt templates"); literal braces
+# are written {{ and }}.
+PLACEHOLDERS = {
+    "rubric": "the rubric of the task's family (options.rubrics may replace it)",
+    "prompt": "the pair's prompt, text and images",
+    "response_1": "the response shown first, text and images",
+    "response_2": "the response shown second",
+    "criterion": "the criterion section ([Criterion] ...), empty when the pair has none",
+    "scale": "the choices the project's scale offers, in words",
+    "answer_format": "the answer format's instruction (what to reply, as JSON)",
+}
+REQUIRED_PLACEHOLDERS = ("prompt", "response_1", "response_2")
+
+_SECTIONS = (
+    "{rubric}\n\n"
+    "[Prompt]\n{prompt}\n[End of Prompt]\n\n"
+    "[Response 1]\n{response_1}\n[End of Response 1]\n\n"
+    "[Response 2]\n{response_2}\n[End of Response 2]\n\n"
+)
+
+
+@dataclass(frozen=True)
+class Preset:
+    template: str
+    answer_format: str
+    about: str
+
+
+PRESETS = {
+    "arbiter": Preset(
+        _SECTIONS + "{criterion}{answer_format}",
+        ARBITER_FORMAT,
+        "Arbiter's prompt: rubric, prompt, both responses, criterion, JSON with better/confidence",
+    ),
+    "mmrb2": Preset(
+        _SECTIONS + "{criterion}Compare the two responses carefully and decide which one is better "
+        "overall. Choose between {scale}. Do not let the order of the responses, their "
+        "length or their style sway you.\n\n{answer_format}",
+        MMRB2_FORMAT,
+        "MMRB2-style pairwise prompt: answers carry better_response and a 1-6 score",
+    ),
+}
+DEFAULT_PRESET = "arbiter"
+
+
+class TemplateError(ValueError):
+    """A prompt template that cannot be used; the message says why."""
+
+
+def template_fields(template: str) -> list[str]:
+    """The placeholders ``template`` uses, in order; TemplateError for an unknown one, a
+    stray brace, a format spec or a missing required placeholder."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise TemplateError(f"{exc}; write a literal brace as {{{{ or }}}}") from None
+    fields = []
+    allowed = ", ".join(f"{{{name}}}" for name in PLACEHOLDERS)
+    for _, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if name not in PLACEHOLDERS:
+            raise TemplateError(f"unknown placeholder {{{name}}}; use {allowed}")
+        if spec or conversion:
+            raise TemplateError(f"placeholder {{{name}}} takes no format or conversion")
+        fields.append(name)
+    if missing := [name for name in REQUIRED_PLACEHOLDERS if name not in fields]:
+        raise TemplateError(
+            "the template must place " + ", ".join(f"{{{name}}}" for name in missing)
+        )
+    return fields
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """What a judge's options say about its prompt: the template and the answer format."""
+
+    template: str
+    answer_format: str
+
+    @classmethod
+    def from_options(cls, options: dict) -> PromptSpec:
+        """``options.prompt`` (a preset), ``options.prompt_template`` (own text, replacing the
+        preset's) and ``options.answer_format`` (default: the preset's)."""
+        preset = PRESETS[options.get("prompt") or DEFAULT_PRESET]
+        return cls(
+            options.get("prompt_template") or preset.template,
+            options.get("answer_format") or preset.answer_format,
+        )
+
+
+def build_prompt(
+    item: JudgeItem,
+    *,
+    rubrics: dict[str, str] | None = None,
+    spec: PromptSpec | None = None,
+) -> list[dict]:
     """The judge's message as content parts (``text`` parts and ``image`` parts by hash),
-    consecutive text merged."""
+    rendered from the template; consecutive text merged, no blank line beside an image."""
+    spec = spec or PromptSpec.from_options({})
     family = task_family(item.task)
     rubric = (rubrics or {}).get(family) or RUBRICS[family]
+    criterion = (
+        f"{CRITERION_HEADER}\nJudge only by this criterion: {item.criterion}\n\n"
+        if item.criterion
+        else ""
+    )
+    texts = {
+        "rubric": rubric,
+        "criterion": criterion,
+        "scale": scale_words(allow_tie=item.allow_tie, answer_format=spec.answer_format),
+        "answer_format": answer_instruction(
+            allow_tie=item.allow_tie, answer_format=spec.answer_format
+        ),
+    }
+    contents = {"prompt": item.prompt, "response_1": item.first, "response_2": item.second}
     parts: list[dict] = []
 
     def text(value: str) -> None:
         if parts and parts[-1]["type"] == "text":
-            parts[-1]["text"] += "\n" + value
+            parts[-1]["text"] += value
         else:
             parts.append({"type": "text", "text": value})
 
-    def content(value: list[dict]) -> None:
-        for part in value:
-            if part["type"] == "image":
-                parts.append({"type": "image", "media": part["media"]})
-            else:
-                text(part.get("text", ""))
-
-    text(rubric + "\n")
-    text(PROMPT_HEADER)
-    content(item.prompt)
-    text(END_OF_PROMPT + "\n")
-    for number, response in ((1, item.first), (2, item.second)):
-        text(response_header(number))
-        content(response)
-        text(response_footer(number) + "\n")
-    if item.criterion:
-        text(f"{CRITERION_HEADER}\nJudge only by this criterion: {item.criterion}\n")
-    text(answer_instruction(allow_tie=item.allow_tie))
-    return parts
+    for literal, name, _, _ in string.Formatter().parse(spec.template):
+        text(literal)
+        if name in texts:
+            text(texts[name])
+        elif name in contents:
+            previous_text = False
+            for part in contents[name]:
+                if part["type"] == "image":
+                    parts.append({"type": "image", "media": part["media"]})
+                    previous_text = False
+                else:
+                    text(("\n" if previous_text else "") + part.get("text", ""))
+                    previous_text = True
+    for index, part in enumerate(parts):
+        if part["type"] != "text":
+            continue
+        if index + 1 < len(parts) and parts[index + 1]["type"] == "image":
+            part["text"] = part["text"].rstrip("\n")
+        if index > 0 and parts[index - 1]["type"] == "image":
+            part["text"] = part["text"].lstrip("\n")
+    return [part for part in parts if part["type"] != "text" or part["text"]]

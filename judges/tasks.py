@@ -1,24 +1,49 @@
-"""Thin Celery tasks for filter runs: take ids, call a service. ``acks_late`` plus the unique
-verdict key make every task safe to run again after a crash; a task that raises marks its run
-failed (``on_failure``), so a run never hangs in "running"; Celery beat resumes runs whose
-queued work was lost (``filter_runs_resume_stalled``)."""
+"""Thin Celery tasks for filter runs and judge evaluations: take ids, call a service.
+``acks_late`` plus the unique verdict and judgement keys make every task safe to run again
+after a crash; a task that raises marks its run or evaluation failed (``on_failure``), so
+neither hangs in "running"; Celery beat resumes runs whose queued work was lost
+(``filter_runs_resume_stalled``)."""
 
 from __future__ import annotations
 
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown
 
-from judges.services import runs
+from judges.services import evaluations, runs
 
 
-class FilterRunTask(Task):
+class _RecordsFailure(Task):
+    """Acknowledged after its work; a final failure is recorded on the object whose id is the
+    task's first argument (``id_kwarg``), through ``record_failure(id, error)``."""
+
+    abstract = True
     acks_late = True
     reject_on_worker_lost = True
+    id_kwarg = ""
+
+    def record_failure(self, pk: int, error: str) -> None:
+        raise NotImplementedError
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
-        run_id = kwargs.get("run_id", args[0] if args else None)
-        if run_id is not None:
-            runs.filter_run_fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+        pk = kwargs.get(self.id_kwarg, args[0] if args else None)
+        if pk is not None:
+            self.record_failure(pk, f"{type(exc).__name__}: {exc}")
+
+
+class FilterRunTask(_RecordsFailure):
+    abstract = True
+    id_kwarg = "run_id"
+
+    def record_failure(self, pk: int, error: str) -> None:
+        runs.filter_run_fail(run_id=pk, error=error)
+
+
+class JudgeEvaluationTask(_RecordsFailure):
+    abstract = True
+    id_kwarg = "evaluation_id"
+
+    def record_failure(self, pk: int, error: str) -> None:
+        evaluations.judge_evaluation_fail(evaluation_id=pk, error=error)
 
 
 @shared_task(base=FilterRunTask, name="judges.filter_run_start")
@@ -45,3 +70,16 @@ def filter_runs_resume_stalled() -> None:
 @worker_process_shutdown.connect
 def _close_judge_backends(**kwargs) -> None:
     runs.judge_backends_close()
+
+
+@shared_task(base=JudgeEvaluationTask, name="judges.judge_evaluation_batch")
+def judge_evaluation_batch(evaluation_id: int, items: list, attempt: int = 1) -> None:
+    evaluations.judge_evaluation_judge_batch(
+        evaluation_id=evaluation_id, items=items, attempt=attempt
+    )
+
+
+@shared_task(name="judges.judge_evaluations_resume_stalled", ignore_result=True)
+def judge_evaluations_resume_stalled() -> None:
+    """Celery beat's sweep (``CELERY_BEAT_SCHEDULE``): resumes evaluations with no progress."""
+    evaluations.judge_evaluations_resume_stalled()

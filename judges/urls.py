@@ -11,4 +11,5 @@ urlpatterns: list = [
     path("p/<slug:slug>/runs/<int:run_id>/", views.run_detail, name="run"),
     path("p/<slug:slug>/runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("p/<slug:slug>/runs/<int:run_id>/resume/", views.run_resume, name="run-resume"),
+    path("p/<slug:slug>/leaderboard/", views.leaderboard_page, name="leaderboard"),
 ]

@@ -27,7 +27,7 @@ from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.images import MediaUnavailable, image_data_url, media_rows
 from judges.keys import api_key_env_allowed, api_key_env_refusal, redact
 from judges.parsing import UnparseableAnswer, parse_verdict
-from judges.prompts import build_prompt
+from judges.prompts import PromptSpec, build_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ class OpenAIBackend(JudgeBackend):
         self.retry_base_s = float(options.get("retry_base_s", DEFAULT_RETRY_BASE_S))
         self.retry_max_s = float(options.get("retry_max_s", DEFAULT_RETRY_MAX_S))
         self.rubrics = options.get("rubrics") or {}
+        self.prompt = PromptSpec.from_options(options)
         self.url = judge.base_url.rstrip("/") + "/chat/completions"
         # Start of the next request slot under requests_per_minute, across batches.
         self._next_slot = 0.0
@@ -107,7 +108,7 @@ class OpenAIBackend(JudgeBackend):
 
     def _payload(self, item: JudgeItem, urls: dict) -> dict | JudgeResult:
         content = []
-        for part in build_prompt(item, rubrics=self.rubrics):
+        for part in build_prompt(item, rubrics=self.rubrics, spec=self.prompt):
             if part["type"] == "text":
                 content.append({"type": "text", "text": part["text"]})
                 continue
@@ -220,7 +221,7 @@ class OpenAIBackend(JudgeBackend):
         if status >= 400:
             error = f"HTTP {status}: {body[:ERROR_BODY_CHARS]}"
             return _Attempt(JudgeResult(outcome="error", error=error, latency_ms=latency_ms))
-        return _Attempt(_result(body, item, latency_ms))
+        return _Attempt(_result(body, item, latency_ms, self.prompt.answer_format))
 
     async def _pace(self, pacing: asyncio.Lock) -> None:
         """Spaces request starts evenly at ``requests_per_minute`` (0: no limit)."""
@@ -242,7 +243,7 @@ class OpenAIBackend(JudgeBackend):
         return random.uniform(ceiling / 2, ceiling)
 
 
-def _result(body: str, item: JudgeItem, latency_ms: int) -> JudgeResult:
+def _result(body: str, item: JudgeItem, latency_ms: int, answer_format: str) -> JudgeResult:
     """The verdict in a response ``body`` (already redacted)."""
     try:
         data = json.loads(body)
@@ -264,7 +265,7 @@ def _result(body: str, item: JudgeItem, latency_ms: int) -> JudgeResult:
         "completion_tokens": _count(usage.get("completion_tokens")),
     }
     try:
-        verdict = parse_verdict(str(content), allow_tie=item.allow_tie)
+        verdict = parse_verdict(str(content), allow_tie=item.allow_tie, answer_format=answer_format)
     except UnparseableAnswer as exc:
         return JudgeResult(outcome="unparseable", error=str(exc), **common)
     return JudgeResult(

@@ -13,6 +13,7 @@ from django.db import transaction
 from annotation.models import Project
 from judges.keys import api_key_env_allowed, api_key_env_refusal
 from judges.models import Judge
+from judges.prompts import ANSWER_FORMATS, PLACEHOLDERS, PRESETS, TemplateError, template_fields
 
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -24,6 +25,9 @@ OPTIONS: dict[str, dict[str, str]] = {
         "retry_base_s": "a number of seconds above 0",
         "retry_max_s": "a number of seconds above 0",
         "rubrics": "an object mapping a task family to rubric text",
+        "prompt": f"a preset: {', '.join(PRESETS)}",
+        "prompt_template": "the prompt's text with placeholders (docs/judges.md)",
+        "answer_format": f"one of {', '.join(ANSWER_FORMATS)}",
     },
     Judge.Kind.REWARD_MODEL: {"tie_margin": "a number from 0 to 0.5"},
     Judge.Kind.HEURISTIC: {"confidence": "a number from 0.5 to 1"},
@@ -34,7 +38,10 @@ OPTIONS: dict[str, dict[str, str]] = {
 }
 OPTIONS_HELP = (
     "Kind-specific settings as JSON. openai: max_retries, retry_base_s, retry_max_s, "
-    'rubrics ({"t2i"|"edit"|"interleaved"|"reasoning"|"text": "rubric text"}). '
+    'rubrics ({"t2i"|"edit"|"interleaved"|"reasoning"|"text": "rubric text"}), '
+    f"prompt (a preset: {', '.join(PRESETS)}), prompt_template (own text with placeholders "
+    f"{', '.join('{' + name + '}' for name in PLACEHOLDERS)}), answer_format "
+    f"({', '.join(ANSWER_FORMATS)}). "
     "reward_model: tie_margin. heuristic: confidence. scores: scores_key, tie_margin. "
     'A scores judge reads each pair\'s metadata {"scores": {KEY: {"A": 0.7, "B": 0.2}}} '
     '(higher is better) or per-order verdicts {"scores": {KEY: {"AB": "A", "BA": "tie"}}} '
@@ -71,6 +78,9 @@ _OPTION_CHECKS = {
     "tie_margin": lambda v: _number(v, 0, 0.5),
     "confidence": lambda v: _number(v, 0.5, 1),
     "scores_key": lambda v: isinstance(v, str) and v.strip() != "",
+    "prompt": lambda v: v in PRESETS,
+    "prompt_template": lambda v: isinstance(v, str) and v.strip() != "",
+    "answer_format": lambda v: v in ANSWER_FORMATS,
 }
 
 
@@ -135,6 +145,11 @@ def _options_error(kind: str, options) -> str:
     for key, value in options.items():
         if not _OPTION_CHECKS[key](value):
             return f"Option {key} must be {known[key]}."
+    if "prompt_template" in options:
+        try:
+            template_fields(options["prompt_template"])
+        except TemplateError as exc:
+            return f"Option prompt_template: {exc}."
     return ""
 
 

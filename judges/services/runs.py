@@ -12,6 +12,7 @@ import json
 import logging
 import random
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import timedelta
 from itertools import zip_longest
 from typing import cast
@@ -338,7 +339,9 @@ def judge_item(pair: Pair, order: Order, *, allow_tie: bool) -> JudgeItem:
     )
 
 
-def _verdict(run_id: int, judge_id: int, item: JudgeItem, result: JudgeResult, calls: int):
+def answer_fields(item: JudgeItem, result: JudgeResult, calls: int) -> dict:
+    """What a backend's result records, in canonical terms: the fields of ``Answer`` that a
+    filter run's verdict and an evaluation's judgement share."""
     outcome: str = result.outcome  # a Verdict.Outcome below when the result is no vote
     side, error = "", result.error
     if outcome == Verdict.Outcome.OK:
@@ -348,22 +351,66 @@ def _verdict(run_id: int, judge_id: int, item: JudgeItem, result: JudgeResult, c
             outcome, error = Verdict.Outcome.UNPARSEABLE, "The judge named no preference."
     elif outcome not in Verdict.Outcome.values:
         outcome, error = Verdict.Outcome.ERROR, f"Unknown outcome {result.outcome!r}. {error}"
-    return Verdict(
-        run_id=run_id,
-        judge_id=judge_id,
-        pair_id=item.pair_id,
-        order=item.order,
-        outcome=outcome,
-        side=side,
-        confidence=result.confidence if side else None,
-        reasoning=result.reasoning,
-        raw=result.raw,
-        error=error[:2000],
-        attempts=calls,
-        latency_ms=result.latency_ms,
-        prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
-    )
+    return {
+        "pair_id": item.pair_id,
+        "order": item.order,
+        "outcome": outcome,
+        "side": side,
+        "confidence": result.confidence if side else None,
+        "reasoning": result.reasoning,
+        "raw": result.raw,
+        "error": error[:2000],
+        "attempts": calls,
+        "latency_ms": result.latency_ms,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+    }
+
+
+@dataclass
+class BatchCalls:
+    """What one batch of calls gave: answers to record (fields for ``Answer``) and the items
+    to retry later (``[pair_id, order, calls so far]``), with the countdown before they may."""
+
+    answers: list[dict]
+    retry: list[list]
+    countdown: float
+
+
+def judge_batch_call(
+    *, judge: Judge, todo: list[JudgeItem], calls_before: dict, attempt: int
+) -> BatchCalls:
+    """Calls ``judge``'s backend once on ``todo``; results that failed transiently are to be
+    retried until ``ARBITER_JUDGE_MAX_ATTEMPTS``, the rest are recorded. Filter runs and
+    evaluations both judge through this (docs/judges-runs.md, "How a run executes")."""
+    backend = _backend_for(judge)
+    try:
+        results = backend.judge_batch(todo)
+    except BaseException:
+        judge_backends_close(judge_id=judge.pk)  # its state is unknown: start afresh
+        raise
+    if len(results) != len(todo):
+        raise RuntimeError(
+            f"Judge {judge.name} returned {len(results)} results for {len(todo)} items"
+        )
+    answers, retry = [], []
+    for item, result in zip(todo, results, strict=True):
+        calls = calls_before.get((item.pair_id, item.order), 0) + (result.attempts or 1)
+        retryable = result.outcome == Verdict.Outcome.ERROR and result.transient
+        if retryable and attempt < settings.ARBITER_JUDGE_MAX_ATTEMPTS:
+            retry.append([item.pair_id, item.order, calls])
+        else:
+            answers.append(answer_fields(item, result, calls))
+    return BatchCalls(answers, retry, retry_countdown(attempt) if retry else 0.0)
+
+
+def batch_calls_before(items: list) -> dict[tuple[int, Order], int]:
+    """A batch's items (``[pair_id, order]``, or ``[pair_id, order, calls so far]`` when
+    retried) as (pair_id, order) -> calls made so far."""
+    return {
+        (int(item[0]), cast(Order, str(item[1]))): int(item[2]) if len(item) > 2 else 0
+        for item in items
+    }
 
 
 def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: int = 1) -> None:
@@ -374,11 +421,7 @@ def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: 
     judge = Judge.objects.filter(pk=judge_id).first()
     if run is None or judge is None or run.status != Status.RUNNING:
         return
-    # Batches are built by _missing_work, whose orders are ORDERS.
-    calls_before = {
-        (int(item[0]), cast(Order, str(item[1]))): int(item[2]) if len(item) > 2 else 0
-        for item in items
-    }
+    calls_before = batch_calls_before(items)
     pair_ids = {pk for pk, _ in calls_before}
     done = set(
         Verdict.objects.filter(run=run, judge=judge, pair_id__in=pair_ids).values_list(
@@ -396,32 +439,18 @@ def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: 
         if (pk, order) not in done and pk in pairs
     ]
     if todo:
-        backend = _backend_for(judge)
-        try:
-            results = backend.judge_batch(todo)
-        except BaseException:
-            judge_backends_close(judge_id=judge.pk)  # its state is unknown: start afresh
-            raise
-        if len(results) != len(todo):
-            raise RuntimeError(
-                f"Judge {judge.name} returned {len(results)} results for {len(todo)} items"
-            )
-        verdicts, retry = [], []
-        for item, result in zip(todo, results, strict=True):
-            calls = calls_before[(item.pair_id, item.order)] + (result.attempts or 1)
-            retryable = result.outcome == Verdict.Outcome.ERROR and result.transient
-            if retryable and attempt < settings.ARBITER_JUDGE_MAX_ATTEMPTS:
-                retry.append([item.pair_id, item.order, calls])
-            else:
-                verdicts.append(_verdict(run.pk, judge.pk, item, result, calls))
-        Verdict.objects.bulk_create(verdicts, ignore_conflicts=True)
-        if retry:
+        calls = judge_batch_call(judge=judge, todo=todo, calls_before=calls_before, attempt=attempt)
+        Verdict.objects.bulk_create(
+            [Verdict(run_id=run.pk, judge_id=judge.pk, **fields) for fields in calls.answers],
+            ignore_conflicts=True,
+        )
+        if calls.retry:
             _enqueue_batch(
                 run_id=run.pk,
                 judge=judge,
-                items=retry,
+                items=calls.retry,
                 attempt=attempt + 1,
-                countdown=retry_countdown(attempt),
+                countdown=calls.countdown,
             )
             return
     filter_run_finish_if_complete(run_id=run.pk)

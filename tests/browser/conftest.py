@@ -67,3 +67,21 @@ def log_in(page, live_server, username: str, next_url: str) -> None:
     page.fill("#id_password", PASSWORD)
     page.keyboard.press("Enter")
     page.wait_for_url(f"{live_server.url}{next_url}")
+
+
+def page_errors(page) -> list[str]:
+    """A list that fills with the page's console errors and its failed responses (400 and
+    up) from now on; the browser's own favicon request is no error of the page."""
+    errors: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            errors.append(message.text)
+            if message.type == "error" and not message.location["url"].endswith("/favicon.ico")
+            else None
+        ),
+    )
+    page.on(
+        "response", lambda response: errors.append(response.url) if response.status >= 400 else None
+    )
+    return errors

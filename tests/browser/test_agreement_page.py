@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.annotation.agreement_support import cached_report, voted_pairs
-from tests.browser.conftest import log_in
+from tests.browser.conftest import log_in, page_errors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,18 +24,7 @@ def test_a_researcher_reads_the_charts_and_opens_a_flagged_annotators_votes(
 ):
     voted_pairs(project, alice, bob)
     cached_report(project)
-    errors: list[str] = []  # the browser's own favicon request is no error of the page
-    page.on(
-        "console",
-        lambda message: (
-            errors.append(message.text)
-            if message.type == "error" and not message.location["url"].endswith("/favicon.ico")
-            else None
-        ),
-    )
-    page.on(
-        "response", lambda response: errors.append(response.url) if response.status >= 400 else None
-    )
+    errors = page_errors(page)
 
     log_in(page, live_server, "dave", f"/p/{project.slug}/agreement/")
     page.wait_for_selector("svg.chart")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from judges.models import Judge
+from tests.judges.fake_openai import FakeOpenAI, by_marker
+
 
 @pytest.fixture(autouse=True)
 def checkpoint_root(settings, tmp_path):
@@ -12,3 +15,23 @@ def checkpoint_root(settings, tmp_path):
     root.mkdir()
     settings.ARBITER_CHECKPOINT_ROOT = root
     return root
+
+
+@pytest.fixture
+def marker_server():
+    """The loopback OpenAI-compatible server, preferring the response that says GOOD."""
+    with FakeOpenAI(by_marker("GOOD")) as fake:
+        yield fake
+
+
+@pytest.fixture
+def marker_judge(db, marker_server):
+    """An openai judge on ``marker_server``."""
+    return Judge.objects.create(
+        name="fake-judge",
+        kind="openai",
+        base_url=marker_server.base_url,
+        model="judge-model",
+        timeout_s=5.0,
+        options={"retry_base_s": 0.01, "retry_max_s": 0.2},
+    )

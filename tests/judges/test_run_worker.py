@@ -224,3 +224,31 @@ def test_beat_resumes_a_run_whose_worker_was_killed(celery_worker_process, proje
     assert_one_verdict_per_key(run)
     assert set(run.pairs.values_list("status", flat=True)) == {PairStatus.EASY}
     assert "judges.filter_runs_resume_stalled" in second.log()
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_evaluates_a_judge_through_transient_failures(celery_worker_process, project):
+    from judges.models import JudgeEvaluation, Judgement
+    from judges.services.evaluations import judge_evaluation_create
+
+    flaky = per_item([status(429, retry_after="0"), status(500)], then=by_marker("GOOD"))
+    with FakeOpenAI(flaky) as server:
+        judge = make_judge(server, "flaky")
+        pairs = [make_pair(project, "GOOD answer", "weak answer") for _ in range(3)]
+        Pair.objects.filter(pk__in=[p.pk for p in pairs]).update(
+            status=PairStatus.CONSENSUS, consensus_label="A"
+        )
+        celery_worker_process(extra_env=WORKER_ENV)
+        evaluation = judge_evaluation_create(judge=judge, project=project)
+        deadline = time.monotonic() + 90
+        while not evaluation.finished and time.monotonic() < deadline:
+            time.sleep(0.2)
+            evaluation.refresh_from_db()
+
+        assert evaluation.status == JudgeEvaluation.Status.SUCCEEDED, evaluation.error
+        judgements = Judgement.objects.filter(judge=judge)
+        assert judgements.count() == 6  # one per pair and order, however often retried
+        assert {(j.outcome, j.side, j.attempts) for j in judgements} == {("ok", "A", 3)}
+        assert evaluation.calls == 18
+        assert server.request_count == 18
+        assert evaluation.results["overall"]["dual_accuracy"]["value"] == 1.0

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
 from judges.models import Judge
+from judges.prompts import ANSWER_FORMATS, PRESETS
 from judges.services.judges import judge_create
 
 # Command-line flag -> Judge field, and the kinds the flag applies to.
@@ -52,6 +55,18 @@ class Command(BaseCommand):
         )
         parser.add_argument("--device", help="cpu, cuda or cuda:N (default cpu)")
         parser.add_argument("--batch-size", type=int, help="responses per forward pass")
+        parser.add_argument(
+            "--prompt", choices=list(PRESETS), help="prompt preset (default arbiter; openai)"
+        )
+        parser.add_argument(
+            "--prompt-template-file",
+            metavar="FILE",
+            help="the prompt's own text with placeholders such as {prompt}, {response_1}, "
+            "{response_2}, {criterion}, {scale}, {answer_format} (openai; docs/judges.md)",
+        )
+        parser.add_argument(
+            "--answer-format", choices=ANSWER_FORMATS, help="default: the preset's (openai)"
+        )
         parser.add_argument("--disabled", action="store_true", help="create it disabled")
         parser.add_argument(
             "--project",
@@ -72,6 +87,11 @@ class Command(BaseCommand):
                 option = "--" + flag.replace("_", "-")
                 raise CommandError(f"{option} does not apply to --kind {kind}")
             fields[field] = value
+        prompt_options = self._prompt_options(options)
+        if prompt_options:
+            if kind != Judge.Kind.OPENAI:
+                raise CommandError(f"prompt options do not apply to --kind {kind}")
+            fields["options"] = prompt_options
         slugs = list(dict.fromkeys(options["project"]))
         projects = list(Project.objects.filter(slug__in=slugs))
         if unknown := sorted(set(slugs) - {project.slug for project in projects}):
@@ -98,3 +118,17 @@ class Command(BaseCommand):
                 f"available to {available}"
             )
         )
+
+    def _prompt_options(self, options) -> dict:
+        """The judge's prompt options from --prompt, --prompt-template-file, --answer-format."""
+        found = {}
+        if options["prompt"]:
+            found["prompt"] = options["prompt"]
+        if options["answer_format"]:
+            found["answer_format"] = options["answer_format"]
+        if path := options["prompt_template_file"]:
+            try:
+                found["prompt_template"] = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CommandError(f"--prompt-template-file: cannot read {path}: {exc}") from None
+        return found

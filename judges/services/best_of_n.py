@@ -1,0 +1,310 @@
+"""Best-of-N (docs/judges-evaluation.md, "Best-of-N"): given N candidate responses per prompt
+and a judge, pick the best, as MMRB2 does to show that benchmark accuracy predicts downstream
+quality. Two methods, every comparison judged in both orders:
+
+- ``scores``: every candidate against every other; a candidate's score is the mean over its
+  votes of its win probability (the vote's confidence when it names the candidate, one minus
+  it when it names the other, 0.5 for a tie; 1 or 0 without a confidence). For a reward model
+  this ranks the candidates exactly as their rewards do. N(N-1) calls per prompt.
+- ``knockout``: a single-elimination bracket in input order (an odd one out advances); a match
+  goes to the candidate with more votes, then to the higher summed confidence, then to the
+  earlier one. 2(N-1) calls per prompt.
+
+Input, one prompt per JSONL line (or a list for the API): ``{"id": "...", "prompt": content,
+"task": "...", "criterion": "...", "candidates": [{"id": "...", "content": content}, ...]}``,
+where content is a string or a list of ``["text", "..."]`` and ``["image", "<sha256 of a stored
+image>"]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ValidationError
+
+from annotation.content import image_part, text_part
+from annotation.models import Media, Project, ProjectMedia
+from judges import backends
+from judges.backends.base import JudgeItem, JudgeResult, Order
+from judges.evaluation import ORDERS
+from judges.models import Judge
+
+METHODS = ("scores", "knockout")
+MIN_CANDIDATES = 2
+# What one API request may ask of a judge; the command line has no limit.
+MAX_API_CALLS = 2000
+MAX_ERRORS = 50
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    content: list[dict]
+
+
+@dataclass(frozen=True)
+class BestOfNItem:
+    id: str
+    prompt: list[dict]
+    candidates: list[Candidate]
+    task: str = ""
+    criterion: str = ""
+
+
+@dataclass
+class _Match:
+    """One comparison, judged in both orders: ``votes`` per candidate id, summed confidences."""
+
+    item: BestOfNItem
+    first: Candidate
+    second: Candidate
+    votes: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    strength: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    answers: list[str] = field(default_factory=list)
+
+    def winner(self) -> Candidate:
+        a, b = self.first, self.second
+        key = lambda c: (self.votes[c.id], self.strength[c.id])  # noqa: E731
+        return b if key(b) > key(a) else a
+
+
+def calls_needed(items: Iterable[BestOfNItem], method: str) -> int:
+    n = [len(item.candidates) for item in items]
+    return sum(k * (k - 1) if method == "scores" else 2 * (k - 1) for k in n)
+
+
+def _content(value, where: str, errors: list[str]) -> list[dict]:
+    if isinstance(value, str):
+        return [text_part(value)]
+    if not isinstance(value, list) or not value:
+        errors.append(f'{where}: a string or a list of ["text", ...] / ["image", sha256]')
+        return []
+    parts = []
+    for index, part in enumerate(value):
+        kind = part[0] if isinstance(part, list) and len(part) == 2 else None
+        if kind == "text" and isinstance(part[1], str):
+            parts.append(text_part(part[1]))
+        elif kind == "image" and isinstance(part[1], str):
+            parts.append(image_part(part[1].lower()))
+        else:
+            errors.append(f'{where}[{index}]: must be ["text", "..."] or ["image", "<sha256>"]')
+    return parts
+
+
+def parse_items(
+    rows: Iterable[tuple[str, object]], *, project: Project | None = None
+) -> list[BestOfNItem]:
+    """The items of ``rows`` (where, decoded JSON value); ValidationError listing every bad
+    field by its line or index. Images must be in the media store, and with ``project`` among
+    that project's media (so no one reaches another project's images by their hash)."""
+    errors: list[str] = []
+    items: list[BestOfNItem] = []
+    seen: set[str] = set()
+    for where, row in rows:
+        if not isinstance(row, dict):
+            errors.append(f"{where}: each item must be a JSON object")
+            continue
+        item_id = row.get("id")
+        if not isinstance(item_id, str | int) or isinstance(item_id, bool) or item_id == "":
+            errors.append(f"{where}: id: required (a string)")
+            continue
+        if str(item_id) in seen:
+            errors.append(f"{where}: id: {item_id!r} is given twice")
+        seen.add(str(item_id))
+        prompt = _content(row.get("prompt"), f"{where}: prompt", errors)
+        raw = row.get("candidates")
+        if not isinstance(raw, list) or len(raw) < MIN_CANDIDATES:
+            errors.append(f"{where}: candidates: a list of at least {MIN_CANDIDATES}")
+            continue
+        candidates, ids = [], set()
+        for index, candidate in enumerate(raw):
+            at = f"{where}: candidates[{index}]"
+            if not isinstance(candidate, dict) or not isinstance(candidate.get("id"), str | int):
+                errors.append(f"{at}: an object with an id and content")
+                continue
+            if str(candidate["id"]) in ids:
+                errors.append(f"{at}.id: {candidate['id']!r} is given twice")
+            ids.add(str(candidate["id"]))
+            content = _content(candidate.get("content"), f"{at}.content", errors)
+            candidates.append(Candidate(str(candidate["id"]), content))
+        for name in ("task", "criterion"):
+            if not isinstance(row.get(name, ""), str):
+                errors.append(f"{where}: {name}: must be a string")
+        items.append(
+            BestOfNItem(
+                str(item_id),
+                prompt,
+                candidates,
+                str(row.get("task", "")),
+                str(row.get("criterion", "")),
+            )
+        )
+    hashes = {
+        part["media"]
+        for item in items
+        for content in (item.prompt, *(c.content for c in item.candidates))
+        for part in content
+        if part["type"] == "image"
+    }
+    if project is None:
+        stored = set(Media.objects.filter(sha256__in=hashes).values_list("sha256", flat=True))
+    else:
+        stored = set(
+            ProjectMedia.objects.filter(project=project, media__sha256__in=hashes).values_list(
+                "media__sha256", flat=True
+            )
+        )
+    where = "the media store" if project is None else f"the media of project {project.slug}"
+    for sha in sorted(hashes - stored):
+        errors.append(f"image {sha[:16]}...: not in {where}")
+    if not items and not errors:
+        errors.append("no items")
+    if errors:
+        raise ValidationError(errors[:MAX_ERRORS])
+    return items
+
+
+def parse_jsonl(lines: Iterable[str]) -> list[BestOfNItem]:
+    rows, errors = [], []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            rows.append((f"line {number}", json.loads(text)))
+        except ValueError as exc:
+            errors.append(f"line {number}: not valid JSON ({exc})")
+    if errors:
+        raise ValidationError(errors[:MAX_ERRORS])
+    return parse_items(rows)
+
+
+def _judge(backend, matches: list[_Match]) -> int:
+    """Judges every match in both orders in one batch; returns the calls made."""
+    todo: list[tuple[_Match, JudgeItem]] = []
+    for match in matches:
+        orders: tuple[Order, Order] = ("AB", "BA")
+        for order in orders:
+            first, second = (match.first, match.second)
+            if order == "BA":
+                first, second = second, first
+            todo.append(
+                (
+                    match,
+                    JudgeItem(
+                        pair_id=len(todo),
+                        order=order,
+                        task=match.item.task,
+                        prompt=match.item.prompt,
+                        first=first.content,
+                        second=second.content,
+                        criterion=match.item.criterion,
+                    ),
+                )
+            )
+    results: list[JudgeResult] = backend.judge_batch([item for _, item in todo]) if todo else []
+    for (match, item), result in zip(todo, results, strict=True):
+        if result.outcome != "ok" or result.preferred not in ("first", "second", "tie"):
+            match.answers.append(result.outcome)
+            continue
+        side = item.canonical_side(result.preferred)
+        match.answers.append(side)
+        if side == "tie":
+            for candidate in (match.first, match.second):
+                match.votes[candidate.id] += 0.5
+                match.strength[candidate.id] += 0.5
+            continue
+        chosen, other = (match.first, match.second) if side == "A" else (match.second, match.first)
+        confidence = result.confidence if result.confidence is not None else 1.0
+        match.votes[chosen.id] += 1
+        match.strength[chosen.id] += confidence
+        match.strength[other.id] += 1 - confidence
+    return sum(result.attempts or 1 for result in results)
+
+
+def _by_scores(backend, items: list[BestOfNItem]) -> tuple[list[dict], int]:
+    matches = [
+        _Match(item, a, b)
+        for item in items
+        for i, a in enumerate(item.candidates)
+        for b in item.candidates[i + 1 :]
+    ]
+    calls = _judge(backend, matches)
+    out = []
+    for item in items:
+        strength: dict[str, float] = defaultdict(float)
+        votes: dict[str, int] = defaultdict(int)
+        for match in (m for m in matches if m.item is item):
+            valid = sum(1 for answer in match.answers if answer in ("A", "B", "tie"))
+            for candidate in (match.first, match.second):
+                strength[candidate.id] += match.strength[candidate.id]
+                votes[candidate.id] += valid
+        scores = {
+            c.id: (strength[c.id] / votes[c.id] if votes[c.id] else None) for c in item.candidates
+        }
+        order = {c.id: index for index, c in enumerate(item.candidates)}
+        best = min(
+            item.candidates,
+            key=lambda c: (scores[c.id] is None, -(scores[c.id] or 0), order[c.id]),
+        )
+        out.append({"id": item.id, "best": best.id, "method": "scores", "scores": scores})
+    return out, calls
+
+
+def _knockout(backend, items: list[BestOfNItem]) -> tuple[list[dict], int]:
+    alive = {item.id: list(item.candidates) for item in items}
+    rounds: dict[str, list[list[dict]]] = {item.id: [] for item in items}
+    calls = 0
+    while any(len(entrants) > 1 for entrants in alive.values()):
+        matches = []
+        for item in items:
+            field_ = alive[item.id]
+            matches += [
+                _Match(item, field_[i], field_[i + 1]) for i in range(0, len(field_) - 1, 2)
+            ]
+        calls += _judge(backend, matches)
+        for item in items:
+            field_ = alive[item.id]
+            if len(field_) < 2:
+                continue
+            played = [m for m in matches if m.item is item]
+            winners = [match.winner() for match in played]
+            if len(field_) % 2:
+                winners.append(field_[-1])  # the odd one out advances
+            rounds[item.id].append(
+                [
+                    {
+                        "first": m.first.id,
+                        "second": m.second.id,
+                        "answers": dict(zip(ORDERS, m.answers, strict=True)),
+                        "winner": m.winner().id,
+                    }
+                    for m in played
+                ]
+            )
+            alive[item.id] = winners
+    out = [
+        {
+            "id": item.id,
+            "best": alive[item.id][0].id,
+            "method": "knockout",
+            "rounds": rounds[item.id],
+        }
+        for item in items
+    ]
+    return out, calls
+
+
+def best_of_n(*, judge: Judge, items: list[BestOfNItem], method: str) -> dict:
+    """The best candidate of each item by ``method``; ``{"results": [...], "calls": n}``.
+    ``answers`` in a knockout round give each order's canonical side (A = ``first``)."""
+    if method not in METHODS:
+        raise ValidationError({"method": f"Choose one of {', '.join(METHODS)}."})
+    backend = backends.get_backend(judge)
+    try:
+        results, calls = (_by_scores if method == "scores" else _knockout)(backend, items)
+    finally:
+        backend.close()
+    return {"judge": judge.name, "method": method, "results": results, "calls": calls}

@@ -1,0 +1,328 @@
+"""Judge evaluations: a judge scored against a target, a project's current consensus or one
+of its releases (docs/judges-evaluation.md).
+
+An evaluation needs the judge's answer on every target pair in both orders. Answers already on
+hand are reused: the evaluation's judgements (called earlier or imported) and the judge's
+filter-run verdicts on the same (pair, order), errors excepted. Only what is still missing is
+called, as Celery batches through the filter runs' machinery (``runs.judge_batch_call``:
+one backend per judge per worker, retries of transient failures with backoff), each batch safe
+to run twice thanks to the unique (judge, pair, order) of ``Judgement``. When nothing is
+missing, the answers are scored (``judges.evaluation.evaluate``) and stored on the evaluation.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation.broker import task_publish
+from annotation.models import Pair, PairStatus, Project, Release
+from annotation.services.releases import release_rows
+from judges.evaluation import (
+    DEFAULT_SEED,
+    ORDERS,
+    Answer,
+    TargetItem,
+    evaluate,
+    signed_score,
+)
+from judges.models import Judge, JudgeEvaluation, Judgement, Verdict
+from judges.services import runs
+from judges.services.runs import BrokerUnavailable
+
+Status = JudgeEvaluation.Status
+logger = logging.getLogger(__name__)
+
+
+def consensus_target(project: Project) -> list[TargetItem]:
+    """The project's pairs with a consensus (adjudicated ones included), gold pairs left out."""
+    rows = (
+        Pair.objects.filter(project=project, status=PairStatus.CONSENSUS, is_gold=False)
+        .exclude(consensus_label="")
+        .order_by("pk")
+        .values_list(
+            "pk",
+            "external_id",
+            "task",
+            "criterion",
+            "consensus_label",
+            "response_a__model_name",
+            "response_b__model_name",
+        )
+    )
+    return [
+        TargetItem(pk, external_id, task, criterion, label, bool(model_a) and model_a == model_b)
+        for pk, external_id, task, criterion, label, model_a, model_b in rows
+    ]
+
+
+def release_target(project: Project, version: str) -> list[TargetItem]:
+    """The rows of the project's published release ``version``, read from its files
+    (``release_rows``, docs/releases.md) and matched to the project's pairs by external id."""
+    release = Release.objects.filter(project=project, version=version).first()
+    if release is None:
+        raise ValidationError({"release": f"No release {project.slug}@{version}."})
+    if release.status != Release.Status.PUBLISHED:
+        raise ValidationError(
+            {"release": f"Release {project.slug}@{version} is {release.status}, not published."}
+        )
+    rows = list(release_rows(release))
+    ids = dict(
+        Pair.objects.filter(
+            project=project, external_id__in=[row["id"] for row in rows]
+        ).values_list("external_id", "pk")
+    )
+    if missing := [row["id"] for row in rows if row["id"] not in ids]:
+        raise ValidationError(
+            {"release": f"{len(missing)} pairs of the release are gone from the project "
+             f"(first: {missing[0]!r})."}
+        )  # fmt: skip
+    return [
+        TargetItem(
+            ids[row["id"]],
+            row["id"],
+            row["task"],
+            row["criterion"],
+            row["label"],
+            bool(row["chosen_model"]) and row["chosen_model"] == row["rejected_model"],
+        )
+        for row in rows
+    ]
+
+
+def evaluation_target(*, project: Project, release: str = "") -> list[TargetItem]:
+    """The labelled pairs of the target: a published release's rows, or the project's current
+    consensus when ``release`` is blank."""
+    return release_target(project, release) if release else consensus_target(project)
+
+
+def _answers(evaluation: JudgeEvaluation) -> dict[tuple[int, str], Answer]:
+    """The judge's answers on the target's pairs: its judgements, else its latest filter-run
+    verdict that is not an error. Reads the project's rows and keeps the target's."""
+    wanted = {item[0] for item in evaluation.target}
+    answers: dict[tuple[int, str], Answer] = {}
+    verdicts = (
+        Verdict.objects.filter(judge=evaluation.judge, pair__project=evaluation.project)
+        .exclude(outcome=Verdict.Outcome.ERROR)
+        .order_by("pk")
+        .values_list("pair_id", "order", "side", "confidence")
+    )
+    for pair_id, order, side, confidence in verdicts.iterator(chunk_size=5000):
+        if pair_id in wanted:
+            answers[(pair_id, order)] = Answer(side, signed_score(side, confidence, None))
+    judgements = Judgement.objects.filter(
+        judge=evaluation.judge, pair__project=evaluation.project
+    ).values_list("pair_id", "order", "side", "confidence", "margin")
+    for pair_id, order, side, confidence, margin in judgements.iterator(chunk_size=5000):
+        if pair_id in wanted:
+            answers[(pair_id, order)] = Answer(side, signed_score(side, confidence, margin))
+    return answers
+
+
+def _missing(evaluation: JudgeEvaluation) -> list[list]:
+    """``[pair_id, order]`` of the target that have no answer yet, in target order."""
+    answered = set(_answers(evaluation))
+    return [
+        [item[0], order]
+        for item in evaluation.target
+        for order in ORDERS
+        if (item[0], order) not in answered
+    ]
+
+
+def check_evaluation(*, judge: Judge, project: Project, release: str = "") -> list[TargetItem]:
+    """The target's items; ValidationError naming the field when the evaluation cannot run."""
+    from judges.selectors import judges_for_project
+
+    if not judges_for_project(project).filter(pk=judge.pk).exists():
+        raise ValidationError({"judge": f"No judge {judge.name!r} for project {project.slug}."})
+    items = evaluation_target(project=project, release=release)
+    if not items:
+        raise ValidationError({"target": f"{project.slug} has no labelled pairs to score."})
+    return items
+
+
+def judge_evaluation_create(
+    *,
+    judge: Judge,
+    project: Project,
+    release: str = "",
+    seed: int = DEFAULT_SEED,
+    call: bool = True,
+    created_by=None,
+) -> JudgeEvaluation:
+    """Starts (or starts again) the evaluation of ``judge`` on the target. With ``call`` the
+    missing answers are asked of the judge by Celery batches; without, the answers on hand
+    are scored now (missing ones count as no vote)."""
+    items = check_evaluation(judge=judge, project=project, release=release)
+    with transaction.atomic():
+        evaluation, _ = JudgeEvaluation.objects.update_or_create(
+            judge=judge,
+            project=project,
+            release=release,
+            defaults={
+                "status": Status.RUNNING if call else Status.PENDING,
+                "seed": seed,
+                "target": [item.as_list() for item in items],
+                "results": {},
+                "calls": 0,
+                "error": "",
+                "created_by": created_by,
+                "started_at": timezone.now(),
+                "finished_at": None,
+                "progress_at": timezone.now(),
+            },
+        )
+    if not call:
+        judge_evaluation_score(evaluation=evaluation)
+        return evaluation
+    transaction.on_commit(lambda: _start(evaluation))
+    evaluation.refresh_from_db()
+    return evaluation
+
+
+def _start(evaluation: JudgeEvaluation) -> None:
+    try:
+        _enqueue_missing(evaluation)
+    except BrokerUnavailable as exc:
+        judge_evaluation_fail(evaluation_id=evaluation.pk, error=str(exc))
+        raise
+
+
+def judge_evaluation_resume(*, evaluation: JudgeEvaluation) -> int:
+    """Asks again for whatever the target still lacks (after a crash or a failure) and returns
+    how many items were enqueued; scores the evaluation when nothing is missing."""
+    JudgeEvaluation.objects.filter(pk=evaluation.pk).update(
+        status=Status.RUNNING, error="", finished_at=None, progress_at=timezone.now()
+    )
+    evaluation.refresh_from_db()
+    return _enqueue_missing(evaluation)
+
+
+def _enqueue_missing(evaluation: JudgeEvaluation) -> int:
+    missing = _missing(evaluation)
+    if not missing:
+        judge_evaluation_score(evaluation=evaluation)
+        return 0
+    size = 2 * settings.ARBITER_JUDGE_BATCH_PAIRS
+    for start in range(0, len(missing), size):
+        _enqueue_batch(evaluation, missing[start : start + size])
+    return len(missing)
+
+
+def _enqueue_batch(
+    evaluation: JudgeEvaluation, items: list[list], *, attempt: int = 1, countdown: float = 0
+) -> None:
+    from judges import tasks
+
+    task_publish(
+        tasks.judge_evaluation_batch,
+        error=BrokerUnavailable,
+        kwargs={"evaluation_id": evaluation.pk, "items": items, "attempt": attempt},
+        queue=evaluation.judge.queue,
+        countdown=countdown or None,
+    )
+
+
+def judge_evaluation_judge_batch(*, evaluation_id: int, items: list, attempt: int = 1) -> None:
+    """Asks the judge about the batch's items that still have no answer and records its
+    judgements; transient failures go back to the queue with backoff, as in filter runs."""
+    evaluation = (
+        JudgeEvaluation.objects.select_related("judge", "project").filter(pk=evaluation_id).first()
+    )
+    if evaluation is None or evaluation.status != Status.RUNNING:
+        return
+    judge = evaluation.judge
+    calls_before = runs.batch_calls_before(items)
+    pair_ids = {pk for pk, _ in calls_before}
+    done = set(
+        Judgement.objects.filter(judge=judge, pair_id__in=pair_ids).values_list("pair_id", "order")
+    )
+    pairs = (
+        Pair.objects.filter(pk__in=pair_ids, project=evaluation.project)
+        .select_related("prompt", "response_a", "response_b")
+        .in_bulk()
+    )
+    todo = [
+        runs.judge_item(pairs[pk], order, allow_tie=evaluation.project.has_tie)
+        for pk, order in calls_before
+        if (pk, order) not in done and pk in pairs
+    ]
+    if todo:
+        calls = runs.judge_batch_call(
+            judge=judge, todo=todo, calls_before=calls_before, attempt=attempt
+        )
+        Judgement.objects.bulk_create(
+            [Judgement(judge=judge, **fields) for fields in calls.answers],
+            ignore_conflicts=True,
+        )
+        JudgeEvaluation.objects.filter(pk=evaluation.pk).update(
+            calls=F("calls") + sum(fields["attempts"] for fields in calls.answers),
+            progress_at=timezone.now(),
+        )
+        if calls.retry:
+            _enqueue_batch(evaluation, calls.retry, attempt=attempt + 1, countdown=calls.countdown)
+            return
+    judge_evaluation_finish_if_complete(evaluation_id=evaluation.pk)
+
+
+def judge_evaluation_finish_if_complete(*, evaluation_id: int) -> bool:
+    """Scores the evaluation when every target item has an answer; True if this call did."""
+    evaluation = JudgeEvaluation.objects.filter(pk=evaluation_id, status=Status.RUNNING).first()
+    if evaluation is None or _missing(evaluation):
+        return False
+    return judge_evaluation_score(evaluation=evaluation)
+
+
+def judge_evaluation_score(*, evaluation: JudgeEvaluation) -> bool:
+    """Scores the answers on hand and stores the results; the conditional UPDATE lets one
+    finisher win when batches finish together. True when this call stored them."""
+    started = time.perf_counter()
+    items = [TargetItem.from_list(values) for values in evaluation.target]
+    results = evaluate(items, _answers(evaluation), seed=evaluation.seed)
+    results["seconds"] = round(time.perf_counter() - started, 3)
+    stored = JudgeEvaluation.objects.filter(
+        pk=evaluation.pk, status__in=[Status.PENDING, Status.RUNNING]
+    ).update(status=Status.SUCCEEDED, results=results, finished_at=timezone.now())
+    evaluation.refresh_from_db()
+    return bool(stored)
+
+
+def judge_evaluations_resume_stalled() -> list[int]:
+    """Resumes every running evaluation without progress for ``ARBITER_STALLED_AFTER_S``
+    (Celery beat's sweep); a conditional UPDATE of ``progress_at`` claims each one, so
+    concurrent sweeps resume it once. Returns the ids resumed."""
+    now = timezone.now()
+    stalled_before = now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+    resumed = []
+    candidates = JudgeEvaluation.objects.filter(
+        status=Status.RUNNING, progress_at__lt=stalled_before
+    ).values_list("pk", "progress_at")
+    for pk, progress_at in list(candidates):
+        claimed = JudgeEvaluation.objects.filter(
+            pk=pk, status=Status.RUNNING, progress_at=progress_at
+        ).update(progress_at=now)
+        if not claimed:
+            continue
+        evaluation = JudgeEvaluation.objects.select_related("judge", "project").get(pk=pk)
+        try:
+            _enqueue_missing(evaluation)
+        except BrokerUnavailable:
+            logger.warning("evaluation %s: the broker refused its resume", pk)
+            continue
+        resumed.append(pk)
+    return resumed
+
+
+def judge_evaluation_fail(*, evaluation_id: int, error: str) -> None:
+    """Records an unexpected failure, so an evaluation never hangs in "running"."""
+    JudgeEvaluation.objects.filter(
+        pk=evaluation_id, status__in=[Status.PENDING, Status.RUNNING]
+    ).update(status=Status.FAILED, error=error[:2000], finished_at=timezone.now())

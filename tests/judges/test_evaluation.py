@@ -1,0 +1,127 @@
+"""Judge evaluation scores on constructed answers worked out by hand
+(docs/judges-evaluation.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from judges.evaluation import Answer, TargetItem, evaluate, signed_score, tie_calibrated
+
+
+def item(pk: int, label: str, *, task: str = "text", criterion: str = "", same: bool = False):
+    return TargetItem(pk, f"p{pk}", task, criterion, label, same)
+
+
+def answers(table: dict[int, tuple[str, str]], scores: dict | None = None) -> dict:
+    out = {}
+    for pk, sides in table.items():
+        for order, side in zip(("AB", "BA"), sides, strict=True):
+            if side is not None:
+                score = (scores or {}).get((pk, order))
+                out[(pk, order)] = Answer(side, score)
+    return out
+
+
+def value(report: dict, metric: str, part: str = "overall") -> float | None:
+    return report[part][metric]["value"]
+
+
+def test_every_metric_on_five_pairs_worked_out_by_hand():
+    items = [item(1, "A"), item(2, "B"), item(3, "A"), item(4, "tie"), item(5, "B")]
+    given = answers({1: ("A", "A"), 2: ("A", "B"), 3: ("B", ""), 4: ("tie", "A"), 5: ("B", "B")})
+    report = evaluate(items, given, resamples=200)
+    # Dual: 2 + 1 + 0 + 2 right of the 8 answers on the four A/B pairs.
+    assert value(report, "dual_accuracy") == pytest.approx(5 / 8)
+    assert report["overall"]["dual_accuracy"]["n"] == 8
+    # Per pair: 1 -> A (right), 2 -> level, a tie (wrong), 3 -> B (wrong), 5 -> B (right).
+    assert value(report, "accuracy_without_ties") == pytest.approx(2 / 4)
+    # Pair 4 is predicted A against a human tie: wrong.
+    assert value(report, "accuracy_with_ties") == pytest.approx(2 / 5)
+    # Both orders answered on 1, 2, 4, 5; the same side on 1 and 5.
+    assert value(report, "position_consistency") == pytest.approx(2 / 4)
+    # A/B votes: 8; the first-shown response chosen by 1/AB, 2/AB, 2/BA, 5/BA.
+    assert value(report, "first_shown_share") == pytest.approx(4 / 8)
+    assert report["answers"] == {"expected": 10, "votes": 9}  # a tie is a vote
+    assert report["labels"] == {"A": 2, "B": 2, "tie": 1}
+    low, high = (
+        report["overall"]["dual_accuracy"]["low"],
+        report["overall"]["dual_accuracy"]["high"],
+    )
+    assert 0 <= low <= 5 / 8 <= high <= 1
+
+
+def test_a_judge_that_always_answers_a_scores_the_share_of_pairs_labelled_a():
+    labels = ["A", "A", "B", "tie", "A", "B", "A"]
+    items = [item(pk, label) for pk, label in enumerate(labels)]
+    report = evaluate(items, answers({pk: ("A", "A") for pk in range(len(labels))}))
+    # Of the six pairs with a side, four chose A.
+    assert value(report, "dual_accuracy") == pytest.approx(4 / 6)
+    assert value(report, "accuracy_without_ties") == pytest.approx(4 / 6)
+    assert value(report, "accuracy_with_ties") == pytest.approx(4 / 7)
+    assert value(report, "position_consistency") == 1.0
+    assert value(report, "first_shown_share") == 0.5
+
+
+def test_a_judge_that_always_picks_the_first_response_scores_one_half_and_is_never_consistent():
+    items = [item(pk, label) for pk, label in enumerate(["A", "B", "B", "A"])]
+    report = evaluate(items, answers({pk: ("A", "B") for pk in range(4)}))
+    assert value(report, "dual_accuracy") == 0.5
+    assert value(report, "accuracy_without_ties") == 0.0  # every pair level: a tie
+    assert value(report, "position_consistency") == 0.0
+    assert value(report, "first_shown_share") == 1.0
+
+
+def test_breakdowns_per_task_criterion_and_model_pair():
+    items = [
+        item(1, "A", task="t2i", same=True),
+        item(2, "B", task="t2i", criterion="text rendering"),
+        item(3, "A", task="edit", criterion="text rendering"),
+    ]
+    report = evaluate(items, answers({1: ("A", "A"), 2: ("A", "A"), 3: ("A", "B")}))
+    assert report["by_task"]["t2i"]["dual_accuracy"]["value"] == pytest.approx(2 / 4)
+    assert report["by_task"]["edit"]["dual_accuracy"]["value"] == pytest.approx(1 / 2)
+    assert report["by_criterion"]["text rendering"]["dual_accuracy"]["value"] == pytest.approx(
+        1 / 4
+    )
+    assert report["by_criterion"]["(no criterion)"]["dual_accuracy"]["value"] == 1.0
+    assert report["by_model_pair"]["same model"]["pairs"] == 1
+    assert report["by_model_pair"]["different models"]["dual_accuracy"]["value"] == 0.25
+
+
+def test_tie_calibrated_accuracy_on_a_case_computed_by_hand():
+    # Mean scores: 0.9 (A), -0.3 (B), 0.1 (tie), -0.2 (tie), 0.15 (A).
+    # Margin 0: 3 right; 0.1: pair 3 becomes a tie, 4 right; 0.15: pair 5 wrongly a tie, 3;
+    # 0.2: pair 4 a tie, 4 right; 0.3: pair 2 wrongly a tie, 3; 0.9: only the ties, 2.
+    items = [item(1, "A"), item(2, "B"), item(3, "tie"), item(4, "tie"), item(5, "A")]
+    scores = {
+        (1, "AB"): 0.8, (1, "BA"): 1.0,
+        (2, "AB"): -0.3, (2, "BA"): -0.3,
+        (3, "AB"): 0.6, (3, "BA"): -0.4,
+        (4, "AB"): -0.2, (4, "BA"): -0.2,
+        (5, "AB"): 0.15, (5, "BA"): 0.15,
+    }  # fmt: skip
+    sides = {1: ("A", "A"), 2: ("B", "B"), 3: ("A", "B"), 4: ("B", "B"), 5: ("A", "A")}
+    result = tie_calibrated(items, answers(sides, scores))
+    assert result == {"margin": pytest.approx(0.1), "accuracy": 0.8, "n": 5, "margins_tried": 6}
+
+
+def test_tie_calibration_needs_a_score_on_every_vote():
+    items = [item(1, "A"), item(2, "tie")]
+    given = answers({1: ("A", "A"), 2: ("A", "B")}, {(1, "AB"): 0.7, (1, "BA"): 0.6})
+    assert tie_calibrated(items, given) is None
+    assert evaluate(items, given)["tie_calibrated"] is None
+
+
+def test_signed_score_prefers_the_judges_margin_then_its_confidence():
+    assert signed_score("B", 0.8, None) == -0.8
+    assert signed_score("tie", 0.6, None) == 0
+    assert signed_score("A", 0.8, -0.25) == -0.25
+    assert signed_score("A", None, None) is None
+
+
+def test_the_same_seed_gives_the_same_intervals_and_another_seed_other_ones():
+    items = [item(pk, "A" if pk % 3 else "B") for pk in range(60)]
+    given = answers({pk: ("A", "A" if pk % 2 else "B") for pk in range(60)})
+    first = evaluate(items, given, seed=1)
+    assert evaluate(items, given, seed=1) == first
+    assert evaluate(items, given, seed=2)["overall"] != first["overall"]
