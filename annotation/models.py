@@ -13,6 +13,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from annotation.search import SearchWordsField, text_parts
+
 
 class Scale(models.TextChoices):
     BINARY = "binary", "Binary (left / right)"
@@ -291,7 +293,7 @@ class ContentMixin(models.Model):
 
     @property
     def text(self) -> str:
-        return "\n\n".join(p["text"] for p in self.content if p["type"] == "text")
+        return "\n\n".join(text_parts(self.content))
 
     @property
     def media_hashes(self) -> list[str]:
@@ -379,6 +381,10 @@ class Pair(models.Model):
     decided_at = models.DateTimeField(
         null=True, blank=True, help_text="When the consensus step or an adjudication last decided."
     )
+    # The pairs browser's text search: the words of the id, the prompt's text and the model
+    # names (annotation.search.search_words), written by the importer; GIN-indexed on
+    # PostgreSQL by migration 0011 (an index no other database has).
+    search_words = SearchWordsField(blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -51,7 +51,6 @@ from annotation.models import (
     PairStatus,
     PriorAnnotation,
     Project,
-    Prompt,
     ReportSource,
     Role,
     Skip,
@@ -59,6 +58,7 @@ from annotation.models import (
     claim_key,
 )
 from annotation.navigation import project_url
+from annotation.search import search_condition
 
 if TYPE_CHECKING:
     from typing import Any, TypedDict
@@ -700,44 +700,24 @@ class PairPage:
     total: int  # pairs matching every filter
 
 
-def _like_pattern(text: str) -> str:
-    """``text`` as a LIKE pattern matching it anywhere, its own wildcards taken literally."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _prompts_with_text(*, project: Project, text: str) -> RawSQL:
-    """Ids of the project's prompts with ``text`` (case-insensitive) in one of their text
-    parts; image hashes and the JSON's own keys never match. No index serves this: a trigram
-    index on the prompts' text made every import about 10% slower (docs/curators.md)."""
-    table = Prompt._meta.db_table
-    if connection.vendor == "postgresql":
-        sql = (
-            f"SELECT id FROM {table} WHERE project_id = %s AND EXISTS ("
-            "SELECT 1 FROM jsonb_array_elements(content) AS part "
-            "WHERE part->>'type' = 'text' AND part->>'text' ILIKE %s)"
-        )
-    else:
-        sql = (
-            f"SELECT id FROM {table} WHERE project_id = %s AND EXISTS ("
-            "SELECT 1 FROM json_each(content) AS part "
-            "WHERE json_extract(part.value, '$.type') = 'text' "
-            "AND json_extract(part.value, '$.text') LIKE %s ESCAPE '\\')"
-        )
-    return RawSQL(sql, [project.pk, _like_pattern(text)])
+def _search_filter(text: str) -> Q:
+    """Pairs with every word of ``text`` in their id, prompt text or model names (PostgreSQL:
+    words starting with them, through the GIN index on ``search_words``; elsewhere: words
+    containing them), or whose id is ``text`` exactly (docs/curators.md)."""
+    exact = Q(external_id=text)
+    words = search_condition(text=text, vendor=connection.vendor)
+    return exact if words is None else exact | words
 
 
 def _label_filter(field: str, label: str) -> Q:
     return Q(**{field: "" if label == NO_LABEL else label})
 
 
-def _filter_q(*, project: Project, filters: PairFilters) -> Q:
+def _filter_q(filters: PairFilters) -> Q:
     """Every filter but the status one, as one condition."""
     q = Q()
     if filters.q:
-        q &= Q(external_id__icontains=filters.q) | Q(
-            prompt_id__in=_prompts_with_text(project=project, text=filters.q)
-        )
+        q &= _search_filter(filters.q)
     if filters.task:
         q &= Q(task=filters.task)
     if filters.has_criterion is not None:
@@ -764,7 +744,7 @@ def _filter_q(*, project: Project, filters: PairFilters) -> Q:
 
 def pairs_matching(*, project: Project, filters: PairFilters) -> QuerySet[Pair]:
     """The project's pairs that pass every filter, unordered."""
-    pairs = Pair.objects.filter(project=project).filter(_filter_q(project=project, filters=filters))
+    pairs = Pair.objects.filter(project=project).filter(_filter_q(filters))
     if filters.statuses:
         pairs = pairs.filter(status__in=filters.statuses)
     return pairs
@@ -827,7 +807,7 @@ def _page_rows(*, project: Project, filters: PairFilters) -> QuerySet[Pair]:
     return (
         pairs_matching(project=project, filters=filters)
         .select_related("prompt", "response_a", "response_b")
-        .defer("metadata", "ensemble_summary", "prompt__metadata")
+        .defer("metadata", "ensemble_summary", "search_words", "prompt__metadata")
         .annotate(skip_count=Coalesce(Subquery(skips, output_field=IntegerField()), 0))
     )
 
@@ -877,7 +857,7 @@ def pairs_browse(
     has_prev = cursor is not None if forward else more
     counts = dict(
         Pair.objects.filter(project=project)
-        .filter(_filter_q(project=project, filters=filters))
+        .filter(_filter_q(filters))
         .values("status")
         .order_by()
         .annotate(n=Count("id"))
