@@ -774,11 +774,11 @@ def cursor_decode(cursor: str, *, sort: str) -> tuple[object, int]:
     return key, pair_id
 
 
-def _keyset_rows(
-    pairs: QuerySet[Pair], *, filters: PairFilters, cursor: str | None, forward: bool, limit: int
-) -> list[AnnotatedPair]:
-    """Up to ``limit`` rows of ``pairs`` in the filters' sort order, after the cursor (or,
-    not ``forward``, before it, returned in page order)."""
+def _keyset(
+    pairs: QuerySet[Pair], *, filters: PairFilters, cursor: str | None, forward: bool
+) -> QuerySet[Pair]:
+    """``pairs`` with their ``sort_value``, after the cursor (or, not ``forward``, before it),
+    in the order to read them from it."""
     ascending = forward != filters.descending
     pairs = pairs.alias(sort_key=PAIR_SORTS[filters.sort].expression).annotate(
         sort_value=F("sort_key")
@@ -789,13 +789,26 @@ def _keyset_rows(
             pairs = pairs.filter(Q(sort_key__gt=key) | Q(sort_key=key, id__gt=pair_id))
         else:
             pairs = pairs.filter(Q(sort_key__lt=key) | Q(sort_key=key, id__lt=pair_id))
-    order = ("sort_key", "id") if ascending else ("-sort_key", "-id")
+    return pairs.order_by(*(("sort_key", "id") if ascending else ("-sort_key", "-id")))
+
+
+def _keyset_rows(
+    pairs: QuerySet[Pair], *, filters: PairFilters, cursor: str | None, forward: bool, limit: int
+) -> list[AnnotatedPair]:
+    """Up to ``limit`` rows of ``pairs`` in the filters' sort order, after the cursor (or,
+    not ``forward``, before it), returned in page order. The rows are picked by their ids
+    first, so that sorting many matching pairs (a common word, a sort no index serves) keeps
+    ``limit`` narrow rows in memory rather than every matching row with all it shows."""
+    ids = _keyset(pairs, filters=filters, cursor=cursor, forward=forward).values("pk")[:limit]
+    page = _keyset(
+        _page_rows(Pair.objects.filter(pk__in=ids)), filters=filters, cursor=None, forward=forward
+    )
     # The page's query also carries skip_count (_page_rows): the stubs lose it across calls.
-    rows = cast("list[AnnotatedPair]", list(pairs.order_by(*order)[:limit]))
+    rows = cast("list[AnnotatedPair]", list(page))
     return rows if forward else rows[::-1]
 
 
-def _page_rows(*, project: Project, filters: PairFilters) -> QuerySet[Pair]:
+def _page_rows(pairs: QuerySet[Pair]) -> QuerySet[Pair]:
     """What a row of the table needs, in the one query that fetches the page."""
     skips = (
         Skip.objects.filter(pair_id=OuterRef("pk"))
@@ -805,8 +818,7 @@ def _page_rows(*, project: Project, filters: PairFilters) -> QuerySet[Pair]:
         .values("n")
     )
     return (
-        pairs_matching(project=project, filters=filters)
-        .select_related("prompt", "response_a", "response_b")
+        pairs.select_related("prompt", "response_a", "response_b")
         .defer("metadata", "ensemble_summary", "search_words", "prompt__metadata")
         .annotate(skip_count=Coalesce(Subquery(skips, output_field=IntegerField()), 0))
     )
@@ -831,7 +843,7 @@ def pairs_browse(
     forward = before is None
     cursor = after if forward else before
     rows = _keyset_rows(
-        _page_rows(project=project, filters=filters),
+        pairs_matching(project=project, filters=filters),
         filters=filters,
         cursor=cursor,
         forward=forward,
@@ -881,10 +893,13 @@ def pair_neighbours(
     expression = PAIR_SORTS[filters.sort].expression
     key = Pair.objects.filter(pk=pair.pk).annotate(k=expression).values_list("k", flat=True)[0]
     cursor = cursor_encode(key, pair.pk)
-    ids = pairs_matching(project=project, filters=filters).only("id")
-    before = _keyset_rows(ids, filters=filters, cursor=cursor, forward=False, limit=1)
-    after = _keyset_rows(ids, filters=filters, cursor=cursor, forward=True, limit=1)
-    return (before[0].pk if before else None, after[0].pk if after else None)
+    matching = pairs_matching(project=project, filters=filters)
+
+    def neighbour(forward: bool) -> int | None:
+        ordered = _keyset(matching, filters=filters, cursor=cursor, forward=forward)
+        return next(iter(ordered.values_list("pk", flat=True)[:1]), None)
+
+    return neighbour(False), neighbour(True)
 
 
 ANNOTATOR_VOTES_PAGE_SIZE = 50
