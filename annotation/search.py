@@ -16,32 +16,28 @@ from collections.abc import Iterable
 from django.db import models
 from django.db.models import Q
 
-# A word: letters, digits and underscores (Unicode), compared case-folded.
-_WORD = re.compile(r"\w+")
-# Longer words are cut (the same way in a search, which then matches them by their start):
-# PostgreSQL refuses lexemes over 2 KB.
+# A word: letters, digits and underscores (Unicode), compared case-folded. A longer run is
+# split into words of at most this many (PostgreSQL refuses lexemes over 2 KB); a search
+# splits it the same way, so it still finds it.
 MAX_WORD_CHARS = 100
-# The words of a pair past this many characters are not written: a tsvector holds at most
-# 1 MB, and a prompt this long is found by its first words.
-MAX_SEARCH_CHARS = 100_000
+_WORD = re.compile(rf"\w{{1,{MAX_WORD_CHARS}}}")
+# A pair's words stop after this many characters (a tsvector holds at most 1 MB): a longer
+# prompt is found by its first words.
+MAX_PAIR_WORDS_CHARS = 100_000
 
 
 def _words(text: str) -> list[str]:
-    return [word[:MAX_WORD_CHARS] for word in _WORD.findall(text.casefold())]
+    return _WORD.findall(text.casefold())
 
 
 def search_words(*, external_id: str, texts: Iterable[str], model_names: Iterable[str]) -> str:
     """A pair's words (its id, its prompt's text parts, its models' names), lower-case,
-    separated by single spaces, at most ``MAX_SEARCH_CHARS`` characters of them."""
-    kept: list[str] = []
-    length = 0
-    for text in (external_id, *texts, *model_names):
-        for word in _words(text):
-            length += len(word) + 1
-            if length > MAX_SEARCH_CHARS + 1:
-                return " ".join(kept)
-            kept.append(word)
-    return " ".join(kept)
+    separated by single spaces, at most ``MAX_PAIR_WORDS_CHARS`` characters of them. Written
+    for every imported pair, so it is one pass over the text."""
+    words = " ".join(_words(" ".join((external_id, *texts, *model_names))))
+    if len(words) > MAX_PAIR_WORDS_CHARS:
+        words = words[: words.rfind(" ", 0, MAX_PAIR_WORDS_CHARS + 1)]
+    return words
 
 
 def text_parts(content: list[dict]) -> list[str]:
@@ -71,17 +67,17 @@ class _Matches(models.Lookup):
         return f"{lhs} @@ ({rhs})::tsquery", [*lhs_params, *rhs_params]
 
 
-def search_condition(*, text: str, vendor: str, field: str = "search_words") -> Q | None:
-    """Rows whose ``field`` holds every word of ``text`` (PostgreSQL: a word starting with it;
-    elsewhere: containing it). None when ``text`` has no words."""
+def search_condition(*, text: str, vendor: str) -> Q | None:
+    """Pairs whose ``search_words`` hold every word of ``text`` (PostgreSQL: a word starting
+    with it; elsewhere: containing it). None when ``text`` has no words."""
     words = _words(text)
     if not words:
         return None
     if vendor == "postgresql":
         # Words hold no quote, backslash or operator character; quoted all the same.
         query = " & ".join(f"'{word}':*" for word in dict.fromkeys(words))
-        return Q(**{f"{field}__matches": query})
+        return Q(search_words__matches=query)
     condition = Q()
     for word in dict.fromkeys(words):
-        condition &= Q(**{f"{field}__icontains": word})
+        condition &= Q(search_words__icontains=word)
     return condition

@@ -14,7 +14,7 @@ from django.db import connection
 from annotation.content import image_part, text_part
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair
-from annotation.search import MAX_SEARCH_CHARS, MAX_WORD_CHARS, search_words
+from annotation.search import MAX_PAIR_WORDS_CHARS, MAX_WORD_CHARS, search_words
 from annotation.selectors import PairFilters, pairs_browse
 from tests.annotation.import_support import text_pair, write_jsonl
 from tests.annotation.queue_support import make_image
@@ -34,13 +34,15 @@ def test_search_words_are_the_id_prompt_text_and_model_names_folded_to_lower_cas
     assert words == "set a 0042 a red circle above a blue square strasse gpt 4o"
 
 
-def test_search_words_cut_long_words_and_stop_at_the_limit():
-    long_word = "x" * (MAX_WORD_CHARS + 50)
-    assert search_words(external_id="", texts=[long_word], model_names=()) == "x" * MAX_WORD_CHARS
-    many = " ".join(f"w{n:05d}" for n in range(MAX_SEARCH_CHARS // 6 + 100))
+def test_search_words_split_long_words_and_stop_at_the_limit():
+    long_word = "x" * MAX_WORD_CHARS + "y" * 50
+    words = search_words(external_id="", texts=[long_word], model_names=())
+    assert words == f"{'x' * MAX_WORD_CHARS} {'y' * 50}"
+    many = " ".join(f"w{n:05d}" for n in range(MAX_PAIR_WORDS_CHARS // 6 + 100))
     words = search_words(external_id="id1", texts=[many], model_names=("late-model",))
-    assert len(words) <= MAX_SEARCH_CHARS
+    assert MAX_PAIR_WORDS_CHARS - 7 <= len(words) <= MAX_PAIR_WORDS_CHARS
     assert words.startswith("id1 w00000 w00001 ") and "late" not in words
+    assert all(len(word) == 6 for word in words.split()[1:])  # none cut in the middle
 
 
 @pytest.fixture
@@ -53,6 +55,7 @@ def library(project):
         ("cat-7", [text_part("a cat asleep on a lighthouse stair")], "painter-x"),
         ("cat-70", [text_part("a grey cat")], "scribe-2"),
         ("odd id/#1", [text_part("nothing to see")], "scribe-2"),
+        ("long", [text_part("x" * 150)], "scribe-2"),
     ]
     for external_id, content, model in specs:
         PairFactory(
@@ -77,6 +80,7 @@ def library(project):
         ("#", []),  # no words, and no such id
         ("%", []),
         ("_", []),
+        ("x" * 130, ["long"]),  # a long word, split as its pair's words were
     ],
 )
 def test_a_search_finds_words_of_the_prompt_ids_and_model_names(
