@@ -16,6 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from annotation.errors import Conflict
+from annotation.search import SearchWordsField, text_parts
 
 
 class Scale(models.TextChoices):
@@ -316,7 +317,7 @@ class ContentMixin(models.Model):
 
     @property
     def text(self) -> str:
-        return "\n\n".join(p["text"] for p in self.content if p["type"] == "text")
+        return "\n\n".join(text_parts(self.content))
 
     @property
     def media_hashes(self) -> list[str]:
@@ -404,6 +405,10 @@ class Pair(models.Model):
     decided_at = models.DateTimeField(
         null=True, blank=True, help_text="When the consensus step or an adjudication last decided."
     )
+    # The pairs browser's text search: the words of the id, the prompt's text and the model
+    # names (annotation.search.search_words), written by the importer; GIN-indexed on
+    # PostgreSQL by migration 0011 (an index no other database has).
+    search_words = SearchWordsField(blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -4,10 +4,15 @@ names, no A/B, no pair status, judge outcome or other votes, no import id."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.urls import reverse
 
 from annotation.models import Assignment, Media, Project
-from annotation.scales import options_for
+from annotation.scales import on_screen_vote, option_label, options_for
+
+if TYPE_CHECKING:
+    from annotation.services.queue import Undone
 
 
 def assignment_payload(assignment: Assignment, *, request=None) -> dict:
@@ -58,3 +63,25 @@ def shown_contents(contents: list[list[dict]], *, project: Project, request=None
         return shown
 
     return [parts(content) for content in contents]
+
+
+def undone_answer(undone: Undone, *, scale: str) -> dict:
+    """The answer an undo withdrew, in the terms it was given in: a vote's on-screen
+    ``choice`` (or likert6 ``value``) with its option's ``label`` and ``rationale``, or a
+    skip's ``reason`` with its ``label`` and ``note``; ``action`` says which."""
+    if undone.vote is not None:
+        vote = undone.vote
+        shown = on_screen_vote(
+            scale=scale, left_is_a=vote.left_is_a, side=vote.side, value=vote.value
+        )
+        label = option_label(scale, choice=shown["choice"], value=shown["value"])
+        return {"action": "vote", **shown, "label": label, "rationale": vote.rationale}
+    skip = undone.skip
+    if skip is None:
+        raise ValueError("an Undone holds a vote or a skip")
+    return {
+        "action": "skip",
+        "reason": skip.reason,
+        "label": skip.get_reason_display(),
+        "note": skip.note,
+    }

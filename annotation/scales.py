@@ -72,6 +72,12 @@ def options_for(scale: str) -> list[dict]:
     ]
 
 
+def option_label(scale: str, *, choice: str | None, value: int | None) -> str:
+    """The label of the option an on-screen ``choice`` (or likert6 ``value``) picked."""
+    picked = ("value", value) if choice is None else ("choice", choice)
+    return next(o["label"] for o in options_for(scale) if (o["field"], o["value"]) == picked)
+
+
 def canonical_vote(
     *, scale: str, left_is_a: bool, choice: str | None, value: int | None
 ) -> tuple[str, int]:

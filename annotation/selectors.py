@@ -52,7 +52,6 @@ from annotation.models import (
     PairStatus,
     PriorAnnotation,
     Project,
-    Prompt,
     ReportSource,
     Role,
     Skip,
@@ -62,6 +61,7 @@ from annotation.models import (
 )
 from annotation.navigation import project_url
 from annotation.prepared import execute_prepared
+from annotation.search import search_condition
 
 if TYPE_CHECKING:
     from typing import Any, TypedDict
@@ -719,44 +719,24 @@ class PairPage:
     total: int  # pairs matching every filter
 
 
-def _like_pattern(text: str) -> str:
-    """``text`` as a LIKE pattern matching it anywhere, its own wildcards taken literally."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-def _prompts_with_text(*, project: Project, text: str) -> RawSQL:
-    """Ids of the project's prompts with ``text`` (case-insensitive) in one of their text
-    parts; image hashes and the JSON's own keys never match. No index serves this: a trigram
-    index on the prompts' text made every import about 10% slower (docs/curators.md)."""
-    table = Prompt._meta.db_table
-    if connection.vendor == "postgresql":
-        sql = (
-            f"SELECT id FROM {table} WHERE project_id = %s AND EXISTS ("
-            "SELECT 1 FROM jsonb_array_elements(content) AS part "
-            "WHERE part->>'type' = 'text' AND part->>'text' ILIKE %s)"
-        )
-    else:
-        sql = (
-            f"SELECT id FROM {table} WHERE project_id = %s AND EXISTS ("
-            "SELECT 1 FROM json_each(content) AS part "
-            "WHERE json_extract(part.value, '$.type') = 'text' "
-            "AND json_extract(part.value, '$.text') LIKE %s ESCAPE '\\')"
-        )
-    return RawSQL(sql, [project.pk, _like_pattern(text)])
+def _search_filter(text: str) -> Q:
+    """Pairs with every word of ``text`` in their id, prompt text or model names (PostgreSQL:
+    words starting with them, through the GIN index on ``search_words``; elsewhere: words
+    containing them), or whose id is ``text`` exactly (docs/curators.md)."""
+    exact = Q(external_id=text)
+    words = search_condition(text=text, vendor=connection.vendor)
+    return exact if words is None else exact | words
 
 
 def _label_filter(field: str, label: str) -> Q:
     return Q(**{field: "" if label == NO_LABEL else label})
 
 
-def _filter_q(*, project: Project, filters: PairFilters) -> Q:
+def _filter_q(filters: PairFilters) -> Q:
     """Every filter but the status one, as one condition."""
     q = Q()
     if filters.q:
-        q &= Q(external_id__icontains=filters.q) | Q(
-            prompt_id__in=_prompts_with_text(project=project, text=filters.q)
-        )
+        q &= _search_filter(filters.q)
     if filters.task:
         q &= Q(task=filters.task)
     if filters.has_criterion is not None:
@@ -783,7 +763,7 @@ def _filter_q(*, project: Project, filters: PairFilters) -> Q:
 
 def pairs_matching(*, project: Project, filters: PairFilters) -> QuerySet[Pair]:
     """The project's pairs that pass every filter, unordered."""
-    pairs = Pair.objects.filter(project=project).filter(_filter_q(project=project, filters=filters))
+    pairs = Pair.objects.filter(project=project).filter(_filter_q(filters))
     if filters.statuses:
         pairs = pairs.filter(status__in=filters.statuses)
     return pairs
@@ -813,11 +793,11 @@ def cursor_decode(cursor: str, *, sort: str) -> tuple[object, int]:
     return key, pair_id
 
 
-def _keyset_rows(
-    pairs: QuerySet[Pair], *, filters: PairFilters, cursor: str | None, forward: bool, limit: int
-) -> list[AnnotatedPair]:
-    """Up to ``limit`` rows of ``pairs`` in the filters' sort order, after the cursor (or,
-    not ``forward``, before it, returned in page order)."""
+def _keyset(
+    pairs: QuerySet[Pair], *, filters: PairFilters, cursor: str | None, forward: bool
+) -> QuerySet[Pair]:
+    """``pairs`` with their ``sort_value``, after the cursor (or, not ``forward``, before it),
+    in the order to read them from it."""
     ascending = forward != filters.descending
     pairs = pairs.alias(sort_key=PAIR_SORTS[filters.sort].expression).annotate(
         sort_value=F("sort_key")
@@ -828,13 +808,26 @@ def _keyset_rows(
             pairs = pairs.filter(Q(sort_key__gt=key) | Q(sort_key=key, id__gt=pair_id))
         else:
             pairs = pairs.filter(Q(sort_key__lt=key) | Q(sort_key=key, id__lt=pair_id))
-    order = ("sort_key", "id") if ascending else ("-sort_key", "-id")
+    return pairs.order_by(*(("sort_key", "id") if ascending else ("-sort_key", "-id")))
+
+
+def _keyset_rows(
+    pairs: QuerySet[Pair], *, filters: PairFilters, cursor: str | None, forward: bool, limit: int
+) -> list[AnnotatedPair]:
+    """Up to ``limit`` rows of ``pairs`` in the filters' sort order, after the cursor (or,
+    not ``forward``, before it), returned in page order. The rows are picked by their ids
+    first, so that sorting many matching pairs (a common word, a sort no index serves) keeps
+    ``limit`` narrow rows in memory rather than every matching row with all it shows."""
+    ids = _keyset(pairs, filters=filters, cursor=cursor, forward=forward).values("pk")[:limit]
+    page = _keyset(
+        _page_rows(Pair.objects.filter(pk__in=ids)), filters=filters, cursor=None, forward=forward
+    )
     # The page's query also carries skip_count (_page_rows): the stubs lose it across calls.
-    rows = cast("list[AnnotatedPair]", list(pairs.order_by(*order)[:limit]))
+    rows = cast("list[AnnotatedPair]", list(page))
     return rows if forward else rows[::-1]
 
 
-def _page_rows(*, project: Project, filters: PairFilters) -> QuerySet[Pair]:
+def _page_rows(pairs: QuerySet[Pair]) -> QuerySet[Pair]:
     """What a row of the table needs, in the one query that fetches the page."""
     skips = (
         Skip.objects.filter(pair_id=OuterRef("pk"))
@@ -844,9 +837,8 @@ def _page_rows(*, project: Project, filters: PairFilters) -> QuerySet[Pair]:
         .values("n")
     )
     return (
-        pairs_matching(project=project, filters=filters)
-        .select_related("prompt", "response_a", "response_b")
-        .defer("metadata", "ensemble_summary", "prompt__metadata")
+        pairs.select_related("prompt", "response_a", "response_b")
+        .defer("metadata", "ensemble_summary", "search_words", "prompt__metadata")
         .annotate(skip_count=Coalesce(Subquery(skips, output_field=IntegerField()), 0))
     )
 
@@ -870,7 +862,7 @@ def pairs_browse(
     forward = before is None
     cursor = after if forward else before
     rows = _keyset_rows(
-        _page_rows(project=project, filters=filters),
+        pairs_matching(project=project, filters=filters),
         filters=filters,
         cursor=cursor,
         forward=forward,
@@ -896,7 +888,7 @@ def pairs_browse(
     has_prev = cursor is not None if forward else more
     counts = dict(
         Pair.objects.filter(project=project)
-        .filter(_filter_q(project=project, filters=filters))
+        .filter(_filter_q(filters))
         .values("status")
         .order_by()
         .annotate(n=Count("id"))
@@ -920,10 +912,13 @@ def pair_neighbours(
     expression = PAIR_SORTS[filters.sort].expression
     key = Pair.objects.filter(pk=pair.pk).annotate(k=expression).values_list("k", flat=True)[0]
     cursor = cursor_encode(key, pair.pk)
-    ids = pairs_matching(project=project, filters=filters).only("id")
-    before = _keyset_rows(ids, filters=filters, cursor=cursor, forward=False, limit=1)
-    after = _keyset_rows(ids, filters=filters, cursor=cursor, forward=True, limit=1)
-    return (before[0].pk if before else None, after[0].pk if after else None)
+    matching = pairs_matching(project=project, filters=filters)
+
+    def neighbour(forward: bool) -> int | None:
+        ordered = _keyset(matching, filters=filters, cursor=cursor, forward=forward)
+        return next(iter(ordered.values_list("pk", flat=True)[:1]), None)
+
+    return neighbour(False), neighbour(True)
 
 
 ANNOTATOR_VOTES_PAGE_SIZE = 50

@@ -4,8 +4,9 @@ PostgreSQL).
 Imports generated text pairs (``import_speed``'s generator) into a throw-away project on the
 database named by DATABASE_URL, spreads them over statuses, tasks and ensemble agreements, then
 times each page through Django's test client as a curator: the first page, a filtered page, a
-deep keyset page (half-way through, sorted by votes) and a text search. Each is measured
-``--runs`` times (after one warm-up request); the median and spread (min-max) are printed.
+deep keyset page (half-way through, sorted by votes) and text searches (a rare word, a word
+every prompt holds, a pair id). Each is measured ``--runs`` times (after one warm-up
+request); the median and spread (min-max) are printed.
 
     DATABASE_URL=postgres://... python benchmarks/pairs_browser.py --pairs 100000 --runs 3
 """
@@ -45,8 +46,8 @@ def spread_pairs(project) -> None:
             """,
             [project.pk],
         )
-        # What autovacuum does after a bulk load: without statistics the planner ignores the
-        # prompts' trigram index.
+        # What autovacuum does after a bulk load: without statistics the planner misjudges
+        # how many pairs a filter keeps.
         for model in (Pair, Prompt):
             cursor.execute(f"VACUUM (ANALYZE) {model._meta.db_table}")
 
@@ -107,6 +108,7 @@ def main() -> None:
                 "deep keyset page": deep_page_url(client, base, project),
                 "text search": f"{base}?q=Question+99999",
                 "text search, common word": f"{base}?q=lorem&sort=-agreement",
+                "text search, a pair id": f"{base}?q=text-4242",
             }
             print(f"{'page':<28} {'median ms':>10} {'spread ms':>16}  (target <= {TARGET_MS})")
             for name, url in pages.items():

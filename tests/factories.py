@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 
 from annotation.content import prompt_id, response_id, text_part
 from annotation.models import Membership, Pair, PairStatus, Project, Prompt, Response, Role
+from annotation.search import search_words, text_parts
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -76,3 +77,11 @@ class PairFactory(factory.django.DjangoModelFactory):
     task = "text"
     status = PairStatus.IMPORTED
     target_votes = factory.LazyAttribute(lambda o: o.project.overlap)
+    # What the importer writes, so that the pairs browser's search finds factory pairs too.
+    search_words = factory.LazyAttribute(
+        lambda o: search_words(
+            external_id=o.external_id,
+            texts=text_parts(o.prompt.content),
+            model_names=(o.response_a.model_name, o.response_b.model_name),
+        )
+    )

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from annotation.access import get_project_for_user
 from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.models import Project, Role, Skip
-from annotation.presentation import assignment_payload
+from annotation.presentation import assignment_payload, undone_answer
 from annotation.scales import on_screen_vote
 from annotation.selectors import assignment_for_annotator
 from annotation.services.queue import (
@@ -63,6 +63,31 @@ class AssignmentSerializer(serializers.Serializer):
     right = _PartSerializer(many=True)
     criterion = serializers.CharField(allow_blank=True)
     options = _OptionSerializer(many=True)
+
+
+class _UndoneSerializer(serializers.Serializer):
+    """Documents ``undone_answer``: the answer an undo withdrew, as it was given."""
+
+    action = serializers.ChoiceField(choices=["vote", "skip"])
+    choice = serializers.CharField(
+        required=False, allow_null=True, help_text='A vote: "left"/"tie"/"right" (else null).'
+    )
+    value = serializers.IntegerField(
+        required=False, allow_null=True, help_text="A likert6 vote: 1..6 on screen (else null)."
+    )
+    # The payload's key, as in _OptionSerializer.
+    label = serializers.CharField(  # type: ignore[assignment]
+        help_text="The option's label, or the skip reason's."
+    )
+    rationale = serializers.CharField(required=False, allow_blank=True, help_text="A vote's.")
+    reason = serializers.ChoiceField(
+        choices=Skip.Reason.choices, required=False, help_text="A skip's."
+    )
+    note = serializers.CharField(required=False, allow_blank=True, help_text="A skip's.")
+
+
+class UndoSerializer(AssignmentSerializer):
+    undone = _UndoneSerializer(help_text="What you had answered, to answer again or change.")
 
 
 class ClaimApi(APIView):
@@ -183,7 +208,8 @@ class UndoApi(APIView):
         request=None,
         responses={
             200: OpenApiResponse(
-                AssignmentSerializer, description="The pair again, to vote on or skip again."
+                UndoSerializer,
+                description="The pair again, to vote on or skip again, with the answer undone.",
             ),
             409: OpenApiResponse(_ERROR, description="Nothing to undo."),
         },
@@ -194,7 +220,9 @@ class UndoApi(APIView):
         undone = last_action_undo(annotator=request.user, project=project)
         if undone is None:
             return ApiResponse({"detail": NOTHING_TO_UNDO}, status=status.HTTP_409_CONFLICT)
-        return ApiResponse(assignment_payload(undone.assignment, request=request))
+        body = assignment_payload(undone.assignment, request=request)
+        body["undone"] = undone_answer(undone, scale=project.scale)
+        return ApiResponse(body)
 
 
 def _valid(serializer_class, request) -> dict:

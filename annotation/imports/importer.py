@@ -46,6 +46,7 @@ from annotation.models import (
     Prompt,
     Response,
 )
+from annotation.search import search_words
 
 logger = logging.getLogger(__name__)
 
@@ -360,6 +361,11 @@ class _Importer:
             "metadata": encode(metadata),
             "target_votes": self.project.overlap,
             "prior_label": spec.chosen,
+            "search_words": search_words(
+                external_id=spec.external_id,
+                texts=(value for kind, value in spec.prompt_parts if kind != IMAGE),
+                model_names=(spec.response_a.model_name, spec.response_b.model_name),
+            ),
         }
         return _PairRow(spec, prompt, (responses[0], responses[1]), pair, images)
 

@@ -9,7 +9,7 @@ reload never repeats an undo).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from django import forms
 from django.contrib import messages
@@ -24,8 +24,8 @@ from annotation.access import get_project_for_user
 from annotation.errors import DomainError, NotAllowed
 from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.models import Assignment, Membership, Project, Role, Skip
-from annotation.presentation import assignment_payload
-from annotation.scales import on_screen_vote, options_for
+from annotation.presentation import assignment_payload, undone_answer
+from annotation.scales import option_label, options_for
 from annotation.selectors import annotator_progress, upcoming_media_urls
 from annotation.services.queue import (
     NOTHING_TO_UNDO,
@@ -78,34 +78,22 @@ def _options(options: list[dict]) -> list[dict]:
 
 def _option_label(scale: str, *, choice: str | None, value: int | None) -> str:
     """What an on-screen choice says, as a phrase: "left is better", "right much better"."""
-    option = next(
-        o for o in options_for(scale) if o["value"] == (value if choice is None else choice)
-    )
-    return option["label"][0].lower() + option["label"][1:]
+    label = option_label(scale, choice=choice, value=value)
+    return label[0].lower() + label[1:]
 
 
 def _restored(undone: Undone, scale: str) -> dict:
-    """The earlier answer on the pair an undo gave back, in on-screen terms: the option and
-    reason of a vote, or the reason and note of a skip, for the page to pre-select."""
-    if undone.vote is not None:
-        vote = undone.vote
-        shown = on_screen_vote(
-            scale=scale, left_is_a=vote.left_is_a, side=vote.side, value=vote.value
-        )
-        return {
-            "assignment_id": undone.assignment.pk,
-            "field": "value" if shown["choice"] is None else "choice",
-            "value": shown["value"] if shown["choice"] is None else shown["choice"],
-            "label": _option_label(scale, **shown),
-            "rationale": vote.rationale,
-        }
-    skip = cast(Skip, undone.skip)  # an Undone holds a vote or a skip
-    return {
-        "assignment_id": undone.assignment.pk,
-        "skip_reason": skip.reason,
-        "label": skip.get_reason_display(),
-        "note": skip.note,
-    }
+    """The earlier answer on the pair an undo gave back (``undone_answer``), with the option
+    (``field``, ``value``) the page pre-selects and the phrase its notice quotes."""
+    answer = undone_answer(undone, scale=scale)
+    restored = {**answer, "assignment_id": undone.assignment.pk}
+    if answer["action"] == "vote":
+        choice = answer["choice"]
+        restored["option"] = ("value", answer["value"]) if choice is None else ("choice", choice)
+        restored["phrase"] = _option_label(scale, choice=choice, value=answer["value"])
+    else:
+        restored["phrase"] = answer["label"]
+    return restored
 
 
 def _workbench_context(
@@ -147,7 +135,7 @@ def _workbench_context(
     context["beside_input"] = any(part["type"] == "image" for part in payload["prompt"])
     if restored is not None and restored["assignment_id"] == assignment.pk:
         context["restored"] = restored
-    earlier = (restored or {}).get("field"), (restored or {}).get("value")
+    earlier = (restored or {}).get("option")
     context["options"] = [
         {**option, "chosen": (option["field"], option["value"]) == earlier}
         for option in _options(payload["options"])
@@ -255,6 +243,6 @@ def undo(request, slug: str):
     return _respond(
         request,
         project,
-        notice=f"Your last {what} was undone (you had chosen: {restored['label']}).",
+        notice=f"Your last {what} was undone (you had chosen: {restored['phrase']}).",
         restored=restored,
     )

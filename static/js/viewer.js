@@ -1,7 +1,8 @@
 // The image viewer of the comparison page: the left and right images (and an edit's input
 // image) side by side, zoomed and panned together, with a flicker key that swaps left and
 // right in place, and fit or natural-size modes. Keyboard-first; the keys are listed in the
-// page's ? help. Also sizes the page's own images to fill their cards.
+// page's ? help. The mouse drags and wheels; on a touch screen one finger drags and two pinch.
+// Also sizes the page's own images to fill their cards.
 (function () {
   "use strict";
 
@@ -16,7 +17,10 @@
   // (as a share of its width and height) at the centre of each pane.
   const view = { natural: false, zoom: 1, cx: 0.5, cy: 0.5, swapped: false };
   let panes = []; // {side, url, element, image, label}
-  let drag = null;
+  // The pointers down on a pane (id -> client position), and where the gesture stood at its
+  // last step: the point between the first two pointers, and how far apart they were.
+  const pointers = new Map();
+  let gesture = null; // {pane, x, y, spread}
 
   function dialog() {
     return document.querySelector("[data-viewer]");
@@ -170,6 +174,8 @@
     build(index || 0);
     if (!panes.length) return false;
     Object.assign(view, { natural: false, zoom: 1, cx: 0.5, cy: 0.5, swapped: false });
+    pointers.clear();
+    gesture = null;
     element.showModal();
     render();
     return true;
@@ -204,24 +210,44 @@
     zoomBy(Math.exp(-event.deltaY * WHEEL_ZOOM), pane, event.clientX, event.clientY);
   }
 
+  // ---- Pointers: a mouse or one finger drags, two fingers pinch ----
+
+  function gestureAt() {
+    const points = Array.from(pointers.values()).slice(0, 2);
+    const x = points.reduce((sum, point) => sum + point.x, 0) / points.length;
+    const y = points.reduce((sum, point) => sum + point.y, 0) / points.length;
+    const [a, b] = points;
+    return { x, y, spread: b ? Math.hypot(a.x - b.x, a.y - b.y) : 0 };
+  }
+
   function onPointerDown(event) {
     const pane = paneAt(event.target);
     if (!pane || event.button !== 0) return;
-    drag = { pane, x: event.clientX, y: event.clientY };
+    pointers.set(event.pointerId, { x: event.clientX, y: event.clientY });
     pane.element.setPointerCapture(event.pointerId);
+    // A second finger joins the gesture of the first, on the first one's pane.
+    gesture = { pane: gesture ? gesture.pane : pane, ...gestureAt() };
     event.preventDefault();
   }
 
   function onPointerMove(event) {
-    if (!drag) return;
-    // Dragging moves the picture with the pointer: the centre moves the other way.
-    panBy(drag.x - event.clientX, drag.y - event.clientY, drag.pane);
-    drag.x = event.clientX;
-    drag.y = event.clientY;
+    if (!gesture || !pointers.has(event.pointerId)) return;
+    pointers.set(event.pointerId, { x: event.clientX, y: event.clientY });
+    const now = gestureAt();
+    // The picture follows the pointer (or the point between two fingers): the centre of the
+    // view moves the other way. Two fingers also zoom by how much they spread apart, around
+    // the point between them, so the image point under the fingers stays under them.
+    panBy(gesture.x - now.x, gesture.y - now.y, gesture.pane);
+    if (now.spread && gesture.spread) {
+      zoomBy(now.spread / gesture.spread, gesture.pane, now.x, now.y);
+    }
+    Object.assign(gesture, now);
   }
 
-  function onPointerUp() {
-    drag = null;
+  function onPointerUp(event) {
+    pointers.delete(event.pointerId);
+    // The fingers left go on from where they are: lifting one of two turns a pinch into a drag.
+    gesture = pointers.size ? { pane: gesture.pane, ...gestureAt() } : null;
   }
 
   document.addEventListener("keydown", onKeydown, true);

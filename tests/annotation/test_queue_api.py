@@ -126,7 +126,14 @@ def test_undo_gives_the_pair_back_then_has_nothing_to_undo(api_for, alice, proje
     vote(api, assignment_id, choice="tie")
     undone = api.post("/api/v1/projects/demo/undo/")
     assert undone.status_code == 200
-    assert set(undone.json()) == PAYLOAD_KEYS and undone.json()["id"] == assignment_id
+    assert set(undone.json()) == PAYLOAD_KEYS | {"undone"} and undone.json()["id"] == assignment_id
+    assert undone.json()["undone"] == {
+        "action": "vote",
+        "choice": "tie",
+        "value": None,
+        "label": "About the same",
+        "rationale": "",
+    }
     assert not Vote.objects.exists()
     nothing = api.post("/api/v1/projects/demo/undo/")
     assert nothing.status_code == 409 and "60 seconds" in nothing.json()["detail"]
@@ -137,12 +144,58 @@ def test_undo_of_a_skip_gives_the_pair_back(api_for, alice, project):
     PairFactory(project=project, status=PairStatus.QUEUED)
     api = api_for(alice)
     assignment_id = claim(api).json()["id"]
-    api.post(f"/api/v1/assignments/{assignment_id}/skip/", {"reason": "broken"}, format="json")
+    api.post(
+        f"/api/v1/assignments/{assignment_id}/skip/",
+        {"reason": "broken", "note": "the <b>right</b> image is blank"},
+        format="json",
+    )
     assert claim(api).status_code == 204
     undone = api.post("/api/v1/projects/demo/undo/")
     assert undone.status_code == 200 and undone.json()["id"] == assignment_id
+    assert undone.json()["undone"] == {
+        "action": "skip",
+        "reason": "broken",
+        "label": "Broken content",
+        "note": "the <b>right</b> image is blank",
+    }
     assert not Skip.objects.exists()
     assert vote(api, assignment_id, choice="left").status_code == 201
+
+
+@pytest.mark.parametrize("left_is_a", [True, False])
+@pytest.mark.parametrize(
+    ("scale", "answer", "label"),
+    [
+        ("binary", {"choice": "right"}, "Right is better"),
+        ("ternary", {"choice": "left"}, "Left is better"),
+        ("likert6", {"value": 2}, "Left better"),
+        ("likert6", {"value": 6}, "Right much better"),
+    ],
+)
+def test_undo_returns_the_earlier_vote_as_it_was_on_screen(
+    api_for, alice, project, scale, answer, label, left_is_a
+):
+    """Whichever response was on the left, the undone vote comes back in the terms it was
+    sent in, never as A/B."""
+    project.scale = scale
+    project.save(update_fields=["scale"])
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    api = api_for(alice)
+    assignment_id = claim(api).json()["id"]
+    Assignment.objects.filter(pk=assignment_id).update(left_is_a=left_is_a)
+    sent = vote(api, assignment_id, **answer, rationale="sharper edges")
+    assert sent.status_code == 201
+    undone = api.post("/api/v1/projects/demo/undo/").json()["undone"]
+    assert undone == {
+        "action": "vote",
+        "choice": answer.get("choice"),
+        "value": answer.get("value"),
+        "label": label,
+        "rationale": "sharper edges",
+    }
+    # What came back can be sent again as it is.
+    again = {key: undone[key] for key in ("choice", "value") if undone[key] is not None}
+    assert vote(api, assignment_id, **again).status_code == 201
 
 
 def test_a_vote_faster_than_the_projects_minimum_is_400(api_for, alice, project, queued_pairs):
@@ -313,4 +366,11 @@ def test_schema_documents_the_queue_endpoints(client, alice):
         assert path in schema["paths"], path
     vote_responses = schema["paths"]["/api/v1/assignments/{id}/vote/"]["post"]["responses"]
     assert {"200", "201", "400", "409"} <= set(vote_responses)
+    undo_ok = schema["paths"]["/api/v1/projects/{slug}/undo/"]["post"]["responses"]["200"]
+    undo_schema = undo_ok["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    undone_ref = schema["components"]["schemas"][undo_schema]["properties"]["undone"]
+    undone = schema["components"]["schemas"][undone_ref["allOf"][0]["$ref"].rsplit("/", 1)[-1]]
+    assert {"action", "choice", "value", "label", "rationale", "reason", "note"} == set(
+        undone["properties"]
+    )
     assert Pair.objects.count() == 0

@@ -1,8 +1,9 @@
 """The comparison page in Chromium at 1440 x 900: an edit pair (input | left | right) fits
 without scrolling and the vote bar covers no response; the viewer zooms and pans the left,
 right and input images together, flickers left and right in place and switches to natural
-size; keys pressed right after a pair appears are ignored; an undone skip brings the pair back
-with the earlier reason marked."""
+size, and on a touch screen pinches with two fingers and pans with one; keys pressed right
+after a pair appears are ignored; an undone skip brings the pair back with the earlier reason
+marked."""
 
 from __future__ import annotations
 
@@ -53,13 +54,35 @@ def assert_together(panes: dict[str, dict]) -> None:
             assert pane[field] == pytest.approx(first[field], abs=0.5), (pane, first)
 
 
+def _wide_page(browser, **options):
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, **options)
+    context.set_default_timeout(15_000)
+    return context, context.new_page()
+
+
 @pytest.fixture
 def wide_page(browser):
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    context.set_default_timeout(15_000)
-    page = context.new_page()
+    context, page = _wide_page(browser)
     yield page
     context.close()
+
+
+@pytest.fixture
+def touch_page(browser):
+    """A wide page on a touch screen: touch events, as a tablet's, reach the page."""
+    context, page = _wide_page(browser, has_touch=True)
+    yield page
+    context.close()
+
+
+def open_viewer(page) -> dict[str, dict]:
+    """Opens the viewer with z and waits for its images; returns their geometry."""
+    page.keyboard.press("z")
+    page.wait_for_selector("#viewer[open] [data-pane='right'] img")
+    page.wait_for_function(
+        "() => Array.from(document.querySelectorAll('[data-pane] img')).every(i => i.complete)"
+    )
+    return geometry(page)
 
 
 def test_edit_pair_fits_zooms_pans_flickers_and_undoes_a_skip(
@@ -89,12 +112,7 @@ def test_edit_pair_fits_zooms_pans_flickers_and_undoes_a_skip(
     screenshot(page, "comparison-edit")
 
     # The viewer: input, left and right, zoomed and panned together.
-    page.keyboard.press("z")
-    page.wait_for_selector("#viewer[open] [data-pane='right'] img")
-    page.wait_for_function(
-        "() => Array.from(document.querySelectorAll('[data-pane] img')).every(i => i.complete)"
-    )
-    fit = geometry(page)
+    fit = open_viewer(page)
     assert set(fit) == {"input", "left", "right"}
     assert_together(fit)
     page.keyboard.press("+")
@@ -176,3 +194,58 @@ def test_edit_pair_fits_zooms_pans_flickers_and_undoes_a_skip(
     page.keyboard.press("1")
     page.wait_for_selector("text=Saved: left is better")
     assert Vote.objects.get(annotator=alice).pair_id == Assignment.objects.get(pk=skipped).pair_id
+
+
+def test_two_fingers_pinch_zoom_every_image_around_the_pinch_and_one_finger_pans(
+    live_server, touch_page, project, alice
+):
+    """Touch points sent through Chromium's input pipeline (CDP Input.dispatchTouchEvent),
+    as a touch screen sends them: two fingers spreading apart zoom all three images together,
+    keeping the image point between the fingers under them as they move; one finger pans."""
+    page = touch_page
+    secret_pair(project, 0, with_images=True)
+    log_in(page, live_server, project)
+    wait_for_keys(page)
+    fit = open_viewer(page)
+    cdp = page.context.new_cdp_session(page)
+
+    def touch(kind: str, *points: tuple[float, float]) -> None:
+        touch_points = [{"x": x, "y": y, "id": n} for n, (x, y) in enumerate(points)]
+        cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": touch_points})
+
+    pane = page.locator("[data-pane='right']").bounding_box()
+    # The pinch starts a little off the pane's centre, on the image, and drifts right and down.
+    start_x, start_y = pane["x"] + pane["width"] / 2 + 40, pane["y"] + pane["height"] / 2 + 20
+    end_x, end_y = start_x + 40, start_y + 20
+    right = fit["right"]
+    share_x = (start_x - pane["x"] - right["x"]) / right["width"]
+    share_y = (start_y - pane["y"] - right["y"]) / right["height"]
+    touch("touchStart", (start_x - 30, start_y), (start_x + 30, start_y))
+    steps = 6
+    for step in range(1, steps + 1):
+        x, y = (
+            start_x + (end_x - start_x) * step / steps,
+            start_y + (end_y - start_y) * step / steps,
+        )
+        half = 30 + 60 * step / steps  # the fingers end three times as far apart
+        touch("touchMove", (x - half, y), (x + half, y))
+    touch("touchEnd")
+    pinched = geometry(page)
+    assert pinched["right"]["width"] == pytest.approx(fit["right"]["width"] * 3, rel=0.01)
+    assert_together(pinched)
+    # The image point that was between the fingers is between them still, where they ended.
+    right = pinched["right"]
+    assert (end_x - pane["x"] - right["x"]) / right["width"] == pytest.approx(share_x, abs=0.005)
+    assert (end_y - pane["y"] - right["y"]) / right["height"] == pytest.approx(share_y, abs=0.005)
+
+    # One finger drags every image with it, at the same zoom.
+    touch("touchStart", (start_x, start_y))
+    for step in range(1, 5):
+        touch("touchMove", (start_x - 15 * step, start_y - 10 * step))
+    touch("touchEnd")
+    dragged = geometry(page)
+    assert dragged["input"]["x"] == pytest.approx(pinched["input"]["x"] - 60, abs=1)
+    assert dragged["input"]["y"] == pytest.approx(pinched["input"]["y"] - 40, abs=1)
+    assert dragged["input"]["width"] == pytest.approx(pinched["input"]["width"], abs=0.5)
+    assert_together(dragged)
+    assert page.locator("#viewer[open]").count() == 1

@@ -14,7 +14,7 @@ def reset_cursors(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0010_min_seconds_per_vote"),
+        ("annotation", "0012_pair_search_words"),
     ]
 
     operations = [
