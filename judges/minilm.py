@@ -51,9 +51,7 @@ class MiniLMEncoder:
         self.model.eval()
         self._cache: dict[str, np.ndarray] = {}
 
-    def prepare(
-        self, texts: list[str], progress: Callable[[int, int], None] | None = None
-    ) -> None:
+    def prepare(self, texts: list[str], progress: Callable[[int, int], None] | None = None) -> None:
         """Embeds the texts not seen yet, ``ENCODE_BATCH`` at a time."""
         missing = list(dict.fromkeys(t for t in texts if t and t not in self._cache))
         if len(self._cache) + len(missing) > CACHE_MAX:

@@ -157,7 +157,7 @@ class RewardModel(nn.Module):
         then the numeric features."""
         *texts, numeric = features
         if self.embedding is not None:
-            vectors = [self.embedding(ids, offsets) for ids, offsets in zip(*[iter(texts)] * 2)]
+            vectors = [self.embedding(texts[i], texts[i + 1]) for i in range(0, len(texts), 2)]
         else:
             vectors = list(texts)
         prompt, response = vectors[0], vectors[1]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown
 
-from judges.services import runs
+from judges.services import runs, training
 
 
 class FilterRunTask(Task):
@@ -45,3 +45,20 @@ def filter_runs_resume_stalled() -> None:
 @worker_process_shutdown.connect
 def _close_judge_backends(**kwargs) -> None:
     runs.judge_backends_close()
+
+
+class TrainingRunTask(Task):
+    # A worker lost mid-training gives the job back; the claim lets it start again only once
+    # the run has gone ARBITER_STALLED_AFTER_S without progress.
+    acks_late = True
+    reject_on_worker_lost = True
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        run_id = kwargs.get("run_id", args[0] if args else None)
+        if run_id is not None:
+            training.training_run_fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+
+
+@shared_task(base=TrainingRunTask, name="judges.training_run_execute")
+def training_run_execute(run_id: int) -> None:
+    training.training_run_execute(run_id=run_id)
