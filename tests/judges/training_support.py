@@ -67,10 +67,39 @@ def preference_pairs(
             good, bad = bad, good
         pairs.append(
             PreferencePair(
-                key=f"pair-{i}",
+                key=f"generated-{i}",
                 group=f"prompt-{group}",
                 chosen=ScoringInput(prompt, good, criterion=criterion),
                 rejected=ScoringInput(prompt, bad, criterion=criterion),
             )
         )
     return pairs
+
+
+def consensus_pairs_in(project, pairs: list[PreferencePair], *, seed: int = 0) -> list:
+    """Stores ``pairs`` in ``project`` as consensus pairs, the chosen response on a random
+    side (A or B), and returns the ``Pair`` rows."""
+    from annotation.models import Pair, PairStatus
+    from tests.factories import make_prompt, make_response
+
+    rng = random.Random(seed)
+    rows = []
+    for pair in pairs:
+        chosen_is_a = rng.random() < 0.5
+        first, second = (
+            (pair.chosen, pair.rejected) if chosen_is_a else (pair.rejected, pair.chosen)
+        )
+        rows.append(
+            Pair(
+                project=project,
+                external_id=pair.key,
+                prompt=make_prompt(project, pair.chosen.prompt_text),
+                response_a=make_response(project, "model-a", first.response_text),
+                response_b=make_response(project, "model-b", second.response_text),
+                criterion=pair.chosen.criterion,
+                status=PairStatus.CONSENSUS,
+                consensus_label="A" if chosen_is_a else "B",
+                target_votes=project.overlap,
+            )
+        )
+    return Pair.objects.bulk_create(rows)
