@@ -36,6 +36,7 @@ PROJECT_TABS = (
     Tab("Filter runs", "judges:runs", STAFF_ROLES, also=("judges:run",)),
     Tab("Agreement", "agreement", STAFF_ROLES),
     Tab("Releases", "releases", STAFF_ROLES),
+    Tab("Reward models", "judges:training", STAFF_ROLES, also=("judges:training-run",)),
     Tab("Settings", "project-settings", CURATORS),
 )
 

@@ -8,6 +8,7 @@ from annotation.models import Project
 from judges.models import Judge
 from judges.selectors import judges_for_project
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
+from judges.training.trainer import DEVICES, LIMITS, TrainingOptions
 
 _AT_DEFAULT = ", ".join(
     f"{easy_votes(threshold=DEFAULT_EASY_THRESHOLD, judges=n)} with {n} judges" for n in (9, 3)
@@ -46,3 +47,56 @@ class FilterRunForm(forms.Form):
         if threshold <= 0.5:
             raise forms.ValidationError("Must be above 0.5, so the easy side is a majority.")
         return threshold
+
+
+_DEFAULTS = TrainingOptions()
+
+
+def _limits(name: str) -> dict:
+    low, high = LIMITS[name]
+    return {"min_value": low, "max_value": high, "initial": getattr(_DEFAULTS, name)}
+
+
+class TrainingForm(forms.Form):
+    """A reward-model training's options; the ranges are the trainer's (``LIMITS``)."""
+
+    features = forms.ChoiceField(
+        choices=[
+            ("hashed", "Hashed words (fast)"),
+            ("minilm", "MiniLM sentence embeddings"),
+        ],
+        initial=_DEFAULTS.features,
+        help_text="How texts become features: hashed word unigrams and bigrams learned from "
+        "scratch, or frozen all-MiniLM-L6-v2 embeddings (offline weights).",
+    )
+    epochs = forms.IntegerField(**_limits("epochs"))
+    lr = forms.FloatField(label="Learning rate", **_limits("lr"))
+    batch_size = forms.IntegerField(label="Batch size", **_limits("batch_size"))
+    seed = forms.IntegerField(
+        help_text="The same seed on the same data gives the same weights.", **_limits("seed")
+    )
+    patience = forms.IntegerField(
+        help_text="Stop after this many epochs without a better held-out accuracy.",
+        **_limits("patience"),
+    )
+    holdout = forms.FloatField(
+        label="Held-out share",
+        help_text="Share of the prompts held out (each prompt's pairs stay on one side).",
+        **_limits("holdout"),
+    )
+    device = forms.ChoiceField(
+        choices=[(d, d) for d in DEVICES],
+        initial=_DEFAULTS.device,
+        help_text="cuda needs a GPU worker on the judges_gpu queue.",
+    )
+    register = forms.SlugField(
+        required=False,
+        max_length=80,
+        label="Register as judge",
+        help_text="Optional: a judge name; the trained model becomes a reward_model judge of "
+        "this project, for the next filter run.",
+    )
+
+    def options(self) -> TrainingOptions:
+        data = self.cleaned_data
+        return TrainingOptions(**{name: data[name] for name in _DEFAULTS.as_dict()})

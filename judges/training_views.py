@@ -1,0 +1,122 @@
+"""Reward-model training pages: researchers and curators start a training from the project's
+consensus and follow it (a progress bar polled with htmx, loss and accuracy curves)."""
+
+from __future__ import annotations
+
+import math
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+from django.views.decorators.vary import vary_on_headers
+
+from annotation.access import STAFF_ROLES, get_project_for_user
+from annotation.charts import BandPoint, Chart, Reference, line_with_band
+from config.errors import status_for
+from judges.forms import TrainingForm
+from judges.models import TrainingRun
+from judges.services.runs import BrokerUnavailable
+from judges.services.training import training_run_create
+
+CHANCE_ACCURACY = (Reference(0.5, "chance"),)
+CHANCE_LOSS = (Reference(math.log(2), "chance"),)
+
+
+def get_training_run_for_user(user, slug: str, run_id: int) -> tuple[TrainingRun, str]:
+    """The training run in the user's project and their role: 404 for outsiders and for
+    runs of other projects, 403 for annotators."""
+    project, role = get_project_for_user(user, slug, roles=STAFF_ROLES)
+    run = TrainingRun.objects.filter(project=project, pk=run_id).select_related("judge").first()
+    if run is None:
+        raise Http404("No such training run")
+    run.project = project
+    return run, role
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def training_list(request, slug: str):
+    project, role = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
+    form = TrainingForm(request.POST or None)
+    status = 200
+    if form.is_bound:
+        if form.is_valid():
+            try:
+                run = training_run_create(
+                    project=project,
+                    options=form.options(),
+                    register_name=form.cleaned_data["register"],
+                    created_by=request.user,
+                )
+            except ValidationError as exc:
+                for field, errors in exc.message_dict.items():
+                    form.add_error(field if field in form.fields else None, errors)
+            except BrokerUnavailable as exc:
+                messages.error(request, str(exc))
+                status = status_for(exc)
+            else:
+                messages.success(request, f"Training {run.pk} started.")
+                return redirect("judges:training-run", slug=project.slug, run_id=run.pk)
+        if status == 200:
+            status = 400
+    context = {
+        "project": project,
+        "role": role,
+        "form": form,
+        "runs": project.training_runs.select_related("judge", "created_by")[:50],
+    }
+    return render(request, "judges/training_list.html", context, status=status)
+
+
+def training_charts(run: TrainingRun) -> list[Chart]:
+    """Held-out accuracy and both losses per epoch."""
+    history = run.history
+
+    def points(key: str) -> list[BandPoint]:
+        return [BandPoint(x=row["epoch"], y=row[key]) for row in history]
+
+    return [
+        line_with_band(
+            points("heldout_accuracy"),
+            title="Held-out accuracy per epoch",
+            x_label="epoch",
+            y_label="accuracy",
+            references=CHANCE_ACCURACY,
+            chart_id=f"training-{run.pk}-accuracy",
+        ),
+        line_with_band(
+            points("train_loss"),
+            title="Training loss per epoch",
+            x_label="epoch",
+            y_label="train loss",
+            references=CHANCE_LOSS,
+            chart_id=f"training-{run.pk}-train-loss",
+        ),
+        line_with_band(
+            points("heldout_loss"),
+            title="Held-out loss per epoch",
+            x_label="epoch",
+            y_label="held-out loss",
+            references=CHANCE_LOSS,
+            chart_id=f"training-{run.pk}-heldout-loss",
+        ),
+    ]
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def training_detail(request, slug: str, run_id: int):
+    run, role = get_training_run_for_user(request.user, slug, run_id)
+    context = {
+        "project": run.project,
+        "role": role,
+        "run": run,
+        "charts": training_charts(run) if run.history else [],
+    }
+    template = "judges/training_detail.html"
+    if request.htmx:
+        template += "#training_progress"
+    return render(request, template, context)
