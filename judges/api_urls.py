@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import api
+from judges import api, training_api
 
 urlpatterns: list = [
     path(
@@ -22,5 +22,15 @@ urlpatterns: list = [
         "projects/<slug:slug>/filter-runs/<int:run_id>/resume/",
         api.FilterRunResumeApi.as_view(),
         name="api-filter-run-resume",
+    ),
+    path(
+        "projects/<slug:slug>/training-runs/",
+        training_api.TrainingRunListApi.as_view(),
+        name="api-training-runs",
+    ),
+    path(
+        "projects/<slug:slug>/training-runs/<int:run_id>/",
+        training_api.TrainingRunDetailApi.as_view(),
+        name="api-training-run",
     ),
 ]

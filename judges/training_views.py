@@ -8,7 +8,6 @@ import math
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
@@ -16,6 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.charts import BandPoint, Chart, Reference, line_with_band
 from config.errors import status_for
+from judges.access import get_training_run_for_user
 from judges.forms import TrainingForm
 from judges.models import TrainingRun
 from judges.services.runs import BrokerUnavailable
@@ -23,17 +23,6 @@ from judges.services.training import training_run_create
 
 CHANCE_ACCURACY = (Reference(0.5, "chance"),)
 CHANCE_LOSS = (Reference(math.log(2), "chance"),)
-
-
-def get_training_run_for_user(user, slug: str, run_id: int) -> tuple[TrainingRun, str]:
-    """The training run in the user's project and their role: 404 for outsiders and for
-    runs of other projects, 403 for annotators."""
-    project, role = get_project_for_user(user, slug, roles=STAFF_ROLES)
-    run = TrainingRun.objects.filter(project=project, pk=run_id).select_related("judge").first()
-    if run is None:
-        raise Http404("No such training run")
-    run.project = project
-    return run, role
 
 
 @login_required

@@ -7,7 +7,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
 from judges.models import TrainingRun
-from judges.services.training import training_run_create, training_run_execute
+from judges.services.training import (
+    training_run_create,
+    training_run_execute,
+    training_run_fail,
+)
 from judges.training.trainer import DEVICES, FEATURE_KINDS, TrainingOptions
 
 SOURCE = re.compile(r"^(?P<slug>[-a-zA-Z0-9_]+)(@(?P<version>\d+\.\d+\.\d+))?$")
@@ -85,17 +89,16 @@ class Command(BaseCommand):
         self._tty = self.stdout.isatty()
         self._last_line = ""
         try:
-            run = training_run_execute(run_id=run.pk, report=self._report)
-        except BaseException as exc:
-            from judges.services.training import training_run_fail
-
+            done = training_run_execute(run_id=run.pk, report=self._report)
+        except BaseException as exc:  # Ctrl-C included: the run must not stay "running"
             training_run_fail(run_id=run.pk, error=f"{type(exc).__name__}: {exc}")
             raise
         if self._tty:
             self.stdout.write("")
-        if run is None or run.status != TrainingRun.Status.SUCCEEDED:
-            error = run.error if run is not None else "another worker took it"
+        if done is None or done.status != TrainingRun.Status.SUCCEEDED:
+            error = done.error if done is not None else "another worker took it"
             raise CommandError(f"Training failed: {error}")
+        run = done
         registered = f"; registered as judge {run.judge.name}" if run.judge else ""
         self.stdout.write(
             self.style.SUCCESS(
