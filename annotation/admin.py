@@ -213,3 +213,14 @@ class SkipAdmin(ReadOnlyAdmin):
     list_display = ["pair", "annotator", "reason", "created_at"]
     list_filter = ["reason", "pair__project"]
     search_fields = ["pair__external_id", "annotator__username", "note"]
+
+
+@admin.register(models.Release)
+class ReleaseAdmin(ViewOnlyAdmin):
+    """Releases are made, built and published by their services (docs/releases.md); here they
+    are only read. A published one never changes anyway (the model layer refuses)."""
+
+    list_display = ["project", "version", "status", "pair_count", "created_at", "published_at"]
+    list_filter = ["status", "project"]
+    search_fields = ["version", "project__slug"]
+    list_select_related = ["project"]

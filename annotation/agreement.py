@@ -593,3 +593,9 @@ def consensus(values: Sequence[int], *, scale: str, rule: str, min_agree: int) -
     return (
         Consensus(leader) if count * 2 > len(values) else Consensus("", DisputeReason.NO_MAJORITY)
     )
+
+
+def side_of_value(scale: str, value: int) -> str:
+    """The side (A, tie, B) a canonical value leans to: likert6 4-6 A and 1-3 B, as MMRB2's
+    rubric defines 4 and 3; binary and ternary 3 A, 2 tie, 1 B."""
+    return SIDES[_SIDE_OF_VALUE[scale][value]]

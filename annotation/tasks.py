@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
+from annotation.errors import Conflict
 from annotation.imports.jobs import import_job_fail, import_job_run, import_jobs_resume_stalled
-from annotation.models import ImportJob, Project
+from annotation.models import ImportJob, Project, Release
 from annotation.services.agreement_report import agreement_report_recompute
 
 
@@ -41,3 +42,36 @@ def agreement_report_refresh(project_id: int, source: str) -> None:
     if project is None:
         return
     agreement_report_recompute(project=project, source=source)
+
+
+class _ReleaseBuildTask(Task):
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        from annotation.services.releases import release_build_fail
+
+        release_build_fail(
+            release_id=args[0] if args else kwargs["release_id"],
+            message=f"The build task failed ({type(exc).__name__}).",
+        )
+
+
+@shared_task(base=_ReleaseBuildTask, acks_late=True, reject_on_worker_lost=True)
+def release_build_run(release_id: int) -> None:
+    """Builds a queued release. Safe to run twice: only the run that moves it from queued to
+    building builds; a redelivered task finds it building or built and returns."""
+    from annotation.services.releases import release_build
+
+    release = Release.objects.select_related("project").filter(pk=release_id).first()
+    if release is None or release.status != Release.Status.QUEUED:
+        return
+    try:
+        release_build(release=release, claimed=True)
+    except Conflict:
+        return  # another run claimed it first
+
+
+@shared_task(name="annotation.release_builds_fail_stalled")
+def release_builds_fail_stalled() -> None:
+    """Periodic (Celery beat): builds whose worker died are marked failed."""
+    from annotation.services.releases import release_builds_fail_stalled as fail_stalled
+
+    fail_stalled()

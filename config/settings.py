@@ -318,6 +318,9 @@ ARBITER_JUDGE_RETRY_CAP_MS = env_int("ARBITER_JUDGE_RETRY_CAP_MS", 60_000)
 # reward-model checkpoints are read only from under this folder.
 ARBITER_JUDGE_KEY_ENV_PATTERN = env_str("ARBITER_JUDGE_KEY_ENV_PATTERN", "ARBITER_JUDGE_KEY_*")
 ARBITER_CHECKPOINT_ROOT = Path(env_str("ARBITER_CHECKPOINT_ROOT", str(VAR_DIR / "checkpoints")))
+# Releases (docs/releases.md): each built release is a folder and a .tar.gz under this one,
+# ``<slug>/<version>/`` and ``<slug>/<slug>-<version>.tar.gz``; shared by web and workers.
+ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "releases")))
 # A filter run (or an import) with no progress for this long is resumed by the periodic task
 # (docs/operations.md: run one `celery -A config beat`), which runs every
 # ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
@@ -341,6 +344,7 @@ CELERY_BEAT_SCHEDULE = {
     for name, task in (
         ("resume-stalled-filter-runs", "judges.filter_runs_resume_stalled"),
         ("resume-stalled-imports", "annotation.imports_resume_stalled"),
+        ("fail-stalled-release-builds", "annotation.release_builds_fail_stalled"),
     )
 }
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):

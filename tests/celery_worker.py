@@ -44,6 +44,7 @@ class WorkerProcess:
             "DATABASE_URL": database_url_for_tests(),
             "CELERY_TASK_ALWAYS_EAGER": "false",
             "ARBITER_MEDIA_ROOT": str(settings.MEDIA_ROOT),
+            "ARBITER_RELEASE_ROOT": str(settings.ARBITER_RELEASE_ROOT),
             "PYTHONUNBUFFERED": "1",
             **(extra_env or {}),
         }

@@ -31,6 +31,7 @@ def requires_redis():
 @pytest.fixture(autouse=True)
 def _media_root(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
+    settings.ARBITER_RELEASE_ROOT = tmp_path / "releases"
 
 
 @pytest.fixture

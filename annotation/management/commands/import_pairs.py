@@ -10,6 +10,7 @@ from django.db import InterfaceError, OperationalError
 
 from annotation.imports.errors import ImportFailed
 from annotation.imports.jobs import import_job_run_file
+from annotation.management.progress import TerminalProgress
 from annotation.models import Project
 
 
@@ -70,18 +71,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  {line}")
 
 
-class _TerminalProgress:
-    """A one-line progress indicator, redrawn in place on a terminal."""
-
-    def __init__(self, stream):
-        self.stream = stream
+class _TerminalProgress(TerminalProgress):
+    """The import's bar: bytes read, and pairs so far."""
 
     def __call__(self, bytes_done: int, bytes_total: int, pairs_read: int) -> None:
-        percent = 100 * bytes_done // bytes_total if bytes_total else 100
-        bar = "#" * (percent // 4)
-        self.stream.write(f"\r[{bar:<25}] {percent:3d}%  {pairs_read:,} pairs", ending="")
-        self.stream.flush()
-
-    def clear(self) -> None:
-        self.stream.write("\r" + " " * 60 + "\r", ending="")
-        self.stream.flush()
+        self.draw(bytes_done, bytes_total, f"{pairs_read:,} pairs")

@@ -24,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.db.models import Count
 
-from annotation.models import Pair, PairStatus, Project, Role
+from annotation.models import Pair, PairStatus, Project, Release, Role
 from annotation.services.pairs import pairs_enqueue
 from annotation.services.projects import member_add, project_create
 from fixtures.make_demo import OFFLINE_JUDGES, generate_demo
@@ -126,7 +126,9 @@ class Command(BaseCommand):
         project = Project.objects.filter(slug=DEMO_SLUG).first()
         if project is None:
             return
-        # Pairs first: they protect their prompts and responses from the project's cascade.
+        # Releases and pairs first: the project protects its releases (a published one
+        # refuses, and the reset stops), and pairs protect their prompts and responses.
+        Release.objects.filter(project=project).delete()
         Pair.objects.filter(project=project).delete()
         project.delete()
         self.stdout.write(f"Deleted the {DEMO_SLUG!r} project")

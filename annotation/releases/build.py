@@ -1,0 +1,198 @@
+"""Building a release (docs/releases.md): the selected rows into each split's files, the
+images, the card, the manifest, then the archive, all in a temporary folder that replaces
+the release's folder and archive at the end, so no reader ever sees half a release."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from annotation.imports.media import media_strip_metadata
+from annotation.models import Media, PairStatus, ProjectMedia, Release
+from annotation.releases import rows as release_rows
+from annotation.releases.archive import archive_write, manifest_bytes
+from annotation.releases.card import Statistics, render_card
+from annotation.releases.formats import IMAGES_DIR, ReleasePair, mmrb2_record, trl_row
+from annotation.releases.read import MANIFEST
+from annotation.releases.selection import Selection, check_selection
+from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, row_schema
+
+Report = Callable[[int, int, str], None]
+"""``report(rows_done, rows_total, stage)``."""
+
+_COPY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    rows_total: int
+    pair_count: int
+    statistics: dict[str, Any]
+    card: str
+    manifest_sha256: str
+    archive_sha256: str
+    archive_size: int
+
+
+class _Images:
+    """The release's image files: each media hash used is mapped to the file name of its
+    served copy (made first if missing), and copied once at the end."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}  # media sha256 -> "<served sha256>.<ext>"
+        self._sources: dict[str, Path] = {}  # file name -> where its bytes are
+
+    def add_media(self, pairs: list[ReleasePair]) -> None:
+        wanted = {
+            part["media"]
+            for pair in pairs
+            for parts in (pair.prompt, pair.response_a.content, pair.response_b.content)
+            for part in parts
+            if part["type"] == "image"
+        } - set(self.files)
+        if not wanted:
+            return
+        for media in Media.objects.filter(sha256__in=wanted):
+            if media.served_sha256 is None:
+                media_strip_metadata(media=media)
+            name = f"{media.served_sha256}.{Media.EXTENSIONS[media.format]}"
+            self.files[media.sha256] = name
+            self._sources[name] = Path(settings.MEDIA_ROOT) / media.served_relative_path
+        if missing := wanted - set(self.files):
+            raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
+
+    def write(self, folder: Path) -> dict[str, FileEntry]:
+        entries = {}
+        for name in sorted(self._sources):
+            out = HashingFile(folder / IMAGES_DIR / name)
+            try:
+                with open(self._sources[name], "rb") as source:
+                    while block := source.read(_COPY_BYTES):
+                        out.write(block)
+            finally:
+                out.close()
+            entries[f"{IMAGES_DIR}/{name}"] = out.entry
+        return entries
+
+
+def _ensemble_removed(release: Release, selection: Selection) -> int:
+    easy = release.project.pairs.filter(status=PairStatus.EASY, is_gold=False)
+    if selection.tasks:
+        easy = easy.filter(task__in=selection.tasks)
+    if selection.criteria:
+        easy = easy.filter(criterion__in=selection.criteria)
+    return easy.count()
+
+
+def write_release(
+    *, release: Release, selection: Selection, folder: Path, report: Report
+) -> tuple[int, dict[str, Any], str, dict[str, FileEntry]]:
+    """Writes the release's files into ``folder`` (the archive excepted); returns the rows
+    read, the statistics, the card and every file's entry (the manifest included)."""
+    project = release.project
+    multimodal = ProjectMedia.objects.filter(project=project).exists()
+    schema = row_schema(multimodal)
+    candidates = release_rows.candidates(project, selection)
+    total = len(candidates)
+    report(0, total, "reading")
+    statistics = Statistics(scale=project.scale)
+    images = _Images()
+    writers: dict[str, SplitFiles] = {}
+    done = 0
+    for start in range(0, total, release_rows.CHUNK_PAIRS):
+        chunk = candidates[start : start + release_rows.CHUNK_PAIRS]
+        splits = {candidate.external_id: candidate.split for candidate in chunk}
+        pairs = list(release_rows.release_pairs(project, selection, chunk))
+        images.add_media(pairs)
+        for pair in pairs:
+            split = splits[pair.external_id]
+            if split not in writers:
+                writers[split] = SplitFiles(folder, split, schema)
+            writers[split].add(
+                trl_row(pair, files=images.files, multimodal=multimodal),
+                mmrb2_record(pair, files=images.files),
+            )
+            statistics.add(pair, split)
+        done += len(chunk)
+        report(done, total, "reading")
+    entries: dict[str, FileEntry] = {}
+    for split in sorted(writers):
+        entries |= writers[split].close()
+    report(done, total, "images")
+    entries |= images.write(folder)
+    report(done, total, "card")
+    split_order = [name for name in selection.split_names if name in writers]
+    figures = statistics.as_json(
+        split_order=split_order,
+        split_bytes={name: writers[name].arrow_bytes for name in split_order},
+        images=len(images.files),
+        ensemble_removed=_ensemble_removed(release, selection),
+    )
+    card = render_card(
+        project=project,
+        selection=selection,
+        statistics=figures,
+        schema=schema,
+        multimodal=multimodal,
+    )
+    entries["README.md"] = _write(folder / "README.md", card.encode())
+    manifest = manifest_bytes(project_slug=project.slug, splits=split_order, files=entries)
+    entries[MANIFEST] = _write(folder / MANIFEST, manifest)
+    return total, figures, card, entries
+
+
+def _write(path: Path, data: bytes) -> FileEntry:
+    out = HashingFile(path)
+    try:
+        out.write(data)
+    finally:
+        out.close()
+    return out.entry
+
+
+def _replace(source: Path, target: Path) -> None:
+    """Moves ``source`` onto ``target`` (a folder or a file), the old one removed."""
+    if target.is_dir():
+        old = target.with_name(f".old-{target.name}-{uuid.uuid4().hex}")
+        os.replace(target, old)
+        os.replace(source, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(source, target)
+
+
+def build_release(*, release: Release, report: Report) -> BuildOutcome:
+    """Builds ``release`` (not published: the caller moved it to building) into its folder
+    and archive under ARBITER_RELEASE_ROOT."""
+    selection = check_selection(release.selection)
+    home = release.folder.parent
+    home.mkdir(parents=True, exist_ok=True)
+    work = home / f".build-{release.pk}-{uuid.uuid4().hex}"
+    folder, archive = work / "release", work / "release.tar.gz"
+    try:
+        folder.mkdir(parents=True)
+        total, figures, card, entries = write_release(
+            release=release, selection=selection, folder=folder, report=report
+        )
+        report(total, total, "archive")
+        archived = archive_write(folder, archive, root=release.project.slug)
+        _replace(folder, release.folder)
+        _replace(archive, release.archive_path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return BuildOutcome(
+        rows_total=total,
+        pair_count=figures["pairs"],
+        statistics=figures,
+        card=card,
+        manifest_sha256=entries[MANIFEST].sha256,
+        archive_sha256=archived.sha256,
+        archive_size=archived.size,
+    )

@@ -1,0 +1,283 @@
+"""The dataset card (``README.md``) and the statistics it shows (docs/releases.md, "Dataset
+card"): counted while the rows are written (``Statistics``), then rendered with Hugging Face
+YAML front matter. Nothing in it depends on the version or the time of building."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from annotation.agreement import (
+    AlphaLevel,
+    Ratings,
+    bootstrap_alpha_ci,
+    krippendorff_alpha,
+    pairwise_agreement,
+)
+from annotation.models import Project
+from annotation.releases.formats import ReleasePair
+from annotation.releases.selection import Selection
+from annotation.releases.writer import DATA_DIR, JSONL_DIR, MMRB2_DIR
+
+LICENSE = "other"
+TAGS = ("preference", "reward-modeling", "human-feedback", "arbiter")
+
+
+@dataclass
+class Statistics:
+    """Counts of the rows written, and their human values for the agreement figures."""
+
+    scale: str
+    splits: Counter[str] = field(default_factory=Counter)
+    by_task: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    labels: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    sources: Counter[str] = field(default_factory=Counter)
+    _units: list[int] = field(default_factory=list)
+    _raters: list[int] = field(default_factory=list)
+    _values: list[int] = field(default_factory=list)
+
+    def add(self, pair: ReleasePair, split: str) -> None:
+        self.splits[split] += 1
+        self.by_task[pair.task][split] += 1
+        self.labels[split][pair.label] += 1
+        self.sources[pair.source] += 1
+        self._units.extend([pair.pk] * len(pair.votes))
+        self._raters.extend(pair.raters)
+        self._values.extend(pair.votes)
+
+    def agreement(self) -> dict[str, Any]:
+        """Side alpha with its 95% bootstrap interval and MMRB2's pairwise agreement over the
+        released pairs' human values (docs/agreement.md), with the fixed bootstrap seed."""
+        raters = np.array(self._raters, dtype=np.int64)
+        figures: dict[str, Any] = {
+            "votes": len(self._values),
+            "annotators": int(np.unique(raters[raters > 0]).size),
+            "prior_raters": int(np.unique(raters[raters < 0]).size),
+            "alpha_side": None,
+            "alpha_side_ci95": None,
+            "pairwise_agreement": None,
+        }
+        if not self._values:
+            return figures
+        ratings = Ratings.from_arrays(
+            scale=self.scale,
+            units=np.array(self._units, dtype=np.int64),
+            raters=raters,
+            values=np.array(self._values, dtype=np.int64),
+        )
+        ci = bootstrap_alpha_ci(ratings, AlphaLevel.SIDE)
+        figures["alpha_side"] = krippendorff_alpha(ratings, AlphaLevel.SIDE)
+        figures["alpha_side_ci95"] = None if ci is None else list(ci)
+        figures["pairwise_agreement"] = pairwise_agreement(ratings)
+        return figures
+
+    def as_json(
+        self,
+        *,
+        split_order: list[str],
+        split_bytes: dict[str, int],
+        images: int,
+        ensemble_removed: int,
+    ) -> dict[str, Any]:
+        return {
+            "pairs": sum(self.splits.values()),
+            "splits": {name: self.splits[name] for name in split_order},
+            "split_bytes": split_bytes,
+            "by_task": {
+                task: {name: counts[name] for name in split_order if counts[name]}
+                for task, counts in sorted(self.by_task.items())
+            },
+            "labels": {name: dict(sorted(self.labels[name].items())) for name in split_order},
+            "sources": dict(sorted(self.sources.items())),
+            "images": images,
+            "ensemble_removed": ensemble_removed,
+            "scale": self.scale,
+            **self.agreement(),
+        }
+
+
+# ---- Features in Hugging Face's YAML ----
+
+
+def _yaml_string(text: str) -> str:
+    """A YAML scalar for any text: a JSON string is a valid YAML double-quoted scalar."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _feature_lines(name: str | None, kind: pa.DataType, indent: int) -> list[str]:
+    """``datasets``' YAML for one feature (the form ``Features._to_yaml_list`` writes)."""
+    pad = " " * indent
+    head = f"{pad}- name: {name}" if name is not None else None
+    lines = [head] if head else []
+    inner = " " * (indent + 2)
+    if pa.types.is_list(kind):
+        item = kind.value_type
+        if pa.types.is_struct(item):
+            lines.append(f"{inner}list:")
+            for child in item:
+                lines.extend(_feature_lines(child.name, child.type, indent + 2))
+        else:
+            lines.append(f"{inner}list: {_dtype(item)}")
+    elif pa.types.is_struct(kind):
+        lines.append(f"{inner}struct:")
+        for child in kind:
+            lines.extend(_feature_lines(child.name, child.type, indent + 2))
+    else:
+        lines.append(f"{inner}dtype: {_dtype(kind)}")
+    return lines
+
+
+def _dtype(kind: pa.DataType) -> str:
+    return {pa.string(): "string", pa.int64(): "int64", pa.float64(): "float64"}[kind]
+
+
+def features_yaml(schema: pa.Schema) -> list[str]:
+    lines = ["  features:"]
+    for column in schema:
+        lines.extend(_feature_lines(column.name, column.type, 2))
+    return lines
+
+
+# ---- The card ----
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count} ({100 * count / total:.1f}%)" if total else str(count)
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _figure(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def render_card(
+    *,
+    project: Project,
+    selection: Selection,
+    statistics: dict[str, Any],
+    schema: pa.Schema,
+    multimodal: bool,
+) -> str:
+    """README.md: YAML front matter (configs and splits, features, license, task categories),
+    then what the release holds and how it was selected. The version is not in it
+    (docs/releases.md, "Determinism")."""
+    splits = [name for name, count in statistics["splits"].items() if count]
+    categories = ["text-classification", *(["image-text-to-text"] if multimodal else [])]
+    front = [
+        "---",
+        f"pretty_name: {_yaml_string(project.name)}",
+        f"license: {LICENSE}",
+        "task_categories:",
+        *(f"- {category}" for category in categories),
+        "tags:",
+        *(f"- {tag}" for tag in TAGS),
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        *(
+            line
+            for name in splits
+            for line in (f"  - split: {name}", f"    path: {DATA_DIR}/{name}.parquet")
+        ),
+        "dataset_info:",
+        *features_yaml(schema),
+        "  splits:",
+        *(
+            line
+            for name in splits
+            for line in (
+                f"  - name: {name}",
+                f"    num_bytes: {statistics['split_bytes'][name]}",
+                f"    num_examples: {statistics['splits'][name]}",
+            )
+        ),
+        "---",
+    ]
+    total = statistics["pairs"]
+    body = [
+        "",
+        f"# {project.name}",
+        "",
+        f"Human preference pairs from the Arbiter project `{project.slug}`, on the "
+        f"{project.scale} scale, labelled by the {project.consensus_rule} consensus rule.",
+        "",
+        'Load it with `datasets.load_dataset("<this folder>")`, '
+        '`datasets.load_dataset("parquet", data_dir="<this folder>/data")` or pandas; '
+        f"`{JSONL_DIR}/<split>.jsonl` holds the same rows as JSON lines, "
+        f"`{MMRB2_DIR}/<split>.json` the same pairs in MMRB2's format, and `manifest.json` "
+        "the sha256 of every file.",
+        "",
+        "## Pairs per task and split",
+        "",
+        "| Task | " + " | ".join(splits) + " | Total |",
+        "|---|" + "---|" * (len(splits) + 1),
+        *(
+            f"| {task or '(none)'} | "
+            + " | ".join(str(counts.get(name, 0)) for name in splits)
+            + f" | {sum(counts.values())} |"
+            for task, counts in statistics["by_task"].items()
+        ),
+        "| **All** | "
+        + " | ".join(str(statistics["splits"][name]) for name in splits)
+        + f" | {total} |",
+        "",
+        "## Labels",
+        "",
+        "| Split | A | B | tie |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | "
+            + " | ".join(
+                _share(statistics["labels"][name].get(label, 0), statistics["splits"][name])
+                for label in ("A", "B", "tie")
+            )
+            + " |"
+            for name in splits
+        ),
+        "",
+        "`label` is in the imported order (A, B); `chosen` is the preferred response (A for "
+        "a tie).",
+        "",
+        "## Sources",
+        "",
+        *(f"- {source}: {_share(count, total)}" for source, count in statistics["sources"].items()),
+        f"- pairs of the project the judge ensemble removed as easy: "
+        f"{statistics['ensemble_removed']}"
+        + ("" if selection.include_ensemble else " (not included)"),
+        "",
+        "## Agreement",
+        "",
+        f"- human values: {statistics['votes']} from "
+        f"{_count(statistics['annotators'], 'annotator')}"
+        + (
+            f" and {_count(statistics['prior_raters'], 'rater')} of the imported annotations"
+            if statistics["prior_raters"]
+            else ""
+        ),
+        f"- Krippendorff's alpha (sides): {_figure(statistics['alpha_side'])}"
+        + (
+            " (95% bootstrap interval {:.3f} to {:.3f})".format(*statistics["alpha_side_ci95"])
+            if statistics["alpha_side_ci95"]
+            else ""
+        ),
+        f"- pairwise agreement (MMRB2): {_figure(statistics['pairwise_agreement'])}",
+        "",
+        "## Selection",
+        "",
+        "```json",
+        json.dumps(selection.as_json(), indent=2, sort_keys=True),
+        "```",
+        "",
+        f"Images: {statistics['images']} files under `images/`, named by their sha256, "
+        "with their metadata (EXIF, XMP, text chunks) removed.",
+        "",
+    ]
+    return "\n".join(front + body)

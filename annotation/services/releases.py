@@ -1,0 +1,240 @@
+"""Releases' services (docs/releases.md): create a draft, build it (a Celery job with
+progress, or at once from the command line), publish it for good. A published release never
+changes: the model layer refuses it too (``annotation.models.Release``), these services only
+say so first in words.
+
+Statuses: ``draft -> queued -> building -> built | failed``, ``built -> published``; a draft,
+built or failed release may be built again (same version, files replaced), a published one
+never."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from annotation.broker import task_publish
+from annotation.errors import Conflict, InvalidInput
+from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
+from annotation.releases import read
+from annotation.releases.selection import Selection, check_selection
+
+logger = logging.getLogger(__name__)
+
+Status = Release.Status
+# From where a build may start: never a published release, never one already building.
+BUILDABLE = (Status.DRAFT, Status.BUILT, Status.FAILED)
+_VERSION = re.compile(RELEASE_VERSION_PATTERN)
+# A build writes its progress onto the release at most this often.
+PROGRESS_INTERVAL_S = 0.5
+
+ReleaseProgress = Callable[[int, int, str], None]
+"""Called as ``progress(rows_done, rows_total, stage)`` while a build runs."""
+
+
+def check_version(version: str) -> str:
+    version = (version or "").strip()
+    if not _VERSION.match(version):
+        raise InvalidInput(
+            f"version: must be X.Y.Z, three whole numbers without leading zeros (got {version!r})."
+        )
+    return version
+
+
+def release_create(
+    *, project: Project, version: str, selection: Selection | Mapping[str, Any] | None, user
+) -> Release:
+    """A draft release of ``project`` with this version and selection (validated; InvalidInput
+    names the field). Conflict when the project has that version already. The caller checked
+    that ``user`` may make releases of the project (curators and researchers)."""
+    version = check_version(version)
+    chosen = check_selection(selection)
+    try:
+        with transaction.atomic():
+            return Release.objects.create(
+                project=project,
+                version=version,
+                selection=chosen.as_json(),
+                created_by=user if getattr(user, "is_authenticated", False) else None,
+            )
+    except IntegrityError:
+        if Release.objects.filter(project=project, version=version).exists():
+            raise Conflict(
+                f"version: {project.slug} has a release {version} already; choose another."
+            ) from None
+        raise
+
+
+def release_selection(release: Release) -> Selection:
+    return check_selection(release.selection)
+
+
+def release_build_start(*, release: Release) -> Release:
+    """Queues the build of a draft, built or failed release as a Celery task (sent once the
+    current transaction commits); the release page polls ``status``, ``stage``,
+    ``rows_done``/``rows_total`` (``percent``). Conflict when it is published or building;
+    Unavailable when the task broker cannot take it (the release is then left as it was)."""
+    from annotation.tasks import release_build_run  # the task module imports this one
+
+    previous = release.status
+    moved = Release.objects.filter(pk=release.pk, status__in=BUILDABLE).update(
+        status=Status.QUEUED, stage="queued", error="", rows_done=0, progress_at=timezone.now()
+    )
+    if not moved:
+        release.refresh_from_db()
+        raise Conflict(f"Release {release.version} is {release.status}: it cannot be built now.")
+    release.refresh_from_db()
+
+    def send() -> None:
+        try:
+            task_publish(release_build_run, args=(release.pk,))
+        except Exception:
+            Release.objects.filter(pk=release.pk, status=Status.QUEUED).update(status=previous)
+            raise
+
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(send)
+    else:
+        send()
+    return release
+
+
+def release_build(
+    *, release: Release, progress: ReleaseProgress | None = None, claimed: bool = False
+) -> Release:
+    """Builds the release now: its folder and .tar.gz under ARBITER_RELEASE_ROOT, its
+    statistics, card and manifest hash on the row. ``claimed``: the caller (the Celery task)
+    moved it from queued to building already; otherwise it must be draft, built or failed.
+    A failure marks it failed with the reason and raises."""
+    from annotation.releases.build import build_release  # heavy imports (pyarrow)
+
+    now = timezone.now()
+    starts = (Status.QUEUED,) if claimed else (*BUILDABLE, Status.QUEUED)
+    moved = Release.objects.filter(pk=release.pk, status__in=starts).update(
+        status=Status.BUILDING,
+        stage="reading",
+        error="",
+        rows_done=0,
+        rows_total=0,
+        build_started_at=now,
+        build_finished_at=None,
+        progress_at=now,
+    )
+    if not moved:
+        release.refresh_from_db()
+        raise Conflict(f"Release {release.version} is {release.status}: it cannot be built now.")
+    release.refresh_from_db()
+    last = 0.0
+
+    def report(rows_done: int, rows_total: int, stage: str) -> None:
+        nonlocal last
+        if progress is not None:
+            progress(rows_done, rows_total, stage)
+        now = time.monotonic()
+        if now - last >= PROGRESS_INTERVAL_S or stage != "reading":
+            last = now
+            release_build_progress(
+                release_id=release.pk, rows_done=rows_done, rows_total=rows_total, stage=stage
+            )
+
+    try:
+        outcome = build_release(release=release, report=report)
+    except Exception as exc:
+        release_build_fail(release_id=release.pk, message=f"{type(exc).__name__}: {exc}")
+        raise
+    Release.objects.filter(pk=release.pk, status=Status.BUILDING).update(
+        status=Status.BUILT,
+        stage="done",
+        rows_done=outcome.rows_total,
+        rows_total=outcome.rows_total,
+        pair_count=outcome.pair_count,
+        statistics=outcome.statistics,
+        card=outcome.card,
+        manifest_sha256=outcome.manifest_sha256,
+        archive_sha256=outcome.archive_sha256,
+        archive_size=outcome.archive_size,
+        build_finished_at=timezone.now(),
+        progress_at=timezone.now(),
+    )
+    release.refresh_from_db()
+    return release
+
+
+def release_build_progress(*, release_id: int, rows_done: int, rows_total: int, stage: str) -> None:
+    """Records how far a build got (the build runs outside any transaction, so it shows at
+    once); a build that no longer is ``building`` is left alone."""
+    Release.objects.filter(pk=release_id, status=Status.BUILDING).update(
+        rows_done=rows_done, rows_total=rows_total, stage=stage, progress_at=timezone.now()
+    )
+
+
+def release_build_fail(*, release_id: int, message: str) -> None:
+    """Marks a queued or building release failed with ``message`` (the task's on_failure, or a
+    build that raised), so it never hangs in "building"."""
+    Release.objects.filter(pk=release_id, status__in=(Status.QUEUED, Status.BUILDING)).update(
+        status=Status.FAILED,
+        stage="failed",
+        error=message[:2000],
+        build_finished_at=timezone.now(),
+        progress_at=timezone.now(),
+    )
+
+
+def release_builds_fail_stalled() -> int:
+    """Periodic: builds with no progress for ARBITER_STALLED_AFTER_S lost their worker; they
+    are marked failed (a build is cheap to start again). Returns how many."""
+    stale = timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+    ids = list(
+        Release.objects.filter(
+            status__in=(Status.QUEUED, Status.BUILDING), progress_at__lt=stale
+        ).values_list("pk", flat=True)
+    )
+    for release_id in ids:
+        release_build_fail(
+            release_id=release_id, message="The build stopped (its worker died); build again."
+        )
+    return len(ids)
+
+
+@transaction.atomic
+def release_publish(*, release: Release, user) -> Release:
+    """Publishes a built release for good: its files are verified against the manifest hash
+    recorded at build time, then it is frozen (no save, update or delete ever again, by any
+    code). Conflict when it is not built or its files no longer verify. The caller checked
+    that ``user`` may publish (curators and researchers of the project)."""
+    from annotation.releases.archive import verify_folder
+
+    locked = Release.objects.select_for_update().get(pk=release.pk)
+    if locked.status != Status.BUILT:
+        raise Conflict(
+            f"Release {locked.version} is {locked.status}: only a built release is published."
+        )
+    problems = verify_folder(locked.folder, manifest_sha256=locked.manifest_sha256)
+    if problems:
+        raise Conflict(
+            f"Release {locked.version} does not match its manifest ({'; '.join(problems[:5])});"
+            " build it again."
+        )
+    Release.objects.filter(pk=locked.pk, status=Status.BUILT).update(
+        status=Status.PUBLISHED,
+        published_at=timezone.now(),
+        published_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    release.refresh_from_db()
+    return release
+
+
+def release_rows(release: Release) -> Iterator[read.ReleaseRow]:
+    """The rows of a built (or published) release, split by split in file order, read from
+    its ``data/<split>.jsonl``: what the diff and the CSV read, never the database (which
+    may have changed since). Conflict when it has not been built."""
+    if release.status not in (Status.BUILT, Status.PUBLISHED):
+        raise Conflict(f"Release {release.version} is {release.status}: it has no files yet.")
+    return read.release_rows(release.folder)
