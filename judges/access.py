@@ -27,7 +27,11 @@ def get_training_run_for_user(user, slug: str, run_id: int) -> tuple[TrainingRun
     """The training run in the user's project and their role: 404 for outsiders and for
     runs of other projects, 403 for annotators (trainings are researchers' and curators')."""
     project, role = get_project_for_user(user, slug, roles=STAFF_ROLES)
-    run = TrainingRun.objects.filter(project=project, pk=run_id).select_related("judge").first()
+    run = (
+        TrainingRun.objects.filter(project=project, pk=run_id)
+        .select_related("judge", "release")
+        .first()
+    )
     if run is None:
         raise Http404("No such training run")
     run.project = project

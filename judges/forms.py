@@ -4,7 +4,7 @@ from typing import cast
 
 from django import forms
 
-from annotation.models import Project
+from annotation.models import Project, Release
 from judges.models import Judge
 from judges.selectors import judges_for_project
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
@@ -58,8 +58,15 @@ def _limits(name: str) -> dict:
 
 
 class TrainingForm(forms.Form):
-    """A reward-model training's options; the ranges are the trainer's (``LIMITS``)."""
+    """A reward-model training's source and options; the ranges are the trainer's
+    (``LIMITS``)."""
 
+    source = forms.ChoiceField(
+        required=False,
+        label="Train on",
+        help_text="The current consensus (pairs with a side; ties are left out), or a built "
+        "release's rows (its train split when it has one).",
+    )
     features = forms.ChoiceField(
         choices=[
             ("hashed", "Hashed words (fast)"),
@@ -96,6 +103,19 @@ class TrainingForm(forms.Form):
         help_text="Optional: a judge name; the trained model becomes a reward_model judge of "
         "this project, for the next filter run.",
     )
+
+    def __init__(self, *args, project: Project, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        releases = Release.objects.filter(
+            project=project, status__in=[Release.Status.BUILT, Release.Status.PUBLISHED]
+        ).order_by("-created_at")
+        cast(forms.ChoiceField, self.fields["source"]).choices = [
+            ("", "Current consensus"),
+            *(
+                (r.version, f"Release {r.version} ({r.get_status_display().lower()})")
+                for r in releases
+            ),
+        ]
 
     def options(self) -> TrainingOptions:
         data = self.cleaned_data

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.models import Pair, Project
+from annotation.models import Pair, Project, Release
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD
 
 
@@ -192,7 +192,9 @@ class TrainingRun(models.Model):
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.CONSENSUS)
-    release_version = models.CharField(max_length=32, blank=True, help_text="X.Y.Z")
+    release = models.ForeignKey(
+        Release, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     # What the pairs were once read: kind, label, counts, sha256 (and a release's manifest hash).
     source_info = models.JSONField(default=dict, blank=True)
     # The trainer's options (judges.training.trainer.TrainingOptions).
@@ -239,8 +241,8 @@ class TrainingRun(models.Model):
                 name="training_run_progress_range",
             ),
             models.CheckConstraint(
-                condition=Q(source="consensus", release_version="")
-                | (Q(source="release") & ~Q(release_version="")),
+                condition=Q(source="consensus", release__isnull=True)
+                | Q(source="release", release__isnull=False),
                 name="training_run_release_has_version",
             ),
         ]
@@ -255,8 +257,7 @@ class TrainingRun(models.Model):
     @property
     def source_label(self) -> str:
         """``SLUG`` for the consensus, ``SLUG@X.Y.Z`` for a release."""
-        slug = self.project.slug
-        return f"{slug}@{self.release_version}" if self.release_version else slug
+        return str(self.release) if self.release else self.project.slug
 
     @property
     def percent(self) -> int:

@@ -12,7 +12,7 @@ from annotation.access import STAFF_ROLES, get_project_for_user
 from judges.access import get_training_run_for_user
 from judges.api import BROKER_DOWN_RESPONSE
 from judges.models import TrainingRun
-from judges.services.training import training_run_create
+from judges.services.training import training_release, training_run_create
 from judges.training.trainer import DEVICES, FEATURE_KINDS, LIMITS, TrainingOptions
 
 _DEFAULTS = TrainingOptions()
@@ -33,6 +33,7 @@ class EpochSerializer(serializers.Serializer):
 class TrainingRunSerializer(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.get_username", default=None)
     judge = serializers.CharField(source="judge.name", default=None)
+    release = serializers.CharField(source="release.version", default=None)
     history = EpochSerializer(many=True)
 
     class Meta:
@@ -43,7 +44,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "progress",
             "phase",
             "source",
-            "release_version",
+            "release",
             "source_info",
             "features",
             "epochs",
@@ -71,6 +72,13 @@ class TrainingRunSerializer(serializers.ModelSerializer):
 
 class TrainingRunListApi(APIView):
     class InputSerializer(serializers.Serializer):
+        release = serializers.RegexField(
+            r"^\d+\.\d+\.\d+$",
+            required=False,
+            default="",
+            allow_blank=True,
+            help_text="X.Y.Z: train on this built release's rows; the consensus by default.",
+        )
         features = serializers.ChoiceField(choices=FEATURE_KINDS, default=_DEFAULTS.features)
         epochs = serializers.IntegerField(**_ranged("epochs"))
         lr = serializers.FloatField(**_ranged("lr"))
@@ -102,11 +110,12 @@ class TrainingRunListApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = dict(data.validated_data)
-        register = fields.pop("register")
+        register, version = fields.pop("register"), fields.pop("release")
         run = training_run_create(
             project=project,
             options=TrainingOptions(**fields),
             register_name=register,
+            release=training_release(project, version) if version else None,
             created_by=request.user,
         )
         return ApiResponse(TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)

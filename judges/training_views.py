@@ -19,7 +19,7 @@ from judges.access import get_training_run_for_user
 from judges.forms import TrainingForm
 from judges.models import TrainingRun
 from judges.services.runs import BrokerUnavailable
-from judges.services.training import training_run_create
+from judges.services.training import training_release, training_run_create
 
 CHANCE_ACCURACY = (Reference(0.5, "chance"),)
 CHANCE_LOSS = (Reference(math.log(2), "chance"),)
@@ -29,15 +29,17 @@ CHANCE_LOSS = (Reference(math.log(2), "chance"),)
 @require_http_methods(["GET", "POST"])
 def training_list(request, slug: str):
     project, role = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
-    form = TrainingForm(request.POST or None)
+    form = TrainingForm(request.POST or None, project=project)
     status = 200
     if form.is_bound:
         if form.is_valid():
+            version = form.cleaned_data["source"]
             try:
                 run = training_run_create(
                     project=project,
                     options=form.options(),
                     register_name=form.cleaned_data["register"],
+                    release=training_release(project, version) if version else None,
                     created_by=request.user,
                 )
             except ValidationError as exc:
@@ -55,7 +57,7 @@ def training_list(request, slug: str):
         "project": project,
         "role": role,
         "form": form,
-        "runs": project.training_runs.select_related("judge", "created_by")[:50],
+        "runs": project.training_runs.select_related("judge", "created_by", "release")[:50],
     }
     return render(request, "judges/training_list.html", context, status=status)
 

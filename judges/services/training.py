@@ -19,12 +19,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.broker import task_publish
-from annotation.models import Pair, PairStatus, Project, Side
+from annotation.models import Pair, PairStatus, Project, Release, Side
 from judges.models import Judge, TrainingRun
 from judges.reward_model import CheckpointError, checkpoint_path, save_checkpoint
 from judges.services.judges import judge_create
 from judges.services.runs import BrokerUnavailable
-from judges.training.data import TrainingData, TrainingDataError, consensus_pairs
+from judges.training.data import (
+    TrainingData,
+    TrainingDataError,
+    consensus_pairs,
+    release_pairs,
+)
 from judges.training.trainer import (
     EpochMetrics,
     TrainingOptions,
@@ -59,12 +64,28 @@ def _options(run: TrainingRun) -> TrainingOptions:
     )
 
 
+def training_release(project: Project, version: str) -> Release:
+    """The project's release ``version``, built or published; ``ValidationError`` on
+    ``source`` otherwise."""
+    release = Release.objects.filter(project=project, version=version).first()
+    if release is None:
+        raise ValidationError({"source": f"{project.slug} has no release {version}."})
+    if release.status not in (Release.Status.BUILT, Release.Status.PUBLISHED):
+        raise ValidationError(
+            {
+                "source": f"Release {release} is {release.status}: only a built or published "
+                "release has files to train on."
+            }
+        )
+    return release
+
+
 def check_training(
     *,
     project: Project,
     options: TrainingOptions,
     register_name: str = "",
-    release_version: str = "",
+    release: Release | None = None,
     out_dir: str = "",
 ) -> None:
     """Raises ``ValidationError`` naming each field that stops this training from starting."""
@@ -76,11 +97,9 @@ def check_training(
             weights_version()
         except MiniLMUnavailable as exc:
             errors["features"] = str(exc)
-    if release_version:
-        errors["source"] = (
-            f"Training from a release ({project.slug}@{release_version}) is not available "
-            "in this version of Arbiter; train from the project's consensus."
-        )
+    if release is not None:
+        if release.project_id != project.pk:
+            errors["source"] = f"Release {release} is not of {project.slug}."
     elif not Pair.objects.filter(
         project=project,
         status=PairStatus.CONSENSUS,
@@ -117,7 +136,7 @@ def training_run_create(
     project: Project,
     options: TrainingOptions,
     register_name: str = "",
-    release_version: str = "",
+    release: Release | None = None,
     out_dir: str = "",
     created_by=None,
     enqueue: bool = True,
@@ -130,14 +149,14 @@ def training_run_create(
         project=project,
         options=options,
         register_name=register_name,
-        release_version=release_version,
+        release=release,
         out_dir=out_dir,
     )
     run = TrainingRun.objects.create(
         project=project,
         created_by=created_by,
-        source=TrainingRun.Source.RELEASE if release_version else TrainingRun.Source.CONSENSUS,
-        release_version=release_version,
+        source=TrainingRun.Source.RELEASE if release else TrainingRun.Source.CONSENSUS,
+        release=release,
         out_dir=out_dir,
         register_name=register_name,
         **{k: v for k, v in options.as_dict().items()},
@@ -224,7 +243,9 @@ class _Progress:
 
 
 def training_data(run: TrainingRun) -> TrainingData:
-    """The pairs ``run`` learns from."""
+    """The pairs ``run`` learns from: its release's rows, or the project's consensus."""
+    if run.release is not None:
+        return release_pairs(run.release)
     return consensus_pairs(run.project)
 
 
@@ -236,7 +257,7 @@ def training_run_execute(
     it. A data problem fails the run with its message; ``report(run)`` sees each update."""
     if not _claim(run_id):
         return None
-    run = TrainingRun.objects.select_related("project").get(pk=run_id)
+    run = TrainingRun.objects.select_related("project", "release__project").get(pk=run_id)
     progress = _Progress(run, report)
     progress.write(force=True)
     try:

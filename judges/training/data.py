@@ -2,18 +2,23 @@
 
 From a project: every pair whose consensus picked a side (``Pair.consensus_label`` A or B);
 ties say nothing about which response is better and are left out, and gold pairs are the
-annotators' test, not data. The criterion goes with each response, as the judge will see it.
+annotators' test, not data. From a release: its rows labelled A or B, read from its files.
+The criterion goes with each response, as the judge will see it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 
-from annotation.models import Pair, PairStatus, Project, Side
+from annotation.models import Pair, PairStatus, Project, Release, Side
+from annotation.releases.read import release_splits
 from judges.backends.base import content_images, content_text
-from judges.images import ImageStats, image_stats_cached
+from judges.images import ImageStats, MediaUnavailable, image_stats, image_stats_cached
 from judges.reward_model import ScoringInput
+
+TRAIN_SPLIT = "train"
 
 
 class TrainingDataError(ValueError):
@@ -91,6 +96,76 @@ def consensus_pairs(project: Project) -> TrainingData:
         "kind": "project",
         "label": project.slug,
         "project": project.slug,
+        "pairs": len(pairs),
+        "ties_left_out": ties,
+        "sha256": _digest(lines),
+    }
+    return TrainingData(pairs=pairs, source=source)
+
+
+def _message_text(messages: list[dict]) -> str:
+    """The text of a release's messages (TRL's conversational form): a string, or parts of
+    which the text ones count."""
+    texts = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        else:
+            texts.extend(p.get("text") or "" for p in content or [] if p.get("type") == "text")
+    return "\n\n".join(t for t in texts if t)
+
+
+def release_pairs(release: Release) -> TrainingData:
+    """The rows of a built or published release with a side (A or B), read back from its
+    files (never the database); of its ``train`` split when it has one, else of every split,
+    so a release's test split stays unseen."""
+    from annotation.services.releases import release_rows
+
+    folder = release.folder
+    splits = release_splits(folder)
+    used = [TRAIN_SPLIT] if TRAIN_SPLIT in splits else splits
+    stats: dict[str, ImageStats | None] = {}
+
+    def images(paths: list[str]) -> tuple[ImageStats | None, ...]:
+        for path in paths:
+            if path not in stats:
+                try:
+                    stats[path] = image_stats(folder / path)
+                except MediaUnavailable:
+                    stats[path] = None
+        return tuple(stats[path] for path in paths)
+
+    pairs, lines, ties = [], [], 0
+    for row in release_rows(release):
+        if row["split"] not in used:
+            continue
+        if row["label"] not in (Side.A, Side.B):
+            ties += 1
+            continue
+        prompt_text = _message_text(row["prompt"])
+        chosen, rejected = (
+            ScoringInput(
+                prompt_text,
+                _message_text(row[column]),
+                images(row[f"{column}_images"]),
+                criterion=row["criterion"],
+            )
+            for column in ("chosen", "rejected")
+        )
+        group = hashlib.sha256(
+            json.dumps([row["prompt"], row["images"]], sort_keys=True).encode()
+        ).hexdigest()
+        pairs.append(PreferencePair(key=row["id"], group=group, chosen=chosen, rejected=rejected))
+        lines.append(f"{row['id']}\t{row['label']}\t{row['split']}")
+    source = {
+        "kind": "release",
+        "label": str(release),
+        "project": release.project.slug,
+        "release": release.pk,
+        "version": release.version,
+        "manifest_sha256": release.manifest_sha256,
+        "splits": used,
         "pairs": len(pairs),
         "ties_left_out": ties,
         "sha256": _digest(lines),

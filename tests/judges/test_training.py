@@ -247,3 +247,62 @@ def test_a_data_problem_fails_the_run_with_its_message(project, tmp_path):
         call_command("train_reward_model", "demo", "--out", str(tmp_path))
     run = TrainingRun.objects.get()
     assert run.status == "failed" and "at least 2 prompts" in run.error and run.finished_at
+
+
+@pytest.mark.django_db
+def test_command_trains_on_a_releases_train_split(project, carol, checkpoint_root):
+    from annotation.releases.read import release_rows
+    from annotation.services.releases import release_build, release_create
+
+    consensus_pairs_in(project, preference_pairs(200, seed=7))
+    PairFactory(project=project, status=PairStatus.CONSENSUS, consensus_label="tie")
+    release = release_create(
+        project=project,
+        version="1.0.0",
+        selection={
+            "include_ties": True,
+            "splits": [{"name": "train", "ratio": 0.8}, {"name": "test", "ratio": 0.2}],
+        },
+        user=carol,
+    )
+    release = release_build(release=release)
+    train_ids = {
+        row["id"]
+        for row in release_rows(release.folder)
+        if row["split"] == "train" and row["label"] != "tie"
+    }
+    out = checkpoint_root / "from-release"
+    call_command(
+        "train_reward_model",
+        "demo@1.0.0",
+        "--out",
+        str(out),
+        "--epochs",
+        "5",
+        "--lr",
+        "0.01",
+        "--batch-size",
+        "32",
+    )
+    run = TrainingRun.objects.get()
+    assert run.status == "succeeded" and run.release == release
+    assert run.source_label == "demo@1.0.0" and run.heldout_accuracy > 0.8
+    info = run.source_info
+    assert info["kind"] == "release" and info["splits"] == ["train"]
+    assert info["manifest_sha256"] == release.manifest_sha256
+    assert info["pairs"] == len(train_ids) == run.train_pairs + run.heldout_pairs
+    assert load_checkpoint(out / "model.pt").meta["source"]["manifest_sha256"] == (
+        release.manifest_sha256
+    )
+
+
+@pytest.mark.django_db
+def test_a_release_that_is_missing_or_not_built_is_refused(project, carol, tmp_path):
+    from annotation.services.releases import release_create
+
+    consensus_pairs_in(project, preference_pairs(8))
+    with pytest.raises(CommandError, match="source: demo has no release 2.0.0"):
+        call_command("train_reward_model", "demo@2.0.0", "--out", str(tmp_path))
+    release_create(project=project, version="2.0.0", selection=None, user=carol)
+    with pytest.raises(CommandError, match="Release demo@2.0.0 is draft"):
+        call_command("train_reward_model", "demo@2.0.0", "--out", str(tmp_path))

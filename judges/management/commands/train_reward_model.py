@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Project
 from judges.models import TrainingRun
 from judges.services.training import (
+    training_release,
     training_run_create,
     training_run_execute,
     training_run_fail,
@@ -22,8 +23,9 @@ DEFAULTS = TrainingOptions()
 class Command(BaseCommand):
     help = (
         "Train a reward model (Bradley-Terry loss) on a project's consensus pairs, A or B "
-        "(ties are left out), and write DIR/model.pt and DIR/metrics.json; --register adds "
-        "it as a reward_model judge of the project. See docs/reward-models.md."
+        "(ties are left out), or on a built release's rows (SLUG@X.Y.Z: its train split "
+        "when it has one), and write DIR/model.pt and DIR/metrics.json; --register adds it "
+        "as a reward_model judge of the project. See docs/reward-models.md."
     )
 
     def add_arguments(self, parser):
@@ -74,11 +76,12 @@ class Command(BaseCommand):
             holdout=options["holdout"],
         )
         try:
+            release = training_release(project, match["version"]) if match["version"] else None
             run = training_run_create(
                 project=project,
                 options=training,
                 register_name=options["register"],
-                release_version=match["version"] or "",
+                release=release,
                 out_dir=options["out"],
                 enqueue=False,
             )
