@@ -306,3 +306,27 @@ def test_a_release_that_is_missing_or_not_built_is_refused(project, carol, tmp_p
     release_create(project=project, version="2.0.0", selection=None, user=carol)
     with pytest.raises(CommandError, match="Release demo@2.0.0 is draft"):
         call_command("train_reward_model", "demo@2.0.0", "--out", str(tmp_path))
+
+
+@needs_minilm
+def test_a_minilm_checkpoint_scores_alike_in_a_fresh_process(tmp_path):
+    """Alike to 1e-6, not to the bit: a MiniLM embedding's last bits depend on the batch it
+    was computed in (padding, thread count); the trained weights themselves are exact."""
+    from judges.reward_model import ScoringInput, save_checkpoint
+
+    result = train(
+        preference_pairs(60, seed=9),
+        TrainingOptions(features="minilm", epochs=2),
+        model_config=SMALL,
+    )
+    path = save_checkpoint(result.model, tmp_path / "minilm.pt", config=result.config)
+    inputs = [
+        ["Question 3: please explain volcanoes to a student.", text, criterion]
+        for text, criterion in (
+            ("Volcanoes form where magma rises through the crust; here is how.", ""),
+            ("I do not know, ask someone else.", "Judge only helpfulness."),
+        )
+    ]
+    here = load_checkpoint(path).score([ScoringInput(p, r, criterion=c) for p, r, c in inputs])
+    assert _scores_in_a_fresh_process(path, inputs) == pytest.approx(here, abs=1e-6)
+    assert here[0] > here[1]
