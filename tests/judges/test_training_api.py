@@ -94,3 +94,19 @@ def test_a_real_worker_on_judges_gpu_trains_and_records_each_epoch(
     assert run.checkpoint.startswith(str(root))
     assert list(root.glob("trained/demo/*/model.pt"))
     assert Judge.objects.get(name="worker-rm").checkpoint == run.checkpoint
+
+
+@pytest.mark.django_db
+def test_a_release_is_named_by_its_version(api_for, carol, project, consensus):
+    from annotation.services.releases import release_build, release_create
+
+    built = release_build(
+        release=release_create(project=project, version="1.2.3", selection=None, user=carol)
+    )
+    api = api_for(carol)
+    response = api.post(URL, {"release": "1.2.3"}, format="json")
+    assert response.status_code == 201 and response.json()["release"] == "1.2.3"
+    assert TrainingRun.objects.get().release == built
+    response = api.post(URL, {"release": "9.9.9"}, format="json")
+    assert response.status_code == 400 and "no release 9.9.9" in str(response.json())
+    assert api.post(URL, {"release": "1.2"}, format="json").status_code == 400

@@ -134,3 +134,22 @@ def test_a_running_training_is_polled_and_errors_are_escaped(client_for, dave, p
     TrainingRun.objects.filter(pk=run.pk).update(status="failed", error="<script>x</script>")
     page = client_for(dave).get(detail).content.decode()
     assert "<script>x</script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
+
+
+def test_a_built_release_is_offered_as_the_source(client_for, carol, project, consensus):
+    from annotation.services.releases import release_build, release_create
+
+    release_create(project=project, version="0.9.0", selection=None, user=carol)  # a draft
+    built = release_build(
+        release=release_create(project=project, version="1.0.0", selection=None, user=carol)
+    )
+    client = client_for(carol)
+    form = client.get(list_url()).context["form"]
+    assert [value for value, _ in form.fields["source"].choices] == ["", "1.0.0"]
+    assert client.post(list_url(), {**FORM, "source": "0.9.0"}).status_code == 400
+    response = client.post(list_url(), {**FORM, "source": "1.0.0"})
+    assert response.status_code == 302
+    run = TrainingRun.objects.get()
+    assert (run.source, run.release) == ("release", built)
+    page = client.get(response["Location"]).content.decode()
+    assert "Release 1.0.0 of demo" in page
