@@ -3,12 +3,21 @@ from __future__ import annotations
 from typing import cast
 
 from django import forms
+from django.core.exceptions import ValidationError
 
 from annotation.models import Project, Release
 from judges.models import Judge
 from judges.selectors import judges_for_project
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
 from judges.training.trainer import DEVICES, LIMITS, TrainingOptions
+
+
+def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
+    """A service's ``ValidationError`` on the form: on the field it names when the form has
+    one, else above the fields."""
+    for field, errors in exc.message_dict.items():
+        form.add_error(field if field in form.fields else None, errors)
+
 
 _AT_DEFAULT = ", ".join(
     f"{easy_votes(threshold=DEFAULT_EASY_THRESHOLD, judges=n)} with {n} judges" for n in (9, 3)

@@ -15,10 +15,14 @@ class FilterRunTask(Task):
     acks_late = True
     reject_on_worker_lost = True
 
+    @staticmethod
+    def fail(*, run_id: int, error: str) -> None:
+        runs.filter_run_fail(run_id=run_id, error=error)
+
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         run_id = kwargs.get("run_id", args[0] if args else None)
         if run_id is not None:
-            runs.filter_run_fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+            self.fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
 
 
 @shared_task(base=FilterRunTask, name="judges.filter_run_start")
@@ -47,16 +51,13 @@ def _close_judge_backends(**kwargs) -> None:
     runs.judge_backends_close()
 
 
-class TrainingRunTask(Task):
-    # A worker lost mid-training gives the job back; the claim lets it start again only once
-    # the run has gone ARBITER_STALLED_AFTER_S without progress.
-    acks_late = True
-    reject_on_worker_lost = True
+class TrainingRunTask(FilterRunTask):
+    """As a filter run's: a worker lost mid-training gives the job back, and the claim lets it
+    start again only once the run has gone ARBITER_STALLED_AFTER_S without progress."""
 
-    def on_failure(self, exc, task_id, args, kwargs, einfo):
-        run_id = kwargs.get("run_id", args[0] if args else None)
-        if run_id is not None:
-            training.training_run_fail(run_id=run_id, error=f"{type(exc).__name__}: {exc}")
+    @staticmethod
+    def fail(*, run_id: int, error: str) -> None:
+        training.training_run_fail(run_id=run_id, error=error)
 
 
 @shared_task(base=TrainingRunTask, name="judges.training_run_execute")

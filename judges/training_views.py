@@ -16,7 +16,7 @@ from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.charts import BandPoint, Chart, Reference, line_with_band
 from config.errors import status_for
 from judges.access import get_training_run_for_user
-from judges.forms import TrainingForm
+from judges.forms import TrainingForm, add_service_errors
 from judges.models import TrainingRun
 from judges.services.runs import BrokerUnavailable
 from judges.services.training import training_release, training_run_create
@@ -43,8 +43,7 @@ def training_list(request, slug: str):
                     created_by=request.user,
                 )
             except ValidationError as exc:
-                for field, errors in exc.message_dict.items():
-                    form.add_error(field if field in form.fields else None, errors)
+                add_service_errors(form, exc)
             except BrokerUnavailable as exc:
                 messages.error(request, str(exc))
                 status = status_for(exc)
@@ -62,38 +61,26 @@ def training_list(request, slug: str):
     return render(request, "judges/training_list.html", context, status=status)
 
 
+# (history key, title, y label, reference lines) of each curve
+CURVES = (
+    ("heldout_accuracy", "Held-out accuracy per epoch", "accuracy", CHANCE_ACCURACY),
+    ("train_loss", "Training loss per epoch", "train loss", CHANCE_LOSS),
+    ("heldout_loss", "Held-out loss per epoch", "held-out loss", CHANCE_LOSS),
+)
+
+
 def training_charts(run: TrainingRun) -> list[Chart]:
     """Held-out accuracy and both losses per epoch."""
-    history = run.history
-
-    def points(key: str) -> list[BandPoint]:
-        return [BandPoint(x=row["epoch"], y=row[key]) for row in history]
-
     return [
         line_with_band(
-            points("heldout_accuracy"),
-            title="Held-out accuracy per epoch",
+            [BandPoint(x=row["epoch"], y=row[key]) for row in run.history],
+            title=title,
             x_label="epoch",
-            y_label="accuracy",
-            references=CHANCE_ACCURACY,
-            chart_id=f"training-{run.pk}-accuracy",
-        ),
-        line_with_band(
-            points("train_loss"),
-            title="Training loss per epoch",
-            x_label="epoch",
-            y_label="train loss",
-            references=CHANCE_LOSS,
-            chart_id=f"training-{run.pk}-train-loss",
-        ),
-        line_with_band(
-            points("heldout_loss"),
-            title="Held-out loss per epoch",
-            x_label="epoch",
-            y_label="held-out loss",
-            references=CHANCE_LOSS,
-            chart_id=f"training-{run.pk}-heldout-loss",
-        ),
+            y_label=y_label,
+            references=references,
+            chart_id=f"training-{run.pk}-{key.replace('_', '-')}",
+        )
+        for key, title, y_label, references in CURVES
     ]
 
 

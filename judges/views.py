@@ -18,7 +18,7 @@ from annotation.models import PairStatus, Role
 from annotation.views.pairs import PairSelectionForm, form_error_text
 from config.errors import status_for
 from judges.access import get_run_for_user
-from judges.forms import FilterRunForm
+from judges.forms import FilterRunForm, add_service_errors
 from judges.selectors import filter_run_report
 from judges.services.ensemble import easy_rule, easy_votes
 from judges.services.runs import (
@@ -68,8 +68,7 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
                 pair_ids=pks,
             )
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, errors)
+            add_service_errors(form, exc)
         except BrokerUnavailable as exc:
             messages.error(request, str(exc))
             status = status_for(exc)
