@@ -159,7 +159,7 @@ def training_run_create(
         release=release,
         out_dir=out_dir,
         register_name=register_name,
-        **{k: v for k, v in options.as_dict().items()},
+        **options.as_dict(),
     )
     if enqueue:
         transaction.on_commit(lambda: _publish_training(run))

@@ -330,3 +330,29 @@ def test_a_minilm_checkpoint_scores_alike_in_a_fresh_process(tmp_path):
     here = load_checkpoint(path).score([ScoringInput(p, r, criterion=c) for p, r, c in inputs])
     assert _scores_in_a_fresh_process(path, inputs) == pytest.approx(here, abs=1e-6)
     assert here[0] > here[1]
+
+
+@pytest.mark.django_db
+def test_a_run_is_claimed_once_unless_its_worker_went_quiet(project, settings, tmp_path):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from judges.services.training import training_run_create, training_run_execute
+
+    consensus_pairs_in(project, preference_pairs(40))
+    run = training_run_create(
+        project=project,
+        options=TrainingOptions(epochs=2, batch_size=16),
+        out_dir=str(tmp_path / "out"),
+        enqueue=False,
+    )
+    now = timezone.now()
+    TrainingRun.objects.filter(pk=run.pk).update(status="running", heartbeat_at=now)
+    assert training_run_execute(run_id=run.pk) is None  # another worker is at it
+    quiet = now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S + 1)
+    TrainingRun.objects.filter(pk=run.pk).update(heartbeat_at=quiet)
+    done = training_run_execute(run_id=run.pk)  # its worker died: trained again from the seed
+    assert done is not None and done.status == "succeeded"
+    assert training_run_execute(run_id=run.pk) is None  # finished runs are never taken
+    assert training_run_execute(run_id=run.pk + 1000) is None  # nor missing ones

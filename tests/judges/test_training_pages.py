@@ -153,3 +153,22 @@ def test_a_built_release_is_offered_as_the_source(client_for, carol, project, co
     assert (run.source, run.release) == ("release", built)
     page = client.get(response["Location"]).content.decode()
     assert "Release 1.0.0 of demo" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_broker_that_is_down_fails_the_training_with_503(client_for, carol, project, monkeypatch):
+    from kombu.exceptions import OperationalError
+
+    from judges import tasks
+
+    consensus_pairs_in(project, preference_pairs(8))
+
+    def refuse(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(tasks.training_run_execute, "apply_async", refuse)
+    response = client_for(carol).post(list_url(), FORM)
+    assert response.status_code == 503
+    assert "task queue is unreachable" in response.content.decode()
+    run = TrainingRun.objects.get()
+    assert run.status == "failed" and "did not start" in run.error

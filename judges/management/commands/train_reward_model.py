@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
@@ -82,7 +83,8 @@ class Command(BaseCommand):
                 options=training,
                 register_name=options["register"],
                 release=release,
-                out_dir=options["out"],
+                # absolute: a relative one would be read from the checkpoint root when checked
+                out_dir=str(Path(options["out"]).resolve()),
                 enqueue=False,
             )
         except ValidationError as exc:
