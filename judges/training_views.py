@@ -69,16 +69,19 @@ CURVES = (
 )
 
 
-def training_charts(run: TrainingRun) -> list[Chart]:
-    """Held-out accuracy and both losses per epoch."""
+def training_charts(run: TrainingRun) -> list[tuple[str, Chart]]:
+    """(title, chart) of held-out accuracy and both losses per epoch."""
     return [
-        line_with_band(
-            [BandPoint(x=row["epoch"], y=row[key]) for row in run.history],
-            title=title,
-            x_label="epoch",
-            y_label=y_label,
-            references=references,
-            chart_id=f"training-{run.pk}-{key.replace('_', '-')}",
+        (
+            title,
+            line_with_band(
+                [BandPoint(x=row["epoch"], y=row[key]) for row in run.history],
+                title=title,
+                x_label="epoch",
+                y_label=y_label,
+                references=references,
+                chart_id=f"training-{run.pk}-{key.replace('_', '-')}",
+            ),
         )
         for key, title, y_label, references in CURVES
     ]

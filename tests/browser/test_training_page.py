@@ -1,6 +1,7 @@
 """A researcher trains a reward model from the Reward models page in Chromium against a live
 server (Celery eager: the training runs when the form is sent) and reads its curves: each
-chart's SVG is visible with a drawn line, and the per-epoch table opens."""
+chart's SVG is visible with a drawn line, and the per-epoch table opens. With
+ARBITER_SCREENSHOTS=1 the page is also saved to var/screenshots/training.png."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_researcher_trains_and_reads_the_curves(
-    live_server, page, project, dave, settings, tmp_path
+    live_server, page, project, dave, settings, tmp_path, screenshot
 ):
     settings.ARBITER_CHECKPOINT_ROOT = tmp_path / "checkpoints"
     consensus_pairs_in(project, preference_pairs(80, seed=3))
@@ -49,4 +50,5 @@ def test_a_researcher_trains_and_reads_the_curves(
     page.click("summary:has-text('Metrics per epoch')")
     rows = page.locator(".training-epochs tbody tr")
     assert rows.count() == len(run.history)
+    screenshot(page, "training")
     assert errors == []
