@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 
@@ -233,13 +234,7 @@ class _Progress:
         self.write(progress=start + (1 - start) * done / total, phase="training")
 
     def epoch(self, metrics: EpochMetrics) -> None:
-        row = {
-            "epoch": metrics.epoch,
-            "train_loss": metrics.train_loss,
-            "heldout_loss": metrics.heldout_loss,
-            "heldout_accuracy": metrics.heldout_accuracy,
-        }
-        self.write(history=[*self.run.history, row], force=True)
+        self.write(history=[*self.run.history, asdict(metrics)], force=True)
 
 
 def training_data(run: TrainingRun) -> TrainingData:

@@ -15,13 +15,13 @@ from django.core.management import CommandError, call_command
 
 from annotation.models import PairStatus
 from judges.models import Judge, TrainingRun, Verdict
-from judges.reward_model import load_checkpoint
+from judges.reward_model import ScoringInput, load_checkpoint, save_checkpoint
 from judges.services import runs
 from judges.training.data import consensus_pairs
 from judges.training.trainer import TrainingOptions, split_by_prompt, train
 from tests.factories import PairFactory
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
-from tests.judges.training_support import consensus_pairs_in, preference_pairs
+from tests.judges.training_support import consensus_pairs_in, criterion_pairs, preference_pairs
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"n_buckets": 4096, "embed_dim": 16, "hidden_dim": 32}
@@ -185,8 +185,6 @@ def test_command_trains_registers_and_the_judge_filters_the_next_batch(
         ["Question 1: please explain tides to a student.", text, ""]
         for text in ("Here is a clear and accurate explanation of tides.", "Whatever.")
     ]
-    from judges.reward_model import ScoringInput
-
     here = model.score([ScoringInput(p, r, criterion=c) for p, r, c in inputs])
     assert _scores_in_a_fresh_process(out / "model.pt", inputs) == here
 
@@ -312,8 +310,6 @@ def test_a_release_that_is_missing_or_not_built_is_refused(project, carol, tmp_p
 def test_a_minilm_checkpoint_scores_alike_in_a_fresh_process(tmp_path):
     """Alike to 1e-6, not to the bit: a MiniLM embedding's last bits depend on the batch it
     was computed in (padding, thread count); the trained weights themselves are exact."""
-    from judges.reward_model import ScoringInput, save_checkpoint
-
     result = train(
         preference_pairs(60, seed=9),
         TrainingOptions(features="minilm", epochs=2),
@@ -356,3 +352,33 @@ def test_a_run_is_claimed_once_unless_its_worker_went_quiet(project, settings, t
     assert done is not None and done.status == "succeeded"
     assert training_run_execute(run_id=run.pk) is None  # finished runs are never taken
     assert training_run_execute(run_id=run.pk + 1000) is None  # nor missing ones
+
+
+def test_the_criterion_is_part_of_the_input():
+    """Half the pairs prefer the short answer and half the long one, as their criterion says:
+    without the criterion no model could beat a coin."""
+    result = train(
+        criterion_pairs(300, seed=2), TrainingOptions(seed=1, **FAST), model_config=SMALL
+    )
+    assert result.best.heldout_accuracy > 0.8
+    model = result.model
+    prompt, short, long = (
+        "Question 9: tell me about tides.",
+        "Tides: yes.",
+        (
+            "Here is a clear and accurate explanation of tides, with an example and the reasons "
+            "behind each step, so you can understand and apply it yourself."
+        ),
+    )
+    for criterion, better in (
+        ("Prefer the shorter answer.", short),
+        ("Prefer the longer, more detailed answer.", long),
+    ):
+        worse = long if better is short else short
+        r_better, r_worse = model.score(
+            [
+                ScoringInput(prompt, better, criterion=criterion),
+                ScoringInput(prompt, worse, criterion=criterion),
+            ]
+        )
+        assert r_better > r_worse, criterion

@@ -103,3 +103,29 @@ def consensus_pairs_in(project, pairs: list[PreferencePair], *, seed: int = 0) -
             )
         )
     return Pair.objects.bulk_create(rows)
+
+
+def criterion_pairs(n: int, *, seed: int = 0) -> list[PreferencePair]:
+    """Pairs whose label only the criterion decides: the same kind of short and long answers,
+    the short one chosen under "Prefer the shorter answer.", the long one under "Prefer the
+    longer, more detailed answer."."""
+    rng = random.Random(seed)
+    pairs = []
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        prompt = f"Question {i}: tell me about {topic}."
+        short = f"{topic.capitalize()}: yes. (note {rng.randrange(1000)})"
+        long = rng.choice(GOOD).format(topic=topic) + f" (note {rng.randrange(1000)})"
+        if i % 2:
+            criterion, chosen, rejected = "Prefer the shorter answer.", short, long
+        else:
+            criterion, chosen, rejected = "Prefer the longer, more detailed answer.", long, short
+        pairs.append(
+            PreferencePair(
+                key=f"criterion-{i}",
+                group=f"prompt-{i}",
+                chosen=ScoringInput(prompt, chosen, criterion=criterion),
+                rejected=ScoringInput(prompt, rejected, criterion=criterion),
+            )
+        )
+    return pairs
