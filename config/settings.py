@@ -281,6 +281,7 @@ SPECTACULAR_SETTINGS = {
         "SideEnum": "annotation.models.Side",
         "PairStatusEnum": "annotation.models.PairStatus",
         "FilterRunStatusEnum": "judges.models.FilterRun.Status",
+        "TrainingRunStatusEnum": "judges.models.TrainingRun.Status",
     },
 }
 
