@@ -37,6 +37,7 @@ PROJECT_TABS = (
     Tab("Leaderboard", "judges:leaderboard", STAFF_ROLES),
     Tab("Agreement", "agreement", STAFF_ROLES),
     Tab("Releases", "releases", STAFF_ROLES, also=("release", "release-create", "release-diff")),
+    Tab("Reward models", "judges:training", STAFF_ROLES, also=("judges:training-run",)),
     Tab("Settings", "project-settings", CURATORS),
 )
 

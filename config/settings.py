@@ -282,6 +282,7 @@ SPECTACULAR_SETTINGS = {
         "PairStatusEnum": "annotation.models.PairStatus",
         "FilterRunStatusEnum": "judges.models.FilterRun.Status",
         "ReleaseStatusEnum": "annotation.models.Release.Status",
+        "TrainingRunStatusEnum": "judges.models.TrainingRun.Status",
     },
 }
 

@@ -1,5 +1,5 @@
-"""Access to filter runs and judge evaluations goes through the project's access check
-(annotation.access)."""
+"""Access to filter runs, judge evaluations and training runs goes through the project's
+access check (annotation.access)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from django.http import Http404
 
 from annotation.access import STAFF_ROLES, get_project_for_user
-from judges.models import FilterRun, JudgeEvaluation
+from judges.models import FilterRun, JudgeEvaluation, TrainingRun
 
 
 def get_run_for_user(
@@ -37,3 +37,18 @@ def get_evaluation_for_user(
     if evaluation is None:
         raise Http404("No such evaluation")
     return evaluation, role
+
+
+def get_training_run_for_user(user, slug: str, run_id: int) -> tuple[TrainingRun, str]:
+    """The training run in the user's project and their role: 404 for outsiders and for
+    runs of other projects, 403 for annotators (trainings are researchers' and curators')."""
+    project, role = get_project_for_user(user, slug, roles=STAFF_ROLES)
+    run = (
+        TrainingRun.objects.filter(project=project, pk=run_id)
+        .select_related("judge", "release")
+        .first()
+    )
+    if run is None:
+        raise Http404("No such training run")
+    run.project = project
+    return run, role

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import api, api_evaluations
+from judges import api, api_evaluations, training_api
 
 urlpatterns: list = [
     path(
@@ -47,5 +47,15 @@ urlpatterns: list = [
         "projects/<slug:slug>/best-of-n/",
         api_evaluations.BestOfNApi.as_view(),
         name="api-best-of-n",
+    ),
+    path(
+        "projects/<slug:slug>/training-runs/",
+        training_api.TrainingRunListApi.as_view(),
+        name="api-training-runs",
+    ),
+    path(
+        "projects/<slug:slug>/training-runs/<int:run_id>/",
+        training_api.TrainingRunDetailApi.as_view(),
+        name="api-training-run",
     ),
 ]

@@ -109,3 +109,15 @@ def image_stats(path: Path) -> ImageStats:
         luminance_std=float(luminance.std()),
         edge_energy=float(edges / 2),
     )
+
+
+def image_stats_cached(hashes, cache: dict[str, ImageStats | None]) -> None:
+    """Fills ``cache`` with the statistics of each hash not in it yet (None: the media row or
+    its bytes are missing or unreadable). Media never change, so a cache may live long."""
+    wanted = {sha for sha in hashes if sha not in cache}
+    rows = media_rows(wanted)
+    for sha in wanted:
+        try:
+            cache[sha] = image_stats(media_path(rows[sha])) if sha in rows else None
+        except MediaUnavailable:
+            cache[sha] = None

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.models import Pair, Project
+from annotation.models import Pair, Project, Release
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD
 
 
@@ -265,3 +265,95 @@ class Judgement(Answer):
                 name="judgement_side_matches_outcome",
             ),
         ]
+
+
+class TrainingRun(models.Model):
+    """One reward-model training (judges.services.training): what it learned from, its
+    options, its progress and per-epoch metrics, and the checkpoint it wrote."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    class Source(models.TextChoices):
+        CONSENSUS = "consensus", "The project's current consensus"
+        RELEASE = "release", "A published release"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="training_runs")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.CONSENSUS)
+    release = models.ForeignKey(
+        Release, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # What the pairs were once read: kind, label, counts, sha256 (and a release's manifest hash).
+    source_info = models.JSONField(default=dict, blank=True)
+    # The trainer's options (judges.training.trainer.TrainingOptions).
+    features = models.CharField(max_length=16, default="hashed")
+    epochs = models.PositiveIntegerField()
+    lr = models.FloatField()
+    batch_size = models.PositiveIntegerField()
+    seed = models.PositiveIntegerField()
+    patience = models.PositiveIntegerField()
+    holdout = models.FloatField()
+    device = models.CharField(max_length=16, default="cpu")
+    out_dir = models.CharField(max_length=500, blank=True, help_text="Where the checkpoint goes.")
+    register_name = models.CharField(
+        max_length=80, blank=True, help_text="Register the checkpoint as a judge of this name."
+    )
+    # Progress and results
+    progress = models.FloatField(default=0.0, help_text="0 to 1.")
+    phase = models.CharField(max_length=32, blank=True, help_text="What the run is doing now.")
+    history = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Per epoch: epoch, train_loss, heldout_loss, heldout_accuracy.",
+    )
+    best_epoch = models.PositiveIntegerField(null=True, blank=True)
+    heldout_accuracy = models.FloatField(null=True, blank=True)
+    train_pairs = models.PositiveIntegerField(null=True, blank=True)
+    heldout_pairs = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint = models.CharField(max_length=500, blank=True)
+    judge = models.ForeignKey(
+        Judge, null=True, blank=True, on_delete=models.SET_NULL, related_name="training_runs"
+    )
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Written with each progress update; a running run without one for long lost its worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(progress__lte=1),
+                name="training_run_progress_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(source="consensus", release__isnull=True)
+                | Q(source="release", release__isnull=False),
+                name="training_run_release_has_version",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"training {self.pk} on {self.source_label} ({self.status})"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED}
+
+    @property
+    def source_label(self) -> str:
+        """``SLUG`` for the consensus, ``SLUG@X.Y.Z`` for a release."""
+        return str(self.release) if self.release else self.project.slug
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.progress)

@@ -1,12 +1,16 @@
-"""A small local reward model: it scores one response given its prompt.
+"""A small local reward model: it scores one response given its prompt (and the pair's
+preference criterion, when the config says ``"criterion": true``).
 
-Features are hashed word unigrams and bigrams of the prompt and the response (tokenised in
-one vectorised pass over a whole batch), mean-pooled by an ``EmbeddingBag``, plus a few
-numbers about the response (length, images and their pixel statistics); an MLP maps them to
-a scalar reward. Arbiter's reward-model trainer writes the checkpoint format defined here.
+Text features are one of two kinds (``config["features"]``):
+- ``hashed``: hashed word unigrams and bigrams (tokenised in one vectorised pass over a whole
+  batch), mean-pooled by a trained ``EmbeddingBag``;
+- ``minilm``: frozen all-MiniLM-L6-v2 sentence embeddings (``judges.minilm``, offline weights).
+Plus a few numbers about the response (length, images and their pixel statistics); an MLP maps
+them to a scalar reward. Arbiter's trainer (``judges.training``) writes this checkpoint format.
 
 Checkpoint: ``torch.save`` of ``{"format": "arbiter-reward-model", "version": 1,
-"config": {...}, "state_dict": {...}}``, read back with ``weights_only=True``.
+"config": {...}, "state_dict": {...}, "meta": {...}}``, read back with ``weights_only=True``;
+``meta`` (optional) says what a trained model learned from and how well it did.
 """
 
 from __future__ import annotations
@@ -23,13 +27,17 @@ from judges.images import N_IMAGE_FEATURES, ImageStats
 CHECKPOINT_FORMAT = "arbiter-reward-model"
 CHECKPOINT_VERSION = 1
 TOKENIZER = "hashed-words-v1"
+FEATURES = ("hashed", "minilm")
 DEFAULT_CONFIG = {
+    "features": "hashed",
     "tokenizer": TOKENIZER,
     "n_buckets": 1 << 16,
     "embed_dim": 64,
     "hidden_dim": 128,
     "max_tokens": 512,
     "bigrams": True,
+    # Checkpoints written before the trainer existed score without the criterion.
+    "criterion": False,
 }
 # Length, image count, has text, unreadable image share, then the mean image statistics.
 N_NUMERIC = 4 + N_IMAGE_FEATURES
@@ -46,6 +54,7 @@ class ScoringInput:
     prompt_text: str
     response_text: str
     images: tuple[ImageStats | None, ...] = ()
+    criterion: str = ""
 
 
 # Tokenising --------------------------------------------------------------------------------
@@ -119,38 +128,79 @@ class RewardModel(nn.Module):
     def __init__(self, config: dict) -> None:
         super().__init__()
         self.config = dict(config)
-        dim = config["embed_dim"]
-        self.embedding = nn.EmbeddingBag(config["n_buckets"], dim, mode="mean")
+        self.meta: dict = {}
+        self.features = self.config.get("features", "hashed")
+        self.uses_criterion = bool(self.config.get("criterion", False))
+        self.embedding: nn.EmbeddingBag | None = None
+        if self.features == "minilm":
+            from judges.minilm import EMBEDDING_DIM
+
+            text_dim = EMBEDDING_DIM
+        else:
+            text_dim = config["embed_dim"]
+            self.embedding = nn.EmbeddingBag(config["n_buckets"], text_dim, mode="mean")
+        # prompt, response, prompt * response (and criterion, criterion * response)
+        parts = 5 if self.uses_criterion else 3
         self.mlp = nn.Sequential(
-            nn.Linear(3 * dim + N_NUMERIC, config["hidden_dim"]),
+            nn.Linear(parts * text_dim + N_NUMERIC, config["hidden_dim"]),
             nn.GELU(),
             nn.Linear(config["hidden_dim"], 1),
         )
 
     @property
     def device(self) -> torch.device:
-        return self.embedding.weight.device
+        return next(self.parameters()).device
 
-    def forward(
-        self,
-        prompt_ids: torch.Tensor,
-        prompt_offsets: torch.Tensor,
-        response_ids: torch.Tensor,
-        response_offsets: torch.Tensor,
-        numeric: torch.Tensor,
-    ) -> torch.Tensor:
-        prompt = self.embedding(prompt_ids, prompt_offsets)
-        response = self.embedding(response_ids, response_offsets)
-        features = torch.cat([prompt, response, prompt * response, numeric], dim=1)
-        return self.mlp(features).squeeze(1)
+    def forward(self, *features: torch.Tensor) -> torch.Tensor:
+        """Rewards for the tensors ``featurize`` returns: per text (prompt, response, then
+        the criterion when used) bucket ids and offsets (hashed) or one embedding (minilm),
+        then the numeric features."""
+        *texts, numeric = features
+        if self.embedding is not None:
+            vectors = [self.embedding(texts[i], texts[i + 1]) for i in range(0, len(texts), 2)]
+        else:
+            vectors = list(texts)
+        prompt, response = vectors[0], vectors[1]
+        parts = [prompt, response, prompt * response]
+        if self.uses_criterion:
+            parts += [vectors[2], vectors[2] * response]
+        return self.mlp(torch.cat([*parts, numeric], dim=1)).squeeze(1)
+
+    def _texts(self, inputs: list[ScoringInput]) -> list[list[str]]:
+        texts = [[i.prompt_text for i in inputs], [i.response_text for i in inputs]]
+        if self.uses_criterion:
+            texts.append([i.criterion for i in inputs])
+        return texts
+
+    def prepare(self, inputs: list[ScoringInput], progress=None) -> None:
+        """Computes the frozen embeddings of every text in ``inputs`` once, in batches, so
+        that later ``featurize`` calls look them up (minilm; nothing to do for hashed).
+        ``progress(done, total)`` is called after each batch."""
+        if self.features == "minilm":
+            from judges.minilm import encoder
+
+            texts = [text for column in self._texts(inputs) for text in column]
+            encoder(self.device).prepare(texts, progress=progress)
 
     def featurize(self, inputs: list[ScoringInput]) -> tuple[torch.Tensor, ...]:
         """The ``forward`` arguments for ``inputs``, on the model's device."""
         hashing = {k: self.config[k] for k in ("n_buckets", "max_tokens", "bigrams")}
-        prompt_ids, prompt_offsets, _ = hash_tokens([i.prompt_text for i in inputs], **hashing)
-        response_ids, response_offsets, words = hash_tokens(
-            [i.response_text for i in inputs], **hashing
-        )
+        arrays: list[np.ndarray] = []
+        if self.features == "minilm":
+            from judges.minilm import encoder
+
+            embed = encoder(self.device)
+            arrays = [embed.encode(column) for column in self._texts(inputs)]
+            _, _, words = hash_tokens(
+                [i.response_text for i in inputs], **{**hashing, "bigrams": False}
+            )
+        else:
+            counts = []
+            for column in self._texts(inputs):
+                ids, offsets, column_counts = hash_tokens(column, **hashing)
+                arrays += [ids, offsets]
+                counts.append(column_counts)
+            words = counts[1]  # the responses'
         numeric = np.zeros((len(inputs), N_NUMERIC), dtype=np.float32)
         numeric[:, 0] = np.log1p(words) / 5.0
         for row, item in enumerate(inputs):
@@ -162,10 +212,7 @@ class RewardModel(nn.Module):
             if readable:
                 numeric[row, 4:] = np.mean(readable, axis=0)
         device = self.device
-        return tuple(
-            torch.from_numpy(array).to(device)
-            for array in (prompt_ids, prompt_offsets, response_ids, response_offsets, numeric)
-        )
+        return tuple(torch.from_numpy(array).to(device) for array in (*arrays, numeric))
 
     def score(self, inputs: list[ScoringInput]) -> list[float]:
         """One reward per input, in order."""
@@ -196,6 +243,10 @@ def validate_config(config) -> dict:
     if not isinstance(config, dict):
         raise CheckpointError("config must be a dict")
     merged = {**DEFAULT_CONFIG, **config}
+    if merged["features"] not in FEATURES:
+        raise CheckpointError(
+            f"config.features {merged['features']!r} is not one of {', '.join(FEATURES)}"
+        )
     if merged["tokenizer"] != TOKENIZER:
         raise CheckpointError(
             f"config.tokenizer {merged['tokenizer']!r} is not supported (only {TOKENIZER!r})"
@@ -204,13 +255,17 @@ def validate_config(config) -> dict:
         value = merged[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise CheckpointError(f"config.{key} must be a positive integer, not {value!r}")
-    if not isinstance(merged["bigrams"], bool):
-        raise CheckpointError(f"config.bigrams must be true or false, not {merged['bigrams']!r}")
+    for key in ("bigrams", "criterion"):
+        if not isinstance(merged[key], bool):
+            raise CheckpointError(f"config.{key} must be true or false, not {merged[key]!r}")
     return merged
 
 
-def save_checkpoint(model: RewardModel, path: str | Path, *, config: dict) -> Path:
-    """Writes ``model`` in Arbiter's checkpoint format; returns the path."""
+def save_checkpoint(
+    model: RewardModel, path: str | Path, *, config: dict, meta: dict | None = None
+) -> Path:
+    """Writes ``model`` in Arbiter's checkpoint format (``meta``: JSON-like provenance and
+    metrics); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state_dict = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
@@ -219,6 +274,7 @@ def save_checkpoint(model: RewardModel, path: str | Path, *, config: dict) -> Pa
         "version": CHECKPOINT_VERSION,
         "config": validate_config(config),
         "state_dict": state_dict,
+        "meta": meta or {},
     }
     torch.save(payload, path)
     return path
@@ -272,6 +328,8 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Rew
     except RuntimeError as exc:
         first_line = str(exc).strip().splitlines()[0]
         raise CheckpointError(f"{path}: weights do not match the config ({first_line})") from None
+    meta = payload.get("meta")
+    model.meta = meta if isinstance(meta, dict) else {}
     return model.to(target).eval()
 
 

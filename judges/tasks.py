@@ -1,4 +1,5 @@
-"""Thin Celery tasks for filter runs and judge evaluations: take ids, call a service.
+"""Thin Celery tasks for filter runs, judge evaluations and reward-model trainings: take ids,
+call a service.
 ``acks_late`` plus the unique verdict and judgement keys make every task safe to run again
 after a crash; a task that raises marks its run or evaluation failed (``on_failure``), so
 neither hangs in "running"; Celery beat resumes runs whose queued work was lost
@@ -9,7 +10,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown
 
-from judges.services import evaluations, runs
+from judges.services import evaluations, runs, training
 
 
 class _RecordsFailure(Task):
@@ -44,6 +45,17 @@ class JudgeEvaluationTask(_RecordsFailure):
 
     def record_failure(self, pk: int, error: str) -> None:
         evaluations.judge_evaluation_fail(evaluation_id=pk, error=error)
+
+
+class TrainingRunTask(_RecordsFailure):
+    """As a filter run's: a worker lost mid-training gives the job back, and the claim lets it
+    start again only once the run has gone ARBITER_STALLED_AFTER_S without progress."""
+
+    abstract = True
+    id_kwarg = "run_id"
+
+    def record_failure(self, pk: int, error: str) -> None:
+        training.training_run_fail(run_id=pk, error=error)
 
 
 @shared_task(base=FilterRunTask, name="judges.filter_run_start")
@@ -83,3 +95,8 @@ def judge_evaluation_batch(evaluation_id: int, items: list, attempt: int = 1) ->
 def judge_evaluations_resume_stalled() -> None:
     """Celery beat's sweep (``CELERY_BEAT_SCHEDULE``): resumes evaluations with no progress."""
     evaluations.judge_evaluations_resume_stalled()
+
+
+@shared_task(base=TrainingRunTask, name="judges.training_run_execute")
+def training_run_execute(run_id: int) -> None:
+    training.training_run_execute(run_id=run_id)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import views
+from judges import training_views, views
 
 app_name = "judges"
 urlpatterns: list = [
@@ -12,4 +12,10 @@ urlpatterns: list = [
     path("p/<slug:slug>/runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("p/<slug:slug>/runs/<int:run_id>/resume/", views.run_resume, name="run-resume"),
     path("p/<slug:slug>/leaderboard/", views.leaderboard_page, name="leaderboard"),
+    path("p/<slug:slug>/reward-models/", training_views.training_list, name="training"),
+    path(
+        "p/<slug:slug>/reward-models/<int:run_id>/",
+        training_views.training_detail,
+        name="training-run",
+    ),
 ]

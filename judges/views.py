@@ -20,7 +20,7 @@ from annotation.models import PairStatus, Release, Role
 from annotation.views.pairs import PairSelectionForm, form_error_text
 from config.errors import status_for
 from judges.access import get_run_for_user
-from judges.forms import EvaluationForm, FilterRunForm
+from judges.forms import EvaluationForm, FilterRunForm, add_service_errors
 from judges.leaderboard import accuracy_chart, position_chart, task_chart
 from judges.models import JudgeEvaluation
 from judges.selectors import filter_run_report, leaderboard
@@ -104,8 +104,7 @@ def _submit(request, form, start: Callable[[], _T]) -> tuple[_T | None, int]:
     try:
         return start(), 200
     except ValidationError as exc:
-        for field, errors in exc.message_dict.items():
-            form.add_error(field if field in form.fields else None, errors)
+        add_service_errors(form, exc)
         return None, 200
     except BrokerUnavailable as exc:
         messages.error(request, str(exc))

@@ -19,7 +19,7 @@ from judges.backends.base import (
 
 if TYPE_CHECKING:
     from judges.reward_model import RewardModel
-from judges.images import ImageStats, MediaUnavailable, image_stats, media_path, media_rows
+from judges.images import ImageStats, image_stats_cached
 
 DEFAULT_TIE_MARGIN = 0.05
 
@@ -63,11 +63,15 @@ class RewardModelBackend(JudgeBackend):
             prompt_text = content_text(item.prompt)
             pair = []
             for response in (item.first, item.second):
-                key = json.dumps([prompt_text, response], sort_keys=True)
+                key = json.dumps([prompt_text, item.criterion, response], sort_keys=True)
                 if key not in keys:
                     keys[key] = len(inputs)
                     images = tuple(self._image_stats[sha] for sha in content_images(response))
-                    inputs.append(ScoringInput(prompt_text, content_text(response), images))
+                    inputs.append(
+                        ScoringInput(
+                            prompt_text, content_text(response), images, criterion=item.criterion
+                        )
+                    )
                 pair.append(keys[key])
             item_keys.append(pair)
         batch_size = max(1, self.judge.batch_size)
@@ -98,19 +102,13 @@ class RewardModelBackend(JudgeBackend):
         )
 
     def _load_image_stats(self, items: list[JudgeItem]) -> None:
-        wanted = {
+        hashes = (
             sha
             for item in items
             for response in (item.first, item.second)
             for sha in content_images(response)
-            if sha not in self._image_stats
-        }
-        rows = media_rows(wanted)
-        for sha in wanted:
-            try:
-                self._image_stats[sha] = image_stats(media_path(rows[sha])) if sha in rows else None
-            except MediaUnavailable:
-                self._image_stats[sha] = None
+        )
+        image_stats_cached(hashes, self._image_stats)
 
     def close(self) -> None:
         self._model = None

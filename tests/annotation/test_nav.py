@@ -29,6 +29,7 @@ ROLE_TABS = {
         ("Leaderboard", "judges:leaderboard"),
         ("Agreement", "agreement"),
         ("Releases", "releases"),
+        ("Reward models", "judges:training"),
     ],
     "carol": [
         ("Overview", "project-detail"),
@@ -39,6 +40,7 @@ ROLE_TABS = {
         ("Leaderboard", "judges:leaderboard"),
         ("Agreement", "agreement"),
         ("Releases", "releases"),
+        ("Reward models", "judges:training"),
         ("Settings", "project-settings"),
     ],
 }
@@ -71,9 +73,12 @@ def test_each_role_gets_exactly_the_tabs_it_may_use(request, client_for, project
 
 
 def test_curator_pages_all_carry_the_same_header_with_their_tab_current(client_for, carol, project):
-    from judges.models import FilterRun
+    from judges.models import FilterRun, TrainingRun
 
     run = FilterRun.objects.create(project=project, number=1)
+    training = TrainingRun.objects.create(
+        project=project, epochs=1, lr=0.01, batch_size=8, seed=0, patience=1, holdout=0.2
+    )
     pair = PairFactory(project=project, status="disputed")
     client = client_for(carol)
     pages = {
@@ -84,6 +89,8 @@ def test_curator_pages_all_carry_the_same_header_with_their_tab_current(client_f
         reverse("imports", args=[project.slug]): "Import",
         reverse("judges:runs", args=[project.slug]): "Filter runs",
         reverse("judges:run", args=[project.slug, run.pk]): "Filter runs",
+        reverse("judges:training", args=[project.slug]): "Reward models",
+        reverse("judges:training-run", args=[project.slug, training.pk]): "Reward models",
         reverse("project-settings", args=[project.slug]): "Settings",
     }
     headers = set()

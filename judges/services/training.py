@@ -1,0 +1,344 @@
+"""Reward-model training runs (docs/reward-models.md): create one (its options, source and
+judge name checked; the job enqueued on the ``judges_gpu`` queue once the transaction
+commits), execute it (claim, read the pairs, train, write the checkpoint and its metrics,
+register the judge), and record a failure. Only this module writes ``TrainingRun`` rows."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from annotation.broker import task_publish
+from annotation.models import Pair, PairStatus, Project, Release, Side
+from judges.models import Judge, TrainingRun
+from judges.reward_model import CheckpointError, checkpoint_path, save_checkpoint
+from judges.services.judges import judge_create
+from judges.services.runs import BrokerUnavailable
+from judges.training.data import (
+    TrainingData,
+    TrainingDataError,
+    consensus_pairs,
+    release_pairs,
+)
+from judges.training.trainer import (
+    EpochMetrics,
+    TrainingOptions,
+    TrainingResult,
+    options_errors,
+    train,
+)
+
+QUEUE = "judges_gpu"  # torch work goes where the GPU workers listen (docs/operations.md)
+CHECKPOINT_FILE = "model.pt"
+METRICS_FILE = "metrics.json"
+PROGRESS_EVERY_S = 1.0  # at most one progress write a second between epochs
+# Share of the progress bar the one-off MiniLM embedding of the texts takes.
+PREPARE_SHARE = 0.2
+JUDGE_NAME_MAX = 80  # Judge.name's max_length
+
+
+def default_out_dir(project: Project, run_id: int) -> Path:
+    return Path(settings.ARBITER_CHECKPOINT_ROOT) / "trained" / project.slug / f"run-{run_id}"
+
+
+def _options(run: TrainingRun) -> TrainingOptions:
+    return TrainingOptions(
+        features=run.features,
+        epochs=run.epochs,
+        lr=run.lr,
+        batch_size=run.batch_size,
+        seed=run.seed,
+        patience=run.patience,
+        device=run.device,
+        holdout=run.holdout,
+    )
+
+
+def training_release(project: Project, version: str) -> Release:
+    """The project's release ``version``, built or published; ``ValidationError`` on
+    ``source`` otherwise."""
+    release = Release.objects.filter(project=project, version=version).first()
+    if release is None:
+        raise ValidationError({"source": f"{project.slug} has no release {version}."})
+    if release.status not in (Release.Status.BUILT, Release.Status.PUBLISHED):
+        raise ValidationError(
+            {
+                "source": f"Release {release} is {release.status}: only a built or published "
+                "release has files to train on."
+            }
+        )
+    return release
+
+
+def check_training(
+    *,
+    project: Project,
+    options: TrainingOptions,
+    register_name: str = "",
+    release: Release | None = None,
+    out_dir: str = "",
+) -> None:
+    """Raises ``ValidationError`` naming each field that stops this training from starting."""
+    errors: dict[str, str] = dict(options_errors(options))
+    if options.features == "minilm" and "features" not in errors:
+        from judges.minilm import MiniLMUnavailable, weights_version
+
+        try:
+            weights_version()
+        except MiniLMUnavailable as exc:
+            errors["features"] = str(exc)
+    if release is not None:
+        if release.project_id != project.pk:
+            errors["source"] = f"Release {release} is not of {project.slug}."
+    elif not Pair.objects.filter(
+        project=project,
+        status=PairStatus.CONSENSUS,
+        is_gold=False,
+        consensus_label__in=[Side.A, Side.B],
+    ).exists():
+        errors["source"] = (
+            f"{project.slug} has no consensus pair with a side (A or B) yet; ties and "
+            "undecided pairs are not training pairs."
+        )
+    if register_name:
+        if Judge.objects.filter(name=register_name).exists():
+            errors["register"] = f"A judge named {register_name!r} exists already."
+        else:
+            try:
+                validate_slug(register_name)
+            except ValidationError:
+                errors["register"] = (
+                    "A judge name is a slug: letters, digits, hyphens and underscores."
+                )
+            if len(register_name) > JUDGE_NAME_MAX:
+                errors["register"] = "A judge name has at most 80 characters."
+        if out_dir and "register" not in errors:
+            try:
+                checkpoint_path(out_dir)
+            except CheckpointError as exc:
+                errors["out"] = f"To register it as a judge, {exc}."
+    if errors:
+        raise ValidationError(errors)
+
+
+def training_run_create(
+    *,
+    project: Project,
+    options: TrainingOptions,
+    register_name: str = "",
+    release: Release | None = None,
+    out_dir: str = "",
+    created_by=None,
+    enqueue: bool = True,
+) -> TrainingRun:
+    """Checks the training (``check_training``) and records it, pending. With ``enqueue``
+    the job goes to the ``judges_gpu`` queue once the transaction commits; when the broker
+    cannot take it, the run is failed and BrokerUnavailable says so. Without it the caller
+    runs ``training_run_execute`` itself (the command line does)."""
+    check_training(
+        project=project,
+        options=options,
+        register_name=register_name,
+        release=release,
+        out_dir=out_dir,
+    )
+    run = TrainingRun.objects.create(
+        project=project,
+        created_by=created_by,
+        source=TrainingRun.Source.RELEASE if release else TrainingRun.Source.CONSENSUS,
+        release=release,
+        out_dir=out_dir,
+        register_name=register_name,
+        **options.as_dict(),
+    )
+    if enqueue:
+        transaction.on_commit(lambda: _publish_training(run))
+    return run
+
+
+def _publish_training(run: TrainingRun) -> None:
+    from judges import tasks
+
+    try:
+        task_publish(
+            tasks.training_run_execute,
+            error=BrokerUnavailable,
+            kwargs={"run_id": run.pk},
+            queue=QUEUE,
+        )
+    except BrokerUnavailable as exc:
+        training_run_fail(run_id=run.pk, error=f"{exc} The training did not start.")
+        raise BrokerUnavailable(
+            f"Training {run.pk} failed: {exc} Try again once the task queue is back."
+        ) from exc
+
+
+def _claim(run_id: int) -> bool:
+    """Moves the run to running: from pending, or from running when its worker has not
+    written progress for ARBITER_STALLED_AFTER_S (it died; the job was delivered again)."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+    claimable = Q(status=TrainingRun.Status.PENDING) | (
+        Q(status=TrainingRun.Status.RUNNING) & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at=None))
+    )
+    return (
+        TrainingRun.objects.filter(claimable, pk=run_id).update(
+            status=TrainingRun.Status.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            progress=0.0,
+            phase="reading pairs",
+            history=[],
+            error="",
+        )
+        == 1
+    )
+
+
+class _Progress:
+    """Writes a run's progress: each epoch's metrics at once, the bar at most once a second."""
+
+    def __init__(self, run: TrainingRun, report: Callable[[TrainingRun], None] | None):
+        self.run, self.report, self.last_write = run, report, 0.0
+
+    def write(self, *, force: bool = False, **fields) -> None:
+        for name, value in fields.items():
+            setattr(self.run, name, value)
+        now = time.monotonic()
+        if force or now - self.last_write >= PROGRESS_EVERY_S:
+            self.last_write = now
+            self.run.heartbeat_at = timezone.now()
+            TrainingRun.objects.filter(pk=self.run.pk).update(
+                heartbeat_at=self.run.heartbeat_at,
+                **{name: getattr(self.run, name) for name in ("progress", "phase", "history")},
+            )
+        if self.report is not None:
+            self.report(self.run)
+
+    def prepared(self, done: int, total: int) -> None:
+        self.write(progress=PREPARE_SHARE * done / max(1, total), phase="embedding texts")
+
+    def step(self, done: int, total: int) -> None:
+        start = PREPARE_SHARE if self.run.features == "minilm" else 0.0
+        self.write(progress=start + (1 - start) * done / total, phase="training")
+
+    def epoch(self, metrics: EpochMetrics) -> None:
+        self.write(history=[*self.run.history, asdict(metrics)], force=True)
+
+
+def training_data(run: TrainingRun) -> TrainingData:
+    """The pairs ``run`` learns from: its release's rows, or the project's consensus."""
+    if run.release is not None:
+        return release_pairs(run.release)
+    return consensus_pairs(run.project)
+
+
+def training_run_execute(
+    *, run_id: int, report: Callable[[TrainingRun], None] | None = None
+) -> TrainingRun | None:
+    """Trains the run's model, writes ``model.pt`` and ``metrics.json`` to its folder and
+    registers the judge when asked. Returns None when the run is gone or another worker has
+    it. A data problem fails the run with its message; ``report(run)`` sees each update."""
+    if not _claim(run_id):
+        return None
+    run = TrainingRun.objects.select_related("project", "release__project").get(pk=run_id)
+    progress = _Progress(run, report)
+    progress.write(force=True)
+    try:
+        data = training_data(run)
+        run.source_info = data.source
+        run.save(update_fields=["source_info"])
+        result = train(
+            data.pairs,
+            _options(run),
+            on_prepare=progress.prepared,
+            on_step=progress.step,
+            on_epoch=progress.epoch,
+        )
+    except (TrainingDataError, CheckpointError) as exc:
+        training_run_fail(run_id=run.pk, error=str(exc))
+        run.refresh_from_db()
+        return run
+    progress.write(progress=1.0, phase="saving", force=True)
+    out = Path(run.out_dir) if run.out_dir else default_out_dir(run.project, run.pk)
+    best = result.best
+    metrics = {
+        "best_epoch": result.best_epoch,
+        "heldout_accuracy": best.heldout_accuracy,
+        "heldout_loss": best.heldout_loss,
+        "train_pairs": result.train_pairs,
+        "heldout_pairs": result.heldout_pairs,
+        "stopped_early": result.stopped_early,
+        "history": run.history,
+    }
+    meta = {
+        "source": data.source,
+        "training_run": run.pk,
+        "options": _options(run).as_dict(),
+        "metrics": metrics,
+        "trained_at": timezone.now().isoformat(),
+    }
+    path = save_checkpoint(result.model, out / CHECKPOINT_FILE, config=result.config, meta=meta)
+    (out / METRICS_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    try:
+        _succeed(run, result, path)
+    except ValidationError as exc:  # the name was taken while it trained
+        training_run_fail(
+            run_id=run.pk,
+            error=f"Saved {path}, but the judge was not registered: {' '.join(exc.messages)}",
+        )
+        run.refresh_from_db()
+    if report is not None:
+        report(run)
+    return run
+
+
+@transaction.atomic
+def _succeed(run: TrainingRun, result: TrainingResult, path: Path) -> None:
+    """Registers the judge (when asked) and records the run's results, in one transaction."""
+    if run.register_name:
+        run.judge = judge_create(
+            name=run.register_name,
+            kind=Judge.Kind.REWARD_MODEL,
+            checkpoint=str(path),
+            device=run.device,
+            projects=[run.project],
+        )
+    run.status = TrainingRun.Status.SUCCEEDED
+    run.phase = ""
+    run.checkpoint = str(path)
+    run.best_epoch = result.best_epoch
+    run.heldout_accuracy = result.best.heldout_accuracy
+    run.train_pairs, run.heldout_pairs = result.train_pairs, result.heldout_pairs
+    run.finished_at = timezone.now()
+    run.save(
+        update_fields=[
+            "status",
+            "phase",
+            "checkpoint",
+            "judge",
+            "best_epoch",
+            "heldout_accuracy",
+            "train_pairs",
+            "heldout_pairs",
+            "finished_at",
+        ]
+    )
+
+
+def training_run_fail(*, run_id: int, error: str) -> None:
+    """Marks an unfinished run failed with ``error`` (a task's final failure comes here)."""
+    TrainingRun.objects.filter(pk=run_id).exclude(status=TrainingRun.Status.SUCCEEDED).update(
+        status=TrainingRun.Status.FAILED, error=error, phase="", finished_at=timezone.now()
+    )

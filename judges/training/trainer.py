@@ -1,0 +1,225 @@
+"""Fitting the reward model to preference pairs with the Bradley-Terry loss
+``-log sigmoid(r_chosen - r_rejected)``.
+
+The pairs are split by prompt (no prompt on both sides), the model with the best held-out
+accuracy is kept (of equal accuracies, the lower held-out loss), and training stops after
+``patience`` epochs without a better one. A seed
+fixes everything random (initial weights, the split, the batch order), and training runs with
+torch's deterministic algorithms on one CPU thread, so one seed gives bit-identical weights.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from judges.reward_model import RewardModel, resolve_device, validate_config
+from judges.training.data import PreferencePair, TrainingDataError
+
+FEATURE_KINDS = ("hashed", "minilm")
+DEVICES = ("cpu", "cuda")
+EVAL_BATCH = 512
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    features: str = "hashed"
+    epochs: int = 20
+    lr: float = 3e-3
+    batch_size: int = 64
+    seed: int = 0
+    patience: int = 3
+    device: str = "cpu"
+    holdout: float = 0.2  # share of the prompts held out
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# The range of each numeric option, inclusive; the form, the API and the command use these.
+LIMITS: dict[str, tuple[float, float]] = {
+    "epochs": (1, 500),
+    "lr": (1e-6, 1.0),
+    "batch_size": (1, 4096),
+    "seed": (0, 2**31 - 1),
+    "patience": (1, 100),
+    "holdout": (0.05, 0.5),
+}
+
+
+def options_errors(options: TrainingOptions) -> dict[str, str]:
+    """What is wrong with ``options``, by field; empty when they are fine."""
+    errors = {}
+    if options.features not in FEATURE_KINDS:
+        errors["features"] = f"Choose one of {', '.join(FEATURE_KINDS)}."
+    if options.device not in DEVICES:
+        errors["device"] = f"Choose one of {', '.join(DEVICES)}."
+    for name, (low, high) in LIMITS.items():
+        value = getattr(options, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            errors[name] = f"{name} must be a number from {low:g} to {high:g}."
+        elif not low <= value <= high:
+            errors[name] = f"{name} must be from {low:g} to {high:g}, not {value:g}."
+    return errors
+
+
+@dataclass(frozen=True)
+class EpochMetrics:
+    epoch: int
+    train_loss: float
+    heldout_loss: float
+    heldout_accuracy: float
+
+
+@dataclass
+class TrainingResult:
+    model: RewardModel
+    config: dict
+    history: list[EpochMetrics]
+    best_epoch: int
+    train_pairs: int
+    heldout_pairs: int
+    stopped_early: bool
+    heldout_keys: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> EpochMetrics:
+        return self.history[self.best_epoch - 1]
+
+
+def split_by_prompt(
+    pairs: list[PreferencePair], *, holdout: float, seed: int
+) -> tuple[list[PreferencePair], list[PreferencePair]]:
+    """(train, held out): a seeded ``holdout`` share of the prompts, at least one, goes to
+    the held-out side with all its pairs."""
+    groups = sorted({pair.group for pair in pairs})
+    if len(groups) < 2:
+        raise TrainingDataError(
+            f"{len(pairs)} pairs from {len(groups)} prompt(s): training needs pairs from at "
+            "least 2 prompts, so that some prompts can be held out"
+        )
+    order = np.random.default_rng(seed).permutation(len(groups))
+    n_held = min(len(groups) - 1, max(1, round(len(groups) * holdout)))
+    held = {groups[i] for i in order[:n_held]}
+    return (
+        [pair for pair in pairs if pair.group not in held],
+        [pair for pair in pairs if pair.group in held],
+    )
+
+
+@contextmanager
+def _deterministic(device: torch.device, seed: int) -> Iterator[None]:
+    """Deterministic algorithms, one CPU thread and a seeded generator of torch's own,
+    all put back afterwards."""
+    if device.type == "cuda":  # cuBLAS is deterministic only with a fixed workspace
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    threads = torch.get_num_threads()
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was_deterministic)
+        torch.set_num_threads(threads)
+
+
+def _losses(model: RewardModel, batch: list[PreferencePair]) -> torch.Tensor:
+    """The Bradley-Terry loss of each pair in ``batch``."""
+    inputs = [pair.chosen for pair in batch] + [pair.rejected for pair in batch]
+    rewards = model(*model.featurize(inputs))
+    margin = rewards[: len(batch)] - rewards[len(batch) :]
+    return -F.logsigmoid(margin)
+
+
+def evaluate(model: RewardModel, pairs: list[PreferencePair]) -> tuple[float, float]:
+    """(mean loss, accuracy) on ``pairs``; a pair counts as right when r_chosen > r_rejected."""
+    model.eval()
+    total_loss, right = 0.0, 0
+    with torch.inference_mode():
+        for start in range(0, len(pairs), EVAL_BATCH):
+            losses = _losses(model, pairs[start : start + EVAL_BATCH])
+            total_loss += float(losses.sum())
+            # loss < log 2 exactly when the margin is positive
+            right += int((losses < math.log(2)).sum())
+    return total_loss / len(pairs), right / len(pairs)
+
+
+def train(
+    pairs: list[PreferencePair],
+    options: TrainingOptions,
+    *,
+    model_config: dict | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+    on_epoch: Callable[[EpochMetrics], None] | None = None,
+    on_prepare: Callable[[int, int], None] | None = None,
+) -> TrainingResult:
+    """Trains a new reward model on ``pairs``. ``on_step(steps_done, steps_at_most)`` follows
+    the batches, ``on_epoch`` each epoch's metrics, ``on_prepare(done, total)`` the one-off
+    MiniLM embedding of every text."""
+    if errors := options_errors(options):
+        raise ValueError("; ".join(f"{k}: {v}" for k, v in errors.items()))
+    device = resolve_device(options.device)
+    config = validate_config(
+        {**(model_config or {}), "features": options.features, "criterion": True}
+    )
+    train_pairs, heldout = split_by_prompt(pairs, holdout=options.holdout, seed=options.seed)
+    batches = math.ceil(len(train_pairs) / options.batch_size)
+    steps_at_most, steps = batches * options.epochs, 0
+    history: list[EpochMetrics] = []
+    best: tuple[float, float] = (-1.0, 0.0)  # (accuracy, -loss): higher is better
+    best_epoch, best_state, stale = 0, {}, 0
+    with _deterministic(device, options.seed):
+        model = RewardModel(config).to(device)
+        model.prepare(
+            [p for pair in pairs for p in (pair.chosen, pair.rejected)], progress=on_prepare
+        )
+        optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
+        order_rng = np.random.default_rng(options.seed)
+        for epoch in range(1, options.epochs + 1):
+            model.train()
+            total = 0.0
+            order = order_rng.permutation(len(train_pairs))
+            for start in range(0, len(order), options.batch_size):
+                batch = [train_pairs[i] for i in order[start : start + options.batch_size]]
+                loss = _losses(model, batch).mean()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                total += float(loss.detach()) * len(batch)
+                steps += 1
+                if on_step is not None:
+                    on_step(steps, steps_at_most)
+            heldout_loss, accuracy = evaluate(model, heldout)
+            metrics = EpochMetrics(epoch, total / len(train_pairs), heldout_loss, accuracy)
+            history.append(metrics)
+            if on_epoch is not None:
+                on_epoch(metrics)
+            if (accuracy, -heldout_loss) > best:
+                best, best_epoch, stale = (accuracy, -heldout_loss), epoch, 0
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            else:
+                stale += 1
+                if stale >= options.patience:
+                    break
+        model.load_state_dict(best_state)
+    model.eval()
+    return TrainingResult(
+        model=model,
+        config=config,
+        history=history,
+        best_epoch=best_epoch,
+        train_pairs=len(train_pairs),
+        heldout_pairs=len(heldout),
+        stopped_early=len(history) < options.epochs,
+        heldout_keys=[pair.key for pair in heldout],
+    )

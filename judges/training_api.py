@@ -1,0 +1,128 @@
+"""Reward-model trainings over the REST API (docs/api.md): researchers and curators start
+one from the project's consensus and read its progress and per-epoch metrics."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from annotation.access import STAFF_ROLES, get_project_for_user
+from judges.access import get_training_run_for_user
+from judges.api import BROKER_DOWN_RESPONSE
+from judges.models import TrainingRun
+from judges.services.training import training_release, training_run_create
+from judges.training.trainer import DEVICES, FEATURE_KINDS, LIMITS, TrainingOptions
+
+_DEFAULTS = TrainingOptions()
+
+
+def _ranged(name: str) -> dict:
+    low, high = LIMITS[name]
+    return {"default": getattr(_DEFAULTS, name), "min_value": low, "max_value": high}
+
+
+class EpochSerializer(serializers.Serializer):
+    epoch = serializers.IntegerField()
+    train_loss = serializers.FloatField()
+    heldout_loss = serializers.FloatField()
+    heldout_accuracy = serializers.FloatField()
+
+
+class TrainingRunSerializer(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.get_username", default=None)
+    judge = serializers.CharField(source="judge.name", default=None)
+    release = serializers.CharField(source="release.version", default=None)
+    history = EpochSerializer(many=True)
+
+    class Meta:
+        model = TrainingRun
+        fields = [
+            "id",
+            "status",
+            "progress",
+            "phase",
+            "source",
+            "release",
+            "source_info",
+            "features",
+            "epochs",
+            "lr",
+            "batch_size",
+            "seed",
+            "patience",
+            "holdout",
+            "device",
+            "register_name",
+            "history",
+            "best_epoch",
+            "heldout_accuracy",
+            "train_pairs",
+            "heldout_pairs",
+            "checkpoint",
+            "judge",
+            "error",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class TrainingRunListApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        release = serializers.RegexField(
+            r"^\d+\.\d+\.\d+$",
+            required=False,
+            default="",
+            allow_blank=True,
+            help_text="X.Y.Z: train on this built release's rows; the consensus by default.",
+        )
+        features = serializers.ChoiceField(choices=FEATURE_KINDS, default=_DEFAULTS.features)
+        epochs = serializers.IntegerField(**_ranged("epochs"))
+        lr = serializers.FloatField(**_ranged("lr"))
+        batch_size = serializers.IntegerField(**_ranged("batch_size"))
+        seed = serializers.IntegerField(**_ranged("seed"))
+        patience = serializers.IntegerField(**_ranged("patience"))
+        holdout = serializers.FloatField(**_ranged("holdout"))
+        device = serializers.ChoiceField(choices=DEVICES, default=_DEFAULTS.device)
+        register = serializers.SlugField(
+            required=False,
+            default="",
+            allow_blank=True,
+            max_length=80,
+            help_text="Register the trained model as a reward_model judge of this name.",
+        )
+
+    @extend_schema(responses=TrainingRunSerializer(many=True))
+    def get(self, request, slug: str):
+        project, _ = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
+        runs = project.training_runs.select_related("judge", "created_by")
+        return ApiResponse(TrainingRunSerializer(runs, many=True).data)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: TrainingRunSerializer, 503: BROKER_DOWN_RESPONSE},
+    )
+    def post(self, request, slug: str):
+        project, _ = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = dict(data.validated_data)
+        register, version = fields.pop("register"), fields.pop("release")
+        run = training_run_create(
+            project=project,
+            options=TrainingOptions(**fields),
+            register_name=register,
+            release=training_release(project, version) if version else None,
+            created_by=request.user,
+        )
+        return ApiResponse(TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class TrainingRunDetailApi(APIView):
+    @extend_schema(responses=TrainingRunSerializer)
+    def get(self, request, slug: str, run_id: int):
+        run, _ = get_training_run_for_user(request.user, slug, run_id)
+        return ApiResponse(TrainingRunSerializer(run).data)
