@@ -82,14 +82,14 @@ def load(*, slug: str, pairs: int, annotators: int, seed: int) -> int:
             "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
             "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
             "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
-            "consensus_label, dispute_reason, extra_slots, created_at, updated_at"
+            "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words"
         )
         with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({pair_columns}) FROM STDIN") as copy:
             for n in range(pairs):
                 copy.write_row(
                     (project.pk, f"bench-{n}", prompt.pk, sides[0].pk, sides[1].pk, "",
                      TASKS[n % len(TASKS)], "{}", PairStatus.ANNOTATING, 0, 3, 3, 0, False,
-                     False, "", "", "", "{}", "", "", 0, now, now)
+                     False, "", "", "", "{}", "", "", 0, now, now, "")
                 )  # fmt: skip
         cursor.execute(
             f"SELECT id FROM {Pair._meta.db_table} WHERE project_id = %s ORDER BY id", [project.pk]

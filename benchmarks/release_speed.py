@@ -140,7 +140,7 @@ def load(*, kind: str, slug: str, pairs: int, seed: int) -> None:
             "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
             "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
             "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
-            "consensus_label, dispute_reason, extra_slots, created_at, updated_at"
+            "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words"
         )
         with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({pair_columns}) FROM STDIN") as copy:
             for n in range(pairs):
@@ -149,7 +149,7 @@ def load(*, kind: str, slug: str, pairs: int, seed: int) -> None:
                 copy.write_row(
                     (project.pk, f"bench-{n:07d}", prompt_ids[n], response_ids[n][0],
                      response_ids[n][1], "", TASKS[n % len(TASKS)], "{}", PairStatus.CONSENSUS, 0,
-                     3, 3, 0, False, False, "", "", "", "{}", label, "", 0, now, now)
+                     3, 3, 0, False, False, "", "", "", "{}", label, "", 0, now, now, "")
                 )  # fmt: skip
         cursor.execute(
             f"SELECT id FROM {Pair._meta.db_table} WHERE project_id = %s ORDER BY external_id",
