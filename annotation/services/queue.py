@@ -112,12 +112,14 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
             cursor = 0
         gold_first = random.random() < project.gold_rate
         take = {"project": project, "annotator": annotator, "cursor": cursor, "now": now}
-        pair_id = _take_slot(is_gold=gold_first, **take)
+        pair_id, gold = _take_slot(is_gold=gold_first, **take), gold_first
         if pair_id is None:
-            pair_id = _take_slot(is_gold=not gold_first, **take)
+            pair_id, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
         if pair_id is None:
             return None
-        if claim_key(pair_id) != cursor:  # on to another block: once a block, not a claim
+        # On to another block: written once a block, not once a claim. A gold pair (every
+        # annotator answers each one) never moves the block everyone works through.
+        if not gold and claim_key(pair_id) != cursor:
             Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
         held = Assignment.objects.create(
             pair_id=pair_id,

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from annotation.models import (
     CLAIM_BLOCK_PAIRS,
+    GOLD_TARGET_VOTES,
     Assignment,
     Pair,
     PairRestriction,
@@ -168,6 +169,26 @@ def test_the_cursor_moves_once_a_block_and_the_walk_wraps_round(project, alice):
     straggler = PairFactory(project=project, id=first[0].pk + 1, status=PairStatus.QUEUED)
     assert claim_and_vote(project, alice).pk == order[1]
     assert claim_and_vote(project, alice).pk == straggler.pk
+
+
+def test_a_gold_pair_never_moves_the_block_everyone_works_through(project, alice):
+    first, _ = pairs_in_blocks(project, 3, 3)
+    claim_and_vote(project, alice)
+    # A gold pair in a block of its own, served between two pairs of the first block.
+    gold = PairFactory(
+        project=project,
+        id=(FIRST_TEST_BLOCK + 5) * CLAIM_BLOCK_PAIRS,
+        status=PairStatus.QUEUED,
+        is_gold=True,
+        gold_label="A",
+        target_votes=GOLD_TARGET_VOTES,
+    )
+    project.gold_rate = 1.0
+    project.save(update_fields=["gold_rate"])
+    assert claim_and_vote(project, alice).pk == gold.pk
+    membership = alice.memberships.get(project=project)
+    assert membership.claim_cursor == claim_key(first[0].pk)
+    assert claim_and_vote(project, alice).pk in {p.pk for p in first}
 
 
 def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bob):
