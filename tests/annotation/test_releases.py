@@ -95,11 +95,16 @@ def test_parquet_and_jsonl_hold_the_same_rows_and_pyarrow_and_pandas_read_them(f
         assert len(frame) == release.statistics["splits"][split]
 
 
-def test_datasets_loads_the_folder_with_the_card_and_the_parquet_files(filled, dave):
+def test_datasets_loads_the_folder_with_the_card_and_the_parquet_files(filled, dave, tmp_path):
     datasets = pytest.importorskip("datasets")
     release = built_release(filled, dave, splits="train=0.5,test=0.5")
-    from_card = datasets.load_dataset(str(release.folder))
-    from_parquet = datasets.load_dataset("parquet", data_dir=str(release.folder / "data"))
+    # A cache of this test's own: the shared one is keyed by path, size and time, and pytest
+    # reuses its temporary paths, so an earlier run's rows could come back.
+    cache = str(tmp_path / "datasets-cache")
+    from_card = datasets.load_dataset(str(release.folder), cache_dir=cache)
+    from_parquet = datasets.load_dataset(
+        "parquet", data_dir=str(release.folder / "data"), cache_dir=cache
+    )
     assert set(from_card) == set(release.statistics["splits"])
     card_features = datasets.Features.from_arrow_schema(
         pq.read_schema(release.folder / "data" / "train.parquet")
