@@ -184,6 +184,19 @@ def measure(slug: str) -> dict:
     }
 
 
+def measure_in_child(script: str, *args: str) -> dict:
+    """Runs ``script --measure ARGS`` in a fresh process (so its peak RSS is its own) and
+    returns the JSON object its last line printed."""
+    child = subprocess.run(
+        [sys.executable, script, "--measure", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
 def spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.2f}, min {min(values):.2f}, max {max(values):.2f}"
 
@@ -215,13 +228,7 @@ def main() -> None:
     try:
         results = []
         for run in range(args.runs):
-            child = subprocess.run(
-                [sys.executable, __file__, "--measure", slug],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            result = json.loads(child.stdout.strip().splitlines()[-1])
+            result = measure_in_child(__file__, slug)
             results.append(result)
             print(
                 f"run {run + 1}: report {result['build_s']:.2f} s, peak RSS "

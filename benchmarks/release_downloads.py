@@ -17,14 +17,10 @@ import json
 import os
 import resource
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from agreement_speed import spread
-from release_speed import delete, load, setup_django
+from agreement_speed import measure_in_child, spread
+from release_speed import delete, load, scratch_roots, setup_django
 
 CHANGED_EVERY = 100  # 1% of the pairs are relabelled in 1.1.0, 1% dropped
 SPLITS = "train=0.8,test=0.2"
@@ -128,9 +124,7 @@ def main() -> None:
         setup_django()
         print(json.dumps(measure(*args.measure)))
         return
-    scratch = Path(tempfile.mkdtemp(prefix="release-downloads-bench-"))
-    os.environ["ARBITER_MEDIA_ROOT"] = str(scratch / "media")
-    os.environ["ARBITER_RELEASE_ROOT"] = str(scratch / "releases")
+    scratch = scratch_roots("release-downloads-bench-")
     setup_django()
     from django.core.management import call_command
 
@@ -144,14 +138,7 @@ def main() -> None:
         for what in ("archive", "csv", "diff"):
             results = []
             for _ in range(args.runs):
-                child = subprocess.run(
-                    [sys.executable, __file__, "--measure", slug, what],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                    env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-                )
-                results.append(json.loads(child.stdout.strip().splitlines()[-1]))
+                results.append(measure_in_child(__file__, slug, what))
             growth = [r["peak_rss_mb"] - r["rss_before_mb"] for r in results]
             print(
                 f"{what}: {results[0]['bytes'] / 1e6:.1f} MB; seconds "

@@ -30,14 +30,12 @@ import os
 import random
 import resource
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from agreement_speed import delete as delete_project
-from agreement_speed import setup_django, spread
+from agreement_speed import measure_in_child, setup_django, spread
 
 TARGETS = {"text": (10.0, 500.0), "images": (20.0, None)}
 DEFAULT_PAIRS = {"text": 100_000, "images": 10_000}
@@ -225,6 +223,15 @@ def measure(slug: str, version: str) -> dict:
     }
 
 
+def scratch_roots(prefix: str) -> Path:
+    """A temporary folder for the media and releases of a benchmark's throw-away projects,
+    set as their roots before Django starts."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["ARBITER_MEDIA_ROOT"] = str(scratch / "media")
+    os.environ["ARBITER_RELEASE_ROOT"] = str(scratch / "releases")
+    return scratch
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=sorted(TARGETS), help="one data set")
@@ -241,9 +248,7 @@ def main() -> None:
         setup_django()
         print(json.dumps(measure(*args.measure)))
         return
-    scratch = Path(tempfile.mkdtemp(prefix="release-bench-"))
-    os.environ["ARBITER_MEDIA_ROOT"] = str(scratch / "media")
-    os.environ["ARBITER_RELEASE_ROOT"] = str(scratch / "releases")
+    scratch = scratch_roots("release-bench-")
     setup_django()
     from django.core.management import call_command
 
@@ -257,13 +262,7 @@ def main() -> None:
         try:
             results = []
             for run in range(args.runs):
-                child = subprocess.run(
-                    [sys.executable, __file__, "--measure", slug, f"1.0.{run}"],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                )
-                result = json.loads(child.stdout.strip().splitlines()[-1])
+                result = measure_in_child(__file__, slug, f"1.0.{run}")
                 results.append(result)
                 print(
                     f"  run {run + 1}: build {result['build_s']:.2f} s, peak RSS "

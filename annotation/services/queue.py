@@ -162,10 +162,9 @@ def _take_slot(*, project: Project, annotator, is_gold: bool, cursor: int, now) 
         connection.ops.adapt_datetimefield_value(now),
         *next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
     ]
-    name = "arbiter_take_slot" if postgres else ""
     with connection.cursor() as db:
         for attempt in range(LOCKED_RETRIES + 1):
-            execute_prepared(db, name, take, params)
+            execute_prepared(db, "arbiter_take_slot", take, params)
             row = db.fetchone()
             if row is not None:
                 return row[0]
