@@ -911,11 +911,17 @@ def heatmap(
     value_header: str = "Cohen's kappa",
     missing_note: str = f"fewer than {MIN_SHARED_PAIRS_FOR_KAPPA} shared pairs, or undefined",
     chart_id: str | None = None,
+    value_range: tuple[float, float] = (-1.0, 1.0),
+    subject: str = "annotator",
 ) -> Chart:
-    """A square matrix of values in -1..1 (Cohen's kappa between raters) on a diverging scale
-    with its legend; missing cells are hatched. Cells shrink and labels thin out as raters
-    grow in number."""
+    """A square matrix of values in ``value_range`` (Cohen's kappa between raters in -1..1, a
+    win rate between models in 0..1) on a diverging scale with its legend, the range's middle
+    white; missing cells are hatched. Cells shrink and labels thin out as ``subject``s (the
+    rows and columns) grow in number."""
     chart_id = _chart_id(chart_id, title)
+    low_end, high_end = value_range
+    if not low_end < high_end:
+        raise ValueError(f"value_range: {value_range} is empty")
     count = len(labels)
     if len(matrix) != count:
         raise ValueError(f"matrix: {len(matrix)} rows for {count} labels")
@@ -923,7 +929,12 @@ def heatmap(
         if len(row) != count:
             raise ValueError(f"matrix: row {index} has {len(row)} values for {count} labels")
     values = [[_finite(value) for value in row] for row in matrix]
-    header = ("annotator", "other", value_header)
+    # Colours are picked on -1..1: each value is placed there by the range.
+    placed = [
+        [None if v is None else 2 * (v - low_end) / (high_end - low_end) - 1 for v in row]
+        for row in values
+    ]
+    header = (subject, "other", value_header)
     rows = tuple(
         (labels[i], labels[j], values[i][j]) for i in range(count) for j in range(count) if i != j
     )
@@ -950,9 +961,11 @@ def heatmap(
         _tag("rect", x=left, y=top, width=side, height=side, fill=f"url(#{hatch})"),
     ]
     if titled:
-        cells = _titled_cells(labels, values, left, top, cell, hatch, value_header, missing_note)
+        cells = _titled_cells(
+            labels, values, placed, left, top, cell, hatch, value_header, missing_note
+        )
     else:
-        cells = _painted_cells(values, left, top, cell)
+        cells = _painted_cells(placed, left, top, cell)
     body.append(_tag("g", *cells, class_="chart-cells"))
     for index, label in enumerate(labels[::every]):
         middle = (index * every + 0.5) * cell
@@ -972,13 +985,15 @@ def heatmap(
         body.append(_label(label, label_width, font_size, x=0, y=0, transform=turned, **common))
 
     legend_top = top + side + 20
-    body.extend(_heatmap_legend(left, legend_top, gradient, hatch, missing_note))
+    body.extend(_heatmap_legend(left, legend_top, gradient, hatch, missing_note, value_range))
+    middle = (low_end + high_end) / 2
     desc = (
-        f"{_clean(value_header)} between {count} annotators, from -1 (red) through 0 (white) "
-        f"to 1 (blue); {missing} of {count * count} cells {NOT_AVAILABLE} ({_clean(missing_note)})"
+        f"{_clean(value_header)} between {count} {subject}s, from {_round_text(low_end)} (red) "
+        f"through {_round_text(middle)} (white) to {_round_text(high_end)} (blue); {missing} of "
+        f"{count * count} cells {NOT_AVAILABLE} ({_clean(missing_note)})"
     )
     if not titled:
-        desc += f"; above {HEATMAP_TITLED_MAX} annotators cells have no tooltip, the table has them"
+        desc += f"; above {HEATMAP_TITLED_MAX} {subject}s cells have no tooltip, the table has them"
     return Chart(
         svg=_svg(chart_id, title, desc + ".", legend_top + 36, *body), header=header, rows=rows
     )
@@ -987,6 +1002,7 @@ def heatmap(
 def _titled_cells(
     labels: Sequence[str],
     values: list[list[float | None]],
+    placed: list[list[float | None]],
     left: float,
     top: float,
     cell: float,
@@ -994,7 +1010,8 @@ def _titled_cells(
     value_header: str,
     missing_note: str,
 ) -> list[SafeString]:
-    """A rect per cell with its tooltip, missing cells hatched."""
+    """A rect per cell with its tooltip, missing cells hatched; ``placed`` holds each value
+    moved to -1..1 for its colour."""
     cells = []
     for i, row in enumerate(values):
         for j, value in enumerate(row):
@@ -1003,7 +1020,8 @@ def _titled_cells(
                 _fmt(value) if value is not None else f"{NOT_AVAILABLE} ({_clean(missing_note)})"
             )
             tip = _tag("title", _text(words))
-            cells.append(_heatmap_cell(tip, value, left + j * cell, top + i * cell, cell, hatch))
+            at = (left + j * cell, top + i * cell)
+            cells.append(_heatmap_cell(tip, value, placed[i][j], *at, cell, hatch))
     return cells
 
 
@@ -1023,14 +1041,21 @@ def _painted_cells(
 
 
 def _heatmap_cell(
-    tip: SafeString, value: float | None, x: float, y: float, cell: float, hatch: str
+    tip: SafeString,
+    value: float | None,
+    placed: float | None,
+    x: float,
+    y: float,
+    cell: float,
+    hatch: str,
 ) -> SafeString:
-    """One cell: its colour (hatched when missing), its value printed when it is large enough."""
-    fill = f"url(#{hatch})" if value is None else _diverging(value)
+    """One cell: its colour (hatched when missing) from its value ``placed`` on -1..1, its
+    value printed when the cell is large enough."""
+    fill = f"url(#{hatch})" if placed is None else _diverging(placed)
     grid = {"stroke": "#ffffff", "stroke_width": 0.5} if cell >= HEATMAP_GRID_CELL_MIN else {}
     shapes = [tip, _tag("rect", x=x, y=y, width=cell, height=cell, fill=fill, **grid)]
     if cell >= HEATMAP_VALUE_CELL_MIN:
-        ink = "#ffffff" if value is not None and abs(value) > DARK_CELL else TEXT_COLOR
+        ink = "#ffffff" if placed is not None and abs(placed) > DARK_CELL else TEXT_COLOR
         shapes.append(
             _tag(
                 "text",
@@ -1047,14 +1072,21 @@ def _heatmap_cell(
 
 
 def _heatmap_legend(
-    left: float, top: float, gradient: str, hatch: str, missing_note: str
+    left: float,
+    top: float,
+    gradient: str,
+    hatch: str,
+    missing_note: str,
+    value_range: tuple[float, float],
 ) -> list[SafeString]:
-    """The colour scale from -1 to 1 with its ticks, and the hatch that marks n/a."""
+    """The colour scale over ``value_range`` with its ticks, and the hatch that marks n/a."""
+    low_end, high_end = value_range
     shapes = [_swatch(left, top, f"url(#{gradient})", width=LEGEND_BAR_WIDTH, height=10)]
     for at, _ in DIVERGING:
         tick = left + (at + 1) / 2 * LEGEND_BAR_WIDTH
+        value = low_end + (at + 1) / 2 * (high_end - low_end)
         shapes.append(_tag("line", x1=tick, x2=tick, y1=top + 10, y2=top + 14, stroke=AXIS_COLOR))
-        shapes.append(_small(_round_text(at), x=tick, y=top + 25, text_anchor="middle"))
+        shapes.append(_small(_round_text(value), x=tick, y=top + 25, text_anchor="middle"))
     note = left + LEGEND_BAR_WIDTH + 24
     shapes.append(_swatch(note, top - 1, f"url(#{hatch})"))
     shapes.append(

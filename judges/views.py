@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.leaderboard.page import model_board_context
 from annotation.models import PairStatus, Release, Role
 from annotation.views.pairs import PairSelectionForm, form_error_text
 from config.errors import status_for
@@ -235,5 +236,6 @@ def leaderboard_page(request, slug: str):
         if board
         else [],
         "task_charts": [(evaluation, task_chart(evaluation)) for evaluation in board],
+        **model_board_context(project, request.GET),
     }
     return render(request, "judges/leaderboard.html", context, status=status)

@@ -3,7 +3,15 @@ from __future__ import annotations
 from django.urls import path
 
 from annotation import url_converters  # noqa: F401 - registers <version:...>
-from annotation.api import adjudication, agreement, imports, projects, queue, releases
+from annotation.api import (
+    adjudication,
+    agreement,
+    imports,
+    leaderboard,
+    projects,
+    queue,
+    releases,
+)
 
 urlpatterns = [
     path("projects/", projects.ProjectListApi.as_view(), name="api-projects"),
@@ -26,6 +34,16 @@ urlpatterns = [
         name="api-import",
     ),
     path("projects/<slug:slug>/agreement/", agreement.AgreementApi.as_view(), name="api-agreement"),
+    path(
+        "projects/<slug:slug>/model-leaderboard/",
+        leaderboard.ModelLeaderboardApi.as_view(),
+        name="api-model-leaderboard",
+    ),
+    path(
+        "projects/<slug:slug>/model-leaderboard/csv/",
+        leaderboard.ModelLeaderboardCsvApi.as_view(),
+        name="api-model-leaderboard-csv",
+    ),
     path("projects/<slug:slug>/releases/", releases.ReleaseListApi.as_view(), name="api-releases"),
     path(
         "projects/<slug:slug>/releases/<version:version>/",

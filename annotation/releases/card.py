@@ -19,6 +19,7 @@ from annotation.agreement import (
     krippendorff_alpha,
     pairwise_agreement,
 )
+from annotation.leaderboard.release import models_section, release_models
 from annotation.models import Project
 from annotation.releases.formats import ReleasePair
 from annotation.releases.read import JSONL_DIR
@@ -38,6 +39,8 @@ class Statistics:
     by_task: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     labels: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     sources: Counter[str] = field(default_factory=Counter)
+    # (model of A, model of B, label) of the pairs between two different named models
+    comparisons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     _units: list[int] = field(default_factory=list)
     _raters: list[int] = field(default_factory=list)
     _values: list[int] = field(default_factory=list)
@@ -47,6 +50,9 @@ class Statistics:
         self.by_task[pair.task][split] += 1
         self.labels[split][pair.label] += 1
         self.sources[pair.source] += 1
+        models = (pair.response_a.model_name, pair.response_b.model_name)
+        if all(models) and models[0] != models[1]:
+            self.comparisons[(*models, pair.label)] += 1
         self._units.extend([pair.pk] * len(pair.votes))
         self._raters.extend(pair.raters)
         self._values.extend(pair.votes)
@@ -99,6 +105,7 @@ class Statistics:
             "ensemble_removed": ensemble_removed,
             "scale": self.scale,
             **self.agreement(),
+            "models": release_models(self.comparisons),
         }
 
 
@@ -263,6 +270,7 @@ def render_card(
         ),
         f"- pairwise agreement (MMRB2): {_figure(statistics['pairwise_agreement'])}",
         "",
+        *models_section(statistics["models"]),
         "## Selection",
         "",
         "```json",
