@@ -25,7 +25,7 @@ BOOTSTRAP_SEED = 0
 CONFIDENCE = 0.95
 
 _MAX_ITERATIONS = 100
-_TOLERANCE = 1e-10
+_TOLERANCE = 1e-8  # log-odds: a millionth of a point on the Elo scale
 # Newton steps are clipped to this many log-odds units: far from the optimum (an almost
 # undefeated model) a full step can overshoot; near it the clip never binds.
 _MAX_STEP = 4.0
@@ -81,15 +81,22 @@ class Outcomes:
 
 
 def fit_strengths(
-    wins: np.ndarray, ties: np.ndarray, *, prior: float = PRIOR_PRECISION
+    wins: np.ndarray,
+    ties: np.ndarray,
+    *,
+    prior: float = PRIOR_PRECISION,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
     """The log-odds strengths (mean 0) maximising the Bradley-Terry likelihood with a tie as
     half a win each, plus ``-prior/2 * |theta|^2``. ``wins`` and ``ties`` may carry leading
-    batch dimensions (..., K, K): each matrix is fitted on its own, by Newton's method."""
+    batch dimensions (..., K, K): each matrix is fitted on its own, by Newton's method from
+    ``start`` (mean 0; zeros by default)."""
     scored = np.asarray(wins, dtype=np.float64) + 0.5 * np.asarray(ties, dtype=np.float64)
     met = scored + np.swapaxes(scored, -1, -2)
     count = scored.shape[-1]
     theta = np.zeros(scored.shape[:-1])
+    if start is not None:
+        theta = theta + start
     won = scored.sum(axis=-1)
     # H - 1 1^T: the Hessian's rows sum to -prior, so its constant direction is singular
     # when prior is 0; the added term makes it invertible without changing a step taken
@@ -102,9 +109,9 @@ def fit_strengths(
         hessian = curvature - np.eye(count) * (curvature.sum(axis=-1) + prior)[..., None]
         step = np.linalg.solve(hessian - ones, gradient[..., None])[..., 0]
         largest = np.abs(step).max(axis=-1, keepdims=True)
-        step = step * np.minimum(1.0, _MAX_STEP / np.maximum(largest, _TOLERANCE))
+        step = step * np.minimum(1.0, _MAX_STEP / np.maximum(largest, _MAX_STEP))
         theta = theta - step
-        if largest.max() < 1e-9:
+        if largest.max() < _TOLERANCE:
             break
     return theta - theta.mean(axis=-1, keepdims=True)
 
@@ -132,12 +139,18 @@ class Ranked:
 
 
 def bootstrap_strengths(
-    outcomes: Outcomes, *, rounds: int, seed: int, prior: float = PRIOR_PRECISION
+    outcomes: Outcomes,
+    *,
+    rounds: int,
+    seed: int,
+    prior: float = PRIOR_PRECISION,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
     """Strengths refitted on ``rounds`` resamples of the comparisons with replacement
     (Arena's bootstrap): shape (rounds, K), NaN for a model no resampled comparison holds.
     A resample of the comparisons is a multinomial draw over the cells (model pair, outcome)
-    with their observed shares, so it is drawn as counts, never as a million rows."""
+    with their observed shares, so it is drawn as counts, never as a million rows. ``start``:
+    the strengths fitted on all comparisons, where each refit begins."""
     count = len(outcomes.models)
     upper_i, upper_j = np.triu_indices(count, k=1)
     cells = np.concatenate(
@@ -156,9 +169,13 @@ def bootstrap_strengths(
     wins[:, upper_j, upper_i] = drawn[:, pairs : 2 * pairs]
     ties[:, upper_i, upper_j] = drawn[:, 2 * pairs :]
     ties[:, upper_j, upper_i] = drawn[:, 2 * pairs :]
-    theta = fit_strengths(wins, ties, prior=prior)
+    theta = fit_strengths(wins, ties, prior=prior, start=start)
     present = (wins.sum(axis=-1) + wins.sum(axis=-2) + ties.sum(axis=-1)) > 0
     return np.where(present, theta, np.nan)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
 
 
 def rank_models(
@@ -172,13 +189,17 @@ def rank_models(
     its counts of wins, losses and ties."""
     if not outcomes.models:
         return []
-    scores = to_elo(fit_strengths(outcomes.wins, outcomes.ties, prior=prior))
-    low = high = [None] * len(outcomes.models)
+    theta = fit_strengths(outcomes.wins, outcomes.ties, prior=prior)
+    scores = to_elo(theta)
+    low: list[float | None] = [None] * len(outcomes.models)
+    high: list[float | None] = [None] * len(outcomes.models)
     if rounds > 0 and outcomes.comparisons > 0:
-        resampled = to_elo(bootstrap_strengths(outcomes, rounds=rounds, seed=seed, prior=prior))
+        resampled = to_elo(
+            bootstrap_strengths(outcomes, rounds=rounds, seed=seed, prior=prior, start=theta)
+        )
         tail = 100 * (1 - CONFIDENCE) / 2
         bounds = np.nanpercentile(resampled, [tail, 100 - tail], axis=0)
-        low, high = [float(v) for v in bounds[0]], [float(v) for v in bounds[1]]
+        low, high = [_finite(v) for v in bounds[0]], [_finite(v) for v in bounds[1]]
     wins = outcomes.wins.sum(axis=1)
     losses = outcomes.wins.sum(axis=0)
     ties = outcomes.ties.sum(axis=1)

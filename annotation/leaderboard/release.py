@@ -60,9 +60,9 @@ def models_section(models: list[dict[str, Any]]) -> list[str]:
         "| # | Model | Score | 95% interval | Wins | Losses | Ties | Pairs |",
         "|---|---|---|---|---|---|---|---|",
         *(
-            f"| {place} | {_escaped(row['model'])} | {_cell(row['score'])} | {_cell(row['low'])} to "
-            f"{_cell(row['high'])} | {row['wins']} | {row['losses']} | {row['ties']} | "
-            f"{row['pairs']} |"
+            f"| {place} | {_escaped(row['model'])} | {_cell(row['score'])} | "
+            f"{_cell(row['low'])} to {_cell(row['high'])} | {row['wins']} | {row['losses']} | "
+            f"{row['ties']} | {row['pairs']} |"
             for place, row in enumerate(models, start=1)
         ),
         "",
