@@ -21,7 +21,13 @@ from django.utils import timezone
 
 from annotation.broker import task_publish
 from annotation.errors import Conflict, InvalidInput, Unavailable
-from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
+from annotation.models import (
+    RELEASE_VERSION_PART_DIGITS,
+    RELEASE_VERSION_PART_MAX,
+    RELEASE_VERSION_PATTERN,
+    Project,
+    Release,
+)
 from annotation.releases import read
 from annotation.releases.selection import Selection, check_selection
 
@@ -37,12 +43,34 @@ ReleaseProgress = Callable[[int, int, str], None]
 
 
 def check_version(version: str) -> str:
-    version = (version or "").strip()
+    """The version as stored, or InvalidInput: the form, the API and the command line all
+    come here (the model's constraint and the path converter hold the same rule)."""
+    version = (version or "").strip() if isinstance(version, str) else ""
     if not _VERSION.match(version):
         raise InvalidInput(
-            f"version: must be X.Y.Z, three whole numbers without leading zeros (got {version!r})."
+            "version: must be X.Y.Z, three whole numbers without leading zeros of at most "
+            f"{RELEASE_VERSION_PART_DIGITS} digits each (got {version[:40]!r})."
         )
     return version
+
+
+def release_version_next(*, project: Project) -> str:
+    """The version a new release of ``project`` is offered: the latest one's next minor (the
+    next major once the minor is at its largest), 1.0.0 for the first; "" when no valid
+    version is left above the latest."""
+    versions = [
+        tuple(int(part) for part in version.split("."))
+        for version in Release.objects.filter(project=project).values_list("version", flat=True)
+        if _VERSION.match(version)
+    ]
+    if not versions:
+        return "1.0.0"
+    major, minor, _ = max(versions)
+    if minor < RELEASE_VERSION_PART_MAX:
+        return f"{major}.{minor + 1}.0"
+    if major < RELEASE_VERSION_PART_MAX:
+        return f"{major + 1}.0.0"
+    return ""
 
 
 def release_create(
