@@ -29,7 +29,8 @@ from annotation.models import (
     Release,
 )
 from annotation.releases import read
-from annotation.releases.selection import Selection, check_selection
+from annotation.releases.rows import selection_is_empty
+from annotation.releases.selection import Selection, check_selection, describe_selection
 
 Status = Release.Status
 # From where a build may start: never a published release, never one already building.
@@ -73,14 +74,27 @@ def release_version_next(*, project: Project) -> str:
     return ""
 
 
+def check_selection_not_empty(*, project: Project, selection: Selection) -> None:
+    """InvalidInput naming the sources and filters when ``selection`` takes no pair of
+    ``project``: a release of 0 rows is a mistake (nothing decided yet, a filter too tight),
+    never a dataset."""
+    if selection_is_empty(project, selection):
+        raise InvalidInput(
+            f"selection: no pair of {project.slug} matches it ({describe_selection(selection)})"
+            "; decide pairs first or widen the filters."
+        )
+
+
 def release_create(
     *, project: Project, version: str, selection: Selection | Mapping[str, Any] | None, user
 ) -> Release:
     """A draft release of ``project`` with this version and selection (validated; InvalidInput
-    names the field). Conflict when the project has that version already. The caller checked
-    that ``user`` may make releases of the project (curators and researchers)."""
+    names the field, or the filters when the selection takes no pair). Conflict when the
+    project has that version already. The caller checked that ``user`` may make releases of
+    the project (curators and researchers)."""
     version = check_version(version)
     chosen = check_selection(selection)
+    check_selection_not_empty(project=project, selection=chosen)
     try:
         with transaction.atomic():
             return Release.objects.create(
@@ -100,12 +114,17 @@ def release_create(
 def release_build_start(*, release: Release) -> Release:
     """Queues the build of a draft, built or failed release as a Celery task; the release
     page polls ``status``, ``stage``, ``rows_done``/``rows_total`` (``percent``). Conflict
-    when it is published or building. When the task broker cannot take it the release goes
+    when it is published or building; InvalidInput when its selection takes no pair now. When
+    the task broker cannot take it the release goes
     back to its status with the reason in ``error``: outside a transaction Unavailable is
     raised; inside one the task is sent once it commits, and a failure then is logged."""
     from annotation.tasks import release_build_run  # the task module imports this one
 
     previous = release.status
+    if previous in BUILDABLE:
+        check_selection_not_empty(
+            project=release.project, selection=check_selection(release.selection)
+        )
     moved = Release.objects.filter(pk=release.pk, status__in=BUILDABLE).update(
         status=Status.QUEUED, stage="queued", error="", rows_done=0, progress_at=timezone.now()
     )

@@ -23,7 +23,7 @@ from django.views.decorators.http import (
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import STAFF_ROLES, get_project_for_user, get_release_for_user
-from annotation.errors import Conflict, DomainError, Unavailable
+from annotation.errors import Conflict, DomainError, InvalidInput, Unavailable
 from annotation.markdown import render_markdown
 from annotation.models import RELEASE_VERSION_PART_DIGITS, Project, Release
 from annotation.release_diff import releases_compare
@@ -176,7 +176,7 @@ def _start_build(request, release: Release) -> None:
             f"Release {release.version} is saved as a draft, but its build could not be "
             f"queued: {exc} Build it from this page when the queue is back.",
         )
-    except Conflict as exc:
+    except (Conflict, InvalidInput) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Release {release.version} is being built.")

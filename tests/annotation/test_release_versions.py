@@ -17,7 +17,7 @@ from django.urls import reverse
 from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
 from annotation.services.releases import release_create
 from annotation.url_converters import ReleaseVersionConverter
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import MembershipFactory, PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -71,6 +71,7 @@ def test_the_largest_version_has_pages_and_the_form_offers_the_next_major(
     client_for, project, dave
 ):
     client = client_for(dave)
+    PairFactory(project=project, status="consensus", consensus_label="A")
     release_create(project=project, version="3.999999999.0", selection={}, user=dave)
     body = client.get(reverse("release-create", args=["demo"])).content.decode()
     assert 'value="4.0.0"' in body
