@@ -181,8 +181,8 @@ def _loading(multimodal: bool, configs: dict[str, dict[str, list[int]]]) -> list
         "from trl.data_utils import maybe_apply_chat_template",
         "",
         'pairs = load_dataset("<this folder>")  # or ("parquet", data_dir="<this folder>/data")',
-        'row = maybe_apply_chat_template(pairs["' + _first_split(configs, DEFAULT_CONFIG) + '"][0]'
-        ", tokenizer)  # prompt, chosen, rejected as text",
+        f'example = pairs["{_first_split(configs, DEFAULT_CONFIG)}"][0]',
+        "text = maybe_apply_chat_template(example, tokenizer)  # prompt, chosen, rejected as text",
         "```",
         "",
     ]
@@ -196,7 +196,7 @@ def _loading(multimodal: bool, configs: dict[str, dict[str, list[int]]]) -> list
             "```python",
             "from trl.data_utils import prepare_multimodal_messages",
             "",
-            'chosen = prepare_multimodal_messages(row["chosen"], row["chosen_images"])',
+            'chosen = prepare_multimodal_messages(example["chosen"], example["chosen_images"])',
             "```",
             "",
         ]
@@ -231,7 +231,7 @@ TIES_DIR_NOTE = "ties/<split>.parquet"
 
 
 def _first_split(configs: dict[str, dict[str, list[int]]], config: str) -> str:
-    return next(iter(configs.get(config) or {"test": None}))
+    return next(iter(configs.get(config) or ["test"]))
 
 
 # ---- The card ----
