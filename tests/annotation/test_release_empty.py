@@ -69,7 +69,7 @@ def test_the_command_line_refuses_it(project):
     assert not Release.objects.exists()
 
 
-def test_building_a_draft_whose_pairs_are_gone_is_refused(client_for, project, dave):
+def test_building_a_draft_whose_pairs_are_gone_is_refused(client_for, api_for, project, dave):
     pair = PairFactory(project=project, status="consensus", consensus_label="A")
     release = release_create(project=project, version="1.0.0", selection={}, user=dave)
     Pair.objects.filter(pk=pair.pk).update(status="disputed")
@@ -78,5 +78,7 @@ def test_building_a_draft_whose_pairs_are_gone_is_refused(client_for, project, d
     response = client_for(dave).post(reverse("release-build", args=["demo", "1.0.0"]), follow=True)
     assert response.status_code == 200
     assert "no pair of demo matches it" in response.content.decode()
+    answer = api_for(dave).post("/api/v1/projects/demo/releases/1.0.0/build/")
+    assert answer.status_code == 400 and "no pair of demo" in str(answer.json())
     release.refresh_from_db()
     assert release.status == Release.Status.DRAFT
