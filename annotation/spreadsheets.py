@@ -1,9 +1,10 @@
 """CSV downloads for spreadsheets, with formula injection neutralised (OWASP "CSV Injection").
 
-A text cell a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, a
-tab or a carriage return) gets a leading apostrophe, so it shows as text; numbers stay numbers,
-a negative one included. ``csv_response`` builds a small file in memory (a chart's numbers);
-``csv_stream_response`` writes a large one row by row (a release's pairs).
+A text cell a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@`` or
+their full-width forms, a tab or a carriage return, after any leading whitespace: spreadsheets
+skip the spaces before a formula) gets a leading apostrophe, so it shows as text; numbers stay
+numbers, a negative one included. ``csv_response`` builds a small file in memory (a chart's
+numbers); ``csv_stream_response`` writes a large one row by row (a release's pairs).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from django.http import HttpResponse, StreamingHttpResponse
 
-CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 CSV_FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -26,7 +27,9 @@ def csv_cell(cell: object) -> object:
     if isinstance(cell, numbers.Number):
         return cell
     text = str(cell)
-    return "'" + text if text.startswith(CSV_FORMULA_PREFIXES) else text
+    if text.startswith(CSV_FORMULA_PREFIXES) or text.lstrip().startswith(CSV_FORMULA_PREFIXES):
+        return "'" + text
+    return text
 
 
 class _Line:

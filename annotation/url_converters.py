@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from django.urls import register_converter
 
+from annotation.models import RELEASE_VERSION_REGEX
+
 
 class ReleaseVersionConverter:
     """A release version in a path, ``X.Y.Z``: a path that is not one never reaches a view
-    (and ``new`` stays a page of its own). The model's pattern refuses leading zeros."""
+    (and ``new`` stays a page of its own). The model's own rule, so every stored version has
+    a URL (``reverse`` never fails on one)."""
 
-    regex = r"[0-9]{1,9}\.[0-9]{1,9}\.[0-9]{1,9}"
+    regex = RELEASE_VERSION_REGEX
 
     def to_python(self, value: str) -> str:
         return value

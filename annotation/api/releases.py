@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from annotation.access import STAFF_ROLES, get_project_for_user, get_release_for_user
 from annotation.errors import NotFound, Unavailable
-from annotation.models import Release
+from annotation.models import RELEASE_VERSION_PART_DIGITS, Release
 from annotation.release_diff import releases_compare
 from annotation.release_downloads import (
     release_archive_response,
@@ -196,7 +196,12 @@ def _download_responses(media_type: str) -> dict:
 
 class ReleaseListApi(_ReleaseApi):
     class InputSerializer(serializers.Serializer):
-        version = serializers.CharField(help_text="X.Y.Z, unique in the project.")
+        # Checked by the service's check_version, the one rule of a valid version.
+        version = serializers.CharField(
+            max_length=32,
+            help_text=f"X.Y.Z, unique in the project; each part at most "
+            f"{RELEASE_VERSION_PART_DIGITS} digits, no leading zeros.",
+        )
         selection = SelectionSerializer(required=False)
 
     @extend_schema(responses=ReleaseSerializer(many=True), summary="The project's releases")

@@ -20,10 +20,10 @@ from annotation.models import Media, PairStatus, ProjectMedia, Release
 from annotation.releases import rows as release_rows
 from annotation.releases.archive import ArchiveParts, manifest_bytes
 from annotation.releases.card import Statistics, render_card
-from annotation.releases.formats import IMAGES_DIR, ReleasePair, mmrb2_record, trl_row
+from annotation.releases.formats import IMAGES_DIR, ReleasePair, mmrb2_record, table_rows
 from annotation.releases.read import MANIFEST
 from annotation.releases.selection import Selection, check_selection
-from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, row_schema
+from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, release_tables
 
 Report = Callable[[int, int, str], None]
 """``report(rows_done, rows_total, stage)``."""
@@ -69,6 +69,10 @@ class _Images:
         if missing := wanted - set(self.files):
             raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
 
+    def source(self, path: str) -> Path:
+        """Where the bytes of ``images/<name>`` are (the data files embed them)."""
+        return self._sources[path.removeprefix(f"{IMAGES_DIR}/")]
+
     def write(self, open_file: Callable[[str], HashingFile]) -> dict[str, FileEntry]:
         entries = {}
         for name in sorted(self._sources):
@@ -104,7 +108,7 @@ def write_release(
     included)."""
     project = release.project
     multimodal = ProjectMedia.objects.filter(project=project).exists()
-    schema = row_schema(multimodal)
+    tables = release_tables(multimodal)
     total = release_rows.pairs_total(project, selection)
     report(0, total, "reading")
     statistics = Statistics(scale=project.scale)
@@ -116,9 +120,9 @@ def write_release(
             images.add_media([pair for _, pair in chunk])
         for split, pair in chunk:
             if split not in writers:
-                writers[split] = SplitFiles(open_file, split, schema)
+                writers[split] = SplitFiles(open_file, split, tables, images.source)
             writers[split].add(
-                trl_row(pair, files=images.files, multimodal=multimodal),
+                table_rows(pair, files=images.files, multimodal=multimodal),
                 mmrb2_record(pair, files=images.files),
             )
             statistics.add(pair, split)
@@ -134,7 +138,14 @@ def write_release(
     split_order = [name for name in selection.split_names if name in writers]
     figures = statistics.as_json(
         split_order=split_order,
-        split_bytes={name: writers[name].arrow_bytes for name in split_order},
+        configs={
+            config: {
+                name: [writers[name].rows_of(config), writers[name].bytes_of(config)]
+                for name in split_order
+                if writers[name].rows_of(config)
+            }
+            for config in tables
+        },
         images=len(images.files),
         ensemble_removed=_ensemble_removed(release, selection),
     )
@@ -142,7 +153,7 @@ def write_release(
         project=project,
         selection=selection,
         statistics=figures,
-        schema=schema,
+        tables=tables,
         multimodal=multimodal,
     )
     entries["README.md"] = _write(open_file("README.md"), card.encode())

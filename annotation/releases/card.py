@@ -21,10 +21,15 @@ from annotation.agreement import (
 )
 from annotation.leaderboard.release import models_section, release_models
 from annotation.models import Project
-from annotation.releases.formats import ReleasePair
+from annotation.releases.formats import (
+    DEFAULT_CONFIG,
+    IMAGE_PREFERENCE_CONFIG,
+    TIES_CONFIG,
+    ReleasePair,
+)
 from annotation.releases.read import JSONL_DIR
 from annotation.releases.selection import Selection
-from annotation.releases.writer import DATA_DIR, MMRB2_DIR
+from annotation.releases.writer import IMAGE_TYPE, MMRB2_DIR, Table
 
 LICENSE = "other"
 TAGS = ("preference", "reward-modeling", "human-feedback", "arbiter")
@@ -87,14 +92,15 @@ class Statistics:
         self,
         *,
         split_order: list[str],
-        split_bytes: dict[str, int],
+        configs: dict[str, dict[str, list[int]]],
         images: int,
         ensemble_removed: int,
     ) -> dict[str, Any]:
         return {
             "pairs": sum(self.splits.values()),
             "splits": {name: self.splits[name] for name in split_order},
-            "split_bytes": split_bytes,
+            # per config ("default", "ties", "image_preference"): split -> [rows, bytes]
+            "configs": configs,
             "by_task": {
                 task: {name: counts[name] for name in split_order if counts[name]}
                 for task, counts in sorted(self.by_task.items())
@@ -118,10 +124,15 @@ def _yaml_string(text: str) -> str:
 
 
 def _feature_lines(name: str, kind: pa.DataType, indent: int) -> list[str]:
-    """``datasets``' YAML for one feature (the form ``Features._to_yaml_list`` writes)."""
+    """``datasets``' YAML for one feature (the form ``Features._to_yaml_list`` writes); an
+    image struct is ``datasets.Image``."""
     pad, inner = " " * indent, " " * (indent + 2)
     lines = [f"{pad}- name: {name}"]
+    if kind == IMAGE_TYPE:
+        return [*lines, f"{inner}dtype: image"]
     is_list = pa.types.is_list(kind)
+    if is_list and kind.value_type == IMAGE_TYPE:
+        return [*lines, f"{inner}list: image"]
     if is_list and not pa.types.is_struct(kind.value_type):
         return [*lines, f"{inner}list: {_dtype(kind.value_type)}"]
     if is_list or pa.types.is_struct(kind):
@@ -136,11 +147,98 @@ def _dtype(kind: pa.DataType) -> str:
     return {pa.string(): "string", pa.int64(): "int64", pa.float64(): "float64"}[kind]
 
 
-def features_yaml(schema: pa.Schema) -> list[str]:
-    lines = ["  features:"]
+def features_yaml(schema: pa.Schema, indent: int = 2) -> list[str]:
+    lines = [" " * indent + "features:"]
     for column in schema:
-        lines.extend(_feature_lines(column.name, column.type, 2))
+        lines.extend(_feature_lines(column.name, column.type, indent))
     return lines
+
+
+def _configs_yaml(tables: dict[str, Table], configs: dict[str, dict[str, list[int]]]) -> list[str]:
+    """``configs`` (each config's files per split) and ``dataset_info`` (each config's
+    features and splits) of the front matter; a config without rows is left out."""
+    present = [config for config in tables if configs.get(config)]
+    files = ["configs:"]
+    info = ["dataset_info:"]
+    for config in present:
+        table, splits = tables[config], configs[config]
+        files += [f"- config_name: {config}"]
+        if config == DEFAULT_CONFIG:
+            files += ["  default: true"]
+        files += ["  data_files:"]
+        for name in splits:
+            files += [f"  - split: {name}", f"    path: {table.parquet_dir}/{name}.parquet"]
+        info += [f"- config_name: {config}", *features_yaml(table.schema, 2)]
+        info += ["  splits:"]
+        for name, (rows, size) in splits.items():
+            info += [f"  - name: {name}", f"    num_bytes: {size}", f"    num_examples: {rows}"]
+    return files + info
+
+
+def _loading(multimodal: bool, configs: dict[str, dict[str, list[int]]]) -> list[str]:
+    """How to load each config with ``datasets`` and train on it with TRL."""
+    lines = [
+        "## Loading",
+        "",
+        "Preferences (A or B) are the default config, in TRL's conversational preference "
+        "format (`prompt`, `chosen`, `rejected`):",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "from trl.data_utils import maybe_apply_chat_template",
+        "",
+        'pairs = load_dataset("<this folder>")  # or ("parquet", data_dir="<this folder>/data")',
+        f'example = pairs["{_first_split(configs, DEFAULT_CONFIG)}"][0]',
+        "text = maybe_apply_chat_template(example, tokenizer)  # prompt, chosen, rejected as text",
+        "```",
+        "",
+    ]
+    if multimodal:
+        lines += [
+            "Images are `datasets.Image` features holding their bytes: `images` are the "
+            "prompt's, `chosen_images` and `rejected_images` each response's, in the order of "
+            'the `{"type": "image"}` placeholders of its content, so text and images keep '
+            "their order:",
+            "",
+            "```python",
+            "from trl.data_utils import prepare_multimodal_messages",
+            "",
+            'chosen = prepare_multimodal_messages(example["chosen"], example["chosen_images"])',
+            "```",
+            "",
+        ]
+    if configs.get(IMAGE_PREFERENCE_CONFIG):
+        lines += [
+            "Pairs whose two responses are each one image (text-to-image, editing) are also "
+            f"in the `{IMAGE_PREFERENCE_CONFIG}` config, in the layout image-preference "
+            "trainers read (Pick-a-Pic, Diffusion-DPO): `caption`, `input_images` (the "
+            "prompt's images, for editing), `jpg_0`, `jpg_1`, and `label_0` 1.0 when `jpg_0` "
+            "won, 0.0 when `jpg_1` did (`label_1` the other way); ties are never in it:",
+            "",
+            "```python",
+            "from datasets import Image",
+            "",
+            f'images = load_dataset("<this folder>", "{IMAGE_PREFERENCE_CONFIG}")',
+            '# Diffusion-DPO reads raw bytes: images.cast_column("jpg_0", Image(decode=False))',
+            "```",
+            "",
+        ]
+    lines += [
+        "Ties are never in the default config, where a trainer would take them for a "
+        f"preference: they are the `{TIES_CONFIG}` config (`{TIES_DIR_NOTE}`), with the two "
+        "responses as `response_a` and `response_b` (and `model_a`, `model_b`) and no "
+        "`chosen` or `rejected`"
+        + ("." if configs.get(TIES_CONFIG) else "; this release has none."),
+        "",
+    ]
+    return lines
+
+
+TIES_DIR_NOTE = "ties/<split>.parquet"
+
+
+def _first_split(configs: dict[str, dict[str, list[int]]], config: str) -> str:
+    return next(iter(configs.get(config) or ["test"]))
 
 
 # ---- The card ----
@@ -163,7 +261,7 @@ def render_card(
     project: Project,
     selection: Selection,
     statistics: dict[str, Any],
-    schema: pa.Schema,
+    tables: dict[str, Table],
     multimodal: bool,
 ) -> str:
     """README.md: YAML front matter (configs and splits, features, license, task categories),
@@ -179,26 +277,7 @@ def render_card(
         *(f"- {category}" for category in categories),
         "tags:",
         *(f"- {tag}" for tag in TAGS),
-        "configs:",
-        "- config_name: default",
-        "  data_files:",
-        *(
-            line
-            for name in splits
-            for line in (f"  - split: {name}", f"    path: {DATA_DIR}/{name}.parquet")
-        ),
-        "dataset_info:",
-        *features_yaml(schema),
-        "  splits:",
-        *(
-            line
-            for name in splits
-            for line in (
-                f"  - name: {name}",
-                f"    num_bytes: {statistics['split_bytes'][name]}",
-                f"    num_examples: {statistics['splits'][name]}",
-            )
-        ),
+        *_configs_yaml(tables, statistics["configs"]),
         "---",
     ]
     total = statistics["pairs"]
@@ -215,6 +294,7 @@ def render_card(
         f"`{MMRB2_DIR}/<split>.json` the same pairs in MMRB2's format, and `manifest.json` "
         "the sha256 of every file.",
         "",
+        *_loading(multimodal, statistics["configs"]),
         "## Pairs per task and split",
         "",
         "| Task | " + " | ".join(splits) + " | Total |",
@@ -243,8 +323,8 @@ def render_card(
             for name in splits
         ),
         "",
-        "`label` is in the imported order (A, B); `chosen` is the preferred response (A for "
-        "a tie).",
+        "`label` is in the imported order (A, B); `chosen` is the preferred response. Ties "
+        f"are in the `{TIES_CONFIG}` config, never in the preferences.",
         "",
         "## Sources",
         "",

@@ -12,6 +12,12 @@ import orjson
 from annotation.models import Side
 
 IMAGES_DIR = "images"
+# The release's configs (docs/releases.md, "Data files"): what ``datasets.load_dataset``
+# takes as ``name``. Preferences only in the default one; ties and the image-preference
+# layout in their own.
+DEFAULT_CONFIG = "default"
+TIES_CONFIG = "ties"
+IMAGE_PREFERENCE_CONFIG = "image_preference"
 
 
 @dataclass(slots=True)
@@ -67,9 +73,35 @@ def _message(
     return {"role": role, "content": content}, images
 
 
+def _provenance(pair: ReleasePair) -> dict[str, Any]:
+    return {
+        "task": pair.task,
+        "criterion": pair.criterion,
+    }
+
+
+def _ensemble(pair: ReleasePair) -> dict[str, Any]:
+    return {
+        "preferred_side": pair.label,
+        "votes": pair.votes,
+        "agreement": pair.agreement,
+        "source": pair.source,
+        "ensemble_label": pair.ensemble_label,
+        "ensemble_agreement": pair.ensemble_agreement,
+        "ensemble_summary": (
+            orjson.dumps(pair.ensemble_summary, option=orjson.OPT_SORT_KEYS).decode()
+            if pair.ensemble_summary
+            else ""
+        ),
+    }
+
+
 def trl_row(pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool) -> dict[str, Any]:
-    """The pair's row of ``data/<split>.{parquet,jsonl}``: chosen is A for a tie, the
-    imported order. ``files`` maps an image's media hash to its file name in the release."""
+    """The pair's row of ``data/<split>.{parquet,jsonl}``: a preference, A or B (ties have
+    rows of their own, ``tie_row``). ``files`` maps an image's media hash to its file name in
+    the release."""
+    if pair.label == Side.TIE:
+        raise ValueError(f"pair {pair.external_id} is a tie: it has no chosen response")
     chosen, rejected = (
         (pair.response_b, pair.response_a)
         if pair.label == Side.B
@@ -86,22 +118,82 @@ def trl_row(pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool) ->
         "images": images,
         "chosen_images": chosen_images,
         "rejected_images": rejected_images,
-        "task": pair.task,
-        "criterion": pair.criterion,
+        **_provenance(pair),
         "chosen_model": chosen.model_name,
         "rejected_model": rejected.model_name,
-        "label": pair.label,
-        "votes": pair.votes,
+        **_ensemble(pair),
+    }
+
+
+def tie_row(pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool) -> dict[str, Any]:
+    """A tie's row of ``ties/<split>.parquet``: the two responses as ``response_a`` and
+    ``response_b``, never ``chosen``/``rejected``, so no preference trainer reads a preference
+    nobody expressed."""
+    prompt, images = _message("user", pair.prompt, files, multimodal)
+    message_a, images_a = _message("assistant", pair.response_a.content, files, multimodal)
+    message_b, images_b = _message("assistant", pair.response_b.content, files, multimodal)
+    return {
+        "id": pair.external_id,
+        "prompt": [prompt],
+        "response_a": [message_a],
+        "response_b": [message_b],
+        "images": images,
+        "response_a_images": images_a,
+        "response_b_images": images_b,
+        **_provenance(pair),
+        "model_a": pair.response_a.model_name,
+        "model_b": pair.response_b.model_name,
+        **_ensemble(pair),
+    }
+
+
+def _only_image(parts: Sequence[Mapping]) -> Mapping | None:
+    """The response's one image when it is an image and nothing else (blank text aside)."""
+    images = [part for part in parts if part["type"] == "image"]
+    texts = [part for part in parts if part["type"] == "text" and part["text"].strip()]
+    return images[0] if len(images) == 1 and not texts else None
+
+
+def image_preference_row(pair: ReleasePair, *, files: Mapping[str, str]) -> dict[str, Any] | None:
+    """The pair's row of ``image_preference/<split>.parquet`` in the layout image-preference
+    trainers read (Pick-a-Pic, Diffusion-DPO): the caption, the two images, ``label_0`` 1.0
+    when the first won and 0.0 when the second did. None unless both responses are one image
+    and nothing else, and the label is A or B."""
+    image_a, image_b = _only_image(pair.response_a.content), _only_image(pair.response_b.content)
+    if image_a is None or image_b is None or pair.label not in (Side.A, Side.B):
+        return None
+    won_a = pair.label == Side.A
+    return {
+        "id": pair.external_id,
+        "caption": "\n\n".join(part["text"] for part in pair.prompt if part["type"] == "text"),
+        "input_images": [
+            image_path(files[part["media"]]) for part in pair.prompt if part["type"] == "image"
+        ],
+        "jpg_0": image_path(files[image_a["media"]]),
+        "jpg_1": image_path(files[image_b["media"]]),
+        "label_0": 1.0 if won_a else 0.0,
+        "label_1": 0.0 if won_a else 1.0,
+        **_provenance(pair),
+        "model_0": pair.response_a.model_name,
+        "model_1": pair.response_b.model_name,
         "agreement": pair.agreement,
         "source": pair.source,
-        "ensemble_label": pair.ensemble_label,
-        "ensemble_agreement": pair.ensemble_agreement,
-        "ensemble_summary": (
-            orjson.dumps(pair.ensemble_summary, option=orjson.OPT_SORT_KEYS).decode()
-            if pair.ensemble_summary
-            else ""
-        ),
     }
+
+
+def table_rows(
+    pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool
+) -> dict[str, dict[str, Any] | None]:
+    """The pair's row in each config: a preference or a tie, and, for image-output pairs of
+    a release with images, the image-preference row."""
+    tie = pair.label == Side.TIE
+    rows = {
+        DEFAULT_CONFIG: None if tie else trl_row(pair, files=files, multimodal=multimodal),
+        TIES_CONFIG: tie_row(pair, files=files, multimodal=multimodal) if tie else None,
+    }
+    if multimodal:
+        rows[IMAGE_PREFERENCE_CONFIG] = image_preference_row(pair, files=files)
+    return rows
 
 
 def _mmrb2_content(parts: Sequence[Mapping], files: Mapping[str, str]) -> list[list[str]]:

@@ -152,6 +152,16 @@ def pairs_total(project: Project, selection: Selection) -> int:
     return selected_pairs(project, selection).count()
 
 
+def selection_is_empty(project: Project, selection: Selection) -> bool:
+    """Whether the selection takes no pair at all: one EXISTS query, or, with a minimum
+    agreement (which needs each pair's votes), the pairs read until one passes."""
+    if not selected_pairs(project, selection).exists():
+        return True
+    if selection.min_agreement is None:
+        return False
+    return not any(pairs for _, pairs in release_pairs(project, selection))
+
+
 def release_pairs(
     project: Project, selection: Selection
 ) -> Iterator[tuple[int, list[tuple[str, ReleasePair]]]]:

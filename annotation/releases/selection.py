@@ -77,6 +77,30 @@ class Selection:
 _FIELDS = set(Selection.__dataclass_fields__)
 
 
+def describe_selection(selection: Selection) -> str:
+    """The selection's sources and filters in words, for a refusal that names them
+    ("consensus and adjudicated pairs, ties left out, tasks: t2i, ...")."""
+    sources = [
+        name
+        for name, included in (
+            ("consensus", selection.include_consensus),
+            ("adjudicated", selection.include_adjudicated),
+            ("ensemble-easy", selection.include_ensemble),
+        )
+        if included
+    ]
+    words = [" and ".join(sources) + " pairs", "ties in" if selection.include_ties else "no ties"]
+    if selection.tasks:
+        words.append("tasks: " + ", ".join(selection.tasks))
+    if selection.criteria:
+        words.append(
+            "criteria: " + ", ".join(repr(criterion[:40]) for criterion in selection.criteria[:5])
+        )
+    if selection.min_agreement is not None:
+        words.append(f"min_agreement: {selection.min_agreement:g}")
+    return "; ".join(words)
+
+
 def _bool(data: Mapping, name: str, default: bool) -> bool:
     value = data.get(name, default)
     if not isinstance(value, bool):

@@ -5,7 +5,7 @@ group (``SplitFiles``), so a release of any size is never held whole in memory."
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from annotation.releases.read import JSONL_DIR
+from annotation.releases.formats import DEFAULT_CONFIG, IMAGE_PREFERENCE_CONFIG, TIES_CONFIG
+from annotation.releases.read import JSONL_DIR, TIES_JSONL_DIR
 
 # Rows per Parquet row group (and per write of the text files): fixed, so the same rows give
 # the same bytes; large enough for Parquet's compression and column statistics to pay.
@@ -30,7 +31,7 @@ DICTIONARY_COLUMNS = (
     "criterion",
     "chosen_model",
     "rejected_model",
-    "label",
+    "preferred_side",
     "source",
     "ensemble_label",
 )
@@ -93,6 +94,74 @@ def _message_type(multimodal: bool) -> pa.DataType:
     return pa.struct([("role", pa.string()), ("content", pa.string())])
 
 
+# An image in Parquet as ``datasets.Image`` stores it: its bytes, and its path in the release.
+IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+IMAGE_LIST = "list"
+IMAGE_ONE = "one"
+# A row group of a table with images holds at most this many image bytes (and at most
+# ROW_GROUP_ROWS rows): a build holds one group, and readers fetch one at a time.
+IMAGE_ROW_GROUP_BYTES = 64 * 1024 * 1024
+TIES_DIR = TIES_CONFIG
+IMAGE_PREFERENCE_DIR = IMAGE_PREFERENCE_CONFIG
+
+_ENSEMBLE_COLUMNS = [
+    # Not "label": TRL reads a "label" beside prompt/chosen/rejected as another format and
+    # refuses the row (trl.data_utils.apply_chat_template).
+    ("preferred_side", pa.string()),
+    ("votes", pa.list_(pa.int64())),
+    ("agreement", pa.float64()),
+    ("source", pa.string()),
+    ("ensemble_label", pa.string()),
+    ("ensemble_agreement", pa.float64()),
+    ("ensemble_summary", pa.string()),
+]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One kind of row file: its columns as the JSON lines hold them (``json_schema``, images
+    as paths) and as Parquet holds them (``schema``, images as ``datasets.Image`` structs
+    with their bytes, the features named in the schema's ``huggingface`` metadata)."""
+
+    config: str
+    parquet_dir: str
+    jsonl_dir: str
+    json_schema: pa.Schema
+    images: dict[str, str]  # column -> IMAGE_LIST or IMAGE_ONE
+
+    @property
+    def schema(self) -> pa.Schema:
+        if not self.images:
+            return self.json_schema
+        fields = [
+            pa.field(
+                field.name,
+                {IMAGE_LIST: pa.list_(IMAGE_TYPE), IMAGE_ONE: IMAGE_TYPE}[self.images[field.name]],
+            )
+            if field.name in self.images
+            else field
+            for field in self.json_schema
+        ]
+        features = {
+            name: (
+                {"_type": "Sequence", "feature": {"_type": "Image"}}
+                if kind == IMAGE_LIST
+                else {"_type": "Image"}
+            )
+            for name, kind in self.images.items()
+        }
+        metadata = {b"huggingface": orjson.dumps({"info": {"features": features}})}
+        return pa.schema(fields, metadata=metadata)
+
+    @property
+    def dictionary_columns(self) -> list[str]:
+        return [name for name in DICTIONARY_COLUMNS if name in self.json_schema.names]
+
+
+def _images_of(multimodal: bool, columns: tuple[str, ...]) -> dict[str, str]:
+    return dict.fromkeys(columns, IMAGE_LIST) if multimodal else {}
+
+
 def row_schema(multimodal: bool) -> pa.Schema:
     """The data files' columns (docs/releases.md, "Data files"), in order."""
     messages = pa.list_(_message_type(multimodal))
@@ -110,55 +179,160 @@ def row_schema(multimodal: bool) -> pa.Schema:
             ("criterion", pa.string()),
             ("chosen_model", pa.string()),
             ("rejected_model", pa.string()),
-            ("label", pa.string()),
-            ("votes", pa.list_(pa.int64())),
-            ("agreement", pa.float64()),
-            ("source", pa.string()),
-            ("ensemble_label", pa.string()),
-            ("ensemble_agreement", pa.float64()),
-            ("ensemble_summary", pa.string()),
+            *_ENSEMBLE_COLUMNS,
         ]
     )
 
 
-class SplitFiles:
-    """One split's ``data/<split>.parquet``, ``jsonl/<split>.jsonl`` and ``mmrb2/<split>.json``,
-    opened on the split's first row. ``arrow_bytes``: the rows' size in memory (the card's
+def preference_table(multimodal: bool) -> Table:
+    return Table(
+        DEFAULT_CONFIG,
+        DATA_DIR,
+        JSONL_DIR,
+        row_schema(multimodal),
+        _images_of(multimodal, ("images", "chosen_images", "rejected_images")),
+    )
+
+
+def tie_table(multimodal: bool) -> Table:
+    """Ties: both responses by their imported side, no chosen or rejected."""
+    messages = pa.list_(_message_type(multimodal))
+    paths = pa.list_(pa.string())
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("prompt", messages),
+            ("response_a", messages),
+            ("response_b", messages),
+            ("images", paths),
+            ("response_a_images", paths),
+            ("response_b_images", paths),
+            ("task", pa.string()),
+            ("criterion", pa.string()),
+            ("model_a", pa.string()),
+            ("model_b", pa.string()),
+            *_ENSEMBLE_COLUMNS,
+        ]
+    )
+    return Table(
+        TIES_CONFIG,
+        TIES_DIR,
+        TIES_JSONL_DIR,
+        schema,
+        _images_of(multimodal, ("images", "response_a_images", "response_b_images")),
+    )
+
+
+def image_preference_table() -> Table:
+    """Image-output pairs as image-preference trainers read them (Pick-a-Pic's columns)."""
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("caption", pa.string()),
+            ("input_images", pa.list_(pa.string())),
+            ("jpg_0", pa.string()),
+            ("jpg_1", pa.string()),
+            ("label_0", pa.float64()),
+            ("label_1", pa.float64()),
+            ("task", pa.string()),
+            ("criterion", pa.string()),
+            ("model_0", pa.string()),
+            ("model_1", pa.string()),
+            ("agreement", pa.float64()),
+            ("source", pa.string()),
+        ]
+    )
+    images = {"input_images": IMAGE_LIST, "jpg_0": IMAGE_ONE, "jpg_1": IMAGE_ONE}
+    return Table(
+        IMAGE_PREFERENCE_CONFIG,
+        IMAGE_PREFERENCE_DIR,
+        f"{JSONL_DIR}/{IMAGE_PREFERENCE_DIR}",
+        schema,
+        images,
+    )
+
+
+ImageSource = Callable[[str], Path]
+"""The file holding the bytes of an image, by its path in the release (``images/<name>``)."""
+
+
+class TableFiles:
+    """One table's ``<parquet_dir>/<split>.parquet`` and ``<jsonl_dir>/<split>.jsonl``, written
+    row group by row group. ``arrow_bytes``: the rows' size in memory (the card's
     ``num_bytes``)."""
 
-    def __init__(self, open_file: Callable[[str], HashingFile], split: str, schema: pa.Schema):
+    def __init__(
+        self,
+        open_file: Callable[[str], HashingFile],
+        table: Table,
+        split: str,
+        image_source: ImageSource | None = None,
+    ):
+        self.table = table
         self.split = split
-        self.schema = schema
         self.rows = 0
         self.arrow_bytes = 0
-        self._parquet_file = open_file(f"{DATA_DIR}/{split}.parquet")
-        self._jsonl = open_file(f"{JSONL_DIR}/{split}.jsonl")
-        self._mmrb2 = open_file(f"{MMRB2_DIR}/{split}.json")
-        self._mmrb2.write(b'{"pairs": [\n')
+        self._image_source = image_source
+        self._schema = table.schema
+        self._parquet_path = f"{table.parquet_dir}/{split}.parquet"
+        self._jsonl_path = f"{table.jsonl_dir}/{split}.jsonl"
+        self._parquet_file = open_file(self._parquet_path)
+        self._jsonl = open_file(self._jsonl_path)
         self._parquet = pq.ParquetWriter(
             self._parquet_file,
-            schema,
+            self._schema,
             compression=PARQUET_COMPRESSION,
             compression_level=PARQUET_COMPRESSION_LEVEL,
-            use_dictionary=list(DICTIONARY_COLUMNS),
+            use_dictionary=table.dictionary_columns,
             store_schema=True,
         )
         # Rows are kept encoded until their row group is written, appended to one buffer:
         # each bytes object orjson returns holds a block of several KiB however short it is.
         self._lines = bytearray()
-        self._mmrb2_lines = bytearray()
         self._pending = 0
+        self._pending_image_bytes = 0
 
-    def add(self, row: dict[str, Any], mmrb2: dict[str, Any]) -> None:
+    def add(self, row: dict[str, Any]) -> None:
         self._lines += orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
-        if self.rows or self._pending:
-            self._mmrb2_lines += b",\n"
-        self._mmrb2_lines += orjson.dumps(mmrb2)
         self._pending += 1
-        if self._pending >= ROW_GROUP_ROWS:
-            self._flush()
+        for column, kind in self.table.images.items():
+            for path in row[column] if kind == IMAGE_LIST else [row[column]]:
+                self._pending_image_bytes += self._source(path).stat().st_size
+        if self._pending >= ROW_GROUP_ROWS or self._pending_image_bytes >= IMAGE_ROW_GROUP_BYTES:
+            self.flush()
 
-    def _flush(self) -> None:
+    def _source(self, path: str) -> Path:
+        if self._image_source is None:
+            raise ValueError("a table with images needs their source")
+        return self._image_source(path)
+
+    def _with_image_bytes(self, table: pa.Table) -> pa.Table:
+        """The table with each image column's paths turned into ``datasets.Image`` structs
+        holding the bytes (each distinct file read once per row group)."""
+        read: dict[str, bytes] = {}
+
+        def images(paths: pa.Array) -> pa.StructArray:
+            names = paths.to_pylist()
+            data = [
+                read.get(name) or read.setdefault(name, self._source(name).read_bytes())
+                for name in names
+            ]
+            return pa.StructArray.from_arrays(
+                [pa.array(data, pa.binary()), paths], fields=list(IMAGE_TYPE)
+            )
+
+        columns = []
+        for field in self.table.json_schema:
+            column = table.column(field.name).combine_chunks()
+            kind = self.table.images.get(field.name)
+            if kind == IMAGE_LIST:
+                column = pa.ListArray.from_arrays(column.offsets, images(column.flatten()))
+            elif kind == IMAGE_ONE:
+                column = images(column)
+            columns.append(column)
+        return pa.Table.from_arrays(columns, schema=self._schema)
+
+    def flush(self) -> None:
         if not self._pending:
             return
         self._jsonl.write(self._lines)
@@ -168,26 +342,92 @@ class SplitFiles:
             pa.BufferReader(pa.py_buffer(self._lines)),
             read_options=pa_json.ReadOptions(use_threads=False, block_size=len(self._lines) + 1),
             parse_options=pa_json.ParseOptions(
-                explicit_schema=self.schema, unexpected_field_behavior="error"
+                explicit_schema=self.table.json_schema, unexpected_field_behavior="error"
             ),
         )
+        if self.table.images:
+            table = self._with_image_bytes(table)
         self._parquet.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.arrow_bytes += table.nbytes
         del table
-        self._mmrb2.write(self._mmrb2_lines)
         self.rows += self._pending
-        self._lines, self._mmrb2_lines, self._pending = bytearray(), bytearray(), 0
+        self._lines, self._pending, self._pending_image_bytes = bytearray(), 0, 0
 
     def close(self) -> dict[str, FileEntry]:
         """Writes what is left and closes the files; their entries by path in the release."""
-        self._flush()
+        self.flush()
         self._parquet.close()
         self._parquet_file.close()
         self._jsonl.close()
+        return {
+            self._parquet_path: self._parquet_file.entry,
+            self._jsonl_path: self._jsonl.entry,
+        }
+
+
+def release_tables(multimodal: bool) -> dict[str, Table]:
+    """The tables of a release, by config, in the card's order."""
+    tables = {DEFAULT_CONFIG: preference_table(multimodal), TIES_CONFIG: tie_table(multimodal)}
+    if multimodal:
+        tables[IMAGE_PREFERENCE_CONFIG] = image_preference_table()
+    return tables
+
+
+class SplitFiles:
+    """One split's files: the preferences (``data/``), the ties (``ties/``), the image
+    preferences (``image_preference/``), each with its JSON lines under ``jsonl/`` and opened
+    on its first row, and ``mmrb2/<split>.json`` with every pair, ties included."""
+
+    def __init__(
+        self,
+        open_file: Callable[[str], HashingFile],
+        split: str,
+        tables: Mapping[str, Table],
+        image_source: ImageSource | None = None,
+    ):
+        self.split = split
+        self.tables = tables
+        self.files: dict[str, TableFiles] = {}
+        self._open_file = open_file
+        self._image_source = image_source
+        self._mmrb2 = open_file(f"{MMRB2_DIR}/{split}.json")
+        self._mmrb2.write(b'{"pairs": [\n')
+        self._mmrb2_lines = bytearray()
+        self._mmrb2_rows = 0
+
+    def add(self, rows: Mapping[str, dict[str, Any] | None], mmrb2: dict[str, Any]) -> None:
+        """One pair: its row of each table it has one in (by config), and its MMRB2 record."""
+        for config, row in rows.items():
+            if row is None:
+                continue
+            if config not in self.files:
+                self.files[config] = TableFiles(
+                    self._open_file, self.tables[config], self.split, self._image_source
+                )
+            self.files[config].add(row)
+        if self._mmrb2_rows:
+            self._mmrb2_lines += b",\n"
+        self._mmrb2_lines += orjson.dumps(mmrb2)
+        self._mmrb2_rows += 1
+        if self._mmrb2_rows % ROW_GROUP_ROWS == 0:
+            self._mmrb2.write(self._mmrb2_lines)
+            self._mmrb2_lines = bytearray()
+
+    def rows_of(self, config: str) -> int:
+        files = self.files.get(config)
+        return 0 if files is None else files.rows
+
+    def bytes_of(self, config: str) -> int:
+        files = self.files.get(config)
+        return 0 if files is None else files.arrow_bytes
+
+    def close(self) -> dict[str, FileEntry]:
+        """Writes what is left and closes the files; their entries by path in the release."""
+        entries: dict[str, FileEntry] = {}
+        for config in sorted(self.files):
+            entries |= self.files[config].close()
+        self._mmrb2.write(self._mmrb2_lines)
         self._mmrb2.write(b"\n]}\n")
         self._mmrb2.close()
-        return {
-            f"{DATA_DIR}/{self.split}.parquet": self._parquet_file.entry,
-            f"{JSONL_DIR}/{self.split}.jsonl": self._jsonl.entry,
-            f"{MMRB2_DIR}/{self.split}.json": self._mmrb2.entry,
-        }
+        entries[f"{MMRB2_DIR}/{self.split}.json"] = self._mmrb2.entry
+        return entries

@@ -21,9 +21,16 @@ from django.utils import timezone
 
 from annotation.broker import task_publish
 from annotation.errors import Conflict, InvalidInput, Unavailable
-from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
+from annotation.models import (
+    RELEASE_VERSION_PART_DIGITS,
+    RELEASE_VERSION_PART_MAX,
+    RELEASE_VERSION_PATTERN,
+    Project,
+    Release,
+)
 from annotation.releases import read
-from annotation.releases.selection import Selection, check_selection
+from annotation.releases.rows import selection_is_empty
+from annotation.releases.selection import Selection, check_selection, describe_selection
 
 Status = Release.Status
 # From where a build may start: never a published release, never one already building.
@@ -37,22 +44,57 @@ ReleaseProgress = Callable[[int, int, str], None]
 
 
 def check_version(version: str) -> str:
-    version = (version or "").strip()
+    """The version as stored, or InvalidInput: the form, the API and the command line all
+    come here (the model's constraint and the path converter hold the same rule)."""
+    version = (version or "").strip() if isinstance(version, str) else ""
     if not _VERSION.match(version):
         raise InvalidInput(
-            f"version: must be X.Y.Z, three whole numbers without leading zeros (got {version!r})."
+            "version: must be X.Y.Z, three whole numbers without leading zeros of at most "
+            f"{RELEASE_VERSION_PART_DIGITS} digits each (got {version[:40]!r})."
         )
     return version
+
+
+def release_version_next(*, project: Project) -> str:
+    """The version a new release of ``project`` is offered: the latest one's next minor (the
+    next major once the minor is at its largest), 1.0.0 for the first; "" when no valid
+    version is left above the latest."""
+    versions = [
+        tuple(int(part) for part in version.split("."))
+        for version in Release.objects.filter(project=project).values_list("version", flat=True)
+        if _VERSION.match(version)
+    ]
+    if not versions:
+        return "1.0.0"
+    major, minor, _ = max(versions)
+    if minor < RELEASE_VERSION_PART_MAX:
+        return f"{major}.{minor + 1}.0"
+    if major < RELEASE_VERSION_PART_MAX:
+        return f"{major + 1}.0.0"
+    return ""
+
+
+def check_selection_not_empty(*, project: Project, selection: Selection) -> None:
+    """InvalidInput naming the sources and filters when ``selection`` takes no pair of
+    ``project``: a release of 0 rows is a mistake (nothing decided yet, a filter too tight),
+    never a dataset."""
+    if selection_is_empty(project, selection):
+        raise InvalidInput(
+            f"selection: no pair of {project.slug} matches it ({describe_selection(selection)})"
+            "; decide pairs first or widen the filters."
+        )
 
 
 def release_create(
     *, project: Project, version: str, selection: Selection | Mapping[str, Any] | None, user
 ) -> Release:
     """A draft release of ``project`` with this version and selection (validated; InvalidInput
-    names the field). Conflict when the project has that version already. The caller checked
-    that ``user`` may make releases of the project (curators and researchers)."""
+    names the field, or the filters when the selection takes no pair). Conflict when the
+    project has that version already. The caller checked that ``user`` may make releases of
+    the project (curators and researchers)."""
     version = check_version(version)
     chosen = check_selection(selection)
+    check_selection_not_empty(project=project, selection=chosen)
     try:
         with transaction.atomic():
             return Release.objects.create(
@@ -72,12 +114,17 @@ def release_create(
 def release_build_start(*, release: Release) -> Release:
     """Queues the build of a draft, built or failed release as a Celery task; the release
     page polls ``status``, ``stage``, ``rows_done``/``rows_total`` (``percent``). Conflict
-    when it is published or building. When the task broker cannot take it the release goes
+    when it is published or building; InvalidInput when its selection takes no pair now. When
+    the task broker cannot take it the release goes
     back to its status with the reason in ``error``: outside a transaction Unavailable is
     raised; inside one the task is sent once it commits, and a failure then is logged."""
     from annotation.tasks import release_build_run  # the task module imports this one
 
     previous = release.status
+    if previous in BUILDABLE:
+        check_selection_not_empty(
+            project=release.project, selection=check_selection(release.selection)
+        )
     moved = Release.objects.filter(pk=release.pk, status__in=BUILDABLE).update(
         status=Status.QUEUED, stage="queued", error="", rows_done=0, progress_at=timezone.now()
     )

@@ -23,9 +23,9 @@ from django.views.decorators.http import (
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import STAFF_ROLES, get_project_for_user, get_release_for_user
-from annotation.errors import Conflict, DomainError, Unavailable
+from annotation.errors import Conflict, DomainError, InvalidInput, Unavailable
 from annotation.markdown import render_markdown
-from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
+from annotation.models import RELEASE_VERSION_PART_DIGITS, Project, Release
 from annotation.release_diff import releases_compare
 from annotation.release_downloads import (
     release_archive_response,
@@ -43,6 +43,7 @@ from annotation.services.releases import (
     release_build_start,
     release_create,
     release_publish,
+    release_version_next,
 )
 from config.errors import status_for
 
@@ -68,7 +69,11 @@ class ReleaseForm(forms.Form):
     """What goes in a release (docs/releases.md, "Selection"); the service's own check
     (``check_selection``) decides, and its errors land on the field they name."""
 
-    version = forms.CharField(max_length=32, help_text="X.Y.Z: three whole numbers, as 1.2.0.")
+    version = forms.CharField(
+        max_length=32,
+        help_text=f"X.Y.Z: three whole numbers of at most {RELEASE_VERSION_PART_DIGITS} digits, "
+        "as 1.2.0.",
+    )
     include_consensus = forms.BooleanField(
         required=False, initial=True, label="Consensus pairs", help_text="Decided by the rule."
     )
@@ -153,23 +158,10 @@ class PublishForm(forms.Form):
     )
 
 
-def next_version(project: Project) -> str:
-    """The version a new release is offered: the latest one's next minor, or 1.0.0."""
-    versions = [
-        tuple(int(part) for part in version.split("."))
-        for version in Release.objects.filter(project=project).values_list("version", flat=True)
-        if re.match(RELEASE_VERSION_PATTERN, version)
-    ]
-    if not versions:
-        return "1.0.0"
-    major, minor, _ = max(versions)
-    return f"{major}.{minor + 1}.0"
-
-
 def _release_form(project: Project, data=None) -> ReleaseForm:
     return ReleaseForm(
         data,
-        initial={"version": next_version(project)},
+        initial={"version": release_version_next(project=project)},
         tasks=project_tasks(project=project),
         criteria=project_criteria(project=project, limit=MAX_FILTER_VALUES),
     )
@@ -184,7 +176,7 @@ def _start_build(request, release: Release) -> None:
             f"Release {release.version} is saved as a draft, but its build could not be "
             f"queued: {exc} Build it from this page when the queue is back.",
         )
-    except Conflict as exc:
+    except (Conflict, InvalidInput) as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Release {release.version} is being built.")

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from annotation.models import Pair, Release
 from annotation.services.releases import release_create
 from tests.annotation.release_support import TIE_ID, built_release
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import MembershipFactory, PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -237,6 +237,7 @@ def test_without_a_token_every_endpoint_is_401(published):
 def test_another_projects_researcher_cannot_reach_them(api_for, published, other_project):
     stranger = UserFactory(username="oscar")
     MembershipFactory(project=other_project, user=stranger, role="researcher")
+    PairFactory(project=other_project, status="consensus", consensus_label="A")
     own = release_create(project=other_project, version="1.0.0", selection={}, user=stranger)
     api = api_for(stranger)
     for method, path in every_endpoint():

@@ -29,6 +29,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
+def decided(project):
+    """One consensus pair: a release of no pair is refused."""
+    return PairFactory(project=project, status="consensus", consensus_label="A", task="a")
+
+
+@pytest.fixture
 def built(project, dave):
     PairFactory.create_batch(3, project=project, status="consensus", consensus_label="A")
     release = release_create(project=project, version="1.0.0", selection={}, user=dave)
@@ -68,7 +74,7 @@ def test_a_bad_selection_is_refused_naming_the_field(selection, message):
         check_selection(selection)
 
 
-def test_the_selection_is_stored_normalised(project, dave):
+def test_the_selection_is_stored_normalised(project, decided, dave):
     release = release_create(
         project=project,
         version="0.1.0",
@@ -89,7 +95,8 @@ def test_versions_are_x_y_z(project, dave, version):
         release_create(project=project, version=version, selection={}, user=dave)
 
 
-def test_a_version_is_unique_in_its_project(project, other_project, dave):
+def test_a_version_is_unique_in_its_project(project, decided, other_project, dave):
+    PairFactory(project=other_project, status="consensus", consensus_label="B")
     release_create(project=project, version="1.0.0", selection={}, user=dave)
     with pytest.raises(Conflict, match="version: demo has a release 1.0.0 already"):
         release_create(project=project, version="1.0.0", selection={}, user=dave)
@@ -130,7 +137,7 @@ def test_a_failed_build_says_why_and_can_be_built_again(project, dave, monkeypat
     assert release_build(release=release).status == Release.Status.BUILT
 
 
-def test_a_stalled_build_is_marked_failed(project, dave, settings):
+def test_a_stalled_build_is_marked_failed(project, decided, dave, settings):
     release = release_create(project=project, version="1.0.0", selection={}, user=dave)
     Release.objects.filter(pk=release.pk).update(status="building")
     settings.ARBITER_STALLED_AFTER_S = 0
@@ -189,7 +196,7 @@ def test_the_orm_refuses_to_change_a_published_release(published, built):
     assert (stored.version, stored.status) == ("1.0.0", Release.Status.PUBLISHED)
 
 
-def test_the_orm_still_changes_and_deletes_unpublished_releases(project, dave):
+def test_the_orm_still_changes_and_deletes_unpublished_releases(project, decided, dave):
     draft = release_create(project=project, version="1.0.0", selection={}, user=dave)
     draft.selection = {"seed": 1}
     draft.save(update_fields=["selection"])
@@ -258,7 +265,7 @@ def test_starting_a_build_queues_it_and_the_task_builds_it(
     assert release.status == Release.Status.BUILT
 
 
-def test_a_build_the_broker_cannot_take_goes_back_and_says_why(project, dave, monkeypatch):
+def test_a_build_the_broker_cannot_take_goes_back_and_says_why(project, decided, dave, monkeypatch):
     release = release_create(project=project, version="1.0.0", selection={}, user=dave)
 
     def broker_down(task, **options):

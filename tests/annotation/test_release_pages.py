@@ -332,6 +332,13 @@ def test_the_csv_has_a_row_per_pair_with_formulas_defused(client_for, filled, da
         status=PairStatus.CONSENSUS,
         consensus_label="A",
     )
+    PairFactory(  # a formula after leading whitespace is still one to a spreadsheet
+        project=filled,
+        external_id=" =1+1",
+        task=" \t+cmd",
+        status=PairStatus.CONSENSUS,
+        consensus_label="B",
+    )
     release = release_publish(release=built_release(filled, dave), user=dave)
     response = client_for(dave).get(url("release-csv", release))
     assert response.streaming
@@ -341,6 +348,8 @@ def test_the_csv_has_a_row_per_pair_with_formulas_defused(client_for, filled, da
     hostile = next(row for row in rows if row["id"] == "'=HYPERLINK(evil)")
     assert hostile["criterion"] == "'@SUM(A1)"
     assert hostile["label"] == "A" and hostile["source"] == "consensus"
+    spaced = next(row for row in rows if row["id"] == "' =1+1")
+    assert spaced["task"] == "' \t+cmd"
     adjudicated = next(row for row in rows if row["id"] == ADJUDICATED_ID)
     assert adjudicated["source"] == "adjudicated"
     assert adjudicated["chosen"].startswith("beta answers")

@@ -89,7 +89,14 @@ def test_parquet_and_jsonl_hold_the_same_rows_and_pyarrow_and_pandas_read_them(f
     for split in release.statistics["splits"]:
         table = pq.read_table(release.folder / "data" / f"{split}.parquet")
         lines = (release.folder / "jsonl" / f"{split}.jsonl").read_text().splitlines()
-        assert table.to_pylist() == [json.loads(line) for line in lines]
+        rows = table.to_pylist()
+        # Parquet embeds each image (datasets.Image: its bytes and path); JSONL names its path.
+        for row in rows:
+            for column in ("images", "chosen_images", "rejected_images"):
+                for image in row[column]:
+                    assert image["bytes"] == (release.folder / image["path"]).read_bytes()
+                row[column] = [image["path"] for image in row[column]]
+        assert rows == [json.loads(line) for line in lines]
         frame = pd.read_parquet(release.folder / "data" / f"{split}.parquet")
         assert list(frame["id"]) == sorted(frame["id"])
         assert len(frame) == release.statistics["splits"][split]
@@ -113,7 +120,25 @@ def test_datasets_loads_the_folder_with_the_card_and_the_parquet_files(filled, d
         assert from_card[split].num_rows == count
         assert from_card[split].features == card_features
         assert from_card[split].to_list() == from_parquet[split].to_list()
-    by_id = {row["id"]: row for split in from_card for row in from_card[split]}
+    image_columns = ("images", "chosen_images", "rejected_images")
+    for column in image_columns:
+        assert card_features[column] == datasets.List(datasets.Image())
+    by_id = {
+        row["id"]: row
+        for split in from_card
+        for row in from_card[split].cast(
+            datasets.Features(
+                {
+                    **card_features,
+                    **dict.fromkeys(image_columns, datasets.List(datasets.Image(decode=False))),
+                }
+            )
+        )
+    }
+    for row in by_id.values():
+        for column in image_columns:
+            row[column] = [image["path"] for image in row[column]]
+        row["label"] = row.pop("preferred_side")  # release_rows' name for it
     assert by_id == {
         row["id"]: {k: v for k, v in row.items() if k != "split"} for row in release_rows(release)
     }

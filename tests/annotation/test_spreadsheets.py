@@ -13,6 +13,7 @@ HOSTILE_ROWS = [
     ['=HYPERLINK("http://evil")', -0.25, None],
     ["+cmd", "-1+2", 3],
     ["@SUM(A1)", "\tx", "\rx"],
+    [" =1+1", "\u00a0\n @A1", "\uff1dSUM(A1)"],
     ["alice", 0.5, "a=b"],
 ]
 DEFUSED = [
@@ -20,6 +21,7 @@ DEFUSED = [
     ['\'=HYPERLINK("http://evil")', "-0.25", ""],
     ["'+cmd", "'-1+2", "3"],
     ["'@SUM(A1)", "'\tx", "'\rx"],
+    ["' =1+1", "'\u00a0\n @A1", "'\uff1dSUM(A1)"],
     ["alice", "0.5", "a=b"],
 ]
 
