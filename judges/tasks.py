@@ -2,8 +2,8 @@
 call a service.
 ``acks_late`` plus the unique verdict and judgement keys make every task safe to run again
 after a crash; a task that raises marks its run or evaluation failed (``on_failure``), so
-neither hangs in "running"; Celery beat resumes runs whose queued work was lost
-(``filter_runs_resume_stalled``)."""
+neither hangs in "running"; Celery beat resumes runs, evaluations and trainings whose queued
+work was lost (the ``*_resume_stalled`` tasks)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,9 @@ class JudgeEvaluationTask(_RecordsFailure):
 
 
 class TrainingRunTask(_RecordsFailure):
-    """As a filter run's: a worker lost mid-training gives the job back, and the claim lets it
-    start again only once the run has gone ARBITER_STALLED_AFTER_S without progress."""
+    """As a filter run's: a pool process lost mid-training gives the job back, and the claim
+    takes the run over when the process that held it has ended, or once the run has gone
+    ARBITER_STALLED_AFTER_S without progress; it resumes after the last saved epoch."""
 
     abstract = True
     id_kwarg = "run_id"
@@ -100,3 +101,9 @@ def judge_evaluations_resume_stalled() -> None:
 @shared_task(base=TrainingRunTask, name="judges.training_run_execute")
 def training_run_execute(run_id: int) -> None:
     training.training_run_execute(run_id=run_id)
+
+
+@shared_task(name="judges.training_runs_resume_stalled", ignore_result=True)
+def training_runs_resume_stalled() -> None:
+    """Celery beat's sweep (``CELERY_BEAT_SCHEDULE``): sends stalled trainings again."""
+    training.training_runs_resume_stalled()
