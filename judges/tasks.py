@@ -10,6 +10,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown
 
+from annotation.failures import describe_error, record_failure
 from judges.services import evaluations, runs, training
 
 
@@ -28,7 +29,8 @@ class _RecordsFailure(Task):
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         pk = kwargs.get(self.id_kwarg, args[0] if args else None)
         if pk is not None:
-            self.record_failure(pk, f"{type(exc).__name__}: {exc}")
+            # on a new database connection when the task failed on a lost one
+            record_failure(lambda: self.record_failure(pk, describe_error(exc)))
 
 
 class FilterRunTask(_RecordsFailure):
