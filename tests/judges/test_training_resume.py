@@ -127,7 +127,7 @@ def test_the_sweep_sends_stalled_trainings_again_once(project, tmp_path, setting
     assert training.training_runs_resume_stalled() == []  # sent once
 
 
-def _run_with_epochs(project, tmp_path, epochs: int = 8) -> TrainingRun:
+def _run_with_epochs(project, tmp_path, epochs: int = 6) -> TrainingRun:
     """A training of some seconds on the worker (the default model, about a second an
     epoch), early stopping off."""
     consensus_pairs_in(project, preference_pairs(240, seed=4))
