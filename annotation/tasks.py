@@ -44,6 +44,15 @@ def agreement_report_refresh(project_id: int, source: str) -> None:
     agreement_report_recompute(project=project, source=source)
 
 
+@shared_task(name="annotation.agreement_refreshes_send_lost", ignore_result=True)
+def agreement_refreshes_send_lost() -> None:
+    """Periodic (Celery beat): asks again for the refreshes asked for while the broker was
+    down, which would otherwise wait for the next vote."""
+    from annotation.services.agreement_report import agreement_refreshes_send_lost as send
+
+    send()
+
+
 class _ReleaseBuildTask(Task):
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         from annotation.services.releases import release_build_fail

@@ -323,9 +323,9 @@ ARBITER_CHECKPOINT_ROOT = Path(env_str("ARBITER_CHECKPOINT_ROOT", str(VAR_DIR / 
 # Releases (docs/releases.md): each built release is a folder and a .tar.gz under this one,
 # ``<slug>/<version>/`` and ``<slug>/<slug>-<version>.tar.gz``; shared by web and workers.
 ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "releases")))
-# A filter run (or an import) with no progress for this long is resumed by the periodic task
-# (docs/operations.md: run one `celery -A config beat`), which runs every
-# ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
+# A filter run (or an evaluation, training or import) with no progress for this long is
+# resumed by the periodic task (docs/operations.md: run one `celery -A config beat`), which
+# runs every ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
 # The claim's statement is prepared once per database connection on PostgreSQL
@@ -350,8 +350,10 @@ CELERY_BEAT_SCHEDULE = {
     for name, task in (
         ("resume-stalled-filter-runs", "judges.filter_runs_resume_stalled"),
         ("resume-stalled-judge-evaluations", "judges.judge_evaluations_resume_stalled"),
+        ("resume-stalled-trainings", "judges.training_runs_resume_stalled"),
         ("resume-stalled-imports", "annotation.imports_resume_stalled"),
         ("fail-stalled-release-builds", "annotation.release_builds_fail_stalled"),
+        ("send-lost-agreement-refreshes", "annotation.agreement_refreshes_send_lost"),
     )
 }
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):

@@ -327,6 +327,9 @@ class TrainingRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Written with each progress update; a running run without one for long lost its worker.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # The process that holds a running run, "host:pid:start" (judges.services.training): a
+    # job delivered again after that process was killed takes the run over at once.
+    worker = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]

@@ -2,14 +2,15 @@
 call a service.
 ``acks_late`` plus the unique verdict and judgement keys make every task safe to run again
 after a crash; a task that raises marks its run or evaluation failed (``on_failure``), so
-neither hangs in "running"; Celery beat resumes runs whose queued work was lost
-(``filter_runs_resume_stalled``)."""
+neither hangs in "running"; Celery beat resumes runs, evaluations and trainings whose queued
+work was lost (the ``*_resume_stalled`` tasks)."""
 
 from __future__ import annotations
 
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown
 
+from annotation.failures import describe_error, record_failure
 from judges.services import evaluations, runs, training
 
 
@@ -28,7 +29,8 @@ class _RecordsFailure(Task):
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         pk = kwargs.get(self.id_kwarg, args[0] if args else None)
         if pk is not None:
-            self.record_failure(pk, f"{type(exc).__name__}: {exc}")
+            # on a new database connection when the task failed on a lost one
+            record_failure(lambda: self.record_failure(pk, describe_error(exc)))
 
 
 class FilterRunTask(_RecordsFailure):
@@ -48,8 +50,9 @@ class JudgeEvaluationTask(_RecordsFailure):
 
 
 class TrainingRunTask(_RecordsFailure):
-    """As a filter run's: a worker lost mid-training gives the job back, and the claim lets it
-    start again only once the run has gone ARBITER_STALLED_AFTER_S without progress."""
+    """As a filter run's: a pool process lost mid-training gives the job back, and the claim
+    takes the run over when the process that held it has ended, or once the run has gone
+    ARBITER_STALLED_AFTER_S without progress; it resumes after the last saved epoch."""
 
     abstract = True
     id_kwarg = "run_id"
@@ -100,3 +103,9 @@ def judge_evaluations_resume_stalled() -> None:
 @shared_task(base=TrainingRunTask, name="judges.training_run_execute")
 def training_run_execute(run_id: int) -> None:
     training.training_run_execute(run_id=run_id)
+
+
+@shared_task(name="judges.training_runs_resume_stalled", ignore_result=True)
+def training_runs_resume_stalled() -> None:
+    """Celery beat's sweep (``CELERY_BEAT_SCHEDULE``): sends stalled trainings again."""
+    training.training_runs_resume_stalled()

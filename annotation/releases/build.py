@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable
@@ -29,6 +30,9 @@ Report = Callable[[int, int, str], None]
 """``report(rows_done, rows_total, stage)``."""
 
 _COPY_BYTES = 1024 * 1024
+# A build's work folder, next to the release folders of its project: ``.build-<id>-<hex>``.
+BUILD_FOLDER = ".build-{release_id}-{token}"
+_BUILD_FOLDER = re.compile(r"\.build-(\d+)-[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -181,13 +185,35 @@ def _replace(source: Path, target: Path) -> None:
         os.replace(source, target)
 
 
+def build_folders(root: Path) -> dict[Path, int]:
+    """The builds' work folders under ``root`` (ARBITER_RELEASE_ROOT), with their release's
+    id: a build removes its own at the end, so those of builds no longer running were left
+    by a killed one."""
+    found: dict[Path, int] = {}
+    homes = [home for home in root.iterdir() if home.is_dir()] if root.is_dir() else []
+    for home in homes:
+        for folder in home.iterdir():
+            if (match := _BUILD_FOLDER.fullmatch(folder.name)) and folder.is_dir():
+                found[folder] = int(match.group(1))
+    return found
+
+
+def remove_build_folders(folders: list[Path]) -> None:
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def build_release(*, release: Release, report: Report) -> BuildOutcome:
     """Builds ``release`` (not published: the caller moved it to building) into its folder
-    and archive under ARBITER_RELEASE_ROOT."""
+    and archive under ARBITER_RELEASE_ROOT. Work folders an earlier, killed build of this
+    release left are removed first: the caller holds the build."""
     selection = check_selection(release.selection)
     home = release.folder.parent
     home.mkdir(parents=True, exist_ok=True)
-    work = home / f".build-{release.pk}-{uuid.uuid4().hex}"
+    remove_build_folders(
+        [folder for folder, pk in build_folders(home.parent).items() if pk == release.pk]
+    )
+    work = home / BUILD_FOLDER.format(release_id=release.pk, token=uuid.uuid4().hex)
     folder, archive = work / "release", work / "release.tar.gz"
     collecting = gc.isenabled()
     try:

@@ -11,6 +11,7 @@ rater "prior #N", one rater per position N in the pairs' ``human_annotations`` l
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, F, QuerySet
 from django.utils import timezone
 
 from annotation.agreement import (
@@ -48,6 +49,8 @@ from annotation.models import (
     Vote,
 )
 from annotation.reports import report_sections
+
+logger = logging.getLogger(__name__)
 
 # Flags on an annotator (docs/agreement.md, "What it holds"): agreement with the others' consensus
 # below this share, a median time per vote below this many seconds, gold accuracy below this.
@@ -472,6 +475,51 @@ def agreement_report_request_refresh(*, project_id: int) -> list[str]:
             agreement_report_refresh, args=(project_id, source), countdown=window + REQUEST_GAP_S
         )
     return sources
+
+
+def lost_refreshes() -> QuerySet[AgreementReport]:
+    """Cached reports whose refresh was asked for and has not run a sweep period after it was
+    due (the request's window and gap): the broker was down when the vote asked, or the
+    queued task was lost. The page says "refreshing" for each of them."""
+    due = settings.ARBITER_AGREEMENT_DEBOUNCE_S + REQUEST_GAP_S
+    overdue = timezone.now() - timedelta(seconds=due + settings.ARBITER_RESUME_STALLED_EVERY_S)
+    return AgreementReport.objects.filter(
+        refresh_requested_at__gt=F("computed_at"), refresh_requested_at__lt=overdue
+    )
+
+
+def agreement_refreshes_send_lost() -> list[tuple[int, str]]:
+    """Celery beat's sweep: asks again for each lost refresh (``lost_refreshes``) as a vote
+    asks, stamping the request now and running the refresh after the window, so the votes of
+    the new window are covered too. The stamp is a conditional UPDATE, so two sweeps send it
+    once; when the broker still cannot take it the stamp goes back, for the next sweep.
+    Returns the (project id, source) sent."""
+    from annotation.tasks import agreement_report_refresh  # the task module imports this one
+
+    window = settings.ARBITER_AGREEMENT_DEBOUNCE_S
+    sent = []
+    for pk, project_id, source, requested in lost_refreshes().values_list(
+        "pk", "project_id", "source", "refresh_requested_at"
+    ):
+        now = timezone.now()
+        if not AgreementReport.objects.filter(pk=pk, refresh_requested_at=requested).update(
+            refresh_requested_at=now
+        ):
+            continue
+        try:
+            task_publish(
+                agreement_report_refresh,
+                args=(project_id, source),
+                countdown=window + REQUEST_GAP_S,
+            )
+        except Unavailable as exc:
+            AgreementReport.objects.filter(pk=pk, refresh_requested_at=now).update(
+                refresh_requested_at=requested
+            )
+            logger.warning("lost agreement refresh of project %s not sent: %s", project_id, exc)
+            continue
+        sent.append((project_id, source))
+    return sent
 
 
 def agreement_report_forget_requests() -> None:

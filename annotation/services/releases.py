@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +22,7 @@ from django.utils import timezone
 
 from annotation.broker import task_publish
 from annotation.errors import Conflict, InvalidInput, Unavailable
+from annotation.failures import describe_error, record_failure
 from annotation.models import (
     RELEASE_VERSION_PART_DIGITS,
     RELEASE_VERSION_PART_MAX,
@@ -191,7 +193,7 @@ def release_build(
     try:
         outcome = build_release(release=release, report=report)
     except Exception as exc:
-        release_build_fail(release_id=release.pk, message=f"{type(exc).__name__}: {exc}")
+        release_build_fail(release_id=release.pk, message=describe_error(exc))
         raise
     Release.objects.filter(pk=release.pk, status=Status.BUILDING).update(
         status=Status.BUILT,
@@ -221,19 +223,27 @@ def release_build_progress(*, release_id: int, rows_done: int, rows_total: int, 
 
 def release_build_fail(*, release_id: int, message: str) -> None:
     """Marks a queued or building release failed with ``message`` (the task's on_failure, or a
-    build that raised), so it never hangs in "building"."""
-    Release.objects.filter(pk=release_id, status__in=(Status.QUEUED, Status.BUILDING)).update(
-        status=Status.FAILED,
-        stage="failed",
-        error=message[:2000],
-        build_finished_at=timezone.now(),
-        progress_at=timezone.now(),
-    )
+    build that raised), so it never hangs in "building"; recorded on a new database connection
+    when the build's was lost (``annotation.failures``)."""
+
+    def record() -> None:
+        Release.objects.filter(pk=release_id, status__in=(Status.QUEUED, Status.BUILDING)).update(
+            status=Status.FAILED,
+            stage="failed",
+            error=message[:2000],
+            build_finished_at=timezone.now(),
+            progress_at=timezone.now(),
+        )
+
+    record_failure(record)
 
 
 def release_builds_fail_stalled() -> int:
     """Periodic: builds with no progress for ARBITER_STALLED_AFTER_S lost their worker; they
-    are marked failed (a build is cheap to start again). Returns how many."""
+    are marked failed (a build is cheap to start again), and the work folders of builds no
+    longer running, which a killed build leaves, are removed. Returns how many failed."""
+    from annotation.releases.build import build_folders, remove_build_folders
+
     stale = timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
     ids = list(
         Release.objects.filter(
@@ -244,6 +254,15 @@ def release_builds_fail_stalled() -> int:
         release_build_fail(
             release_id=release_id, message="The build stopped (its worker died); build again."
         )
+    # Listed before the statuses are read: a folder exists only once its build is building,
+    # so one whose release is not building now belongs to a build that is over.
+    folders = build_folders(Path(settings.ARBITER_RELEASE_ROOT))
+    building = set(
+        Release.objects.filter(pk__in=set(folders.values()), status=Status.BUILDING).values_list(
+            "pk", flat=True
+        )
+    )
+    remove_build_folders([folder for folder, pk in folders.items() if pk not in building])
     return len(ids)
 
 

@@ -1,11 +1,15 @@
 """Reward-model training runs (docs/reward-models.md): create one (its options, source and
 judge name checked; the job enqueued on the ``judges_gpu`` queue once the transaction
 commits), execute it (claim, read the pairs, train, write the checkpoint and its metrics,
-register the judge), and record a failure. Only this module writes ``TrainingRun`` rows."""
+register the judge), resume the runs whose worker died (Celery beat's sweep) and record a
+failure. Only this module writes ``TrainingRun`` rows."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -17,6 +21,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from annotation.broker import task_publish
@@ -39,9 +44,12 @@ from judges.training.trainer import (
     train,
 )
 
+logger = logging.getLogger(__name__)
+
 QUEUE = "judges_gpu"  # torch work goes where the GPU workers listen (docs/operations.md)
 CHECKPOINT_FILE = "model.pt"
 METRICS_FILE = "metrics.json"
+STATE_FILE = "resume-{run}.pt"  # the state after the last epoch, removed once the run is over
 PROGRESS_EVERY_S = 1.0  # at most one progress write a second between epochs
 # Share of the progress bar the one-off MiniLM embedding of the texts takes.
 PREPARE_SHARE = 0.2
@@ -50,6 +58,14 @@ JUDGE_NAME_MAX = 80  # Judge.name's max_length
 
 def default_out_dir(project: Project, run_id: int) -> Path:
     return Path(settings.ARBITER_CHECKPOINT_ROOT) / "trained" / project.slug / f"run-{run_id}"
+
+
+def _out_dir(run: TrainingRun) -> Path:
+    return Path(run.out_dir) if run.out_dir else default_out_dir(run.project, run.pk)
+
+
+def _state_path(run: TrainingRun) -> Path:
+    return _out_dir(run) / STATE_FILE.format(run=run.pk)
 
 
 def _options(run: TrainingRun) -> TrainingOptions:
@@ -184,26 +200,71 @@ def _publish_training(run: TrainingRun) -> None:
         ) from exc
 
 
+def _process_start(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22); "" when
+    there is no such process or no /proc to ask."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def worker_token() -> str:
+    """This process as a claim records it: ``host:pid:start``. The start time tells a process
+    from a later one given the same pid (a restarted container counts from 1 again)."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid)}"
+
+
+def holder_gone(token: str) -> bool:
+    """Whether the process a claim recorded has provably ended: it ran on this host, and no
+    process with its pid and start time is alive. A holder on another host, or one recorded
+    without a start time, cannot be proved gone (the sweep waits for its heartbeat instead)."""
+    host, _, rest = token.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit() or not start:
+        return False
+    return _process_start(int(pid)) != start
+
+
 def _claim(run_id: int) -> bool:
-    """Moves the run to running: from pending, or from running when its worker has not
-    written progress for ARBITER_STALLED_AFTER_S (it died; the job was delivered again)."""
+    """Moves the run to running for this process: from pending; from running when its worker
+    has not written progress for ARBITER_STALLED_AFTER_S; or at once when the process that
+    held it has ended (a pool process killed, say by the out-of-memory killer: its job is
+    delivered again at once, with a heartbeat still fresh)."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+    fields = {
+        "status": TrainingRun.Status.RUNNING,
+        "worker": worker_token(),
+        "started_at": Coalesce("started_at", now),
+        "heartbeat_at": now,
+        "phase": "reading pairs",
+        "error": "",
+    }
     claimable = Q(status=TrainingRun.Status.PENDING) | (
         Q(status=TrainingRun.Status.RUNNING) & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at=None))
     )
-    return (
-        TrainingRun.objects.filter(claimable, pk=run_id).update(
-            status=TrainingRun.Status.RUNNING,
-            started_at=now,
-            heartbeat_at=now,
-            progress=0.0,
-            phase="reading pairs",
-            history=[],
-            error="",
-        )
-        == 1
+    if TrainingRun.objects.filter(claimable, pk=run_id).update(**fields):
+        return True
+    holder = (
+        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING)
+        .values_list("worker", flat=True)
+        .first()
     )
+    if not holder or holder == fields["worker"] or not holder_gone(holder):
+        return False
+    taken = TrainingRun.objects.filter(
+        pk=run_id, status=TrainingRun.Status.RUNNING, worker=holder
+    ).update(**fields)
+    if taken:
+        logger.warning("training %s taken over: its holder %s is gone", run_id, holder)
+    return bool(taken)
+
+
+class Superseded(Exception):
+    """Another worker has taken the run over (this one had gone quiet): this one stops."""
 
 
 class _Progress:
@@ -211,6 +272,7 @@ class _Progress:
 
     def __init__(self, run: TrainingRun, report: Callable[[TrainingRun], None] | None):
         self.run, self.report, self.last_write = run, report, 0.0
+        self.worker = run.worker
 
     def write(self, *, force: bool = False, **fields) -> None:
         for name, value in fields.items():
@@ -219,10 +281,14 @@ class _Progress:
         if force or now - self.last_write >= PROGRESS_EVERY_S:
             self.last_write = now
             self.run.heartbeat_at = timezone.now()
-            TrainingRun.objects.filter(pk=self.run.pk).update(
+            written = TrainingRun.objects.filter(
+                pk=self.run.pk, status=TrainingRun.Status.RUNNING, worker=self.worker
+            ).update(
                 heartbeat_at=self.run.heartbeat_at,
                 **{name: getattr(self.run, name) for name in ("progress", "phase", "history")},
             )
+            if not written:
+                raise Superseded(f"training {self.run.pk} is no longer this worker's")
         if self.report is not None:
             self.report(self.run)
 
@@ -235,6 +301,17 @@ class _Progress:
 
     def epoch(self, metrics: EpochMetrics) -> None:
         self.write(history=[*self.run.history, asdict(metrics)], force=True)
+
+    def start(self, history: list[EpochMetrics]) -> None:
+        """The epochs read back from the saved state (none on a fresh start) replace the
+        run's history: epochs after the state's, from before a kill, are run again."""
+        if history:
+            logger.info("training %s resumed after epoch %s", self.run.pk, len(history))
+        self.write(
+            history=[asdict(metrics) for metrics in history],
+            phase=f"resumed after epoch {len(history)}" if history else "training",
+            force=True,
+        )
 
 
 def training_data(run: TrainingRun) -> TrainingData:
@@ -254,24 +331,34 @@ def training_run_execute(
         return None
     run = TrainingRun.objects.select_related("project", "release__project").get(pk=run_id)
     progress = _Progress(run, report)
-    progress.write(force=True)
+    state = _state_path(run)
     try:
+        progress.write(force=True)
         data = training_data(run)
         run.source_info = data.source
-        run.save(update_fields=["source_info"])
+        TrainingRun.objects.filter(pk=run.pk).update(source_info=data.source)
         result = train(
             data.pairs,
             _options(run),
             on_prepare=progress.prepared,
             on_step=progress.step,
             on_epoch=progress.epoch,
+            on_start=progress.start,
+            state_path=state,
         )
+    except Superseded as exc:
+        logger.warning("%s: stopped", exc)
+        return None
     except (TrainingDataError, CheckpointError) as exc:
         training_run_fail(run_id=run.pk, error=str(exc))
         run.refresh_from_db()
         return run
-    progress.write(progress=1.0, phase="saving", force=True)
-    out = Path(run.out_dir) if run.out_dir else default_out_dir(run.project, run.pk)
+    try:
+        progress.write(progress=1.0, phase="saving", force=True)
+    except Superseded as exc:
+        logger.warning("%s: stopped", exc)
+        return None
+    out = _out_dir(run)
     best = result.best
     metrics = {
         "best_epoch": result.best_epoch,
@@ -280,6 +367,7 @@ def training_run_execute(
         "train_pairs": result.train_pairs,
         "heldout_pairs": result.heldout_pairs,
         "stopped_early": result.stopped_early,
+        "resumed_from_epoch": result.resumed_from_epoch,
         "history": run.history,
     }
     meta = {
@@ -291,6 +379,7 @@ def training_run_execute(
     }
     path = save_checkpoint(result.model, out / CHECKPOINT_FILE, config=result.config, meta=meta)
     (out / METRICS_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    state.unlink(missing_ok=True)
     try:
         _succeed(run, result, path)
     except ValidationError as exc:  # the name was taken while it trained
@@ -338,7 +427,54 @@ def _succeed(run: TrainingRun, result: TrainingResult, path: Path) -> None:
 
 
 def training_run_fail(*, run_id: int, error: str) -> None:
-    """Marks an unfinished run failed with ``error`` (a task's final failure comes here)."""
+    """Marks an unfinished run failed with ``error`` (a task's final failure comes here) and
+    removes its saved state: a failed run is not resumed."""
     TrainingRun.objects.filter(pk=run_id).exclude(status=TrainingRun.Status.SUCCEEDED).update(
         status=TrainingRun.Status.FAILED, error=error, phase="", finished_at=timezone.now()
     )
+    run = TrainingRun.objects.select_related("project").filter(pk=run_id).first()
+    if run is not None and run.status == TrainingRun.Status.FAILED:
+        _state_path(run).unlink(missing_ok=True)
+
+
+def stalled_training_runs():
+    """Running trainings with no progress for ARBITER_STALLED_AFTER_S: their worker died (a
+    whole worker killed keeps its job unacknowledged until the broker's visibility timeout)."""
+    stale = timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+    return TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at=None)
+    )
+
+
+def training_runs_resume_stalled() -> list[int]:
+    """Celery beat's sweep: each stalled training goes back to pending and its job is sent
+    again; its worker resumes it after its last completed epoch. The move to pending is the
+    sweep's claim, so two sweeps send it once; when the broker cannot take the job the run
+    goes back to running, still stalled, for the next sweep. Returns the ids sent."""
+    from judges import tasks
+
+    resumed = []
+    for run in stalled_training_runs().order_by("pk"):
+        moved = (
+            stalled_training_runs()
+            .filter(pk=run.pk, worker=run.worker)
+            .update(status=TrainingRun.Status.PENDING, phase="queued again", worker="")
+        )
+        if not moved:
+            continue
+        try:
+            task_publish(
+                tasks.training_run_execute,
+                error=BrokerUnavailable,
+                kwargs={"run_id": run.pk},
+                queue=QUEUE,
+            )
+        except BrokerUnavailable as exc:
+            TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.PENDING).update(
+                status=TrainingRun.Status.RUNNING, phase=run.phase, worker=run.worker
+            )
+            logger.warning("stalled training %s not resumed: %s", run.pk, exc)
+            continue
+        logger.info("stalled training %s sent again", run.pk)
+        resumed.append(run.pk)
+    return resumed

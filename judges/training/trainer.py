@@ -6,15 +6,22 @@ accuracy is kept (of equal accuracies, the lower held-out loss), and training st
 ``patience`` epochs without a better one. A seed
 fixes everything random (initial weights, the split, the batch order), and training runs with
 torch's deterministic algorithms on one CPU thread, so one seed gives bit-identical weights.
+
+With a ``state_path`` the whole state (weights, optimizer, random generators, the best epoch so
+far) is written there after each epoch, and a training that finds its own state there goes on
+from that epoch: a training killed and resumed gives the weights an uninterrupted one gives.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,6 +30,7 @@ import torch.nn.functional as F
 from judges.reward_model import RewardModel, resolve_device, validate_config
 from judges.training.data import PreferencePair, TrainingDataError
 
+STATE_FORMAT = "arbiter-training-state"
 FEATURE_KINDS = ("hashed", "minilm")
 DEVICES = ("cpu", "cuda")
 EVAL_BATCH = 512
@@ -88,6 +96,7 @@ class TrainingResult:
     heldout_pairs: int
     stopped_early: bool
     heldout_keys: list[str] = field(default_factory=list)
+    resumed_from_epoch: int = 0  # the epochs read back from ``state_path``; 0: a fresh start
 
     @property
     def best(self) -> EpochMetrics:
@@ -154,6 +163,47 @@ def evaluate(model: RewardModel, pairs: list[PreferencePair]) -> tuple[float, fl
     return total_loss / len(pairs), right / len(pairs)
 
 
+def state_fingerprint(pairs: list[PreferencePair], options: TrainingOptions, config: dict) -> str:
+    """What a saved state must have been trained on to be resumed: the options, the model's
+    config and every pair (key, texts, criterion), in order."""
+    digest = hashlib.sha256(json.dumps([options.as_dict(), config], sort_keys=True).encode())
+    for pair in pairs:
+        for part in (pair.key, pair.group, *_texts(pair.chosen), *_texts(pair.rejected)):
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    return digest.hexdigest()
+
+
+def _texts(item) -> tuple[str, ...]:
+    return (item.prompt_text, item.response_text, item.criterion, repr(item.images))
+
+
+def _read_state(path: Path | None, fingerprint: str) -> dict | None:
+    """The state saved at ``path`` when it is this training's (same fingerprint); None when
+    there is none, or it is another training's or unreadable (the training starts afresh)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # a file cut short by the kill, or not a state at all
+        return None
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        return None
+    return state if state.get("fingerprint") == fingerprint else None
+
+
+def _write_state(path: Path, state: dict) -> None:
+    """Writes ``state`` next to ``path`` and moves it there, so a kill mid-write leaves the
+    previous epoch's state whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    torch.save(state, partial)
+    os.replace(partial, path)
+
+
+def _cpu(state_dict: dict) -> dict:
+    return {name: tensor.detach().cpu().clone() for name, tensor in state_dict.items()}
+
+
 def train(
     pairs: list[PreferencePair],
     options: TrainingOptions,
@@ -162,10 +212,14 @@ def train(
     on_step: Callable[[int, int], None] | None = None,
     on_epoch: Callable[[EpochMetrics], None] | None = None,
     on_prepare: Callable[[int, int], None] | None = None,
+    on_start: Callable[[list[EpochMetrics]], None] | None = None,
+    state_path: Path | None = None,
 ) -> TrainingResult:
     """Trains a new reward model on ``pairs``. ``on_step(steps_done, steps_at_most)`` follows
     the batches, ``on_epoch`` each epoch's metrics, ``on_prepare(done, total)`` the one-off
-    MiniLM embedding of every text."""
+    MiniLM embedding of every text, ``on_start(history)`` is called once before the first
+    epoch with the epochs read back from ``state_path`` (none on a fresh start). With
+    ``state_path`` the state is saved there after every epoch (module docstring)."""
     if errors := options_errors(options):
         raise ValueError("; ".join(f"{k}: {v}" for k, v in errors.items()))
     device = resolve_device(options.device)
@@ -178,6 +232,8 @@ def train(
     history: list[EpochMetrics] = []
     best: tuple[float, float] = (-1.0, 0.0)  # (accuracy, -loss): higher is better
     best_epoch, best_state, stale = 0, {}, 0
+    fingerprint = state_fingerprint(pairs, options, config) if state_path else ""
+    saved = _read_state(state_path, fingerprint)
     with _deterministic(device, options.seed):
         model = RewardModel(config).to(device)
         model.prepare(
@@ -185,7 +241,25 @@ def train(
         )
         optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
         order_rng = np.random.default_rng(options.seed)
-        for epoch in range(1, options.epochs + 1):
+        first_epoch = 1
+        if saved is not None:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            order_rng.bit_generator.state = saved["order_rng"]
+            torch.set_rng_state(saved["torch_rng"])
+            if device.type == "cuda" and saved.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state(saved["cuda_rng"], device)
+            history = [EpochMetrics(**metrics) for metrics in saved["history"]]
+            best = (float(saved["best"][0]), float(saved["best"][1]))
+            best_epoch, stale = saved["best_epoch"], saved["stale"]
+            best_state = {k: v.to(device) for k, v in saved["best_state"].items()}
+            first_epoch = len(history) + 1
+            steps = batches * len(history)
+        if on_start is not None:
+            on_start(list(history))
+        # a state saved by the epoch that stopped early has no epoch left to run
+        last_epoch = first_epoch - 1 if saved is not None and saved["stopped"] else options.epochs
+        for epoch in range(first_epoch, last_epoch + 1):
             model.train()
             total = 0.0
             order = order_rng.permutation(len(train_pairs))
@@ -209,8 +283,30 @@ def train(
                 best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             else:
                 stale += 1
-                if stale >= options.patience:
-                    break
+            stopped = stale >= options.patience
+            if state_path is not None:
+                _write_state(
+                    state_path,
+                    {
+                        "format": STATE_FORMAT,
+                        "fingerprint": fingerprint,
+                        "model": _cpu(model.state_dict()),
+                        "optimizer": optimizer.state_dict(),
+                        "order_rng": order_rng.bit_generator.state,
+                        "torch_rng": torch.get_rng_state(),
+                        "cuda_rng": torch.cuda.get_rng_state(device)
+                        if device.type == "cuda"
+                        else None,
+                        "history": [asdict(metrics) for metrics in history],
+                        "best": list(best),
+                        "best_epoch": best_epoch,
+                        "best_state": _cpu(best_state),
+                        "stale": stale,
+                        "stopped": stopped,
+                    },
+                )
+            if stopped:
+                break
         model.load_state_dict(best_state)
     model.eval()
     return TrainingResult(
@@ -222,4 +318,5 @@ def train(
         heldout_pairs=len(heldout),
         stopped_early=len(history) < options.epochs,
         heldout_keys=[pair.key for pair in heldout],
+        resumed_from_epoch=0 if saved is None else len(saved["history"]),
     )
