@@ -57,6 +57,7 @@ def test_the_sweep_removes_the_folders_of_builds_no_longer_running(
     left = _left_by_a_killed_build(failed)
     gone = Release(pk=failed.pk + 1000, project=project, version="9.9.9")  # row deleted since
     left_by_deleted = _left_by_a_killed_build(gone)
+    PairFactory(project=other_project, status="consensus", consensus_label="A")
     running = release_create(project=other_project, version="2.0.0", selection={}, user=dave)
     Release.objects.filter(pk=running.pk).update(status=Release.Status.BUILDING)
     in_use = _left_by_a_killed_build(running)  # a build at work, still making progress
