@@ -30,7 +30,7 @@ from annotation.models import Media, Project, ProjectMedia
 from judges import backends
 from judges.backends.base import JudgeItem, JudgeResult, Order
 from judges.evaluation import ORDERS
-from judges.models import Judge
+from judges.models import BestOfNRun, Judge
 
 METHODS = ("scores", "knockout")
 MIN_CANDIDATES = 2
@@ -167,7 +167,7 @@ def parse_items(
     return items
 
 
-def parse_jsonl(lines: Iterable[str]) -> list[BestOfNItem]:
+def parse_jsonl(lines: Iterable[str], *, project: Project | None = None) -> list[BestOfNItem]:
     rows, errors = [], []
     for number, text in enumerate(lines, start=1):
         if not text.strip():
@@ -178,7 +178,7 @@ def parse_jsonl(lines: Iterable[str]) -> list[BestOfNItem]:
             errors.append(f"line {number}: not valid JSON ({exc})")
     if errors:
         raise ValidationError(errors[:MAX_ERRORS])
-    return parse_items(rows)
+    return parse_items(rows, project=project)
 
 
 def _judge(backend, matches: list[_Match]) -> int:
@@ -308,3 +308,23 @@ def best_of_n(*, judge: Judge, items: list[BestOfNItem], method: str) -> dict:
     finally:
         backend.close()
     return {"judge": judge.name, "method": method, "results": results, "calls": calls}
+
+
+def best_of_n_run(
+    *, project: Project, judge: Judge, items: list[BestOfNItem], method: str, created_by
+) -> BestOfNRun:
+    """Runs ``best_of_n`` as the API does (synchronously, within ``MAX_API_CALLS``) and keeps
+    its outcome for the run's page and downloads."""
+    if (calls := calls_needed(items, method)) > MAX_API_CALLS:
+        raise ValidationError(
+            {"candidates": f"{calls} judge calls by {method}; a run may make {MAX_API_CALLS}."}
+        )
+    outcome = best_of_n(judge=judge, items=items, method=method)
+    return BestOfNRun.objects.create(
+        project=project,
+        judge=judge,
+        method=method,
+        prompts=len(items),
+        outcome=outcome,
+        created_by=created_by,
+    )
