@@ -4,6 +4,7 @@ from typing import cast
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.http import QueryDict
 
 from annotation.models import Project, Release
 from judges.evaluation import DEFAULT_SEED
@@ -226,8 +227,9 @@ class JudgeForm(forms.Form):
     def forget_api_key_env(self) -> None:
         """A refused ``api_key_env`` is not shown again: someone may have pasted the key."""
         if "api_key_env" in self.errors and "api_key_env" in self.data:
-            self.data = self.data.copy()
-            self.data["api_key_env"] = ""
+            data = cast(QueryDict, self.data).copy()
+            data["api_key_env"] = ""
+            self.data = data
 
 
 _METHOD_LABELS = {

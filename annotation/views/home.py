@@ -34,7 +34,9 @@ def home(request):
 
 def _count(field: str, help_text: str, **kwargs) -> forms.IntegerField:
     low, high = SETTING_RANGES[field]
-    return forms.IntegerField(min_value=low, max_value=high, help_text=help_text, **kwargs)
+    return forms.IntegerField(
+        min_value=int(low), max_value=int(high), help_text=help_text, **kwargs
+    )
 
 
 class ProjectCreateForm(forms.Form):
