@@ -4,6 +4,7 @@ from typing import cast
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.http import QueryDict
 
 from annotation.models import Project, Release
@@ -156,6 +157,23 @@ class TrainingForm(forms.Form):
         return TrainingOptions(**{name: data[name] for name in _DEFAULTS.as_dict()})
 
 
+class _OptionsField(forms.JSONField):
+    """The judge's ``options``: JSON whose nesting the parser could not follow is refused
+    like any other invalid JSON."""
+
+    def to_python(self, value):
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise ValidationError("Nested too deeply.", code="invalid") from None
+
+    def bound_data(self, data, initial):
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            return InvalidJSONInput(data)
+
+
 # The judges page's fields besides name, kind and projects, in the order shown.
 JUDGE_SETTINGS = (
     "enabled",
@@ -194,9 +212,9 @@ class JudgeForm(forms.Form):
             if kinds:
                 form_field.label = f"{form_field.label} ({', '.join(kinds)})"
             self.fields[field] = form_field
-        options = cast(forms.JSONField, self.fields["options"])
-        options.help_text = OPTIONS_HELP
-        options.widget.attrs["rows"] = 3
+        self.fields["options"] = _OptionsField(
+            required=False, help_text=OPTIONS_HELP, widget=forms.Textarea(attrs={"rows": 3})
+        )
         self.fields[
             "api_key_env"
         ].help_text = f"{api_key_env_refusal()} The key itself is read at call time, never stored."

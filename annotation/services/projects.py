@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
@@ -113,7 +114,7 @@ def project_create(
     guidelines: str = "",
     allow_media_urls: bool = False,
     min_agree: int | None = None,
-    curator=None,
+    curator: User | None = None,
 ) -> Project:
     """Creates a project (the command line's and the home page's way alike); ``curator``, the
     account creating it in the app, becomes its first curator."""

@@ -202,3 +202,21 @@ def test_candidate_ids_are_escaped(client_for, carol, project, heuristic):
     response = run(client_for(carol), project, heuristic, "scores", line)
     body = client_for(carol).get(response["Location"]).content.decode()
     assert "<script>x</script>" not in body and "&lt;script&gt;x&lt;/script&gt;" in body
+
+
+def test_input_a_json_column_cannot_hold_or_deep_nesting_is_refused(
+    client_for, carol, project, heuristic
+):
+    client = client_for(carol)
+    for bad_id in ("a\x00b", "\ud800"):
+        line = prompt("p1", REFUSAL, GOOD)
+        line["candidates"][0]["id"] = bad_id
+        response = run(client, project, heuristic, "knockout", line)
+        assert response.status_code == 400, repr(bad_id)
+        assert "NUL characters or lone surrogates" in str(response.context["form"].errors)
+    deep = SimpleUploadedFile("c.jsonl", b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    data = {"judge": heuristic.name, "method": "knockout", "candidates": deep}
+    response = client.post(page(project), data)
+    assert response.status_code == 400
+    assert "line 1: nested too deeply" in str(response.context["form"].errors)
+    assert not BestOfNRun.objects.exists()

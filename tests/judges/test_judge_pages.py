@@ -186,3 +186,10 @@ def test_curators_see_the_judges_their_project_may_use(
     assert client_for(operator).get(url).status_code == 404
     root = UserFactory(username="root", is_staff=True, is_superuser=True)
     assert edit_url(mine) in client_for(root).get(url).content.decode()
+
+
+def test_deeply_nested_options_are_refused(client_for, operator):
+    deep = "[" * 100_000 + "]" * 100_000
+    response = client_for(operator).post(LIST, {"name": "h", "kind": "heuristic", "options": deep})
+    assert response.status_code == 400 and "options" in response.context["form"].errors
+    assert not Judge.objects.exists()
