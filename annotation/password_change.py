@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.http import JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -15,18 +16,24 @@ from django_htmx.http import HttpResponseClientRedirect
 from annotation.services.accounts import password_change_required
 
 API_PATH_PREFIX = "/api/"
-# The session remembers whether its user must still change a one-time password, so the check
-# costs one query per login, not one per request. A password changed elsewhere ends the session
-# anyway (Django ties sessions to the password's hash).
+# Set at login while the user must still change a one-time password, so the check costs one
+# query per login, not one per request. A password changed elsewhere ends the session anyway
+# (Django ties sessions to the password's hash).
 SESSION_KEY = "arbiter_password_change_required"
 # The pages a user with a one-time password may still reach: where they change it, and out.
 OPEN_VIEWS = frozenset({"account", "login", "logout", "healthz", "favicon"})
 MESSAGE = "Change your one-time password on the account page first."
 
 
+def remember_at_login(sender, request, user, **kwargs) -> None:
+    """``user_logged_in`` receiver: marks the new session of a user with a one-time password."""
+    if request is not None and password_change_required(user=user):
+        request.session[SESSION_KEY] = True
+
+
 def password_change_done(request) -> None:
     """The session's user has chosen their own password: no more redirects."""
-    request.session[SESSION_KEY] = False
+    request.session.pop(SESSION_KEY, None)
 
 
 class PasswordChangeMiddleware:
@@ -37,14 +44,12 @@ class PasswordChangeMiddleware:
         return self.get_response(request)
 
     def process_view(self, request, view_func, view_args, view_kwargs):
-        user = request.user
-        if not user.is_authenticated:
+        # Without a session cookie (an API token, a visitor) the session is not even looked at.
+        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
             return None
-        required = request.session.get(SESSION_KEY)
-        if required is None:
-            required = password_change_required(user=user)
-            request.session[SESSION_KEY] = required
-        if not required or request.resolver_match.url_name in OPEN_VIEWS:
+        if not request.session.get(SESSION_KEY) or not request.user.is_authenticated:
+            return None
+        if request.resolver_match.url_name in OPEN_VIEWS:
             return None
         if request.path_info.startswith(API_PATH_PREFIX):
             return JsonResponse({"detail": MESSAGE}, status=403)
