@@ -71,15 +71,27 @@ def _run(user, slug: str, run_id: int) -> tuple[BestOfNRun, str]:
     return run, role
 
 
+def _said(match: dict, order: str) -> str:
+    """What the judge answered in one order of a match: the candidate it preferred, "tie", or
+    why there was no vote ("abstain", "error", ...)."""
+    answer = match["answers"][order]
+    return {"A": match["first"], "B": match["second"]}.get(answer, answer)
+
+
 def _shown(run: BestOfNRun) -> list[dict]:
-    """Each prompt's result with its scores ranked, best first (for the scores method)."""
+    """Each prompt's result with its scores ranked, best first (scores), or its rounds with
+    each order's answer named by candidate (knockout)."""
     shown = []
     for result in run.outcome["results"]:
         ranked = sorted(
             (result.get("scores") or {}).items(),
             key=lambda entry: (entry[1] is None, -(entry[1] or 0)),
         )
-        shown.append({**result, "ranked": ranked})
+        rounds = [
+            [{**m, "said_ab": _said(m, "AB"), "said_ba": _said(m, "BA")} for m in matches]
+            for matches in result.get("rounds", [])
+        ]
+        shown.append({**result, "ranked": ranked, "rounds": rounds})
     return shown
 
 

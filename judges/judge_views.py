@@ -23,7 +23,7 @@ def _check_operator(user) -> None:
         raise PermissionDenied("Only operators manage judges.")
 
 
-def _save(request, form: JudgeForm, save) -> Judge | None:
+def _save(form: JudgeForm, save) -> Judge | None:
     """The judge ``save(**values)`` made, or None with the service's errors on the form."""
     if not form.is_valid():
         form.forget_api_key_env()
@@ -44,7 +44,7 @@ def judge_list(request):
     _check_operator(request.user)
     form = JudgeForm(request.POST or None)
     if form.is_bound:
-        judge = _save(request, form, judge_create)
+        judge = _save(form, judge_create)
         if judge is not None:
             messages.success(request, f"Added the {judge.kind} judge {judge.name}.")
             return redirect("judges:judge-list")
@@ -61,7 +61,7 @@ def judge_edit(request, judge_id: int):
     judge = get_object_or_404(Judge, pk=judge_id)
     form = JudgeForm(request.POST or None, judge=judge)
     if form.is_bound:
-        saved = _save(request, form, lambda **values: judge_update(judge=judge, **values))
+        saved = _save(form, lambda **values: judge_update(judge=judge, **values))
         if saved is not None:
             state = "enabled" if saved.enabled else "disabled"
             messages.success(request, f"Saved the judge {saved.name} ({state}).")
