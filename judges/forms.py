@@ -174,6 +174,14 @@ class _OptionsField(forms.JSONField):
             return InvalidJSONInput(data)
 
 
+# Labels where the field's name does not read well.
+_LABELS = {
+    "base_url": "Base URL",
+    "api_key_env": "API key variable",
+    "timeout_s": "Timeout (seconds)",
+    "max_image_side": "Largest image side (pixels)",
+}
+
 # The judges page's fields besides name, kind and projects, in the order shown.
 JUDGE_SETTINGS = (
     "enabled",
@@ -208,12 +216,16 @@ class JudgeForm(forms.Form):
         self.judge = judge
         for field, form_field in forms.fields_for_model(Judge, fields=JUDGE_SETTINGS).items():
             form_field.required = False
+            form_field.label = _LABELS.get(field, form_field.label)
             kinds = [kind for kind, fields in KIND_FIELDS.items() if field in fields]
             if kinds:
                 form_field.label = f"{form_field.label} ({', '.join(kinds)})"
             self.fields[field] = form_field
         self.fields["options"] = _OptionsField(
-            required=False, help_text=OPTIONS_HELP, widget=forms.Textarea(attrs={"rows": 3})
+            required=False,
+            initial=dict,
+            help_text=OPTIONS_HELP,
+            widget=forms.Textarea(attrs={"rows": 3}),
         )
         self.fields[
             "api_key_env"
