@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
@@ -55,3 +56,19 @@ def get_release_for_user(
     if release is None:
         raise Http404("No such release")
     return release, role
+
+
+def is_operator(user) -> bool:
+    """Operators run the installation: staff and superusers (judges, every project)."""
+    return user.is_authenticated and (user.is_staff or user.is_superuser)
+
+
+def may_create_projects(user) -> bool:
+    """Whether ``user`` may create a project in the app: operators always; with
+    ``ARBITER_PROJECT_CREATORS=curators`` (the default) also anyone who curates a project.
+    Someone who is only an annotator or a researcher asks a curator or an operator."""
+    if is_operator(user):
+        return True
+    if not user.is_authenticated or settings.ARBITER_PROJECT_CREATORS != "curators":
+        return False
+    return Membership.objects.filter(user=user, role=Role.CURATOR).exists()

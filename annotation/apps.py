@@ -6,3 +6,12 @@ from django.apps import AppConfig
 class AnnotationConfig(AppConfig):
     name = "annotation"
     verbose_name = "Annotation"
+
+    def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_in
+
+        from annotation.password_change import remember_at_login
+
+        # Every way of logging in (the login page, the admin's, tests' force_login) ends in
+        # django.contrib.auth.login, which sends this.
+        user_logged_in.connect(remember_at_login, dispatch_uid="arbiter-password-change")

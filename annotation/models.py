@@ -851,3 +851,22 @@ class Release(models.Model):
     def archive_path(self) -> Path:
         """The one .tar.gz of the folder, next to it."""
         return Path(settings.ARBITER_RELEASE_ROOT) / self.project.slug / self.archive_name
+
+
+class OneTimePassword(models.Model):
+    """An account whose password was generated for it (a member added on Settings) and must
+    be changed at its first login. ``password`` is the hash it was set with: once the account's
+    password differs, by whatever path (the account page, the admin, ``changepassword``), the
+    mark no longer applies."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="one_time_password",
+    )
+    password = models.CharField(max_length=128)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"one-time password of {self.user}"

@@ -38,6 +38,8 @@ PROJECT_TABS = (
     Tab("Agreement", "agreement", STAFF_ROLES),
     Tab("Releases", "releases", STAFF_ROLES, also=("release", "release-create", "release-diff")),
     Tab("Reward models", "judges:training", STAFF_ROLES, also=("judges:training-run",)),
+    Tab("Best-of-N", "judges:best-of-n", STAFF_ROLES, also=("judges:best-of-n-run",)),
+    Tab("Judges", "judges:project-judges", STAFF_ROLES),
     Tab("Settings", "project-settings", CURATORS),
 )
 

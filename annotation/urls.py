@@ -4,6 +4,7 @@ from django.urls import path
 
 from annotation import url_converters  # noqa: F401 - registers <version:...>
 from annotation.views import (
+    accounts,
     adjudication,
     agreement,
     curator,
@@ -18,6 +19,8 @@ from annotation.views import (
 
 urlpatterns = [
     path("", home.home, name="home"),
+    path("account/", accounts.account, name="account"),
+    path("projects/new/", home.project_new, name="project-create"),
     path("p/<slug:slug>/", home.project_detail, name="project-detail"),
     path("p/<slug:slug>/media/<str:sha256>", media.media_file, name="media"),
     path("p/<slug:slug>/imports/", imports.imports, name="imports"),

@@ -110,6 +110,8 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
+    # After authentication and messages: a one-time password is changed before anything else.
+    "annotation.password_change.PasswordChangeMiddleware",
 ]
 
 if PRODUCTION:
@@ -245,6 +247,14 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
+
+# Who may create a project on the home page (docs/operations.md, "Accounts and projects"):
+# "curators" (anyone who curates a project, and operators) or "operators" (staff only).
+ARBITER_PROJECT_CREATORS = env_str("ARBITER_PROJECT_CREATORS", "curators")
+if ARBITER_PROJECT_CREATORS not in {"curators", "operators"}:
+    raise ImproperlyConfigured(
+        f"ARBITER_PROJECT_CREATORS={ARBITER_PROJECT_CREATORS!r}: use curators or operators"
+    )
 
 AXES_FAILURE_LIMIT = env_int("ARBITER_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_int("ARBITER_LOGIN_COOLOFF_MINUTES", 15) / 60

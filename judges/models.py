@@ -360,3 +360,24 @@ class TrainingRun(models.Model):
     @property
     def percent(self) -> int:
         return int(100 * self.progress)
+
+
+class BestOfNRun(models.Model):
+    """A best-of-N run started on its page, kept so its bracket or scores can be seen and
+    downloaded again. ``outcome`` is what ``judges.services.best_of_n.best_of_n`` returned."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="best_of_n_runs")
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="best_of_n_runs")
+    method = models.CharField(max_length=16)
+    prompts = models.PositiveIntegerField()
+    outcome = models.JSONField(default=dict)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"best-of-N {self.pk} on {self.project.slug} by {self.judge.name}"

@@ -2,10 +2,24 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import training_views, views
+from judges import best_of_n_views, judge_views, training_views, views
 
 app_name = "judges"
 urlpatterns: list = [
+    path("", judge_views.judge_list, name="judge-list"),
+    path("<int:judge_id>/", judge_views.judge_edit, name="judge-edit"),
+    path("p/<slug:slug>/judges/", judge_views.project_judges, name="project-judges"),
+    path("p/<slug:slug>/best-of-n/", best_of_n_views.best_of_n_page, name="best-of-n"),
+    path(
+        "p/<slug:slug>/best-of-n/<int:run_id>/",
+        best_of_n_views.best_of_n_run_page,
+        name="best-of-n-run",
+    ),
+    path(
+        "p/<slug:slug>/best-of-n/<int:run_id>/<slug:fmt>/",
+        best_of_n_views.best_of_n_download,
+        name="best-of-n-download",
+    ),
     path("p/<slug:slug>/runs/", views.run_list, name="runs"),
     path("p/<slug:slug>/runs/for-pairs/", views.run_for_pairs, name="runs-for-pairs"),
     path("p/<slug:slug>/runs/<int:run_id>/", views.run_detail, name="run"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
@@ -24,6 +25,7 @@ from annotation.models import (
     Scale,
     Vote,
 )
+from annotation.services.accounts import one_time_password_mark
 
 # Inclusive bounds of the numeric settings, shared by the settings form and the services.
 SETTING_RANGES: dict[str, tuple[float, float]] = {
@@ -96,6 +98,11 @@ def _check_ranges(**values: float) -> None:
         raise ValidationError(errors)
 
 
+def _check_guidelines(guidelines: str) -> None:
+    if len(guidelines) > MAX_GUIDELINES_CHARS:
+        raise ValidationError({"guidelines": f"At most {MAX_GUIDELINES_CHARS:,} characters."})
+
+
 @transaction.atomic
 def project_create(
     *,
@@ -107,7 +114,10 @@ def project_create(
     guidelines: str = "",
     allow_media_urls: bool = False,
     min_agree: int | None = None,
+    curator: User | None = None,
 ) -> Project:
+    """Creates a project (the command line's and the home page's way alike); ``curator``, the
+    account creating it in the app, becomes its first curator."""
     project = Project(
         slug=slug,
         name=name,
@@ -119,8 +129,11 @@ def project_create(
         min_agree=min_agree if min_agree is not None else overlap // 2 + 1,
     )
     _check_ranges(overlap=project.overlap, min_agree=project.min_agree)
+    _check_guidelines(guidelines)
     project.full_clean()
     project.save()
+    if curator is not None:
+        Membership.objects.create(project=project, user=curator, role=Role.CURATOR)
     return project
 
 
@@ -157,8 +170,7 @@ def project_update(
         gold_min_accuracy=gold_min_accuracy,
         min_seconds_per_vote=min_seconds_per_vote,
     )
-    if len(guidelines) > MAX_GUIDELINES_CHARS:
-        raise ValidationError({"guidelines": f"At most {MAX_GUIDELINES_CHARS:,} characters."})
+    _check_guidelines(guidelines)
     if overlap < limits.overlap_floor:
         raise ValidationError({"overlap": limits.overlap_floor_because})
     old_overlap = locked.overlap
@@ -270,7 +282,8 @@ def member_add(
 ) -> MemberAdded:
     """Adds the account with ``username`` or ``email`` to ``project`` with ``role`` (changing
     the role of a member), creating it when there is none. A new account gets ``password``, or
-    a random one returned once when ``one_time_password``, or none (it cannot log in);
+    a random one returned once when ``one_time_password`` (to be changed at first login:
+    ``annotation.services.accounts``), or none (it cannot log in);
     ``password`` also resets an existing account's password (operators' command line)."""
     _check_role(role)
     _lock_project(project)
@@ -284,6 +297,8 @@ def member_add(
         user.set_unusable_password()
     if created or password:
         user.save()
+    if generated:
+        one_time_password_mark(user=user)
     membership = Membership.objects.filter(project=project, user=user).first()
     if membership is None:
         membership = Membership.objects.create(project=project, user=user, role=role)

@@ -30,7 +30,7 @@ from annotation.models import Media, Project, ProjectMedia
 from judges import backends
 from judges.backends.base import JudgeItem, JudgeResult, Order
 from judges.evaluation import ORDERS
-from judges.models import Judge
+from judges.models import BestOfNRun, Judge
 
 METHODS = ("scores", "knockout")
 MIN_CANDIDATES = 2
@@ -167,7 +167,7 @@ def parse_items(
     return items
 
 
-def parse_jsonl(lines: Iterable[str]) -> list[BestOfNItem]:
+def parse_jsonl(lines: Iterable[str], *, project: Project | None = None) -> list[BestOfNItem]:
     rows, errors = [], []
     for number, text in enumerate(lines, start=1):
         if not text.strip():
@@ -176,9 +176,11 @@ def parse_jsonl(lines: Iterable[str]) -> list[BestOfNItem]:
             rows.append((f"line {number}", json.loads(text)))
         except ValueError as exc:
             errors.append(f"line {number}: not valid JSON ({exc})")
+        except RecursionError:
+            errors.append(f"line {number}: nested too deeply")
     if errors:
         raise ValidationError(errors[:MAX_ERRORS])
-    return parse_items(rows)
+    return parse_items(rows, project=project)
 
 
 def _judge(backend, matches: list[_Match]) -> int:
@@ -308,3 +310,44 @@ def best_of_n(*, judge: Judge, items: list[BestOfNItem], method: str) -> dict:
     finally:
         backend.close()
     return {"judge": judge.name, "method": method, "results": results, "calls": calls}
+
+
+def _storable(text: str) -> bool:
+    """Whether PostgreSQL's jsonb takes ``text``: no NUL, no lone surrogate."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
+def _check_storable_ids(items: list[BestOfNItem]) -> None:
+    """The outcome kept holds the ids: refuses those a JSON column cannot store."""
+    errors = [
+        f"{item.id!r}: ids may not hold NUL characters or lone surrogates"
+        for item in items
+        if not all(_storable(text) for text in (item.id, *(c.id for c in item.candidates)))
+    ]
+    if errors:
+        raise ValidationError({"candidates": errors[:MAX_ERRORS]})
+
+
+def best_of_n_run(
+    *, project: Project, judge: Judge, items: list[BestOfNItem], method: str, created_by
+) -> BestOfNRun:
+    """Runs ``best_of_n`` as the API does (synchronously, within ``MAX_API_CALLS``) and keeps
+    its outcome for the run's page and downloads."""
+    _check_storable_ids(items)
+    if (calls := calls_needed(items, method)) > MAX_API_CALLS:
+        raise ValidationError(
+            {"candidates": f"{calls} judge calls by {method}; a run may make {MAX_API_CALLS}."}
+        )
+    outcome = best_of_n(judge=judge, items=items, method=method)
+    return BestOfNRun.objects.create(
+        project=project,
+        judge=judge,
+        method=method,
+        prompts=len(items),
+        outcome=outcome,
+        created_by=created_by,
+    )

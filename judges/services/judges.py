@@ -15,6 +15,25 @@ from judges.keys import api_key_env_allowed, api_key_env_refusal
 from judges.models import Judge
 from judges.prompts import ANSWER_FORMATS, PLACEHOLDERS, PRESETS, TemplateError, template_fields
 
+# The fields each kind reads besides ``options``; the others keep their defaults. The
+# command line's flags and the judges page's form offer exactly these.
+KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    Judge.Kind.OPENAI: (
+        "base_url",
+        "model",
+        "api_key_env",
+        "concurrency",
+        "temperature",
+        "max_tokens",
+        "timeout_s",
+        "requests_per_minute",
+        "max_image_side",
+    ),
+    Judge.Kind.REWARD_MODEL: ("checkpoint", "device", "batch_size"),
+    Judge.Kind.HEURISTIC: (),
+    Judge.Kind.SCORES: (),
+}
+
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
@@ -153,11 +172,8 @@ def _options_error(kind: str, options) -> str:
     return ""
 
 
-@transaction.atomic
-def judge_create(*, name: str, kind: str, projects: Iterable[Project] = (), **fields) -> Judge:
-    """Creates a judge after checking its fields and its kind's requirements. ``projects``:
-    the projects that may run it; none means every project (docs/judges.md)."""
-    judge = Judge(name=name, kind=kind, **fields)
+def _check_all(judge: Judge) -> None:
+    """The model's own checks and the kind's, every error at once."""
     errors: dict[str, list[str]] = {}
     try:
         judge.full_clean()
@@ -170,6 +186,32 @@ def judge_create(*, name: str, kind: str, projects: Iterable[Project] = (), **fi
             errors.setdefault(field, []).extend(messages)
     if errors:
         raise ValidationError(errors)
+
+
+@transaction.atomic
+def judge_create(*, name: str, kind: str, projects: Iterable[Project] = (), **fields) -> Judge:
+    """Creates a judge after checking its fields and its kind's requirements. ``projects``:
+    the projects that may run it; none means every project (docs/judges.md)."""
+    judge = Judge(name=name, kind=kind, **fields)
+    _check_all(judge)
     judge.save()
     judge.projects.set(projects)
     return judge
+
+
+@transaction.atomic
+def judge_update(*, judge: Judge, projects: Iterable[Project], enabled: bool, **fields) -> Judge:
+    """Changes a judge's settings (its kind's ``KIND_FIELDS`` and ``options``), whether it is
+    enabled and which projects may run it, checked as ``judge_create`` checks a new one. The
+    name and kind stay: runs, evaluations and the command line refer to them."""
+    locked = Judge.objects.select_for_update().get(pk=judge.pk)
+    allowed = {*KIND_FIELDS[locked.kind], "options"}
+    if unknown := sorted(set(fields) - allowed):
+        raise ValidationError(f"Not settings of a {locked.kind} judge: {', '.join(unknown)}.")
+    for field, value in fields.items():
+        setattr(locked, field, value)
+    locked.enabled = enabled
+    _check_all(locked)
+    locked.save(update_fields=[*fields, "enabled"])
+    locked.projects.set(projects)
+    return locked

@@ -30,6 +30,8 @@ ROLE_TABS = {
         ("Agreement", "agreement"),
         ("Releases", "releases"),
         ("Reward models", "judges:training"),
+        ("Best-of-N", "judges:best-of-n"),
+        ("Judges", "judges:project-judges"),
     ],
     "carol": [
         ("Overview", "project-detail"),
@@ -41,6 +43,8 @@ ROLE_TABS = {
         ("Agreement", "agreement"),
         ("Releases", "releases"),
         ("Reward models", "judges:training"),
+        ("Best-of-N", "judges:best-of-n"),
+        ("Judges", "judges:project-judges"),
         ("Settings", "project-settings"),
     ],
 }

@@ -8,22 +8,22 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Project
 from judges.models import Judge
 from judges.prompts import ANSWER_FORMATS, PRESETS
-from judges.services.judges import judge_create
+from judges.services.judges import KIND_FIELDS, judge_create
 
-# Command-line flag -> Judge field, and the kinds the flag applies to.
+# Command-line flag -> Judge field; a flag applies to the kinds that read its field.
 _FLAGS = {
-    "base_url": ("base_url", {"openai"}),
-    "model": ("model", {"openai"}),
-    "api_key_env": ("api_key_env", {"openai"}),
-    "concurrency": ("concurrency", {"openai"}),
-    "temperature": ("temperature", {"openai"}),
-    "max_tokens": ("max_tokens", {"openai"}),
-    "timeout": ("timeout_s", {"openai"}),
-    "rpm": ("requests_per_minute", {"openai"}),
-    "max_image_side": ("max_image_side", {"openai"}),
-    "checkpoint": ("checkpoint", {"reward_model"}),
-    "device": ("device", {"reward_model"}),
-    "batch_size": ("batch_size", {"reward_model"}),
+    "base_url": "base_url",
+    "model": "model",
+    "api_key_env": "api_key_env",
+    "concurrency": "concurrency",
+    "temperature": "temperature",
+    "max_tokens": "max_tokens",
+    "timeout": "timeout_s",
+    "rpm": "requests_per_minute",
+    "max_image_side": "max_image_side",
+    "checkpoint": "checkpoint",
+    "device": "device",
+    "batch_size": "batch_size",
 }
 
 
@@ -79,11 +79,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         kind = options["kind"]
         fields = {}
-        for flag, (field, kinds) in _FLAGS.items():
+        for flag, field in _FLAGS.items():
             value = options[flag]
             if value is None:
                 continue
-            if kind not in kinds:
+            if field not in KIND_FIELDS[kind]:
                 option = "--" + flag.replace("_", "-")
                 raise CommandError(f"{option} does not apply to --kind {kind}")
             fields[field] = value
