@@ -92,7 +92,7 @@ def _migration_of(executor: MigrationExecutor, suffix: str) -> tuple[str, str]:
 def test_the_migration_renames_a_stored_unreachable_version(client_for, settings, tmp_path):
     settings.ARBITER_RELEASE_ROOT = tmp_path / "releases"
     executor = MigrationExecutor(connection)
-    renaming = _migration_of(executor, "_trainable_release_version_digits")
+    renaming = _migration_of(executor, "_release_version_digits")
     before = executor.loader.graph.node_map[renaming].parents
     (previous,) = before
     leaves = executor.loader.graph.leaf_nodes()

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0013_pair_claim_blocks"),
+        ("annotation", "0014_release_version_digits"),
         ("auth", "0012_alter_user_first_name_max_length"),
     ]
 

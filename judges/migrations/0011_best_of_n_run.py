@@ -7,8 +7,8 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0014_pages_one_time_password"),
-        ("judges", "0009_training_run"),
+        ("annotation", "0015_one_time_password"),
+        ("judges", "0010_training_worker"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
