@@ -27,8 +27,9 @@ class Tab:
 
 # The same header on every project page, in this order (docs/curators.md, "Navigation and
 # Overview").
+OVERVIEW = Tab("Overview", "project-detail", ANYONE)
 PROJECT_TABS = (
-    Tab("Overview", "project-detail", ANYONE),
+    OVERVIEW,
     Tab("Annotate", "annotate", (Role.ANNOTATOR,)),
     Tab("Pairs", "pairs", STAFF_ROLES, also=("pair",)),
     Tab("Queue", "curator-queue", CURATORS, also=("adjudication", "adjudication-pair")),
@@ -50,14 +51,22 @@ def project_url(url_name: str, slug: str) -> str | None:
         return None
 
 
-def project_tabs(*, slug: str, role: str, view_name: str | None) -> list[dict]:
+def project_tabs(
+    *, slug: str, role: str, view_name: str | None, path: str | None = None
+) -> list[dict]:
     """The tabs ``role`` may use in the project, with their URLs; ``current`` marks the tab
-    of the page named ``view_name``."""
+    of the page named ``view_name``, or else the tab whose URL the page's ``path`` lies under
+    (an annotator's page under Agreement, a form posted under Settings), so that every page
+    of a tab marks it. The Overview's URL is every page's prefix: only its own page marks it."""
     tabs = []
     for tab in PROJECT_TABS:
         url = project_url(tab.url_name, slug) if role in tab.roles else None
         if url is None:
             continue
-        current = view_name is not None and view_name in (tab.url_name, *tab.also)
-        tabs.append({"label": tab.label, "url": url, "current": current})
+        named = view_name is not None and view_name in (tab.url_name, *tab.also)
+        tabs.append({"label": tab.label, "url": url, "current": named, "root": tab is OVERVIEW})
+    if path is not None and not any(tab["current"] for tab in tabs):
+        under = [tab for tab in tabs if not tab["root"] and path.startswith(tab["url"])]
+        if under:
+            max(under, key=lambda tab: len(tab["url"]))["current"] = True
     return tabs

@@ -165,3 +165,21 @@ def test_every_page_links_the_favicon_and_favicon_ico_leads_to_it(client, client
         .read_text()
         .startswith("<svg")
     )
+
+
+def test_every_page_under_a_tab_marks_it(client_for, carol, dave, alice, project):
+    """A member's page under Agreement, and a Settings form posted back with its errors, mark
+    their tab like the tab's own page does."""
+    annotator_page = reverse("agreement-annotator", args=[project.slug, alice.username])
+    response = client_for(dave).get(annotator_page)
+    assert response.status_code == 200
+    assert [label for label, _, current in nav_tabs(response.content.decode()) if current] == [
+        "Agreement"
+    ]
+    refused = client_for(carol).post(
+        reverse("project-member-add", args=[project.slug]), {"username": "", "role": "annotator"}
+    )
+    assert refused.status_code == 400
+    assert [label for label, _, current in nav_tabs(refused.content.decode()) if current] == [
+        "Settings"
+    ]
