@@ -11,7 +11,7 @@ import pytest
 from django.http import HttpResponse
 from django.urls import include, path, reverse
 
-from annotation.navigation import project_url
+from annotation.navigation import PROJECT_TABS, project_url
 from tests.factories import PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -182,4 +182,13 @@ def test_every_page_under_a_tab_marks_it(client_for, carol, dave, alice, project
     assert refused.status_code == 400
     assert [label for label, _, current in nav_tabs(refused.content.decode()) if current] == [
         "Settings"
+    ]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/curators.md"])
+def test_the_docs_list_every_tab_in_the_headers_order(doc):
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    [listed] = re.findall(r"\*\*(Overview \|[^*]+)\*\*", text)
+    assert [label.strip() for label in re.split(r"\s*\|\s*", listed)] == [
+        tab.label for tab in PROJECT_TABS
     ]
