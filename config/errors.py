@@ -17,6 +17,7 @@ from rest_framework.views import exception_handler
 
 from annotation import errors
 from annotation.access import get_project_for_user
+from annotation.models import Project
 
 _STATUS = (
     (errors.InvalidInput, 400),
@@ -90,15 +91,16 @@ def server_error(request) -> object:
 _ERROR_TITLES = {403: "You cannot open this page", 404: "Page not found"}
 
 
-def _project_of(request: HttpRequest) -> tuple[object, str] | tuple[None, None]:
+def _project_of(request: HttpRequest) -> tuple[Project | None, str | None]:
     """The project the refused URL is in and the user's role there, when they are a member:
     the error page then carries that project's tabs, the way back to what they may use."""
     match = getattr(request, "resolver_match", None)
     slug = match.kwargs.get("slug") if match else None
-    if not isinstance(slug, str) or not request.user.is_authenticated:
+    user = getattr(request, "user", None)
+    if not isinstance(slug, str) or user is None or not user.is_authenticated:
         return None, None
     try:
-        return get_project_for_user(request.user, slug)
+        return get_project_for_user(user, slug)
     except (Http404, PermissionDenied):
         return None, None
 
