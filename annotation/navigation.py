@@ -58,15 +58,15 @@ def project_tabs(
     of the page named ``view_name``, or else the tab whose URL the page's ``path`` lies under
     (an annotator's page under Agreement, a form posted under Settings), so that every page
     of a tab marks it. The Overview's URL is every page's prefix: only its own page marks it."""
-    tabs = []
-    for tab in PROJECT_TABS:
-        url = project_url(tab.url_name, slug) if role in tab.roles else None
-        if url is None:
-            continue
-        named = view_name is not None and view_name in (tab.url_name, *tab.also)
-        tabs.append({"label": tab.label, "url": url, "current": named, "root": tab is OVERVIEW})
-    if path is not None and not any(tab["current"] for tab in tabs):
-        under = [tab for tab in tabs if not tab["root"] and path.startswith(tab["url"])]
-        if under:
-            max(under, key=lambda tab: len(tab["url"]))["current"] = True
-    return tabs
+    shown = [
+        (tab, url, view_name is not None and view_name in (tab.url_name, *tab.also))
+        for tab in PROJECT_TABS
+        if role in tab.roles and (url := project_url(tab.url_name, slug)) is not None
+    ]
+    current = next((tab for tab, _, named in shown if named), None)
+    if current is None and path is not None:
+        under = [
+            (tab, url) for tab, url, _ in shown if tab is not OVERVIEW and path.startswith(url)
+        ]
+        current = max(under, key=lambda item: len(item[1]))[0] if under else None
+    return [{"label": tab.label, "url": url, "current": tab is current} for tab, url, _ in shown]

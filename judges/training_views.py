@@ -53,10 +53,13 @@ def training_list(request, slug: str):
                 return redirect("judges:training-run", slug=project.slug, run_id=run.pk)
         if status == 200:
             status = 400
-    runs = list(project.training_runs.select_related("judge", "created_by", "release")[:50])
-    for run in runs:
-        run.heldout = heldout_report(accuracy=run.heldout_accuracy, pairs=run.heldout_pairs)
-    context = {"project": project, "role": role, "form": form, "runs": runs}
+    runs = project.training_runs.select_related("judge", "created_by", "release")[:50]
+    # Each run with what its held-out accuracy rests on (None until it has one).
+    rows = [
+        (run, heldout_report(accuracy=run.heldout_accuracy, pairs=run.heldout_pairs))
+        for run in runs
+    ]
+    context = {"project": project, "role": role, "form": form, "runs": rows}
     return render(request, "judges/training_list.html", context, status=status)
 
 
