@@ -27,8 +27,9 @@ class Tab:
 
 # The same header on every project page, in this order (docs/curators.md, "Navigation and
 # Overview").
+OVERVIEW = Tab("Overview", "project-detail", ANYONE)
 PROJECT_TABS = (
-    Tab("Overview", "project-detail", ANYONE),
+    OVERVIEW,
     Tab("Annotate", "annotate", (Role.ANNOTATOR,)),
     Tab("Pairs", "pairs", STAFF_ROLES, also=("pair",)),
     Tab("Queue", "curator-queue", CURATORS, also=("adjudication", "adjudication-pair")),
@@ -52,14 +53,22 @@ def project_url(url_name: str, slug: str) -> str | None:
         return None
 
 
-def project_tabs(*, slug: str, role: str, view_name: str | None) -> list[dict]:
+def project_tabs(
+    *, slug: str, role: str, view_name: str | None, path: str | None = None
+) -> list[dict]:
     """The tabs ``role`` may use in the project, with their URLs; ``current`` marks the tab
-    of the page named ``view_name``."""
-    tabs = []
-    for tab in PROJECT_TABS:
-        url = project_url(tab.url_name, slug) if role in tab.roles else None
-        if url is None:
-            continue
-        current = view_name is not None and view_name in (tab.url_name, *tab.also)
-        tabs.append({"label": tab.label, "url": url, "current": current})
-    return tabs
+    of the page named ``view_name``, or else the tab whose URL the page's ``path`` lies under
+    (an annotator's page under Agreement, a form posted under Settings), so that every page
+    of a tab marks it. The Overview's URL is every page's prefix: only its own page marks it."""
+    shown = [
+        (tab, url, view_name is not None and view_name in (tab.url_name, *tab.also))
+        for tab in PROJECT_TABS
+        if role in tab.roles and (url := project_url(tab.url_name, slug)) is not None
+    ]
+    current = next((tab for tab, _, named in shown if named), None)
+    if current is None and path is not None:
+        under = [
+            (tab, url) for tab, url, _ in shown if tab is not OVERVIEW and path.startswith(url)
+        ]
+        current = max(under, key=lambda item: len(item[1]))[0] if under else None
+    return [{"label": tab.label, "url": url, "current": tab is current} for tab, url, _ in shown]

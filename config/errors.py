@@ -7,14 +7,17 @@ endpoint answers a refusal with the same status and a ``{"detail": ...}`` body.
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
-from django.http import JsonResponse
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.urls import Resolver404, resolve
 from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from annotation import errors
+from annotation.access import get_project_for_user
+from annotation.models import Project
 
 _STATUS = (
     (errors.InvalidInput, 400),
@@ -82,3 +85,50 @@ def server_error(request) -> object:
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Internal server error; it has been logged."}, status=500)
     return defaults.server_error(request)
+
+
+# The titles of the error pages the site renders itself (403 and 404).
+_ERROR_TITLES = {403: "You cannot open this page", 404: "Page not found"}
+
+
+def _project_of(request: HttpRequest) -> tuple[Project | None, str | None]:
+    """The project the refused URL is in and the user's role there, when they are a member:
+    the error page then carries that project's tabs, the way back to what they may use."""
+    match = getattr(request, "resolver_match", None)
+    slug = match.kwargs.get("slug") if match else None
+    user = getattr(request, "user", None)
+    if not isinstance(slug, str) or user is None or not user.is_authenticated:
+        return None, None
+    try:
+        return get_project_for_user(user, slug)
+    except (Http404, PermissionDenied):
+        return None, None
+
+
+def _error_page(request: HttpRequest, exception: Exception | None, status: int) -> HttpResponse:
+    """A 403 or 404: JSON under /api/, elsewhere a page in the site's layout saying why (the
+    message a view gave, never a resolver's internals) with links back."""
+    message = exception.args[0] if exception is not None and exception.args else ""
+    if not isinstance(message, str) or isinstance(exception, Resolver404):
+        message = ""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": message or _ERROR_TITLES[status] + "."}, status=status)
+    project, role = _project_of(request)
+    context = {
+        "status": status,
+        "title": _ERROR_TITLES[status],
+        "message": message,
+        "project": project,
+        "role": role,
+    }
+    return render(request, "error.html", context, status=status)
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler403: a view's PermissionDenied (a member whose role does not reach the page)."""
+    return _error_page(request, exception, 403)
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: no such page, or one the user may not know exists."""
+    return _error_page(request, exception, 404)

@@ -3,7 +3,7 @@ one from the project's consensus and read its progress and per-epoch metrics."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
@@ -13,6 +13,7 @@ from judges.access import get_training_run_for_user
 from judges.api import BROKER_DOWN_RESPONSE
 from judges.models import TrainingRun
 from judges.services.training import training_release, training_run_create
+from judges.training.report import heldout_report
 from judges.training.trainer import DEVICES, FEATURE_KINDS, LIMITS, TrainingOptions
 
 _DEFAULTS = TrainingOptions()
@@ -30,11 +31,28 @@ class EpochSerializer(serializers.Serializer):
     heldout_accuracy = serializers.FloatField()
 
 
+class HeldoutSerializer(serializers.Serializer):
+    """What the best held-out accuracy rests on (judges/training/report.py)."""
+
+    pairs = serializers.IntegerField(help_text="Held-out pairs the accuracy is measured on.")
+    correct = serializers.IntegerField()
+    accuracy = serializers.FloatField()
+    interval = serializers.ListField(
+        child=serializers.FloatField(), min_length=2, max_length=2, help_text="[low, high]"
+    )
+    confidence = serializers.FloatField()
+    method = serializers.CharField(help_text="wilson: the Wilson score interval.")
+    min_pairs = serializers.IntegerField(help_text="Below this many pairs, too_few is true.")
+    too_few = serializers.BooleanField()
+    warning = serializers.CharField(help_text="Why the accuracy says little, or empty.")
+
+
 class TrainingRunSerializer(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.get_username", default=None)
     judge = serializers.CharField(source="judge.name", default=None)
     release = serializers.CharField(source="release.version", default=None)
     history = EpochSerializer(many=True)
+    heldout = serializers.SerializerMethodField()
 
     class Meta:
         model = TrainingRun
@@ -58,6 +76,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "history",
             "best_epoch",
             "heldout_accuracy",
+            "heldout",
             "train_pairs",
             "heldout_pairs",
             "checkpoint",
@@ -68,6 +87,12 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
         ]
+
+    @extend_schema_field(HeldoutSerializer(allow_null=True))
+    def get_heldout(self, run: TrainingRun) -> dict | None:
+        """The held-out count, the 95% interval and the too-few warning; null until done."""
+        report = heldout_report(accuracy=run.heldout_accuracy, pairs=run.heldout_pairs)
+        return report.as_dict() if report else None
 
 
 class TrainingRunListApi(APIView):

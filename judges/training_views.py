@@ -20,6 +20,7 @@ from judges.forms import TrainingForm, add_service_errors
 from judges.models import TrainingRun
 from judges.services.runs import BrokerUnavailable
 from judges.services.training import training_release, training_run_create
+from judges.training.report import CONFIDENCE, heldout_report
 
 CHANCE_ACCURACY = (Reference(0.5, "chance"),)
 CHANCE_LOSS = (Reference(math.log(2), "chance"),)
@@ -52,12 +53,13 @@ def training_list(request, slug: str):
                 return redirect("judges:training-run", slug=project.slug, run_id=run.pk)
         if status == 200:
             status = 400
-    context = {
-        "project": project,
-        "role": role,
-        "form": form,
-        "runs": project.training_runs.select_related("judge", "created_by", "release")[:50],
-    }
+    runs = project.training_runs.select_related("judge", "created_by", "release")[:50]
+    # Each run with what its held-out accuracy rests on (None until it has one).
+    rows = [
+        (run, heldout_report(accuracy=run.heldout_accuracy, pairs=run.heldout_pairs))
+        for run in runs
+    ]
+    context = {"project": project, "role": role, "form": form, "runs": rows}
     return render(request, "judges/training_list.html", context, status=status)
 
 
@@ -95,6 +97,8 @@ def training_detail(request, slug: str, run_id: int):
         "project": run.project,
         "role": role,
         "run": run,
+        "heldout": heldout_report(accuracy=run.heldout_accuracy, pairs=run.heldout_pairs),
+        "confidence": CONFIDENCE,
         "charts": training_charts(run) if run.history else [],
     }
     template = "judges/training_detail.html"

@@ -106,3 +106,42 @@ def test_a_server_error_under_api_answers_json_and_elsewhere_the_page(db):
     page = client.get("/explode/")
     assert page.status_code == 500
     assert page["Content-Type"].startswith("text/html")
+
+
+LAYOUT = '<link rel="stylesheet" href="/static/css/arbiter.css">'
+
+
+def test_an_annotator_on_a_curator_page_gets_the_sites_403_page_with_a_way_back(
+    client_for, alice, project
+):
+    response = client_for(alice).get(f"/p/{project.slug}/queue/")
+    assert response.status_code == 403
+    body = response.content.decode()
+    assert LAYOUT in body and '<header class="topbar">' in body
+    assert "You cannot open this page" in body
+    assert "Your role in this project does not allow this" in body
+    # The project's tabs for their role, and a link back to its overview.
+    assert '<nav class="project-nav"' in body
+    assert f'href="/p/{project.slug}/annotate/"' in body
+    assert f'<a class="button primary" href="/p/{project.slug}/">Back to {project.name}</a>' in body
+
+
+def test_a_missing_page_is_the_sites_404_page_and_tells_outsiders_nothing(
+    client, client_for, eve, carol, project
+):
+    response = client_for(eve).get(f"/p/{project.slug}/queue/")
+    assert response.status_code == 404
+    body = response.content.decode()
+    assert LAYOUT in body and "Page not found" in body
+    assert project.name not in body and '<nav class="project-nav"' not in body
+    assert 'href="/">My projects</a>' in body
+    # A member's missing pair keeps the project around it.
+    body = client_for(carol).get(f"/p/{project.slug}/pairs/99999/").content.decode()
+    assert "No such pair" in body and '<nav class="project-nav"' in body
+    # Signed out, an unknown address offers to log in; the resolver's details stay hidden.
+    client.logout()
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404
+    body = response.content.decode()
+    assert LAYOUT in body and 'href="/login/?next=/no/such/page/"' in body
+    assert "tried" not in body and "Resolver404" not in body

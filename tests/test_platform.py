@@ -153,6 +153,11 @@ def test_api_schema_and_docs_are_served(client, alice):
     assert schema.status_code == 200 and b"openapi" in schema.content
     docs = client.get("/api/v1/docs/")
     assert docs.status_code == 200
+    # Nothing inline for the CSP to refuse (tests/browser/test_api_docs.py renders it).
+    body = docs.content.decode()
+    assert "<style" not in body and " style=" not in body
+    for chunk in body.split("<script")[1:]:
+        assert chunk.split(">", 1)[0].strip().startswith("src=")
 
 
 def test_api_schema_is_valid_without_warnings(tmp_path):

@@ -19,11 +19,15 @@ def project_nav(context, role: str | None = None) -> dict:
     or for the ``role`` given on pages that only one role reaches."""
     project = context["project"]
     role = role or context["role"]
-    match = getattr(context.get("request"), "resolver_match", None)
+    request = context.get("request")
+    match = getattr(request, "resolver_match", None)
     return {
         "project": project,
         "role": role,
         "tabs": project_tabs(
-            slug=project.slug, role=role, view_name=match.view_name if match else None
+            slug=project.slug,
+            role=role,
+            view_name=match.view_name if match else None,
+            path=getattr(request, "path", None),
         ),
     }

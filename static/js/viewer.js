@@ -51,7 +51,32 @@
     markEnlarged(image, scale);
   }
 
+  // The room an image may take: from the top of the first image in each column of the pair
+  // (the responses side by side, and an edit's input beside them) down to the vote bar, so
+  // that each column's first image shows in full with the choices; never below
+  // MIN_IMAGE_HEIGHT, where a small window scrolls under the bar instead.
+  const MIN_IMAGE_HEIGHT = 160;
+  const ROOM_GAP = 16; // px between an image's frame and the bar
+
+  function fitRoom() {
+    const card = document.querySelector("[data-pair-card]");
+    const decide = card && card.querySelector("[data-decide]");
+    const left = card && card.querySelector(".wb-left");
+    if (!decide || !left) return;
+    const row = left.getBoundingClientRect().top;
+    let top = 0;
+    for (const column of card.querySelectorAll(".wb-prompt, .wb-response")) {
+      const figure = column.querySelector(".wb-figure");
+      if (!figure || Math.abs(column.getBoundingClientRect().top - row) > 1) continue;
+      top = Math.max(top, figure.getBoundingClientRect().top + window.scrollY);
+    }
+    if (!top) return;
+    const room = Math.floor(window.innerHeight - top - decide.offsetHeight - ROOM_GAP);
+    card.style.setProperty("--wb-image-max", `${Math.max(MIN_IMAGE_HEIGHT, room)}px`);
+  }
+
   function fitPageImages(root) {
+    fitRoom();
     for (const image of (root || document).querySelectorAll(".wb-figure img")) {
       if (image.complete) fitPageImage(image);
       else image.addEventListener("load", () => fitPageImage(image), { once: true });

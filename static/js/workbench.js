@@ -59,6 +59,11 @@
     const dialog = document.getElementById(id);
     if (!dialog || dialog.open) return false;
     dialog.showModal();
+    // showModal focuses the Close button at the end, which scrolls a long list there: the
+    // dialog opens at its top instead.
+    for (const element of [dialog, ...dialog.querySelectorAll(".wb-dialog-body")]) {
+      element.scrollTop = 0;
+    }
     return true;
   }
 

@@ -21,17 +21,27 @@ SECRET_EXTERNAL = "import-id-narwhal"
 
 
 def make_image(
-    project, color: tuple[int, int, int], *, image_format: str = "PNG", **save_options
+    project,
+    color: tuple[int, int, int],
+    *,
+    image_format: str = "PNG",
+    size: tuple[int, int] = (24, 16),
+    **save_options,
 ) -> str:
-    """A small image (PNG unless told; ``save_options`` go to Pillow, ``exif=...``) stored
-    like an import stores its original; returns its sha256."""
+    """A small image (24 x 16 PNG unless told; ``save_options`` go to Pillow, ``exif=...``)
+    stored like an import stores its original; returns its sha256."""
     buffer = io.BytesIO()
-    Image.new("RGB", (24, 16), color).save(buffer, image_format, **save_options)
+    Image.new("RGB", size, color).save(buffer, image_format, **save_options)
     data = buffer.getvalue()
     sha256 = hashlib.sha256(data).hexdigest()
     media, _ = Media.objects.get_or_create(
         sha256=sha256,
-        defaults={"format": image_format, "width": 24, "height": 16, "size_bytes": len(data)},
+        defaults={
+            "format": image_format,
+            "width": size[0],
+            "height": size[1],
+            "size_bytes": len(data),
+        },
     )
     path = Path(settings.MEDIA_ROOT) / media.relative_path
     path.parent.mkdir(parents=True, exist_ok=True)

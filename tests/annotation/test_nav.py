@@ -11,7 +11,7 @@ import pytest
 from django.http import HttpResponse
 from django.urls import include, path, reverse
 
-from annotation.navigation import project_url
+from annotation.navigation import PROJECT_TABS, project_url
 from tests.factories import PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -169,3 +169,30 @@ def test_every_page_links_the_favicon_and_favicon_ico_leads_to_it(client, client
         .read_text()
         .startswith("<svg")
     )
+
+
+def test_every_page_under_a_tab_marks_it(client_for, carol, dave, alice, project):
+    """A member's page under Agreement, and a Settings form posted back with its errors, mark
+    their tab like the tab's own page does."""
+    annotator_page = reverse("agreement-annotator", args=[project.slug, alice.username])
+    response = client_for(dave).get(annotator_page)
+    assert response.status_code == 200
+    assert [label for label, _, current in nav_tabs(response.content.decode()) if current] == [
+        "Agreement"
+    ]
+    refused = client_for(carol).post(
+        reverse("project-member-add", args=[project.slug]), {"username": "", "role": "annotator"}
+    )
+    assert refused.status_code == 400
+    assert [label for label, _, current in nav_tabs(refused.content.decode()) if current] == [
+        "Settings"
+    ]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/curators.md"])
+def test_the_docs_list_every_tab_in_the_headers_order(doc):
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    [listed] = re.findall(r"\*\*(Overview \|[^*]+)\*\*", text)
+    assert [label.strip() for label in re.split(r"\s*\|\s*", listed)] == [
+        tab.label for tab in PROJECT_TABS
+    ]

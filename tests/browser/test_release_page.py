@@ -49,6 +49,7 @@ def test_a_researcher_builds_publishes_and_downloads_a_release(
     status = page.locator("[data-release-status]")
     assert status.get_attribute("data-release-status") == "queued"
     assert "Waiting for a worker" in page.locator("#release-build").inner_text()
+    assert "Release 1.0.0 is being built." in page.locator("#messages").inner_text()
     screenshot(page, "release-queued")
 
     [(task, args)] = queue
@@ -56,6 +57,7 @@ def test_a_researcher_builds_publishes_and_downloads_a_release(
     task(*args)  # the worker's turn; the page polls and shows the outcome
 
     page.wait_for_selector('[data-release-status="built"]', timeout=10_000)
+    assert "being built" not in page.locator("#messages").inner_text()
     release = Release.objects.get(project=project, version="1.0.0")
     build = page.locator("#release-build")
     assert release.manifest_sha256 in build.inner_text()

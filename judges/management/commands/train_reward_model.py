@@ -14,6 +14,7 @@ from judges.services.training import (
     training_run_execute,
     training_run_fail,
 )
+from judges.training.report import heldout_report
 from judges.training.trainer import DEVICES, FEATURE_KINDS, TrainingOptions
 
 SOURCE = re.compile(r"^(?P<slug>[-a-zA-Z0-9_]+)(@(?P<version>\d+\.\d+\.\d+))?$")
@@ -105,13 +106,15 @@ class Command(BaseCommand):
             raise CommandError(f"Training failed: {error}")
         run = done
         registered = f"; registered as judge {run.judge.name}" if run.judge else ""
+        heldout = heldout_report(accuracy=run.heldout_accuracy, pairs=run.heldout_pairs)
         self.stdout.write(
             self.style.SUCCESS(
-                f"Trained on {run.train_pairs} pairs, held out {run.heldout_pairs}: best "
-                f"epoch {run.best_epoch}, held-out accuracy {run.heldout_accuracy:.3f}; "
+                f"Trained on {run.train_pairs} pairs: best epoch {run.best_epoch}, {heldout}; "
                 f"wrote {run.checkpoint}{registered}"
             )
         )
+        if heldout is not None and heldout.too_few:
+            self.stdout.write(self.style.WARNING(heldout.warning))
 
     def _report(self, run: TrainingRun) -> None:
         filled = int(BAR_WIDTH * run.progress)
