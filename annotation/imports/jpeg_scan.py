@@ -117,22 +117,20 @@ class _Bits:
     """Reads the bits of one entropy-coded segment (stuffed bytes FF00 read as FF)."""
 
     def __init__(self, data: bytes, start: int, end: int) -> None:
-        self.raw = data
         self.start = start
         self.unstuffed = data[start:end].replace(b"\xff\x00", b"\xff")
-        # Padding so a peek past the end reads ones, as a decoder's fill would not matter.
+        # Padding, so that a peek at the last code may look past the data.
         self.buf = self.unstuffed + b"\xff" * 8
         self.acc = 0
         self.bits = 0
         self.pos = 0
-        self.used = 0  # bits consumed
 
     def _fill(self) -> None:
-        self.acc = ((self.acc & ((1 << self.bits) - 1)) << 32) | int.from_bytes(
-            self.buf[self.pos : self.pos + 4], "big"
+        self.acc = ((self.acc & ((1 << self.bits) - 1)) << 64) | int.from_bytes(
+            self.buf[self.pos : self.pos + 8], "big"
         )
-        self.pos += 4
-        self.bits += 32
+        self.pos += 8
+        self.bits += 64
 
     def symbol(self, lut: list[tuple[int, int]]) -> int:
         if self.bits < _PEEK_BITS:
@@ -141,36 +139,26 @@ class _Bits:
         if not length:
             raise ScanError("a code that is not in the Huffman table")
         self.bits -= length
-        self.used += length
         return value
 
     def skip(self, count: int) -> None:
-        while count > 0:
-            if self.bits < 16:
-                self._fill()
-            step = min(count, 16)
-            self.bits -= step
-            self.used += step
-            count -= step
+        while self.bits < count:
+            self._fill()
+        self.bits -= count
 
     def take(self, count: int) -> int:
-        if not count:
-            return 0
-        if self.bits < count:
+        while self.bits < count:
             self._fill()
-        value = (self.acc >> (self.bits - count)) & ((1 << count) - 1)
         self.bits -= count
-        self.used += count
-        return value
+        return (self.acc >> self.bits) & ((1 << count) - 1)
 
     def end(self) -> int:
         """The position in the original bytes just after the last byte a decoder read."""
-        used_bytes = -(-self.used // 8)
+        used_bytes = -(-(self.pos * 8 - self.bits) // 8)
         if used_bytes > len(self.unstuffed):
             raise ScanError("the scan's data ends before its last block")
         # Map the unstuffed length back: every FF read was followed by a stuffed 00.
-        raw_end = self.start + used_bytes + self.unstuffed[:used_bytes].count(b"\xff")
-        return raw_end
+        return self.start + used_bytes + self.unstuffed[:used_bytes].count(b"\xff")
 
 
 @dataclass
@@ -440,7 +428,10 @@ class _ProgressiveWalker:
                 return
 
     def _ac_refine(self, bits: _Bits, lut: list, nonzero: bytearray, base: int) -> None:
+        """libjpeg's decode_mcu_AC_refine, reading no value: a correction bit follows for
+        every coefficient already nonzero that a run passes over."""
         k, se = self.scan.ss, self.scan.se
+        limit = base + se + 1
         if not self.eobrun:
             while k <= se:
                 rs = bits.symbol(lut)
@@ -448,24 +439,31 @@ class _ProgressiveWalker:
                 if size:
                     if size != 1:
                         raise ScanError("a refinement coefficient of a wrong size")
-                    bits.skip(1)
                 elif r != 15:
                     self.eobrun = 1 << r
                     if r:
                         self.eobrun += bits.take(r)
                     break
-                while k <= se:
-                    if nonzero[base + k]:
-                        bits.skip(1)
-                    else:
-                        if r == 0:
-                            break
-                        r -= 1
-                    k += 1
+                # Pass r + 1 coefficients still zero (r for ZRL's 16), counting the nonzero.
+                at = base + k
+                passed = 0
+                while True:
+                    zero = nonzero.find(0, at, limit)
+                    if zero < 0:
+                        passed += limit - at
+                        k = se + 1
+                        break
+                    passed += zero - at
+                    if r == 0:
+                        k = zero - base
+                        break
+                    r -= 1
+                    at = zero + 1
+                bits.skip(passed + (1 if size else 0))
                 if size and k <= se:
                     nonzero[base + k] = 1
                 k += 1
         if self.eobrun:
             if k <= se:
-                bits.skip(nonzero[base + k : base + se + 1].count(1))
+                bits.skip(nonzero[base + k : limit].count(1))
             self.eobrun -= 1

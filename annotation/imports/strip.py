@@ -14,6 +14,7 @@ See docs/architecture.md ("Content is addressed by what it is").
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import struct
@@ -54,16 +55,19 @@ class Stripped:
 
 def metadata_strip(data: bytes, *, image_format: str) -> Stripped:
     """The bytes to serve for a verified image of ``image_format`` (a ``Media.Format``)."""
-    try:
-        stripped = _CONTAINER_STRIPPERS[image_format](data)
-    except _Unstrippable as exc:
-        problem = f"cannot strip the container: {exc}"
-    else:
+    problem = ""
+    for strip in _CONTAINER_STRIPPERS[image_format]:
+        try:
+            stripped = strip(data)
+        except _Unstrippable as exc:
+            problem = problem or f"cannot strip the container: {exc}"
+            continue
         if stripped == data:
             return Stripped(data, Media.StripResult.UNCHANGED)
-        problem = _mismatch(data, stripped)
-        if not problem:
+        mismatch = _mismatch(data, stripped)
+        if not mismatch:
             return Stripped(stripped, Media.StripResult.STRIPPED)
+        problem = problem or mismatch
     if image_format in _REENCODABLE:
         reencoded = _reencode(data)
         if reencoded is not None and not _mismatch(data, reencoded, compare_colours=True):
@@ -196,7 +200,7 @@ class _JpegDecoding:
     walkable: bool = True
 
 
-def _strip_jpeg(data: bytes) -> bytes:
+def _strip_jpeg(data: bytes, *, walk_scans: bool = True) -> bytes:
     if data[:2] != b"\xff\xd8":
         raise _Unstrippable("no JPEG start marker")
     out = [data[:2]]
@@ -204,7 +208,7 @@ def _strip_jpeg(data: bytes) -> bytes:
     icc_chunks: list[bytes] = []
     icc_at = -1
     scanned = False
-    decoding = _JpegDecoding()
+    decoding = _JpegDecoding(walkable=walk_scans)
     while True:
         if pos + 2 > len(data) or data[pos] != 0xFF:
             raise _Unstrippable(f"no marker at byte {pos}")
@@ -587,11 +591,13 @@ def _gif_sub_blocks_end(data: bytes, pos: int) -> int:
             return pos
 
 
-_CONTAINER_STRIPPERS: dict[str, Callable[[bytes], bytes]] = {
-    Media.Format.JPEG: _strip_jpeg,
-    Media.Format.PNG: _strip_png,
-    Media.Format.WEBP: _strip_webp,
-    Media.Format.GIF: _strip_gif,
+# Tried in order. A JPEG whose walked scans do not decode like the original (a coding the
+# walker misreads) is stripped again with its scans' data kept up to the next marker.
+_CONTAINER_STRIPPERS: dict[str, tuple[Callable[[bytes], bytes], ...]] = {
+    Media.Format.JPEG: (_strip_jpeg, functools.partial(_strip_jpeg, walk_scans=False)),
+    Media.Format.PNG: (_strip_png,),
+    Media.Format.WEBP: (_strip_webp,),
+    Media.Format.GIF: (_strip_gif,),
 }
 # Formats whose re-encode by Pillow is lossless; a JPEG or WebP re-encode is not (lossy WebP).
 _REENCODABLE = {Media.Format.PNG, Media.Format.GIF}

@@ -18,6 +18,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from PIL import Image, ImageCms, ImageSequence, PngImagePlugin
 
+from annotation.imports.jpeg_scan import jpeg_scan_data
 from annotation.models import Media, ProjectMedia
 from tests.annotation.import_support import image_pair, write_jsonl
 from tests.annotation.queue_support import make_image
@@ -688,3 +689,20 @@ def test_strip_media_metadata_all_remakes_copies_an_earlier_stripper_made(
     served = body(fetch(client_for(alice), project, media))
     assert SECRET.encode() not in served.lower()
     assert media.served_sha256 == hashlib.sha256(served).hexdigest()
+
+
+def test_a_jpeg_whose_walked_scans_decode_otherwise_is_still_stripped(monkeypatch):
+    """Should the walk of the codes cut a scan short (a coding it misreads), the check
+    catches it and the JPEG is stripped with its scans' data kept up to the next marker."""
+    from annotation.imports import strip
+
+    def cut_short(data, start, **context):
+        kept, end = jpeg_scan_data(data, start, **context)
+        return kept[:-2], end
+
+    monkeypatch.setattr(strip, "jpeg_scan_data", cut_short)
+    original = secret_jpeg()
+    stripped = strip.metadata_strip(original, image_format=Media.Format.JPEG)
+    assert stripped.result == Media.StripResult.STRIPPED
+    assert SECRET.encode() not in stripped.data.lower()
+    assert rendering(stripped.data) == rendering(original)
