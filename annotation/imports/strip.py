@@ -374,8 +374,8 @@ _PNG_ICC_NAME = b"ICC profile"  # iCCP's profile name is free text: replaced
 # Chunks of one length by the specification; decoders (libpng) ignore an ancillary one of
 # another length, so it goes (a text padded after the values would otherwise be served).
 _PNG_LENGTHS = {
-    b"IHDR": 13, b"gAMA": 4, b"cHRM": 32, b"sRGB": 1, b"pHYs": 9, b"cICP": 4, b"acTL": 8,
-    b"fcTL": 26,
+    b"IHDR": 13, b"IEND": 0, b"gAMA": 4, b"cHRM": 32, b"sRGB": 1, b"pHYs": 9, b"cICP": 4,
+    b"acTL": 8, b"fcTL": 26,
 }  # fmt: skip
 _PNG_SBIT_LENGTHS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}  # by colour type
 _PNG_TRNS_LENGTHS = {0: 2, 2: 6}  # grey and truecolour; a palette's is at most its size
@@ -388,6 +388,7 @@ def _strip_png(data: bytes) -> bytes:
     out = [_PNG_SIGNATURE]
     pos = len(_PNG_SIGNATURE)
     colour_type, palette_entries = -1, 0
+    header, image_data = b"", []
     while True:
         if pos + 12 > len(data):
             raise _Unstrippable("no IEND chunk")
@@ -398,7 +399,9 @@ def _strip_png(data: bytes) -> bytes:
             raise _Unstrippable(f"chunk {kind!r} is truncated")
         body = data[pos + 8 : end - 4]
         if kind == b"IHDR" and length == _PNG_LENGTHS[kind]:
-            colour_type = body[9]
+            header, colour_type = body, body[9]
+        elif kind == b"IDAT":
+            image_data.append(body)
         elif kind == b"PLTE":
             palette_entries = length // 3
         if not _png_length_right(kind, length, colour_type, palette_entries):
@@ -414,8 +417,48 @@ def _strip_png(data: bytes) -> bytes:
         elif not kind[0] & 0x20:
             raise _Unstrippable(f"unknown critical chunk {kind!r}")
         if kind == b"IEND":
+            _png_image_data_exact(header, image_data)
             return b"".join(out)  # bytes after IEND are not part of the image
         pos = end
+
+
+# Adam7's passes: first column and row, then the steps between columns and between rows.
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+          (0, 1, 1, 2))  # fmt: skip
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # by colour type
+
+
+def _png_image_data_exact(header: bytes, image_data: list[bytes]) -> None:
+    """Raises ``_Unstrippable`` when the IDAT chunks hold more than the image's rows: bytes
+    after the zlib stream, or rows past the last, which decoders skip (the image is then
+    re-encoded losslessly). The expected size is the rows' bytes, each with its filter byte,
+    of every interlacing pass."""
+    if len(header) != _PNG_LENGTHS[b"IHDR"] or header[9] not in _PNG_CHANNELS:
+        raise _Unstrippable("no image header before the image data")
+    width, height = struct.unpack(">II", header[:8])
+    bits = header[8] * _PNG_CHANNELS[header[9]]
+    passes = _ADAM7 if header[12] == 1 else ((0, 0, 1, 1),)
+    expected = 0
+    for x0, y0, dx, dy in passes:
+        columns, rows = -(-(width - x0) // dx), -(-(height - y0) // dy)
+        if columns > 0 and rows > 0:
+            expected += rows * (1 + -(-columns * bits // 8))
+    decompressor = zlib.decompressobj()
+    produced = 0
+    try:
+        for n, chunk in enumerate(image_data):
+            pending = chunk
+            while pending and not decompressor.eof:
+                produced += len(decompressor.decompress(pending, 1 << 20))
+                if produced > expected:
+                    raise _Unstrippable("the image data holds more than the image's rows")
+                pending = decompressor.unconsumed_tail
+            if decompressor.eof and (decompressor.unused_data or any(image_data[n + 1 :])):
+                raise _Unstrippable("bytes after the image data's zlib stream")
+    except zlib.error as exc:
+        raise _Unstrippable(f"the image data does not decompress: {exc}") from None
+    if not decompressor.eof or produced != expected:
+        raise _Unstrippable("the image data's size is not the image's")
 
 
 def _png_length_right(kind: bytes, length: int, colour_type: int, palette_entries: int) -> bool:

@@ -706,3 +706,20 @@ def test_a_jpeg_whose_walked_scans_decode_otherwise_is_still_stripped(monkeypatc
     assert stripped.result == Media.StripResult.STRIPPED
     assert SECRET.encode() not in stripped.data.lower()
     assert rendering(stripped.data) == rendering(original)
+
+
+def test_png_image_data_with_bytes_after_its_stream_is_reencoded(
+    client_for, alice, project, tmp_path
+):
+    """Decoders stop at the end of the zlib stream (or at the last row): bytes after it in
+    IDAT are not shown, so the PNG is re-encoded losslessly rather than copied."""
+    png = encode(picture(), "PNG")
+    idat = png.index(b"IDAT") - 4
+    length = int.from_bytes(png[idat : idat + 4], "big")
+    padded = png_chunk(b"IDAT", png[idat + 8 : idat + 8 + length] + SECRET.encode())
+    original = png[:idat] + padded + png[idat + 12 + length :]
+    stored = import_images(project, tmp_path, {"idat.png": original})["idat.png"]
+    assert stored.strip_result == Media.StripResult.REENCODED
+    served = body(fetch(client_for(alice), project, stored))
+    assert SECRET.encode() not in served.lower()
+    assert rendering(served) == rendering(original)
