@@ -596,6 +596,7 @@ def _strip_gif(data: bytes) -> bytes:
             # Descriptor, local colour table, LZW code size, then the data sub-blocks.
             blocks = pos + 10 + _gif_colour_table_bytes(data[pos + 9]) + 1
             end = _gif_sub_blocks_end(data, blocks)
+            _gif_image_data_exact(data[blocks - 1], data[blocks:end])
             out.append(data[pos:end])
         elif introducer == _GIF_EXTENSION and pos + 2 <= len(data):
             end = _gif_sub_blocks_end(data, pos + 2)
@@ -603,6 +604,47 @@ def _strip_gif(data: bytes) -> bytes:
         else:
             raise _Unstrippable(f"unknown block 0x{introducer:02x} at byte {pos}")
         pos = end
+
+
+_GIF_MAX_CODE_BITS = 12
+
+
+def _gif_image_data_exact(code_size: int, blocks: bytes) -> None:
+    """Raises ``_Unstrippable`` when bytes follow the LZW end code in the data sub-blocks:
+    decoders skip them (the image is then re-encoded losslessly). Walks the codes, tracking
+    only the code width (the table's size), not the pixels."""
+    payload = bytearray()
+    pos = 0
+    while blocks[pos]:
+        payload += blocks[pos + 1 : pos + 1 + blocks[pos]]
+        pos += 1 + blocks[pos]
+    if not 2 <= code_size <= 11:
+        return
+    clear, end = 1 << code_size, (1 << code_size) + 1
+    width, next_code, after_clear = code_size + 1, clear + 2, True
+    accumulator = bits = read = 0
+    while True:
+        while bits < width:
+            if read >= len(payload):
+                return  # no end code: decoders stop at the end of the data
+            accumulator |= payload[read] << bits
+            read += 1
+            bits += 8
+        code = accumulator & ((1 << width) - 1)
+        accumulator >>= width
+        bits -= width
+        if code == clear:
+            width, next_code, after_clear = code_size + 1, clear + 2, True
+            continue
+        if code == end:
+            if read < len(payload):
+                raise _Unstrippable("bytes after the image data's end code")
+            return
+        if not after_clear and next_code < 1 << _GIF_MAX_CODE_BITS:
+            next_code += 1
+            if next_code == 1 << width and width < _GIF_MAX_CODE_BITS:
+                width += 1
+        after_clear = False
 
 
 def _gif_extension_kept(label: int, blocks: bytes) -> bytes:

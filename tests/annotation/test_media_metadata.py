@@ -723,3 +723,18 @@ def test_png_image_data_with_bytes_after_its_stream_is_reencoded(
     served = body(fetch(client_for(alice), project, stored))
     assert SECRET.encode() not in served.lower()
     assert rendering(served) == rendering(original)
+
+
+def test_gif_image_data_with_bytes_after_its_end_code_is_reencoded(
+    client_for, alice, project, tmp_path
+):
+    """Decoders stop at the LZW end code and skip the sub-blocks after it."""
+    gif = encode(picture(), "GIF")
+    terminator = gif.rindex(b"\x00\x3b")  # the image data's last block, then the trailer
+    hidden = bytes((len(SECRET),)) + SECRET.encode()
+    original = gif[:terminator] + hidden + gif[terminator:]
+    stored = import_images(project, tmp_path, {"lzw.gif": original})["lzw.gif"]
+    assert stored.strip_result == Media.StripResult.REENCODED
+    served = body(fetch(client_for(alice), project, stored))
+    assert SECRET.encode() not in served.lower()
+    assert rendering(served) == rendering(original)
