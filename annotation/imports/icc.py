@@ -59,7 +59,7 @@ def icc_neutral(profile: bytes | None) -> bytes | None:
         entry = 132 + n * _TAG_ENTRY_BYTES
         signature = profile[entry : entry + 4]
         offset, length = struct.unpack(">II", profile[entry + 4 : entry + 12])
-        if offset < entry or offset + length > size or length < 8:
+        if offset < 132 + count * _TAG_ENTRY_BYTES or offset + length > size or length < 8:
             return None
         if signature in _COLOUR_TAGS and signature not in dict(kept):
             data = _tag_data(profile[offset : offset + length])
