@@ -120,10 +120,11 @@ def served_copy_make(*, sha256: str, image_format: str, data: bytes) -> ServedCo
     return ServedCopy(sha256=served_sha256, result=stripped.result, data=stripped.data)
 
 
-def media_strip_metadata(*, media: Media) -> None:
-    """Makes and stores the served copy of ``media``, imported before served copies existed,
-    and records it on the row. Raises ``FileNotFoundError`` when the original is missing.
-    Two calls at once for one image write the same file and the same values."""
+def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
+    """Makes and stores the served copy of ``media``, imported before served copies existed
+    (or, with ``remake``, made by an earlier stripper), and records it on the row. Raises
+    ``FileNotFoundError`` when the original is missing. Two calls at once for one image write
+    the same file and the same values."""
     data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
     served = served_copy_make(sha256=media.sha256, image_format=media.format, data=data)
     path = Path(settings.MEDIA_ROOT) / Media.path_for(served.sha256, media.format)
@@ -132,9 +133,10 @@ def media_strip_metadata(*, media: Media) -> None:
         partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
         _write_synced(partial, served.data)
         os.replace(partial, path)
-    Media.objects.filter(pk=media.pk, served_sha256__isnull=True).update(
-        served_sha256=served.sha256, strip_result=served.result
-    )
+    rows = Media.objects.filter(pk=media.pk)
+    if not remake:
+        rows = rows.filter(served_sha256__isnull=True)
+    rows.update(served_sha256=served.sha256, strip_result=served.result)
     media.served_sha256, media.strip_result = served.sha256, served.result
 
 

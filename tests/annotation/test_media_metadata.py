@@ -16,10 +16,12 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.urls import reverse
-from PIL import Image, ImageSequence, PngImagePlugin
+from PIL import Image, ImageCms, ImageSequence, PngImagePlugin
 
+from annotation.imports.jpeg_scan import jpeg_scan_data
 from annotation.models import Media, ProjectMedia
 from tests.annotation.import_support import image_pair, write_jsonl
+from tests.annotation.queue_support import make_image
 
 pytestmark = pytest.mark.django_db
 
@@ -423,3 +425,316 @@ def test_older_media_are_stripped_on_first_request(client_for, alice, project):
     assert SECRET.encode() not in served.lower()
     media.refresh_from_db()
     assert media.served_sha256 == hashlib.sha256(served).hexdigest()
+
+
+# --- bytes a container stripper used to keep ----------------------------------------------
+# A colour profile's texts (JPEG APP2, PNG iCCP, WebP ICCP), an APP2 segment that only starts
+# like a profile, text padded after a PNG chunk's values, and bytes a JPEG decoder skips
+# inside the image data. The served copy keeps the profile's colours only.
+
+
+def icc_profile(*tags: tuple[bytes, bytes], trailer: bytes = b"") -> bytes:
+    """A version 2 RGB display profile holding ``tags``, then ``trailer`` (inside its size)."""
+    table_end = 128 + 4 + 12 * len(tags)
+    table, area = [struct.pack(">I", len(tags))], b""
+    for signature, data in tags:
+        area += bytes(-len(area) % 4)
+        table.append(signature + struct.pack(">II", table_end + len(area), len(data)))
+        area += data
+    body = b"".join(table) + area + trailer
+    header = bytearray(128)
+    header[0:4] = struct.pack(">I", 128 + len(body))
+    header[4:8] = SECRET[:4].encode()  # preferred CMM
+    header[8:12] = bytes((2, 0x10, 0, 0))
+    header[12:24] = b"mntrRGB XYZ "
+    header[36:40] = b"acsp"
+    header[48:56] = SECRET[:8].encode()  # device manufacturer and model
+    header[68:80] = struct.pack(">3i", 63190, 65536, 54061)  # D50
+    header[80:84] = SECRET[4:8].encode()  # creator
+    return bytes(header) + body
+
+
+def xyz(x: float, y: float, z: float) -> bytes:
+    return b"XYZ " + bytes(4) + struct.pack(">3i", *(round(v * 65536) for v in (x, y, z)))
+
+
+def text_description(text: str) -> bytes:
+    ascii_text = text.encode() + b"\x00"
+    return b"desc" + bytes(4) + struct.pack(">I", len(ascii_text)) + ascii_text + bytes(78)
+
+
+GAMMA_22 = b"curv" + bytes(4) + struct.pack(">IH", 1, 0x0233)
+WIDE_PRIMARIES = (xyz(0.61, 0.31, 0.02), xyz(0.21, 0.69, 0.05), xyz(0.15, 0.04, 0.76))
+
+
+def secret_profile(size_padding: int = 0) -> bytes:
+    """Wide-gamut primaries (not sRGB), with the secret in every text a profile may hold: its
+    description, copyright, device descriptions, a private tag, the header and the bytes
+    after the tags. ``size_padding`` makes it span several JPEG APP2 segments."""
+    return icc_profile(
+        (b"desc", text_description(f"made by {SECRET}")),
+        (b"cprt", b"text" + bytes(4) + f"(c) {SECRET}".encode() + b"\x00"),
+        (b"dmnd", text_description(SECRET)),
+        (b"wtpt", xyz(0.9642, 1.0, 0.8249)),
+        (b"rXYZ", WIDE_PRIMARIES[0] + SECRET.encode()),  # text after an XYZ value
+        (b"gXYZ", WIDE_PRIMARIES[1]),
+        (b"bXYZ", WIDE_PRIMARIES[2]),
+        (b"rTRC", GAMMA_22),
+        (b"gTRC", GAMMA_22),
+        (b"bTRC", GAMMA_22 + SECRET.encode()),  # text after a curve
+        (b"zzzz", b"zzzz" + bytes(4) + SECRET.encode() * (1 + size_padding // len(SECRET))),
+        trailer=f"trailing {SECRET}".encode(),
+    )
+
+
+def served_profile_colours(original: bytes, served: bytes) -> None:
+    """The served copy's profile gives the original's colours, and says nothing else."""
+    with Image.open(io.BytesIO(original)) as before, Image.open(io.BytesIO(served)) as after:
+        profile, kept = before.info["icc_profile"], after.info["icc_profile"]
+        assert SECRET.encode() in profile and SECRET.encode() not in kept.lower()
+        srgb = ImageCms.createProfile("sRGB")
+        source = ImageCms.ImageCmsProfile(io.BytesIO(profile))
+        neutral = ImageCms.ImageCmsProfile(io.BytesIO(kept))
+        assert ImageCms.getProfileDescription(neutral).strip() == "ICC profile"
+        shown = ImageCms.profileToProfile(before.convert("RGB"), source, srgb)
+        shown_after = ImageCms.profileToProfile(after.convert("RGB"), neutral, srgb)
+        assert shown.tobytes() == shown_after.tobytes()
+        assert shown.tobytes() != before.convert("RGB").tobytes()  # the profile matters
+
+
+def png_chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+def with_png_chunks(png: bytes, *chunks: bytes) -> bytes:
+    """``png`` with ``chunks`` inserted right after IHDR."""
+    after_ihdr = 8 + 12 + 13
+    return png[:after_ihdr] + b"".join(chunks) + png[after_ihdr:]
+
+
+def jpeg_scans(data: bytes) -> list[int]:
+    """Where each scan's data ends (the position of the marker after it)."""
+    ends, pos = [], data.index(b"\xff\xda")
+    while pos >= 0:
+        scan = pos + 2 + int.from_bytes(data[pos + 2 : pos + 4], "big")
+        end = scan
+        while data[end] != 0xFF or data[end + 1] in (0x00, *range(0xD0, 0xD8)):
+            end += 1
+        ends.append(end)
+        pos = data.find(b"\xff\xda", end)
+    return ends
+
+
+def with_bytes_at(data: bytes, *positions: int) -> bytes:
+    """``data`` with a generator's name inserted before each of ``positions``."""
+    out, last = [], 0
+    for pos in sorted(positions):
+        out += [data[last:pos], f" parameters: {SECRET} ".encode()]
+        last = pos
+    return b"".join(out) + data[last:]
+
+
+def before_restart_markers(data: bytes) -> list[int]:
+    scan = data.index(b"\xff\xda")
+    return [
+        i for i in range(scan, len(data) - 1) if data[i] == 0xFF and 0xD0 <= data[i + 1] <= 0xD7
+    ]
+
+
+def hidden_jpeg_icc() -> bytes:
+    return encode(picture(), "JPEG", icc_profile=secret_profile(size_padding=70_000), quality=90)
+
+
+def hidden_jpeg_icc_lookalike() -> bytes:
+    """A real profile, plus an APP2 segment that only starts like one (decoders then ignore
+    every profile segment: their count does not add up)."""
+    jpeg = encode(picture(), "JPEG", icc_profile=secret_profile(), quality=90)
+    return with_jpeg_segments(jpeg, jpeg_segment(0xE2, b"ICC_PROFILE\x00" + SECRET.encode()))
+
+
+def hidden_jpeg_scan_bytes() -> bytes:
+    jpeg = encode(picture(), "JPEG", quality=90, restart_marker_blocks=4)
+    return with_bytes_at(jpeg, *jpeg_scans(jpeg), *before_restart_markers(jpeg))
+
+
+def hidden_progressive_scan_bytes() -> bytes:
+    jpeg = encode(picture(), "JPEG", quality=90, progressive=True, icc_profile=secret_profile())
+    return with_bytes_at(jpeg, *jpeg_scans(jpeg))
+
+
+def hidden_png() -> bytes:
+    png = encode(picture(), "PNG", icc_profile=secret_profile())
+    padded = f" {SECRET}".encode()
+    return with_png_chunks(
+        png,
+        png_chunk(b"gAMA", struct.pack(">I", 45455) + padded),
+        png_chunk(b"pHYs", struct.pack(">IIB", 2835, 2835, 1) + padded),
+    )
+
+
+def hidden_webp() -> bytes:
+    return encode(picture(), "WEBP", icc_profile=secret_profile(), lossless=True)
+
+
+HIDDEN = {
+    "icc_over_two_segments.jpg": hidden_jpeg_icc,
+    "icc_lookalike.jpg": hidden_jpeg_icc_lookalike,
+    "bytes_after_scans_and_intervals.jpg": hidden_jpeg_scan_bytes,
+    "bytes_after_progressive_scans.jpg": hidden_progressive_scan_bytes,
+    "icc_and_padded_chunks.png": hidden_png,
+    "icc.webp": hidden_webp,
+}
+
+
+@pytest.fixture
+def hidden_media(project, tmp_path):
+    originals = {name: make() for name, make in HIDDEN.items()}
+    for data in originals.values():
+        assert SECRET.encode() in data
+    return originals, import_images(project, tmp_path, originals)
+
+
+@pytest.mark.parametrize("name", list(HIDDEN))
+def test_no_model_name_in_profiles_padding_or_skipped_image_data(
+    client_for, alice, project, hidden_media, name
+):
+    originals, media = hidden_media
+    original, stored = originals[name], media[name]
+    served = body(fetch(client_for(alice), project, stored))
+    assert SECRET.encode() not in served.lower()
+    assert rendering(served) == rendering(original)
+    assert stored.strip_result == Media.StripResult.STRIPPED
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "icc_over_two_segments.jpg",
+        "bytes_after_progressive_scans.jpg",
+        "icc_and_padded_chunks.png",
+        "icc.webp",
+    ],
+)
+def test_the_colour_profile_keeps_its_colours_only(client_for, alice, project, hidden_media, name):
+    originals, media = hidden_media
+    served = body(fetch(client_for(alice), project, media[name]))
+    served_profile_colours(originals[name], served)
+
+
+def test_a_profile_decoders_ignore_is_left_out(client_for, alice, project, hidden_media):
+    originals, media = hidden_media
+    served = body(fetch(client_for(alice), project, media["icc_lookalike.jpg"]))
+    assert b"ICC_PROFILE" not in served
+    with Image.open(io.BytesIO(originals["icc_lookalike.jpg"])) as image:
+        assert image.info.get("icc_profile") is None  # Pillow, like browsers, ignores it
+
+
+def test_jpeg_image_data_ends_where_the_decoder_stops_reading(
+    client_for, alice, project, hidden_media
+):
+    """The Huffman codes are walked to the last byte a decoder reads, after each scan and
+    each restart interval: the served copy has the clean file's image data, byte for byte."""
+    _, media = hidden_media
+    client = client_for(alice)
+    clean = encode(picture(), "JPEG", quality=90, restart_marker_blocks=4)
+    assert body(fetch(client, project, media["bytes_after_scans_and_intervals.jpg"])) == clean
+    clean = encode(picture(), "JPEG", quality=90, progressive=True)
+    served = body(fetch(client, project, media["bytes_after_progressive_scans.jpg"]))
+    assert served[served.index(b"\xff\xda") :] == clean[clean.index(b"\xff\xda") :]
+
+
+def test_png_chunks_of_a_wrong_length_are_dropped(client_for, alice, project, hidden_media):
+    originals, media = hidden_media
+    served = body(fetch(client_for(alice), project, media["icc_and_padded_chunks.png"]))
+    assert {b"gAMA", b"pHYs"} <= set(png_chunks(originals["icc_and_padded_chunks.png"]))
+    assert not {b"gAMA", b"pHYs"} & set(png_chunks(served))
+    assert b"iCCP" in png_chunks(served)
+
+
+def test_releases_hold_the_same_stripped_copies(project, alice, bob, carol, dave, monkeypatch):
+    from tests.annotation import release_support
+
+    def image_with_profile(project, colour):
+        return make_image(project, colour, image_format="JPEG", icc_profile=secret_profile())
+
+    monkeypatch.setattr(release_support, "image_with_exif", image_with_profile)
+    release_support.releasable_project(project, alice, bob, carol)
+    release = release_support.built_release(project, dave)
+    images = list((release.folder / "images").iterdir())
+    assert images
+    for path in images:
+        data = path.read_bytes()
+        assert SECRET.encode() not in data.lower()
+        media = Media.objects.get(served_sha256=path.stem)
+        assert (Path(settings.MEDIA_ROOT) / media.served_relative_path).read_bytes() == data
+        assert SECRET.encode() in (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
+
+
+def test_strip_media_metadata_all_remakes_copies_an_earlier_stripper_made(
+    client_for, alice, project, capsys
+):
+    """Served copies made before profiles were reduced still hold their texts: ``--all``
+    makes every copy again."""
+    original = hidden_jpeg_icc()
+    media = legacy_media(project, original)
+    Media.objects.filter(pk=media.pk).update(
+        served_sha256=media.sha256, strip_result=Media.StripResult.UNCHANGED
+    )
+    call_command("strip_media_metadata")
+    assert "0 stripped" in capsys.readouterr().out  # only copies missing are made
+    call_command("strip_media_metadata", "--all")
+    assert "1 stripped" in capsys.readouterr().out
+    media.refresh_from_db()
+    assert media.strip_result == Media.StripResult.STRIPPED
+    served = body(fetch(client_for(alice), project, media))
+    assert SECRET.encode() not in served.lower()
+    assert media.served_sha256 == hashlib.sha256(served).hexdigest()
+
+
+def test_a_jpeg_whose_walked_scans_decode_otherwise_is_still_stripped(monkeypatch):
+    """Should the walk of the codes cut a scan short (a coding it misreads), the check
+    catches it and the JPEG is stripped with its scans' data kept up to the next marker."""
+    from annotation.imports import strip
+
+    def cut_short(data, start, **context):
+        kept, end = jpeg_scan_data(data, start, **context)
+        return kept[:-2], end
+
+    monkeypatch.setattr(strip, "jpeg_scan_data", cut_short)
+    original = secret_jpeg()
+    stripped = strip.metadata_strip(original, image_format=Media.Format.JPEG)
+    assert stripped.result == Media.StripResult.STRIPPED
+    assert SECRET.encode() not in stripped.data.lower()
+    assert rendering(stripped.data) == rendering(original)
+
+
+def test_png_image_data_with_bytes_after_its_stream_is_reencoded(
+    client_for, alice, project, tmp_path
+):
+    """Decoders stop at the end of the zlib stream (or at the last row): bytes after it in
+    IDAT are not shown, so the PNG is re-encoded losslessly rather than copied."""
+    png = encode(picture(), "PNG")
+    idat = png.index(b"IDAT") - 4
+    length = int.from_bytes(png[idat : idat + 4], "big")
+    padded = png_chunk(b"IDAT", png[idat + 8 : idat + 8 + length] + SECRET.encode())
+    original = png[:idat] + padded + png[idat + 12 + length :]
+    stored = import_images(project, tmp_path, {"idat.png": original})["idat.png"]
+    assert stored.strip_result == Media.StripResult.REENCODED
+    served = body(fetch(client_for(alice), project, stored))
+    assert SECRET.encode() not in served.lower()
+    assert rendering(served) == rendering(original)
+
+
+def test_gif_image_data_with_bytes_after_its_end_code_is_reencoded(
+    client_for, alice, project, tmp_path
+):
+    """Decoders stop at the LZW end code and skip the sub-blocks after it."""
+    gif = encode(picture(), "GIF")
+    terminator = gif.rindex(b"\x00\x3b")  # the image data's last block, then the trailer
+    hidden = bytes((len(SECRET),)) + SECRET.encode()
+    original = gif[:terminator] + hidden + gif[terminator:]
+    stored = import_images(project, tmp_path, {"lzw.gif": original})["lzw.gif"]
+    assert stored.strip_result == Media.StripResult.REENCODED
+    served = body(fetch(client_for(alice), project, stored))
+    assert SECRET.encode() not in served.lower()
+    assert rendering(served) == rendering(original)

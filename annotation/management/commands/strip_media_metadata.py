@@ -11,16 +11,27 @@ from annotation.models import Media
 class Command(BaseCommand):
     help = (
         "Make the served copy without metadata of every image imported before served copies "
-        "existed (imports make it themselves). Safe to run again and while the site runs."
+        "existed (imports make it themselves). Safe to run again and while the site runs. "
+        "--all makes every image's served copy again, for copies an earlier version made."
     )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--all",
+            action="store_true",
+            help="Make the served copy of every image again, not only of those without one.",
+        )
 
     def handle(self, *args, **options):
         results: Counter[str] = Counter()
         missing: list[str] = []
-        pending = Media.objects.filter(served_sha256__isnull=True).order_by("pk")
+        remake = options["all"]
+        pending = Media.objects.order_by("pk")
+        if not remake:
+            pending = pending.filter(served_sha256__isnull=True)
         for media in pending.iterator():
             try:
-                media_strip_metadata(media=media)
+                media_strip_metadata(media=media, remake=remake)
             except FileNotFoundError:
                 missing.append(media.sha256)
                 continue
