@@ -290,10 +290,10 @@ def disputes_settle(
     )
     if pair_ids is not None:
         waiting = waiting.filter(pk__in=list(pair_ids))
-    # A pair another transaction holds is being claimed or voted on right now: that change
-    # settles it (a claim takes the slot; the vote decides), so it is skipped, never waited for.
+    # Locked in id order, waiting for a claim or vote that holds one: the conditions are then
+    # read again on the row as it committed, and who may still vote after that commit.
     rows = list(
-        waiting.select_for_update(of=("self",), skip_locked=True)
+        waiting.select_for_update(of=("self",))
         .order_by("pk")
         .values_list("pk", "external_id", "dispute_reason", "extra_slots")
     )

@@ -183,8 +183,8 @@ def _saved_message(updated: ProjectUpdated) -> str:
         text += f" {updated.reapplied.summary()}"
     if updated.settled:
         text += (
-            f" {pair_actions.plural(updated.settled, 'dispute')} nobody left can answer went"
-            " to adjudication."
+            f" {pair_actions.plural(updated.settled, 'dispute')} went to adjudication: nobody"
+            " left could give the extra vote, or it was past the cap."
         )
     return text
 

@@ -98,3 +98,18 @@ def test_a_rule_the_scale_cannot_take_is_refused_naming_the_field(project, carol
     assert "The mmrb2 rule reads MMRB2" in errors[: errors.index("</div>")]
     project.refresh_from_db()
     assert project.consensus_rule == "majority"
+
+
+def test_lowering_the_cap_on_settings_sends_a_waiting_dispute_to_adjudication(
+    project, carol, api_for, client_for
+):
+    pair = PairFactory(project=project, status=PairStatus.QUEUED)
+    annotator(project, "spare")  # could still give the extra vote
+    for i, side in enumerate(["A", "tie", "B"]):
+        vote_via_api(api_for(annotator(project, f"voter{i}")), project, side)
+    pair.refresh_from_db()
+    assert (pair.status, pair.target_votes) == ("annotating", 4)
+    saved = text_of(_save(client_for(carol), project, max_extra_votes=0))
+    assert "Project settings saved. 1 dispute went to adjudication" in saved
+    pair.refresh_from_db()
+    assert (pair.status, pair.target_votes, pair.extra_slots) == ("disputed", 3, 0)
