@@ -260,7 +260,9 @@ def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
                 now=now,
             )
     # Disputes still with the annotators that nobody can answer, or past a lowered cap.
-    result.changes += disputes_settle(project=project, dry_run=dry_run)
+    settled = disputes_settle(project=project, dry_run=dry_run)
+    result.examined += len(settled)
+    result.changes += settled
     return result
 
 

@@ -129,6 +129,6 @@ def test_lowering_the_cap_sends_the_dispute_on(project, api_for, carol, client_f
     Project.objects.filter(pk=project.pk).update(max_extra_votes=0)
     # Re-apply (the walk-through's button) changes the waiting dispute: 1 pair, not 0.
     response = client_for(carol).post(f"/p/{project.slug}/adjudication/reapply/", follow=True)
-    assert "changed 1;" in _text(response)
+    assert "re-applied to 1 pairs: changed 1;" in _text(response)
     pair.refresh_from_db()
     assert (pair.status, pair.target_votes, pair.extra_slots) == ("disputed", 3, 0)
