@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from fractions import Fraction
@@ -131,7 +132,8 @@ def _local_midnight(now):
 def project_overview(*, project: Project, now=None) -> dict:
     """The Overview for curators and researchers: pairs by status (every status, zeros
     included), per task its pairs, decided pairs and votes against targets (gold pairs take a
-    vote from everyone and have no target), and the votes cast today. Two queries."""
+    vote from everyone and have no target), the disputes back with the annotators, and the
+    votes cast today. Two queries."""
     rows = (
         Pair.objects.filter(project=project)
         .values("task", "status")
@@ -140,13 +142,16 @@ def project_overview(*, project: Project, now=None) -> dict:
             # A pair's votes past its target (a late vote after lease expiry) add no progress.
             votes_in=Sum(Least("vote_count", "target_votes"), filter=Q(is_gold=False)),
             target=Sum("target_votes", filter=Q(is_gold=False)),
+            waiting=Count("id", filter=WAITING_DISPUTE),
         )
         .order_by()
     )
     by_status: dict[str, int] = {}
+    waiting = 0
     tasks: dict[str, dict] = {}
     for row in rows:
         by_status[row["status"]] = by_status.get(row["status"], 0) + row["pairs"]
+        waiting += row["waiting"]
         task = tasks.setdefault(
             row["task"], {"task": row["task"], "pairs": 0, "decided": 0, "votes": 0, "target": 0}
         )
@@ -169,6 +174,7 @@ def project_overview(*, project: Project, now=None) -> dict:
         "pairs_total": sum(by_status.values()),
         "tasks": [tasks[name] for name in sorted(tasks)],
         "votes_today": votes_today,
+        "disputes_waiting": waiting,
     }
 
 
@@ -176,14 +182,26 @@ def _pairs(count: int) -> str:
     return f"{count} pair{pluralize(count)}"
 
 
+def _disputes(count: int) -> str:
+    return f"{count} dispute{pluralize(count)}"
+
+
 def _step(text: str, *links: tuple[str, str | None]) -> dict:
     """A next step: what waits, and the links (label, URL) to act on it, of pages that exist."""
     return {"text": text, "links": [{"label": label, "url": url} for label, url in links if url]}
 
 
-def overview_next_steps(*, project: Project, role: str, by_status: dict[str, int]) -> list[dict]:
+def overview_next_steps(
+    *,
+    project: Project,
+    role: str,
+    by_status: dict[str, int],
+    disputes_waiting: int = 0,
+    waiting_for: Iterable[str] = (),
+) -> list[dict]:
     """What to do next, from the pairs' statuses: one step per kind of waiting work, most
-    urgent first; links for curators, who can act on them."""
+    urgent first; links for curators, who can act on them. ``disputes_waiting`` disputes are
+    back with the annotators, for an extra vote from ``waiting_for``."""
     curator = role == Role.CURATOR
 
     def link(label: str, url_name: str, fragment: str = "") -> tuple[str, str | None]:
@@ -211,6 +229,15 @@ def overview_next_steps(*, project: Project, role: str, by_status: dict[str, int
     if count(PairStatus.DISPUTED):
         pairs = _pairs(count(PairStatus.DISPUTED))
         steps.append(_step(f"{pairs} disputed", link("adjudicate", "adjudication")))
+    if disputes_waiting:
+        names = sorted(set(waiting_for))
+        who = f"from {', '.join(names)}" if names else "from the annotators holding their leases"
+        steps.append(
+            _step(
+                f"{_disputes(disputes_waiting)} waiting for an extra vote {who}",
+                link("see which", "curator-queue", "#disputes-heading"),
+            )
+        )
     open_pairs = sum(count(status) for status in OPEN_STATUSES)
     if open_pairs:
         steps.append(
@@ -259,6 +286,7 @@ def queue_overview(*, project: Project, now=None) -> dict:
             # Gold pairs take a vote from every annotator: they have no target to reach.
             vote_total=Sum("vote_count", filter=Q(is_gold=False)),
             target=Sum("target_votes", filter=Q(is_gold=False)),
+            waiting=Count("id", filter=WAITING_DISPUTE),
         )
         .order_by()
     }
@@ -279,6 +307,8 @@ def queue_overview(*, project: Project, now=None) -> dict:
         "pairs_total": sum(row["pairs"] for row in statuses),
         "open_votes": sum(row["vote_total"] or 0 for row in open_rows),
         "open_target": sum(row["target"] or 0 for row in open_rows),
+        "disputes_waiting": sum(row["waiting"] for row in open_rows),
+        "disputed": by_status.get(PairStatus.DISPUTED, {}).get("pairs", 0),
         "live_leases": leases["live"],
         "expired_leases": leases["expired"],
         "oldest_lease_at": leases["oldest"],
@@ -552,6 +582,80 @@ def claimable_pairs(*, project: Project, annotator) -> QuerySet[Pair]:
     return Pair.objects.filter(
         pk__in=RawSQL(sql, claimable_params(project=project, annotator=annotator))
     )
+
+
+# Who may still give a pair a vote, seen from the pair (the mirror of CLAIMABLE_WHERE): an
+# annotator of its project (``m``, a membership row), not paused, who has neither voted on the
+# pair (``p``) nor skipped it, and to whom it is not restricted away. A dispute none of them
+# can answer goes to adjudication (``annotation.services.consensus.disputes_settle``).
+FREE_ANNOTATOR_WHERE = f"""
+    m.project_id = p.project_id AND m.role = '{Role.ANNOTATOR}' AND NOT m.paused
+    AND (NOT p.restricted OR EXISTS (
+        SELECT 1 FROM {PairRestriction._meta.db_table} r
+        WHERE r.pair_id = p.id AND r.annotator_id = m.user_id))
+    AND NOT EXISTS (
+        SELECT 1 FROM {Vote._meta.db_table} v WHERE v.pair_id = p.id AND v.annotator_id = m.user_id)
+    AND NOT EXISTS (
+        SELECT 1 FROM {Skip._meta.db_table} s WHERE s.pair_id = p.id AND s.annotator_id = m.user_id)
+"""
+# Pair ids per query of the annotators left on pairs (SQLite's limit on parameters).
+_FREE_BATCH = 500
+
+
+def free_annotators(*, pair_ids: Iterable[int], names: bool = False) -> dict[int, list[str]]:
+    """Per pair among ``pair_ids`` that some annotator may still vote on, those annotators'
+    usernames (``names``; else an empty list: only which pairs have one). A pair nobody can
+    answer is absent."""
+    ids = list(pair_ids)
+    found: dict[int, list[str]] = {}
+    user_table = get_user_model()._meta.db_table
+    for start in range(0, len(ids), _FREE_BATCH):
+        batch = ids[start : start + _FREE_BATCH]
+        marks = ", ".join(["%s"] * len(batch))
+        if names:
+            sql = f"""SELECT p.id, u.username FROM {Pair._meta.db_table} p
+                JOIN {Membership._meta.db_table} m ON m.project_id = p.project_id
+                JOIN {user_table} u ON u.id = m.user_id
+                WHERE p.id IN ({marks}) AND {FREE_ANNOTATOR_WHERE} ORDER BY p.id, u.username"""
+        else:
+            sql = f"""SELECT p.id, NULL FROM {Pair._meta.db_table} p WHERE p.id IN ({marks})
+                AND EXISTS (SELECT 1 FROM {Membership._meta.db_table} m
+                            WHERE {FREE_ANNOTATOR_WHERE})"""
+        with connection.cursor() as cursor:
+            cursor.execute(sql, batch)
+            for pair_id, username in cursor.fetchall():
+                found.setdefault(pair_id, [])
+                if username is not None:
+                    found[pair_id].append(username)
+    return found
+
+
+# Disputes listed on the Queue page.
+WAITING_DISPUTES_LIMIT = 50
+# A dispute back with the annotators for an extra vote (counted by the overviews).
+WAITING_DISPUTE = Q(is_gold=False, extra_slots__gt=0, status__in=OPEN_STATUSES)
+
+
+def disputes_waiting(*, project: Project, limit: int = WAITING_DISPUTES_LIMIT) -> list[dict]:
+    """Disputes back with the annotators for an extra vote, oldest first: each pair (votes,
+    target, leases) with the annotators who may still give that vote (a pair with none goes
+    to adjudication, unless a live lease holds its slot). Two queries, one when none waits."""
+    pairs = list(
+        Pair.objects.filter(WAITING_DISPUTE, project=project)
+        .order_by("updated_at", "pk")
+        .only(
+            "pk",
+            "external_id",
+            "task",
+            "dispute_reason",
+            "vote_count",
+            "target_votes",
+            "lease_count",
+            "extra_slots",
+        )[:limit]
+    )
+    who = free_annotators(pair_ids=[pair.pk for pair in pairs], names=True) if pairs else {}
+    return [{"pair": pair, "annotators": who.get(pair.pk, [])} for pair in pairs]
 
 
 def live_assignments(*, project: Project, annotator, now=None) -> QuerySet[Assignment]:

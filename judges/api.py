@@ -83,6 +83,8 @@ class FilterRunSerializer(serializers.ModelSerializer):
         model = FilterRun
         fields = [
             "id",
+            # The run's number in its project, as the pages and messages name it.
+            "number",
             "status",
             "judges",
             "threshold",

@@ -105,8 +105,9 @@ def _live_judge_stats(run: FilterRun) -> dict[str, dict]:
 
 def pair_verdicts(pair: Pair) -> dict:
     """The pair page's judges section: every verdict on ``pair``, per run and judge with both
-    orders side by side, newest run first, and the ensemble decision written onto the pair.
-    Two queries."""
+    orders side by side, newest run first, and the ensemble decision written onto the pair
+    with the run that made it (by its number, as every page shows runs). Two queries, three
+    when that run left no verdict on the pair."""
     verdicts = (
         Verdict.objects.filter(pair=pair)
         .select_related("judge", "run")
@@ -117,6 +118,11 @@ def pair_verdicts(pair: Pair) -> dict:
         run = runs.setdefault(verdict.run_id, {"run": verdict.run, "judges": {}})
         run["judges"].setdefault(verdict.judge.name, {})[verdict.order] = verdict
     summary = pair.ensemble_summary or {}
+    # The summary names its run by id; pages number runs per project (``FilterRun.number``).
+    decided_by = summary.get("run")
+    shown = next((e["run"] for e in runs.values() if e["run"].pk == decided_by), None)
+    if decided_by is not None and shown is None:
+        shown = FilterRun.objects.filter(project_id=pair.project_id, pk=decided_by).first()
     return {
         "pair": pair,
         "runs": [
@@ -133,7 +139,8 @@ def pair_verdicts(pair: Pair) -> dict:
         "decision": {
             "label": pair.ensemble_label,
             "agreement": pair.ensemble_agreement,
-            "run": summary.get("run"),
+            "run": shown.pk if shown else None,
+            "run_number": shown.number if shown else None,
             "threshold": summary.get("threshold"),
             "votes": summary.get("votes") or {},
             "invalid": summary.get("invalid"),

@@ -10,11 +10,12 @@ Adjudications are never votes.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from annotation.errors import Conflict, InvalidInput
@@ -29,6 +30,7 @@ from annotation.models import (
     Side,
     Vote,
 )
+from annotation.selectors import OPEN_STATUSES, free_annotators
 from annotation.services import pairs as lifecycle
 
 # Pairs re-applied per batch: their votes and prior annotations are read in one go.
@@ -46,14 +48,25 @@ def pair_complete(
     *, pair_id: int, project: Project, target_votes: int, extra_slots: int, now: datetime
 ) -> lifecycle.Decision:
     """Decides a pair whose last slot a vote has just filled, by the project's rule, and
-    writes the decision: one query reads its votes and prior annotations. Caller holds the
-    pair's row lock, in the transaction of that vote (already saved); the pair is not gold."""
+    writes the decision: one query reads its votes and prior annotations (and, for a dispute
+    under the cap, one more whether any annotator is left to give the extra vote). Caller
+    holds the pair's row lock, in the transaction of that vote (already saved); the pair is
+    not gold."""
     with connection.cursor() as cursor:
         cursor.execute(_PAIR_VALUES_SQL, [pair_id, pair_id])
         values = [row[0] for row in cursor.fetchall()]
     decision = lifecycle.pair_decision(
         project=project, values=values, target_votes=target_votes, extra_slots=extra_slots
     )
+    if decision.reopened and not free_annotators(pair_ids=[pair_id]):
+        # Nobody left who could give the extra vote: the curators decide now.
+        decision = lifecycle.pair_decision(
+            project=project,
+            values=values,
+            target_votes=target_votes,
+            extra_slots=extra_slots,
+            may_reopen=False,
+        )
     lifecycle.pair_record_decision(pair_id=pair_id, decision=decision, now=now)
     return decision
 
@@ -194,18 +207,33 @@ def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
     for start in range(0, len(rows), REAPPLY_BATCH):
         batch = rows[start : start + REAPPLY_BATCH]
         values = _values_by_pair([row[0] for row in batch])
+        decided: dict[int, lifecycle.Decision] = {}
+        for pk, _, _, _, _, target, extra, votes in batch:
+            if values.get(pk):
+                decided[pk] = lifecycle.pair_decision(
+                    project=project,
+                    values=values[pk],
+                    target_votes=target,
+                    extra_slots=extra,
+                    may_reopen=votes > 0,
+                )
+        # A dispute goes back to the annotators only if one of them can give the extra vote.
+        reopened = [pk for pk, decision in decided.items() if decision.reopened]
+        answerable = free_annotators(pair_ids=reopened) if reopened else {}
         decisions: dict[int, lifecycle.Decision] = {}
-        for pk, external_id, status, label, reason, target, extra, votes in batch:
-            if not values.get(pk):
+        for pk, external_id, status, label, reason, target, extra, _ in batch:
+            if pk not in decided:
                 continue
             result.examined += 1
-            decision = lifecycle.pair_decision(
-                project=project,
-                values=values[pk],
-                target_votes=target,
-                extra_slots=extra,
-                may_reopen=votes > 0,
-            )
+            decision = decided[pk]
+            if decision.reopened and pk not in answerable:
+                decision = lifecycle.pair_decision(
+                    project=project,
+                    values=values[pk],
+                    target_votes=target,
+                    extra_slots=extra,
+                    may_reopen=False,
+                )
             before = (status, label, reason, target, extra)
             after = (
                 decision.status,
@@ -231,4 +259,61 @@ def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
                 from_statuses=(*lifecycle.DECIDED_STATUSES, PairStatus.IMPORTED),
                 now=now,
             )
+    # Disputes still with the annotators that nobody can answer, or past a lowered cap.
+    settled = disputes_settle(project=project, dry_run=dry_run)
+    result.examined += len(settled)
+    result.changes += settled
     return result
+
+
+# ---- Disputes nobody can answer ----
+
+
+@transaction.atomic
+def disputes_settle(
+    *, project: Project, pair_ids: Iterable[int] | None = None, dry_run: bool = False
+) -> list[PairChange]:
+    """Sends to adjudication the project's disputes (all, or those among ``pair_ids``) that
+    wait for an extra vote no annotator can give: every annotator left voted on the pair,
+    skipped it, is paused or is restricted away from it; or the extra slot is past the
+    project's cap, lowered since. A pair whose extra slot a live lease holds stays: its
+    holder may still vote. Called whenever who may vote changes (a skip, a member removed,
+    re-roled or paused, a restriction, a released lease, the settings saved); the project's
+    own pause holds every pair and sends none. Returns the changes (made unless ``dry_run``)."""
+    waiting = Pair.objects.filter(
+        project=project,
+        is_gold=False,
+        status__in=OPEN_STATUSES,
+        lease_count=0,
+        extra_slots__gt=0,
+        # Only the extra slots are left open: every base vote is in.
+        extra_slots__gte=F("target_votes") - F("vote_count"),
+        vote_count__lt=F("target_votes"),
+    )
+    if pair_ids is not None:
+        waiting = waiting.filter(pk__in=list(pair_ids))
+    # Locked in id order, waiting for a claim or vote that holds one: the conditions are then
+    # read again on the row as it committed, and who may still vote after that commit.
+    rows = list(
+        waiting.select_for_update(of=("self",))
+        .order_by("pk")
+        .values_list("pk", "external_id", "dispute_reason", "extra_slots")
+    )
+    if not rows:
+        return []
+    cap = project.max_extra_votes
+    within_cap = [pk for pk, _, _, extra in rows if extra <= cap]
+    answerable = free_annotators(pair_ids=within_cap) if within_cap else {}
+    stalled = [row for row in rows if row[3] > cap or row[0] not in answerable]
+    if stalled and not dry_run:
+        lifecycle.pairs_send_to_adjudication(
+            pair_ids=[pk for pk, *_ in stalled], now=timezone.now()
+        )
+    return [
+        PairChange(
+            external_id,
+            _state(PairStatus.ANNOTATING, "", reason, extra),
+            _state(PairStatus.DISPUTED, "", reason, extra),
+        )
+        for _, external_id, reason, extra in stalled
+    ]

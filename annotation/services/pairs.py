@@ -204,6 +204,28 @@ def pairs_record_decisions(
     )
 
 
+def pairs_send_to_adjudication(*, pair_ids: Iterable[int], now: datetime) -> int:
+    """``annotating -> disputed`` for disputes that wait for an extra vote nobody can give (or
+    one past a lowered cap): the unused extra slots are given back, so the pair's target is
+    its votes again. Only pairs still open with no live lease move; returns how many. Caller
+    holds the pairs' row locks."""
+    return Pair.objects.filter(
+        pk__in=list(pair_ids),
+        status__in=_OPEN_STATUSES,
+        is_gold=False,
+        lease_count=0,
+        extra_slots__gte=F("target_votes") - F("vote_count"),
+        vote_count__lt=F("target_votes"),
+    ).update(
+        status=PairStatus.DISPUTED,
+        # Both read the row as it was: SET expressions see the old values.
+        extra_slots=F("extra_slots") - (F("target_votes") - F("vote_count")),
+        target_votes=F("vote_count"),
+        decided_at=now,
+        updated_at=now,
+    )
+
+
 def pair_adjudicated(*, pair_id: int, label: str, now: datetime) -> bool:
     """``disputed -> consensus`` (or a consensus a curator decides again) with the curator's
     label; returns whether the pair moved. Caller holds the pair's row lock."""

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models import F, Max
+from django.db.models.functions import Least
 
 from annotation.models import (
     ConsensusRule,
@@ -26,6 +27,7 @@ from annotation.models import (
     Vote,
 )
 from annotation.services.accounts import one_time_password_mark
+from annotation.services.consensus import Reapplied, consensus_reapply, disputes_settle
 
 # Inclusive bounds of the numeric settings, shared by the settings form and the services.
 SETTING_RANGES: dict[str, tuple[float, float]] = {
@@ -66,13 +68,14 @@ class SettingLimits:
             return ""
         return (
             f"A pair already has {self.overlap_floor} votes and live leases, so the overlap"
-            f" cannot go below {self.overlap_floor}."
+            f" cannot go below {self.overlap_floor} (extra votes for disputes aside)."
         )
 
 
 def project_setting_limits(*, project: Project) -> SettingLimits:
     """The scale is fixed once votes (or imported prior votes) exist on it; the overlap cannot
-    drop below the votes plus live leases any pair already has."""
+    drop below the votes plus live leases any pair already has within its base target. The
+    extra slots a dispute got are the pair's own (``Pair.extra_slots``), not the overlap."""
     scale_reason = ""
     if Vote.objects.filter(pair__project=project).exists():
         scale_reason = "Annotators have voted on this scale: changing it would misread their votes."
@@ -80,7 +83,7 @@ def project_setting_limits(*, project: Project) -> SettingLimits:
         scale_reason = "Imported pairs carry prior votes on this scale."
     # Gold pairs take a vote from every annotator, whatever the overlap.
     taken = Pair.objects.filter(project=project, is_gold=False).aggregate(
-        most=Max(F("vote_count") + F("lease_count"))
+        most=Max(Least(F("vote_count") + F("lease_count"), F("target_votes") - F("extra_slots")))
     )["most"]
     return SettingLimits(
         scale_locked_because=scale_reason,
@@ -154,10 +157,15 @@ def project_update(
     gold_pause: bool,
     paused: bool,
     min_seconds_per_vote: int,
-) -> Project:
+    consensus_rule: str | None = None,
+) -> ProjectUpdated:
     """Changes the project's settings. The scale and the overlap change only while that is safe
-    (``project_setting_limits``); open pairs that had the old overlap as target get the new one."""
+    (``project_setting_limits``); open pairs that had the old overlap as target get the new one.
+    A changed consensus rule (or its ``min_agree``) is re-applied to the decided pairs
+    (``consensus_reapply``: no vote changes, adjudicated pairs keep their label); disputes
+    nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``)."""
     locked = Project.objects.select_for_update().get(pk=project.pk)
+    consensus_rule = consensus_rule or locked.consensus_rule
     limits = project_setting_limits(project=locked)
     if scale != locked.scale and limits.scale_locked_because:
         raise ValidationError({"scale": limits.scale_locked_because})
@@ -174,6 +182,7 @@ def project_update(
     if overlap < limits.overlap_floor:
         raise ValidationError({"overlap": limits.overlap_floor_because})
     old_overlap = locked.overlap
+    rule_before = (locked.consensus_rule, locked.min_agree)
     changes = {
         "name": name,
         "guidelines": guidelines,
@@ -188,6 +197,7 @@ def project_update(
         "gold_pause": gold_pause,
         "paused": paused,
         "min_seconds_per_vote": min_seconds_per_vote,
+        "consensus_rule": consensus_rule,
     }
     for field, value in changes.items():
         setattr(locked, field, value)
@@ -195,13 +205,25 @@ def project_update(
     locked.save(update_fields=list(changes))
     if overlap != old_overlap:
         _retarget_pairs(project=locked, old=old_overlap, new=overlap)
-    return locked
+    if (locked.consensus_rule, locked.min_agree) != rule_before:
+        # Re-applying settles the disputes nobody can answer too.
+        return ProjectUpdated(locked, consensus_reapply(project=locked), 0)
+    return ProjectUpdated(locked, None, len(disputes_settle(project=locked)))
+
+
+class ProjectUpdated(NamedTuple):
+    project: Project
+    # Only when the consensus rule (or its min_agree) changed and was re-applied.
+    reapplied: Reapplied | None
+    # Disputes sent to adjudication because nobody can give their extra vote (or the cap fell).
+    settled: int
 
 
 def _retarget_pairs(*, project: Project, old: int, new: int) -> None:
-    """Open pairs targeted at the old overlap get the new one. A pair that took more slots
-    since the check keeps the update from happening at all. Caller holds the project's lock."""
-    pairs = Pair.objects.filter(project=project, target_votes=old).exclude(
+    """Open pairs targeted at the old overlap get the new one; a dispute's target (raised by
+    its extra slots) is its own and stays. A pair that took more slots since the check keeps
+    the update from happening at all. Caller holds the project's lock."""
+    pairs = Pair.objects.filter(project=project, target_votes=old, extra_slots=0).exclude(
         status__in=SETTLED_STATUSES
     )
     pairs.alias(taken=F("vote_count") + F("lease_count")).filter(taken__lte=new).update(
@@ -306,6 +328,7 @@ def member_add(
         _check_keeps_a_curator(membership, role)
         membership.role = role
         membership.save(update_fields=["role"])
+        disputes_settle(project=project)
     return MemberAdded(membership, created, generated)
 
 
@@ -319,6 +342,8 @@ def member_role_change(*, membership: Membership, role: str) -> Membership:
         _check_keeps_a_curator(membership, role)
         membership.role = role
         membership.save(update_fields=["role"])
+        # An annotator no more: a dispute only they could still answer goes to adjudication.
+        disputes_settle(project=membership.project)
     return membership
 
 
@@ -329,3 +354,4 @@ def member_remove(*, membership: Membership) -> None:
     membership = Membership.objects.select_related("user").get(pk=membership.pk)
     _check_keeps_a_curator(membership, None)
     membership.delete()
+    disputes_settle(project=membership.project)

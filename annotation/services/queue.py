@@ -59,7 +59,7 @@ from annotation.selectors import (
     next_pair_params,
 )
 from annotation.services.agreement_report import agreement_report_request_refresh
-from annotation.services.consensus import pair_complete
+from annotation.services.consensus import disputes_settle, pair_complete
 
 UNDO_SECONDS = 60
 NOTHING_TO_UNDO = (
@@ -196,20 +196,25 @@ def _free_expired_leases(*, project: Project, now) -> int:
                 expired.select_for_update(of=("self",))
                 .order_by("pk")
                 .values_list("pk", "pair_id")[:SWEEP_BATCH]
-            )
+            ),
+            project=project,
         )
 
 
-def _release(leases: list[tuple[int, int]]) -> int:
-    """Marks locked live leases (assignment id, pair id) released and frees their slots."""
+def _release(leases: list[tuple[int, int]], *, project: Project) -> int:
+    """Marks locked live leases (assignment id, pair id) released and frees their slots; a
+    dispute whose extra slot only a lease of someone who may no longer vote held goes to
+    adjudication (``disputes_settle``)."""
     if not leases:
         return 0
     Assignment.objects.filter(pk__in=[pk for pk, _ in leases]).update(
         status=Assignment.Status.RELEASED
     )
     # Pairs in id order: two transactions freeing slots on the same pairs cannot deadlock.
-    for pair_id, count in sorted(Counter(pair_id for _, pair_id in leases).items()):
+    freed = sorted(Counter(pair_id for _, pair_id in leases).items())
+    for pair_id, count in freed:
         Pair.objects.filter(pk=pair_id).update(lease_count=F("lease_count") - count)
+    disputes_settle(project=project, pair_ids=[pair_id for pair_id, _ in freed])
     return len(leases)
 
 
@@ -378,6 +383,7 @@ def membership_gold_check(*, project: Project, annotator) -> bool:
     Membership.objects.filter(project=project, user=annotator, role=Role.ANNOTATOR).update(
         paused=True
     )
+    disputes_settle(project=project)
     return True
 
 
@@ -402,9 +408,12 @@ def assignment_skip(*, assignment: Assignment, annotator, reason: str, note: str
         Pair.objects.filter(pk=locked.pair_id).update(
             lease_count=F("lease_count") - freed, updated_at=timezone.now()
         )
-    return Skip.objects.create(
+    skip = Skip.objects.create(
         pair_id=locked.pair_id, annotator=annotator, reason=reason, note=note
     )
+    # The skipper was perhaps the last annotator who could give a dispute its extra vote.
+    disputes_settle(project=assignment.pair.project, pair_ids=[locked.pair_id])
+    return skip
 
 
 @dataclass(frozen=True)
@@ -635,7 +644,8 @@ def leases_release(
     if assignment_ids is not None:
         leases = leases.filter(pk__in=list(assignment_ids))
     return _release(
-        list(leases.select_for_update(of=("self",)).order_by("pk").values_list("pk", "pair_id"))
+        list(leases.select_for_update(of=("self",)).order_by("pk").values_list("pk", "pair_id")),
+        project=project,
     )
 
 
@@ -662,4 +672,5 @@ def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Ite
         for user_id in sorted(user_ids)
     )
     Pair.objects.filter(pk__in=pks).update(restricted=bool(user_ids), updated_at=timezone.now())
+    disputes_settle(project=project, pair_ids=pks)
     return len(pks)

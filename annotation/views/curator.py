@@ -1,4 +1,5 @@
-"""The curator's queue page: where the queue stands, who is annotating how fast, what was
+"""The curator's queue page: where the queue stands, which disputes wait for whom (an extra
+annotator, or a curator: the link to adjudication), who is annotating how fast, what was
 skipped, how annotators do on gold pairs, and the levers (pause, priorities, stuck leases,
 restrictions, enqueueing, gold pairs, unpausing an annotator)."""
 
@@ -23,6 +24,7 @@ from annotation.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY,
 from annotation.models import GOLD_MIN_VOTES, Pair, PairStatus, Project, Role
 from annotation.selectors import (
     annotator_throughput,
+    disputes_waiting,
     flagged_skips,
     gold_quality,
     project_tasks,
@@ -229,10 +231,12 @@ def _render_page(request, project: Project, bound: dict | None = None, status: i
         name: form_class(project=project, prefix=name) for name, (form_class, _) in ACTIONS.items()
     }
     forms_by_action.update(bound or {})
+    overview = queue_overview(project=project)
     context = {
         "project": project,
         "role": Role.CURATOR,
-        "overview": queue_overview(project=project),
+        "overview": overview,
+        "disputes": disputes_waiting(project=project) if overview["disputes_waiting"] else [],
         "throughput": annotator_throughput(project=project),
         "skips": flagged_skips(project=project),
         "gold": gold_quality(project=project),

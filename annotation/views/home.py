@@ -15,6 +15,7 @@ from annotation.access import get_project_for_user, may_create_projects
 from annotation.models import ConsensusRule, Membership, Project, Role, Scale
 from annotation.selectors import (
     annotator_progress,
+    disputes_waiting,
     overview_next_steps,
     project_overview,
     projects_for_user,
@@ -104,8 +105,14 @@ def project_detail(request, slug: str):
     else:
         overview = project_overview(project=project)
         context["overview"] = overview
+        waiting = overview["disputes_waiting"]
+        rows = disputes_waiting(project=project) if waiting else []
         context["steps"] = overview_next_steps(
-            project=project, role=role, by_status=overview["by_status"]
+            project=project,
+            role=role,
+            by_status=overview["by_status"],
+            disputes_waiting=waiting,
+            waiting_for=[name for row in rows for name in row["annotators"]],
         )
     return render(request, "annotation/project_detail.html", context)
 

@@ -14,10 +14,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import CURATORS, get_project_for_user
 from annotation.markdown import render_markdown
-from annotation.models import GOLD_MIN_VOTES, Membership, Project, Role, Scale
+from annotation.models import GOLD_MIN_VOTES, ConsensusRule, Membership, Project, Role, Scale
 from annotation.services.projects import (
     MAX_GUIDELINES_CHARS,
     SETTING_RANGES,
+    ProjectUpdated,
     SettingLimits,
     member_add,
     member_remove,
@@ -25,6 +26,7 @@ from annotation.services.projects import (
     project_setting_limits,
     project_update,
 )
+from annotation.views import pair_actions
 
 PAGE = "annotation/settings.html"
 
@@ -43,6 +45,13 @@ class ProjectSettingsForm(forms.Form):
         help_text="Markdown; annotators see it on the comparison page.",
     )
     scale = forms.ChoiceField(choices=Scale.choices)
+    # Not required: a client that leaves it out keeps the project's rule.
+    consensus_rule = forms.ChoiceField(
+        choices=ConsensusRule.choices,
+        required=False,
+        help_text="How a pair's votes become its label (docs/agreement.md). Saving a new rule"
+        " re-applies it to the decided pairs: no vote changes, adjudicated pairs keep theirs.",
+    )
     overlap = _bounded("overlap", help_text="Independent votes each pair gets.")
     min_agree = _bounded("min_agree", help_text="Votes on one side for a majority consensus.")
     max_extra_votes = _bounded(
@@ -158,13 +167,26 @@ def settings_project(request, slug: str):
     )
     if form.is_valid():
         try:
-            project_update(project=project, **form.cleaned_data)
+            updated = project_update(project=project, **form.cleaned_data)
         except ValidationError as exc:
             _add_errors(form, exc, {})
         else:
-            messages.success(request, "Project settings saved.")
+            messages.success(request, _saved_message(updated))
             return redirect("project-settings", slug=project.slug)
     return _render(request, project, project_form=form, status=400)
+
+
+def _saved_message(updated: ProjectUpdated) -> str:
+    """What saving did beyond the settings: the rule re-applied, disputes sent on."""
+    text = "Project settings saved."
+    if updated.reapplied is not None:
+        text += f" {updated.reapplied.summary()}"
+    if updated.settled:
+        text += (
+            f" {pair_actions.plural(updated.settled, 'dispute')} went to adjudication: nobody"
+            " left could give the extra vote, or it was past the cap."
+        )
+    return text
 
 
 @require_POST

@@ -143,7 +143,7 @@ def _publish_start(run: FilterRun) -> None:
             pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
         run.refresh_from_db()
         raise BrokerUnavailable(
-            f"Filter run {run.pk} failed: {error} Try again once the task queue is back."
+            f"Filter run {run.number} failed: {error} Try again once the task queue is back."
         ) from exc
 
 
@@ -170,7 +170,7 @@ def filter_run_resume(*, run: FilterRun) -> int:
     judging = Pair.objects.filter(filter_runs=run, status=PairStatus.JUDGING)
     if before["status"] in (*ACTIVE, Status.FAILED) and not judging.exists():
         raise ValidationError(
-            {"run": f"Run {run.pk} has no pairs left to judge; start a new run on them."}
+            {"run": f"Run {run.number} has no pairs left to judge; start a new run on them."}
         )
     now = timezone.now()
     FilterRun.objects.filter(pk=run.pk, status__in=[Status.PENDING, Status.FAILED]).update(
@@ -178,7 +178,7 @@ def filter_run_resume(*, run: FilterRun) -> int:
     )
     run.refresh_from_db()
     if run.status != Status.RUNNING:
-        raise ValidationError({"run": f"Run {run.pk} is {run.status}; it cannot resume."})
+        raise ValidationError({"run": f"Run {run.number} is {run.status}; it cannot resume."})
     try:
         enqueued = _enqueue_missing(run)
         if not enqueued:
@@ -188,7 +188,9 @@ def filter_run_resume(*, run: FilterRun) -> int:
     except BrokerUnavailable as exc:
         FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(**before)
         run.refresh_from_db()
-        raise BrokerUnavailable(f"{exc} Run {run.pk} was not resumed; try again later.") from exc
+        raise BrokerUnavailable(
+            f"{exc} Run {run.number} was not resumed; try again later."
+        ) from exc
     FilterRun.objects.filter(pk=run.pk).update(resumed_at=now)
     run.resumed_at = now
     return enqueued

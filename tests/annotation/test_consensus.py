@@ -117,6 +117,7 @@ def test_undo_never_unpicks_a_decision(project, voters):
     PairFactory(project=project, status=PairStatus.QUEUED, priority=1)
     PairFactory(project=project, status=PairStatus.QUEUED)
     clients = voters(3)
+    annotator(project, "spare")  # someone left to give a dispute its extra vote
     decided = _vote_all(project, clients, ["A", "A", "A"])
     assert decided.status == "consensus"
     refused = clients[2].post(f"/api/v1/projects/{project.slug}/undo/")
@@ -163,6 +164,7 @@ def test_reapplying_a_changed_rule_changes_labels_never_votes(project, voters, c
     for priority in (3, 2, 1):  # served in this order to everyone
         PairFactory(project=project, status=PairStatus.QUEUED, priority=priority)
     clients = voters(3)
+    annotator(project, "spare")  # someone left to give a dispute its extra vote
     split = _vote_all(project, clients, ["A", "A", "B"])
     unanimous = _vote_all(project, clients, ["B", "B", "B"])
     adjudicated = _vote_all(project, clients, ["A", "B", "tie"])

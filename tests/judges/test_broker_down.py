@@ -117,7 +117,7 @@ def test_starting_a_run_with_the_broker_down_answers_503_and_returns_its_pairs(
     assert run.status == FilterRun.Status.FAILED
     assert "task queue is unreachable" in run.error and "imported again" in run.error
     body = response.content.decode()
-    assert f"Filter run {run.pk} failed" in body and "Try again once the task queue" in body
+    assert f"Filter run {run.number} failed" in body and "Try again once the task queue" in body
     assert set(run.pairs.values_list("status", flat=True)) == {PairStatus.IMPORTED}
 
     response = _timed(lambda: api.post(api_url, {"judges": ["steady"]}, format="json"))
@@ -150,13 +150,13 @@ def test_resuming_a_run_with_the_broker_down_answers_503_and_changes_nothing(
     response = _timed(lambda: client_for(carol).post(resume))
     assert response.status_code == 503
     assert "task queue is unreachable" in response.content.decode()
-    assert f"Run {run.pk} was not resumed" in response.content.decode()
+    assert f"Run {run.number} was not resumed" in response.content.decode()
     assert FilterRun.objects.filter(pk=run.pk).values().get() == before
 
     response = _timed(
         lambda: api.post(f"/api/v1/projects/{project.slug}/filter-runs/{run.pk}/resume/")
     )
     assert response.status_code == 503
-    assert f"Run {run.pk} was not resumed" in response.json()["detail"]
+    assert f"Run {run.number} was not resumed" in response.json()["detail"]
     assert FilterRun.objects.filter(pk=run.pk).values().get() == before
     assert set(run.pairs.values_list("status", flat=True)) == {PairStatus.JUDGING}
