@@ -105,8 +105,18 @@ def test_page_stats_take_a_fixed_number_of_queries(
     client_for, carol, busy_project, django_assert_max_num_queries
 ):
     client = client_for(carol)
+    # A dispute waiting for an extra vote from the start: the extra votes below may split a
+    # pair (which pairs they reach depends on the annotators' ids), and a waiting dispute
+    # costs its two queries whatever the number of annotators.
+    PairFactory(
+        project=busy_project,
+        status=PairStatus.ANNOTATING,
+        target_votes=busy_project.overlap + 1,
+        extra_slots=1,
+    )
+    client.get(page_url(busy_project))  # caches that a process fills once (content types)
     # SQLite has no median aggregate: one more query reads the times on task.
-    with django_assert_max_num_queries(16 if connection.vendor == "postgresql" else 17) as captured:
+    with django_assert_max_num_queries(18 if connection.vendor == "postgresql" else 19) as captured:
         client.get(page_url(busy_project))
     before = len(captured)
     for n in range(6, 12):
