@@ -6,7 +6,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from annotation.models import Project, Release
-from judges.evaluation import DEFAULT_SEED
+from judges.evaluation import DEFAULT_SEED, MAX_SEED
 from judges.models import Judge
 from judges.selectors import judges_for_project
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
@@ -66,7 +66,10 @@ class EvaluationForm(forms.Form):
     judge = forms.ModelChoiceField(queryset=Judge.objects.none(), to_field_name="name")
     release = forms.ChoiceField(label="Target", required=False)
     seed = forms.IntegerField(
-        min_value=0, initial=DEFAULT_SEED, help_text="Seed of the bootstrap intervals."
+        min_value=0,
+        max_value=MAX_SEED,
+        initial=DEFAULT_SEED,
+        help_text="Seed of the bootstrap intervals.",
     )
 
     def __init__(self, *args, project, releases: list[str], **kwargs):
