@@ -21,6 +21,9 @@ from django.utils.http import content_disposition_header
 CHUNK_BYTES = 256 * 1024
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)", re.IGNORECASE)
+# Positions of more digits than this lie past the end of any file; Python refuses to read an
+# int of over 4,300 digits, so they are never read as numbers.
+_MAX_POSITION_DIGITS = 18
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,12 @@ class Unsatisfiable(Exception):
     """The range lies wholly past the end of the file (answered 416)."""
 
 
+def _position(digits: str) -> int:
+    """A byte position from the header; one too long for any file counts as 10**18."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= _MAX_POSITION_DIGITS else 10**_MAX_POSITION_DIGITS
+
+
 def parse_range(header: str, size: int) -> ByteRange | None:
     """The single range a ``Range`` header asks of a file of ``size`` bytes, or None when the
     header is to be ignored (malformed, another unit, several ranges): then the whole file is
@@ -50,16 +59,16 @@ def parse_range(header: str, size: int) -> ByteRange | None:
     if not first and not last:
         return None
     if not first:  # bytes=-n: the last n bytes
-        suffix = int(last)
+        suffix = _position(last)
         if suffix == 0 or size == 0:
             raise Unsatisfiable
         return ByteRange(max(size - suffix, 0), size - 1)
-    start = int(first)
-    if last and int(last) < start:
+    start = _position(first)
+    if last and _position(last) < start:
         return None  # "invalid", so ignored (RFC 9110, 14.1.1)
     if start >= size:
         raise Unsatisfiable
-    return ByteRange(start, min(int(last), size - 1) if last else size - 1)
+    return ByteRange(start, min(_position(last), size - 1) if last else size - 1)
 
 
 def quoted_etag(value: str) -> str:

@@ -1,4 +1,5 @@
-"""Request body limits, decided from the headers before anything reads the body
+"""Request limits, decided before any view runs: the address (no NUL in its path or query,
+docs/api.md, "Errors"), then the body, from the headers before anything reads it
 (docs/operations.md, "Request body limits").
 
 Every request may declare at most ``ARBITER_MAX_REQUEST_BYTES``. Views marked with
@@ -19,6 +20,7 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from annotation.access import CURATORS, get_project_for_user
+from annotation.json_input import text_refusal
 
 LARGE_UPLOAD_MARK = "allows_large_upload"
 API_PATH_PREFIX = "/api/"
@@ -105,4 +107,27 @@ class RequestBodyLimitMiddleware:
 
     def __call__(self, request):
         refusal = body_refusal(request)
+        return refusal if refusal is not None else self.get_response(request)
+
+
+def address_refusal(request) -> HttpResponse | None:
+    """400 for a path or query string holding text no page can act on (a NUL, which no
+    database text holds): every view would fail on it in its own way, most with a 500."""
+    values = [request.path_info]
+    for key, items in request.GET.lists():
+        values += [key, *items]
+    for value in values:
+        if (problem := text_refusal(value)) is not None:
+            return _refusal(request, 400, f"The request's address is refused: its {problem}.")
+    return None
+
+
+class RequestAddressMiddleware:
+    """Answers 400 for an address ``address_refusal`` refuses; other requests go on."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        refusal = address_refusal(request)
         return refusal if refusal is not None else self.get_response(request)

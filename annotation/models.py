@@ -679,6 +679,8 @@ class AgreementReport(models.Model):
     votes_seen = models.PositiveIntegerField(help_text="Votes and prior annotations counted.")
     # When a vote last queued a refresh: no other is queued until the debounce window is over.
     refresh_requested_at = models.DateTimeField(null=True, blank=True)
+    # When Recompute last queued one: no other is queued until it has run (or is given up).
+    recompute_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

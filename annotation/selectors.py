@@ -40,6 +40,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.access import get_project_for_user
+from annotation.json_input import json_loads
 from annotation.models import (
     CLAIM_KEY_MODULUS,
     CLAIM_KEY_TEMPLATE,
@@ -884,7 +885,7 @@ def cursor_decode(cursor: str, *, sort: str) -> tuple[object, int]:
     make for it."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        key, pair_id = json.loads(raw)
+        key, pair_id = json_loads(raw)  # JsonRefused is a ValueError
     except (ValueError, TypeError) as exc:
         raise ValueError("not a page cursor") from exc
     if (

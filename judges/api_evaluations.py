@@ -22,7 +22,7 @@ from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.middleware import allows_large_upload
 from judges.access import get_evaluation_for_user
 from judges.api import BROKER_DOWN_RESPONSE
-from judges.evaluation import DEFAULT_SEED
+from judges.evaluation import DEFAULT_SEED, MAX_SEED
 from judges.models import Judge
 from judges.selectors import evaluation_summary, judges_for_project, leaderboard
 from judges.services.best_of_n import (
@@ -74,7 +74,7 @@ class EvaluationListApi(APIView):
         release = serializers.CharField(
             required=False, default="", allow_blank=True, help_text="X.Y.Z; blank: consensus."
         )
-        seed = serializers.IntegerField(default=DEFAULT_SEED, min_value=0)
+        seed = serializers.IntegerField(default=DEFAULT_SEED, min_value=0, max_value=MAX_SEED)
         call = serializers.BooleanField(
             default=True, help_text="Ask the judge for missing answers; false: score what is there."
         )

@@ -30,6 +30,7 @@ ORDERS = ("AB", "BA")
 LABELS = ("A", "B", "tie")
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
+MAX_SEED = 2**31 - 1  # what the evaluation's seed column holds on every database
 NO_CRITERION = "(no criterion)"
 # Resamples drawn per numpy call: bounds the index matrix to CHUNK x pairs.
 _CHUNK = 100

@@ -8,7 +8,7 @@ from django.forms.fields import InvalidJSONInput
 from django.http import QueryDict
 
 from annotation.models import Project, Release
-from judges.evaluation import DEFAULT_SEED
+from judges.evaluation import DEFAULT_SEED, MAX_SEED
 from judges.keys import api_key_env_refusal
 from judges.models import Judge
 from judges.selectors import judges_for_project
@@ -71,7 +71,10 @@ class EvaluationForm(forms.Form):
     judge = forms.ModelChoiceField(queryset=Judge.objects.none(), to_field_name="name")
     release = forms.ChoiceField(label="Target", required=False)
     seed = forms.IntegerField(
-        min_value=0, initial=DEFAULT_SEED, help_text="Seed of the bootstrap intervals."
+        min_value=0,
+        max_value=MAX_SEED,
+        initial=DEFAULT_SEED,
+        help_text="Seed of the bootstrap intervals.",
     )
 
     def __init__(self, *args, project, releases: list[str], **kwargs):

@@ -3,12 +3,16 @@ one from the project's consensus and read its progress and per-epoch metrics."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.conf import settings
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.access import STAFF_ROLES, get_project_for_user
+from annotation.api.strict import StrictInputSerializer
 from judges.access import get_training_run_for_user
 from judges.api import BROKER_DOWN_RESPONSE
 from judges.models import TrainingRun
@@ -47,7 +51,21 @@ class HeldoutSerializer(serializers.Serializer):
     warning = serializers.CharField(help_text="Why the accuracy says little, or empty.")
 
 
+def checkpoint_shown(path: str) -> str:
+    """Where the checkpoint is, as clients may see it: its path under ARBITER_CHECKPOINT_ROOT,
+    never the server's absolute path (a checkpoint written elsewhere by the command line
+    shows only its folder's and its own name)."""
+    if not path:
+        return ""
+    checkpoint = Path(path).resolve()
+    root = Path(settings.ARBITER_CHECKPOINT_ROOT).resolve()
+    if checkpoint.is_relative_to(root):
+        return checkpoint.relative_to(root).as_posix()
+    return Path(checkpoint.parent.name, checkpoint.name).as_posix()
+
+
 class TrainingRunSerializer(serializers.ModelSerializer):
+    checkpoint = serializers.SerializerMethodField()
     created_by = serializers.CharField(source="created_by.get_username", default=None)
     judge = serializers.CharField(source="judge.name", default=None)
     release = serializers.CharField(source="release.version", default=None)
@@ -94,9 +112,13 @@ class TrainingRunSerializer(serializers.ModelSerializer):
         report = heldout_report(accuracy=run.heldout_accuracy, pairs=run.heldout_pairs)
         return report.as_dict() if report else None
 
+    @extend_schema_field(serializers.CharField(help_text="Under ARBITER_CHECKPOINT_ROOT."))
+    def get_checkpoint(self, run: TrainingRun) -> str:
+        return checkpoint_shown(run.checkpoint)
+
 
 class TrainingRunListApi(APIView):
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         release = serializers.RegexField(
             r"^\d+\.\d+\.\d+$",
             required=False,

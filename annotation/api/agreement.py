@@ -54,6 +54,7 @@ class AgreementApi(APIView):
         request=None,
         responses={
             202: OpenApiResponse(description="A recompute is queued."),
+            409: OpenApiResponse(description="One is queued already and has not run yet."),
             503: OpenApiResponse(description="The task broker is down; nothing was queued."),
         },
         summary="Recompute the agreement report",

@@ -23,7 +23,7 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from annotation.agreement import (
@@ -78,6 +78,9 @@ RETURNING source
 # last requested here (``time.monotonic``), by project id.
 REQUEST_GAP_S = 1.0
 _ASKED: dict[int, float] = {}
+# How long a queued Recompute holds back the next one when it has not run (a worker that lost
+# it, or one busy for that long): after this, another may be queued.
+RECOMPUTE_PENDING_S = 300
 # Rows read from the database at a time: each chunk becomes a numpy array at once, so the
 # Python tuples of a million votes never exist all together.
 READ_CHUNK_ROWS = 50_000
@@ -431,14 +434,29 @@ def agreement_report_recompute(
 
 def agreement_report_queue_refresh(*, project: Project, source: str = ReportSource.ALL) -> None:
     """Queues a recompute of the cached report now (the Recompute button); Unavailable when
-    the task broker cannot take it."""
+    the task broker cannot take it. One at a time per project and source: Conflict while the
+    last one queued has not run, for up to ``RECOMPUTE_PENDING_S`` (then it counts as lost).
+    A project without a report yet has no row to hold the stamp: its first build is queued."""
     from annotation.tasks import agreement_report_refresh  # the task module imports this one
 
     check_report_source(source)
-    try:
-        task_publish(agreement_report_refresh, args=(project.pk, source))
-    except Unavailable as exc:
-        raise Unavailable(f"{exc} The report was not recomputed.") from exc
+    now = timezone.now()
+    with transaction.atomic():  # the stamp stays only when the task was queued
+        reports = AgreementReport.objects.filter(project=project, source=source)
+        stamped = reports.filter(
+            Q(recompute_requested_at__isnull=True)
+            | Q(recompute_requested_at__lte=F("computed_at"))
+            | Q(recompute_requested_at__lt=now - timedelta(seconds=RECOMPUTE_PENDING_S))
+        ).update(recompute_requested_at=now)
+        if not stamped and reports.exists():
+            raise Conflict(
+                f"A recompute of the {source} report is queued already and has not run yet; "
+                "reload the report in a moment."
+            )
+        try:
+            task_publish(agreement_report_refresh, args=(project.pk, source))
+        except Unavailable as exc:
+            raise Unavailable(f"{exc} The report was not recomputed.") from exc
 
 
 def agreement_report_request_refresh(*, project_id: int) -> list[str]:

@@ -464,10 +464,18 @@ def last_action_undo(*, annotator, project: Project) -> Undone | None:
 def _vote_undo(*, vote: Vote, annotator, now) -> Assignment | None:
     """Deletes ``vote`` if no decision has read it: its pair is still open and no dispute
     raised its target (on such a pair every counted vote took part in the dispute); gives its
-    slot back to its lease. Returns the locked lease, or None. Caller holds a transaction."""
+    slot back to its lease. Returns the locked lease, or None (then the caller rolls back).
+    Caller holds a transaction.
+
+    The vote is deleted before the pair's count goes down: of several undos of one vote (tabs,
+    retries), each waits for the lease's lock and then finds it gone, so only one takes its
+    vote off the count (the count going down twice broke its constraint, a 500)."""
     if vote.assignment_id is None:
         return None
     assignment = _lock_assignment(assignment=Assignment(pk=vote.assignment_id), annotator=annotator)
+    deleted, _ = Vote.objects.filter(pk=vote.pk).delete()
+    if not deleted:
+        return None
     reopened = Pair.objects.filter(
         pk=vote.pair_id, status__in=OPEN_STATUSES, consensus_label="", extra_slots=0
     ).update(
@@ -475,8 +483,7 @@ def _vote_undo(*, vote: Vote, annotator, now) -> Assignment | None:
         lease_count=F("lease_count") + 1,
         updated_at=now,
     )
-    deleted, _ = Vote.objects.filter(pk=vote.pk).delete() if reopened else (0, None)
-    return assignment if deleted else None
+    return assignment if reopened else None
 
 
 def _skip_undo(*, skip: Skip, annotator, now) -> Assignment | None:

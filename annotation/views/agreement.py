@@ -38,7 +38,7 @@ from annotation.charts import (
     line_with_band,
     stacked_bar,
 )
-from annotation.errors import InvalidInput, Unavailable
+from annotation.errors import Conflict, InvalidInput, Unavailable
 from annotation.models import (
     AgreementReport,
     PairStatus,
@@ -489,7 +489,7 @@ def agreement_recompute(request, slug: str):
         return _bad_request(str(exc))
     try:
         agreement_report_queue_refresh(project=project, source=source)
-    except Unavailable as exc:
+    except (Unavailable, Conflict) as exc:  # the broker is down, or one is queued already
         messages.error(request, str(exc))
         return _render_page(request, project, role, source, status=status_for(exc))
     messages.success(request, "The report is being recomputed; reload this page in a moment.")

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.access import CURATORS, get_project_for_user
 from annotation.errors import DomainError
+from annotation.json_input import text_refusal
 from annotation.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.models import GOLD_MIN_VOTES, Pair, PairStatus, Project, Role
 from annotation.selectors import (
@@ -43,6 +44,8 @@ class PairIdsField(forms.Field):
 
     def to_python(self, value) -> list[str]:
         text = "" if value in self.empty_values else str(value)
+        if (problem := text_refusal(text)) is not None:  # forms.CharField's own check, here
+            raise ValidationError(f"Pair ids: {problem}.")
         ids = list(dict.fromkeys(part for part in _ID_SEPARATORS.split(text) if part))
         if len(ids) > MAX_PAIR_IDS:
             raise ValidationError(f"At most {MAX_PAIR_IDS} pair ids at a time (got {len(ids)}).")

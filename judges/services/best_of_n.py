@@ -18,7 +18,6 @@ image>"]``.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,11 +25,13 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ValidationError
 
 from annotation.content import image_part, text_part
+from annotation.json_input import JsonRefused, json_loads
 from annotation.models import Media, Project, ProjectMedia
 from judges import backends
 from judges.backends.base import JudgeItem, JudgeResult, Order
 from judges.evaluation import ORDERS
 from judges.models import BestOfNRun, Judge
+from judges.services.runs import check_judge_enabled
 
 METHODS = ("scores", "knockout")
 MIN_CANDIDATES = 2
@@ -173,11 +174,9 @@ def parse_jsonl(lines: Iterable[str], *, project: Project | None = None) -> list
         if not text.strip():
             continue
         try:
-            rows.append((f"line {number}", json.loads(text)))
-        except ValueError as exc:
-            errors.append(f"line {number}: not valid JSON ({exc})")
-        except RecursionError:
-            errors.append(f"line {number}: nested too deeply")
+            rows.append((f"line {number}", json_loads(text)))
+        except JsonRefused as exc:
+            errors.append(f"line {number}: {exc}")
     if errors:
         raise ValidationError(errors[:MAX_ERRORS])
     return parse_items(rows, project=project)
@@ -304,6 +303,7 @@ def best_of_n(*, judge: Judge, items: list[BestOfNItem], method: str) -> dict:
     ``answers`` in a knockout round give each order's canonical side (A = ``first``)."""
     if method not in METHODS:
         raise ValidationError({"method": f"Choose one of {', '.join(METHODS)}."})
+    check_judge_enabled(judge)  # a disabled judge is never called
     backend = backends.get_backend(judge)
     try:
         results, calls = (_by_scores if method == "scores" else _knockout)(backend, items)

@@ -27,6 +27,7 @@ from annotation.models import Pair, PairStatus, Project, Release
 from annotation.services.releases import release_rows
 from judges.evaluation import (
     DEFAULT_SEED,
+    MAX_SEED,
     ORDERS,
     Answer,
     TargetItem,
@@ -164,7 +165,12 @@ def judge_evaluation_create(
 ) -> JudgeEvaluation:
     """Starts (or starts again) the evaluation of ``judge`` on the target. With ``call`` the
     missing answers are asked of the judge by Celery batches; without, the answers on hand
-    are scored now (missing ones count as no vote)."""
+    are scored now (missing ones count as no vote). A disabled judge is never called: with
+    ``call`` it is refused (ValidationError on ``judge``), as out-of-range seeds are."""
+    if call:
+        runs.check_judge_enabled(judge)
+    if not 0 <= seed <= MAX_SEED:
+        raise ValidationError({"seed": f"The seed must lie in 0..{MAX_SEED}; got {seed}."})
     items = check_evaluation(judge=judge, project=project, release=release)
     with transaction.atomic():
         evaluation, _ = JudgeEvaluation.objects.update_or_create(
@@ -202,7 +208,10 @@ def _start(evaluation: JudgeEvaluation) -> None:
 
 def judge_evaluation_resume(*, evaluation: JudgeEvaluation) -> int:
     """Asks again for whatever the target still lacks (after a crash or a failure) and returns
-    how many items were enqueued; scores the evaluation when nothing is missing."""
+    how many items were enqueued; scores the evaluation when nothing is missing. A disabled
+    judge is refused when anything is missing (it would be called)."""
+    if _missing(evaluation):
+        runs.check_judge_enabled(evaluation.judge)
     JudgeEvaluation.objects.filter(pk=evaluation.pk).update(
         status=Status.RUNNING, error="", finished_at=None, progress_at=timezone.now()
     )
@@ -244,6 +253,12 @@ def judge_evaluation_judge_batch(*, evaluation_id: int, items: list, attempt: in
     if evaluation is None or evaluation.status != Status.RUNNING:
         return
     judge = evaluation.judge
+    if (disabled := runs.disabled_judges_message([judge])) is not None:
+        # Disabled while its batches waited: never called; enabling it lets it resume.
+        judge_evaluation_fail(
+            evaluation_id=evaluation.pk, error=f"{disabled} Enable it and resume the evaluation."
+        )
+        return
     calls_before = runs.batch_calls_before(items)
     pair_ids = {pk for pk, _ in calls_before}
     done = set(

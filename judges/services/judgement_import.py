@@ -6,13 +6,13 @@ imported, with every error naming its line and field."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from annotation.json_input import JsonRefused, json_loads
 from annotation.models import Pair, Project
 from judges.evaluation import LABELS, ORDERS
 from judges.models import Judge, Judgement
@@ -32,9 +32,9 @@ def _parse_line(number: int, text: str, errors: list[str]) -> dict | None:
         errors.append(f"line {number}: {field}: {message}")
 
     try:
-        row = json.loads(text)
-    except json.JSONDecodeError as exc:
-        fail("json", f"not valid JSON ({exc.msg})")
+        row = json_loads(text)
+    except JsonRefused as exc:  # NUL, lone surrogates, overflowing numbers, deep nesting too
+        fail("json", str(exc))
         return None
     if not isinstance(row, dict):
         fail("json", "each line must be a JSON object")

@@ -12,6 +12,7 @@ import json
 import logging
 import random
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from itertools import zip_longest
@@ -64,6 +65,20 @@ def _publish(task, **options) -> None:
     task_publish(task, error=BrokerUnavailable, **options)
 
 
+def disabled_judges_message(judges: Iterable[Judge]) -> str | None:
+    """What refuses work for disabled judges, or None when every one is enabled: a disabled
+    judge is never called, whatever asks (docs/judges.md, "Disabling a judge")."""
+    if disabled := [judge.name for judge in judges if not judge.enabled]:
+        return f"Disabled judges cannot run: {', '.join(disabled)}."
+    return None
+
+
+def check_judge_enabled(judge: Judge) -> None:
+    """ValidationError on ``judge`` when it is disabled: nothing may call it."""
+    if (message := disabled_judges_message([judge])) is not None:
+        raise ValidationError({"judge": message})
+
+
 def check_run_options(
     *, judges: list[Judge], threshold: float, budget_per_task: int | None
 ) -> None:
@@ -71,8 +86,8 @@ def check_run_options(
     errors = {}
     if not judges:
         errors["judges"] = "Choose at least one judge."
-    elif disabled := [judge.name for judge in judges if not judge.enabled]:
-        errors["judges"] = f"Disabled judges cannot run: {', '.join(disabled)}."
+    elif (disabled := disabled_judges_message(judges)) is not None:
+        errors["judges"] = disabled
     if not 0.5 < threshold <= 1:
         errors["threshold"] = f"The easy threshold must lie in (0.5, 1]; got {threshold}."
     if budget_per_task is not None and budget_per_task < 1:
@@ -172,6 +187,8 @@ def filter_run_resume(*, run: FilterRun) -> int:
         raise ValidationError(
             {"run": f"Run {run.number} has no pairs left to judge; start a new run on them."}
         )
+    if (disabled := disabled_judges_message(run.judges.all())) is not None:
+        raise ValidationError({"judges": disabled})
     now = timezone.now()
     FilterRun.objects.filter(pk=run.pk, status__in=[Status.PENDING, Status.FAILED]).update(
         status=Status.RUNNING, error="", finished_at=None, started_at=Coalesce("started_at", now)
@@ -422,6 +439,10 @@ def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: 
     run = FilterRun.objects.select_related("project").filter(pk=run_id).first()
     judge = Judge.objects.filter(pk=judge_id).first()
     if run is None or judge is None or run.status != Status.RUNNING:
+        return
+    if (disabled := disabled_judges_message([judge])) is not None:
+        # Disabled while its batches waited: never called; enabling it lets the run resume.
+        filter_run_fail(run_id=run.pk, error=f"{disabled} Enable it and resume the run.")
         return
     calls_before = batch_calls_before(items)
     pair_ids = {pk for pk, _ in calls_before}

@@ -52,6 +52,10 @@ def body(response) -> bytes:
         ("bytes=900-5000", ByteRange(900, 999)),  # an end past the file is clipped
         ("bytes=999-999", ByteRange(999, 999)),
         ("Bytes = 1-2", ByteRange(1, 2)),
+        # 5,000 digits, more than Python reads as an int: past any file, or leading zeros
+        ("bytes=0-" + "9" * 5000, ByteRange(0, 999)),
+        ("bytes=-" + "9" * 5000, ByteRange(0, 999)),
+        ("bytes=" + "0" * 4999 + "5-" + "0" * 4999 + "9", ByteRange(5, 9)),
     ],
 )
 def test_parse_range(header, expected):
@@ -66,7 +70,9 @@ def test_ranges_that_are_ignored_send_the_whole_file(header):
     assert parse_range(header, 1000) is None
 
 
-@pytest.mark.parametrize("header", ["bytes=1000-", "bytes=5000-6000", "bytes=-0"])
+@pytest.mark.parametrize(
+    "header", ["bytes=1000-", "bytes=5000-6000", "bytes=-0", "bytes=" + "9" * 5000 + "-"]
+)
 def test_ranges_past_the_end_are_unsatisfiable(header):
     with pytest.raises(Unsatisfiable):
         parse_range(header, 1000)

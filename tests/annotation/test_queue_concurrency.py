@@ -133,3 +133,24 @@ def test_racing_claims_free_each_expired_lease_exactly_once(transactional_db):
     released = Assignment.objects.filter(pk__in=[a.pk for a in stale], status="released")
     assert released.count() == 8
     assert set(Pair.objects.values_list("lease_count", flat=True)) == {2}
+
+
+def test_six_undos_of_one_vote_at_once_undo_it_once(transactional_db):
+    # Six tabs (or retries) undoing the same vote: one undoes it, the others find nothing to
+    # undo. The count went down once per undo before, and the second broke its constraint.
+    project = ProjectFactory(slug="undo", overlap=3)
+    pair = PairFactory(project=project, status=PairStatus.QUEUED)
+    user = annotator(project, "undoer")
+    assignment = queue.assignment_claim(project=project, annotator=user)
+    queue.vote_submit(assignment=assignment, annotator=user, choice="left")
+    undone: list[object] = []
+
+    def undo():
+        undone.append(queue.last_action_undo(annotator=user, project=project))
+
+    assert _race([undo for _ in range(6)]) == []
+    assert sum(result is not None for result in undone) == 1
+    pair.refresh_from_db()
+    assert (pair.vote_count, pair.lease_count) == (0, 1)
+    assert not Vote.objects.filter(pair=pair).exists()
+    assert Assignment.objects.get(pk=assignment.pk).status == Assignment.Status.LIVE

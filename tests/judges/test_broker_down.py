@@ -97,7 +97,7 @@ def _timed(call):
 
 
 def test_starting_a_run_with_the_broker_down_answers_503_and_returns_its_pairs(
-    project, carol, judges, client_for, api_for, broker
+    project, carol, judges, client_for, api_for, broker, caplog
 ):
     pairs = PairFactory.create_batch(3, project=project)
     page = client_for(carol)
@@ -125,6 +125,10 @@ def test_starting_a_run_with_the_broker_down_answers_503_and_returns_its_pairs(
     assert response["Content-Type"] == "application/json"
     assert list(response.json()) == ["detail"]
     assert "task queue is unreachable" in response.json()["detail"]
+    # where the broker is stays in the log: the answers and the run say only that it is down
+    for text in (body, response.json()["detail"], run.error):
+        assert str(broker.port) not in text and "127.0.0.1" not in text, text
+    assert any(str(broker.port) in record.getMessage() for record in caplog.records)
     assert FilterRun.objects.filter(status=FilterRun.Status.FAILED).count() == 2
     # nothing stuck in "judging": the run that did start keeps only its own pair
     statuses = dict(project.pairs.values_list("pk", "status"))

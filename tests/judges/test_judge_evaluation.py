@@ -153,7 +153,7 @@ def test_a_bad_import_names_each_line_and_field_and_imports_nothing(project, mar
     with pytest.raises(ValidationError) as error:
         judgements_import(judge=marker_judge, project=project, lines=lines)
     assert error.value.messages == [
-        "line 2: json: not valid JSON (Expecting property name enclosed in double quotes)",
+        "line 2: json: not valid JSON (unexpected character, expected a string key)",
         "line 3: pair: no pair 'nope' in project demo",
         "line 4: order: must be AB (A shown first) or BA",
         "line 4: verdict: must be A, B or tie",

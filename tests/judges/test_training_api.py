@@ -110,3 +110,26 @@ def test_a_release_is_named_by_its_version(api_for, carol, project, consensus):
     response = api.post(URL, {"release": "9.9.9"}, format="json")
     assert response.status_code == 400 and "no release 9.9.9" in str(response.json())
     assert api.post(URL, {"release": "1.2"}, format="json").status_code == 400
+
+
+@pytest.mark.django_db
+def test_unknown_fields_are_refused_by_name(api_for, carol, project, consensus):
+    response = api_for(carol).post(URL, {"epochs": 2, "out": "/tmp/elsewhere"}, format="json")
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["out"]
+    assert "Unknown field" in response.json()["out"][0]
+    assert not TrainingRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_checkpoint_is_shown_under_the_root_never_as_the_servers_path(
+    api_for, dave, project, consensus, checkpoint_root
+):
+    run = training_run_create(project=project, options=TrainingOptions(), enqueue=False)
+    run.checkpoint = str(checkpoint_root / "runs" / f"run-{run.pk}" / "model.pt")
+    run.save(update_fields=["checkpoint"])
+    shown = api_for(dave).get(f"{URL}{run.pk}/").json()["checkpoint"]
+    assert shown == f"runs/run-{run.pk}/model.pt"
+    run.checkpoint = "/srv/private/somewhere/rm/model.pt"  # written by the command line
+    run.save(update_fields=["checkpoint"])
+    assert api_for(dave).get(URL).json()[0]["checkpoint"] == "rm/model.pt"

@@ -41,7 +41,10 @@ class Command(BaseCommand):
             f"{len(items)} prompts, {calls_needed(items, options['method'])} judge calls "
             f"by {options['method']}"
         )
-        outcome = best_of_n(judge=judge, items=items, method=options["method"])
+        try:
+            outcome = best_of_n(judge=judge, items=items, method=options["method"])
+        except ValidationError as exc:  # a disabled judge, for one
+            raise CommandError("\n".join(exc.messages)) from None
         for result in outcome["results"]:
             self.stdout.write(json.dumps(result))
         self.stderr.write(f"{outcome['calls']} calls made")
