@@ -30,6 +30,7 @@ from annotation.views.agreement import CHARTS, TABLES
 from annotation.views.curator import ACTIONS
 from annotation.views.pairs import BULK_ACTIONS
 from judges.models import FilterRun, Judge, TrainingRun
+from judges.services.best_of_n import best_of_n_run
 from judges.services.evaluations import judge_evaluation_create
 from tests.annotation.release_support import built_release, releasable_project
 from tests.factories import MembershipFactory, UserFactory
@@ -52,7 +53,8 @@ REFUSED_JSON = {
     "overflow": '{"x": 1e400}',
 }
 # JSON values the parser takes, put into one field at a time.
-FIELD_VALUES = [2147483648, 2**63, -1, 1e300, "x" * 10_000, [[["x"]]], {}, None]
+# "1.1000000000.0": a version part longer than the URL converter takes (issue 16, item 12).
+FIELD_VALUES = [2147483648, 2**63, -1, 1e300, "x" * 10_000, [[["x"]]], {}, None, "1.1000000000.0"]
 LONE_SURROGATE = b"\xed\xa0\x80"  # U+D800 as UTF-8 would write it, which UTF-8 forbids
 # Form and query values, each into one field at a time; the others into all of them at once.
 TEXTS: list[str | bytes] = ["a\x00b", DIGITS]
@@ -177,6 +179,9 @@ class World:
             project=project, epochs=1, lr=0.01, batch_size=8, seed=0, patience=1, holdout=0.2
         )
         self.job = ImportJob.objects.create(project=project, created_by=carol, filename="x.jsonl")
+        self.best_of_n = best_of_n_run(
+            project=project, judge=self.judge, items=[], method="scores", created_by=carol
+        )
         self.assignment = queue.assignment_claim(project=project, annotator=alice)
         assert isinstance(self.assignment, Assignment)
         self.extra = MembershipFactory(project=project, user=UserFactory(username="zed"))
@@ -209,6 +214,12 @@ class World:
             return [str(self.assignment.pk)]
         if name in ("pk", "job_id"):
             return [str(self.job.pk)]
+        if name == "judge_id":
+            return [str(self.judge.pk)]
+        if name == "run_id" and "best-of-n" in route:
+            return [str(self.best_of_n.pk)]
+        if name == "fmt":
+            return ["json", "csv", "nope"]
         if name == "run_id":
             training = "training" in route or "reward-models" in route
             return [str((self.training if training else self.run).pk)]
