@@ -117,6 +117,7 @@ def row_schema(multimodal: bool) -> pa.Schema:
             ("ensemble_label", pa.string()),
             ("ensemble_agreement", pa.float64()),
             ("ensemble_summary", pa.string()),
+            ("prior_ratings", pa.string()),
         ]
     )
 
