@@ -553,9 +553,10 @@ class _Importer:
         self.writer.insert(PriorAnnotation, ratings)
         self.summary.created_pairs += len(pair_rows)
         for pair in pair_rows:
-            if pair["status"] == PairStatus.CONSENSUS:
+            status = pair.get("status")
+            if status == PairStatus.CONSENSUS:
                 self.summary.decided_consensus += 1
-            elif pair["status"] == PairStatus.DISPUTED:
+            elif status == PairStatus.DISPUTED:
                 self.summary.decided_disputed += 1
         self.summary.prior_annotations += len(priors)
         self.summary.prior_ratings += len(ratings)
