@@ -470,6 +470,19 @@ def test_import_pairs_command_prints_a_summary(project, tmp_path, capsys):
     assert "Media:              2 new, 0 reused" in out
 
 
+def test_the_four_mmrb2_files_import_with_the_media_root_and_nothing_else(likert_project, capsys):
+    for name in ("t2i", "edit", "interleaved", "reasoning"):
+        call_command(
+            "import_pairs", likert_project.slug, str(MMRB2 / f"{name}.json"), "--media-root",
+            str(MMRB2),
+        )  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.count("Decided by priors:  ") == 4
+    assert "Decided by priors:  2 (2 consensus, 0 disputed)" in out  # t2i, edit
+    assert "Prior ratings:      8" in out  # reasoning
+    assert Pair.objects.filter(project=likert_project).count() == 7
+
+
 def test_import_pairs_command_fails_with_line_numbers(project, tmp_path, capsys):
     path = write_jsonl(tmp_path / "p.jsonl", [text_pair("ok"), {"id": "bad"}])
     with pytest.raises(CommandError) as info:
