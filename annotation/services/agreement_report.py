@@ -415,7 +415,9 @@ REFERENCE_LABELS = (Side.A, Side.TIE, Side.B)
 def _comparison(pairs: list[tuple[int, str, str]]) -> dict:
     """Share agreeing, Cohen's kappa and the confusion matrix of (pair, consensus,
     reference) rows."""
-    confusion = {row: {column: 0 for column in REFERENCE_LABELS} for row in REFERENCE_LABELS}
+    confusion: dict[str, dict[str, int]] = {
+        str(row): {str(column): 0 for column in REFERENCE_LABELS} for row in REFERENCE_LABELS
+    }
     for _, consensus, reference in pairs:
         confusion[consensus][reference] += 1
     agreeing = sum(1 for _, consensus, reference in pairs if consensus == reference)

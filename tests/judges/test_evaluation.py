@@ -12,7 +12,7 @@ def item(pk: int, label: str, *, task: str = "text", criterion: str = "", same: 
     return TargetItem(pk, f"p{pk}", task, criterion, label, same)
 
 
-def answers(table: dict[int, tuple[str, str]], scores: dict | None = None) -> dict:
+def answers(table: dict[int, tuple[str | None, str | None]], scores: dict | None = None) -> dict:
     out = {}
     for pk, sides in table.items():
         for order, side in zip(("AB", "BA"), sides, strict=True):
