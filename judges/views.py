@@ -239,7 +239,8 @@ def leaderboard_page(request, slug: str):
         "charts": [
             (
                 "Dual accuracy",
-                "Both orders of every A/B pair scored; 0.5 is chance.",
+                "Both orders of every A/B pair scored where the judge answered, as MMRB2 scores;"
+                " 0.5 is chance.",
                 accuracy_chart(board),
             ),
             (
