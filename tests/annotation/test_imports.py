@@ -693,7 +693,7 @@ def test_upload_that_cannot_be_queued_fails_instead_of_waiting(
 
 
 def test_api_curator_imports_a_file(api_for, carol, project):
-    data = jsonl_bytes([text_pair("p1"), text_pair("p2")])
+    data = jsonl_bytes([text_pair("p1"), text_pair("p2", human_annotations=["A", "A", "A"])])
     response = api_for(carol).post(
         f"/api/v1/projects/{project.slug}/imports/",
         {"file": upload("p.jsonl", data)},
@@ -702,6 +702,7 @@ def test_api_curator_imports_a_file(api_for, carol, project):
     assert response.status_code == 201
     body = response.json()
     assert (body["status"], body["created_pairs"], body["percent"]) == ("succeeded", 2, 100)
+    assert body["decided_pairs"] == 1  # p2's three prior votes reach the overlap
     detail = api_for(carol).get(f"/api/v1/projects/{project.slug}/imports/{body['id']}/")
     assert detail.status_code == 200 and detail.json()["created_pairs"] == 2
     listing = api_for(carol).get(f"/api/v1/projects/{project.slug}/imports/").json()
