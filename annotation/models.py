@@ -449,7 +449,10 @@ class Pair(models.Model):
 
 
 class PriorAnnotation(models.Model):
-    """A vote that came with the import (MMRB2's ``human_annotations``), on the project's scale."""
+    """What came with the import as MMRB2's ``human_annotations``: a vote on the project's
+    scale (``value``, ``label``), or a rating of one response (``response`` A or B and the
+    ``rating`` as given: MMRB2's reasoning file rates each response by letter). Ratings are
+    not votes: ``value`` is null on them, so consensus and agreement never count them."""
 
     # Indexed by the unique (pair, position) constraint.
     pair = models.ForeignKey(
@@ -458,6 +461,8 @@ class PriorAnnotation(models.Model):
     position = models.PositiveSmallIntegerField()
     value = models.SmallIntegerField(null=True, blank=True)
     label = models.CharField(max_length=4, choices=Side.choices, blank=True)
+    response = models.CharField(max_length=1, blank=True, help_text="A or B: a rated response.")
+    rating = models.CharField(max_length=16, blank=True, help_text="The rating, as imported.")
 
     class Meta:
         ordering = ["pair", "position"]
@@ -489,6 +494,9 @@ class ImportJob(models.Model):
     created_pairs = models.PositiveIntegerField(default=0)
     existing_pairs = models.PositiveIntegerField(default=0)
     created_media = models.PositiveIntegerField(default=0)
+    decided_pairs = models.PositiveIntegerField(
+        default=0, help_text="New pairs whose prior votes reached their target: decided."
+    )
     errors = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # When the job last moved on; an unfinished job whose progress_at is older than

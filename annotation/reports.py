@@ -36,6 +36,7 @@ REPORT_KEYS = frozenset(
         "by_criterion",
         "per_annotator",
         "history",
+        "reference_labels",
     }
 )
 

@@ -33,14 +33,17 @@ from judges.services.best_of_n import (
     parse_items,
 )
 from judges.services.evaluations import judge_evaluation_create, judge_evaluation_resume
-from judges.services.judgement_import import judgements_import
+from judges.services.judgement_import import judgements_import_text
 
 
 class EvaluationSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     judge = serializers.CharField()
     kind = serializers.CharField()
-    target = serializers.CharField(help_text="SLUG@X.Y.Z for a release, SLUG for the consensus.")
+    target = serializers.CharField(
+        help_text="SLUG@X.Y.Z for a release, SLUG:reference for the reference labels, SLUG for "
+        "the consensus."
+    )
     project = serializers.CharField()
     release = serializers.CharField(allow_null=True)
     status = serializers.ChoiceField(choices=["pending", "running", "succeeded", "failed"])
@@ -64,7 +67,10 @@ class _JudgeField(serializers.SlugRelatedField):
 
 
 RELEASE_PARAMETER = OpenApiParameter(
-    "release", str, description="X.Y.Z: the leaderboard on that release; none: the consensus."
+    "release",
+    str,
+    description="X.Y.Z: the leaderboard on that release; 'reference': on the imported "
+    "reference labels; none: the consensus.",
 )
 
 
@@ -72,7 +78,10 @@ class EvaluationListApi(APIView):
     class InputSerializer(serializers.Serializer):
         judge = _JudgeField(slug_field="name")
         release = serializers.CharField(
-            required=False, default="", allow_blank=True, help_text="X.Y.Z; blank: consensus."
+            required=False,
+            default="",
+            allow_blank=True,
+            help_text="X.Y.Z; 'reference': the imported reference labels; blank: consensus.",
         )
         seed = serializers.IntegerField(default=DEFAULT_SEED, min_value=0, max_value=MAX_SEED)
         call = serializers.BooleanField(
@@ -120,7 +129,10 @@ class JudgementImportApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         judge = _JudgeField(slug_field="name")
-        file = serializers.FileField(help_text="JSONL: pair, order, verdict or score per line.")
+        file = serializers.FileField(
+            help_text="JSONL (pair, order, verdict or score per line) or MMRB2's prediction "
+            "JSON ({pair id: {forward: [{judgement}], reverse: [...]}})."
+        )
 
     @extend_schema(
         request={"multipart/form-data": InputSerializer},
@@ -137,10 +149,10 @@ class JudgementImportApi(APIView):
         judge: Judge = data.validated_data["judge"]
         upload = data.validated_data["file"]
         try:
-            lines = io.TextIOWrapper(upload.file, encoding="utf-8").readlines()
+            text = io.TextIOWrapper(upload.file, encoding="utf-8").read()
         except UnicodeDecodeError:
             raise serializers.ValidationError({"file": "The file is not UTF-8 text."}) from None
-        count = judgements_import(judge=judge, project=project, lines=lines)
+        count = judgements_import_text(judge=judge, project=project, text=text)
         return ApiResponse({"imported": count}, status=status.HTTP_201_CREATED)
 
 

@@ -6,11 +6,16 @@ judge said in one order: a canonical side, or ``""`` when it gave no vote (unpar
 abstain or never asked), and optionally a signed score (A minus B). Every share comes with a
 seeded bootstrap 95% interval over pairs.
 
-- **Dual accuracy** (MMRB2): every pair with a side label is judged in both orders and each
-  order is scored; a missing or tie answer counts as wrong.
-- **Accuracy without ties / with ties** (Omni-RewardBench): one prediction per pair, the side
-  with more of the pair's votes (level: tie; no vote: none, always wrong); without ties over the
-  pairs labelled A or B, with ties over every labelled pair.
+- **Dual accuracy** (MMRB2's ``evaluate/compute_scores/compute_accuracy.py``): both orders of
+  every pair labelled A or B are scored; an order with no answer leaves the denominator, a tie
+  answer counts as wrong. **Strict dual accuracy**: the same, a missing answer counting as
+  wrong.
+- **Accuracy without ties / with ties** (Omni-RewardBench's ``evaluation_experiments/
+  run_exp.py``): one prediction per pair, the judge's answer with the pair as given (order AB);
+  no answer is wrong; without ties over the pairs labelled A or B (a tie prediction is wrong),
+  with ties over every labelled pair (a tie prediction on a tie label is right).
+- Beside each accuracy, ``answered`` (the share of its answers the judge gave) and
+  ``on_answered`` (the accuracy over those only), so abstentions never hide.
 - **Tie-calibrated accuracy**: for judges whose every vote carries a score, the pair's score
   is the mean over its orders; a pair is called a tie when |score| <= margin; the margin is swept
   over 0 and every |score| seen and the best accuracy with ties is reported, smallest margin first.
@@ -88,10 +93,13 @@ class _Arrays:
     """Per-pair counts: each metric is sum(hits) / sum(weights) over the pairs."""
 
     dual: np.ndarray
-    dual_w: np.ndarray
+    dual_answered: np.ndarray
+    dual_expected: np.ndarray
     without_ties: np.ndarray
+    without_ties_answered: np.ndarray
     without_ties_w: np.ndarray
     with_ties: np.ndarray
+    with_ties_answered: np.ndarray
     consistent: np.ndarray
     consistent_w: np.ndarray
     first: np.ndarray
@@ -101,13 +109,33 @@ class _Arrays:
         return _Arrays(*(getattr(self, name)[index] for name in self.__dataclass_fields__))
 
 
+@dataclass(frozen=True)
+class _Metric:
+    """A share: ``hits`` over ``weights`` (None: one per pair); an accuracy also names the
+    answers given (``answered``) out of those it expects (``expected``; None: one per pair)."""
+
+    name: str
+    hits: str
+    weights: str | None
+    answered: str | None = None
+    expected: str | None = None
+
+
 _METRICS = (
-    # name, hits, weights (None: one per pair)
-    ("dual_accuracy", "dual", "dual_w"),
-    ("accuracy_without_ties", "without_ties", "without_ties_w"),
-    ("accuracy_with_ties", "with_ties", None),
-    ("position_consistency", "consistent", "consistent_w"),
-    ("first_shown_share", "first", "first_w"),
+    # MMRB2: an order without an answer leaves the denominator.
+    _Metric("dual_accuracy", "dual", "dual_answered", "dual_answered", "dual_expected"),
+    # The stricter figure: every order of an A/B pair counts, a missing answer is wrong.
+    _Metric("dual_accuracy_strict", "dual", "dual_expected", "dual_answered", "dual_expected"),
+    _Metric(
+        "accuracy_without_ties",
+        "without_ties",
+        "without_ties_w",
+        "without_ties_answered",
+        "without_ties_w",
+    ),
+    _Metric("accuracy_with_ties", "with_ties", None, "with_ties_answered", None),
+    _Metric("position_consistency", "consistent", "consistent_w"),
+    _Metric("first_shown_share", "first", "first_w"),
 )
 
 
@@ -123,18 +151,22 @@ def _arrays(items: list[TargetItem], answers: Mapping[tuple[int, str], Answer]) 
     voted = sides != _NONE
     decisive = label != 0
     dual = ((sides == label[:, None]) & decisive[:, None]).sum(axis=1)
-    balance = np.where(voted, sides, 0).sum(axis=1)
-    prediction = np.where(voted.any(axis=1), np.sign(balance), _NONE)
+    # Omni-RewardBench asks once, the pair as given: the AB answer is the pair's prediction.
+    prediction = sides[:, 0]
+    predicted = voted[:, 0]
     both = voted.all(axis=1)
     # The response shown first is A in order AB (a vote of +1) and B in order BA (-1).
     first_sign = np.array([1, -1], dtype=np.int8)
     ab_votes = voted & (sides != 0)
     return _Arrays(
         dual=dual.astype(np.int32),
-        dual_w=np.where(decisive, 2, 0).astype(np.int32),
+        dual_answered=np.where(decisive, voted.sum(axis=1), 0).astype(np.int32),
+        dual_expected=np.where(decisive, 2, 0).astype(np.int32),
         without_ties=((prediction == label) & decisive).astype(np.int32),
+        without_ties_answered=(predicted & decisive).astype(np.int32),
         without_ties_w=decisive.astype(np.int32),
         with_ties=(prediction == label).astype(np.int32),
+        with_ties_answered=predicted.astype(np.int32),
         consistent=(both & (sides[:, 0] == sides[:, 1])).astype(np.int32),
         consistent_w=both.astype(np.int32),
         first=(ab_votes & (sides == first_sign)).sum(axis=1).astype(np.int32),
@@ -142,33 +174,46 @@ def _arrays(items: list[TargetItem], answers: Mapping[tuple[int, str], Answer]) 
     )
 
 
-def _share(hits: np.ndarray, weights: np.ndarray | None) -> tuple[float | None, int]:
-    total = int(weights.sum()) if weights is not None else len(hits)
-    return (float(hits.sum()) / total if total else None), total
+def _total(arrays: _Arrays, name: str | None) -> int:
+    return int(getattr(arrays, name).sum()) if name else len(arrays.dual)
 
 
 def _metrics(arrays: _Arrays, *, resamples: int, rng: np.random.Generator) -> dict:
-    """Every metric with its n and bootstrap interval (pairs resampled with replacement)."""
+    """Every metric with its n and bootstrap interval (pairs resampled with replacement);
+    accuracies also with the share answered and the accuracy on the answers given."""
     n = len(arrays.dual)
     out: dict = {}
     draws: dict[str, list[np.ndarray]] = defaultdict(list)
     if n and resamples:
         for start in range(0, resamples, _CHUNK):
             index = rng.integers(0, n, size=(min(_CHUNK, resamples - start), n))
-            for name, hits, weights in _METRICS:
-                h = getattr(arrays, hits)[index].sum(axis=1)
-                w = getattr(arrays, weights)[index].sum(axis=1) if weights else np.full(len(h), n)
+            for metric in _METRICS:
+                h = getattr(arrays, metric.hits)[index].sum(axis=1)
+                w = (
+                    getattr(arrays, metric.weights)[index].sum(axis=1)
+                    if metric.weights
+                    else np.full(len(h), n)
+                )
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    draws[name].append(np.where(w > 0, h / np.maximum(w, 1), np.nan))
-    for name, hits, weights in _METRICS:
-        value, total = _share(getattr(arrays, hits), getattr(arrays, weights) if weights else None)
+                    draws[metric.name].append(np.where(w > 0, h / np.maximum(w, 1), np.nan))
+    for metric in _METRICS:
+        hits = int(getattr(arrays, metric.hits).sum())
+        total = _total(arrays, metric.weights)
+        value = hits / total if total else None
         low = high = None
-        if value is not None and draws[name]:
-            sample = np.concatenate(draws[name])
+        if value is not None and draws[metric.name]:
+            sample = np.concatenate(draws[metric.name])
             sample = sample[~np.isnan(sample)]
             if len(sample):
                 low, high = (float(x) for x in np.percentile(sample, [2.5, 97.5]))
-        out[name] = {"value": value, "n": total, "low": low, "high": high}
+        entry: dict = {"value": value, "n": total, "low": low, "high": high}
+        if metric.answered:
+            answered = _total(arrays, metric.answered)
+            expected = _total(arrays, metric.expected)
+            entry["answered"] = answered / expected if expected else None
+            entry["answered_n"] = answered
+            entry["on_answered"] = hits / answered if answered else None
+        out[metric.name] = entry
     out["pairs"] = n
     return out
 
@@ -238,17 +283,20 @@ def evaluate(
     items = list(items)
     arrays = _arrays(items, answers)
     rng = np.random.default_rng(seed)
+    votes = sum(
+        1
+        for item in items
+        for order in ORDERS
+        if (a := answers.get((item.pair_id, order))) is not None and a.side in _SIGN
+    )
+    expected = len(items) * len(ORDERS)
     report: dict = {
         "pairs": len(items),
         "labels": {label: sum(1 for item in items if item.label == label) for label in LABELS},
         "answers": {
-            "expected": len(items) * len(ORDERS),
-            "votes": sum(
-                1
-                for item in items
-                for order in ORDERS
-                if (a := answers.get((item.pair_id, order))) is not None and a.side in _SIGN
-            ),
+            "expected": expected,
+            "votes": votes,
+            "answered": votes / expected if expected else None,
         },
         "overall": _metrics(arrays, resamples=resamples, rng=rng),
         "tie_calibrated": tie_calibrated(items, answers),

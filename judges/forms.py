@@ -10,7 +10,7 @@ from django.http import QueryDict
 from annotation.models import Project, Release
 from judges.evaluation import DEFAULT_SEED, MAX_SEED
 from judges.keys import api_key_env_refusal
-from judges.models import Judge
+from judges.models import Judge, JudgeEvaluation
 from judges.selectors import judges_for_project
 from judges.services.best_of_n import METHODS
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
@@ -66,7 +66,8 @@ class FilterRunForm(forms.Form):
 
 class EvaluationForm(forms.Form):
     """Starts a judge evaluation on the leaderboard page: a judge the project may use and a
-    target (the current consensus or a published release)."""
+    target (the current consensus, a published release, or the imported reference labels
+    when the project has any)."""
 
     judge = forms.ModelChoiceField(queryset=Judge.objects.none(), to_field_name="name")
     release = forms.ChoiceField(label="Target", required=False)
@@ -77,14 +78,17 @@ class EvaluationForm(forms.Form):
         help_text="Seed of the bootstrap intervals.",
     )
 
-    def __init__(self, *args, project, releases: list[str], **kwargs):
+    def __init__(self, *args, project, releases: list[str], reference: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         judge_field = cast(forms.ModelChoiceField, self.fields["judge"])
         judge_field.queryset = judges_for_project(project).filter(enabled=True)
         release_field = cast(forms.ChoiceField, self.fields["release"])
-        release_field.choices = [("", "Current consensus")] + [
+        choices = [("", "Current consensus")] + [
             (version, f"Release {version}") for version in releases
         ]
+        if reference:
+            choices.append((JudgeEvaluation.REFERENCE, "Reference labels"))
+        release_field.choices = choices
 
 
 _DEFAULTS = TrainingOptions()

@@ -220,6 +220,10 @@ class JudgeEvaluation(models.Model):
     # progress is older than ARBITER_STALLED_AFTER_S (its queued work was lost).
     progress_at = models.DateTimeField(null=True, blank=True)
 
+    # ``release`` of an evaluation on the imported reference labels (Pair.prior_label): not a
+    # version, which is always X.Y.Z, so no release can take it.
+    REFERENCE = "reference"
+
     class Meta:
         ordering = ["-created_at"]
         constraints = [
@@ -233,7 +237,10 @@ class JudgeEvaluation(models.Model):
 
     @property
     def target_name(self) -> str:
-        """``SLUG@X.Y.Z`` for a release, ``SLUG`` (current consensus) otherwise."""
+        """``SLUG@X.Y.Z`` for a release, ``SLUG:reference`` for the reference labels, ``SLUG``
+        (current consensus) otherwise."""
+        if self.release == self.REFERENCE:
+            return f"{self.project.slug}:{self.REFERENCE}"
         return f"{self.project.slug}@{self.release}" if self.release else self.project.slug
 
     @property

@@ -17,7 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.leaderboard.page import model_board_context
-from annotation.models import PairStatus, Release, Role
+from annotation.models import Pair, PairStatus, Release, Role
 from annotation.views.pairs import PairSelectionForm, form_error_text
 from config.errors import status_for
 from judges.access import get_run_for_user
@@ -182,11 +182,19 @@ def leaderboard_page(request, slug: str):
         .order_by("-published_at")
         .values_list("version", flat=True)
     )
+    has_reference = (
+        Pair.objects.filter(project=project, is_gold=False).exclude(prior_label="").exists()
+    )
     release = request.GET.get("release", "")
-    if release and release not in releases:
+    reference = has_reference and release == JudgeEvaluation.REFERENCE
+    if release and release not in releases and not reference:
         release = ""
     form = EvaluationForm(
-        request.POST or None, project=project, releases=releases, initial={"release": release}
+        request.POST or None,
+        project=project,
+        releases=releases,
+        reference=has_reference,
+        initial={"release": release},
     )
     status = 200
     if form.is_bound and form.is_valid():
@@ -218,13 +226,22 @@ def leaderboard_page(request, slug: str):
         "form": form,
         "release": release,
         "releases": releases,
-        "target": f"{project.slug}@{release}" if release else project.slug,
+        "has_reference": has_reference,
+        "reference": reference,
+        "target": (
+            f"{project.slug}:{JudgeEvaluation.REFERENCE}"
+            if reference
+            else f"{project.slug}@{release}"
+            if release
+            else project.slug
+        ),
         "board": board,
         "unfinished": unfinished.select_related("judge"),
         "charts": [
             (
                 "Dual accuracy",
-                "Both orders of every A/B pair scored; 0.5 is chance.",
+                "Both orders of every A/B pair scored where the judge answered, as MMRB2 scores;"
+                " 0.5 is chance.",
                 accuracy_chart(board),
             ),
             (

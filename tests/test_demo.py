@@ -189,13 +189,18 @@ def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
         "offline-scorer",
         "offline-pairwise",
     }
+    # Pairs whose three prior votes reach the overlap were decided at import, before any run.
+    decided = pairs.filter(status__in=[PairStatus.CONSENSUS, PairStatus.DISPUTED])
+    assert decided.exists()
+    assert all(pair.prior_annotations.count() == 3 for pair in decided)
     # The filter run finished: the judges' unanimous pairs are easy, the rest queued, and
     # every close call is among the queued (the pairwise judge falls for the position).
     run = FilterRun.objects.get(project=project)
     assert run.status == FilterRun.Status.SUCCEEDED and run.judges.count() == 3
     easy = pairs.filter(status=PairStatus.EASY)
     queued = pairs.filter(status=PairStatus.QUEUED)
-    assert easy.exists() and queued.exists() and easy.count() + queued.count() == 24
+    assert easy.exists() and queued.exists()
+    assert easy.count() + queued.count() + decided.count() == 24
     assert {p.metadata["difficulty"] for p in easy} == {"clear"}
     assert not pairs.filter(status=PairStatus.EASY, metadata__difficulty="close call").exists()
     assert all(p.ensemble_label in ("A", "B") for p in easy)
@@ -228,7 +233,10 @@ def test_load_demo_reset_starts_the_project_afresh(tmp_path):
     project = Project.objects.get(slug="demo")
     assert project.pk != old.pk
     statuses = set(Pair.objects.filter(project=project).values_list("status", flat=True))
-    assert statuses == {PairStatus.EASY, PairStatus.QUEUED}
+    # Fresh: filtered or queued, or decided at import by their prior votes (none disputed
+    # by hand any more).
+    assert {PairStatus.EASY, PairStatus.QUEUED} <= statuses
+    assert statuses <= {PairStatus.EASY, PairStatus.QUEUED, PairStatus.CONSENSUS}
     assert FilterRun.objects.filter(project=project).count() == 1
     assert Membership.objects.filter(project=project).count() == len(DEMO_USERS)
 

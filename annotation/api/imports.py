@@ -44,6 +44,7 @@ class ImportJobSerializer(serializers.ModelSerializer):
             "created_pairs",
             "existing_pairs",
             "created_media",
+            "decided_pairs",
             "errors",
             "created_at",
             "finished_at",

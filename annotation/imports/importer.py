@@ -40,6 +40,7 @@ from annotation.models import (
     ImportJob,
     Media,
     Pair,
+    PairStatus,
     PriorAnnotation,
     Project,
     ProjectMedia,
@@ -47,6 +48,8 @@ from annotation.models import (
     Response,
 )
 from annotation.search import search_words
+from annotation.services.consensus import ImportConsensus
+from annotation.services.pairs import Decision
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +68,16 @@ class ImportSummary:
     media_created: int = 0
     media_reused: int = 0
     prior_annotations: int = 0
+    prior_ratings: int = 0
+    decided_consensus: int = 0
+    decided_disputed: int = 0
     pairs_read: int = 0
     seconds: float = 0.0
+
+    @property
+    def decided_pairs(self) -> int:
+        """New pairs whose prior votes reached their target and were decided at import."""
+        return self.decided_consensus + self.decided_disputed
 
     @property
     def pairs_per_second(self) -> float:
@@ -80,6 +91,9 @@ class ImportSummary:
             f"New responses:      {self.responses_created}",
             f"Media:              {self.media_created} new, {self.media_reused} reused",
             f"Prior annotations:  {self.prior_annotations}",
+            f"Prior ratings:      {self.prior_ratings}",
+            f"Decided by priors:  {self.decided_pairs} ({self.decided_consensus} consensus, "
+            f"{self.decided_disputed} disputed)",
             f"Seconds:            {self.seconds:.2f} ({self.pairs_per_second:,.0f} pairs/s)",
         ]
 
@@ -229,6 +243,12 @@ class _PairRow:
         return tuple(self.pair[column] for column in _FINGERPRINT_COLUMNS)
 
 
+_UNDECIDED = {
+    "status": str(PairStatus.IMPORTED),
+    "consensus_label": "",
+    "dispute_reason": "",
+    "decided_at": None,
+}
 _FINGERPRINT_NAMES = ("prompt", "response_a", "response_b", "criterion", "task")
 _FINGERPRINT_COLUMNS = ("prompt_id", "response_a_id", "response_b_id", "criterion", "task")
 
@@ -263,6 +283,8 @@ class _Importer:
         self.summary = ImportSummary()
         self.writer = BulkWriter()
         self.linked_media: set[str] = set()
+        self.consensus = ImportConsensus(project=project)
+        self._decided_columns: dict[Decision, dict] = {}
         self._analyze_at = 0
         self.written = {
             model: _WrittenIds(complete=not model.objects.filter(project=project).exists())
@@ -361,6 +383,7 @@ class _Importer:
             "metadata": encode(metadata),
             "target_votes": self.project.overlap,
             "prior_label": spec.chosen,
+            **self._decision(spec),
             "search_words": search_words(
                 external_id=spec.external_id,
                 texts=(value for kind, value in spec.prompt_parts if kind != IMAGE),
@@ -368,6 +391,26 @@ class _Importer:
             ),
         }
         return _PairRow(spec, prompt, (responses[0], responses[1]), pair, images)
+
+    def _decision(self, spec: PairSpec) -> dict:
+        """The pair's consensus columns: decided here when its prior votes reach the target
+        (docs/import-format.md, "Prior votes decide"). Every row has the same columns (COPY
+        writes one column list per batch)."""
+        decision = self.consensus.decide([value for value, _ in spec.annotations])
+        if decision is None:
+            return _UNDECIDED
+        columns = self._decided_columns.get(decision)
+        if columns is None:
+            # One dict per distinct decision (there are a handful), of plain strings: COPY
+            # adapts a str faster than a TextChoices member.
+            columns = {
+                "status": str(decision.status),
+                "consensus_label": str(decision.label),
+                "dispute_reason": str(decision.reason),
+                "decided_at": self.writer.now,
+            }
+            self._decided_columns[decision] = columns
+        return columns
 
     def _flush(self, batch: list[_PairRow]) -> None:
         new_rows = self._new_rows(batch)
@@ -500,5 +543,28 @@ class _Importer:
             for position, (value, label) in enumerate(row.spec.annotations)
         ]
         self.writer.insert(PriorAnnotation, priors)
+        # Ratings of each response (MMRB2's reasoning file), after the pair's votes.
+        ratings = [
+            {
+                "pair_id": pair_id,
+                "position": position,
+                "value": None,
+                "response": response,
+                "rating": rating,
+            }
+            for pair_id, row in zip(pair_ids, rows, strict=True)
+            if row.spec.ratings
+            for position, (response, rating) in enumerate(
+                row.spec.ratings, start=len(row.spec.annotations)
+            )
+        ]
+        self.writer.insert(PriorAnnotation, ratings)
         self.summary.created_pairs += len(pair_rows)
+        for pair in pair_rows:
+            status = pair.get("status")
+            if status == PairStatus.CONSENSUS:
+                self.summary.decided_consensus += 1
+            elif status == PairStatus.DISPUTED:
+                self.summary.decided_disputed += 1
         self.summary.prior_annotations += len(priors)
+        self.summary.prior_ratings += len(ratings)

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, cast
 
 from annotation.imports.errors import ImportIssue
 from annotation.models import Scale, Side
+from annotation.prior_ratings import MMRB2_KEYS
 
 CHUNK_BYTES = 1 << 20
 # A single pair (or JSONL line) larger than this is refused instead of filling memory.
@@ -323,6 +324,10 @@ _SIDE_WORDS = {"a": Side.A, "b": Side.B, "tie": Side.TIE}
 _TERNARY_VALUES = {Side.B: 1, Side.TIE: 2, Side.A: 3}
 _TERNARY_SIDES = {value: side for side, value in _TERNARY_VALUES.items()}
 _SIDE_A, _SIDE_B = Side.A.value, Side.B.value
+# MMRB2's reasoning file: human_annotations rates each response, by letter, as an object
+# (annotation/prior_ratings.py).
+RATING_KEYS = {key: response for response, key in MMRB2_KEYS.items()}
+MAX_RATING_LENGTH = 16
 
 
 @dataclass
@@ -349,6 +354,8 @@ class PairSpec:
     extra: dict
     annotations: list[tuple[int, str]] = field(default_factory=list)
     chosen: str = ""
+    # (response "A" or "B", rating as given), in the file's order: a-ratings first.
+    ratings: list[tuple[str, str]] = field(default_factory=list)
 
 
 def is_url(reference: str) -> bool:
@@ -443,16 +450,47 @@ class _Checker:
         return ResponseSpec(model_name, self.content(value["response_content"], field), field)
 
     def annotations(self, value: Any) -> list[tuple[int, str]]:
-        if value is None:
+        if value is None or isinstance(value, dict):  # an object holds ratings
             return []
         if not isinstance(value, list):
-            self.fail("human_annotations", f"must be a list, not {_json_type(value)}")
+            self.fail(
+                "human_annotations",
+                f"must be a list of votes or an object of ratings, not {_json_type(value)}",
+            )
             return []
         out = []
         for index, item in enumerate(value):
             parsed = self.vote(item, f"human_annotations[{index}]")
             if parsed is not None:
                 out.append(parsed)
+        return out
+
+    def ratings(self, value: Any) -> list[tuple[str, str]]:
+        """MMRB2's per-response ratings, ``{"response_a_ratings": ["B", ...],
+        "response_b_ratings": [...]}``: either list may be empty or left out."""
+        if not isinstance(value, dict):
+            return []
+        for unknown in sorted(set(value) - set(RATING_KEYS)):
+            self.fail(
+                f"human_annotations.{unknown}",
+                "unknown field (use response_a_ratings and response_b_ratings)",
+            )
+        out = []
+        for key, response in RATING_KEYS.items():
+            items = value.get(key)
+            if items is None:
+                continue
+            field = f"human_annotations.{key}"
+            if not isinstance(items, list):
+                self.fail(field, f"must be a list of ratings, not {_json_type(items)}")
+                continue
+            for index, item in enumerate(items):
+                if not isinstance(item, str) or not item.strip():
+                    self.fail(f"{field}[{index}]", f"{_shown(item)} is not a rating (a letter)")
+                elif len(item) > MAX_RATING_LENGTH:
+                    self.fail(f"{field}[{index}]", f"longer than {MAX_RATING_LENGTH} characters")
+                else:
+                    out.append((response, item.strip()))
         return out
 
     def vote(self, item: Any, field: str) -> tuple[int, str] | None:
@@ -534,6 +572,7 @@ def pair_spec(
         if _nested_deeper_than(value, MAX_JSON_DEPTH):
             check.fail(name, f"is nested more than {MAX_JSON_DEPTH} levels deep")
     annotations = check.annotations(data.get("human_annotations"))
+    ratings = check.ratings(data.get("human_annotations"))
     chosen = check.chosen(data.get("chosen"))
     if check.issues:
         return None, check.issues
@@ -552,6 +591,7 @@ def pair_spec(
             extra=extra,
             annotations=annotations,
             chosen=chosen,
+            ratings=ratings,
         ),
         [],
     )

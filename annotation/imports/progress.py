@@ -91,6 +91,7 @@ def job_succeeded(job: ImportJob, summary: ImportSummary, total: int) -> None:
         created_pairs=summary.created_pairs,
         existing_pairs=summary.existing_pairs,
         created_media=summary.media_created,
+        decided_pairs=summary.decided_pairs,
         errors=[],
         finished_at=timezone.now(),
     )

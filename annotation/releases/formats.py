@@ -48,6 +48,8 @@ class ReleasePair:
     ensemble_label: str
     ensemble_agreement: float | None
     ensemble_summary: dict
+    # Prior ratings of each response (MMRB2's reasoning file), as MMRB2 writes them.
+    ratings: dict[str, list[str]] | None = None
 
 
 def image_path(file_name: str) -> str:
@@ -92,6 +94,9 @@ def _ensemble(pair: ReleasePair) -> dict[str, Any]:
             orjson.dumps(pair.ensemble_summary, option=orjson.OPT_SORT_KEYS).decode()
             if pair.ensemble_summary
             else ""
+        ),
+        "prior_ratings": (
+            orjson.dumps(pair.ratings, option=orjson.OPT_SORT_KEYS).decode() if pair.ratings else ""
         ),
     }
 
@@ -220,6 +225,8 @@ def mmrb2_record(pair: ReleasePair, *, files: Mapping[str, str]) -> dict[str, An
             "response_content": _mmrb2_content(pair.response_b.content, files),
         },
         "criterion": pair.criterion,
-        "human_annotations": pair.votes,
+        # MMRB2's reasoning file gives per-response ratings here instead of votes.
+        "human_annotations": pair.votes or pair.ratings or [],
         "chosen": pair.label,
+        **({"prior_ratings": pair.ratings} if pair.votes and pair.ratings else {}),
     }

@@ -26,6 +26,7 @@ from annotation.models import (
     Side,
     Vote,
 )
+from annotation.prior_ratings import mmrb2_ratings
 from annotation.releases.formats import ReleasePair, ReleaseResponse
 from annotation.releases.selection import Selection
 
@@ -36,6 +37,7 @@ class Source:
     CONSENSUS = "consensus"
     ADJUDICATED = "adjudicated"
     ENSEMBLE = "ensemble"
+    REFERENCE = "reference"
 
 
 def selected_pairs(project: Project, selection: Selection) -> QuerySet:
@@ -43,6 +45,8 @@ def selected_pairs(project: Project, selection: Selection) -> QuerySet:
     ``min_agreement``, which needs each pair's votes). Never gold pairs."""
     live = Adjudication.objects.filter(pair_id=OuterRef("pk"), superseded_at__isnull=True)
     pairs = Pair.objects.filter(project=project, is_gold=False).annotate(adjudicated=Exists(live))
+    if selection.reference_labels:
+        return _filtered(_with_reference(pairs, selection), selection)
     decided = Q(status=PairStatus.CONSENSUS)
     if not selection.include_ties:
         decided &= ~Q(consensus_label=Side.TIE)
@@ -56,7 +60,16 @@ def selected_pairs(project: Project, selection: Selection) -> QuerySet:
         if not selection.include_ties:
             easy &= ~Q(ensemble_label=Side.TIE)
         which = (which | easy) if which else easy
-    pairs = pairs.filter(which)
+    return _filtered(pairs.filter(which), selection)
+
+
+def _with_reference(pairs: QuerySet, selection: Selection) -> QuerySet:
+    """Pairs with an imported reference label (ties only with ``include_ties``)."""
+    pairs = pairs.exclude(prior_label="")
+    return pairs if selection.include_ties else pairs.exclude(prior_label=Side.TIE)
+
+
+def _filtered(pairs: QuerySet, selection: Selection) -> QuerySet:
     if selection.tasks:
         pairs = pairs.filter(task__in=selection.tasks)
     if selection.criteria:
@@ -66,7 +79,7 @@ def selected_pairs(project: Project, selection: Selection) -> QuerySet:
 
 _PAIR, _PROMPT, _RESPONSE = Pair._meta.db_table, Prompt._meta.db_table, Response._meta.db_table
 _STREAM_SQL = f"""
-SELECT p.id, p.external_id, p.prompt_id, p.status, p.task, p.criterion, p.consensus_label,
+SELECT p.id, p.external_id, p.prompt_id, p.status, p.task, p.criterion, p.{{label}},
        p.ensemble_label, p.ensemble_agreement, p.ensemble_summary,
        EXISTS (SELECT 1 FROM {Adjudication._meta.db_table} j WHERE j.pair_id = p.id
                AND j.superseded_at IS NULL),
@@ -86,6 +99,10 @@ _POSTGRESQL_SESSION_RESET = "RESET jit; RESET work_mem"
 _PRIORS_SQL = f"""
 SELECT pair_id, position, value FROM {PriorAnnotation._meta.db_table}
 WHERE {{ids}} AND value IS NOT NULL ORDER BY pair_id, position
+"""
+_RATINGS_SQL = f"""
+SELECT pair_id, response, rating FROM {PriorAnnotation._meta.db_table}
+WHERE {{ids}} AND rating <> '' ORDER BY pair_id, position
 """
 _VOTES_SQL = f"""
 SELECT pair_id, annotator_id, value FROM {Vote._meta.db_table}
@@ -120,6 +137,20 @@ def _human_values(cursor, pair_ids: list[int]) -> dict[int, list[tuple[int, int]
     for pair_id, annotator_id, value in cursor.fetchall():
         values[pair_id].append((annotator_id, value))
     return values
+
+
+def _add_ratings(cursor, pairs: list[ReleasePair]) -> None:
+    """Sets each pair's prior ratings of its responses (MMRB2's reasoning file), if any."""
+    if not pairs:
+        return
+    by_pk = {pair.pk: pair for pair in pairs}
+    clause, params = _ids_in("pair_id", list(by_pk))
+    cursor.execute(_RATINGS_SQL.format(ids=clause), params)
+    rated: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for pair_id, response, rating in cursor.fetchall():
+        rated[pair_id].append((response, rating))
+    for pair_id, rows in rated.items():
+        by_pk[pair_id].ratings = mmrb2_ratings(rows)
 
 
 def _json(value):
@@ -171,17 +202,19 @@ def release_pairs(
     bytewise = ' COLLATE "C"' if connection.vendor == "postgresql" else ""  # SQLite: BINARY
     size = chunk_size()
     with connection.chunked_cursor() as stream, connection.cursor() as cursor:
-        stream.execute(_STREAM_SQL.format(selected=selected, bytewise=bytewise), params)
+        # The label column: the reference label instead of the consensus when asked.
+        label = "prior_label" if selection.reference_labels else "consensus_label"
+        sql = _STREAM_SQL.format(selected=selected, bytewise=bytewise, label=label)
+        stream.execute(sql, params)
         while rows := stream.fetchmany(size):
             values = _human_values(cursor, [row[0] for row in rows])
-            yield (
-                len(rows),
-                [
-                    pair
-                    for row in rows
-                    if (pair := _pair(project, selection, row, values.get(row[0], []))) is not None
-                ],
-            )
+            chunk = [
+                pair
+                for row in rows
+                if (pair := _pair(project, selection, row, values.get(row[0], []))) is not None
+            ]
+            _add_ratings(cursor, [pair for _, pair in chunk])
+            yield len(rows), chunk
 
 
 def _pair(project: Project, selection: Selection, row: tuple, rated: list[tuple[int, int]]):
@@ -204,7 +237,10 @@ def _pair(project: Project, selection: Selection, row: tuple, rated: list[tuple[
         content_b,
     ) = row
     votes = [value for _, value in rated]
-    if status == PairStatus.EASY:
+    if selection.reference_labels:  # consensus_label holds the reference label here
+        label, source = consensus_label, Source.REFERENCE
+        agreement = agreement_of(project.scale, label, votes)
+    elif status == PairStatus.EASY:
         label, source, agreement = ensemble_label, Source.ENSEMBLE, ensemble_agreement
     else:
         label = consensus_label

@@ -35,6 +35,10 @@ class Selection:
     include_adjudicated: bool = True
     include_ties: bool = False
     include_ensemble: bool = False
+    # The pairs' imported reference labels (Pair.prior_label: MMRB2's chosen,
+    # Omni-RewardBench's criteria_preference) instead of Arbiter's decisions: every pair with
+    # one, whatever its status; the include_* sources do not apply.
+    reference_labels: bool = False
     tasks: tuple[str, ...] = ()
     criteria: tuple[str, ...] = ()
     min_agreement: float | None = None
@@ -44,7 +48,7 @@ class Selection:
     seed: int = 0
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        stored = {
             "include_consensus": self.include_consensus,
             "include_adjudicated": self.include_adjudicated,
             "include_ties": self.include_ties,
@@ -55,6 +59,11 @@ class Selection:
             "splits": [{"name": s.name, "ratio": s.ratio} for s in self.splits],
             "seed": self.seed,
         }
+        if self.reference_labels:
+            # Only when set: a release built before the option stores (and rebuilds to)
+            # the same selection as it always did.
+            stored["reference_labels"] = True
+        return stored
 
     @property
     def split_names(self) -> tuple[str, ...]:
@@ -206,6 +215,7 @@ def check_selection(data: Mapping[str, Any] | Selection | None) -> Selection:
         include_adjudicated=_bool(data, "include_adjudicated", True),
         include_ties=_bool(data, "include_ties", False),
         include_ensemble=_bool(data, "include_ensemble", False),
+        reference_labels=_bool(data, "reference_labels", False),
         tasks=_strings(data, "tasks"),
         criteria=_strings(data, "criteria"),
         min_agreement=_min_agreement(data),
@@ -213,7 +223,10 @@ def check_selection(data: Mapping[str, Any] | Selection | None) -> Selection:
         seed=_seed(data),
     )
     if not (
-        selection.include_consensus or selection.include_adjudicated or selection.include_ensemble
+        selection.include_consensus
+        or selection.include_adjudicated
+        or selection.include_ensemble
+        or selection.reference_labels
     ):
         raise InvalidInput(
             "include_consensus: choose at least one source of pairs (consensus, adjudicated "

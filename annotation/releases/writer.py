@@ -114,6 +114,7 @@ _ENSEMBLE_COLUMNS = [
     ("ensemble_label", pa.string()),
     ("ensemble_agreement", pa.float64()),
     ("ensemble_summary", pa.string()),
+    ("prior_ratings", pa.string()),
 ]
 
 

@@ -31,6 +31,7 @@ from annotation.agreement import (
     AlphaLevel,
     Ratings,
     bootstrap_alpha_ci,
+    cohen_kappa,
     fleiss_kappa,
     krippendorff_alpha,
     pairwise_agreement,
@@ -46,6 +47,7 @@ from annotation.models import (
     PriorAnnotation,
     Project,
     ReportSource,
+    Side,
     Vote,
 )
 from annotation.reports import report_sections
@@ -405,7 +407,60 @@ def agreement_report_build(
         "by_criterion": _by_group(ratings, pairs.criterion[at_pair], pairs.criteria, whole),
         "per_annotator": _per_annotator(ratings, gold, pairs.gold_labels),
         "history": _history(ratings, counted),
+        "reference_labels": reference_comparison(project),
         **report_sections(project=project),
+    }
+
+
+# ---- The project's consensus against the imported reference labels ----
+
+# Rows of the confusion matrix: the consensus label; columns: the reference label.
+REFERENCE_LABELS = (Side.A, Side.TIE, Side.B)
+
+
+def _comparison(pairs: list[tuple[int, str, str]]) -> dict:
+    """Share agreeing, Cohen's kappa and the confusion matrix of (pair, consensus,
+    reference) rows."""
+    confusion: dict[str, dict[str, int]] = {
+        str(row): {str(column): 0 for column in REFERENCE_LABELS} for row in REFERENCE_LABELS
+    }
+    for _, consensus, reference in pairs:
+        confusion[consensus][reference] += 1
+    agreeing = sum(1 for _, consensus, reference in pairs if consensus == reference)
+    return {
+        "pairs": len(pairs),
+        "agreeing": agreeing,
+        "agreement": agreeing / len(pairs) if pairs else None,
+        "cohen_kappa": _number(
+            cohen_kappa(
+                {pk: consensus for pk, consensus, _ in pairs},
+                {pk: reference for pk, _, reference in pairs},
+            )
+        ),
+        "confusion": confusion,
+    }
+
+
+def reference_comparison(project: Project) -> dict:
+    """The project's human consensus against the reference labels that came with the import
+    (MMRB2's ``chosen``, Omni-RewardBench's ``criteria_preference``): over the pairs that
+    have both, the share agreeing, Cohen's kappa and the confusion matrix, overall and by
+    task (a re-annotation study's figures; docs/agreement.md, "Against the reference
+    labels"). Gold pairs are left out."""
+    labelled = Pair.objects.filter(project=project, is_gold=False).exclude(prior_label="")
+    rows = list(
+        labelled.filter(status=PairStatus.CONSENSUS)
+        .exclude(consensus_label="")
+        .order_by("pk")
+        .values_list("pk", "task", "consensus_label", "prior_label")
+    )
+    by_task: dict[str, list[tuple[int, str, str]]] = {}
+    for pk, task, consensus, reference in rows:
+        by_task.setdefault(task, []).append((pk, consensus, reference))
+    return {
+        "with_reference": labelled.count(),
+        **_comparison([(pk, consensus, reference) for pk, _, consensus, reference in rows]),
+        "by_task": {task: _comparison(pairs) for task, pairs in sorted(by_task.items())},
     }
 
 

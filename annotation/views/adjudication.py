@@ -20,6 +20,7 @@ from annotation.errors import DomainError
 from annotation.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.models import Pair, PairStatus, Project, Role, Scale, Side
 from annotation.presentation import shown_contents
+from annotation.prior_ratings import ratings_by_response
 from annotation.scales import CANONICAL_WORDS
 from annotation.selectors import ADJUDICATION_PAGE_SIZE, disputed_pairs, pair_for_adjudication
 from annotation.services.consensus import consensus_reapply, pair_adjudicate
@@ -83,6 +84,7 @@ def _render_pair(
     )
     words = CANONICAL_WORDS[project.scale]
     adjudications = list(pair.adjudications.all())
+    priors = list(pair.prior_annotations.all())
     live = next((a for a in adjudications if a.superseded_at is None), None)
     context = {
         "project": project,
@@ -94,8 +96,10 @@ def _render_pair(
         "votes": [{"vote": vote, "words": words[vote.value]} for vote in pair.votes.all()],
         "priors": [
             {"prior": prior, "words": words.get(prior.value or 0, prior.label)}
-            for prior in pair.prior_annotations.all()
+            for prior in priors
+            if not prior.rating
         ],
+        "prior_ratings": ratings_by_response((p.response, p.rating) for p in priors),
         "adjudications": adjudications,
         "live_adjudication": live,
         "can_decide": role == Role.CURATOR

@@ -28,6 +28,7 @@ from annotation.limits import MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.models import Pair, PairStatus, Project, Role, Side, Vote
 from annotation.pair_sections import pair_sections
 from annotation.presentation import shown_contents
+from annotation.prior_ratings import ratings_by_response
 from annotation.scales import on_screen_vote, options_for
 from annotation.selectors import (
     DEFAULT_PAIR_PAGE_SIZE,
@@ -424,6 +425,7 @@ def pair_detail(request, slug: str, pair_id: int):
         [pair.prompt.content, pair.response_a.content, pair.response_b.content], project=project
     )
     votes = list(pair.votes.select_related("annotator").order_by("created_at", "pk"))
+    priors = list(pair.prior_annotations.all())
     context = {
         "project": project,
         "role": role,
@@ -432,7 +434,8 @@ def pair_detail(request, slug: str, pair_id: int):
         "response_a": response_a,
         "response_b": response_b,
         "votes": _vote_rows(project, votes),
-        "priors": list(pair.prior_annotations.all()),
+        "priors": [prior for prior in priors if not prior.rating],
+        "prior_ratings": ratings_by_response((p.response, p.rating) for p in priors),
         "skips": list(pair.skips.select_related("annotator").order_by("created_at", "pk")),
         "restricted_to": list(
             project_annotators(project).filter(pk__in=pair.restrictions.values("annotator_id"))

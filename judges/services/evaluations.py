@@ -1,5 +1,5 @@
-"""Judge evaluations: a judge scored against a target, a project's current consensus or one
-of its releases (docs/judges-evaluation.md).
+"""Judge evaluations: a judge scored against a target, a project's current consensus, one of
+its releases or its imported reference labels (docs/judges-evaluation.md).
 
 An evaluation needs the judge's answer on every target pair in both orders. Answers already on
 hand are reused: the evaluation's judgements (called earlier or imported) and the judge's
@@ -98,9 +98,36 @@ def release_target(project: Project, version: str) -> list[TargetItem]:
     ]
 
 
+def reference_target(project: Project) -> list[TargetItem]:
+    """The project's pairs with a reference label (``Pair.prior_label``: MMRB2's ``chosen``,
+    Omni-RewardBench's ``criteria_preference``), whatever Arbiter's own votes decided; gold
+    pairs left out."""
+    rows = (
+        Pair.objects.filter(project=project, is_gold=False)
+        .exclude(prior_label="")
+        .order_by("pk")
+        .values_list(
+            "pk",
+            "external_id",
+            "task",
+            "criterion",
+            "prior_label",
+            "response_a__model_name",
+            "response_b__model_name",
+        )
+    )
+    return [
+        TargetItem(pk, external_id, task, criterion, label, bool(model_a) and model_a == model_b)
+        for pk, external_id, task, criterion, label, model_a, model_b in rows
+    ]
+
+
 def evaluation_target(*, project: Project, release: str = "") -> list[TargetItem]:
-    """The labelled pairs of the target: a published release's rows, or the project's current
-    consensus when ``release`` is blank."""
+    """The labelled pairs of the target: a published release's rows, the reference labels
+    (``release`` is ``JudgeEvaluation.REFERENCE``), or the project's current consensus when
+    ``release`` is blank."""
+    if release == JudgeEvaluation.REFERENCE:
+        return reference_target(project)
     return release_target(project, release) if release else consensus_target(project)
 
 

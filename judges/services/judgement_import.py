@@ -132,3 +132,125 @@ def judgements_import(*, judge: Judge, project: Project, lines: Iterable[str]) -
                 ).delete()
         Judgement.objects.bulk_create(judgements, batch_size=2000)
     return len(judgements)
+
+
+# ---- MMRB2's own prediction files ----
+
+# MMRB2's evaluate scripts write one JSON object per task: pair id -> {"forward": [{"judgement":
+# "A"}], "reverse": [...]}. "forward" shows the pair as given (order AB); "reverse" shows B
+# first, so its judgement names the responses as shown and is flipped back to canonical terms
+# (MMRB2's compute_accuracy.py, flip_judgement).
+MMRB2_ORDERS = {"forward": "AB", "reverse": "BA"}
+_MMRB2_JUDGEMENTS = {"A": "A", "B": "B", "tie": "tie"}
+_FLIP = {"A": "B", "B": "A", "tie": "tie"}
+
+
+def is_mmrb2_predictions(data) -> bool:
+    """Whether a decoded JSON document is an MMRB2 prediction file (an object of objects),
+    not one line of Arbiter's JSONL (an object of plain values)."""
+    return (
+        isinstance(data, dict)
+        and bool(data)
+        and all(isinstance(value, dict) for value in data.values())
+    )
+
+
+def _mmrb2_rows(data: dict, errors: list[str]) -> list[dict]:
+    """The answers of an MMRB2 prediction file, canonical; an order whose list is empty is
+    not answered (no row), a judgement that is null or "" is an abstention (MMRB2 leaves both
+    out of its denominator)."""
+    rows = []
+    for pair_id, prediction in data.items():
+        if unknown := sorted(set(prediction) - set(MMRB2_ORDERS)):
+            errors.append(f"pair {pair_id}: {unknown[0]}: unknown field (forward, reverse)")
+            continue
+        for key, order in MMRB2_ORDERS.items():
+            answers = prediction.get(key)
+            if answers is None or answers == []:
+                continue
+            first = answers[0] if isinstance(answers, list) else None
+            if not isinstance(first, dict):
+                errors.append(f'pair {pair_id}: {key}: must be a list like [{{"judgement": "A"}}]')
+                continue
+            said = first.get("judgement")
+            if said is None or said == "":
+                side, outcome = "", Judgement.Outcome.ABSTAIN
+            elif isinstance(said, str) and said in _MMRB2_JUDGEMENTS:
+                side = _MMRB2_JUDGEMENTS[said]
+                side = _FLIP[side] if order == "BA" else side
+                outcome = Judgement.Outcome.OK
+            else:
+                shown = repr(said) if isinstance(said, str | int | float) else "a value"
+                errors.append(
+                    f"pair {pair_id}: {key}[0].judgement: {shown[:60]} is not A, B or tie"
+                )
+                continue
+            rows.append(
+                {
+                    "pair": str(pair_id),
+                    "order": order,
+                    "side": side,
+                    "outcome": outcome,
+                    "raw": said if isinstance(said, str) else "",
+                }
+            )
+    return rows
+
+
+def judgements_import_mmrb2(*, judge: Judge, project: Project, data: dict) -> int:
+    """Stores the answers of an MMRB2 prediction file (``is_mmrb2_predictions``) as
+    ``judge``'s, replacing any it had for the same (pair, order); returns how many.
+    ValidationError naming every bad pair, and then nothing is stored."""
+    errors: list[str] = []
+    rows = _mmrb2_rows(data, errors)
+    ids = dict(
+        Pair.objects.filter(
+            project=project, external_id__in={row["pair"] for row in rows}
+        ).values_list("external_id", "pk")
+    )
+    for pair in sorted({row["pair"] for row in rows} - set(ids)):
+        errors.append(f"pair {pair}: no pair {pair!r} in project {project.slug}")
+    if not rows and not errors:
+        errors.append("the file holds no judgements")
+    if errors:
+        shown = errors[:MAX_ERRORS]
+        if len(errors) > MAX_ERRORS:
+            shown.append(f"... and {len(errors) - MAX_ERRORS} more errors")
+        raise ValidationError(shown)
+    judgements = [
+        Judgement(
+            judge=judge,
+            pair_id=ids[row["pair"]],
+            order=row["order"],
+            source=Judgement.Source.IMPORT,
+            outcome=row["outcome"],
+            side=row["side"],
+            raw=row["raw"][:200],
+        )
+        for row in rows
+    ]
+    with transaction.atomic():
+        for order in ORDERS:
+            chosen = [j.pair_id for j in judgements if j.order == order]
+            for start in range(0, len(chosen), 2000):
+                Judgement.objects.filter(
+                    judge=judge, order=order, pair_id__in=chosen[start : start + 2000]
+                ).delete()
+        Judgement.objects.bulk_create(judgements, batch_size=2000)
+    return len(judgements)
+
+
+def judgements_import_text(*, judge: Judge, project: Project, text: str) -> int:
+    """Imports a judgements file in either format: MMRB2's prediction object, or Arbiter's
+    JSONL (one answer per line)."""
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped)
+        except (ValueError, RecursionError):
+            data = None
+        if is_mmrb2_predictions(data):
+            return judgements_import_mmrb2(judge=judge, project=project, data=data)
+    # Split on "\n" only, as readlines does: str.splitlines would also cut at U+2028 inside
+    # a JSON string.
+    return judgements_import(judge=judge, project=project, lines=text.split("\n"))

@@ -236,20 +236,26 @@ def test_the_mmrb2_rule_needs_the_likert6_scale(db):
 def test_mmrb2_released_files_reanalysed_give_each_pair_its_chosen_label(db):
     project = ProjectFactory(slug="mmrb2", scale="likert6", overlap=3, consensus_rule="mmrb2")
     chosen = {}
+    decided_at_import = 0
     for name in ("t2i", "edit", "interleaved", "reasoning"):
-        pairs_import(project=project, source=MMRB2 / f"{name}.json", media_root=MMRB2)
+        summary = pairs_import(project=project, source=MMRB2 / f"{name}.json", media_root=MMRB2)
+        decided_at_import += summary.decided_pairs
         for released in json.loads((MMRB2 / f"{name}.json").read_text())["pairs"]:
-            chosen[released["id"]] = released["chosen"]
-    out = _reapply(project.slug)
-    # Every released pair has a clear majority within MMRB2's thresholds: none is disputed.
+            if isinstance(released["human_annotations"], list):  # reasoning rates instead
+                chosen[released["id"]] = released["chosen"]
+    # Every voted pair has a clear majority within MMRB2's thresholds: none is disputed, and
+    # the import decided each one already (docs/import-format.md, "Prior votes decide").
     decided = dict(
         Pair.objects.filter(project=project, status="consensus").values_list(
             "external_id", "consensus_label"
         )
     )
-    assert decided == chosen and len(decided) == 6
-    assert "changed 6;" in out
-    assert "dreambench__000_gpt-image-1_0_flux-kontext_4000: imported -> consensus A" in out
+    assert decided == chosen and len(decided) == decided_at_import == 5
+    # Re-applying the same rule finds nothing to change; the reasoning pairs, rated but not
+    # voted on, keep their reference label and wait for annotators.
+    assert "changed 0;" in _reapply(project.slug)
+    reasoning = Pair.objects.filter(project=project, external_id__startswith="visulogic")
+    assert set(reasoning.values_list("status", "prior_label")) == {("imported", "A")}
     assert not Vote.objects.exists()
 
 

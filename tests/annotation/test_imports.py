@@ -69,7 +69,7 @@ def test_mmrb2_released_files_import_unchanged(likert_project, settings):
             project=likert_project, source=MMRB2 / f"{name}.json", media_root=MMRB2
         )
         totals[name] = summary.created_pairs
-    assert totals == {"t2i": 2, "edit": 2, "interleaved": 1, "reasoning": 1}
+    assert totals == {"t2i": 2, "edit": 2, "interleaved": 1, "reasoning": 2}
 
     released = json.loads((MMRB2 / "edit.json").read_text())["pairs"][0]
     pair = Pair.objects.select_related("prompt", "response_a", "response_b").get(
@@ -99,6 +99,83 @@ def test_mmrb2_released_files_import_unchanged(likert_project, settings):
 
     interleaved = Pair.objects.get(project=likert_project, task="", external_id__startswith="isg")
     assert [p["type"] for p in interleaved.response_a.content] == ["text", "image", "text"]
+
+
+def test_mmrb2_reasoning_ratings_are_kept_per_response(likert_project):
+    """reasoning.json rates each response by letter, in an object, one list possibly empty."""
+    summary = pairs_import(
+        project=likert_project, source=MMRB2 / "reasoning.json", media_root=MMRB2
+    )
+    assert (summary.created_pairs, summary.prior_ratings, summary.prior_annotations) == (2, 8, 0)
+    first, second = Pair.objects.filter(project=likert_project).order_by("external_id")
+    ratings = list(first.prior_annotations.values_list("position", "value", "response", "rating"))
+    assert ratings == [
+        (0, None, "A", "B"), (1, None, "A", "B"), (2, None, "A", "B"),
+        (3, None, "B", "C"), (4, None, "B", "C"), (5, None, "B", "C"),
+    ]  # fmt: skip
+    assert list(second.prior_annotations.values_list("response", "rating")) == [
+        ("A", "A"),
+        ("A", "B"),
+    ]
+    # ``chosen`` is the pair's reference label; ratings are not votes, so nothing is decided.
+    assert (first.prior_label, first.status, second.prior_label) == ("A", "imported", "A")
+    assert summary.decided_pairs == 0
+
+
+def test_ratings_in_the_wrong_shape_name_their_field(likert_project, tmp_path):
+    pairs = [
+        text_pair("p1", human_annotations={"response_a_ratings": "B"}),
+        text_pair("p2", human_annotations={"response_a_ratings": [3], "notes": []}),
+        text_pair("p3", human_annotations="B"),
+    ]
+    failure = refused(likert_project, write_jsonl(tmp_path / "p.jsonl", pairs))
+    assert [str(issue) for issue in failure.issues] == [
+        "line 1, field human_annotations.response_a_ratings: must be a list of ratings, not a "
+        "string",
+        "line 2, field human_annotations.notes: unknown field (use response_a_ratings and "
+        "response_b_ratings)",
+        "line 2, field human_annotations.response_a_ratings[0]: 3 is not a rating (a letter)",
+        "line 3, field human_annotations: must be a list of votes or an object of ratings, not "
+        "a string",
+    ]
+
+
+def test_prior_votes_that_reach_the_target_decide_the_pair_at_import(project, tmp_path):
+    """Overlap 3, majority of 2: complete priors are decided in the import itself, as a
+    vote completing the pair would decide it; incomplete ones wait for the annotators."""
+    pairs = [
+        text_pair("agreed", human_annotations=["A", "A", "B"]),
+        text_pair("split", human_annotations=["A", "tie", "B"]),
+        text_pair("short", human_annotations=["B", "B"]),
+        text_pair("none"),
+    ]
+    summary = pairs_import(project=project, source=write_jsonl(tmp_path / "p.jsonl", pairs))
+    assert (summary.decided_consensus, summary.decided_disputed) == (1, 1)
+    assert "Decided by priors:  2 (1 consensus, 1 disputed)" in summary.describe()
+    state = {
+        pair.external_id: (pair.status, pair.consensus_label, pair.dispute_reason)
+        for pair in Pair.objects.filter(project=project)
+    }
+    assert state == {
+        "agreed": ("consensus", "A", ""),
+        "split": ("disputed", "", "no_majority"),
+        "short": ("imported", "", ""),
+        "none": ("imported", "", ""),
+    }
+    assert Pair.objects.get(project=project, external_id="agreed").decided_at is not None
+
+
+def test_mmrb2_voted_files_give_consensus_pairs_with_nothing_else_run(likert_project):
+    decided = 0
+    for name in ("t2i", "edit", "interleaved"):
+        summary = pairs_import(
+            project=likert_project, source=MMRB2 / f"{name}.json", media_root=MMRB2
+        )
+        decided += summary.decided_pairs
+    pairs = Pair.objects.filter(project=likert_project)
+    assert decided == pairs.count() == 5
+    assert set(pairs.values_list("status", flat=True)) == {"consensus"}
+    assert all(pair.consensus_label == pair.prior_label for pair in pairs)
 
 
 def test_mmrb2_identical_images_are_stored_once(likert_project):
@@ -393,6 +470,19 @@ def test_import_pairs_command_prints_a_summary(project, tmp_path, capsys):
     assert "Media:              2 new, 0 reused" in out
 
 
+def test_the_four_mmrb2_files_import_with_the_media_root_and_nothing_else(likert_project, capsys):
+    for name in ("t2i", "edit", "interleaved", "reasoning"):
+        call_command(
+            "import_pairs", likert_project.slug, str(MMRB2 / f"{name}.json"), "--media-root",
+            str(MMRB2),
+        )  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.count("Decided by priors:  ") == 4
+    assert "Decided by priors:  2 (2 consensus, 0 disputed)" in out  # t2i, edit
+    assert "Prior ratings:      8" in out  # reasoning
+    assert Pair.objects.filter(project=likert_project).count() == 7
+
+
 def test_import_pairs_command_fails_with_line_numbers(project, tmp_path, capsys):
     path = write_jsonl(tmp_path / "p.jsonl", [text_pair("ok"), {"id": "bad"}])
     with pytest.raises(CommandError) as info:
@@ -603,7 +693,7 @@ def test_upload_that_cannot_be_queued_fails_instead_of_waiting(
 
 
 def test_api_curator_imports_a_file(api_for, carol, project):
-    data = jsonl_bytes([text_pair("p1"), text_pair("p2")])
+    data = jsonl_bytes([text_pair("p1"), text_pair("p2", human_annotations=["A", "A", "A"])])
     response = api_for(carol).post(
         f"/api/v1/projects/{project.slug}/imports/",
         {"file": upload("p.jsonl", data)},
@@ -612,6 +702,7 @@ def test_api_curator_imports_a_file(api_for, carol, project):
     assert response.status_code == 201
     body = response.json()
     assert (body["status"], body["created_pairs"], body["percent"]) == ("succeeded", 2, 100)
+    assert body["decided_pairs"] == 1  # p2's three prior votes reach the overlap
     detail = api_for(carol).get(f"/api/v1/projects/{project.slug}/imports/{body['id']}/")
     assert detail.status_code == 200 and detail.json()["created_pairs"] == 2
     listing = api_for(carol).get(f"/api/v1/projects/{project.slug}/imports/").json()

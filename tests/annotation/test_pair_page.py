@@ -144,3 +144,22 @@ def test_a_pair_by_its_import_id(client_for, carol, dave, alice, project):
     missing = reverse("pair-by-external-id", args=[project.slug, "nope"])
     assert client_for(carol).get(missing).status_code == 404
     assert client_for(alice).get(url).status_code == 403
+
+
+def test_prior_ratings_of_each_response_show_on_the_pair_and_adjudication_pages(
+    client_for, carol, project
+):
+    """MMRB2's reasoning ratings, per response with their counts; not listed as votes."""
+    pair = PairFactory(project=project, status=PairStatus.DISPUTED, prior_label="A")
+    rows = [("A", "B"), ("A", "B"), ("A", "C"), ("B", "C")]
+    for position, (response, rating) in enumerate(rows):
+        PriorAnnotation.objects.create(
+            pair=pair, position=position, response=response, rating=rating
+        )
+    text = text_of(client_for(carol).get(pair_url(pair)))
+    assert "Prior ratings of each response (imported)" in text
+    assert "Response A: B × 2, C × 1 (B, B, C)" in text
+    assert "Response B: C × 1 (C)" in text
+    assert "Prior annotations (imported)" not in text  # ratings are not votes
+    adjudication = text_of(client_for(carol).get(f"/p/{project.slug}/adjudication/{pair.pk}/"))
+    assert "Response A: B × 2, C × 1 (B, B, C)" in adjudication

@@ -12,7 +12,7 @@ def item(pk: int, label: str, *, task: str = "text", criterion: str = "", same: 
     return TargetItem(pk, f"p{pk}", task, criterion, label, same)
 
 
-def answers(table: dict[int, tuple[str, str]], scores: dict | None = None) -> dict:
+def answers(table: dict[int, tuple[str | None, str | None]], scores: dict | None = None) -> dict:
     out = {}
     for pk, sides in table.items():
         for order, side in zip(("AB", "BA"), sides, strict=True):
@@ -30,24 +30,61 @@ def test_every_metric_on_five_pairs_worked_out_by_hand():
     items = [item(1, "A"), item(2, "B"), item(3, "A"), item(4, "tie"), item(5, "B")]
     given = answers({1: ("A", "A"), 2: ("A", "B"), 3: ("B", ""), 4: ("tie", "A"), 5: ("B", "B")})
     report = evaluate(items, given, resamples=200)
-    # Dual: 2 + 1 + 0 + 2 right of the 8 answers on the four A/B pairs.
-    assert value(report, "dual_accuracy") == pytest.approx(5 / 8)
-    assert report["overall"]["dual_accuracy"]["n"] == 8
-    # Per pair: 1 -> A (right), 2 -> level, a tie (wrong), 3 -> B (wrong), 5 -> B (right).
+    # Dual (MMRB2): 2 + 1 + 0 + 2 right of the 7 answers given on the four A/B pairs: pair 3's
+    # BA order has no answer and leaves the denominator.
+    assert value(report, "dual_accuracy") == pytest.approx(5 / 7)
+    assert report["overall"]["dual_accuracy"]["n"] == 7
+    # Strict: the missing answer is wrong, 5 of 8.
+    assert value(report, "dual_accuracy_strict") == pytest.approx(5 / 8)
+    assert report["overall"]["dual_accuracy_strict"]["answered"] == pytest.approx(7 / 8)
+    assert report["overall"]["dual_accuracy_strict"]["on_answered"] == pytest.approx(5 / 7)
+    # Omni-RB: the AB answer is the prediction: 1 A (right), 2 A (wrong), 3 B (wrong), 5 B.
     assert value(report, "accuracy_without_ties") == pytest.approx(2 / 4)
-    # Pair 4 is predicted A against a human tie: wrong.
-    assert value(report, "accuracy_with_ties") == pytest.approx(2 / 5)
+    # With ties: pair 4's tie prediction on a tie label is right: 3 of 5.
+    assert value(report, "accuracy_with_ties") == pytest.approx(3 / 5)
     # Both orders answered on 1, 2, 4, 5; the same side on 1 and 5.
     assert value(report, "position_consistency") == pytest.approx(2 / 4)
     # A/B votes: 8; the first-shown response chosen by 1/AB, 2/AB, 2/BA, 5/BA.
     assert value(report, "first_shown_share") == pytest.approx(4 / 8)
-    assert report["answers"] == {"expected": 10, "votes": 9}  # a tie is a vote
+    assert report["answers"] == {"expected": 10, "votes": 9, "answered": 0.9}  # a tie is a vote
     assert report["labels"] == {"A": 2, "B": 2, "tie": 1}
     low, high = (
         report["overall"]["dual_accuracy"]["low"],
         report["overall"]["dual_accuracy"]["high"],
     )
-    assert 0 <= low <= 5 / 8 <= high <= 1
+    assert 0 <= low <= 5 / 7 <= high <= 1
+
+
+def test_missing_and_tie_answers_as_mmrb2_and_omni_rewardbench_score_them():
+    """The worked case of docs/judges-evaluation.md: three A/B pairs and a tie pair."""
+    items = [item(1, "A"), item(2, "B"), item(3, "A"), item(4, "tie")]
+    # Pair 1 right twice; pair 2: a tie answer (wrong), then right; pair 3: no answer in AB
+    # (a failed call), wrong in BA; pair 4: tie, then A.
+    given = answers({1: ("A", "A"), 2: ("tie", "B"), 3: (None, "B"), 4: ("tie", "A")})
+    overall = evaluate(items, given, resamples=0)["overall"]
+    # MMRB2: answers given on A/B pairs 5 (1AB 1BA 2AB 2BA 3BA), right 3 -> 3/5.
+    assert overall["dual_accuracy"]["value"] == pytest.approx(3 / 5)
+    assert overall["dual_accuracy"]["n"] == 5
+    assert overall["dual_accuracy"]["answered"] == pytest.approx(5 / 6)
+    # Strict: 3 of the 6 orders.
+    assert overall["dual_accuracy_strict"]["value"] == pytest.approx(3 / 6)
+    # Omni-RB without ties (pairs 1-3, AB answers A, tie, none): 1 right of 3.
+    assert overall["accuracy_without_ties"]["value"] == pytest.approx(1 / 3)
+    assert overall["accuracy_without_ties"]["answered"] == pytest.approx(2 / 3)
+    assert overall["accuracy_without_ties"]["on_answered"] == pytest.approx(1 / 2)
+    # With ties: pair 4's tie on a tie label is right too: 2 of 4.
+    assert overall["accuracy_with_ties"]["value"] == pytest.approx(2 / 4)
+    assert overall["accuracy_with_ties"]["on_answered"] == pytest.approx(2 / 3)
+
+
+def test_a_judge_that_mostly_abstains_shows_how_little_it_answered():
+    items = [item(pk, "A") for pk in range(10)]
+    given = answers({0: ("A", "A"), 1: ("B", "B"), **{pk: ("", "") for pk in range(2, 10)}})
+    overall = evaluate(items, given, resamples=0)["overall"]
+    assert overall["dual_accuracy"]["value"] == 0.5
+    assert overall["dual_accuracy"]["answered"] == pytest.approx(0.2)
+    assert overall["dual_accuracy_strict"]["value"] == pytest.approx(0.1)
+    assert overall["accuracy_with_ties"]["answered"] == pytest.approx(0.2)
 
 
 def test_a_judge_that_always_answers_a_scores_the_share_of_pairs_labelled_a():
@@ -66,7 +103,8 @@ def test_a_judge_that_always_picks_the_first_response_scores_one_half_and_is_nev
     items = [item(pk, label) for pk, label in enumerate(["A", "B", "B", "A"])]
     report = evaluate(items, answers({pk: ("A", "B") for pk in range(4)}))
     assert value(report, "dual_accuracy") == 0.5
-    assert value(report, "accuracy_without_ties") == 0.0  # every pair level: a tie
+    # Omni-RB's one answer per pair is the AB one, always A: right on the two A pairs.
+    assert value(report, "accuracy_without_ties") == 0.5
     assert value(report, "position_consistency") == 0.0
     assert value(report, "first_shown_share") == 1.0
 

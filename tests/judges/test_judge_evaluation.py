@@ -128,9 +128,12 @@ def test_imported_judgements_are_scored_without_calls(project, marker_judge, mar
     evaluation = judge_evaluation_create(judge=marker_judge, project=project, call=False)
     assert marker_server.request_count == 0
     overall = evaluation.results["overall"]
-    # Right: 0/AB, 0/BA, 1/BA of the six answers the three pairs needed (pair 2 has none).
-    assert overall["dual_accuracy"]["value"] == pytest.approx(3 / 6)
-    assert evaluation.results["answers"] == {"expected": 6, "votes": 4}
+    # Right: 0/AB, 0/BA, 1/BA of the four answers given (pair 2 has none: MMRB2 leaves
+    # unanswered orders out); of the six the three pairs needed, strictly.
+    assert overall["dual_accuracy"]["value"] == pytest.approx(3 / 4)
+    assert overall["dual_accuracy_strict"]["value"] == pytest.approx(3 / 6)
+    assert overall["dual_accuracy"]["answered"] == pytest.approx(4 / 6)
+    assert evaluation.results["answers"] == {"expected": 6, "votes": 4, "answered": 4 / 6}
     imported = Judgement.objects.get(pair=pairs[1], order="BA")
     assert (imported.side, imported.margin, imported.source) == ("B", -1.5, "import")
     # Importing again replaces the answers for the same (pair, order).

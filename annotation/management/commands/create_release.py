@@ -60,6 +60,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-adjudicated", action="store_true", help="leave out adjudicated pairs"
         )
+        parser.add_argument(
+            "--reference-labels",
+            action="store_true",
+            help="label pairs by their imported reference label (chosen, criteria_preference) "
+            "instead of Arbiter's consensus",
+        )
         parser.add_argument("--publish", action="store_true", help="publish it once built")
 
     def handle(self, *args, **options):
@@ -80,6 +86,8 @@ class Command(BaseCommand):
             "include_consensus": not options["no_consensus"],
             "include_adjudicated": not options["no_adjudicated"],
         }
+        if options["reference_labels"]:
+            selection["reference_labels"] = True
         bar = TerminalProgress(self.stderr) if sys.stderr.isatty() else None
 
         def progress(done: int, total: int, stage: str) -> None:

@@ -12,14 +12,15 @@ from judges.evaluation import DEFAULT_SEED
 from judges.models import JudgeEvaluation
 from judges.selectors import evaluation_summary, judges_for_project
 from judges.services.evaluations import judge_evaluation_create
-from judges.services.judgement_import import judgements_import
+from judges.services.judgement_import import judgements_import_text
 from judges.services.runs import BrokerUnavailable
 
 
 class Command(BaseCommand):
     help = (
-        "Score a judge against a project's current consensus (--project SLUG) or a release "
-        "(--release SLUG@X.Y.Z): dual accuracy, accuracy without and with ties, tie-calibrated "
+        "Score a judge against a project's current consensus (--project SLUG), a release "
+        "(--release SLUG@X.Y.Z) or its imported reference labels (--reference SLUG): dual "
+        "accuracy, accuracy without and with ties, tie-calibrated "
         "accuracy, position consistency, with 95%% bootstrap intervals. Answers on hand are "
         "reused; only missing ones are asked of the judge."
     )
@@ -29,12 +30,17 @@ class Command(BaseCommand):
         target = parser.add_mutually_exclusive_group(required=True)
         target.add_argument("--project", metavar="SLUG", help="the project's current consensus")
         target.add_argument("--release", metavar="SLUG@X.Y.Z", help="a published release")
+        target.add_argument(
+            "--reference",
+            metavar="SLUG",
+            help="the project's reference labels (an imported chosen or criteria_preference)",
+        )
         parser.add_argument(
             "--import",
             dest="import_file",
             metavar="FILE",
-            help="first import the judge's answers from this JSONL file (pair, order, "
-            "verdict or score)",
+            help="first import the judge's answers from this file: JSONL (pair, order, "
+            "verdict or score) or MMRB2's prediction JSON (pair id: forward, reverse)",
         )
         parser.add_argument(
             "--no-calls",
@@ -50,7 +56,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         slug, release = options["project"], ""
-        if options["release"]:
+        if options["reference"]:
+            slug, release = options["reference"], JudgeEvaluation.REFERENCE
+        elif options["release"]:
             slug, sep, release = options["release"].partition("@")
             if not sep or not release:
                 raise CommandError("--release must be SLUG@X.Y.Z")
@@ -64,8 +72,8 @@ class Command(BaseCommand):
             if options["import_file"]:
                 path = Path(options["import_file"])
                 try:
-                    with path.open(encoding="utf-8") as lines:
-                        count = judgements_import(judge=judge, project=project, lines=lines)
+                    text = path.read_text(encoding="utf-8")
+                    count = judgements_import_text(judge=judge, project=project, text=text)
                 except OSError as exc:
                     raise CommandError(f"{path}: {exc.strerror}") from None
                 except UnicodeDecodeError:
@@ -91,7 +99,12 @@ class Command(BaseCommand):
             return
         overall = evaluation.results["overall"]
         self.stdout.write(f"{judge.name} on {evaluation.target_name}: {summary['pairs']} pairs")
-        for key in ("dual_accuracy", "accuracy_without_ties", "accuracy_with_ties"):
+        for key in (
+            "dual_accuracy",
+            "dual_accuracy_strict",
+            "accuracy_without_ties",
+            "accuracy_with_ties",
+        ):
             self.stdout.write(f"  {key}: {_share(overall[key])}")
         self.stdout.write(f"  position_consistency: {_share(overall['position_consistency'])}")
         tie = evaluation.results.get("tie_calibrated")
@@ -120,4 +133,10 @@ def _share(metric: dict) -> str:
     interval = ""
     if metric["low"] is not None:
         interval = f" (95% {metric['low']:.1%} to {metric['high']:.1%})"
-    return f"{metric['value']:.1%}{interval} of {metric['n']}"
+    answered = ""
+    if metric.get("answered") is not None:
+        on = metric["on_answered"]
+        answered = f"; answered {metric['answered']:.1%}" + (
+            f", {on:.1%} on those" if on is not None else ""
+        )
+    return f"{metric['value']:.1%}{interval} of {metric['n']}{answered}"
