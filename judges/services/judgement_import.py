@@ -246,8 +246,8 @@ def judgements_import_text(*, judge: Judge, project: Project, text: str) -> int:
     stripped = text.lstrip("\ufeff \t\r\n")
     if stripped.startswith("{"):
         try:
-            data = json.loads(stripped)
-        except (ValueError, RecursionError):
+            data = json_loads(stripped)
+        except JsonRefused:
             data = None
         if is_mmrb2_predictions(data):
             return judgements_import_mmrb2(judge=judge, project=project, data=data)
