@@ -13,6 +13,7 @@ the image URLs in an API client's assignment work for it too."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from django.conf import settings
@@ -26,6 +27,8 @@ from annotation.access import get_project_for_user
 from annotation.downloads import handed_off_response, ranged_file_response
 from annotation.imports.media import media_strip_metadata
 from annotation.models import Media, ProjectMedia
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _token_user(request):
@@ -46,6 +49,9 @@ def media_file(request, slug: str, sha256: str):
         if user is None:
             return redirect_to_login(request.get_full_path())
     project, _ = get_project_for_user(user, slug)
+    if not SHA256.fullmatch(sha256):
+        # No stored media has another name; a NUL would fail the database's text.
+        raise Http404("No such media in this project")
     link = (
         ProjectMedia.objects.filter(project=project, media_id=sha256)
         .select_related("media")
