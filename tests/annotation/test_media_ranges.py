@@ -12,15 +12,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from django.conf import settings
 from django.urls import reverse
+from rest_framework.authtoken.models import Token
 
 from annotation import downloads
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, ProjectMedia
 from tests.annotation.import_support import image_bytes, image_pair, write_jsonl
+from tests.celery_worker import database_url_for_tests
+from tests.conftest import requires_postgres
+from tests.factories import UserFactory
+from tests.live_gunicorn import LiveGunicorn
 
 pytestmark = pytest.mark.django_db
 
@@ -314,3 +320,68 @@ def test_a_name_that_is_no_hash_is_404_before_any_lookup(member, project, stored
     response = member.get(f"/p/{project.slug}/media/{name}", HTTP_RANGE="bytes=0-9")
     # A NUL may be refused (400) by a middleware before the view; never a 500.
     assert response.status_code == 404 or ("%00" in name and response.status_code == 400)
+
+
+def _worker_rss(server: LiveGunicorn) -> psutil.Process:
+    """gunicorn's one worker (the child of the process the test started)."""
+    (worker,) = psutil.Process(server.process.pid).children()
+    return worker
+
+
+def _reset_peak(process: psutil.Process) -> int:
+    try:
+        Path(f"/proc/{process.pid}/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return process.memory_info().rss
+
+
+def _peak(process: psutil.Process) -> int:
+    try:
+        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return process.memory_info().rss
+
+
+@requires_postgres()
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_gunicorn_serves_a_large_file_by_ranges_with_the_worker_rss_flat(project, alice):
+    """Over real HTTP, as a browser seeking in a video: HEAD, 206 slices to the end, 416; the
+    web worker's peak memory grows by far less than the 20 MB file."""
+    total = 20 * MIB
+    seed = random.Random(9)
+    large = store_media(project, (seed.randbytes(MIB) for _ in range(total // MIB)))
+    token = Token.objects.create(user=alice)
+    env = {"ARBITER_MEDIA_ROOT": str(settings.MEDIA_ROOT)}
+    with (
+        LiveGunicorn(database_url=database_url_for_tests(), extra_env=env) as server,
+        httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Token {token.key}"}, timeout=30
+        ) as http,
+    ):
+        address = url(project, large)
+        head = http.head(address)
+        assert head.status_code == 200, server.log()
+        assert head.headers["Content-Length"] == str(total) and head.content == b""
+        assert len(http.get(address, headers={"Range": "bytes=0-0"}).content) == 1  # warm up
+        worker = _worker_rss(server)
+        before = _reset_peak(worker)
+        served = hashlib.sha256()
+        for start in range(0, total, MIB):
+            response = http.get(address, headers={"Range": f"bytes={start}-{start + MIB - 1}"})
+            assert response.status_code == 206
+            assert response.headers["Content-Range"] == f"bytes {start}-{start + MIB - 1}/{total}"
+            served.update(response.content)
+        growth = max(_peak(worker), worker.memory_info().rss) - before
+        assert served.hexdigest() == large.served_sha256
+        assert growth < total // 4, f"worker RSS grew by {growth / MIB:.1f} MiB"
+        past = http.get(address, headers={"Range": f"bytes={total}-"})
+        assert past.status_code == 416
+        assert past.headers["Content-Range"] == f"bytes */{total}"
+        outsider = Token.objects.create(user=UserFactory(username="outsider"))
+        refused = http.get(address, headers={"Authorization": f"Token {outsider.key}"})
+        assert refused.status_code == 404
