@@ -48,6 +48,15 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default).strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(
+            f"{name}={os.environ.get(name)!r}: use one of {', '.join(choices)}"
+        )
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if value is None or value == "":
@@ -192,6 +201,16 @@ STORAGES = {
 # Media is never served by URL from this folder: annotation.views.media checks membership.
 MEDIA_ROOT = Path(env_str("ARBITER_MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "/media-files-are-not-public/"
+# After the membership check, hand the bytes to the web server instead of streaming them from
+# Django (docs/operations.md, "Media through the web server"): nginx gets X-Accel-Redirect to
+# the internal location ARBITER_MEDIA_ACCEL_PREFIX, Apache and lighttpd get X-Sendfile.
+# The modes are annotation.downloads.HAND_OFF_MODES; settings import no app code.
+ARBITER_MEDIA_ACCEL = env_choice("ARBITER_MEDIA_ACCEL", "off", ("off", "nginx", "apache"))
+ARBITER_MEDIA_ACCEL_PREFIX = env_str("ARBITER_MEDIA_ACCEL_PREFIX", "/internal-media/")
+if not (ARBITER_MEDIA_ACCEL_PREFIX.startswith("/") and ARBITER_MEDIA_ACCEL_PREFIX.endswith("/")):
+    raise ImproperlyConfigured(
+        f"ARBITER_MEDIA_ACCEL_PREFIX={ARBITER_MEDIA_ACCEL_PREFIX!r} must start and end with /"
+    )
 
 # Request bodies (annotation/middleware.py, docs/operations.md "Request body limits"): any
 # request may declare at most ARBITER_MAX_REQUEST_BYTES; only a project's curators may send up

@@ -4,24 +4,31 @@ URLs name the project and the original's content hash, nothing else: they reveal
 side or order. What goes out is the served copy, the original without its metadata (made at
 import, or here on the first request for media imported before copies existed), with a fixed
 content type, ``nosniff``, and the served copy's hash as ETag.
+Any kind of media is served the same way, by its content type and size: single ``Range``
+requests answer 206 (a browser seeks in a long video), HEAD opens nothing, and with
+``ARBITER_MEDIA_ACCEL`` the web server sends the bytes after the checks here
+(annotation/downloads.py; docs/operations.md, "Media through the web server").
 A browser session or an API token (``Authorization: Token ...``) identifies the member, so
 the image URLs in an API client's assignment work for it too."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
-from django.http import FileResponse, Http404, HttpResponse, HttpResponseBase
-from django.utils.cache import get_conditional_response
-from django.views.decorators.http import require_GET
+from django.http import Http404, HttpResponse, HttpResponseBase
+from django.views.decorators.http import require_safe
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from annotation.access import get_project_for_user
+from annotation.downloads import handed_off_response, ranged_file_response
 from annotation.imports.media import media_strip_metadata
 from annotation.models import Media, ProjectMedia
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _token_user(request):
@@ -31,7 +38,7 @@ def _token_user(request):
     return found[0] if found else None
 
 
-@require_GET
+@require_safe
 def media_file(request, slug: str, sha256: str):
     user = request.user
     if not user.is_authenticated:
@@ -42,6 +49,9 @@ def media_file(request, slug: str, sha256: str):
         if user is None:
             return redirect_to_login(request.get_full_path())
     project, _ = get_project_for_user(user, slug)
+    if not SHA256.fullmatch(sha256):
+        # No stored media has another name; a NUL would fail the database's text.
+        raise Http404("No such media in this project")
     link = (
         ProjectMedia.objects.filter(project=project, media_id=sha256)
         .select_related("media")
@@ -54,20 +64,35 @@ def media_file(request, slug: str, sha256: str):
         if media.served_sha256 is None:
             media_strip_metadata(media=media)
         etag = f'"{media.served_sha256}"'
-        not_modified = get_conditional_response(request, etag=etag)
-        if not_modified is not None:
-            return _with_media_headers(not_modified, etag)
-        path = Path(settings.MEDIA_ROOT) / media.served_relative_path
-        handle = open(path, "rb")  # noqa: SIM115 - FileResponse closes it
+        root = Path(settings.MEDIA_ROOT)
+        response: HttpResponseBase
+        if settings.ARBITER_MEDIA_ACCEL != "off":
+            response = handed_off_response(
+                request,
+                root=root,
+                relative_path=media.served_relative_path,
+                mode=settings.ARBITER_MEDIA_ACCEL,
+                nginx_prefix=settings.ARBITER_MEDIA_ACCEL_PREFIX,
+                content_type=media.content_type,
+                etag_value=media.served_sha256,
+            )
+        else:
+            response = ranged_file_response(
+                request,
+                root / media.served_relative_path,
+                content_type=media.content_type,
+                etag_value=media.served_sha256,
+            )
     except FileNotFoundError:
         raise Http404("Media file is missing from storage") from None
-    return _with_media_headers(FileResponse(handle, content_type=media.content_type), etag)
+    return _with_media_headers(response, etag)
 
 
 def _with_media_headers(response: HttpResponseBase, etag: str) -> HttpResponseBase:
     response["ETag"] = etag
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Disposition"] = "inline"
-    response["Cache-Control"] = "private, max-age=86400, immutable"
+    # no-transform: a proxy that compressed it would break byte ranges.
+    response["Cache-Control"] = "private, max-age=86400, immutable, no-transform"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response

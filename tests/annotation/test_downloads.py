@@ -156,3 +156,37 @@ def test_the_file_is_closed_even_when_the_body_is_never_read(archive, monkeypatc
     get(archive, Range="bytes=99999-").close()
     assert len(opened) == 2
     assert all(handle.closed for handle in opened)
+
+
+def test_head_answers_the_headers_without_opening_the_file(archive, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("opened")
+
+    monkeypatch.setattr(downloads, "open", refuse, raising=False)
+    request = RequestFactory().head("/download", headers={"Range": "bytes=10-19"})
+    response = ranged_file_response(
+        request, archive, filename="demo-1.0.0.tar.gz", content_type="application/gzip"
+    )
+    assert response.status_code == 206
+    assert not response.streaming
+    assert response["Content-Length"] == "10"
+    assert response["Content-Range"] == f"bytes 10-19/{len(BODY)}"
+    assert response["Content-Disposition"] == 'attachment; filename="demo-1.0.0.tar.gz"'
+
+
+def test_if_none_match_with_a_list_holding_the_etag_answers_304(archive):
+    response = get(archive, If_None_Match=f'"other", "{SHA}"')
+    assert response.status_code == 304
+    assert response["ETag"] == f'"{SHA}"'
+
+
+def test_hand_off_refuses_a_web_server_it_does_not_know(tmp_path):
+    with pytest.raises(ValueError, match="lighttpd"):
+        downloads.handed_off_response(
+            RequestFactory().get("/media"),
+            root=tmp_path,
+            relative_path="ab/cd/x.png",
+            mode="lighttpd",
+            nginx_prefix="/internal-media/",
+            content_type="image/png",
+        )
