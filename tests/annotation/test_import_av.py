@@ -293,3 +293,32 @@ def test_glb_with_an_external_buffer_is_refused():
     document = {"asset": {"version": "2.0"}, "buffers": [{"uri": "mesh.bin", "byteLength": 4}]}
     with pytest.raises(GlbError, match="points to another file"):
         glb_inspect(glb_pack(json.dumps(document).encode(), b""))
+
+
+# The REST API's content ----------------------------------------------------------------
+
+
+def test_the_api_shows_media_parts_with_their_player_facts(project, alice, api_for, tmp_path):
+    video_write(tmp_path / "a.mp4")
+    audio_write(tmp_path / "a.wav")
+    pair = media_pair("v1", "video", "a.mp4", "a.mp4", prompt_content=[["audio", "a.wav"]])
+    pair["response_b"]["response_content"] = [["text", "no video"]]
+    import_media(project, tmp_path, [pair])
+    Pair.objects.filter(project=project).update(status="queued")
+    api = api_for(alice)
+    data = api.post(f"/api/v1/projects/{project.slug}/claim/").json()
+    [clip] = data["prompt"]
+    assert clip["type"] == "audio" and clip["duration_seconds"] == pytest.approx(0.2, abs=0.05)
+    assert (clip["sample_rate"], clip["channels"]) == (16000, 1) and len(clip["peaks"]) >= 10
+    [video] = [part for part in data["left"] + data["right"] if part["type"] == "video"]
+    assert (video["width"], video["height"], video["frame_rate"]) == (64, 48, 10.0)
+    assert video["poster_url"].startswith("http://testserver/")
+    served = api.get(video["url"])
+    assert served.status_code == 200 and served["Content-Type"] == "video/mp4"
+    body = b"".join(served.streaming_content)
+    assert body and PLANTED.encode() not in body
+    poster = api.get(video["poster_url"])
+    assert poster.status_code == 200 and poster["Content-Type"] == "image/png"
+    # Nothing in the payload names the file or the model.
+    text = json.dumps(data)
+    assert "a.mp4" not in text and "m-one" not in text and PLANTED not in text
