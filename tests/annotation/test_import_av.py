@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import zipfile
 from pathlib import Path
 
 import av
@@ -198,6 +199,7 @@ def _stts_stretched(data: bytes) -> bytes:
 def _bad_files(tmp_path: Path) -> dict[str, tuple[str, bytes, str]]:
     good = video_write(tmp_path / "good.mp4").read_bytes()
     tone = audio_write(tmp_path / "good.wav").read_bytes()
+    silent = video_write(tmp_path / "n.mp4", audio=False)
     y4m = "YUV4MPEG2 W{0} H{0} F25:1 Ip A1:1 C420jpeg\nFRAME\n"
     return {
         "empty": ("video", b"", "the file is empty"),
@@ -206,8 +208,8 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[str, bytes, str]]:
         "corrupt": ("video", good[:2000] + bytes(5000) + good[7000:], "corrupt"),
         "huge-header": ("video", y4m.format(100_000).encode() + bytes(64), "cannot be read"),
         "big-frames": ("video", y4m.format(9_000).encode() + bytes(64), "9,000x9,000 pixels"),
-        "absurd-duration": ("video", _stts_stretched(video_write(tmp_path / "n.mp4", audio=False)
-                                                     .read_bytes()), "longer than the limit of 600 s"),
+        "absurd-duration": ("video", _stts_stretched(silent.read_bytes()),
+                            "longer than the limit of 600 s"),
         "audio-truncated": ("audio", tone[:50], "truncated"),
         "no-video-stream": ("video", tone, "no video stream"),
         "glb-truncated": ("model3d", glb_bytes()[:-8], "truncated"),
@@ -322,3 +324,16 @@ def test_the_api_shows_media_parts_with_their_player_facts(project, alice, api_f
     # Nothing in the payload names the file or the model.
     text = json.dumps(data)
     assert "a.mp4" not in text and "m-one" not in text and PLANTED not in text
+
+
+def test_a_video_in_an_archive_may_be_larger_than_an_image(project, tmp_path, settings):
+    video = video_write(tmp_path / "a.mp4").read_bytes()
+    settings.ARBITER_MAX_IMAGE_BYTES = len(video) - 1
+    archive = tmp_path / "media.zip"
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr("clips/a.mp4", video)
+    pairs = [media_pair("x", "video", "clips/a.mp4", "clips/a.mp4")]
+    summary = pairs_import(
+        project=project, source=write_jsonl(tmp_path / "p.jsonl", pairs), archive=archive
+    )
+    assert summary.created_pairs == 1 and Media.objects.filter(kind="video").count() == 1
