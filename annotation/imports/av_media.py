@@ -52,9 +52,9 @@ _AUDIO_FORMATS = {
     _MATROSKA: (Media.Format.WEBM, {"opus", "vorbis"}),
 }
 # The muxer that writes each served format.
-_MUXERS = {
+_MUXERS: dict[str, str] = {
     Media.Format.MP4: "mp4",
-    Media.Format.M4A: "ipod",
+    Media.Format.M4A: "mp4",
     Media.Format.WEBM: "webm",
     Media.Format.MP3: "mp3",
     Media.Format.WAV: "wav",
@@ -65,7 +65,6 @@ _MUXERS = {
 # an MP4's index first, so a browser starts playing before the whole file has arrived.
 _MUXER_OPTIONS = {
     "mp4": {"movflags": "+faststart"},
-    "ipod": {"movflags": "+faststart"},
     "mp3": {"id3v2_version": "0", "write_id3v1": "0"},
     "wav": {"write_bext": "0"},
     "flac": {"write_header": "1"},

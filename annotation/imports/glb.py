@@ -12,7 +12,7 @@ import hashlib
 import json
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from django.conf import settings
 
@@ -126,14 +126,15 @@ def _check_document(document: Any, bin_chunk: bytes) -> None:
         _check_accessor(index, accessor, views)
 
 
-def _check_accessor(index: int, accessor: dict, views: list[dict]) -> None:
+def _check_accessor(index: int, accessor: dict[str, Any], views: list[dict[str, Any]]) -> None:
     if "bufferView" not in accessor:
         return  # all zeros: nothing to read
     view_index = accessor["bufferView"]
     if not (_natural(view_index) and view_index < len(views)):
         raise GlbError(f"accessors[{index}] names a buffer view that does not exist")
-    width = _COMPONENT_BYTES.get(accessor.get("componentType"), 0)
-    components = _TYPE_COMPONENTS.get(accessor.get("type"), 0)
+    component_type = accessor.get("componentType")
+    width = _COMPONENT_BYTES.get(component_type, 0) if type(component_type) is int else 0
+    components = _TYPE_COMPONENTS.get(str(accessor.get("type")), 0)
     count, offset = accessor.get("count"), accessor.get("byteOffset", 0)
     if not (width and components and _natural(count) and count > 0 and _natural(offset)):
         raise GlbError(f"accessors[{index}] has a wrong type, component type or count")
@@ -146,21 +147,24 @@ def _check_accessor(index: int, accessor: dict, views: list[dict]) -> None:
         raise GlbError(f"accessors[{index}] reads past the end of its buffer view")
 
 
-def _list(document: dict, key: str) -> list[dict]:
+def _list(document: dict, key: str) -> list[dict[str, Any]]:
     value = document.get(key, [])
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
         raise GlbError(f"{key} must be a list of objects")
     return value
 
 
-def _natural(value: Any) -> bool:
+def _natural(value: Any) -> TypeGuard[int]:
     return type(value) is int and value >= 0
 
 
 def glb_strip(info: GlbInfo) -> bytes:
     """The served copy: the JSON chunk without generator, copyright, extras and names; the
-    BIN chunk unchanged."""
-    document = _without_identifying_keys(info.document)
+    BIN chunk unchanged. Raises ``GlbError`` for a JSON chunk nested too deeply to rewrite."""
+    try:
+        document = _without_identifying_keys(info.document)
+    except RecursionError:
+        raise GlbError("the JSON chunk is nested too deeply") from None
     assert isinstance(document, dict)
     for key in _DROPPED_FROM_ASSET:
         document["asset"].pop(key, None)

@@ -281,9 +281,9 @@ class MediaStore:
         data = path.read_bytes()  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
         try:
             info = glb_inspect(data)
+            served = glb_strip(info)
         except GlbError as exc:
             raise MediaError(f"{name} refused: {exc}") from None
-        served = glb_strip(info)
         served_sha256 = hashlib.sha256(served).hexdigest()
         self._stage(info.sha256, Media.Format.GLB, data)
         self._stage(served_sha256, Media.Format.GLB, served)

@@ -337,3 +337,18 @@ def test_a_video_in_an_archive_may_be_larger_than_an_image(project, tmp_path, se
         project=project, source=write_jsonl(tmp_path / "p.jsonl", pairs), archive=archive
     )
     assert summary.created_pairs == 1 and Media.objects.filter(kind="video").count() == 1
+
+
+@pytest.mark.parametrize(
+    "accessor",
+    [
+        {"bufferView": 0, "componentType": [5126], "count": 3, "type": "VEC3"},
+        {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3"},
+        {"bufferView": 7, "componentType": 5126, "count": 1, "type": "VEC3"},
+        {"bufferView": 0, "componentType": 5126, "count": 1, "type": {"x": 1}},
+    ],
+    ids=["unhashable-type", "reads-past-view", "no-such-view", "wrong-type"],
+)
+def test_glb_accessors_are_bounds_checked(accessor):
+    with pytest.raises(GlbError, match=r"accessors\[0\]"):
+        glb_inspect(glb_bytes(json_extra={"accessors": [accessor]}))
