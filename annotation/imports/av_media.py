@@ -233,6 +233,8 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
     video = container.streams.video[0] if info.kind == Media.Kind.VIDEO else None
     audio = container.streams.audio[0] if container.streams.audio else None
     streams = [s for s in (video, audio) if s is not None]
+    for stream in streams:
+        stream.codec_context.thread_type = "AUTO"  # frame and slice threads: same frames
     peaks = _Peaks(info.sample_rate or 1) if info.kind == Media.Kind.AUDIO else None
     frames = {stream.index: 0 for stream in streams}
     end_seconds = 0.0
