@@ -194,7 +194,8 @@ def _served_format(demuxer: str, info: AvInfo, container) -> str:
     if info.kind == Media.Kind.VIDEO:
         if demuxer == _MP4_FAMILY:
             served = Media.Format.MP4
-        elif demuxer == _MATROSKA and container.metadata.get("DOCTYPE", "webm") == "webm":
+        elif demuxer == _MATROSKA:
+            # Matroska holding WebM's codecs (checked below) is served as WebM: a remux.
             served = Media.Format.WEBM
         else:
             raise AvMediaError(

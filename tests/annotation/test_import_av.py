@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import struct
 import zipfile
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -148,25 +149,36 @@ def test_the_served_copy_has_no_metadata_and_the_same_frames(project, tmp_path, 
     assert decoded_digests(served) == original
 
 
-def test_chapters_attachments_and_subtitles_are_not_served(project, tmp_path, settings):
-    """A Matroska-family WebM with a subtitle stream titled by the model: only the video and
-    audio streams reach the served copy."""
-    source = tmp_path / "c.webm"
-    with av.open(str(source), "w", format="webm") as container:
+def test_chapters_and_attachments_are_not_served(project, tmp_path, settings):
+    """A Matroska file with a chapter and an attached file, both naming the model: the served
+    copy (WebM) holds the video stream alone, with the same frames."""
+    source = tmp_path / "c.mkv"
+    with av.open(str(source), "w", format="matroska") as container:
         container.metadata["title"] = PLANTED
         video = container.add_stream("libvpx-vp9", rate=10)
         video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        container.set_chapters(
+            [{"id": 1, "start": 0, "end": 2, "time_base": Fraction(1, 10),
+              "metadata": {"title": PLANTED}}]
+        )  # fmt: skip
+        container.add_attachment(name="about.txt", mimetype="text/plain", data=PLANTED.encode())
         for index in range(3):
             frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), index * 40, np.uint8))
             for packet in video.encode(frame):
                 container.mux(packet)
         for packet in video.encode():
             container.mux(packet)
-    import_media(project, tmp_path, [media_pair("s1", "video", "c.webm", "c.webm")])
+    with av.open(str(source)) as original:
+        assert original.chapters() and "attachment" in [s.type for s in original.streams]
+    import_media(project, tmp_path, [media_pair("s1", "video", "c.mkv", "c.mkv")])
     media = Media.objects.get(kind="video")
-    with av.open(str(served_path(media, settings))) as served:
-        assert [stream.type for stream in served.streams] == ["video"]
-        assert not served.metadata.get("title")
+    assert (media.format, media.content_type) == ("WEBM", "video/webm")
+    served = served_path(media, settings)
+    assert PLANTED.encode() not in served.read_bytes()
+    with av.open(str(served)) as copy:
+        assert [stream.type for stream in copy.streams] == ["video"]
+        assert not copy.chapters()
+    assert decoded_digests(served) == decoded_digests(source)
 
 
 def test_glb_generator_extras_and_names_are_not_served(tmp_path):
