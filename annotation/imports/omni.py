@@ -126,6 +126,8 @@ def _first(data: dict, keys: tuple[str, ...]) -> Any:
 
 
 def _paths(value: Any) -> list[str]:
+    if isinstance(value, dict) and isinstance(value.get("path"), str):
+        value = value["path"]  # a `datasets` Image or Audio value exported as JSON
     if isinstance(value, str) and value:
         return [value]
     if isinstance(value, list) and value and all(isinstance(item, str) for item in value):

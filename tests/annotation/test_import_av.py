@@ -26,7 +26,12 @@ from tests.annotation.av_support import (
     glb_pack,
     video_write,
 )
-from tests.annotation.import_support import assert_nothing_imported, text_pair, write_jsonl
+from tests.annotation.import_support import (
+    assert_nothing_imported,
+    stored_files,
+    text_pair,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -364,3 +369,17 @@ def test_a_video_in_an_archive_may_be_larger_than_an_image(project, tmp_path, se
 def test_glb_accessors_are_bounds_checked(accessor):
     with pytest.raises(GlbError, match=r"accessors\[0\]"):
         glb_inspect(glb_bytes(json_extra={"accessors": [accessor]}))
+
+
+def test_importing_the_same_media_again_reuses_them(project, other_project, tmp_path):
+    video_write(tmp_path / "a.mp4")
+    audio_write(tmp_path / "a.wav")
+    pairs = [media_pair("v1", "video", "a.mp4", "a.mp4", prompt_content=[["audio", "a.wav"]])]
+    first = import_media(project, tmp_path, pairs)
+    files = stored_files()
+    again = import_media(project, tmp_path, pairs)
+    other = import_media(other_project, tmp_path, pairs)
+    # The video, its poster and the clip.
+    assert (first.media_created, again.existing_pairs, other.media_reused) == (3, 1, 3)
+    assert Media.objects.count() == 3
+    assert stored_files() == files

@@ -154,3 +154,14 @@ def test_task_names_follow_the_paper():
     assert omni_task("path/to/text_audio_to_text_preferences.json") == "ta2t"
     assert omni_task("text_to_3D_preferences.json") == "t23d"
     assert omni_task("pairs.jsonl") is None
+
+
+def test_media_exported_by_datasets_are_read_by_their_path(project, tmp_path):
+    _media(tmp_path)
+    record = _record(1, "response1", image={"bytes": None, "path": "i1.png"})
+    record.update(response1="Red", response2="Green")
+    source = tmp_path / "text_image_to_text_preferences.json"
+    source.write_text(json.dumps([record]))
+    pairs_import(project=project, source=source, media_root=tmp_path)
+    pair = Pair.objects.get(project=project)
+    assert [part["type"] for part in pair.prompt.content] == ["image", "text"]
