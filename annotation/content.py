@@ -45,3 +45,15 @@ def text_part(text: str) -> dict:
 
 def image_part(sha256: str) -> dict:
     return {"type": "image", "media": sha256}
+
+
+# Content part types that reference a ``Media`` row by hash (``{"type": ..., "media": sha256}``).
+IMAGE, VIDEO, AUDIO, MODEL3D = "image", "video", "audio", "model3d"
+MEDIA_PART_TYPES = (IMAGE, VIDEO, AUDIO, MODEL3D)
+# Parts that are one time-based or 3D file each, beside images.
+AV_PART_TYPES = (VIDEO, AUDIO, MODEL3D)
+
+
+def media_part(kind: str, sha256: str) -> dict:
+    """A part referencing stored media of ``kind`` (one of MEDIA_PART_TYPES)."""
+    return {"type": kind, "media": sha256}

@@ -208,14 +208,30 @@ class Membership(models.Model):
 
 
 class Media(models.Model):
-    """An image, stored once per sha256 of its original bytes (never re-encoded), and the copy
-    served in the app: the same bytes without their metadata (``served_sha256``)."""
+    """A media file (image, video, audio clip or binary glTF model), stored once per sha256 of
+    its original bytes (never re-encoded), and the copy served in the app: the same frames and
+    samples without their metadata (``served_sha256``). Video and audio carry what PyAV probed
+    at import (docs/import-format.md, "Video, audio and 3D")."""
+
+    class Kind(models.TextChoices):
+        IMAGE = "image", "image"
+        VIDEO = "video", "video"
+        AUDIO = "audio", "audio"
+        MODEL3D = "model3d", "3D model"
 
     class Format(models.TextChoices):
         JPEG = "JPEG", "JPEG"
         PNG = "PNG", "PNG"
         WEBP = "WEBP", "WebP"
         GIF = "GIF", "GIF"
+        MP4 = "MP4", "MP4"
+        WEBM = "WEBM", "WebM"
+        M4A = "M4A", "M4A"
+        MP3 = "MP3", "MP3"
+        WAV = "WAV", "WAV"
+        OGG = "OGG", "Ogg"
+        FLAC = "FLAC", "FLAC"
+        GLB = "GLB", "binary glTF"
 
     class StripResult(models.TextChoices):
         UNCHANGED = "unchanged", "nothing to strip: the original is served"
@@ -224,10 +240,24 @@ class Media(models.Model):
         FAILED = "failed", "could not be stripped: the original is served"
 
     sha256 = models.CharField(max_length=64, primary_key=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.IMAGE)
     format = models.CharField(max_length=8, choices=Format.choices)
+    # Pixels of an image or a video's frames; 0 for audio and 3D models.
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()
     size_bytes = models.PositiveBigIntegerField()
+    # Probed once at import (video and audio); empty or NULL for images and models.
+    container = models.CharField(max_length=64, blank=True, default="")
+    video_codec = models.CharField(max_length=32, blank=True, default="")
+    audio_codec = models.CharField(max_length=32, blank=True, default="")
+    duration_seconds = models.FloatField(null=True, blank=True)
+    frame_rate = models.FloatField(null=True, blank=True)
+    sample_rate = models.PositiveIntegerField(null=True, blank=True)
+    channels = models.PositiveSmallIntegerField(null=True, blank=True)
+    # A video's first frame, stored as an image ``Media`` (PNG) by its hash.
+    poster_sha256 = models.CharField(max_length=64, null=True, blank=True)
+    # An audio track's loudness outline: WAVEFORM_PEAKS maxima of |sample| in 0..1.
+    peaks = models.JSONField(null=True, blank=True)
     # Made once at import; NULL for media imported before served copies existed, until
     # ``strip_media_metadata`` (or the first request for it) makes the copy.
     served_sha256 = models.CharField(
@@ -242,10 +272,15 @@ class Media(models.Model):
         verbose_name_plural = "media"
         constraints = [
             models.CheckConstraint(
-                condition=Q(format__in=["JPEG", "PNG", "WEBP", "GIF"]), name="media_format_valid"
+                condition=Q(kind="image", format__in=["JPEG", "PNG", "WEBP", "GIF"])
+                | Q(kind="video", format__in=["MP4", "WEBM"])
+                | Q(kind="audio", format__in=["M4A", "MP3", "WAV", "OGG", "FLAC", "WEBM"])
+                | Q(kind="model3d", format="GLB"),
+                name="media_format_valid",
             ),
             models.CheckConstraint(
-                condition=Q(width__gt=0) & Q(height__gt=0), name="media_dimensions_positive"
+                condition=(Q(width__gt=0) & Q(height__gt=0)) | Q(kind__in=["audio", "model3d"]),
+                name="media_dimensions_positive",
             ),
             # A copy is served exactly when the stripping was recorded, and it is the
             # original exactly when nothing was (or could be) stripped.
@@ -268,8 +303,19 @@ class Media(models.Model):
         "PNG": "image/png",
         "WEBP": "image/webp",
         "GIF": "image/gif",
+        "MP4": "video/mp4",
+        "WEBM": "video/webm",
+        "M4A": "audio/mp4",
+        "MP3": "audio/mpeg",
+        "WAV": "audio/wav",
+        "OGG": "audio/ogg",
+        "FLAC": "audio/flac",
+        "GLB": "model/gltf-binary",
     }
-    EXTENSIONS = {"JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif"}
+    EXTENSIONS = {
+        "JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "MP4": "mp4", "WEBM": "webm",
+        "M4A": "m4a", "MP3": "mp3", "WAV": "wav", "OGG": "ogg", "FLAC": "flac", "GLB": "glb",
+    }  # fmt: skip
 
     @property
     def content_type(self) -> str:

@@ -39,14 +39,19 @@ def assignment_payload(assignment: Assignment, *, request=None) -> dict:
 
 
 def shown_contents(contents: list[list[dict]], *, project: Project, request=None) -> list:
-    """Stored content parts as pages and the API show them: text, and images as media URLs
-    (absolute with ``request``) with their size; one query for the sizes of all."""
-    hashes = {part["media"] for content in contents for part in content if part["type"] == "image"}
+    """Stored content parts as pages and the API show them: text, and media as media URLs
+    (absolute with ``request``) with what a player needs (size, duration, poster, peaks); one
+    query for the media rows of all."""
+    hashes = {part["media"] for content in contents for part in content if "media" in part}
     media = (
-        {m.sha256: m for m in Media.objects.filter(sha256__in=hashes).only("width", "height")}
+        {m.sha256: m for m in Media.objects.filter(sha256__in=hashes).only(*_SHOWN_MEDIA_FIELDS)}
         if hashes
         else {}
     )
+
+    def url_of(sha256: str) -> str:
+        url = reverse("media", args=[project.slug, sha256])
+        return request.build_absolute_uri(url) if request else url
 
     def parts(content: list[dict]) -> list[dict]:
         shown = []
@@ -54,15 +59,38 @@ def shown_contents(contents: list[list[dict]], *, project: Project, request=None
             if part["type"] == "text":
                 shown.append({"type": "text", "text": part["text"]})
                 continue
-            url = reverse("media", args=[project.slug, part["media"]])
-            image = {"type": "image", "url": request.build_absolute_uri(url) if request else url}
-            if part["media"] in media:
-                image["width"] = media[part["media"]].width
-                image["height"] = media[part["media"]].height
-            shown.append(image)
+            item = {"type": part["type"], "url": url_of(part["media"])}
+            row = media.get(part["media"])
+            if row is not None:
+                item.update(_media_facts(row, url_of))
+            shown.append(item)
         return shown
 
     return [parts(content) for content in contents]
+
+
+_SHOWN_MEDIA_FIELDS = (
+    "kind", "width", "height", "duration_seconds", "frame_rate", "sample_rate", "channels",
+    "poster_sha256", "peaks",
+)  # fmt: skip
+
+
+def _media_facts(row: Media, url_of) -> dict:
+    """What a player shows of one media file; nothing that names where it came from."""
+    if row.kind == Media.Kind.IMAGE:
+        return {"width": row.width, "height": row.height}
+    facts: dict = {"duration_seconds": row.duration_seconds}
+    if row.kind == Media.Kind.VIDEO:
+        facts.update(width=row.width, height=row.height, frame_rate=row.frame_rate)
+        if row.poster_sha256:
+            facts["poster_url"] = url_of(row.poster_sha256)
+    if row.kind in (Media.Kind.VIDEO, Media.Kind.AUDIO) and row.sample_rate:
+        facts.update(sample_rate=row.sample_rate, channels=row.channels)
+    if row.kind == Media.Kind.AUDIO:
+        facts["peaks"] = row.peaks or []
+    if row.kind == Media.Kind.MODEL3D:
+        facts.pop("duration_seconds")
+    return facts
 
 
 def undone_answer(undone: Undone, *, scale: str) -> dict:

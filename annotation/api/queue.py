@@ -10,6 +10,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.access import get_project_for_user
+from annotation.content import MEDIA_PART_TYPES
 from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.models import Project, Role, Skip
 from annotation.presentation import assignment_payload, undone_answer
@@ -35,11 +36,25 @@ def _annotated_project(request, slug: str) -> Project:
 
 
 class _PartSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["text", "image"])
+    type = serializers.ChoiceField(choices=["text", *MEDIA_PART_TYPES])
     text = serializers.CharField(required=False)
-    url = serializers.CharField(required=False, help_text="Opaque media URL (images).")
-    width = serializers.IntegerField(required=False)
-    height = serializers.IntegerField(required=False)
+    url = serializers.CharField(
+        required=False, help_text="Opaque media URL (the served copy, without metadata)."
+    )
+    width = serializers.IntegerField(required=False, help_text="Images and videos.")
+    height = serializers.IntegerField(required=False, help_text="Images and videos.")
+    duration_seconds = serializers.FloatField(
+        required=False, allow_null=True, help_text="Videos and audio."
+    )
+    frame_rate = serializers.FloatField(required=False, allow_null=True, help_text="Videos.")
+    sample_rate = serializers.IntegerField(required=False, help_text="Videos and audio.")
+    channels = serializers.IntegerField(required=False, help_text="Videos and audio.")
+    poster_url = serializers.CharField(required=False, help_text="A video's first frame.")
+    peaks = serializers.ListField(
+        child=serializers.FloatField(),
+        required=False,
+        help_text="An audio clip's waveform: the loudest |sample| (0 to 1) per slice.",
+    )
 
 
 class _OptionSerializer(serializers.Serializer):

@@ -21,8 +21,9 @@ class ArchiveError(Exception):
 
 def archive_extract(*, source: Path | BinaryIO, dest: Path) -> int:
     """Unpacks a zip or (gzip/bz2/xz) tar archive into ``dest``; returns the files written.
-    Each member may be at most ARBITER_MAX_IMAGE_BYTES, all of them together at most
-    ARBITER_MAX_UPLOAD_BYTES."""
+    Each member may be at most the largest per-file limit (images, video, audio, 3D; each
+    file is checked against its own kind's limit when it is read), all of them together at
+    most ARBITER_MAX_UPLOAD_BYTES."""
     handle = open(source, "rb") if isinstance(source, str | Path) else source  # noqa: SIM115
     try:
         magic = handle.read(4)
@@ -42,7 +43,12 @@ class _Extractor:
     def __init__(self, dest: Path):
         self.dest = Path(dest).resolve()
         self.dest.mkdir(parents=True, exist_ok=True)
-        self.member_limit = settings.ARBITER_MAX_IMAGE_BYTES
+        self.member_limit = max(
+            settings.ARBITER_MAX_IMAGE_BYTES,
+            settings.ARBITER_MAX_VIDEO_BYTES,
+            settings.ARBITER_MAX_AUDIO_BYTES,
+            settings.ARBITER_MAX_MODEL3D_BYTES,
+        )
         self.total_limit = settings.ARBITER_MAX_UPLOAD_BYTES
         self.total = 0
         self.files = 0

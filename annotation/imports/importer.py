@@ -26,13 +26,22 @@ from typing import BinaryIO
 from django.conf import settings
 from django.db import connection, transaction
 
-from annotation.content import canonical_json, image_part, prompt_id, response_id, text_part
+from annotation.content import (
+    AV_PART_TYPES,
+    canonical_json,
+    image_part,
+    media_part,
+    prompt_id,
+    response_id,
+    text_part,
+)
 from annotation.imports import progress as job_records
 from annotation.imports import sql
 from annotation.imports.archive import ArchiveError, archive_extract
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
-from annotation.imports.media import ImageInfo, MediaError, MediaStore
-from annotation.imports.parse import IMAGE, PairFileReader, PairSpec, pair_spec
+from annotation.imports.media import ImageInfo, MediaError, MediaRecord, MediaStore
+from annotation.imports.omni import omni_record, omni_task
+from annotation.imports.parse import TEXT, PairFileReader, PairSpec, RawRecord, pair_spec
 from annotation.imports.progress import Progress, ProgressCallback
 from annotation.imports.threads import in_background
 from annotation.imports.writer import BulkWriter, RawJson
@@ -236,7 +245,7 @@ class _PairRow:
     prompt: dict
     responses: tuple[dict, dict]
     pair: dict
-    images: dict[str, ImageInfo]
+    images: dict[str, ImageInfo | MediaRecord]
 
     @property
     def fingerprint(self) -> tuple:
@@ -302,11 +311,16 @@ class _Importer:
         """Checked pairs with their images resolved, in batches; touches no database."""
         batch: list[_PairRow] = []
         scale, allow_urls = self.project.scale, self.project.allow_media_urls
+        # An Omni-RewardBench task file (text_to_video_preferences.json, ...) is read as it is.
+        omni = omni_task(reader.name)
         for item in reader:
             if isinstance(item, ImportIssue):
                 self.issues.add(item)
                 continue
             self.summary.pairs_read += 1
+            converted = omni_record(item.data, task=omni)
+            if converted is not None:
+                item = RawRecord(item.line, converted)
             spec, problems = pair_spec(item, scale=scale, allow_urls=allow_urls)
             if spec is None:
                 self.issues.extend(problems)
@@ -322,15 +336,26 @@ class _Importer:
 
     def _resolve(self, spec: PairSpec) -> _PairRow | None:
         """Turns image references into stored media and derives the content ids."""
-        images: dict[str, ImageInfo] = {}
+        images: dict[str, ImageInfo | MediaRecord] = {}
         failed = False
 
         def content_of(parts: list[tuple[str, str]], field: str) -> list[dict]:
             nonlocal failed
             out = []
             for index, (kind, value) in enumerate(parts):
-                if kind != IMAGE:
+                if kind == TEXT:
                     out.append(text_part(value))
+                    continue
+                if kind in AV_PART_TYPES:
+                    try:
+                        record = self.store.resolve_media(value, kind=kind)
+                    except MediaError as exc:
+                        self.issues.add(ImportIssue(spec.line, f"{field}[{index}]", str(exc)))
+                        failed = True
+                        continue
+                    images[record.sha256] = record
+                    images.update((poster.sha256, poster) for poster in record.extra)
+                    out.append(media_part(kind, record.sha256))
                     continue
                 try:
                     info = self.store.resolve(value)
@@ -386,7 +411,7 @@ class _Importer:
             **self._decision(spec),
             "search_words": search_words(
                 external_id=spec.external_id,
-                texts=(value for kind, value in spec.prompt_parts if kind != IMAGE),
+                texts=(value for kind, value in spec.prompt_parts if kind == TEXT),
                 model_names=(spec.response_a.model_name, spec.response_b.model_name),
             ),
         }
@@ -481,7 +506,7 @@ class _Importer:
         )
 
     def _write_media(self, rows: list[_PairRow]) -> None:
-        batch_media: dict[str, ImageInfo] = {}
+        batch_media: dict[str, ImageInfo | MediaRecord] = {}
         for row in rows:
             for sha, info in row.images.items():
                 if sha not in self.linked_media:
@@ -493,19 +518,7 @@ class _Importer:
         self.summary.media_created += len(batch_media) - len(known)
         self.writer.insert_ignoring_conflicts(
             Media,
-            [
-                {
-                    "sha256": sha,
-                    "format": info.format,
-                    "width": info.width,
-                    "height": info.height,
-                    "size_bytes": info.size_bytes,
-                    "served_sha256": info.served_sha256,
-                    "strip_result": info.strip_result,
-                }
-                for sha, info in batch_media.items()
-                if sha not in known
-            ],
+            [_media_row(info) for sha, info in batch_media.items() if sha not in known],
         )
         self.writer.insert_ignoring_conflicts(
             ProjectMedia,
@@ -568,3 +581,18 @@ class _Importer:
                 self.summary.decided_disputed += 1
         self.summary.prior_annotations += len(priors)
         self.summary.prior_ratings += len(ratings)
+
+
+def _media_row(info: ImageInfo | MediaRecord) -> dict:
+    if isinstance(info, MediaRecord):
+        return info.row
+    return {
+        "sha256": info.sha256,
+        "kind": Media.Kind.IMAGE,
+        "format": info.format,
+        "width": info.width,
+        "height": info.height,
+        "size_bytes": info.size_bytes,
+        "served_sha256": info.served_sha256,
+        "strip_result": info.strip_result,
+    }

@@ -25,7 +25,9 @@ from typing import cast
 from django.conf import settings
 from PIL import Image, UnidentifiedImageError
 
+from annotation.imports.av_media import AvMediaError, av_inspect, av_strip, file_sha256
 from annotation.imports.fetch import FetchError, fetch_image_bytes
+from annotation.imports.glb import GlbError, glb_inspect, glb_strip
 from annotation.imports.parse import is_url
 from annotation.imports.strip import metadata_strip
 from annotation.models import Media
@@ -51,6 +53,17 @@ class ImageInfo:
     # Set by ``MediaStore.resolve`` once the served copy is made.
     served_sha256: str | None = None
     strip_result: Media.StripResult | None = None
+
+
+@dataclass(frozen=True)
+class MediaRecord:
+    """A verified video, audio clip or 3D model: its ``Media`` row, and the images it brings
+    along (a video's poster frame)."""
+
+    sha256: str
+    kind: str
+    row: dict
+    extra: tuple[ImageInfo, ...] = ()
 
 
 def image_inspect(data: bytes) -> ImageInfo:
@@ -140,6 +153,21 @@ def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
     media.served_sha256, media.strip_result = served.sha256, served.result
 
 
+def _byte_limits() -> dict[str, int]:
+    return {
+        "image": settings.ARBITER_MAX_IMAGE_BYTES,
+        Media.Kind.VIDEO: settings.ARBITER_MAX_VIDEO_BYTES,
+        Media.Kind.AUDIO: settings.ARBITER_MAX_AUDIO_BYTES,
+        Media.Kind.MODEL3D: settings.ARBITER_MAX_MODEL3D_BYTES,
+    }
+
+
+def _served_columns(sha256: str, served_sha256: str) -> dict:
+    if served_sha256 == sha256:
+        return {"served_sha256": sha256, "strip_result": Media.StripResult.UNCHANGED}
+    return {"served_sha256": served_sha256, "strip_result": Media.StripResult.STRIPPED}
+
+
 def _write_synced(path: Path, data: bytes) -> None:
     with open(path, "wb") as handle:
         handle.write(data)
@@ -160,6 +188,7 @@ class MediaStore:
         self.media_root = Path(media_root).resolve() if media_root else None
         self.fetch = fetch
         self._cache: dict[str, ImageInfo | MediaError] = {}
+        self._media_cache: dict[str, MediaRecord | MediaError] = {}
         self._staged: dict[str, tuple[Path, Path]] = {}
         self._staging_dir: Path | None = None
 
@@ -183,6 +212,94 @@ class MediaStore:
             raise cached
         return cached
 
+    def resolve_media(self, reference: str, *, kind: str) -> MediaRecord:
+        """The verified video, audio clip or 3D model behind a path in the media folder, with
+        its served copy staged; raises ``MediaError``."""
+        key = f"{kind}:{reference}"
+        cached = self._media_cache.get(key)
+        if cached is None:
+            try:
+                cached = self._media_record(reference, kind=kind)
+            except MediaError as exc:
+                cached = exc
+            self._media_cache[key] = cached
+        if isinstance(cached, MediaError):
+            raise cached
+        return cached
+
+    def _media_record(self, reference: str, *, kind: str) -> MediaRecord:
+        if is_url(reference):
+            raise MediaError(
+                f"{kind} {reference[:200]!r}: video, audio and 3D files are read from the media "
+                "folder or archive, not fetched by URL"
+            )
+        path = self._checked_path(reference, kind=kind)
+        name = f"{kind} {reference!r}"
+        if kind == Media.Kind.MODEL3D:
+            return self._model3d_record(path, name)
+        try:
+            info = av_inspect(path, kind=kind)
+        except AvMediaError as exc:
+            raise MediaError(f"{name} refused: {exc}") from None
+        served = self._staging() / f"served-{uuid.uuid4().hex}"
+        try:
+            av_strip(path, served, info=info)
+        except AvMediaError as exc:
+            served.unlink(missing_ok=True)
+            raise MediaError(f"{name} refused: {exc}") from None
+        served_sha256 = file_sha256(served)
+        self._stage_file(info.sha256, info.format, path, copy=True)
+        self._stage_file(served_sha256, info.format, served, copy=False)
+        extra: tuple[ImageInfo, ...] = ()
+        poster_sha256 = None
+        if info.poster_png is not None:
+            poster = image_inspect(info.poster_png)
+            poster = dataclasses.replace(
+                poster, served_sha256=poster.sha256, strip_result=Media.StripResult.UNCHANGED
+            )
+            self._stage(poster.sha256, poster.format, info.poster_png)
+            extra, poster_sha256 = (poster,), poster.sha256
+        row = {
+            "sha256": info.sha256,
+            "kind": kind,
+            "format": info.format,
+            "width": info.width,
+            "height": info.height,
+            "size_bytes": info.size_bytes,
+            "container": info.container,
+            "video_codec": info.video_codec,
+            "audio_codec": info.audio_codec,
+            "duration_seconds": info.duration_seconds,
+            "frame_rate": info.frame_rate,
+            "sample_rate": info.sample_rate,
+            "channels": info.channels,
+            "poster_sha256": poster_sha256,
+            "peaks": info.peaks,
+            **_served_columns(info.sha256, served_sha256),
+        }
+        return MediaRecord(info.sha256, kind, row, extra)
+
+    def _model3d_record(self, path: Path, name: str) -> MediaRecord:
+        data = path.read_bytes()  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
+        try:
+            info = glb_inspect(data)
+            served = glb_strip(info)
+        except GlbError as exc:
+            raise MediaError(f"{name} refused: {exc}") from None
+        served_sha256 = hashlib.sha256(served).hexdigest()
+        self._stage(info.sha256, Media.Format.GLB, data)
+        self._stage(served_sha256, Media.Format.GLB, served)
+        row = {
+            "sha256": info.sha256,
+            "kind": Media.Kind.MODEL3D,
+            "format": Media.Format.GLB,
+            "width": 0,
+            "height": 0,
+            "size_bytes": info.size_bytes,
+            **_served_columns(info.sha256, served_sha256),
+        }
+        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row)
+
     def _read(self, reference: str) -> bytes:
         if is_url(reference):
             try:
@@ -192,28 +309,33 @@ class MediaStore:
         return self._read_file(reference)
 
     def _read_file(self, reference: str) -> bytes:
+        path = self._checked_path(reference, kind="image")
+        return path.read_bytes()
+
+    def _checked_path(self, reference: str, *, kind: str) -> Path:
+        """The file behind a relative path in the media folder, within the size limit."""
         if self.media_root is None:
             raise MediaError(
-                f"image {reference!r} is a file path but no media folder or archive was given"
+                f"{kind} {reference!r} is a file path but no media folder or archive was given"
             )
         relative = PurePosixPath(reference)
         if relative.is_absolute() or reference.startswith(("\\", "~")):
-            raise MediaError(f"image path {reference!r} must be relative to the media folder")
+            raise MediaError(f"{kind} path {reference!r} must be relative to the media folder")
         if ".." in relative.parts:
-            raise MediaError(f"image path {reference!r} must not contain '..'")
+            raise MediaError(f"{kind} path {reference!r} must not contain '..'")
         path = (self.media_root / relative).resolve()
         if not path.is_relative_to(self.media_root):
-            raise MediaError(f"image path {reference!r} leads outside the media folder")
+            raise MediaError(f"{kind} path {reference!r} leads outside the media folder")
         try:
             stat = path.stat()
         except (FileNotFoundError, NotADirectoryError):
             raise MediaError(f"no file {reference!r} in the media folder") from None
         if not path.is_file():
             raise MediaError(f"{reference!r} is not a file")
-        limit = settings.ARBITER_MAX_IMAGE_BYTES
+        limit = _byte_limits()[kind]
         if stat.st_size > limit:
-            raise MediaError(f"image {reference!r} is larger than {limit:,} bytes")
-        return path.read_bytes()
+            raise MediaError(f"{kind} {reference!r} is larger than {limit:,} bytes")
+        return path
 
     def _stage(self, sha256: str, image_format: str, data: bytes) -> None:
         final = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, image_format)
@@ -224,6 +346,29 @@ class MediaStore:
             self._staging_dir.mkdir(parents=True)
         staged = self._staging_dir / sha256
         _write_synced(staged, data)
+        self._staged[sha256] = (staged, final)
+
+    def _staging(self) -> Path:
+        if self._staging_dir is None:
+            self._staging_dir = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
+            self._staging_dir.mkdir(parents=True)
+        return self._staging_dir
+
+    def _stage_file(self, sha256: str, media_format: str, source: Path, *, copy: bool) -> None:
+        """Stages a file already on disk: copied in chunks (an original in the media folder)
+        or moved (a served copy written in the staging folder)."""
+        final = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, media_format)
+        if sha256 in self._staged or final.exists():
+            if not copy:
+                source.unlink(missing_ok=True)
+            return
+        staged = self._staging() / sha256
+        if copy:
+            shutil.copyfile(source, staged)
+        else:
+            os.replace(source, staged)
+        with open(staged, "rb") as handle:
+            os.fsync(handle.fileno())
         self._staged[sha256] = (staged, final)
 
     def publish(self) -> None:

@@ -305,6 +305,9 @@ class _DocumentReader:
 # Validation ----------------------------------------------------------------------------
 
 TEXT, IMAGE = "text", "image"
+# Parts that name a file like an image does: a video, an audio clip, a binary glTF model.
+VIDEO, AUDIO, MODEL3D = "video", "audio", "model3d"
+_FILE_PARTS = (IMAGE, VIDEO, AUDIO, MODEL3D)
 _KNOWN_FIELDS = {
     "id",
     "task",
@@ -399,21 +402,25 @@ class _Checker:
         parts = []
         for index, part in enumerate(value):
             name = f"{field}[{index}]"
-            if not (isinstance(part, list) and len(part) == 2 and part[0] in (TEXT, IMAGE)):
-                self.fail(name, 'each part must be ["text", "..."] or ["image", "path or URL"]')
+            if not (isinstance(part, list) and len(part) == 2 and part[0] in (TEXT, *_FILE_PARTS)):
+                self.fail(
+                    name,
+                    'each part must be ["text", "..."] or ["image", "path or URL"] (or "video", '
+                    '"audio", "model3d" with a path)',
+                )
                 continue
             kind, body = part
             if not isinstance(body, str):
                 self.fail(name, f"the {kind} must be a string, not {_json_type(body)}")
                 continue
-            if kind == IMAGE:
+            if kind in _FILE_PARTS:
                 if not body.strip():
-                    self.fail(name, "the image path is empty")
+                    self.fail(name, f"the {kind} path is empty")
                     continue
                 control = _CONTROL_CHARACTER.search(body)
                 if control:
                     code = f"U+{ord(control.group()):04X}"
-                    self.fail(name, f"the image path contains a control character ({code})")
+                    self.fail(name, f"the {kind} path contains a control character ({code})")
                     continue
                 if is_url(body):
                     if not self.allow_urls:

@@ -325,7 +325,7 @@ def test_missing_field_names_line_and_field(project, tmp_path):
 def test_missing_response_content_and_bad_part_name_their_fields(project, tmp_path):
     pair = text_pair("p1")
     del pair["response_a"]["response_content"]
-    pair["prompt_content"] = [["text", "x"], ["video", "clip.mp4"]]
+    pair["prompt_content"] = [["text", "x"], ["hologram", "clip.hg"]]
     failure = refused(project, write_jsonl(tmp_path / "p.jsonl", [pair]))
     fields = {issue.field for issue in failure.issues}
     assert fields == {"response_a.response_content", "prompt_content[1]"}
