@@ -7,7 +7,10 @@ off, persistent database connections), for tests of what only a real server show
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +22,32 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60
+
+
+# Production settings: the test server's secret and host.
+_PRODUCTION_ENV = {
+    "ARBITER_ENV": "production",
+    "DJANGO_SECRET_KEY": "live-gunicorn-test-only-" + "k" * 40,
+    "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+}
+
+
+@functools.cache
+def collected_static() -> Path:
+    """The static files as ``collectstatic`` leaves them in production (hashed names and their
+    manifest, which every page's ``{% static %}`` reads, error pages included), made once per
+    test process in a folder of its own."""
+    folder = Path(tempfile.mkdtemp(prefix="arbiter-static-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
+    env.update(_PRODUCTION_ENV, DJANGO_STATIC_ROOT=str(folder))
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    return folder
 
 
 def free_port() -> int:
@@ -35,11 +64,9 @@ class LiveGunicorn:
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
         env.update(
-            ARBITER_ENV="production",
-            DJANGO_SECRET_KEY="live-gunicorn-test-only-" + "k" * 40,
-            DJANGO_ALLOWED_HOSTS="127.0.0.1",
+            _PRODUCTION_ENV,
             DJANGO_SECURE_SSL_REDIRECT="false",
-            DJANGO_STATIC_ROOT=str(ROOT / "static"),
+            DJANGO_STATIC_ROOT=str(collected_static()),
             DATABASE_URL=database_url,
             ARBITER_LOG_LEVEL="WARNING",
             PYTHONUNBUFFERED="1",

@@ -384,4 +384,4 @@ def test_gunicorn_serves_a_large_file_by_ranges_with_the_worker_rss_flat(project
         assert past.headers["Content-Range"] == f"bytes */{total}"
         outsider = Token.objects.create(user=UserFactory(username="outsider"))
         refused = http.get(address, headers={"Authorization": f"Token {outsider.key}"})
-        assert refused.status_code == 404
+        assert refused.status_code == 404, server.log()[-3000:]
