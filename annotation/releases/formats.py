@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from annotation.errors import InvalidInput
 from annotation.models import Side
 
 IMAGES_DIR = "images"
@@ -54,6 +55,25 @@ class ReleasePair:
 
 def image_path(file_name: str) -> str:
     return f"{IMAGES_DIR}/{file_name}"
+
+
+# What a release writes today; video, audio and 3D parts import and show to people, but
+# their files, feature types and formats are not written yet, so a build holding one fails
+# naming the pair instead of leaving the part out of a row.
+RELEASED_PART_TYPES = frozenset({"text", "image"})
+
+
+def check_released_parts(pair: ReleasePair) -> None:
+    kinds = {
+        part["type"]
+        for content in (pair.prompt, pair.response_a.content, pair.response_b.content)
+        for part in content
+    } - RELEASED_PART_TYPES
+    if kinds:
+        raise InvalidInput(
+            f"pair {pair.external_id} has {', '.join(sorted(kinds))} parts, which releases do "
+            "not carry yet: leave its task out of the selection"
+        )
 
 
 def _message(
@@ -191,6 +211,7 @@ def table_rows(
 ) -> dict[str, dict[str, Any] | None]:
     """The pair's row in each config: a preference or a tie, and, for image-output pairs of
     a release with images, the image-preference row."""
+    check_released_parts(pair)
     tie = pair.label == Side.TIE
     rows = {
         DEFAULT_CONFIG: None if tie else trl_row(pair, files=files, multimodal=multimodal),

@@ -69,6 +69,44 @@ class JudgeResult:
     attempts: int = 1  # calls made for this item, retries included
 
 
+# What judges receive today. Video, audio and 3D parts import and show to people, but no
+# backend is sent them yet: a judge that saw only a pair's text would vote on half of it.
+JUDGED_PART_TYPES = frozenset({"text", "image"})
+
+
+def unjudged_parts(item: JudgeItem) -> list[str]:
+    """The kinds of part in ``item`` that no judge receives yet, sorted; empty when none."""
+    return sorted(
+        {
+            part.get("type", "")
+            for content in (item.prompt, item.first, item.second)
+            for part in content
+        }
+        - JUDGED_PART_TYPES
+    )
+
+
+def judge_judgeable(backend: JudgeBackend, items: list[JudgeItem]) -> list[JudgeResult]:
+    """``backend.judge_batch`` on the items it can judge; the others get a permanent error
+    naming the parts it would not see (never a silent vote on the text alone)."""
+    refused = {i: unjudged_parts(item) for i, item in enumerate(items)}
+    refused = {i: kinds for i, kinds in refused.items() if kinds}
+    sent = [item for i, item in enumerate(items) if i not in refused]
+    judged = backend.judge_batch(sent) if sent else []
+    if len(judged) != len(sent):
+        raise RuntimeError(f"{type(backend).__name__} answered {len(judged)} of {len(sent)} items")
+    answers = iter(judged)
+    return [
+        JudgeResult(
+            outcome="error",
+            error=f"this pair has {', '.join(refused[i])} parts, which judges are not sent yet",
+        )
+        if i in refused
+        else next(answers)
+        for i in range(len(items))
+    ]
+
+
 class JudgeBackend:
     """Judges a batch of items; returns one result per item, in the same order.
 

@@ -28,7 +28,7 @@ from annotation.content import image_part, text_part
 from annotation.json_input import JsonRefused, json_loads
 from annotation.models import Media, Project, ProjectMedia
 from judges import backends
-from judges.backends.base import JudgeItem, JudgeResult, Order
+from judges.backends.base import JudgeItem, JudgeResult, Order, judge_judgeable
 from judges.evaluation import ORDERS
 from judges.models import BestOfNRun, Judge
 from judges.services.runs import check_judge_enabled
@@ -205,7 +205,8 @@ def _judge(backend, matches: list[_Match]) -> int:
                     ),
                 )
             )
-    results: list[JudgeResult] = backend.judge_batch([item for _, item in todo]) if todo else []
+    items = [item for _, item in todo]
+    results: list[JudgeResult] = judge_judgeable(backend, items) if todo else []
     for (match, item), result in zip(todo, results, strict=True):
         if result.outcome != "ok" or result.preferred not in ("first", "second", "tie"):
             match.answers.append(result.outcome)

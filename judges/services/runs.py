@@ -36,7 +36,7 @@ from annotation.services.pairs import (
     pairs_start_judging,
 )
 from judges import backends
-from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order
+from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order, judge_judgeable
 from judges.models import FilterRun, Judge, Verdict
 from judges.services.ensemble import (
     DEFAULT_EASY_THRESHOLD,
@@ -404,7 +404,7 @@ def judge_batch_call(
     evaluations both judge through this (docs/judges-runs.md, "How a run executes")."""
     backend = _backend_for(judge)
     try:
-        results = backend.judge_batch(todo)
+        results = judge_judgeable(backend, todo)
     except BaseException:
         judge_backends_close(judge_id=judge.pk)  # its state is unknown: start afresh
         raise

@@ -1,0 +1,87 @@
+"""Video, audio and 3D parts where pages, judges and releases meet them, until each gets
+its own player, payload and release format (docs/import-format.md, "Video, audio and 3D"):
+the comparison page plays them from their served copies, a judge never votes on a pair it
+would see only half of, and a release build holding one fails naming the pair."""
+
+from __future__ import annotations
+
+import pytest
+
+from annotation.errors import InvalidInput
+from annotation.imports.importer import pairs_import
+from annotation.models import Pair
+from annotation.services.releases import release_build, release_create
+from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, judge_judgeable
+from tests.annotation.av_support import PLANTED, audio_write, glb_bytes, video_write
+from tests.annotation.import_support import text_pair, write_jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+def _import(project, tmp_path, pair: dict) -> Pair:
+    pairs_import(
+        project=project, source=write_jsonl(tmp_path / "pairs.jsonl", [pair]), media_root=tmp_path
+    )
+    return Pair.objects.get(project=project, external_id=pair["id"])
+
+
+def _av_pair(tmp_path) -> dict:
+    video_write(tmp_path / "a.mp4")
+    audio_write(tmp_path / "b.wav")
+    (tmp_path / "c.glb").write_bytes(glb_bytes())
+    pair = text_pair("av-1", task="t2v")
+    pair["response_a"]["response_content"] = [["video", "a.mp4"]]
+    pair["response_b"]["response_content"] = [["audio", "b.wav"], ["model3d", "c.glb"]]
+    return pair
+
+
+def test_the_comparison_page_plays_the_served_copies(project, alice, client_for, tmp_path):
+    pair = _import(project, tmp_path, _av_pair(tmp_path))
+    Pair.objects.filter(pk=pair.pk).update(status="queued")
+    page = client_for(alice).get(f"/p/{project.slug}/annotate/", follow=True)
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert html.count("<video ") == 1 and "poster=" in html
+    assert html.count("<audio ") == 1
+    assert "binary glTF" in html
+    assert PLANTED not in html and "a.mp4" not in html and "m-one" not in html
+    for url in [part for part in html.split('"') if f"/p/{project.slug}/media/" in part]:
+        served = client_for(alice).get(url)
+        assert served.status_code == 200, url
+        assert PLANTED.encode() not in b"".join(served.streaming_content)
+
+
+class _Counting(JudgeBackend):
+    def __init__(self) -> None:
+        super().__init__(judge=None)
+        self.seen: list[int] = []
+
+    def judge_batch(self, items):
+        self.seen += [item.pair_id for item in items]
+        return [JudgeResult(outcome="ok", preferred="first") for _ in items]
+
+
+def test_a_judge_is_never_asked_about_parts_it_is_not_sent():
+    text = [{"type": "text", "text": "hello"}]
+    video = [{"type": "video", "media": "0" * 64}]
+    items = [
+        JudgeItem(pair_id=1, order="AB", task="t2t", prompt=text, first=text, second=text),
+        JudgeItem(pair_id=2, order="AB", task="t2v", prompt=text, first=video, second=text),
+    ]
+    backend = _Counting()
+    first, second = judge_judgeable(backend, items)
+    assert backend.seen == [1]
+    assert first.outcome == "ok"
+    assert second.outcome == "error" and not second.transient
+    assert "video parts" in second.error
+
+
+def test_a_release_holding_a_video_pair_fails_naming_it(project, dave, tmp_path):
+    pair = _import(project, tmp_path, _av_pair(tmp_path))
+    Pair.objects.filter(pk=pair.pk).update(status="consensus", consensus_label="A")
+    release = release_create(project=project, version="1.0.0", selection={}, user=dave)
+    with pytest.raises(InvalidInput, match="av-1 has audio, model3d, video parts"):
+        release_build(release=release)
+    release.refresh_from_db()
+    assert release.status == release.Status.FAILED
+    assert "av-1" in release.error
