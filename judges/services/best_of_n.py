@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ValidationError
 
 from annotation.content import image_part, text_part
-from annotation.json_input import JsonRefused, json_loads
+from annotation.json_input import JsonRefused, json_loads, text_refusal
 from annotation.models import Media, Project, ProjectMedia
 from judges import backends
 from judges.backends.base import JudgeItem, JudgeResult, Order, judge_judgeable
@@ -313,21 +313,12 @@ def best_of_n(*, judge: Judge, items: list[BestOfNItem], method: str) -> dict:
     return {"judge": judge.name, "method": method, "results": results, "calls": calls}
 
 
-def _storable(text: str) -> bool:
-    """Whether PostgreSQL's jsonb takes ``text``: no NUL, no lone surrogate."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in text
-
-
 def _check_storable_ids(items: list[BestOfNItem]) -> None:
     """The outcome kept holds the ids: refuses those a JSON column cannot store."""
     errors = [
         f"{item.id!r}: ids may not hold NUL characters or lone surrogates"
         for item in items
-        if not all(_storable(text) for text in (item.id, *(c.id for c in item.candidates)))
+        if any(text_refusal(text) for text in (item.id, *(c.id for c in item.candidates)))
     ]
     if errors:
         raise ValidationError({"candidates": errors[:MAX_ERRORS]})
