@@ -31,6 +31,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("t2i", "edit", "interleaved", "reasoning")
+# The columns the benchmarks COPY pairs and votes into, in the order their rows give them.
+PAIR_COLUMNS = (
+    "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
+    "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
+    "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
+    "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words"
+)
+VOTE_COLUMNS = (
+    "pair_id, annotator_id, side, value, left_is_a, rationale, time_on_task_ms, is_extra, "
+    "is_adjudication, created_at"
+)
 API_READS = 20
 PAGE_READS = 20
 
@@ -78,13 +89,7 @@ def load(*, slug: str, pairs: int, annotators: int, seed: int) -> int:
     votes = synthetic_votes(pairs=pairs, annotators=annotators, seed=seed)
     now = timezone.now()
     with connection.cursor() as cursor:
-        pair_columns = (
-            "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
-            "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
-            "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
-            "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words"
-        )
-        with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({pair_columns}) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({PAIR_COLUMNS}) FROM STDIN") as copy:
             for n in range(pairs):
                 copy.write_row(
                     (project.pk, f"bench-{n}", prompt.pk, sides[0].pk, sides[1].pk, "",
@@ -97,10 +102,6 @@ def load(*, slug: str, pairs: int, annotators: int, seed: int) -> int:
         pair_ids = np.array([row[0] for row in cursor.fetchall()])
         user_ids = np.array([user.pk for user in users])
         values = votes["values"]
-        vote_columns = (
-            "pair_id, annotator_id, side, value, left_is_a, rationale, time_on_task_ms, is_extra, "
-            "is_adjudication, created_at"
-        )
         rows = zip(
             pair_ids[np.arange(len(values)) // 3].tolist(),
             user_ids[votes["raters"] - 1].tolist(),
@@ -109,7 +110,7 @@ def load(*, slug: str, pairs: int, annotators: int, seed: int) -> int:
             votes["time_on_task_ms"].astype(int).tolist(),
             strict=True,
         )
-        with cursor.cursor.copy(f"COPY {Vote._meta.db_table} ({vote_columns}) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {Vote._meta.db_table} ({VOTE_COLUMNS}) FROM STDIN") as copy:
             for pair_id, user_id, side, value, ms in rows:
                 copy.write_row((pair_id, user_id, side, value, True, "", ms, False, False, now))
         # Fresh statistics, as autovacuum gives tables soon after a bulk load.

@@ -26,7 +26,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from agreement_speed import delete, measure_in_child, setup_django, spread  # noqa: E402
+from agreement_speed import (  # noqa: E402
+    PAIR_COLUMNS,
+    VOTE_COLUMNS,
+    delete,
+    measure_in_child,
+    setup_django,
+    spread,
+)
 
 MODELS = 50
 ANNOTATORS = 30
@@ -69,13 +76,7 @@ def load(*, slug: str, pairs: int, seed: int) -> int:
     model_b = (model_a + rng.integers(1, MODELS, pairs)) % MODELS
     now = timezone.now()
     with connection.cursor() as cursor:
-        pair_columns = (
-            "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
-            "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
-            "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
-            "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words"
-        )
-        with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({pair_columns}) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({PAIR_COLUMNS}) FROM STDIN") as copy:
             for n in range(pairs):
                 copy.write_row(
                     (project.pk, f"bench-{n}", prompt.pk, responses[model_a[n]],
@@ -96,11 +97,7 @@ def load(*, slug: str, pairs: int, seed: int) -> int:
         first = rng.integers(0, ANNOTATORS, pairs)
         raters = (np.repeat(first, 3) + np.tile(np.arange(3), pairs)) % ANNOTATORS
         user_ids = [user.pk for user in users]
-        vote_columns = (
-            "pair_id, annotator_id, side, value, left_is_a, rationale, time_on_task_ms, is_extra, "
-            "is_adjudication, created_at"
-        )
-        with cursor.cursor.copy(f"COPY {Vote._meta.db_table} ({vote_columns}) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {Vote._meta.db_table} ({VOTE_COLUMNS}) FROM STDIN") as copy:
             for n, side, value, rater in zip(
                 on.tolist(), sides.tolist(), values.tolist(), raters.tolist(), strict=True
             ):

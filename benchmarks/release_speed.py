@@ -34,8 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from agreement_speed import PAIR_COLUMNS, VOTE_COLUMNS, measure_in_child, setup_django, spread
 from agreement_speed import delete as delete_project
-from agreement_speed import measure_in_child, setup_django, spread
 
 TARGETS = {"text": (10.0, 500.0), "images": (20.0, None)}
 DEFAULT_PAIRS = {"text": 100_000, "images": 10_000}
@@ -134,13 +134,7 @@ def load(*, kind: str, slug: str, pairs: int, seed: int) -> None:
                     copy.write_row((rid, project.pk, encoded, model))
                 response_ids.append(ids)
         labels = []
-        pair_columns = (
-            "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
-            "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
-            "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
-            "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words"
-        )
-        with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({pair_columns}) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {Pair._meta.db_table} ({PAIR_COLUMNS}) FROM STDIN") as copy:
             for n in range(pairs):
                 label = "A" if rng.random() < 0.55 else "B"
                 labels.append(label)
@@ -154,12 +148,8 @@ def load(*, kind: str, slug: str, pairs: int, seed: int) -> None:
             [project.pk],
         )
         pair_ids = [row[0] for row in cursor.fetchall()]
-        vote_columns = (
-            "pair_id, annotator_id, side, value, left_is_a, rationale, time_on_task_ms, is_extra, "
-            "is_adjudication, created_at"
-        )
         value_of = {"A": 3, "B": 1}
-        with cursor.cursor.copy(f"COPY {Vote._meta.db_table} ({vote_columns}) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {Vote._meta.db_table} ({VOTE_COLUMNS}) FROM STDIN") as copy:
             for pair_id, label in zip(pair_ids, labels, strict=True):
                 for user in rng.sample(users, 3):
                     side = label if rng.random() < 0.8 else ("B" if label == "A" else "A")
