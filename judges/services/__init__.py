@@ -1,2 +1,0 @@
-"""Writes for judges: judges themselves (``judges``), filter runs (``runs``) and the ensemble
-rule runs apply (``ensemble``)."""
