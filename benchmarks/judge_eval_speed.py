@@ -139,7 +139,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import connection
 
-    from judges.services.evaluations import judge_evaluation_create
+    from judges.evaluation.services import judge_evaluation_create
 
     call_command("migrate", verbosity=0)
     if args.delete:

@@ -143,7 +143,7 @@ def bench_filter(args) -> None:
     from django.db.models import Max
 
     from judges.models import FilterRun, Judge, Verdict
-    from judges.services.runs import filter_run_create
+    from judges.runs.services import filter_run_create
     from tests.judges.fake_openai import FakeOpenAI, by_marker
 
     project = make_project(args.pairs)
@@ -201,7 +201,7 @@ def bench_reward_model(args) -> None:
     from judges.backends import get_backend
     from judges.backends.base import JudgeItem
     from judges.models import Judge
-    from judges.reward_model import init_checkpoint
+    from judges.reward_model.model import init_checkpoint
 
     # The backend loads checkpoints only from under ARBITER_CHECKPOINT_ROOT.
     settings.ARBITER_CHECKPOINT_ROOT.mkdir(parents=True, exist_ok=True)

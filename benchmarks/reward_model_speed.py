@@ -66,7 +66,7 @@ def main() -> None:
     from judges.backends.base import JudgeItem
     from judges.backends.reward_model import RewardModelBackend
     from judges.models import Judge
-    from judges.reward_model import ScoringInput, init_checkpoint, load_checkpoint
+    from judges.reward_model.model import ScoringInput, init_checkpoint, load_checkpoint
 
     if args.threads:
         torch.set_num_threads(args.threads)

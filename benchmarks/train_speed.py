@@ -41,7 +41,7 @@ def setup_django() -> None:
 def train_once(args: argparse.Namespace, features: str) -> dict:
     """One training, in this process: seconds in all, and those spent embedding texts."""
     setup_django()
-    from judges.training.trainer import TrainingOptions, train
+    from judges.reward_model.trainer import TrainingOptions, train
     from tests.judges.training_support import preference_pairs
 
     pairs = preference_pairs(args.pairs, seed=args.seed)

@@ -351,7 +351,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-# Judge filter runs (judges/services/runs.py, docs/judges-runs.md): pairs per batch task, and
+# Judge filter runs (judges/runs/services.py, docs/judges-runs.md): pairs per batch task, and
 # transient judge failures (429, 5xx, timeouts) retried with exponential backoff and jitter.
 ARBITER_JUDGE_BATCH_PAIRS = env_int("ARBITER_JUDGE_BATCH_PAIRS", 50)
 ARBITER_JUDGE_MAX_ATTEMPTS = env_int("ARBITER_JUDGE_MAX_ATTEMPTS", 5)

@@ -14,7 +14,7 @@ from django.forms.models import construct_instance
 
 from annotation.admin import ViewOnlyAdmin
 from judges.models import FilterRun, Judge, Verdict
-from judges.services.judges import OPTIONS_HELP, judge_check
+from judges.roster.services import OPTIONS_HELP, judge_check
 
 JUDGE_FIELDS = [
     "name",

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import api, api_evaluations, training_api
+from judges.evaluation import api as api_evaluations
+from judges.reward_model import api as training_api
+from judges.runs import api
 
 urlpatterns: list = [
     path(

@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.models import Pair, Project, Release
-from judges.services.ensemble import DEFAULT_EASY_THRESHOLD
+from judges.ensemble import DEFAULT_EASY_THRESHOLD
 
 
 class Judge(models.Model):
@@ -27,7 +27,7 @@ class Judge(models.Model):
     enabled = models.BooleanField(default=True)
     # openai
     # A CharField: cluster hosts without a dot (http://vllm:8000/v1) are valid base URLs, which
-    # URLField rejects; judges.services.judges.judge_check validates it.
+    # URLField rejects; judges.roster.services.judge_check validates it.
     base_url = models.CharField(
         max_length=500, blank=True, help_text="OpenAI-compatible base URL, e.g. http://host/v1"
     )
@@ -49,7 +49,7 @@ class Judge(models.Model):
     batch_size = models.PositiveIntegerField(default=64)
     # Anything kind-specific beyond the above (prompt template overrides, score keys, ...).
     options = models.JSONField(default=dict, blank=True)
-    # Which projects may run this judge (judges.selectors.judges_for_project); none listed:
+    # Which projects may run this judge (judges.runs.selectors.judges_for_project); none listed:
     # every project may, an operator's choice for judges without a key or prompts to guard.
     projects = models.ManyToManyField(
         Project,
@@ -191,7 +191,8 @@ class JudgeEvaluation(models.Model):
     """A judge scored against a target: a release of a project, or (``release`` blank) the
     project's current consensus. One per (judge, project, release); evaluating again replaces
     its results. ``target`` is the labelled pairs as they were when the evaluation started
-    (judges.evaluation.TargetItem fields, as lists); ``results`` is what scoring them gave."""
+    (judges.evaluation.scoring.TargetItem fields, as lists); ``results`` is what scoring them
+    gave."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -275,7 +276,7 @@ class Judgement(Answer):
 
 
 class TrainingRun(models.Model):
-    """One reward-model training (judges.services.training): what it learned from, its
+    """One reward-model training (judges.reward_model.services): what it learned from, its
     options, its progress and per-epoch metrics, and the checkpoint it wrote."""
 
     class Status(models.TextChoices):
@@ -299,7 +300,7 @@ class TrainingRun(models.Model):
     )
     # What the pairs were once read: kind, label, counts, sha256 (and a release's manifest hash).
     source_info = models.JSONField(default=dict, blank=True)
-    # The trainer's options (judges.training.trainer.TrainingOptions).
+    # The trainer's options (judges.reward_model.trainer.TrainingOptions).
     features = models.CharField(max_length=16, default="hashed")
     epochs = models.PositiveIntegerField()
     lr = models.FloatField()
@@ -334,7 +335,7 @@ class TrainingRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Written with each progress update; a running run without one for long lost its worker.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # The process that holds a running run, "host:pid:start" (judges.services.training): a
+    # The process that holds a running run, "host:pid:start" (judges.reward_model.services): a
     # job delivered again after that process was killed takes the run over at once.
     worker = models.CharField(max_length=300, blank=True)
 
@@ -371,7 +372,7 @@ class TrainingRun(models.Model):
 
 class BestOfNRun(models.Model):
     """A best-of-N run started on its page, kept so its bracket or scores can be seen and
-    downloaded again. ``outcome`` is what ``judges.services.best_of_n.best_of_n`` returned."""
+    downloaded again. ``outcome`` is what ``judges.best_of_n.services.best_of_n`` returned."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="best_of_n_runs")
     judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="best_of_n_runs")

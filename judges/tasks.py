@@ -11,7 +11,9 @@ from celery import Task, shared_task
 from celery.signals import worker_process_shutdown
 
 from annotation.failures import describe_error, record_failure
-from judges.services import evaluations, runs, training
+from judges.evaluation import services as evaluations
+from judges.reward_model import services as training
+from judges.runs import services as runs
 
 
 class _RecordsFailure(Task):

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from judges import best_of_n_views, judge_views, training_views, views
+from judges.best_of_n import views as best_of_n_views
+from judges.reward_model import views as training_views
+from judges.roster import views as judge_views
+from judges.runs import views
 
 app_name = "judges"
 urlpatterns: list = [

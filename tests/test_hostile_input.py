@@ -29,9 +29,9 @@ from annotation.services import queue
 from annotation.views.agreement import CHARTS, TABLES
 from annotation.views.curator import ACTIONS
 from annotation.views.pairs import BULK_ACTIONS
+from judges.best_of_n.services import best_of_n_run
+from judges.evaluation.services import judge_evaluation_create
 from judges.models import FilterRun, Judge, TrainingRun
-from judges.services.best_of_n import best_of_n_run
-from judges.services.evaluations import judge_evaluation_create
 from tests.annotation.release_support import built_release, releasable_project
 from tests.factories import MembershipFactory, UserFactory
 

@@ -14,7 +14,7 @@ from judges.backends.base import (
     content_images,
     content_text,
 )
-from judges.images import ImageStats, MediaUnavailable, image_stats, media_path, media_rows
+from judges.core.images import ImageStats, MediaUnavailable, image_stats, media_path, media_rows
 from judges.prompts import task_family
 
 DEFAULT_CONFIDENCE = 0.95

@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
-from judges.images import MediaUnavailable, image_data_url, media_rows
-from judges.keys import api_key_env_allowed, api_key_env_refusal, redact
+from judges.core.images import MediaUnavailable, image_data_url, media_rows
+from judges.core.keys import api_key_env_allowed, api_key_env_refusal, redact
 from judges.parsing import UnparseableAnswer, parse_verdict
 from judges.prompts import PromptSpec, build_prompt
 

@@ -18,8 +18,8 @@ from judges.backends.base import (
 )
 
 if TYPE_CHECKING:
-    from judges.reward_model import RewardModel
-from judges.images import ImageStats, image_stats_cached
+    from judges.reward_model.model import RewardModel
+from judges.core.images import ImageStats, image_stats_cached
 
 DEFAULT_TIE_MARGIN = 0.05
 
@@ -38,7 +38,7 @@ class RewardModelBackend(JudgeBackend):
     def model(self):
         """The loaded model (once per backend); raises ``CheckpointError`` when it cannot load."""
         # torch only where it is needed
-        from judges.reward_model import checkpoint_path, load_checkpoint
+        from judges.reward_model.model import checkpoint_path, load_checkpoint
 
         if self._model is None:
             path = checkpoint_path(self.judge.checkpoint)
@@ -46,7 +46,7 @@ class RewardModelBackend(JudgeBackend):
         return self._model
 
     def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:
-        from judges.reward_model import CheckpointError, ScoringInput
+        from judges.reward_model.model import CheckpointError, ScoringInput
 
         if not items:
             return []

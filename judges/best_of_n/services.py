@@ -29,9 +29,9 @@ from annotation.json_input import JsonRefused, json_loads, text_refusal
 from annotation.models import Media, Project, ProjectMedia
 from judges import backends
 from judges.backends.base import JudgeItem, JudgeResult, Order, judge_judgeable
-from judges.evaluation import ORDERS
+from judges.evaluation.scoring import ORDERS
 from judges.models import BestOfNRun, Judge
-from judges.services.runs import check_judge_enabled
+from judges.runs.services import check_judge_enabled
 
 METHODS = ("scores", "knockout")
 MIN_CANDIDATES = 2

@@ -20,20 +20,20 @@ from rest_framework.views import APIView
 
 from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.middleware import allows_large_upload
-from judges.access import get_evaluation_for_user
-from judges.api import BROKER_DOWN_RESPONSE
-from judges.evaluation import DEFAULT_SEED, MAX_SEED
-from judges.models import Judge
-from judges.selectors import evaluation_summary, judges_for_project, leaderboard
-from judges.services.best_of_n import (
+from judges.best_of_n.services import (
     MAX_API_CALLS,
     METHODS,
     best_of_n,
     calls_needed,
     parse_items,
 )
-from judges.services.evaluations import judge_evaluation_create, judge_evaluation_resume
-from judges.services.judgement_import import judgements_import_text
+from judges.core.access import get_evaluation_for_user
+from judges.evaluation.judgement_import import judgements_import_text
+from judges.evaluation.scoring import DEFAULT_SEED, MAX_SEED
+from judges.evaluation.services import judge_evaluation_create, judge_evaluation_resume
+from judges.models import Judge
+from judges.runs.api import BROKER_DOWN_RESPONSE
+from judges.runs.selectors import evaluation_summary, judges_for_project, leaderboard
 
 
 class EvaluationSerializer(serializers.Serializer):

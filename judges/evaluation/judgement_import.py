@@ -14,7 +14,7 @@ from django.db import transaction
 
 from annotation.json_input import JsonRefused, json_loads
 from annotation.models import Pair, Project
-from judges.evaluation import LABELS, ORDERS
+from judges.evaluation.scoring import LABELS, ORDERS
 from judges.models import Judge, Judgement
 
 MAX_ERRORS = 50

@@ -7,7 +7,8 @@ filter-run verdicts on the same (pair, order), errors excepted. Only what is sti
 called, as Celery batches through the filter runs' machinery (``runs.judge_batch_call``:
 one backend per judge per worker, retries of transient failures with backoff), each batch safe
 to run twice thanks to the unique (judge, pair, order) of ``Judgement``. When nothing is
-missing, the answers are scored (``judges.evaluation.evaluate``) and stored on the evaluation.
+missing, the answers are scored (``judges.evaluation.scoring.evaluate``) and stored on the
+evaluation.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from django.utils import timezone
 from annotation.broker import task_publish
 from annotation.models import Pair, PairStatus, Project, Release
 from annotation.services.releases import release_rows
-from judges.evaluation import (
+from judges.evaluation.scoring import (
     DEFAULT_SEED,
     MAX_SEED,
     ORDERS,
@@ -35,8 +36,8 @@ from judges.evaluation import (
     signed_score,
 )
 from judges.models import Judge, JudgeEvaluation, Judgement, Verdict
-from judges.services import runs
-from judges.services.runs import BrokerUnavailable
+from judges.runs import services as runs
+from judges.runs.services import BrokerUnavailable
 
 Status = JudgeEvaluation.Status
 logger = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ def _missing(evaluation: JudgeEvaluation) -> list[list]:
 
 def check_evaluation(*, judge: Judge, project: Project, release: str = "") -> list[TargetItem]:
     """The target's items; ValidationError naming the field when the evaluation cannot run."""
-    from judges.selectors import judges_for_project
+    from judges.runs.selectors import judges_for_project
 
     if not judges_for_project(project).filter(pk=judge.pk).exists():
         raise ValidationError({"judge": f"No judge {judge.name!r} for project {project.slug}."})

@@ -1,3 +1,3 @@
-"""Training Arbiter's reward model (``judges.reward_model``) on what the humans decided:
+"""Training Arbiter's reward model (``judges.reward_model.model``) on what the humans decided:
 ``data`` reads preference pairs from a project's consensus, ``trainer`` fits them with the
-Bradley-Terry loss. Database writes and jobs are in ``judges.services.training``."""
+Bradley-Terry loss. Database writes and jobs are in ``judges.reward_model.services``."""

@@ -13,12 +13,12 @@ from rest_framework.views import APIView
 
 from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.api.strict import StrictInputSerializer
-from judges.access import get_training_run_for_user
-from judges.api import BROKER_DOWN_RESPONSE
+from judges.core.access import get_training_run_for_user
 from judges.models import TrainingRun
-from judges.services.training import training_release, training_run_create
-from judges.training.report import heldout_report
-from judges.training.trainer import DEVICES, FEATURE_KINDS, LIMITS, TrainingOptions
+from judges.reward_model.report import heldout_report
+from judges.reward_model.services import training_release, training_run_create
+from judges.reward_model.trainer import DEVICES, FEATURE_KINDS, LIMITS, TrainingOptions
+from judges.runs.api import BROKER_DOWN_RESPONSE
 
 _DEFAULTS = TrainingOptions()
 
@@ -36,7 +36,7 @@ class EpochSerializer(serializers.Serializer):
 
 
 class HeldoutSerializer(serializers.Serializer):
-    """What the best held-out accuracy rests on (judges/training/report.py)."""
+    """What the best held-out accuracy rests on (judges/reward_model/report.py)."""
 
     pairs = serializers.IntegerField(help_text="Held-out pairs the accuracy is measured on.")
     correct = serializers.IntegerField()

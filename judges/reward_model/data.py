@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from annotation.releases.read import release_splits
 from judges.backends.base import content_images, content_text
-from judges.images import ImageStats, MediaUnavailable, image_stats, image_stats_cached
-from judges.reward_model import ScoringInput
+from judges.core.images import ImageStats, MediaUnavailable, image_stats, image_stats_cached
+from judges.reward_model.model import ScoringInput
 
 TRAIN_SPLIT = "train"
 

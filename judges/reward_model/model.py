@@ -4,9 +4,11 @@ preference criterion, when the config says ``"criterion": true``).
 Text features are one of two kinds (``config["features"]``):
 - ``hashed``: hashed word unigrams and bigrams (tokenised in one vectorised pass over a whole
   batch), mean-pooled by a trained ``EmbeddingBag``;
-- ``minilm``: frozen all-MiniLM-L6-v2 sentence embeddings (``judges.minilm``, offline weights).
+- ``minilm``: frozen all-MiniLM-L6-v2 sentence embeddings (``judges.reward_model.minilm``,
+  offline weights).
 Plus a few numbers about the response (length, images and their pixel statistics); an MLP maps
-them to a scalar reward. Arbiter's trainer (``judges.training``) writes this checkpoint format.
+them to a scalar reward. Arbiter's trainer (``judges.reward_model.trainer``) writes this
+checkpoint format.
 
 Checkpoint: ``torch.save`` of ``{"format": "arbiter-reward-model", "version": 1,
 "config": {...}, "state_dict": {...}, "meta": {...}}``, read back with ``weights_only=True``;
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from judges.images import N_IMAGE_FEATURES, ImageStats
+from judges.core.images import N_IMAGE_FEATURES, ImageStats
 
 CHECKPOINT_FORMAT = "arbiter-reward-model"
 CHECKPOINT_VERSION = 1
@@ -133,7 +135,7 @@ class RewardModel(nn.Module):
         self.uses_criterion = bool(self.config.get("criterion", False))
         self.embedding: nn.EmbeddingBag | None = None
         if self.features == "minilm":
-            from judges.minilm import EMBEDDING_DIM
+            from judges.reward_model.minilm import EMBEDDING_DIM
 
             text_dim = EMBEDDING_DIM
         else:
@@ -177,7 +179,7 @@ class RewardModel(nn.Module):
         that later ``featurize`` calls look them up (minilm; nothing to do for hashed).
         ``progress(done, total)`` is called after each batch."""
         if self.features == "minilm":
-            from judges.minilm import encoder
+            from judges.reward_model.minilm import encoder
 
             texts = [text for column in self._texts(inputs) for text in column]
             encoder(self.device).prepare(texts, progress=progress)
@@ -187,7 +189,7 @@ class RewardModel(nn.Module):
         hashing = {k: self.config[k] for k in ("n_buckets", "max_tokens", "bigrams")}
         arrays: list[np.ndarray] = []
         if self.features == "minilm":
-            from judges.minilm import encoder
+            from judges.reward_model.minilm import encoder
 
             embed = encoder(self.device)
             arrays = [embed.encode(column) for column in self._texts(inputs)]

@@ -27,22 +27,22 @@ from django.utils import timezone
 from annotation.broker import task_publish
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from judges.models import Judge, TrainingRun
-from judges.reward_model import CheckpointError, checkpoint_path, save_checkpoint
-from judges.services.judges import judge_create
-from judges.services.runs import BrokerUnavailable
-from judges.training.data import (
+from judges.reward_model.data import (
     TrainingData,
     TrainingDataError,
     consensus_pairs,
     release_pairs,
 )
-from judges.training.trainer import (
+from judges.reward_model.model import CheckpointError, checkpoint_path, save_checkpoint
+from judges.reward_model.trainer import (
     EpochMetrics,
     TrainingOptions,
     TrainingResult,
     options_errors,
     train,
 )
+from judges.roster.services import judge_create
+from judges.runs.services import BrokerUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def check_training(
     """Raises ``ValidationError`` naming each field that stops this training from starting."""
     errors: dict[str, str] = dict(options_errors(options))
     if options.features == "minilm" and "features" not in errors:
-        from judges.minilm import MiniLMUnavailable, weights_version
+        from judges.reward_model.minilm import MiniLMUnavailable, weights_version
 
         try:
             weights_version()

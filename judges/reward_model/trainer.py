@@ -27,8 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from judges.reward_model import RewardModel, resolve_device, validate_config
-from judges.training.data import PreferencePair, TrainingDataError
+from judges.reward_model.data import PreferencePair, TrainingDataError
+from judges.reward_model.model import RewardModel, resolve_device, validate_config
 
 STATE_FORMAT = "arbiter-training-state"
 FEATURE_KINDS = ("hashed", "minilm")

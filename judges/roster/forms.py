@@ -8,14 +8,14 @@ from django.forms.fields import InvalidJSONInput
 from django.http import QueryDict
 
 from annotation.models import Project, Release
-from judges.evaluation import DEFAULT_SEED, MAX_SEED
-from judges.keys import api_key_env_refusal
+from judges.best_of_n.services import METHODS
+from judges.core.keys import api_key_env_refusal
+from judges.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
+from judges.evaluation.scoring import DEFAULT_SEED, MAX_SEED
 from judges.models import Judge, JudgeEvaluation
-from judges.selectors import judges_for_project
-from judges.services.best_of_n import METHODS
-from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
-from judges.services.judges import KIND_FIELDS, OPTIONS_HELP
-from judges.training.trainer import DEVICES, LIMITS, TrainingOptions
+from judges.reward_model.trainer import DEVICES, LIMITS, TrainingOptions
+from judges.roster.services import KIND_FIELDS, OPTIONS_HELP
+from judges.runs.selectors import judges_for_project
 
 
 def add_service_errors(form: forms.Form, exc: ValidationError) -> None:

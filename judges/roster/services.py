@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from annotation.models import Project
-from judges.keys import api_key_env_allowed, api_key_env_refusal
+from judges.core.keys import api_key_env_allowed, api_key_env_refusal
 from judges.models import Judge
 from judges.prompts import ANSWER_FORMATS, PLACEHOLDERS, PRESETS, TemplateError, template_fields
 
@@ -137,7 +137,7 @@ def judge_check(judge: Judge) -> None:
         if not judge.checkpoint:
             errors["checkpoint"] = "A reward_model judge needs a checkpoint path."
         else:
-            from judges.reward_model import CheckpointError, checkpoint_path, load_checkpoint
+            from judges.reward_model.model import CheckpointError, checkpoint_path, load_checkpoint
 
             # Loaded on the CPU here: the machine checking may not be the GPU worker.
             try:

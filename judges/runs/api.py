@@ -15,11 +15,11 @@ from rest_framework.views import APIView
 
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.models import Pair
-from judges.access import get_run_for_user
+from judges.core.access import get_run_for_user
+from judges.ensemble import DEFAULT_EASY_THRESHOLD
 from judges.models import FilterRun, Judge
-from judges.selectors import filter_run_progress, filter_run_report, judges_for_project
-from judges.services.ensemble import DEFAULT_EASY_THRESHOLD
-from judges.services.runs import (
+from judges.runs.selectors import filter_run_progress, filter_run_report, judges_for_project
+from judges.runs.services import (
     filter_run_cancel,
     filter_run_create,
     filter_run_resume,

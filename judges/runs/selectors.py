@@ -9,9 +9,9 @@ from typing import Any
 from django.db.models import Count, Exists, Max, OuterRef, QuerySet
 
 from annotation.models import Pair, Project
+from judges.ensemble import ensemble_decide, judge_stats
 from judges.models import FilterRun, Judge, JudgeEvaluation, Verdict
-from judges.services.ensemble import ensemble_decide, judge_stats
-from judges.services.runs import ORDERS, stalled_filter_runs, verdict_rows
+from judges.runs.services import ORDERS, stalled_filter_runs, verdict_rows
 
 # Above this many verdicts a running run's per-judge agreement, consistency and latency wait
 # for the end of the run: computing them reads every verdict, and the page polls every 2 s.

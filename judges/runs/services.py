@@ -37,8 +37,7 @@ from annotation.services.pairs import (
 )
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order, judge_judgeable
-from judges.models import FilterRun, Judge, Verdict
-from judges.services.ensemble import (
+from judges.ensemble import (
     DEFAULT_EASY_THRESHOLD,
     ORDERS,
     Decision,
@@ -47,6 +46,7 @@ from judges.services.ensemble import (
     ensemble_decide,
     judge_stats,
 )
+from judges.models import FilterRun, Judge, Verdict
 
 logger = logging.getLogger(__name__)
 

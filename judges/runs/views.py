@@ -20,14 +20,14 @@ from annotation.leaderboard.page import model_board_context
 from annotation.models import Pair, PairStatus, Release, Role
 from annotation.views.pairs import PairSelectionForm, form_error_text
 from config.errors import status_for
-from judges.access import get_run_for_user
-from judges.forms import EvaluationForm, FilterRunForm, add_service_errors
-from judges.leaderboard import accuracy_chart, position_chart, task_chart
+from judges.core.access import get_run_for_user
+from judges.ensemble import easy_rule, easy_votes
+from judges.evaluation.charts import accuracy_chart, position_chart, task_chart
+from judges.evaluation.services import judge_evaluation_create
 from judges.models import JudgeEvaluation
-from judges.selectors import filter_run_report, leaderboard
-from judges.services.ensemble import easy_rule, easy_votes
-from judges.services.evaluations import judge_evaluation_create
-from judges.services.runs import (
+from judges.roster.forms import EvaluationForm, FilterRunForm, add_service_errors
+from judges.runs.selectors import filter_run_report, leaderboard
+from judges.runs.services import (
     BrokerUnavailable,
     filter_run_cancel,
     filter_run_create,

@@ -108,8 +108,8 @@ def test_a_task_that_failed_on_a_lost_connection_records_it_on_a_new_one(project
         pytest.skip("needs PostgreSQL (DATABASE_URL)")
     from judges import tasks
     from judges.models import TrainingRun
-    from judges.services.training import training_run_create
-    from judges.training.trainer import TrainingOptions
+    from judges.reward_model.services import training_run_create
+    from judges.reward_model.trainer import TrainingOptions
     from tests.judges.training_support import consensus_pairs_in, preference_pairs
 
     consensus_pairs_in(project, preference_pairs(10))

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from judges.evaluation.judgement_import import judgements_import
+from judges.evaluation.services import judge_evaluation_create
 from judges.models import Judge
-from judges.services.evaluations import judge_evaluation_create
-from judges.services.judgement_import import judgements_import
 from tests.browser.conftest import log_in, page_errors
 from tests.judges.evaluation_support import labelled_pairs
 

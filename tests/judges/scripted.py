@@ -13,7 +13,7 @@ from config.celery import app
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.models import Judge
-from judges.services import runs
+from judges.runs import services as runs
 
 Answer = Callable[[JudgeItem], JudgeResult]
 

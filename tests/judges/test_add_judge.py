@@ -11,8 +11,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from judges.models import Judge
-from judges.reward_model import init_checkpoint
-from judges.services.judges import judge_check
+from judges.reward_model.model import init_checkpoint
+from judges.roster.services import judge_check
 from tests.factories import UserFactory
 
 

@@ -12,8 +12,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
 from annotation.models import ProjectMedia
+from judges.best_of_n.services import best_of_n, parse_jsonl
 from judges.models import Judge
-from judges.services.best_of_n import best_of_n, parse_jsonl
 from tests.judges.backend_helpers import noisy_image, store_image
 from tests.judges.fake_openai import FakeOpenAI, verdict
 
@@ -137,7 +137,7 @@ def test_the_api_for_curators_and_researchers_with_a_call_limit(
     assert answer.json()["results"][0]["best"] == "c1"
     assert api_for(alice).post(url, body, format="json").status_code == 403
     assert api_for(eve).post(url, body, format="json").status_code == 404
-    monkeypatch.setattr("judges.api_evaluations.MAX_API_CALLS", 1)
+    monkeypatch.setattr("judges.evaluation.api.MAX_API_CALLS", 1)
     refused = api_for(dave).post(url, body, format="json")
     assert refused.status_code == 400
     assert refused.json()["items"] == "2 judge calls by scores; a request may make 1."

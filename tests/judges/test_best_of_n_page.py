@@ -14,8 +14,8 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import ProjectMedia
+from judges.best_of_n.services import MAX_API_CALLS
 from judges.models import BestOfNRun, Judge
-from judges.services.best_of_n import MAX_API_CALLS
 from tests.judges.backend_helpers import noisy_image, store_image
 
 pytestmark = pytest.mark.django_db

@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotation.models import PairStatus
+from judges.evaluation.services import judge_evaluation_create, judge_evaluation_judge_batch
 from judges.models import FilterRun, JudgeEvaluation
-from judges.services.evaluations import judge_evaluation_create, judge_evaluation_judge_batch
-from judges.services.runs import filter_run_judge_batch
+from judges.runs.services import filter_run_judge_batch
 from tests.judges.evaluation_support import labelled_pairs
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judges.services.ensemble import (
+from judges.ensemble import (
     DEFAULT_EASY_THRESHOLD,
     VerdictRow,
     contested_first,

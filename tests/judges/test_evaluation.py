@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from judges.evaluation import Answer, TargetItem, evaluate, signed_score, tie_calibrated
+from judges.evaluation.scoring import Answer, TargetItem, evaluate, signed_score, tie_calibrated
 
 
 def item(pk: int, label: str, *, task: str = "text", criterion: str = "", same: bool = False):

@@ -81,7 +81,7 @@ def test_annotators_get_403_and_outsiders_404(project, marker_judge, alice, eve,
 def test_an_evaluation_of_another_project_is_not_found(
     project, other_project, marker_judge, dave, api_for
 ):
-    from judges.services.evaluations import judge_evaluation_create
+    from judges.evaluation.services import judge_evaluation_create
 
     labelled_pairs(other_project, "A")
     evaluation = judge_evaluation_create(judge=marker_judge, project=other_project, call=False)

@@ -12,7 +12,7 @@ from config.celery import app
 from judges import backends
 from judges.backends.base import JudgeResult
 from judges.models import FilterRun, Judge, Verdict
-from judges.services import runs
+from judges.runs import services as runs
 from tests.factories import PairFactory
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
     canonical,

@@ -9,7 +9,7 @@ import pytest
 from annotation.models import Pair, PairStatus
 from annotation.reports import register_report_section
 from annotation.services.agreement_report import agreement_report_build
-from judges.services import runs
+from judges.runs import services as runs
 from tests.factories import PairFactory
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
     canonical,

@@ -11,9 +11,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from annotation.models import PairStatus
+from judges.evaluation.judgement_import import judgements_import
+from judges.evaluation.services import consensus_target, judge_evaluation_create
 from judges.models import FilterRun, Judge, JudgeEvaluation, Judgement, Verdict
-from judges.services.evaluations import consensus_target, judge_evaluation_create
-from judges.services.judgement_import import judgements_import
 from tests.factories import PairFactory, make_response
 from tests.judges.evaluation_support import labelled_pairs
 from tests.judges.fake_openai import by_marker
@@ -250,7 +250,7 @@ def test_evaluate_judge_on_a_release(project, dave, capsys):
 def test_a_batch_delivered_twice_calls_and_records_each_answer_once(
     project, marker_judge, marker_server
 ):
-    from judges.services.evaluations import judge_evaluation_judge_batch
+    from judges.evaluation.services import judge_evaluation_judge_batch
 
     first, _ = labelled_pairs(project, "AB")
     evaluation = judge_evaluation_create(judge=marker_judge, project=project)  # not yet enqueued
@@ -270,7 +270,7 @@ def test_a_stalled_evaluation_is_resumed_by_the_sweep_once(
 
     from django.utils import timezone
 
-    from judges.services.evaluations import judge_evaluations_resume_stalled
+    from judges.evaluation.services import judge_evaluations_resume_stalled
 
     labelled_pairs(project, "AB")
     stalled = judge_evaluation_create(judge=marker_judge, project=project)  # its enqueue lost

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from judges.models import Judge
-from judges.reward_model import init_checkpoint
+from judges.reward_model.model import init_checkpoint
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from judges.evaluation.judgement_import import judgements_import
+from judges.evaluation.services import judge_evaluation_create
 from judges.models import JudgeEvaluation
-from judges.services.evaluations import judge_evaluation_create
-from judges.services.judgement_import import judgements_import
 from tests.judges.evaluation_support import labelled_pairs
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 

@@ -15,7 +15,7 @@ from PIL import Image
 from judges.backends import get_backend
 from judges.backends.openai import ERROR_BODY_CHARS, OpenAIBackend
 from judges.models import FilterRun, Judge, Verdict
-from judges.services.runs import filter_run_create
+from judges.runs.services import filter_run_create
 from tests.factories import PairFactory
 from tests.judges.backend_helpers import image_part, item, noisy_image, store_image, text_part
 from tests.judges.fake_openai import (

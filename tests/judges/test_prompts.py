@@ -14,7 +14,7 @@ from judges.backends import get_backend
 from judges.models import Judge
 from judges.parsing import UnparseableAnswer, parse_verdict
 from judges.prompts import PRESETS, PromptSpec, build_prompt
-from judges.services.judges import judge_create
+from judges.roster.services import judge_create
 from tests.judges.backend_helpers import image_part, item, text_part
 from tests.judges.fake_openai import FakeOpenAI, Reply
 

@@ -12,8 +12,8 @@ from django.core.management import call_command
 
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair, PairStatus
+from judges.evaluation.judgement_import import judgements_import_text
 from judges.models import Judge, JudgeEvaluation, Judgement
-from judges.services.judgement_import import judgements_import_text
 from tests.annotation.import_support import text_pair, write_jsonl
 from tests.annotation.mmrb2_scorer import mmrb2_accuracy
 

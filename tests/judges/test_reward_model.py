@@ -11,9 +11,9 @@ from django.conf import settings
 
 from judges.backends import get_backend
 from judges.backends.reward_model import RewardModelBackend
-from judges.images import image_stats
+from judges.core.images import image_stats
 from judges.models import Judge
-from judges.reward_model import (
+from judges.reward_model.model import (
     CheckpointError,
     RewardModel,
     ScoringInput,

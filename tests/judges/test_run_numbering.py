@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from judges.models import FilterRun
-from judges.services import runs
+from judges.runs import services as runs
 from tests.factories import MembershipFactory, PairFactory
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
     canonical,

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from annotation.models import PairStatus
 from judges.models import FilterRun, Verdict
-from judges.services import runs
+from judges.runs import services as runs
 from tests.factories import PairFactory
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
     canonical,
@@ -414,7 +414,7 @@ def test_annotators_see_no_judge_output(client_for, api_for, alice, project, fin
 
 
 def test_large_running_runs_defer_per_judge_statistics(client_for, carol, running_run, monkeypatch):
-    from judges import selectors
+    from judges.runs import selectors
 
     monkeypatch.setattr(selectors, "LIVE_STATS_MAX_VERDICTS", 2)
     body = client_for(carol).get(urls(running_run)["detail"]).content.decode()

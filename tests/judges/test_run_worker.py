@@ -13,7 +13,7 @@ import redis
 
 from annotation.models import Pair, PairStatus
 from judges.models import FilterRun, Judge, Verdict
-from judges.services import runs
+from judges.runs import services as runs
 from tests.factories import make_prompt, make_response
 from tests.judges.fake_openai import (
     FakeOpenAI,
@@ -228,8 +228,8 @@ def test_beat_resumes_a_run_whose_worker_was_killed(celery_worker_process, proje
 
 @pytest.mark.timeout(120)
 def test_a_worker_evaluates_a_judge_through_transient_failures(celery_worker_process, project):
+    from judges.evaluation.services import judge_evaluation_create
     from judges.models import JudgeEvaluation, Judgement
-    from judges.services.evaluations import judge_evaluation_create
 
     flaky = per_item([status(429, retry_after="0"), status(500)], then=by_marker("GOOD"))
     with FakeOpenAI(flaky) as server:

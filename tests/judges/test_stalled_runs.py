@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from judges import tasks
 from judges.models import FilterRun, Verdict
-from judges.services import runs
+from judges.runs import services as runs
 from tests.conftest import requires_postgres
 from tests.factories import PairFactory
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture

@@ -15,10 +15,10 @@ from django.core.management import CommandError, call_command
 
 from annotation.models import PairStatus
 from judges.models import Judge, TrainingRun, Verdict
-from judges.reward_model import ScoringInput, load_checkpoint, save_checkpoint
-from judges.services import runs
-from judges.training.data import consensus_pairs
-from judges.training.trainer import TrainingOptions, split_by_prompt, train
+from judges.reward_model.data import consensus_pairs
+from judges.reward_model.model import ScoringInput, load_checkpoint, save_checkpoint
+from judges.reward_model.trainer import TrainingOptions, split_by_prompt, train
+from judges.runs import services as runs
 from tests.factories import PairFactory
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 from tests.judges.training_support import consensus_pairs_in, criterion_pairs, preference_pairs
@@ -29,7 +29,7 @@ FAST = {"epochs": 6, "batch_size": 32, "lr": 0.01}
 
 
 def minilm_installed() -> bool:
-    from judges.minilm import MiniLMUnavailable, weights_version
+    from judges.reward_model.minilm import MiniLMUnavailable, weights_version
 
     try:
         weights_version()
@@ -75,7 +75,7 @@ def test_split_keeps_each_prompt_on_one_side():
 
 
 def test_one_prompt_cannot_be_split():
-    from judges.training.data import TrainingDataError
+    from judges.reward_model.data import TrainingDataError
 
     with pytest.raises(TrainingDataError, match="at least 2 prompts"):
         train(preference_pairs(4, per_prompt=4), TrainingOptions())
@@ -123,7 +123,7 @@ def test_consensus_pairs_leave_out_ties_gold_and_undecided(project):
 def _scores_in_a_fresh_process(path: Path, inputs: list[list[str]]) -> list[float]:
     code = (
         "import json, sys\n"
-        "from judges.reward_model import ScoringInput, load_checkpoint\n"
+        "from judges.reward_model.model import ScoringInput, load_checkpoint\n"
         "model = load_checkpoint(sys.argv[1])\n"
         "inputs = [ScoringInput(p, r, criterion=c) for p, r, c in json.loads(sys.argv[2])]\n"
         "print(json.dumps(model.score(inputs)))\n"
@@ -334,7 +334,7 @@ def test_a_run_is_claimed_once_unless_its_worker_went_quiet(project, settings, t
 
     from django.utils import timezone
 
-    from judges.services.training import training_run_create, training_run_execute
+    from judges.reward_model.services import training_run_create, training_run_execute
 
     consensus_pairs_in(project, preference_pairs(40))
     run = training_run_create(

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from judges.models import Judge, TrainingRun
-from judges.services.training import training_run_create
-from judges.training.trainer import TrainingOptions
+from judges.reward_model.services import training_run_create
+from judges.reward_model.trainer import TrainingOptions
 from tests.judges.training_support import consensus_pairs_in, preference_pairs
 
 URL = "/api/v1/projects/demo/training-runs/"

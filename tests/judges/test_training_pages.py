@@ -8,8 +8,8 @@ from django.test import Client
 from django.urls import reverse
 
 from judges.models import TrainingRun
-from judges.services.training import training_run_create, training_run_execute
-from judges.training.trainer import TrainingOptions
+from judges.reward_model.services import training_run_create, training_run_execute
+from judges.reward_model.trainer import TrainingOptions
 from tests.judges.training_support import consensus_pairs_in, preference_pairs
 
 pytestmark = pytest.mark.django_db

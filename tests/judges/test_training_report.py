@@ -10,7 +10,7 @@ from django.urls import reverse
 from scipy.stats import binomtest
 
 from judges.models import TrainingRun
-from judges.training.report import MIN_HELDOUT_PAIRS, heldout_report, wilson_interval
+from judges.reward_model.report import MIN_HELDOUT_PAIRS, heldout_report, wilson_interval
 from tests.judges.training_support import consensus_pairs_in, preference_pairs
 
 

@@ -19,9 +19,9 @@ import torch
 from django.utils import timezone
 
 from judges.models import TrainingRun
-from judges.reward_model import load_checkpoint
-from judges.services import training
-from judges.training.trainer import TrainingOptions, train
+from judges.reward_model import services as training
+from judges.reward_model.model import load_checkpoint
+from judges.reward_model.trainer import TrainingOptions, train
 from tests.judges.training_support import consensus_pairs_in, preference_pairs
 
 SMALL = {"n_buckets": 4096, "embed_dim": 16, "hidden_dim": 32}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from judges.reward_model import ScoringInput
-from judges.training.data import PreferencePair
+from judges.reward_model.data import PreferencePair
+from judges.reward_model.model import ScoringInput
 
 TOPICS = (
     "photosynthesis",

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Project
 from judges.models import Judge
 from judges.prompts import ANSWER_FORMATS, PRESETS
-from judges.services.judges import KIND_FIELDS, judge_create
+from judges.roster.services import KIND_FIELDS, judge_create
 
 # Command-line flag -> Judge field; a flag applies to the kinds that read its field.
 _FLAGS = {

@@ -6,8 +6,8 @@ from pathlib import Path
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from judges.best_of_n.services import METHODS, best_of_n, calls_needed, parse_jsonl
 from judges.models import Judge
-from judges.services.best_of_n import METHODS, best_of_n, calls_needed, parse_jsonl
 
 
 class Command(BaseCommand):

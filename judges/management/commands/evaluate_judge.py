@@ -8,12 +8,12 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
-from judges.evaluation import DEFAULT_SEED
+from judges.evaluation.judgement_import import judgements_import_text
+from judges.evaluation.scoring import DEFAULT_SEED
+from judges.evaluation.services import judge_evaluation_create
 from judges.models import JudgeEvaluation
-from judges.selectors import evaluation_summary, judges_for_project
-from judges.services.evaluations import judge_evaluation_create
-from judges.services.judgement_import import judgements_import_text
-from judges.services.runs import BrokerUnavailable
+from judges.runs.selectors import evaluation_summary, judges_for_project
+from judges.runs.services import BrokerUnavailable
 
 
 class Command(BaseCommand):

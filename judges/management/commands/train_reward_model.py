@@ -8,14 +8,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
 from judges.models import TrainingRun
-from judges.services.training import (
+from judges.reward_model.report import heldout_report
+from judges.reward_model.services import (
     training_release,
     training_run_create,
     training_run_execute,
     training_run_fail,
 )
-from judges.training.report import heldout_report
-from judges.training.trainer import DEVICES, FEATURE_KINDS, TrainingOptions
+from judges.reward_model.trainer import DEVICES, FEATURE_KINDS, TrainingOptions
 
 SOURCE = re.compile(r"^(?P<slug>[-a-zA-Z0-9_]+)(@(?P<version>\d+\.\d+\.\d+))?$")
 BAR_WIDTH = 30
