@@ -31,7 +31,7 @@ from judges import backends
 from judges.backends.base import JudgeItem, JudgeResult, Order, judge_judgeable
 from judges.evaluation.scoring import ORDERS
 from judges.models import BestOfNRun, Judge
-from judges.runs.services import check_judge_enabled
+from judges.roster.services import check_judge_enabled
 
 METHODS = ("scores", "knockout")
 MIN_CANDIDATES = 2

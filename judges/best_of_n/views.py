@@ -13,9 +13,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.spreadsheets import csv_response
+from judges.best_of_n.forms import BestOfNForm
 from judges.best_of_n.services import MAX_API_CALLS, best_of_n_run, parse_jsonl
+from judges.core.forms import add_service_errors
 from judges.models import BestOfNRun
-from judges.roster.forms import BestOfNForm, add_service_errors
 
 # Runs listed on the page, newest first.
 RECENT_RUNS = 20

@@ -1,16 +1,14 @@
-"""Judge evaluations and best-of-N over the REST API (docs/api.md, "Judge evaluations"):
-curators and researchers of the project start, import and read them; annotators get 403,
-outsiders 404, through the same access helpers as every endpoint."""
+"""Judge evaluations and imported judgements over the REST API (docs/api.md, "Judge
+evaluations"): curators and researchers of the project start, import and read them;
+annotators get 403, outsiders 404, through the same access helpers as every endpoint."""
 
 from __future__ import annotations
 
 import io
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
-    extend_schema_field,
     inline_serializer,
 )
 from rest_framework import serializers, status
@@ -20,20 +18,14 @@ from rest_framework.views import APIView
 
 from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.middleware import allows_large_upload
-from judges.best_of_n.services import (
-    MAX_API_CALLS,
-    METHODS,
-    best_of_n,
-    calls_needed,
-    parse_items,
-)
 from judges.core.access import get_evaluation_for_user
+from judges.core.api import BROKER_DOWN_RESPONSE
 from judges.evaluation.judgement_import import judgements_import_text
 from judges.evaluation.scoring import DEFAULT_SEED, MAX_SEED
+from judges.evaluation.selectors import evaluation_summary, leaderboard
 from judges.evaluation.services import judge_evaluation_create, judge_evaluation_resume
 from judges.models import Judge
-from judges.runs.api import BROKER_DOWN_RESPONSE
-from judges.runs.selectors import evaluation_summary, judges_for_project, leaderboard
+from judges.roster.api import JudgeField
 
 
 class EvaluationSerializer(serializers.Serializer):
@@ -58,14 +50,6 @@ class EvaluationSerializer(serializers.Serializer):
     )
 
 
-@extend_schema_field(OpenApiTypes.STR)
-class _JudgeField(serializers.SlugRelatedField):
-    """A judge the project may use, by name; any other name is unknown, as in filter runs."""
-
-    def get_queryset(self):
-        return judges_for_project(self.context["project"])
-
-
 RELEASE_PARAMETER = OpenApiParameter(
     "release",
     str,
@@ -76,7 +60,7 @@ RELEASE_PARAMETER = OpenApiParameter(
 
 class EvaluationListApi(APIView):
     class InputSerializer(serializers.Serializer):
-        judge = _JudgeField(slug_field="name")
+        judge = JudgeField(slug_field="name")
         release = serializers.CharField(
             required=False,
             default="",
@@ -128,7 +112,7 @@ class JudgementImportApi(APIView):
     parser_classes = [MultiPartParser]
 
     class InputSerializer(serializers.Serializer):
-        judge = _JudgeField(slug_field="name")
+        judge = JudgeField(slug_field="name")
         file = serializers.FileField(
             help_text="JSONL (pair, order, verdict or score per line) or MMRB2's prediction "
             "JSON ({pair id: {forward: [{judgement}], reverse: [...]}})."
@@ -154,42 +138,3 @@ class JudgementImportApi(APIView):
             raise serializers.ValidationError({"file": "The file is not UTF-8 text."}) from None
         count = judgements_import_text(judge=judge, project=project, text=text)
         return ApiResponse({"imported": count}, status=status.HTTP_201_CREATED)
-
-
-class BestOfNApi(APIView):
-    class InputSerializer(serializers.Serializer):
-        judge = _JudgeField(slug_field="name")
-        method = serializers.ChoiceField(choices=METHODS, default="knockout")
-        items = serializers.ListField(
-            child=serializers.JSONField(),
-            min_length=1,
-            help_text='{"id", "prompt", "task", "criterion", "candidates": [{"id", "content"}]}',
-        )
-
-    @extend_schema(
-        request=InputSerializer,
-        responses=inline_serializer(
-            "BestOfN",
-            fields={
-                "judge": serializers.CharField(),
-                "method": serializers.CharField(),
-                "calls": serializers.IntegerField(),
-                "results": serializers.ListField(child=serializers.JSONField()),
-            },
-        ),
-    )
-    def post(self, request, slug: str):
-        """The best candidate per prompt; the judge is called synchronously, at most
-        MAX_API_CALLS times per request (the command line has no limit)."""
-        project, _ = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
-        data = self.InputSerializer(data=request.data, context={"project": project})
-        data.is_valid(raise_exception=True)
-        rows = [(f"items[{i}]", row) for i, row in enumerate(data.validated_data["items"])]
-        items = parse_items(rows, project=project)
-        method = data.validated_data["method"]
-        if (calls := calls_needed(items, method)) > MAX_API_CALLS:
-            raise serializers.ValidationError(
-                {"items": f"{calls} judge calls by {method}; a request may make {MAX_API_CALLS}."}
-            )
-        outcome = best_of_n(judge=data.validated_data["judge"], items=items, method=method)
-        return ApiResponse(outcome)

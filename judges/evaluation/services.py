@@ -26,6 +26,7 @@ from django.utils import timezone
 from annotation.broker import task_publish
 from annotation.models import Pair, PairStatus, Project, Release
 from annotation.services.releases import release_rows
+from judges.core.broker import BrokerUnavailable
 from judges.evaluation.scoring import (
     DEFAULT_SEED,
     MAX_SEED,
@@ -36,8 +37,9 @@ from judges.evaluation.scoring import (
     signed_score,
 )
 from judges.models import Judge, JudgeEvaluation, Judgement, Verdict
+from judges.roster.selectors import judges_for_project
+from judges.roster.services import check_judge_enabled, disabled_judges_message
 from judges.runs import services as runs
-from judges.runs.services import BrokerUnavailable
 
 Status = JudgeEvaluation.Status
 logger = logging.getLogger(__name__)
@@ -172,8 +174,6 @@ def _missing(evaluation: JudgeEvaluation) -> list[list]:
 
 def check_evaluation(*, judge: Judge, project: Project, release: str = "") -> list[TargetItem]:
     """The target's items; ValidationError naming the field when the evaluation cannot run."""
-    from judges.runs.selectors import judges_for_project
-
     if not judges_for_project(project).filter(pk=judge.pk).exists():
         raise ValidationError({"judge": f"No judge {judge.name!r} for project {project.slug}."})
     items = evaluation_target(project=project, release=release)
@@ -196,7 +196,7 @@ def judge_evaluation_create(
     are scored now (missing ones count as no vote). A disabled judge is never called: with
     ``call`` it is refused (ValidationError on ``judge``), as out-of-range seeds are."""
     if call:
-        runs.check_judge_enabled(judge)
+        check_judge_enabled(judge)
     if not 0 <= seed <= MAX_SEED:
         raise ValidationError({"seed": f"The seed must lie in 0..{MAX_SEED}; got {seed}."})
     items = check_evaluation(judge=judge, project=project, release=release)
@@ -239,7 +239,7 @@ def judge_evaluation_resume(*, evaluation: JudgeEvaluation) -> int:
     how many items were enqueued; scores the evaluation when nothing is missing. A disabled
     judge is refused when anything is missing (it would be called)."""
     if _missing(evaluation):
-        runs.check_judge_enabled(evaluation.judge)
+        check_judge_enabled(evaluation.judge)
     JudgeEvaluation.objects.filter(pk=evaluation.pk).update(
         status=Status.RUNNING, error="", finished_at=None, progress_at=timezone.now()
     )
@@ -281,7 +281,7 @@ def judge_evaluation_judge_batch(*, evaluation_id: int, items: list, attempt: in
     if evaluation is None or evaluation.status != Status.RUNNING:
         return
     judge = evaluation.judge
-    if (disabled := runs.disabled_judges_message([judge])) is not None:
+    if (disabled := disabled_judges_message([judge])) is not None:
         # Disabled while its batches waited: never called; enabling it lets it resume.
         judge_evaluation_fail(
             evaluation_id=evaluation.pk, error=f"{disabled} Enable it and resume the evaluation."

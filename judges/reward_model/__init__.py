@@ -1,3 +1,2 @@
-"""Training Arbiter's reward model (``judges.reward_model.model``) on what the humans decided:
-``data`` reads preference pairs from a project's consensus, ``trainer`` fits them with the
-Bradley-Terry loss. Database writes and jobs are in ``judges.reward_model.services``."""
+"""Arbiter's reward model: the model and its features (hashed words, MiniLM, image statistics), its
+training data, trainer, held-out report and training runs; imports roster and the kernel."""

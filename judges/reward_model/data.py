@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from annotation.releases.read import release_splits
+from annotation.services.releases import release_rows
 from judges.backends.base import content_images, content_text
 from judges.core.images import ImageStats, MediaUnavailable, image_stats, image_stats_cached
 from judges.reward_model.model import ScoringInput
@@ -120,8 +121,6 @@ def release_pairs(release: Release) -> TrainingData:
     """The rows of a built or published release with a side (A or B), read back from its
     files (never the database); of its ``train`` split when it has one, else of every split,
     so a release's test split stays unseen."""
-    from annotation.services.releases import release_rows
-
     folder = release.folder
     splits = release_splits(folder)
     used = [TRAIN_SPLIT] if TRAIN_SPLIT in splits else splits

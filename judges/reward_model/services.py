@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from annotation.broker import task_publish
 from annotation.models import Pair, PairStatus, Project, Release, Side
+from judges.core.broker import BrokerUnavailable
 from judges.models import Judge, TrainingRun
 from judges.reward_model.data import (
     TrainingData,
@@ -42,7 +43,6 @@ from judges.reward_model.trainer import (
     train,
 )
 from judges.roster.services import judge_create
-from judges.runs.services import BrokerUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -16,11 +16,12 @@ from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.charts import BandPoint, Chart, Reference, line_with_band
 from config.errors import status_for
 from judges.core.access import get_training_run_for_user
+from judges.core.broker import BrokerUnavailable
+from judges.core.forms import add_service_errors
 from judges.models import TrainingRun
+from judges.reward_model.forms import TrainingForm
 from judges.reward_model.report import CONFIDENCE, heldout_report
 from judges.reward_model.services import training_release, training_run_create
-from judges.roster.forms import TrainingForm, add_service_errors
-from judges.runs.services import BrokerUnavailable
 
 CHANCE_ACCURACY = (Reference(0.5, "chance"),)
 CHANCE_LOSS = (Reference(math.log(2), "chance"),)

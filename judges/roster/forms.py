@@ -1,3 +1,5 @@
+"""The form that adds or edits a judge on the judges page."""
+
 from __future__ import annotations
 
 from typing import cast
@@ -7,161 +9,10 @@ from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 from django.http import QueryDict
 
-from annotation.models import Project, Release
-from judges.best_of_n.services import METHODS
+from annotation.models import Project
 from judges.core.keys import api_key_env_refusal
-from judges.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
-from judges.evaluation.scoring import DEFAULT_SEED, MAX_SEED
-from judges.models import Judge, JudgeEvaluation
-from judges.reward_model.trainer import DEVICES, LIMITS, TrainingOptions
+from judges.models import Judge
 from judges.roster.services import KIND_FIELDS, OPTIONS_HELP
-from judges.runs.selectors import judges_for_project
-
-
-def add_service_errors(form: forms.Form, exc: ValidationError) -> None:
-    """A service's ``ValidationError`` on the form: on the field it names when the form has
-    one, else above the fields."""
-    for field, errors in exc.message_dict.items():
-        form.add_error(field if field in form.fields else None, errors)
-
-
-_AT_DEFAULT = ", ".join(
-    f"{easy_votes(threshold=DEFAULT_EASY_THRESHOLD, judges=n)} with {n} judges" for n in (9, 3)
-)
-
-
-class FilterRunForm(forms.Form):
-    judges = forms.ModelMultipleChoiceField(
-        queryset=Judge.objects.none(), widget=forms.CheckboxSelectMultiple
-    )
-    threshold = forms.FloatField(
-        initial=DEFAULT_EASY_THRESHOLD,
-        min_value=0.5,
-        max_value=1.0,
-        help_text=(
-            "A pair is easy when one side holds at least this share of all valid votes "
-            f"(both orders; at {DEFAULT_EASY_THRESHOLD:g}: {_AT_DEFAULT})."
-        ),
-    )
-    budget_per_task = forms.IntegerField(
-        required=False,
-        min_value=1,
-        label="Budget per task",
-        help_text="Queue only the N most contested pairs per task; blank queues all of them.",
-    )
-
-    def __init__(self, *args, project: Project, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        # Another project's judge is "not one of the available choices", like an unknown id.
-        # Declared above as a ModelMultipleChoiceField; ``fields`` is typed by the base class.
-        judges = cast(forms.ModelMultipleChoiceField, self.fields["judges"])
-        judges.queryset = judges_for_project(project).filter(enabled=True).order_by("name")
-
-    def clean_threshold(self) -> float:
-        threshold = self.cleaned_data["threshold"]
-        if threshold <= 0.5:
-            raise forms.ValidationError("Must be above 0.5, so the easy side is a majority.")
-        return threshold
-
-
-class EvaluationForm(forms.Form):
-    """Starts a judge evaluation on the leaderboard page: a judge the project may use and a
-    target (the current consensus, a published release, or the imported reference labels
-    when the project has any)."""
-
-    judge = forms.ModelChoiceField(queryset=Judge.objects.none(), to_field_name="name")
-    release = forms.ChoiceField(label="Target", required=False)
-    seed = forms.IntegerField(
-        min_value=0,
-        max_value=MAX_SEED,
-        initial=DEFAULT_SEED,
-        help_text="Seed of the bootstrap intervals.",
-    )
-
-    def __init__(self, *args, project, releases: list[str], reference: bool = False, **kwargs):
-        super().__init__(*args, **kwargs)
-        judge_field = cast(forms.ModelChoiceField, self.fields["judge"])
-        judge_field.queryset = judges_for_project(project).filter(enabled=True)
-        release_field = cast(forms.ChoiceField, self.fields["release"])
-        choices = [("", "Current consensus")] + [
-            (version, f"Release {version}") for version in releases
-        ]
-        if reference:
-            choices.append((JudgeEvaluation.REFERENCE, "Reference labels"))
-        release_field.choices = choices
-
-
-_DEFAULTS = TrainingOptions()
-
-
-def _limits(name: str) -> dict:
-    low, high = LIMITS[name]
-    return {"min_value": low, "max_value": high, "initial": getattr(_DEFAULTS, name)}
-
-
-class TrainingForm(forms.Form):
-    """A reward-model training's source and options; the ranges are the trainer's
-    (``LIMITS``)."""
-
-    source = forms.ChoiceField(
-        required=False,
-        label="Train on",
-        help_text="The current consensus (pairs with a side; ties are left out), or a built "
-        "release's rows (its train split when it has one).",
-    )
-    features = forms.ChoiceField(
-        choices=[
-            ("hashed", "Hashed words (fast)"),
-            ("minilm", "MiniLM sentence embeddings"),
-        ],
-        initial=_DEFAULTS.features,
-        help_text="How texts become features: hashed word unigrams and bigrams learned from "
-        "scratch, or frozen all-MiniLM-L6-v2 embeddings (offline weights).",
-    )
-    epochs = forms.IntegerField(**_limits("epochs"))
-    lr = forms.FloatField(label="Learning rate", **_limits("lr"))
-    batch_size = forms.IntegerField(label="Batch size", **_limits("batch_size"))
-    seed = forms.IntegerField(
-        help_text="The same seed on the same data gives the same weights.", **_limits("seed")
-    )
-    patience = forms.IntegerField(
-        help_text="Stop after this many epochs without a better held-out accuracy.",
-        **_limits("patience"),
-    )
-    holdout = forms.FloatField(
-        label="Held-out share",
-        help_text="Share of the prompts held out (each prompt's pairs stay on one side).",
-        **_limits("holdout"),
-    )
-    device = forms.ChoiceField(
-        choices=[(d, d) for d in DEVICES],
-        initial=_DEFAULTS.device,
-        help_text="cuda needs a GPU worker on the judges_gpu queue.",
-    )
-    register = forms.SlugField(
-        required=False,
-        max_length=80,
-        label="Register as judge",
-        help_text="Optional: a judge name; the trained model becomes a reward_model judge of "
-        "this project, for the next filter run.",
-    )
-
-    def __init__(self, *args, project: Project, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        releases = Release.objects.filter(
-            project=project, status__in=[Release.Status.BUILT, Release.Status.PUBLISHED]
-        ).order_by("-created_at")
-        cast(forms.ChoiceField, self.fields["source"]).choices = [
-            ("", "Current consensus"),
-            *(
-                (r.version, f"Release {r.version} ({r.get_status_display().lower()})")
-                for r in releases
-            ),
-        ]
-
-    def options(self) -> TrainingOptions:
-        data = self.cleaned_data
-        return TrainingOptions(**{name: data[name] for name in _DEFAULTS.as_dict()})
 
 
 class _OptionsField(forms.JSONField):
@@ -267,29 +118,3 @@ class JudgeForm(forms.Form):
             data = cast(QueryDict, self.data).copy()
             data["api_key_env"] = ""
             self.data = data
-
-
-_METHOD_LABELS = {
-    "knockout": "Knockout: a single-elimination bracket, 2(N-1) calls per prompt",
-    "scores": "Scores: every candidate against every other, N(N-1) calls per prompt",
-}
-
-
-class BestOfNForm(forms.Form):
-    """A best-of-N run on its page: the candidates file as ``best_of_n``'s command line reads
-    it, a judge the project may use, and the method."""
-
-    candidates = forms.FileField(
-        help_text='JSONL, one prompt per line: {"id", "prompt", "task", "criterion", '
-        '"candidates": [{"id", "content"}, ...]} (docs/judges-evaluation.md, '
-        '"Best-of-N").'
-    )
-    judge = forms.ModelChoiceField(queryset=Judge.objects.none(), to_field_name="name")
-    method = forms.ChoiceField(
-        choices=[(method, _METHOD_LABELS[method]) for method in METHODS], initial="knockout"
-    )
-
-    def __init__(self, *args, project: Project, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        judge_field = cast(forms.ModelChoiceField, self.fields["judge"])
-        judge_field.queryset = judges_for_project(project).filter(enabled=True).order_by("name")

@@ -215,3 +215,17 @@ def judge_update(*, judge: Judge, projects: Iterable[Project], enabled: bool, **
     locked.save(update_fields=[*fields, "enabled"])
     locked.projects.set(projects)
     return locked
+
+
+def disabled_judges_message(judges: Iterable[Judge]) -> str | None:
+    """What refuses work for disabled judges, or None when every one is enabled: a disabled
+    judge is never called, whatever asks (docs/judges.md, "Disabling a judge")."""
+    if disabled := [judge.name for judge in judges if not judge.enabled]:
+        return f"Disabled judges cannot run: {', '.join(disabled)}."
+    return None
+
+
+def check_judge_enabled(judge: Judge) -> None:
+    """ValidationError on ``judge`` when it is disabled: nothing may call it."""
+    if (message := disabled_judges_message([judge])) is not None:
+        raise ValidationError({"judge": message})

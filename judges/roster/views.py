@@ -12,10 +12,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.access import STAFF_ROLES, get_project_for_user, is_operator
+from judges.core.forms import add_service_errors
 from judges.models import Judge
-from judges.roster.forms import JudgeForm, add_service_errors
+from judges.roster.forms import JudgeForm
+from judges.roster.selectors import judges_for_project
 from judges.roster.services import judge_create, judge_update
-from judges.runs.selectors import judges_for_project
 
 
 def _check_operator(user) -> None:

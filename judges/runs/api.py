@@ -4,7 +4,6 @@ watch them. Projects are fetched through annotation.access like every other endp
 from __future__ import annotations
 
 from drf_spectacular.utils import (
-    OpenApiResponse,
     extend_schema,
     extend_schema_field,
     inline_serializer,
@@ -16,9 +15,11 @@ from rest_framework.views import APIView
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.models import Pair
 from judges.core.access import get_run_for_user
+from judges.core.api import BROKER_DOWN_RESPONSE
 from judges.ensemble import DEFAULT_EASY_THRESHOLD
 from judges.models import FilterRun, Judge
-from judges.runs.selectors import filter_run_progress, filter_run_report, judges_for_project
+from judges.roster.selectors import judges_for_project
+from judges.runs.selectors import filter_run_progress, filter_run_report
 from judges.runs.services import (
     filter_run_cancel,
     filter_run_create,
@@ -117,11 +118,6 @@ class FilterRunDetailSerializer(FilterRunSerializer):
     @extend_schema_field(ReportSerializer)
     def get_progress(self, run) -> dict:
         return ReportSerializer(filter_run_report(run)).data
-
-
-BROKER_DOWN_RESPONSE = OpenApiResponse(
-    description='The task broker is down: {"detail": "..."} says what became of the run.'
-)
 
 
 class FilterRunListApi(APIView):

@@ -1,28 +1,27 @@
-"""Reads for judges and filter runs: the judges a project may use; progress while running,
-per-judge statistics during and after."""
+"""Reads for filter runs: progress while running, per-judge statistics during and after,
+the runs that stalled, and a pair's verdicts for its page."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, Exists, Max, OuterRef, QuerySet
+from django.conf import settings
+from django.db.models import Count, Max, OuterRef, Subquery
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
 
-from annotation.models import Pair, Project
-from judges.ensemble import ensemble_decide, judge_stats
-from judges.models import FilterRun, Judge, JudgeEvaluation, Verdict
-from judges.runs.services import ORDERS, stalled_filter_runs, verdict_rows
+from annotation.models import Pair
+from judges.ensemble import ORDERS, VerdictRow, ensemble_decide, judge_stats
+from judges.models import FilterRun, Verdict
+
+# A run that is not over: the sweep may resume it, a cancel may stop it.
+ACTIVE = (FilterRun.Status.PENDING, FilterRun.Status.RUNNING)
 
 # Above this many verdicts a running run's per-judge agreement, consistency and latency wait
 # for the end of the run: computing them reads every verdict, and the page polls every 2 s.
 LIVE_STATS_MAX_VERDICTS = 50_000
-
-
-def judges_for_project(project: Project) -> QuerySet[Judge]:
-    """The judges ``project`` may run: those listing it, and those listing no project at all.
-    Every way of starting a run chooses among these, and treats any other name as unknown."""
-    listed = Judge.projects.through.objects.filter(judge_id=OuterRef("pk"))
-    return Judge.objects.filter(~Exists(listed) | Exists(listed.filter(project=project)))
 
 
 def filter_run_progress(run: FilterRun) -> dict:
@@ -148,35 +147,48 @@ def pair_verdicts(pair: Pair) -> dict:
     }
 
 
-def evaluation_summary(evaluation: JudgeEvaluation) -> dict:
-    """An evaluation as the command line and the API give it: what was scored, and the
-    results (docs/judges-evaluation.md, "The results")."""
-    return {
-        "id": evaluation.pk,
-        "judge": evaluation.judge.name,
-        "kind": evaluation.judge.kind,
-        "target": evaluation.target_name,
-        "project": evaluation.project.slug,
-        "release": evaluation.release or None,
-        "status": evaluation.status,
-        "calls": evaluation.calls,
-        "seed": evaluation.seed,
-        "error": evaluation.error,
-        "started_at": evaluation.started_at.isoformat() if evaluation.started_at else None,
-        "finished_at": evaluation.finished_at.isoformat() if evaluation.finished_at else None,
-        "pairs": len(evaluation.target),
-        "results": evaluation.results or None,
-    }
+def stalled_filter_runs():
+    """Unfinished runs with no progress (no verdict, start or resume) for
+    ``ARBITER_STALLED_AFTER_S``: their queued work may have been lost with a worker."""
+    last_verdict = (
+        Verdict.objects.filter(run=OuterRef("pk"))
+        .order_by()
+        .values("run")
+        .annotate(last=Max("created_at"))
+        .values("last")
+    )
+    created = "created_at"
+    return (
+        FilterRun.objects.filter(status__in=ACTIVE)
+        .annotate(
+            progress_at=Greatest(
+                Coalesce(Subquery(last_verdict), created),
+                Coalesce("started_at", created),
+                Coalesce("resumed_at", created),
+            )
+        )
+        .filter(progress_at__lt=stalled_before())
+    )
 
 
-def leaderboard(project: Project, *, release: str = "") -> list[JudgeEvaluation]:
-    """The project's finished evaluations on one target, best dual accuracy first."""
-    evaluations = JudgeEvaluation.objects.filter(
-        project=project, release=release, status=JudgeEvaluation.Status.SUCCEEDED
-    ).select_related("judge", "project")
+def stalled_before():
+    return timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
 
-    def rank(evaluation: JudgeEvaluation) -> tuple:
-        value = evaluation.results.get("overall", {}).get("dual_accuracy", {}).get("value")
-        return (value is None, -(value or 0), evaluation.judge.name)
 
-    return sorted(evaluations, key=rank)
+def verdict_rows(run: FilterRun, *, judge_ids=None) -> list[VerdictRow]:
+    verdicts = Verdict.objects.filter(run=run)
+    if judge_ids is not None:
+        verdicts = verdicts.filter(judge_id__in=judge_ids)
+    return [
+        VerdictRow(*values)
+        for values in verdicts.values_list(
+            "judge_id",
+            "pair_id",
+            "order",
+            "outcome",
+            "side",
+            "latency_ms",
+            "prompt_tokens",
+            "completion_tokens",
+        )
+    ]

@@ -12,22 +12,19 @@ import json
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
 from itertools import zip_longest
 from typing import cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Max, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Max, Q
+from django.db.models.functions import Coalesce
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from annotation.broker import task_publish
-from annotation.errors import Unavailable
 from annotation.models import Pair, PairStatus, Project
 from annotation.services.pairs import (
     EnsembleOutcome,
@@ -37,46 +34,29 @@ from annotation.services.pairs import (
 )
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order, judge_judgeable
+from judges.core.broker import BrokerUnavailable
 from judges.ensemble import (
     DEFAULT_EASY_THRESHOLD,
     ORDERS,
     Decision,
-    VerdictRow,
     contested_first,
     ensemble_decide,
     judge_stats,
 )
 from judges.models import FilterRun, Judge, Verdict
+from judges.roster.services import disabled_judges_message
+from judges.runs.selectors import ACTIVE, stalled_before, stalled_filter_runs, verdict_rows
 
 logger = logging.getLogger(__name__)
 
 Status = FilterRun.Status
-ACTIVE = (Status.PENDING, Status.RUNNING)
 # Publishing a task tries the broker twice, briefly, so a request never hangs on a broker that
 # is down (docs/judges-runs.md, "Broker down").
-
-
-class BrokerUnavailable(Unavailable):
-    """The task broker refused a message; the message says what was done about it."""
 
 
 def _publish(task, **options) -> None:
     """Sends ``task`` with a bounded retry; BrokerUnavailable when the broker cannot take it."""
     task_publish(task, error=BrokerUnavailable, **options)
-
-
-def disabled_judges_message(judges: Iterable[Judge]) -> str | None:
-    """What refuses work for disabled judges, or None when every one is enabled: a disabled
-    judge is never called, whatever asks (docs/judges.md, "Disabling a judge")."""
-    if disabled := [judge.name for judge in judges if not judge.enabled]:
-        return f"Disabled judges cannot run: {', '.join(disabled)}."
-    return None
-
-
-def check_judge_enabled(judge: Judge) -> None:
-    """ValidationError on ``judge`` when it is disabled: nothing may call it."""
-    if (message := disabled_judges_message([judge])) is not None:
-        raise ValidationError({"judge": message})
 
 
 def check_run_options(
@@ -213,34 +193,6 @@ def filter_run_resume(*, run: FilterRun) -> int:
     return enqueued
 
 
-def stalled_filter_runs():
-    """Unfinished runs with no progress (no verdict, start or resume) for
-    ``ARBITER_STALLED_AFTER_S``: their queued work may have been lost with a worker."""
-    last_verdict = (
-        Verdict.objects.filter(run=OuterRef("pk"))
-        .order_by()
-        .values("run")
-        .annotate(last=Max("created_at"))
-        .values("last")
-    )
-    created = "created_at"
-    return (
-        FilterRun.objects.filter(status__in=ACTIVE)
-        .annotate(
-            progress_at=Greatest(
-                Coalesce(Subquery(last_verdict), created),
-                Coalesce("started_at", created),
-                Coalesce("resumed_at", created),
-            )
-        )
-        .filter(progress_at__lt=_stalled_before())
-    )
-
-
-def _stalled_before():
-    return timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
-
-
 def filter_runs_resume_stalled() -> list[int]:
     """Resumes every stalled run (the periodic task); returns the ids resumed. Each run is
     claimed by a conditional UPDATE of ``resumed_at`` first, so two beats never both resume
@@ -249,7 +201,7 @@ def filter_runs_resume_stalled() -> list[int]:
     for run in stalled_filter_runs().order_by("pk"):
         claimed = (
             FilterRun.objects.filter(pk=run.pk, status__in=ACTIVE)
-            .filter(Q(resumed_at__isnull=True) | Q(resumed_at__lt=_stalled_before()))
+            .filter(Q(resumed_at__isnull=True) | Q(resumed_at__lt=stalled_before()))
             .update(resumed_at=timezone.now())
         )
         if not claimed:
@@ -584,22 +536,3 @@ def filter_run_finish(*, run: FilterRun) -> bool:
     }
     run.save(update_fields=["summary"])
     return True
-
-
-def verdict_rows(run: FilterRun, *, judge_ids=None) -> list[VerdictRow]:
-    verdicts = Verdict.objects.filter(run=run)
-    if judge_ids is not None:
-        verdicts = verdicts.filter(judge_id__in=judge_ids)
-    return [
-        VerdictRow(*values)
-        for values in verdicts.values_list(
-            "judge_id",
-            "pair_id",
-            "order",
-            "outcome",
-            "side",
-            "latency_ms",
-            "prompt_tokens",
-            "completion_tokens",
-        )
-    ]

@@ -1,10 +1,8 @@
-"""Filter run pages (curators and researchers watch runs; only curators start or cancel one)
-and the judge leaderboard (curators and researchers score judges)."""
+"""Filter run pages: curators and researchers watch runs; only curators start or cancel one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,25 +14,16 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
-from annotation.leaderboard.page import model_board_context
-from annotation.models import Pair, PairStatus, Release, Role
+from annotation.models import PairStatus, Role
 from annotation.views.pairs import PairSelectionForm, form_error_text
 from config.errors import status_for
 from judges.core.access import get_run_for_user
+from judges.core.broker import BrokerUnavailable
+from judges.core.views import submit
 from judges.ensemble import easy_rule, easy_votes
-from judges.evaluation.charts import accuracy_chart, position_chart, task_chart
-from judges.evaluation.services import judge_evaluation_create
-from judges.models import JudgeEvaluation
-from judges.roster.forms import EvaluationForm, FilterRunForm, add_service_errors
-from judges.runs.selectors import filter_run_report, leaderboard
-from judges.runs.services import (
-    BrokerUnavailable,
-    filter_run_cancel,
-    filter_run_create,
-    filter_run_resume,
-)
-
-_T = TypeVar("_T")
+from judges.runs.forms import FilterRunForm
+from judges.runs.selectors import filter_run_report
+from judges.runs.services import filter_run_cancel, filter_run_create, filter_run_resume
 
 
 @login_required
@@ -66,7 +55,7 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
     pks = selection.cleaned_data["pks"] if selection else None
     status = 200
     if form.is_bound and form.is_valid():
-        run, status = _submit(
+        run, status = submit(
             request,
             form,
             lambda: filter_run_create(
@@ -97,19 +86,6 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
         "start_blocked": _start_blocked(form=form, imported=imported),
     }
     return render(request, "judges/run_list.html", context, status=status)
-
-
-def _submit(request, form, start: Callable[[], _T]) -> tuple[_T | None, int]:
-    """What ``start()`` made and 200; or None, with the service's field errors put on the form
-    (200), or the broker's refusal as a message with its status."""
-    try:
-        return start(), 200
-    except ValidationError as exc:
-        add_service_errors(form, exc)
-        return None, 200
-    except BrokerUnavailable as exc:
-        messages.error(request, str(exc))
-        return None, status_for(exc)
 
 
 def _start_blocked(*, form: FilterRunForm, imported: int) -> str:
@@ -169,90 +145,3 @@ def run_resume(request, slug: str, run_id: int):
     else:
         messages.success(request, f"Run {run.number} resumed: {enqueued} calls enqueued.")
     return redirect("judges:run", slug=slug, run_id=run.pk)
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def leaderboard_page(request, slug: str):
-    """The judges' scores on one target (``?release=X.Y.Z``, or the current consensus), with
-    a form that starts an evaluation; docs/judges-evaluation.md, "The leaderboard"."""
-    project, role = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
-    releases = list(
-        Release.objects.filter(project=project, status=Release.Status.PUBLISHED)
-        .order_by("-published_at")
-        .values_list("version", flat=True)
-    )
-    has_reference = (
-        Pair.objects.filter(project=project, is_gold=False).exclude(prior_label="").exists()
-    )
-    release = request.GET.get("release", "")
-    reference = has_reference and release == JudgeEvaluation.REFERENCE
-    if release and release not in releases and not reference:
-        release = ""
-    form = EvaluationForm(
-        request.POST or None,
-        project=project,
-        releases=releases,
-        reference=has_reference,
-        initial={"release": release},
-    )
-    status = 200
-    if form.is_bound and form.is_valid():
-        target = form.cleaned_data["release"]
-        evaluation, status = _submit(
-            request,
-            form,
-            lambda: judge_evaluation_create(
-                judge=form.cleaned_data["judge"],
-                project=project,
-                release=target,
-                seed=form.cleaned_data["seed"],
-                created_by=request.user,
-            ),
-        )
-        if evaluation is not None:
-            messages.success(
-                request, f"Evaluating {evaluation.judge.name} on {evaluation.target_name}."
-            )
-            query = f"?release={target}" if target else ""
-            return redirect(reverse("judges:leaderboard", args=[project.slug]) + query)
-    board = leaderboard(project, release=release)
-    unfinished = JudgeEvaluation.objects.filter(project=project, release=release).exclude(
-        status=JudgeEvaluation.Status.SUCCEEDED
-    )
-    context = {
-        "project": project,
-        "role": role,
-        "form": form,
-        "release": release,
-        "releases": releases,
-        "has_reference": has_reference,
-        "reference": reference,
-        "target": (
-            f"{project.slug}:{JudgeEvaluation.REFERENCE}"
-            if reference
-            else f"{project.slug}@{release}"
-            if release
-            else project.slug
-        ),
-        "board": board,
-        "unfinished": unfinished.select_related("judge"),
-        "charts": [
-            (
-                "Dual accuracy",
-                "Both orders of every A/B pair scored where the judge answered, as MMRB2 scores;"
-                " 0.5 is chance.",
-                accuracy_chart(board),
-            ),
-            (
-                "Position bias",
-                "Share of A/B votes for the response shown first; 0.5 is none.",
-                position_chart(board),
-            ),
-        ]
-        if board
-        else [],
-        "task_charts": [(evaluation, task_chart(evaluation)) for evaluation in board],
-        **model_board_context(project, request.GET),
-    }
-    return render(request, "judges/leaderboard.html", context, status=status)

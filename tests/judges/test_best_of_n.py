@@ -137,7 +137,7 @@ def test_the_api_for_curators_and_researchers_with_a_call_limit(
     assert answer.json()["results"][0]["best"] == "c1"
     assert api_for(alice).post(url, body, format="json").status_code == 403
     assert api_for(eve).post(url, body, format="json").status_code == 404
-    monkeypatch.setattr("judges.evaluation.api.MAX_API_CALLS", 1)
+    monkeypatch.setattr("judges.best_of_n.api.MAX_API_CALLS", 1)
     refused = api_for(dave).post(url, body, format="json")
     assert refused.status_code == 400
     assert refused.json()["items"] == "2 judge calls by scores; a request may make 1."

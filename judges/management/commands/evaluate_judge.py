@@ -8,12 +8,13 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
+from judges.core.broker import BrokerUnavailable
 from judges.evaluation.judgement_import import judgements_import_text
 from judges.evaluation.scoring import DEFAULT_SEED
+from judges.evaluation.selectors import evaluation_summary
 from judges.evaluation.services import judge_evaluation_create
 from judges.models import JudgeEvaluation
-from judges.runs.selectors import evaluation_summary, judges_for_project
-from judges.runs.services import BrokerUnavailable
+from judges.roster.selectors import judges_for_project
 
 
 class Command(BaseCommand):

@@ -7,10 +7,12 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import PairStatus, Project
+from judges.core.broker import BrokerUnavailable
 from judges.ensemble import DEFAULT_EASY_THRESHOLD, easy_rule
 from judges.models import FilterRun
-from judges.runs.selectors import filter_run_progress, filter_run_report, judges_for_project
-from judges.runs.services import BrokerUnavailable, filter_run_create, filter_run_resume
+from judges.roster.selectors import judges_for_project
+from judges.runs.selectors import filter_run_progress, filter_run_report
+from judges.runs.services import filter_run_create, filter_run_resume
 
 BAR_WIDTH = 30
 
