@@ -49,7 +49,7 @@ class Judge(models.Model):
     batch_size = models.PositiveIntegerField(default=64)
     # Anything kind-specific beyond the above (prompt template overrides, score keys, ...).
     options = models.JSONField(default=dict, blank=True)
-    # Which projects may run this judge (judges.runs.selectors.judges_for_project); none listed:
+    # Which projects may run this judge (judges.roster.selectors.judges_for_project); none listed:
     # every project may, an operator's choice for judges without a key or prompts to guard.
     projects = models.ManyToManyField(
         Project,
