@@ -137,6 +137,7 @@ def judge_check(judge: Judge) -> None:
         if not judge.checkpoint:
             errors["checkpoint"] = "A reward_model judge needs a checkpoint path."
         else:
+            # Here, not at the top: only checking a reward-model judge loads torch.
             from judges.reward_model.model import CheckpointError, checkpoint_path, load_checkpoint
 
             # Loaded on the CPU here: the machine checking may not be the GPU worker.
