@@ -9,6 +9,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
+from annotation.content import MEDIA_PART_TYPES
 from judges.backends.base import JudgeItem
 
 FAMILIES = ("t2i", "edit", "interleaved", "reasoning", "text")
@@ -216,8 +217,9 @@ def build_prompt(
     rubrics: dict[str, str] | None = None,
     spec: PromptSpec | None = None,
 ) -> list[dict]:
-    """The judge's message as content parts (``text`` parts and ``image`` parts by hash),
-    rendered from the template; consecutive text merged, no blank line beside an image."""
+    """The judge's message as content parts (``text`` parts, and ``image``, ``video``,
+    ``audio``, ``model3d`` parts by hash), rendered from the template; consecutive text
+    merged, no blank line beside a media part."""
     spec = spec or PromptSpec.from_options({})
     family = task_family(item.task)
     rubric = (rubrics or {}).get(family) or RUBRICS[family]
@@ -250,8 +252,8 @@ def build_prompt(
         elif name in contents:
             previous_text = False
             for part in contents[name]:
-                if part["type"] == "image":
-                    parts.append({"type": "image", "media": part["media"]})
+                if part["type"] in MEDIA_PART_TYPES:
+                    parts.append({"type": part["type"], "media": part["media"]})
                     previous_text = False
                 else:
                     text(("\n" if previous_text else "") + part.get("text", ""))
@@ -259,8 +261,8 @@ def build_prompt(
     for index, part in enumerate(parts):
         if part["type"] != "text":
             continue
-        if index + 1 < len(parts) and parts[index + 1]["type"] == "image":
+        if index + 1 < len(parts) and parts[index + 1]["type"] != "text":
             part["text"] = part["text"].rstrip("\n")
-        if index > 0 and parts[index - 1]["type"] == "image":
+        if index > 0 and parts[index - 1]["type"] != "text":
             part["text"] = part["text"].lstrip("\n")
     return [part for part in parts if part["type"] != "text" or part["text"]]
