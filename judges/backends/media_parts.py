@@ -58,6 +58,15 @@ def sample_times(*, duration_s: float, frame_rate: float, count: int) -> list[fl
 def video_frames(media: Media, *, count: int, max_side: int) -> list[SampledFrame]:
     """``count`` frames of the video sampled uniformly, as JPEG data URLs whose longest side
     is at most ``max_side``; ``MediaUnavailable`` when the file is missing or undecodable."""
+    images = sampled_images(media, count=count)
+    return [
+        SampledFrame(number, len(images), seconds, _jpeg_data_url(image, max_side))
+        for number, (seconds, image) in enumerate(images, start=1)
+    ]
+
+
+def sampled_images(media: Media, *, count: int) -> list[tuple[float, Image.Image]]:
+    """(seconds, image) of ``count`` frames sampled uniformly from the stored original."""
     path = media_path(media)
     if not path.is_file():
         raise MediaUnavailable(f"video {media.sha256[:12]} is missing")
@@ -73,10 +82,7 @@ def video_frames(media: Media, *, count: int, max_side: int) -> list[SampledFram
         raise MediaUnavailable(f"video {media.sha256[:12]} cannot be decoded ({exc})") from None
     if not images:
         raise MediaUnavailable(f"video {media.sha256[:12]} decodes to no frame")
-    return [
-        SampledFrame(number, len(images), seconds, _jpeg_data_url(image, max_side))
-        for number, (seconds, image) in enumerate(images, start=1)
-    ]
+    return images
 
 
 def _container_seconds(container) -> float:

@@ -16,6 +16,7 @@ from annotation.models import Pair, PairStatus, Project, Release, Side
 from annotation.releases.read import release_splits
 from judges.backends.base import content_images, content_text
 from judges.images import ImageStats, MediaUnavailable, image_stats, image_stats_cached
+from judges.media_stats import media_hashes, media_stats_cached
 from judges.reward_model import ScoringInput
 
 TRAIN_SPLIT = "train"
@@ -67,6 +68,17 @@ def consensus_pairs(project: Project) -> TrainingData:
         ),
         stats,
     )
+    av_stats: dict = {}
+    media_stats_cached(
+        (
+            sha
+            for pair in rows
+            for r in (pair.response_a, pair.response_b)
+            for kind in ("video", "audio")
+            for sha in media_hashes(r.content, kind)
+        ),
+        av_stats,
+    )
     pairs, lines = [], []
     for pair in rows:
         prompt_text = content_text(pair.prompt.content)
@@ -76,6 +88,8 @@ def consensus_pairs(project: Project) -> TrainingData:
                 content_text(response.content),
                 tuple(stats[sha] for sha in content_images(response.content)),
                 criterion=pair.criterion,
+                videos=tuple(av_stats[sha] for sha in media_hashes(response.content, "video")),
+                audios=tuple(av_stats[sha] for sha in media_hashes(response.content, "audio")),
             )
             for side, response in ((Side.A, pair.response_a), (Side.B, pair.response_b))
         }
