@@ -19,13 +19,14 @@ from tests.annotation.import_support import text_pair, write_jsonl
 GREY_STEP = 6
 
 
-def grey_video(path: Path, *, frames: int = 40, rate: int = 10) -> Path:
-    """An H.264 MP4 whose frame n (of ``frames`` at ``rate`` fps) is uniform grey n * 6."""
+def grey_video(path: Path, *, frames: int = 40, rate: int = 10, step: int = GREY_STEP) -> Path:
+    """An H.264 MP4 whose frame n (of ``frames`` at ``rate`` fps) is uniform grey n * step
+    (step 0: a still video)."""
     with av.open(str(path), "w", format="mp4") as container:
         stream = container.add_stream("libx264", rate=rate)
         stream.width, stream.height, stream.pix_fmt = 96, 64, "yuv420p"
         for index in range(frames):
-            pixels = np.full((64, 96, 3), index * GREY_STEP, np.uint8)
+            pixels = np.full((64, 96, 3), 16 + index * step, np.uint8)
             for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
                 container.mux(packet)
         for packet in stream.encode():
@@ -33,10 +34,25 @@ def grey_video(path: Path, *, frames: int = 40, rate: int = 10) -> Path:
     return path
 
 
+def silent_wav(path: Path, *, seconds: float = 0.2, rate: int = 16000) -> Path:
+    """A WAV of digital silence."""
+    with av.open(str(path), "w", format="wav") as container:
+        stream = container.add_stream("pcm_s16le", rate=rate, layout="mono")
+        frame = av.AudioFrame.from_ndarray(
+            np.zeros((1, int(rate * seconds)), np.int16), format="s16", layout="mono"
+        )
+        frame.sample_rate = rate
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path
+
+
 def frame_index(data_url: str) -> int:
     """Which frame of a ``grey_video`` a JPEG data URL shows."""
     image = Image.open(io.BytesIO(base64.b64decode(data_url.split(",", 1)[1])))
-    return round(float(np.asarray(image.convert("L")).mean()) / GREY_STEP)
+    return round((float(np.asarray(image.convert("L")).mean()) - 16) / GREY_STEP)
 
 
 def import_pairs(project, tmp_path: Path, pairs: list[dict]) -> list[Pair]:
