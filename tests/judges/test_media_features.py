@@ -90,8 +90,9 @@ def test_media_columns_average_each_kind_and_count_the_unreadable():
     assert media_features((), ()) == [0.0] * N_MEDIA_FEATURES
 
 
+RED = ImageStats((0.5, 0.1, 0.1), (0.2,) * 3, 0.1, 0.05)
 INPUTS = [
-    ScoringInput("Draw a red cat", "Here is a red cat.", (ImageStats((0.5, 0.1, 0.1), (0.2,) * 3, 0.1, 0.05),)),
+    ScoringInput("Draw a red cat", "Here is a red cat.", (RED,)),
     ScoringInput(
         "Make a tune", "",
         videos=(VideoStats(4.0, 10.0, 6144, 0.3),),
