@@ -135,9 +135,10 @@ def judge_check(judge: Judge) -> None:
             errors["max_tokens"] = "Allow at least 1 token."
         if judge.max_image_side < 16:
             errors["max_image_side"] = "The maximum image side must be at least 16 pixels."
-        if not 1 <= judge.video_frames <= MAX_VIDEO_FRAMES:
+        # None: a blank field, which full_clean reports
+        if judge.video_frames is not None and not 1 <= judge.video_frames <= MAX_VIDEO_FRAMES:
             errors["video_frames"] = f"Send from 1 to {MAX_VIDEO_FRAMES} frames of a video."
-        if judge.video_frame_side < 16:
+        if judge.video_frame_side is not None and judge.video_frame_side < 16:
             errors["video_frame_side"] = "The largest video frame side must be at least 16 pixels."
     elif kind == Judge.Kind.REWARD_MODEL:
         if not DEVICE.match(judge.device or ""):
