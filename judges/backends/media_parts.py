@@ -31,7 +31,7 @@ _FRAME_JPEG_QUALITY = 85
 # What a transcoded clip falls back to when the full-rate WAV is too large.
 _SMALL_RATE = 16_000
 _WAV_HEADER_BYTES = 44
-_SENT_AS_IS = {Media.Format.WAV: "wav", Media.Format.MP3: "mp3"}
+_SENT_AS_IS: dict[str, str] = {Media.Format.WAV: "wav", Media.Format.MP3: "mp3"}
 
 
 @dataclass(frozen=True)

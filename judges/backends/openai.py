@@ -124,7 +124,7 @@ class OpenAIBackend(JudgeBackend):
             media, count=self.judge.video_frames, max_side=self.judge.video_frame_side
         )
         seconds = media.duration_seconds or 0.0
-        content = [
+        content: list[dict] = [
             {
                 "type": "text",
                 "text": f"Video of {seconds:.2f} s, {len(frames)} frames sampled uniformly:",
