@@ -362,6 +362,8 @@ ARBITER_JUDGE_RETRY_CAP_MS = env_int("ARBITER_JUDGE_RETRY_CAP_MS", 60_000)
 # reward-model checkpoints are read only from under this folder.
 ARBITER_JUDGE_KEY_ENV_PATTERN = env_str("ARBITER_JUDGE_KEY_ENV_PATTERN", "ARBITER_JUDGE_KEY_*")
 ARBITER_CHECKPOINT_ROOT = Path(env_str("ARBITER_CHECKPOINT_ROOT", str(VAR_DIR / "checkpoints")))
+# The largest audio clip an openai judge is sent as an input_audio part (bytes before base64).
+ARBITER_JUDGE_MAX_AUDIO_BYTES = env_int("ARBITER_JUDGE_MAX_AUDIO_BYTES", 20 * 1024 * 1024)
 # Releases (docs/releases.md): each built release is a folder and a .tar.gz under this one,
 # ``<slug>/<version>/`` and ``<slug>/<slug>-<version>.tar.gz``; shared by web and workers.
 ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "releases")))

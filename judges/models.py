@@ -14,6 +14,9 @@ from django.db.models import Q
 from annotation.models import Pair, Project, Release
 from judges.ensemble import DEFAULT_EASY_THRESHOLD
 
+DEFAULT_VIDEO_FRAMES = 8
+DEFAULT_VIDEO_FRAME_SIDE = 512
+
 
 class Judge(models.Model):
     class Kind(models.TextChoices):
@@ -43,6 +46,18 @@ class Judge(models.Model):
     concurrency = models.PositiveSmallIntegerField(default=16, help_text="Requests in flight.")
     requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 means no limit.")
     max_image_side = models.PositiveIntegerField(default=1024)
+    # A video goes to the judge as this many frames sampled uniformly, each scaled so its
+    # longest side is at most video_frame_side (judges/backends/media_parts.py).
+    video_frames = models.PositiveSmallIntegerField(
+        default=DEFAULT_VIDEO_FRAMES, help_text="Frames sampled uniformly from each video."
+    )
+    video_frame_side = models.PositiveIntegerField(
+        default=DEFAULT_VIDEO_FRAME_SIDE, help_text="Longest side of each frame sent (pixels)."
+    )
+    takes_audio = models.BooleanField(
+        default=False,
+        help_text="The model accepts input_audio parts; otherwise pairs with audio are refused.",
+    )
     # reward_model
     checkpoint = models.CharField(max_length=500, blank=True)
     device = models.CharField(max_length=16, default="cpu", help_text="cpu, cuda or cuda:N")

@@ -1,4 +1,4 @@
-"""Reading a judge's free-text answer into a verdict, tolerantly but never by guessing.
+r"""Reading a judge's free-text answer into a verdict, tolerantly but never by guessing.
 
 Accepted, in this order: a JSON object with a ``better`` key (alone, in a code fence or with
 text around it; the last such object wins); a bracketed verdict (``[[1]]``, ``[[2]]``,
@@ -6,7 +6,11 @@ text around it; the last such object wins); a bracketed verdict (``[[1]]``, ``[[
 answer that is nothing but a verdict (``2``, ``Response 1``, ``Response B is better.``).
 Anything else is unparseable. A and B name the responses in the order shown. In the ``mmrb2``
 answer format, ``{"better_response": "Response 1", "score": 1..6}`` is read first, the score
-giving the confidence.
+giving the confidence. In the ``omni`` and ``omni-ties`` formats Omni-RewardBench's verdicts
+are read first, as its released ``parse_judgement`` reads them: ``[[A]]``, ``[[B]]``,
+``\boxed{A}``, ``\boxed{B}``, ``[[C]]``, ``\boxed{C}`` (tie), the first of these found winning,
+and an answer holding both ``[[A]]`` and ``[[B]]`` (or both boxed) unparseable; a tie counts
+only in ``omni-ties``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from judges.backends.base import Preference
+from judges.prompts import OMNI_FORMAT, OMNI_FORMATS
 
 # Verdict tokens as judges write them, in shown terms.
 _TOKENS: dict[str, Preference] = {
@@ -64,6 +69,10 @@ def parse_verdict(text: str, *, allow_tie: bool, answer_format: str = "arbiter")
     verdict = None
     if answer_format == "mmrb2":
         verdict = _from_mmrb2(text)
+    elif answer_format in OMNI_FORMATS:
+        verdict = _from_omni(text)
+        # the prompt without ties never offered one, whatever the project's scale
+        allow_tie = allow_tie and answer_format != OMNI_FORMAT
     verdict = verdict or _from_json(text) or _from_brackets(text) or _from_strict_text(text)
     if verdict is None:
         raise UnparseableAnswer("no verdict found")
@@ -157,6 +166,28 @@ def _score(value) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         return None
     return int(value) if int(value) in MMRB2_SCORES else None
+
+
+# Omni-RewardBench's verdict tokens in the order its parse_judgement tries them
+# (utils/video_utils.py in HongbangYuan/OmniReward); A is the response shown first.
+_OMNI_VERDICTS: tuple[tuple[str, Preference], ...] = (
+    ("[[A]]", "first"),
+    ("[[B]]", "second"),
+    ("\\boxed{A}", "first"),
+    ("\\boxed{B}", "second"),
+    ("[[C]]", "tie"),
+    ("\\boxed{C}", "tie"),
+)
+
+
+def _from_omni(text: str) -> ParsedVerdict | None:
+    for first, second in (("[[A]]", "[[B]]"), ("\\boxed{A}", "\\boxed{B}")):
+        if first in text and second in text:
+            raise UnparseableAnswer(f"contradictory verdicts {first} and {second}")
+    for token, preferred in _OMNI_VERDICTS:
+        if token in text:
+            return ParsedVerdict(preferred, reasoning=text.strip())
+    return None
 
 
 def _from_brackets(text: str) -> ParsedVerdict | None:

@@ -1,14 +1,17 @@
 """Judge prompts as data: a template with placeholders (a preset, or a judge's own text) and
 an answer format. The presets: Arbiter's prompt in MMRB2's style (a rubric for the task's
 family, the prompt, the two responses in the order shown, the criterion if any, a request for
-a JSON answer) and an MMRB2-style pairwise prompt whose answer carries ``better_response`` and
-a 1-6 score. See docs/judges.md, "Prompt templates"."""
+a JSON answer), an MMRB2-style pairwise prompt whose answer carries ``better_response`` and
+a 1-6 score, and Omni-RewardBench's task prompts without and with ties (a task-specific
+inspector's introduction, the criterion, ``[[PROMPT]]``/``[[RESPONSE A]]`` sections and a
+``[[A]]``/``[[B]]`` (/``[[C]]``) verdict). See docs/judges.md, "Prompt templates"."""
 
 from __future__ import annotations
 
 import string
 from dataclasses import dataclass
 
+from annotation.content import MEDIA_PART_TYPES
 from judges.backends.base import JudgeItem
 
 FAMILIES = ("t2i", "edit", "interleaved", "reasoning", "text")
@@ -86,10 +89,17 @@ def task_family(task: str) -> str:
 # {"reasoning", "better_response", "score"} with a 1-6 score.
 ARBITER_FORMAT = "arbiter"
 MMRB2_FORMAT = "mmrb2"
-ANSWER_FORMATS = (ARBITER_FORMAT, MMRB2_FORMAT)
+# Omni-RewardBench's verdicts: [[A]] or [[B]] (Response A is the one shown first), and [[C]]
+# for a tie in the "with ties" variant only.
+OMNI_FORMAT = "omni"
+OMNI_TIES_FORMAT = "omni-ties"
+OMNI_FORMATS = (OMNI_FORMAT, OMNI_TIES_FORMAT)
+ANSWER_FORMATS = (ARBITER_FORMAT, MMRB2_FORMAT, *OMNI_FORMATS)
 
 
 def answer_instruction(*, allow_tie: bool, answer_format: str = ARBITER_FORMAT) -> str:
+    if answer_format in OMNI_FORMATS:
+        return _omni_verdict_instruction(ties=answer_format == OMNI_TIES_FORMAT)
     if answer_format == MMRB2_FORMAT:
         return (
             "Output your evaluation as a JSON object only, no other text: "
@@ -114,6 +124,10 @@ def answer_instruction(*, allow_tie: bool, answer_format: str = ARBITER_FORMAT) 
 
 def scale_words(*, allow_tie: bool, answer_format: str = ARBITER_FORMAT) -> str:
     """The choices a judge has, in words, for the ``{scale}`` placeholder."""
+    if answer_format == OMNI_TIES_FORMAT:
+        return "Response A, Response B, or a tie when you cannot decide"
+    if answer_format == OMNI_FORMAT:
+        return "Response A or Response B"
     if allow_tie and answer_format == ARBITER_FORMAT:
         return "Response 1, Response 2, or a tie when neither is better"
     return "Response 1 or Response 2"
@@ -127,6 +141,7 @@ PLACEHOLDERS = {
     "response_1": "the response shown first, text and images",
     "response_2": "the response shown second",
     "criterion": "the criterion section ([Criterion] ...), empty when the pair has none",
+    "criteria": "the pair's criterion alone (a general one when it has none)",
     "scale": "the choices the project's scale offers, in words",
     "answer_format": "the answer format's instruction (what to reply, as JSON)",
 }
@@ -145,7 +160,112 @@ class Preset:
     template: str
     answer_format: str
     about: str
+    # Where {rubric} comes from: the task family's rubric, or Omni-RewardBench's introduction
+    # of the task (OMNI_INTRODUCTIONS).
+    rubric_source: str = "family"
 
+
+# Omni-RewardBench (arXiv 2510.23451). Its released evaluation code (HongbangYuan/OmniReward,
+# utils/prompts/<task>.py, evaluation_experiments/run_exp.py) sends a system prompt made of a
+# task-specific inspector's introduction, the criterion, the same instructions for every task
+# and the verdict format, then [[PROMPT]] and [[RESPONSE A]]/[[RESPONSE B]] sections. These
+# presets keep that structure, the section markers and the verdict tokens, in Arbiter's own
+# words, in one user message (docs/judges.md, "Omni-RewardBench presets").
+OMNI_INTRODUCTIONS = {
+    "t2t": (
+        "You are a helpful assistant who scores the answers of other AI assistants to a user's "
+        "question against a given criterion. You are given one user prompt ([[PROMPT]]) and two "
+        "responses ([[RESPONSE A]] and [[RESPONSE B]]) produced by two models."
+    ),
+    "ti2t": (
+        'As a professional "Text-Image-to-Text" quality inspector, you score the answers of '
+        "other AI assistants to an image understanding task against a given criterion. You are "
+        "given the prompt with its image ([[PROMPT]]), a question about the image, and two "
+        "responses ([[RESPONSE A]] and [[RESPONSE B]])."
+    ),
+    "tv2t": (
+        'As a professional "Text-Video-to-Text" quality inspector, you score the answers of '
+        "other AI assistants to a video understanding task against a given criterion. You are "
+        "given the prompt with its video as frames sampled from the clip ([[PROMPT]]), a "
+        "question about the video, and two responses ([[RESPONSE A]] and [[RESPONSE B]])."
+    ),
+    "ta2t": (
+        'As a professional "Text-Audio-to-Text" quality inspector, you score the answers of '
+        "other AI assistants to an audio understanding task against a given criterion. You are "
+        "given the prompt with its audio clip ([[PROMPT]]), a question about the audio, and "
+        "two responses ([[RESPONSE A]] and [[RESPONSE B]])."
+    ),
+    "t2i": (
+        'As a professional "Text-to-Image" quality inspector, you assess the quality of two '
+        "images ([[RESPONSE A]] and [[RESPONSE B]]) generated from the same prompt ([[PROMPT]])."
+    ),
+    "t2v": (
+        'As a professional "Text-to-Video" quality inspector, you assess the quality of two '
+        "videos ([[RESPONSE A]] and [[RESPONSE B]]), each given as frames sampled from it, "
+        "generated from the same prompt ([[PROMPT]])."
+    ),
+    "t2a": (
+        'As a professional "Text-to-Audio" quality inspector, you assess the quality of two '
+        "audio clips ([[RESPONSE A]] and [[RESPONSE B]]) generated from the same prompt "
+        "([[PROMPT]])."
+    ),
+    "t23d": (
+        'As a professional "Text-to-3D" quality inspector, you score the answers of other AI '
+        "assistants to a text-to-3D generation task against a given criterion. You are given a "
+        "user instruction ([[PROMPT]]) and two responses ([[RESPONSE A]] and [[RESPONSE B]]), "
+        "each showing renderings of a 3D object."
+    ),
+    "ti2i": (
+        "You are a helpful assistant who scores the answers of other AI assistants to an "
+        "image-editing task against a given criterion. You are given one user prompt with the "
+        "image to be edited ([[PROMPT]]) and two resulting images ([[RESPONSE A]] and "
+        "[[RESPONSE B]]) produced by two image-editing models."
+    ),
+}
+# Arbiter's rubric families that stand for an Omni-RewardBench task when the slug is not one.
+_OMNI_TASK_OF_FAMILY = {"t2i": "t2i", "edit": "ti2i"}
+# Omni-RewardBench always has a criterion; a pair without one is judged by this.
+OMNI_GENERAL_CRITERION = "The overall quality of the response and how well it fulfils the prompt."
+
+
+def omni_task(task: str) -> str:
+    """The Omni-RewardBench task whose introduction a pair of ``task`` gets: the slug itself
+    (t2t, ti2t, tv2t, ta2t, t2i, t2v, t2a, t23d, ti2i), else by the rubric family (t2i,
+    edit), else t2t."""
+    slug = (task or "").strip().lower()
+    if slug in OMNI_INTRODUCTIONS:
+        return slug
+    return _OMNI_TASK_OF_FAMILY.get(task_family(slug), "t2t")
+
+
+def _omni_verdict_instruction(*, ties: bool) -> str:
+    verdicts = '"[[A]]" if Response A is better, "[[B]]" if Response B is better'
+    if not ties:
+        return (
+            "After your explanation, make a decision and give your final verdict in exactly "
+            f"this format: {verdicts}."
+        )
+    return (
+        "After your explanation, make a decision and give your final verdict in exactly this "
+        f'format: {verdicts}, "[[C]]" if you cannot decide which one is better (or they are '
+        'equal). Even so, avoid a "tie" where you can and be as decisive as possible.'
+    )
+
+
+_OMNI_TEMPLATE = (
+    "{rubric}\n\n"
+    "Rate the quality of the responses according to this criterion:\n\n{criteria}\n\n"
+    "Your judgement should reflect the quality of the responses with respect to this "
+    "criterion only, setting aside other aspects of the answers (such as overall quality), "
+    "and should agree with the judgement of a reasonable human evaluator.\n\n"
+    "The responses are in random order: do not let their order bias your answer. Be as "
+    "objective as possible.\n\n"
+    "Begin by carefully analysing the criterion and the responses and explain your "
+    "reasoning. {answer_format}\n\n"
+    "[[PROMPT]]\n{prompt}\n[[END OF PROMPT]]\n"
+    "[[RESPONSE A]]\n{response_1}\n[[END OF RESPONSE A]]\n"
+    "[[RESPONSE B]]\n{response_2}\n[[END OF RESPONSE B]]"
+)
 
 PRESETS = {
     "arbiter": Preset(
@@ -159,6 +279,18 @@ PRESETS = {
         "length or their style sway you.\n\n{answer_format}",
         MMRB2_FORMAT,
         "MMRB2-style pairwise prompt: answers carry better_response and a 1-6 score",
+    ),
+    "omni": Preset(
+        _OMNI_TEMPLATE,
+        OMNI_FORMAT,
+        "Omni-RewardBench's task prompt without ties: verdict [[A]] or [[B]]",
+        rubric_source="omni",
+    ),
+    "omni-ties": Preset(
+        _OMNI_TEMPLATE,
+        OMNI_TIES_FORMAT,
+        "Omni-RewardBench's task prompt with ties: verdict [[A]], [[B]] or [[C]] (tie)",
+        rubric_source="omni",
     ),
 }
 DEFAULT_PRESET = "arbiter"
@@ -198,6 +330,7 @@ class PromptSpec:
 
     template: str
     answer_format: str
+    rubric_source: str = "family"
 
     @classmethod
     def from_options(cls, options: dict) -> PromptSpec:
@@ -207,6 +340,7 @@ class PromptSpec:
         return cls(
             options.get("prompt_template") or preset.template,
             options.get("answer_format") or preset.answer_format,
+            preset.rubric_source,
         )
 
 
@@ -216,11 +350,17 @@ def build_prompt(
     rubrics: dict[str, str] | None = None,
     spec: PromptSpec | None = None,
 ) -> list[dict]:
-    """The judge's message as content parts (``text`` parts and ``image`` parts by hash),
-    rendered from the template; consecutive text merged, no blank line beside an image."""
+    """The judge's message as content parts (``text`` parts, and ``image``, ``video``,
+    ``audio``, ``model3d`` parts by hash), rendered from the template; consecutive text
+    merged, no blank line beside a media part."""
     spec = spec or PromptSpec.from_options({})
     family = task_family(item.task)
-    rubric = (rubrics or {}).get(family) or RUBRICS[family]
+    default_rubric = (
+        OMNI_INTRODUCTIONS[omni_task(item.task)]
+        if spec.rubric_source == "omni"
+        else RUBRICS[family]
+    )
+    rubric = (rubrics or {}).get(family) or default_rubric
     criterion = (
         f"{CRITERION_HEADER}\nJudge only by this criterion: {item.criterion}\n\n"
         if item.criterion
@@ -229,6 +369,7 @@ def build_prompt(
     texts = {
         "rubric": rubric,
         "criterion": criterion,
+        "criteria": item.criterion or OMNI_GENERAL_CRITERION,
         "scale": scale_words(allow_tie=item.allow_tie, answer_format=spec.answer_format),
         "answer_format": answer_instruction(
             allow_tie=item.allow_tie, answer_format=spec.answer_format
@@ -250,8 +391,8 @@ def build_prompt(
         elif name in contents:
             previous_text = False
             for part in contents[name]:
-                if part["type"] == "image":
-                    parts.append({"type": "image", "media": part["media"]})
+                if part["type"] in MEDIA_PART_TYPES:
+                    parts.append({"type": part["type"], "media": part["media"]})
                     previous_text = False
                 else:
                     text(("\n" if previous_text else "") + part.get("text", ""))
@@ -259,8 +400,8 @@ def build_prompt(
     for index, part in enumerate(parts):
         if part["type"] != "text":
             continue
-        if index + 1 < len(parts) and parts[index + 1]["type"] == "image":
+        if index + 1 < len(parts) and parts[index + 1]["type"] != "text":
             part["text"] = part["text"].rstrip("\n")
-        if index > 0 and parts[index - 1]["type"] == "image":
+        if index > 0 and parts[index - 1]["type"] != "text":
             part["text"] = part["text"].lstrip("\n")
     return [part for part in parts if part["type"] != "text" or part["text"]]

@@ -69,27 +69,28 @@ class JudgeResult:
     attempts: int = 1  # calls made for this item, retries included
 
 
-# What judges receive today. Video, audio and 3D parts import and show to people, but no
-# backend is sent them yet: a judge that saw only a pair's text would vote on half of it.
+# What a backend receives unless it says otherwise (``JudgeBackend.received_parts``): a
+# judge that saw only a pair's text would vote on half of it.
 JUDGED_PART_TYPES = frozenset({"text", "image"})
 
 
-def unjudged_parts(item: JudgeItem) -> list[str]:
-    """The kinds of part in ``item`` that no judge receives yet, sorted; empty when none."""
+def unjudged_parts(item: JudgeItem, received: frozenset[str] = JUDGED_PART_TYPES) -> list[str]:
+    """The kinds of part in ``item`` outside ``received``, sorted; empty when none."""
     return sorted(
         {
             part.get("type", "")
             for content in (item.prompt, item.first, item.second)
             for part in content
         }
-        - JUDGED_PART_TYPES
+        - received
     )
 
 
 def judge_judgeable(backend: JudgeBackend, items: list[JudgeItem]) -> list[JudgeResult]:
     """``backend.judge_batch`` on the items it can judge; the others get a permanent error
     naming the parts it would not see (never a silent vote on the text alone)."""
-    refused = {i: unjudged_parts(item) for i, item in enumerate(items)}
+    received = backend.received_parts()
+    refused = {i: unjudged_parts(item, received) for i, item in enumerate(items)}
     refused = {i: kinds for i, kinds in refused.items() if kinds}
     sent = [item for i, item in enumerate(items) if i not in refused]
     judged = backend.judge_batch(sent) if sent else []
@@ -97,10 +98,7 @@ def judge_judgeable(backend: JudgeBackend, items: list[JudgeItem]) -> list[Judge
         raise RuntimeError(f"{type(backend).__name__} answered {len(judged)} of {len(sent)} items")
     answers = iter(judged)
     return [
-        JudgeResult(
-            outcome="error",
-            error=f"this pair has {', '.join(refused[i])} parts, which judges are not sent yet",
-        )
+        JudgeResult(outcome="error", error=backend.refusal(refused[i]))
         if i in refused
         else next(answers)
         for i in range(len(items))
@@ -118,6 +116,14 @@ class JudgeBackend:
 
     def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:
         raise NotImplementedError
+
+    def received_parts(self) -> frozenset[str]:
+        """The kinds of content part this backend is sent; pairs with others are refused."""
+        return JUDGED_PART_TYPES
+
+    def refusal(self, kinds: list[str]) -> str:
+        """The permanent error of a pair holding parts of ``kinds``, which it is not sent."""
+        return f"this pair has {', '.join(kinds)} parts, which this judge is not sent"
 
     def close(self) -> None:
         """Releases clients, models and pools."""

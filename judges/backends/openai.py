@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
+from judges.backends.media_parts import audio_input, video_frames
 from judges.core.images import MediaUnavailable, image_data_url, media_rows
 from judges.core.keys import api_key_env_allowed, api_key_env_refusal, redact
 from judges.parsing import UnparseableAnswer, parse_verdict
@@ -37,6 +38,8 @@ DEFAULT_RETRY_MAX_S = 30.0
 # How much of an error body a verdict keeps (after the key is redacted from it).
 ERROR_BODY_CHARS = 300
 _CONNECTIONS_PER_CLIENT = 8
+# Media part kinds whose bytes go into the request (a judge is refused the others).
+_SENT_MEDIA = ("image", "video", "audio")
 
 
 @dataclass
@@ -87,35 +90,76 @@ class OpenAIBackend(JudgeBackend):
     # Building requests --------------------------------------------------------------------
 
     def _requests(self, items: list[JudgeItem]) -> list[dict | JudgeResult]:
-        hashes = {
-            part["media"]
+        wanted = {
+            (part["type"], part["media"])
             for item in items
             for content in (item.prompt, item.first, item.second)
             for part in content
-            if part.get("type") == "image"
+            if part.get("type") in _SENT_MEDIA
         }
-        rows = media_rows(hashes)
-        urls: dict[str, str | MediaUnavailable] = {}
-        for sha in hashes:
+        rows = media_rows({sha for _, sha in wanted})
+        sent: dict[tuple[str, str], list[dict] | MediaUnavailable] = {}
+        for kind, sha in wanted:
             if sha not in rows:
-                urls[sha] = MediaUnavailable(f"image {sha[:12]} is not in the media store")
+                sent[kind, sha] = MediaUnavailable(f"{kind} {sha[:12]} is not in the media store")
                 continue
             try:
-                urls[sha] = image_data_url(rows[sha], max_side=self.judge.max_image_side)
+                sent[kind, sha] = self._media_content(kind, rows[sha])
             except MediaUnavailable as exc:
-                urls[sha] = exc
-        return [self._payload(item, urls) for item in items]
+                sent[kind, sha] = exc
+        return [self._payload(item, sent) for item in items]
 
-    def _payload(self, item: JudgeItem, urls: dict) -> dict | JudgeResult:
+    def _media_content(self, kind: str, media) -> list[dict]:
+        """The content parts that carry one media part of ``kind`` to the endpoint."""
+        if kind == "video":
+            return self._video_content(media)
+        if kind == "audio":
+            return _audio_content(media)
+        url = image_data_url(media, max_side=self.judge.max_image_side)
+        return [{"type": "image_url", "image_url": {"url": url}}]
+
+    def _video_content(self, media) -> list[dict]:
+        """Frames sampled uniformly, each after a text part giving its timestamp."""
+        frames = video_frames(
+            media, count=self.judge.video_frames, max_side=self.judge.video_frame_side
+        )
+        seconds = media.duration_seconds or 0.0
+        content: list[dict] = [
+            {
+                "type": "text",
+                "text": f"Video of {seconds:.2f} s, {len(frames)} frames sampled uniformly:",
+            }
+        ]
+        for frame in frames:
+            content.append({"type": "text", "text": frame.label})
+            content.append({"type": "image_url", "image_url": {"url": frame.data_url}})
+        return content
+
+    def received_parts(self) -> frozenset[str]:
+        return frozenset(
+            {"text", "image", "video", *(("audio",) if self.judge.takes_audio else ())}
+        )
+
+    def refusal(self, kinds: list[str]) -> str:
+        if "audio" not in kinds or self.judge.takes_audio:
+            return super().refusal(kinds)
+        others = [kind for kind in kinds if kind != "audio"]
+        return (
+            f"this pair has audio parts, and judge {self.judge.name} does not take audio "
+            "(takes_audio is off)"
+            + (f"; nor is it sent {', '.join(others)} parts" if others else "")
+        )
+
+    def _payload(self, item: JudgeItem, sent: dict) -> dict | JudgeResult:
         content = []
         for part in build_prompt(item, rubrics=self.rubrics, spec=self.prompt):
             if part["type"] == "text":
                 content.append({"type": "text", "text": part["text"]})
                 continue
-            url = urls[part["media"]]
-            if isinstance(url, MediaUnavailable):
-                return JudgeResult(outcome="error", error=str(url))
-            content.append({"type": "image_url", "image_url": {"url": url}})
+            parts = sent[part["type"], part["media"]]
+            if isinstance(parts, MediaUnavailable):
+                return JudgeResult(outcome="error", error=str(parts))
+            content.extend(parts)
         return {
             "model": self.judge.model,
             "messages": [{"role": "user", "content": content}],
@@ -241,6 +285,10 @@ class OpenAIBackend(JudgeBackend):
             return min(retry_after_s, self.retry_max_s) + random.uniform(0, self.retry_base_s / 4)
         ceiling = min(self.retry_max_s, self.retry_base_s * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)
+
+
+def _audio_content(media) -> list[dict]:
+    return [{"type": "input_audio", "input_audio": audio_input(media)}]
 
 
 def _result(body: str, item: JudgeItem, latency_ms: int, answer_format: str) -> JudgeResult:

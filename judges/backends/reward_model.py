@@ -19,6 +19,7 @@ from judges.backends.base import (
 
 if TYPE_CHECKING:
     from judges.reward_model.model import RewardModel
+from judges.backends.media_stats import media_hashes, media_stats_cached
 from judges.core.images import ImageStats, image_stats_cached
 
 DEFAULT_TIE_MARGIN = 0.05
@@ -29,8 +30,10 @@ class RewardModelBackend(JudgeBackend):
         super().__init__(judge)
         self.tie_margin = float((judge.options or {}).get("tie_margin", DEFAULT_TIE_MARGIN))
         self._model: RewardModel | None = None
-        # Image statistics by hash: media never change, so this survives across batches.
+        # Image, video and audio statistics by hash: media never change, so these survive
+        # across batches.
         self._image_stats: dict[str, ImageStats | None] = {}
+        self._media_stats: dict = {}
 
     def __repr__(self) -> str:
         return f"<RewardModelBackend judge={self.judge.name!r} device={self.judge.device!r}>"
@@ -69,7 +72,12 @@ class RewardModelBackend(JudgeBackend):
                     images = tuple(self._image_stats[sha] for sha in content_images(response))
                     inputs.append(
                         ScoringInput(
-                            prompt_text, content_text(response), images, criterion=item.criterion
+                            prompt_text,
+                            content_text(response),
+                            images,
+                            criterion=item.criterion,
+                            videos=self._stats_of(response, "video"),
+                            audios=self._stats_of(response, "audio"),
                         )
                     )
                 pair.append(keys[key])
@@ -109,7 +117,40 @@ class RewardModelBackend(JudgeBackend):
             for sha in content_images(response)
         )
         image_stats_cached(hashes, self._image_stats)
+        media_stats_cached(
+            (
+                sha
+                for item in items
+                for response in (item.first, item.second)
+                for kind in ("video", "audio")
+                for sha in media_hashes(response, kind)
+            ),
+            self._media_stats,
+        )
+
+    def _stats_of(self, response: list[dict], kind: str) -> tuple:
+        return tuple(self._media_stats[sha] for sha in media_hashes(response, kind))
+
+    def received_parts(self) -> frozenset[str]:
+        """Video and audio too when the checkpoint has media features (``config.media``);
+        one that cannot load is sent nothing new (``judge_batch`` names its error)."""
+        from judges.reward_model.model import CheckpointError
+
+        try:
+            media = self.model().uses_media
+        except CheckpointError:
+            media = False
+        return frozenset({"text", "image", *(("video", "audio") if media else ())})
+
+    def refusal(self, kinds: list[str]) -> str:
+        return (
+            f"this pair has {', '.join(kinds)} parts, which judge {self.judge.name} is not sent: "
+            "its checkpoint has no media features (config.media is false; train it again)"
+            if {"video", "audio"} & set(kinds) and set(kinds) <= {"video", "audio"}
+            else super().refusal(kinds)
+        )
 
     def close(self) -> None:
         self._model = None
         self._image_stats.clear()
+        self._media_stats.clear()

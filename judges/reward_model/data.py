@@ -16,6 +16,7 @@ from annotation.models import Pair, PairStatus, Project, Release, Side
 from annotation.releases.read import release_splits
 from annotation.services.releases import release_rows
 from judges.backends.base import content_images, content_text
+from judges.backends.media_stats import media_hashes, media_stats_cached
 from judges.core.images import ImageStats, MediaUnavailable, image_stats, image_stats_cached
 from judges.reward_model.model import ScoringInput
 
@@ -68,6 +69,17 @@ def consensus_pairs(project: Project) -> TrainingData:
         ),
         stats,
     )
+    av_stats: dict = {}
+    media_stats_cached(
+        (
+            sha
+            for pair in rows
+            for r in (pair.response_a, pair.response_b)
+            for kind in ("video", "audio")
+            for sha in media_hashes(r.content, kind)
+        ),
+        av_stats,
+    )
     pairs, lines = [], []
     for pair in rows:
         prompt_text = content_text(pair.prompt.content)
@@ -77,6 +89,8 @@ def consensus_pairs(project: Project) -> TrainingData:
                 content_text(response.content),
                 tuple(stats[sha] for sha in content_images(response.content)),
                 criterion=pair.criterion,
+                videos=tuple(av_stats[sha] for sha in media_hashes(response.content, "video")),
+                audios=tuple(av_stats[sha] for sha in media_hashes(response.content, "audio")),
             )
             for side, response in ((Side.A, pair.response_a), (Side.B, pair.response_b))
         }

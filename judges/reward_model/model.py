@@ -6,9 +6,10 @@ Text features are one of two kinds (``config["features"]``):
   batch), mean-pooled by a trained ``EmbeddingBag``;
 - ``minilm``: frozen all-MiniLM-L6-v2 sentence embeddings (``judges.reward_model.minilm``,
   offline weights).
-Plus a few numbers about the response (length, images and their pixel statistics); an MLP maps
-them to a scalar reward. Arbiter's trainer (``judges.reward_model.trainer``) writes this
-checkpoint format.
+Plus a few numbers about the response (length, images and their pixel statistics, and with
+``"media": true`` its videos' and audio clips' durations and signal statistics,
+``judges.backends.media_stats``); an MLP maps them to a scalar reward. Arbiter's trainer
+(``judges.reward_model``) writes this checkpoint format.
 
 Checkpoint: ``torch.save`` of ``{"format": "arbiter-reward-model", "version": 1,
 "config": {...}, "state_dict": {...}, "meta": {...}}``, read back with ``weights_only=True``;
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from judges.backends.media_stats import N_MEDIA_FEATURES, AudioStats, VideoStats, media_features
 from judges.core.images import N_IMAGE_FEATURES, ImageStats
 
 CHECKPOINT_FORMAT = "arbiter-reward-model"
@@ -40,8 +42,11 @@ DEFAULT_CONFIG = {
     "bigrams": True,
     # Checkpoints written before the trainer existed score without the criterion.
     "criterion": False,
+    # Checkpoints written before video and audio parts have no media columns.
+    "media": False,
 }
-# Length, image count, has text, unreadable image share, then the mean image statistics.
+# Length, image count, has text, unreadable image share, then the mean image statistics;
+# with config "media", N_MEDIA_FEATURES more after them.
 N_NUMERIC = 4 + N_IMAGE_FEATURES
 
 
@@ -51,12 +56,15 @@ class CheckpointError(ValueError):
 
 @dataclass(frozen=True)
 class ScoringInput:
-    """One response to score: the texts and, per image, its statistics (None: unreadable)."""
+    """One response to score: the texts and, per image, video and audio clip, its
+    statistics (None: unreadable)."""
 
     prompt_text: str
     response_text: str
     images: tuple[ImageStats | None, ...] = ()
     criterion: str = ""
+    videos: tuple[VideoStats | None, ...] = ()
+    audios: tuple[AudioStats | None, ...] = ()
 
 
 # Tokenising --------------------------------------------------------------------------------
@@ -133,6 +141,8 @@ class RewardModel(nn.Module):
         self.meta: dict = {}
         self.features = self.config.get("features", "hashed")
         self.uses_criterion = bool(self.config.get("criterion", False))
+        self.uses_media = bool(self.config.get("media", False))
+        self.n_numeric = N_NUMERIC + (N_MEDIA_FEATURES if self.uses_media else 0)
         self.embedding: nn.EmbeddingBag | None = None
         if self.features == "minilm":
             from judges.reward_model.minilm import EMBEDDING_DIM
@@ -144,7 +154,7 @@ class RewardModel(nn.Module):
         # prompt, response, prompt * response (and criterion, criterion * response)
         parts = 5 if self.uses_criterion else 3
         self.mlp = nn.Sequential(
-            nn.Linear(parts * text_dim + N_NUMERIC, config["hidden_dim"]),
+            nn.Linear(parts * text_dim + self.n_numeric, config["hidden_dim"]),
             nn.GELU(),
             nn.Linear(config["hidden_dim"], 1),
         )
@@ -203,7 +213,7 @@ class RewardModel(nn.Module):
                 arrays += [ids, offsets]
                 counts.append(column_counts)
             words = counts[1]  # the responses'
-        numeric = np.zeros((len(inputs), N_NUMERIC), dtype=np.float32)
+        numeric = np.zeros((len(inputs), self.n_numeric), dtype=np.float32)
         numeric[:, 0] = np.log1p(words) / 5.0
         for row, item in enumerate(inputs):
             numeric[row, 1] = np.log1p(len(item.images))
@@ -212,7 +222,9 @@ class RewardModel(nn.Module):
             if item.images:
                 numeric[row, 3] = 1.0 - len(readable) / len(item.images)
             if readable:
-                numeric[row, 4:] = np.mean(readable, axis=0)
+                numeric[row, 4:N_NUMERIC] = np.mean(readable, axis=0)
+            if self.uses_media:
+                numeric[row, N_NUMERIC:] = media_features(item.videos, item.audios)
         device = self.device
         return tuple(torch.from_numpy(array).to(device) for array in (*arrays, numeric))
 
@@ -257,7 +269,7 @@ def validate_config(config) -> dict:
         value = merged[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise CheckpointError(f"config.{key} must be a positive integer, not {value!r}")
-    for key in ("bigrams", "criterion"):
+    for key in ("bigrams", "criterion", "media"):
         if not isinstance(merged[key], bool):
             raise CheckpointError(f"config.{key} must be true or false, not {merged[key]!r}")
     return merged

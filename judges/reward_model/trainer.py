@@ -174,7 +174,14 @@ def state_fingerprint(pairs: list[PreferencePair], options: TrainingOptions, con
 
 
 def _texts(item) -> tuple[str, ...]:
-    return (item.prompt_text, item.response_text, item.criterion, repr(item.images))
+    return (
+        item.prompt_text,
+        item.response_text,
+        item.criterion,
+        repr(item.images),
+        repr(item.videos),
+        repr(item.audios),
+    )
 
 
 def _read_state(path: Path | None, fingerprint: str) -> dict | None:
@@ -224,7 +231,7 @@ def train(
         raise ValueError("; ".join(f"{k}: {v}" for k, v in errors.items()))
     device = resolve_device(options.device)
     config = validate_config(
-        {**(model_config or {}), "features": options.features, "criterion": True}
+        {**(model_config or {}), "features": options.features, "criterion": True, "media": True}
     )
     train_pairs, heldout = split_by_prompt(pairs, holdout=options.holdout, seed=options.seed)
     batches = math.ceil(len(train_pairs) / options.batch_size)

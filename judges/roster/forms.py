@@ -38,6 +38,9 @@ _LABELS = {
     "api_key_env": "API key variable",
     "timeout_s": "Timeout (seconds)",
     "max_image_side": "Largest image side (pixels)",
+    "video_frames": "Frames per video",
+    "video_frame_side": "Largest video frame side (pixels)",
+    "takes_audio": "Takes audio (input_audio parts)",
 }
 
 # The judges page's fields besides name, kind and projects, in the order shown.

@@ -28,11 +28,17 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
         "timeout_s",
         "requests_per_minute",
         "max_image_side",
+        "video_frames",
+        "video_frame_side",
+        "takes_audio",
     ),
     Judge.Kind.REWARD_MODEL: ("checkpoint", "device", "batch_size"),
     Judge.Kind.HEURISTIC: (),
     Judge.Kind.SCORES: (),
 }
+
+# More frames than this make one request of many megabytes for little more to see.
+MAX_VIDEO_FRAMES = 64
 
 ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
@@ -129,6 +135,11 @@ def judge_check(judge: Judge) -> None:
             errors["max_tokens"] = "Allow at least 1 token."
         if judge.max_image_side < 16:
             errors["max_image_side"] = "The maximum image side must be at least 16 pixels."
+        # None: a blank field, which full_clean reports
+        if judge.video_frames is not None and not 1 <= judge.video_frames <= MAX_VIDEO_FRAMES:
+            errors["video_frames"] = f"Send from 1 to {MAX_VIDEO_FRAMES} frames of a video."
+        if judge.video_frame_side is not None and judge.video_frame_side < 16:
+            errors["video_frame_side"] = "The largest video frame side must be at least 16 pixels."
     elif kind == Judge.Kind.REWARD_MODEL:
         if not DEVICE.match(judge.device or ""):
             errors["device"] = "The device must be cpu, cuda or cuda:N."

@@ -129,6 +129,8 @@ ADMIN_FORM = {
     "concurrency": "16",
     "requests_per_minute": "0",
     "max_image_side": "1024",
+    "video_frames": "8",
+    "video_frame_side": "512",
     "checkpoint": "",
     "device": "cpu",
     "batch_size": "64",

@@ -118,6 +118,8 @@ def test_an_operator_edits_and_disables_a_judge(client_for, operator, project):
         "timeout_s": "30",
         "requests_per_minute": "0",
         "max_image_side": "512",
+        "video_frames": "8",
+        "video_frame_side": "512",
         "options": "{}",
         "projects": [project.pk],
         # name and kind cannot change: sent anyway, they are ignored

@@ -130,8 +130,11 @@ def test_the_arbiter_format_ignores_a_score():
             {"prompt_template": "{prompt!r} {response_1} {response_2}"},
             "placeholder {prompt} takes no format or conversion",
         ),
-        ({"prompt": "fancy"}, "Option prompt must be a preset: arbiter, mmrb2."),
-        ({"answer_format": "xml"}, "Option answer_format must be one of arbiter, mmrb2."),
+        ({"prompt": "fancy"}, "Option prompt must be a preset: arbiter, mmrb2, omni, omni-ties."),
+        (
+            {"answer_format": "xml"},
+            "Option answer_format must be one of arbiter, mmrb2, omni, omni-ties.",
+        ),
     ],
 )
 def test_a_bad_prompt_option_is_refused_on_save_naming_the_field(db, options, message):
@@ -185,4 +188,4 @@ def test_an_mmrb2_judge_on_the_loopback_server_gets_sides_and_confidences(db):
         ("ok", "first", 0.8),
         ("ok", "second", 1.0),
     ]
-    assert set(PRESETS) == {"arbiter", "mmrb2"}
+    assert set(PRESETS) == {"arbiter", "mmrb2", "omni", "omni-ties"}

@@ -21,6 +21,9 @@ _FLAGS = {
     "timeout": "timeout_s",
     "rpm": "requests_per_minute",
     "max_image_side": "max_image_side",
+    "video_frames": "video_frames",
+    "video_frame_side": "video_frame_side",
+    "takes_audio": "takes_audio",
     "checkpoint": "checkpoint",
     "device": "device",
     "batch_size": "batch_size",
@@ -50,6 +53,18 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, help="seconds per request (default 60)")
         parser.add_argument("--rpm", type=int, help="requests per minute, 0 = no limit")
         parser.add_argument("--max-image-side", type=int, help="downscale images to this side")
+        parser.add_argument(
+            "--video-frames", type=int, help="frames sampled uniformly from a video (default 8)"
+        )
+        parser.add_argument(
+            "--video-frame-side", type=int, help="longest side of a video frame sent (default 512)"
+        )
+        parser.add_argument(
+            "--takes-audio",
+            action="store_const",
+            const=True,
+            help="the model accepts input_audio parts (default: pairs with audio are refused)",
+        )
         parser.add_argument(
             "--checkpoint", help="reward-model checkpoint, under ARBITER_CHECKPOINT_ROOT"
         )
