@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
-from annotation.errors import Conflict
+from annotation.agreement.refresh import agreement_report_recompute
+from annotation.core.errors import Conflict
 from annotation.imports.jobs import import_job_fail, import_job_run, import_jobs_resume_stalled
 from annotation.models import ImportJob, Project, Release
-from annotation.services.agreement_report import agreement_report_recompute
 
 
 class _ImportTask(Task):
@@ -48,14 +48,14 @@ def agreement_report_refresh(project_id: int, source: str) -> None:
 def agreement_refreshes_send_lost() -> None:
     """Periodic (Celery beat): asks again for the refreshes asked for while the broker was
     down, which would otherwise wait for the next vote."""
-    from annotation.services.agreement_report import agreement_refreshes_send_lost as send
+    from annotation.agreement.refresh import agreement_refreshes_send_lost as send
 
     send()
 
 
 class _ReleaseBuildTask(Task):
     def on_failure(self, exc, task_id, args, kwargs, einfo):
-        from annotation.services.releases import release_build_fail
+        from annotation.releases.services import release_build_fail
 
         release_build_fail(
             release_id=args[0] if args else kwargs["release_id"],
@@ -67,7 +67,7 @@ class _ReleaseBuildTask(Task):
 def release_build_run(release_id: int) -> None:
     """Builds a queued release. Safe to run twice: only the run that moves it from queued to
     building builds; a redelivered task finds it building or built and returns."""
-    from annotation.services.releases import release_build
+    from annotation.releases.services import release_build
 
     release = Release.objects.select_related("project").filter(pk=release_id).first()
     if release is None or release.status != Release.Status.QUEUED:
@@ -81,6 +81,6 @@ def release_build_run(release_id: int) -> None:
 @shared_task(name="annotation.release_builds_fail_stalled")
 def release_builds_fail_stalled() -> None:
     """Periodic (Celery beat): builds whose worker died are marked failed."""
-    from annotation.services.releases import release_builds_fail_stalled as fail_stalled
+    from annotation.releases.services import release_builds_fail_stalled as fail_stalled
 
     fail_stalled()

@@ -13,7 +13,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
-from annotation.services.accounts import password_change_required
+from annotation.accounts.services import password_change_required
 
 API_PATH_PREFIX = "/api/"
 # Set at login while the user must still change a one-time password, so the check costs one

@@ -1,5 +1,5 @@
 """The account page: anyone signed in changes their own password here, and a member given a
-one-time password is sent here until they do (annotation.password_change)."""
+one-time password is sent here until they do (annotation.accounts.password_change)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
-from annotation.password_change import SESSION_KEY, password_change_done
-from annotation.services.accounts import account_password_change
+from annotation.accounts.password_change import SESSION_KEY, password_change_done
+from annotation.accounts.services import account_password_change
 
 PAGE = "annotation/account.html"
 

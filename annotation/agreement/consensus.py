@@ -1,6 +1,6 @@
 """Consensus in the app (docs/agreement.md, "Consensus in the app"): deciding a pair when its
 last vote arrives, a curator's adjudication of a disputed pair, and re-applying the project's
-rule to every decided pair. The status moves themselves are ``annotation.services.pairs``'s.
+rule to every decided pair. The status moves themselves are ``annotation.pairs.lifecycle``'s.
 
 What a pair's consensus reads: every human vote on it (late, extra votes included: they are
 real judgements) and its prior annotations from the import, as votes of external raters.
@@ -18,8 +18,8 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from annotation.errors import Conflict, InvalidInput
-from annotation.limits import MAX_ADJUDICATION_NOTE_CHARS
+from annotation.core.errors import Conflict, InvalidInput
+from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.models import (
     Adjudication,
     Pair,
@@ -30,8 +30,8 @@ from annotation.models import (
     Side,
     Vote,
 )
-from annotation.selectors import OPEN_STATUSES, free_annotators
-from annotation.services import pairs as lifecycle
+from annotation.pairs import lifecycle
+from annotation.queue.serving import OPEN_STATUSES, free_annotators
 
 # Pairs re-applied per batch: their votes and prior annotations are read in one go.
 REAPPLY_BATCH = 2000

@@ -1,4 +1,4 @@
-"""Agreement statistics and the consensus rules, as pure functions over numpy arrays.
+"""Agreement statistics, as pure functions over numpy arrays.
 
 Votes are ``Ratings``: parallel arrays of unit (pair) index, rater index and canonical value,
 sorted by unit, so a million votes are a few megabytes and every statistic is vectorised.
@@ -16,24 +16,32 @@ from typing import Literal
 import krippendorff
 import numpy as np
 
-from annotation.models import ConsensusRule, Scale, Side
+from annotation.models import Scale, Side
 
-# Canonical values each scale stores (annotation/scales.py): binary and ternary 1 = B,
+# Canonical values each scale stores (annotation/core/scales.py): binary and ternary 1 = B,
 # 2 = tie, 3 = A; likert6 1..6 with 6 = A much better.
 SCALE_VALUES: dict[str, tuple[int, ...]] = {
     Scale.BINARY: (1, 3),
     Scale.TERNARY: (1, 2, 3),
     Scale.LIKERT6: (1, 2, 3, 4, 5, 6),
 }
+
+
 # Side codes index SIDES; a vote's side is the side it leans to (likert6: 4-6 A, 1-3 B, as
 # MMRB2's rubric defines 4 and 3).
 SIDES: tuple[str, ...] = (Side.B, Side.TIE, Side.A)
+
+
 _B, _TIE, _A = range(len(SIDES))
+
+
 _SIDE_OF_VALUE: dict[str, dict[int, int]] = {
     Scale.BINARY: {1: _B, 3: _A},
     Scale.TERNARY: {1: _B, 2: _TIE, 3: _A},
     Scale.LIKERT6: {1: _B, 2: _B, 3: _B, 4: _A, 5: _A, 6: _A},
 }
+
+
 # Votes MMRB2's pairwise agreement leaves out: likert6 3 and 4 ("slightly better, or unsure"),
 # ternary ties.
 UNSURE_VALUES: dict[str, frozenset[int]] = {
@@ -41,13 +49,17 @@ UNSURE_VALUES: dict[str, frozenset[int]] = {
     Scale.TERNARY: frozenset({2}),
     Scale.LIKERT6: frozenset({3, 4}),
 }
-# MMRB2's dispute thresholds on the likert6 scale.
-MMRB2_MAX_SPREAD = 4
-MMRB2_AMBIGUOUS_MEAN = (3.0, 4.0)
+
 
 BOOTSTRAP_RESAMPLES = 2000
+
+
 BOOTSTRAP_SEED = 0
+
+
 CONFIDENCE = 0.95
+
+
 MIN_SHARED_PAIRS_FOR_KAPPA = 20
 
 
@@ -63,21 +75,14 @@ class AlphaLevel(enum.StrEnum):
 
 # The ``krippendorff`` package's level of measurement for each AlphaLevel.
 _Measure = Literal["nominal", "ordinal", "interval"]
+
+
 _MEASURE: dict[str, _Measure] = {
     AlphaLevel.NOMINAL: "nominal",
     AlphaLevel.ORDINAL: "ordinal",
     AlphaLevel.INTERVAL: "interval",
     AlphaLevel.SIDE: "nominal",
 }
-
-
-class DisputeReason(enum.StrEnum):
-    NO_MAJORITY = "no_majority"  # no side has enough votes
-    SPLIT = "split"  # two sides both have min_agree votes
-    SPREAD = "spread"  # mmrb2: max - min > 4
-    AMBIGUOUS_MEAN = "ambiguous_mean"  # mmrb2: the mean lies in [3, 4]
-    MAJORITY_UNSURE = "majority_unsure"  # mmrb2: more than half the votes are 3 or 4
-    NOT_UNANIMOUS = "not_unanimous"
 
 
 def _lookup_table(mapping: Mapping[int, int], *, missing: int) -> np.ndarray:
@@ -88,7 +93,7 @@ def _lookup_table(mapping: Mapping[int, int], *, missing: int) -> np.ndarray:
     return table
 
 
-def _check_choice(field: str, value: str, allowed: Iterable[str]) -> None:
+def check_choice(field: str, value: str, allowed: Iterable[str]) -> None:
     allowed = tuple(allowed)
     if value not in allowed:
         raise ValueError(f"{field}: must be one of {', '.join(allowed)} (got {value!r})")
@@ -186,7 +191,7 @@ class Ratings:
         values: np.ndarray,
         time_on_task_ms: np.ndarray | None,
     ) -> Ratings:
-        _check_choice("scale", scale, Scale.values)
+        check_choice("scale", scale, Scale.values)
         if not (len(units) == len(raters) == len(values)):
             raise ValueError(
                 "units, raters, values: must have the same length "
@@ -267,7 +272,7 @@ class Ratings:
 
 def _alpha_inputs(ratings: Ratings, level: str) -> tuple[np.ndarray, np.ndarray, _Measure]:
     """(value counts, value domain, the package's level of measurement) for ``level``."""
-    _check_choice("level", level, AlphaLevel)
+    check_choice("level", level, AlphaLevel)
     if level == AlphaLevel.SIDE:
         return ratings.side_counts, np.arange(len(SIDES)), _MEASURE[level]
     return ratings.value_counts, np.array(SCALE_VALUES[ratings.scale]), _MEASURE[level]
@@ -514,7 +519,7 @@ def _gold(ratings: Ratings, gold: Mapping[Hashable, str]) -> tuple[np.ndarray, n
     for unit, unit_id in enumerate(ratings.unit_ids):
         label = gold.get(unit_id)
         if label is not None:
-            _check_choice(f"gold[{unit_id!r}]", label, SIDES)
+            check_choice(f"gold[{unit_id!r}]", label, SIDES)
             labels[unit] = SIDES.index(label)
     expected = labels[ratings.units]
     on_gold = expected >= 0
@@ -544,55 +549,6 @@ def _partner_kappas(ratings: Ratings) -> dict[int, dict[Hashable, float | None]]
         result.setdefault(low, {})[ratings.rater_keys[high]] = kappa
         result.setdefault(high, {})[ratings.rater_keys[low]] = kappa
     return result
-
-
-@dataclass(frozen=True)
-class Consensus:
-    """A pair's consensus: its label (``A``, ``B``, ``tie``), or no label and the reason."""
-
-    label: str
-    reason: str = ""
-
-    @property
-    def disputed(self) -> bool:
-        return not self.label
-
-
-def consensus(values: Sequence[int], *, scale: str, rule: str, min_agree: int) -> Consensus:
-    """The consensus of one pair's canonical vote values under the project's rule."""
-    _check_choice("scale", scale, Scale.values)
-    _check_choice("rule", rule, ConsensusRule.values)
-    if not values:
-        raise ValueError("values: a consensus needs at least one vote")
-    for value in values:
-        if value not in SCALE_VALUES[scale]:
-            raise ValueError(f"values: {value!r} is not on the {scale} scale")
-    if min_agree < 1:
-        raise ValueError(f"min_agree: must be at least 1 (got {min_agree})")
-    sides = [SIDES[_SIDE_OF_VALUE[scale][value]] for value in values]
-    counts = {side: sides.count(side) for side in SIDES if side in sides}
-    if rule == ConsensusRule.UNANIMOUS:
-        return (
-            Consensus(sides[0]) if len(counts) == 1 else Consensus("", DisputeReason.NOT_UNANIMOUS)
-        )
-    if rule == ConsensusRule.MAJORITY:
-        agreed = [side for side, count in counts.items() if count >= min_agree]
-        if len(agreed) > 1:
-            return Consensus("", DisputeReason.SPLIT)
-        return Consensus(agreed[0]) if agreed else Consensus("", DisputeReason.NO_MAJORITY)
-    if scale != Scale.LIKERT6:
-        raise ValueError(f"rule: mmrb2 needs the likert6 scale (got {scale})")
-    mean = sum(values) / len(values)
-    if max(values) - min(values) > MMRB2_MAX_SPREAD:
-        return Consensus("", DisputeReason.SPREAD)
-    if MMRB2_AMBIGUOUS_MEAN[0] <= mean <= MMRB2_AMBIGUOUS_MEAN[1]:
-        return Consensus("", DisputeReason.AMBIGUOUS_MEAN)
-    if sum(value in UNSURE_VALUES[scale] for value in values) * 2 > len(values):
-        return Consensus("", DisputeReason.MAJORITY_UNSURE)
-    leader, count = max(counts.items(), key=lambda item: item[1])
-    return (
-        Consensus(leader) if count * 2 > len(values) else Consensus("", DisputeReason.NO_MAJORITY)
-    )
 
 
 def side_of_value(scale: str, value: int) -> str:

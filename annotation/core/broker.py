@@ -11,7 +11,7 @@ from typing import Any
 
 from kombu.exceptions import OperationalError
 
-from annotation.errors import Unavailable
+from annotation.core.errors import Unavailable
 
 PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
 BROKER_DOWN_MESSAGE = "The task queue is unreachable."

@@ -19,8 +19,8 @@ from django.urls import Resolver404, resolve
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
-from annotation.access import CURATORS, get_project_for_user
-from annotation.json_input import text_refusal
+from annotation.core.access import CURATORS, get_project_for_user
+from annotation.core.json_input import text_refusal
 
 LARGE_UPLOAD_MARK = "allows_large_upload"
 API_PATH_PREFIX = "/api/"

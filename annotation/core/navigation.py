@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.urls import NoReverseMatch, reverse
 
-from annotation.access import ANYONE, CURATORS, STAFF_ROLES
+from annotation.core.access import ANYONE, CURATORS, STAFF_ROLES
 from annotation.models import Role
 
 

@@ -14,7 +14,7 @@ from annotation.models import Project
 # A section: called with the project, returns what the report holds under its name (JSON).
 ReportSection = Callable[..., object]
 
-# The keys the report builds itself (annotation/services/agreement_report.py).
+# The keys the report builds itself (annotation/agreement/report.py).
 REPORT_KEYS = frozenset(
     {
         "project",

@@ -10,11 +10,11 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import CURATORS, get_project_for_user
+from annotation.core.access import CURATORS, get_project_for_user
+from annotation.core.middleware import allows_large_upload
 from annotation.imports.jobs import import_job_submit
-from annotation.middleware import allows_large_upload
+from annotation.imports.views import ImportForm
 from annotation.models import ImportJob
-from annotation.views.imports import ImportForm
 
 
 class ImportErrorSerializer(serializers.Serializer):

@@ -26,7 +26,8 @@ from typing import BinaryIO
 from django.conf import settings
 from django.db import connection, transaction
 
-from annotation.content import (
+from annotation.agreement.consensus import ImportConsensus
+from annotation.core.content import (
     AV_PART_TYPES,
     canonical_json,
     image_part,
@@ -35,6 +36,7 @@ from annotation.content import (
     response_id,
     text_part,
 )
+from annotation.core.search import search_words
 from annotation.imports import progress as job_records
 from annotation.imports import sql
 from annotation.imports.archive import ArchiveError, archive_extract
@@ -56,9 +58,7 @@ from annotation.models import (
     Prompt,
     Response,
 )
-from annotation.search import search_words
-from annotation.services.consensus import ImportConsensus
-from annotation.services.pairs import Decision
+from annotation.pairs.lifecycle import Decision
 
 logger = logging.getLogger(__name__)
 

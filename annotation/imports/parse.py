@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
 
+from annotation.agreement.prior_ratings import MMRB2_KEYS
 from annotation.imports.errors import ImportIssue
 from annotation.models import Scale, Side
-from annotation.prior_ratings import MMRB2_KEYS
 
 CHUNK_BYTES = 1 << 20
 # A single pair (or JSONL line) larger than this is refused instead of filling memory.
@@ -328,7 +328,7 @@ _TERNARY_VALUES = {Side.B: 1, Side.TIE: 2, Side.A: 3}
 _TERNARY_SIDES = {value: side for side, value in _TERNARY_VALUES.items()}
 _SIDE_A, _SIDE_B = Side.A.value, Side.B.value
 # MMRB2's reasoning file: human_annotations rates each response, by letter, as an object
-# (annotation/prior_ratings.py).
+# (annotation/agreement/prior_ratings.py).
 RATING_KEYS = {key: response for response, key in MMRB2_KEYS.items()}
 MAX_RATING_LENGTH = 16
 

@@ -12,9 +12,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotation.access import CURATORS, get_project_for_user
+from annotation.core.access import CURATORS, get_project_for_user
+from annotation.core.middleware import allows_large_upload
 from annotation.imports.jobs import import_job_submit
-from annotation.middleware import allows_large_upload
 from annotation.models import ImportJob
 
 PAIR_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json")

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import STAFF_ROLES, get_project_for_user
+from annotation.core.access import STAFF_ROLES, get_project_for_user
 from annotation.leaderboard.bradley_terry import BOOTSTRAP_ROUNDS, BOOTSTRAP_SEED
 from annotation.leaderboard.export import model_leaderboard_csv
 from annotation.leaderboard.selectors import (

@@ -7,7 +7,7 @@ content type, ``nosniff``, and the served copy's hash as ETag.
 Any kind of media is served the same way, by its content type and size: single ``Range``
 requests answer 206 (a browser seeks in a long video), HEAD opens nothing, and with
 ``ARBITER_MEDIA_ACCEL`` the web server sends the bytes after the checks here
-(annotation/downloads.py; docs/operations.md, "Media through the web server").
+(annotation/core/downloads.py; docs/operations.md, "Media through the web server").
 A browser session or an API token (``Authorization: Token ...``) identifies the member, so
 the image URLs in an API client's assignment work for it too."""
 
@@ -23,8 +23,8 @@ from django.views.decorators.http import require_safe
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from annotation.access import get_project_for_user
-from annotation.downloads import handed_off_response, ranged_file_response
+from annotation.core.access import get_project_for_user
+from annotation.core.downloads import handed_off_response, ranged_file_response
 from annotation.imports.media import media_strip_metadata
 from annotation.models import Media, ProjectMedia
 

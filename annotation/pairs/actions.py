@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from annotation.models import Project
-from annotation.services import pairs, queue
+from annotation.pairs import lifecycle as pairs
+from annotation.queue import levers as queue
 
 # The gold choice that makes gold pairs ordinary again.
 CLEAR_GOLD = "clear"

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.agreement import consensus
+from annotation.agreement.rules import consensus
 from annotation.models import Pair, PairStatus, Project
 
 # Where the ensemble may send a pair it judged: filtered out, to the annotators, or back

@@ -22,15 +22,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
-from annotation.errors import DomainError
-from annotation.limits import MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
+from annotation.agreement.prior_ratings import ratings_by_response
+from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.core.errors import DomainError
+from annotation.core.limits import MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
+from annotation.core.pair_sections import pair_sections
+from annotation.core.scales import on_screen_vote, options_for
 from annotation.models import Pair, PairStatus, Project, Role, Side, Vote
-from annotation.pair_sections import pair_sections
-from annotation.presentation import shown_contents
-from annotation.prior_ratings import ratings_by_response
-from annotation.scales import on_screen_vote, options_for
-from annotation.selectors import (
+from annotation.pairs import actions as pair_actions
+from annotation.pairs.selectors import (
     DEFAULT_PAIR_PAGE_SIZE,
     DEFAULT_PAIR_SORT,
     NO_LABEL,
@@ -41,9 +41,9 @@ from annotation.selectors import (
     pair_neighbours,
     pairs_browse,
     pairs_matching,
-    project_tasks,
 )
-from annotation.views import pair_actions
+from annotation.projects.selectors import project_tasks
+from annotation.queue.presentation import shown_contents
 
 PAGE = "annotation/pairs.html"
 MAX_SEARCH_CHARS = 200

@@ -9,7 +9,7 @@ from rest_framework import generics, serializers
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import STAFF_ROLES, get_project_for_user
+from annotation.core.access import STAFF_ROLES, get_project_for_user
 from annotation.models import Membership, Pair, PairStatus, Project
 
 

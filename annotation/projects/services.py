@@ -15,6 +15,8 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.db.models.functions import Least
 
+from annotation.accounts.services import one_time_password_mark
+from annotation.agreement.consensus import Reapplied, consensus_reapply, disputes_settle
 from annotation.models import (
     ConsensusRule,
     Membership,
@@ -26,8 +28,6 @@ from annotation.models import (
     Scale,
     Vote,
 )
-from annotation.services.accounts import one_time_password_mark
-from annotation.services.consensus import Reapplied, consensus_reapply, disputes_settle
 
 # Inclusive bounds of the numeric settings, shared by the settings form and the services.
 SETTING_RANGES: dict[str, tuple[float, float]] = {
@@ -305,7 +305,7 @@ def member_add(
     """Adds the account with ``username`` or ``email`` to ``project`` with ``role`` (changing
     the role of a member), creating it when there is none. A new account gets ``password``, or
     a random one returned once when ``one_time_password`` (to be changed at first login:
-    ``annotation.services.accounts``), or none (it cannot log in);
+    ``annotation.accounts.services``), or none (it cannot log in);
     ``password`` also resets an existing account's password (operators' command line)."""
     _check_role(role)
     _lock_project(project)

@@ -1,11 +1,7 @@
-"""The annotation queue: leases on pair slots, votes, skips, undo, and the curators' levers.
+"""The annotator's path through the queue: leases on pair slots (claim), votes, skips and undo.
 
-A pair's slots are counted on the pair itself (``vote_count + lease_count < target_votes``
-leaves a slot free), so taking one is a single conditional write: PostgreSQL locks the chosen
-pair with ``SELECT ... FOR UPDATE SKIP LOCKED`` (racing claimers take the next pair instead of
-waiting), SQLite (one writer at a time) relies on an UPDATE that must change exactly one row.
-Locks are always taken in the order membership, assignment, pair (by id), so nothing deadlocks.
-"""
+A pair's slots are counted on the pair itself (``vote_count + lease_count < target_votes`` leaves
+a slot free), so taking one is a single conditional UPDATE."""
 
 from __future__ import annotations
 
@@ -13,64 +9,54 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection, transaction
 from django.db.models import F
-from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from annotation.errors import Conflict, InvalidInput, NotAllowed, NotFound
-from annotation.limits import (
-    MAX_LEASE_AGE_MINUTES,
-    MAX_PRIORITY,
+from annotation.agreement.consensus import disputes_settle, pair_complete
+from annotation.agreement.refresh import agreement_report_request_refresh
+from annotation.core.errors import Conflict, InvalidInput, NotAllowed, NotFound
+from annotation.core.limits import (
     MAX_RATIONALE_CHARS,
     MAX_SKIP_NOTE_CHARS,
     MAX_TIME_ON_TASK_MS,
-    MIN_PRIORITY,
 )
+from annotation.core.prepared import execute_prepared
+from annotation.core.scales import VoteInputError, canonical_vote
 from annotation.models import (
-    GOLD_TARGET_VOTES,
     Assignment,
     Membership,
     Pair,
-    PairRestriction,
     PairStatus,
     Project,
     Role,
-    Scale,
-    Side,
     Skip,
     Vote,
-    claim_key,
 )
-from annotation.prepared import execute_prepared
-from annotation.scales import VoteInputError, canonical_vote
-from annotation.selectors import (
+from annotation.queue.claim_key import claim_key
+from annotation.queue.selectors import gold_below_threshold, gold_scores, live_assignments
+from annotation.queue.serving import (
     CLAIMABLE_WHERE,
     NEXT_PAIR_SQL,
     OPEN_STATUSES,
     claimable_params,
-    gold_below_threshold,
-    gold_scores,
-    live_assignments,
     next_pair_params,
 )
-from annotation.services.agreement_report import agreement_report_request_refresh
-from annotation.services.consensus import disputes_settle, pair_complete
 
 UNDO_SECONDS = 60
+
+
 NOTHING_TO_UNDO = (
     f"Nothing to undo: a vote or a skip can be undone for {UNDO_SECONDS} seconds,"
     " while its pair is open and has room for you."
 )
+
+
 # Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
 SWEEP_BATCH = 200
-
-
-# ---- Annotators ----
 
 
 def assignment_claim(*, project: Project, annotator) -> Assignment | None:
@@ -134,7 +120,7 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
 
 # One statement takes a slot on the first claimable pair in the annotator's serving order
 # (priority, then block, then their own order within the block:
-# ``annotation.selectors.NEXT_PAIR_SQL`` says why). PostgreSQL locks the chosen row,
+# ``annotation.queue.serving.NEXT_PAIR_SQL`` says why). PostgreSQL locks the chosen row,
 # skipping rows racing claimers hold; SQLite, one writer at a time, needs no lock. The outer
 # condition makes the update change exactly one row or none.
 _TAKE_SLOT_SQL = f"""
@@ -144,12 +130,18 @@ WHERE id = {NEXT_PAIR_SQL}
   AND target_votes > (vote_count + lease_count)
 RETURNING id
 """
+
+
 _ANY_CLAIMABLE_SQL = f"""
 SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s LIMIT 1
 """
+
+
 # PostgreSQL: how often a claim that found every free pair locked looks again. Waiting on the
 # locks instead would deadlock: a waiter keeps the locks of rows it stepped past.
 LOCKED_RETRIES = 12
+
+
 LOCKED_RETRY_S = 0.005
 
 
@@ -191,7 +183,7 @@ def _free_expired_leases(*, project: Project, now) -> int:
     if not expired.exists():  # the usual answer, found without a transaction or a lock
         return 0
     with transaction.atomic():
-        return _release(
+        return leases_free(
             list(
                 expired.select_for_update(of=("self",))
                 .order_by("pk")
@@ -201,7 +193,7 @@ def _free_expired_leases(*, project: Project, now) -> int:
         )
 
 
-def _release(leases: list[tuple[int, int]], *, project: Project) -> int:
+def leases_free(leases: list[tuple[int, int]], *, project: Project) -> int:
     """Marks locked live leases (assignment id, pair id) released and frees their slots; a
     dispute whose extra slot only a lease of someone who may no longer vote held goes to
     adjudication (``disputes_settle``)."""
@@ -278,7 +270,7 @@ def vote_submit(
     The same vote again returns the first one. A late vote (lease expired) is kept and counted;
     one that arrives when the pair already has its target is kept as an extra vote. The vote
     that fills the pair's last slot decides the pair by the project's rule, in this
-    transaction (``annotation.services.consensus.pair_complete``)."""
+    transaction (``annotation.agreement.consensus.pair_complete``)."""
     if assignment.annotator_id != annotator.pk:
         raise NotFound("No such assignment.")
     # The pair and project as the caller loaded them: only their settings are read here.
@@ -517,167 +509,3 @@ def _renew(assignment: Assignment, *, project: Project, now) -> None:
     assignment.status = Assignment.Status.LIVE
     assignment.expires_at = now + timedelta(minutes=project.lease_minutes)
     assignment.save(update_fields=["status", "expires_at"])
-
-
-# ---- Curators ----
-
-
-def project_pause(*, project: Project, paused: bool) -> Project:
-    """Pauses (no new claims; votes on held leases are still taken) or resumes the project."""
-    project.paused = paused
-    project.save(update_fields=["paused"])
-    return project
-
-
-def membership_unpause(*, project: Project, annotator) -> Membership:
-    """Lets a paused annotator claim pairs again. Their gold accuracy is judged afresh from
-    now on, so the votes that paused them do not pause them again at their next gold vote."""
-    membership = Membership.objects.filter(
-        project=project, user=annotator, role=Role.ANNOTATOR
-    ).first()
-    if membership is None:
-        raise InvalidInput(f"annotator: {annotator} is not an annotator of this project.")
-    membership.paused = False
-    membership.gold_judged_since = timezone.now()
-    membership.save(update_fields=["paused", "gold_judged_since"])
-    return membership
-
-
-# Pairs that may become gold: not yet past the queue (a filter run's easy pairs can be
-# enqueued first). Pairs in a filter run are left to it.
-GOLD_STATUSES = (PairStatus.IMPORTED, PairStatus.QUEUED, PairStatus.ANNOTATING)
-
-
-def gold_labels(scale: str) -> list[str]:
-    """The gold labels a scale can be answered with: a tie only where annotators can vote one."""
-    return [Side.A, Side.B, Side.TIE] if scale == Scale.TERNARY else [Side.A, Side.B]
-
-
-def _lock_pairs(*, project: Project, pair_ids: Iterable[int]) -> list[Pair]:
-    """The project's pairs among ``pair_ids``, locked in id order (no deadlock between two
-    curators). Caller holds a transaction."""
-    return list(
-        Pair.objects.select_for_update()
-        .filter(project=project, pk__in=list(pair_ids))
-        .order_by("pk")
-        .only("pk", "external_id", "status", "is_gold", "lease_count")
-    )
-
-
-def _voted_on(pairs: list[Pair]) -> set[int]:
-    return set(
-        Vote.objects.filter(pair_id__in=[p.pk for p in pairs]).values_list("pair_id", flat=True)
-    )
-
-
-def _refuse(pairs: list[Pair], why: str) -> None:
-    if pairs:
-        shown = ", ".join(p.external_id for p in pairs[:10]) + (" …" if len(pairs) > 10 else "")
-        raise InvalidInput(f"pair_ids: {shown}: {why}")
-
-
-@transaction.atomic
-def pairs_set_gold(*, project: Project, pair_ids: Iterable[int], label: str) -> int:
-    """Makes the project's pairs gold pairs with the known answer ``label`` (A, B, or tie on
-    a ternary scale), or corrects the label of gold pairs; returns how many. Every annotator
-    may answer a gold pair once. A pair someone already voted on as an ordinary pair, or one
-    past the queue, is refused (nothing changes)."""
-    allowed = gold_labels(project.scale)
-    if label not in allowed:
-        raise InvalidInput(
-            f"label: must be one of {', '.join(allowed)} on the {project.scale} scale."
-        )
-    pairs = _lock_pairs(project=project, pair_ids=pair_ids)
-    voted = _voted_on(pairs)
-    _refuse(
-        [p for p in pairs if not p.is_gold and (p.status not in GOLD_STATUSES or p.pk in voted)],
-        "only pairs nobody has voted on, imported or queued, can become gold.",
-    )
-    return Pair.objects.filter(pk__in=[p.pk for p in pairs]).update(
-        is_gold=True, gold_label=label, target_votes=GOLD_TARGET_VOTES, updated_at=timezone.now()
-    )
-
-
-@transaction.atomic
-def pairs_clear_gold(*, project: Project, pair_ids: Iterable[int]) -> int:
-    """Makes gold pairs ordinary pairs again, with the project's overlap as target; returns
-    how many. A gold pair with votes is refused: they were scored as gold answers."""
-    pairs = [p for p in _lock_pairs(project=project, pair_ids=pair_ids) if p.is_gold]
-    voted = _voted_on(pairs)
-    _refuse(
-        [p for p in pairs if p.pk in voted],
-        "annotators answered them as gold pairs; correct the label instead.",
-    )
-    # Live leases keep their slots: the target never drops below them.
-    return Pair.objects.filter(pk__in=[p.pk for p in pairs]).update(
-        is_gold=False,
-        gold_label="",
-        target_votes=Greatest(project.overlap, F("lease_count")),
-        updated_at=timezone.now(),
-    )
-
-
-def pairs_set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> int:
-    """Sets the serving priority (higher first) of the project's pairs; returns how many."""
-    if (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or not MIN_PRIORITY <= priority <= MAX_PRIORITY
-    ):
-        raise InvalidInput(f"priority: must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}.")
-    return Pair.objects.filter(project=project, pk__in=list(pair_ids)).update(
-        priority=priority, updated_at=timezone.now()
-    )
-
-
-@transaction.atomic
-def leases_release(
-    *,
-    project: Project,
-    older_than_minutes: int | None = None,
-    assignment_ids: Iterable[int] | None = None,
-) -> int:
-    """Releases live leases (all, those taken more than ``older_than_minutes`` ago, or the
-    given assignments), freeing their slots; a vote that still arrives on one is kept."""
-    leases = Assignment.objects.filter(pair__project=project, status=Assignment.Status.LIVE)
-    if older_than_minutes is not None:
-        if not 0 <= older_than_minutes <= MAX_LEASE_AGE_MINUTES:
-            raise InvalidInput(
-                f"older_than_minutes: must be from 0 to {MAX_LEASE_AGE_MINUTES} minutes."
-            )
-        leases = leases.filter(
-            created_at__lte=timezone.now() - timedelta(minutes=older_than_minutes)
-        )
-    if assignment_ids is not None:
-        leases = leases.filter(pk__in=list(assignment_ids))
-    return _release(
-        list(leases.select_for_update(of=("self",)).order_by("pk").values_list("pk", "pair_id")),
-        project=project,
-    )
-
-
-@transaction.atomic
-def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Iterable) -> int:
-    """Only ``annotators`` (users or user ids, annotators of the project) may claim these
-    pairs from now on; an empty list lifts the restriction. Returns how many pairs."""
-    user_ids = {getattr(user, "pk", user) for user in annotators}
-    members = set(
-        Membership.objects.filter(
-            project=project, role=Role.ANNOTATOR, user_id__in=user_ids
-        ).values_list("user_id", flat=True)
-    )
-    if user_ids - members:
-        unknown = ", ".join(str(pk) for pk in sorted(user_ids - members))
-        raise InvalidInput(f"annotators: users {unknown} are not annotators of this project.")
-    pks = list(
-        Pair.objects.filter(project=project, pk__in=list(pair_ids)).values_list("pk", flat=True)
-    )
-    PairRestriction.objects.filter(pair_id__in=pks).delete()
-    PairRestriction.objects.bulk_create(
-        PairRestriction(pair_id=pair_id, annotator_id=user_id)
-        for pair_id in pks
-        for user_id in sorted(user_ids)
-    )
-    Pair.objects.filter(pk__in=pks).update(restricted=bool(user_ids), updated_at=timezone.now())
-    disputes_settle(project=project, pair_ids=pks)
-    return len(pks)

@@ -1,5 +1,5 @@
 """The annotator's queue over REST: claim the next pair, vote, skip, undo. Every answer is
-the blinded view (``annotation.presentation``): left and right, never A/B or model names."""
+the blinded view (``annotation.queue.presentation``): left and right, never A/B or model names."""
 
 from __future__ import annotations
 
@@ -9,20 +9,20 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import get_project_for_user
-from annotation.content import MEDIA_PART_TYPES
-from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.access import get_project_for_user
+from annotation.core.content import MEDIA_PART_TYPES
+from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.scales import on_screen_vote
 from annotation.models import Project, Role, Skip
-from annotation.presentation import assignment_payload, undone_answer
-from annotation.scales import on_screen_vote
-from annotation.selectors import assignment_for_annotator
-from annotation.services.queue import (
+from annotation.queue.annotating import (
     NOTHING_TO_UNDO,
     assignment_claim,
     assignment_skip,
     last_action_undo,
     vote_submit,
 )
+from annotation.queue.presentation import assignment_payload, undone_answer
+from annotation.queue.selectors import assignment_for_annotator
 
 _ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from django.urls import reverse
 
+from annotation.core.scales import on_screen_vote, option_label, options_for
 from annotation.models import Assignment, Media, Project
-from annotation.scales import on_screen_vote, option_label, options_for
 
 if TYPE_CHECKING:
-    from annotation.services.queue import Undone
+    from annotation.queue.annotating import Undone
 
 
 def assignment_payload(assignment: Assignment, *, request=None) -> dict:

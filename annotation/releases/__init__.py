@@ -2,4 +2,4 @@
 rows read from the database (``rows``), the files written (``formats``, ``writer``, ``card``),
 the manifest and archive (``archive``), a built release read back (``read``)
 and its files listed for downloads (``files``). The services
-that create, build and publish a ``Release`` are ``annotation.services.releases``."""
+that create, build and publish a ``Release`` are ``annotation.releases.services``."""

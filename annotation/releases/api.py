@@ -13,11 +13,11 @@ from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import STAFF_ROLES, get_project_for_user, get_release_for_user
-from annotation.errors import NotFound, Unavailable
+from annotation.core.access import STAFF_ROLES, get_project_for_user, get_release_for_user
+from annotation.core.errors import NotFound, Unavailable
 from annotation.models import RELEASE_VERSION_PART_DIGITS, Release
-from annotation.release_diff import releases_compare
-from annotation.release_downloads import (
+from annotation.releases.diff import releases_compare
+from annotation.releases.downloads import (
     release_archive_response,
     release_csv_response,
     release_file_response,
@@ -25,7 +25,7 @@ from annotation.release_downloads import (
 from annotation.releases.files import HAS_FILES, release_files
 from annotation.releases.files import release_manifest as read_manifest
 from annotation.releases.selection import MAX_SPLITS
-from annotation.services.releases import (
+from annotation.releases.services import (
     release_build_start,
     release_create,
     release_publish,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from annotation.errors import NotFound
+from annotation.core.errors import NotFound
 from annotation.models import Release
-from annotation.services.releases import release_rows
+from annotation.releases.selectors import release_rows
 
 
 @dataclass(frozen=True)

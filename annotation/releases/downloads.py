@@ -1,7 +1,7 @@
 """A published release's downloads, for the pages and the API alike (docs/releases.md,
 "Downloads" and "CSV"): the archive and each file streamed with range requests, and the
 release as one CSV for spreadsheets (a row per pair, the messages as plain text, read from
-the release's files, formula injection neutralised by ``annotation.spreadsheets``)."""
+the release's files, formula injection neutralised by ``annotation.core.spreadsheets``)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Any
 from django.http import HttpRequest, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
-from annotation.downloads import ranged_file_response
-from annotation.errors import Conflict
+from annotation.core.downloads import ranged_file_response
+from annotation.core.errors import Conflict
+from annotation.core.spreadsheets import csv_stream_response
 from annotation.models import Release
 from annotation.releases.files import content_type_for, release_file
 from annotation.releases.read import ReleaseRow
-from annotation.services.releases import release_rows
-from annotation.spreadsheets import csv_stream_response
+from annotation.releases.selectors import release_rows
 
 IMAGE_MARK = "[image]"
 HEADER = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotation.broker import task_publish
-from annotation.errors import Conflict, InvalidInput, Unavailable
-from annotation.failures import describe_error, record_failure
+from annotation.core.broker import task_publish
+from annotation.core.errors import Conflict, InvalidInput, Unavailable
+from annotation.core.failures import describe_error, record_failure
 from annotation.models import (
     RELEASE_VERSION_PART_DIGITS,
     RELEASE_VERSION_PART_MAX,
@@ -30,18 +30,26 @@ from annotation.models import (
     Project,
     Release,
 )
-from annotation.releases import read
 from annotation.releases.rows import selection_is_empty
 from annotation.releases.selection import Selection, check_selection, describe_selection
 
 Status = Release.Status
+
+
 # From where a build may start: never a published release, never one already building.
 BUILDABLE = (Status.DRAFT, Status.BUILT, Status.FAILED)
+
+
 _VERSION = re.compile(RELEASE_VERSION_PATTERN)
+
+
 # A build writes its progress onto the release at most this often.
 PROGRESS_INTERVAL_S = 0.5
 
+
 ReleaseProgress = Callable[[int, int, str], None]
+
+
 """Called as ``progress(rows_done, rows_total, stage)`` while a build runs."""
 
 
@@ -224,7 +232,7 @@ def release_build_progress(*, release_id: int, rows_done: int, rows_total: int, 
 def release_build_fail(*, release_id: int, message: str) -> None:
     """Marks a queued or building release failed with ``message`` (the task's on_failure, or a
     build that raised), so it never hangs in "building"; recorded on a new database connection
-    when the build's was lost (``annotation.failures``)."""
+    when the build's was lost (``annotation.core.failures``)."""
 
     def record() -> None:
         Release.objects.filter(pk=release_id, status__in=(Status.QUEUED, Status.BUILDING)).update(
@@ -292,12 +300,3 @@ def release_publish(*, release: Release, user) -> Release:
     )
     release.refresh_from_db()
     return release
-
-
-def release_rows(release: Release) -> Iterator[read.ReleaseRow]:
-    """The rows of a built (or published) release, split by split in file order, read from
-    its ``data/<split>.jsonl``: what the diff and the CSV read, never the database (which
-    may have changed since). Conflict when it has not been built."""
-    if release.status not in (Status.BUILT, Status.PUBLISHED):
-        raise Conflict(f"Release {release.version} is {release.status}: it has no files yet.")
-    return read.release_rows(release.folder)

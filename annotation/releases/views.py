@@ -22,12 +22,13 @@ from django.views.decorators.http import (
 )
 from django.views.decorators.vary import vary_on_headers
 
-from annotation.access import STAFF_ROLES, get_project_for_user, get_release_for_user
-from annotation.errors import Conflict, DomainError, InvalidInput, Unavailable
-from annotation.markdown import render_markdown
+from annotation.core.access import STAFF_ROLES, get_project_for_user, get_release_for_user
+from annotation.core.errors import Conflict, DomainError, InvalidInput, Unavailable
+from annotation.core.markdown import render_markdown
 from annotation.models import RELEASE_VERSION_PART_DIGITS, Project, Release
-from annotation.release_diff import releases_compare
-from annotation.release_downloads import (
+from annotation.projects.selectors import project_criteria, project_tasks
+from annotation.releases.diff import releases_compare
+from annotation.releases.downloads import (
     release_archive_response,
     release_csv_response,
     release_file_response,
@@ -37,8 +38,7 @@ from annotation.releases.files import (
     release_files,
 )
 from annotation.releases.selection import MAX_FILTER_VALUES, check_selection
-from annotation.selectors import project_criteria, project_tasks
-from annotation.services.releases import (
+from annotation.releases.services import (
     check_version,
     release_build_start,
     release_create,

@@ -120,7 +120,7 @@ def release_pairs(release: Release) -> TrainingData:
     """The rows of a built or published release with a side (A or B), read back from its
     files (never the database); of its ``train`` split when it has one, else of every split,
     so a release's test split stays unseen."""
-    from annotation.services.releases import release_rows
+    from annotation.releases.selectors import release_rows
 
     folder = release.folder
     splits = release_splits(folder)

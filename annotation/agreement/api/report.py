@@ -8,13 +8,13 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import STAFF_ROLES, get_project_for_user
-from annotation.models import ReportSource
-from annotation.selectors import agreement_report_cached
-from annotation.services.agreement_report import (
+from annotation.agreement.refresh import (
     agreement_report_queue_refresh,
     agreement_report_recompute,
 )
+from annotation.agreement.selectors import agreement_report_cached
+from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.models import ReportSource
 
 _SOURCE = OpenApiParameter(
     "source", enum=ReportSource.values, default=ReportSource.ALL, description="Which votes count."

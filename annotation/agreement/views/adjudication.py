@@ -15,15 +15,19 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
-from annotation.errors import DomainError
-from annotation.limits import MAX_ADJUDICATION_NOTE_CHARS
+from annotation.agreement.consensus import consensus_reapply, pair_adjudicate
+from annotation.agreement.prior_ratings import ratings_by_response
+from annotation.agreement.selectors import (
+    ADJUDICATION_PAGE_SIZE,
+    disputed_pairs,
+    pair_for_adjudication,
+)
+from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.core.errors import DomainError
+from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
+from annotation.core.scales import CANONICAL_WORDS
 from annotation.models import Pair, PairStatus, Project, Role, Scale, Side
-from annotation.presentation import shown_contents
-from annotation.prior_ratings import ratings_by_response
-from annotation.scales import CANONICAL_WORDS
-from annotation.selectors import ADJUDICATION_PAGE_SIZE, disputed_pairs, pair_for_adjudication
-from annotation.services.consensus import consensus_reapply, pair_adjudicate
+from annotation.queue.presentation import shown_contents
 from config.errors import status_for
 
 logger = logging.getLogger(__name__)

@@ -24,21 +24,23 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.access import STAFF_ROLES, get_project_for_user
-from annotation.charts import (
-    ALPHA_REFERENCES,
-    BandPoint,
-    Bar,
-    Cell,
-    Chart,
-    Reference,
-    bars,
-    heatmap,
-    histogram,
-    line_with_band,
-    stacked_bar,
+from annotation.agreement.refresh import agreement_report_queue_refresh, agreement_report_recompute
+from annotation.agreement.report import LOW_AGREEMENT_BELOW, check_report_source
+from annotation.agreement.selectors import (
+    ANNOTATOR_VOTES_PAGE_SIZE,
+    agreement_report_cached,
+    annotator_in_project,
+    annotator_votes,
+    report_votes_exceed,
 )
-from annotation.errors import Conflict, InvalidInput, Unavailable
+from annotation.charts.bars import bars, histogram, stacked_bar
+from annotation.charts.heatmap import heatmap
+from annotation.charts.line import line_with_band
+from annotation.charts.markup import ALPHA_REFERENCES, BandPoint, Bar, Cell, Chart, Reference
+from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.core.errors import Conflict, InvalidInput, Unavailable
+from annotation.core.scales import CANONICAL_WORDS, on_screen_words
+from annotation.core.spreadsheets import csv_response
 from annotation.models import (
     AgreementReport,
     PairStatus,
@@ -46,21 +48,6 @@ from annotation.models import (
     ReportSource,
     Vote,
 )
-from annotation.scales import CANONICAL_WORDS, on_screen_words
-from annotation.selectors import (
-    ANNOTATOR_VOTES_PAGE_SIZE,
-    agreement_report_cached,
-    annotator_in_project,
-    annotator_votes,
-    report_votes_exceed,
-)
-from annotation.services.agreement_report import (
-    LOW_AGREEMENT_BELOW,
-    agreement_report_queue_refresh,
-    agreement_report_recompute,
-    check_report_source,
-)
-from annotation.spreadsheets import csv_response
 from config.errors import status_for
 
 PAGE = "annotation/agreement.html"

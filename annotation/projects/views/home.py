@@ -11,16 +11,11 @@ from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotation.access import get_project_for_user, may_create_projects
+from annotation.core.access import get_project_for_user, may_create_projects
 from annotation.models import ConsensusRule, Membership, Project, Role, Scale
-from annotation.selectors import (
-    annotator_progress,
-    disputes_waiting,
-    overview_next_steps,
-    project_overview,
-    projects_for_user,
-)
-from annotation.services.projects import MAX_GUIDELINES_CHARS, SETTING_RANGES, project_create
+from annotation.projects.selectors import overview_next_steps, project_overview, projects_for_user
+from annotation.projects.services import MAX_GUIDELINES_CHARS, SETTING_RANGES, project_create
+from annotation.queue.selectors import annotator_progress, disputes_waiting
 from config.celery import app as celery_app
 
 

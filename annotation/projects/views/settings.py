@@ -12,10 +12,11 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.access import CURATORS, get_project_for_user
-from annotation.markdown import render_markdown
+from annotation.core.access import CURATORS, get_project_for_user
+from annotation.core.markdown import render_markdown
 from annotation.models import GOLD_MIN_VOTES, ConsensusRule, Membership, Project, Role, Scale
-from annotation.services.projects import (
+from annotation.pairs import actions as pair_actions
+from annotation.projects.services import (
     MAX_GUIDELINES_CHARS,
     SETTING_RANGES,
     ProjectUpdated,
@@ -26,7 +27,6 @@ from annotation.services.projects import (
     project_setting_limits,
     project_update,
 )
-from annotation.views import pair_actions
 
 PAGE = "annotation/settings.html"
 

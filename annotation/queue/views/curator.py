@@ -18,21 +18,21 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.access import CURATORS, get_project_for_user
-from annotation.errors import DomainError
-from annotation.json_input import text_refusal
-from annotation.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
+from annotation.core.access import CURATORS, get_project_for_user
+from annotation.core.errors import DomainError
+from annotation.core.json_input import text_refusal
+from annotation.core.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.models import GOLD_MIN_VOTES, Pair, PairStatus, Project, Role
-from annotation.selectors import (
+from annotation.pairs import actions as pair_actions
+from annotation.projects.selectors import project_tasks
+from annotation.queue import levers as queue
+from annotation.queue.selectors import (
     annotator_throughput,
     disputes_waiting,
     flagged_skips,
     gold_quality,
-    project_tasks,
     queue_overview,
 )
-from annotation.services import queue
-from annotation.views import pair_actions
 
 _ID_SEPARATORS = re.compile(r"[\s,]+")
 

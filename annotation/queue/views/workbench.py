@@ -1,8 +1,8 @@
 """The comparison page annotators work on all day.
 
 Everything it shows about a pair comes from the blinded payload
-(``annotation.presentation.assignment_payload``), so no template can reveal model names or which
-side is A. Votes, skips and undo are plain form posts: htmx gets the next ``#workbench``
+(``annotation.queue.presentation.assignment_payload``), so no template can reveal model names
+or which side is A. Votes, skips and undo are plain form posts: htmx gets the next ``#workbench``
 fragment back, a browser without JavaScript is redirected to the page (post/redirect/get, so a
 reload never repeats an undo).
 """
@@ -20,14 +20,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.access import get_project_for_user
-from annotation.errors import DomainError, NotAllowed
-from annotation.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.access import get_project_for_user
+from annotation.core.errors import DomainError, NotAllowed
+from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.scales import option_label, options_for
 from annotation.models import Assignment, Membership, Project, Role, Skip
-from annotation.presentation import assignment_payload, undone_answer
-from annotation.scales import option_label, options_for
-from annotation.selectors import annotator_progress, upcoming_media_urls
-from annotation.services.queue import (
+from annotation.queue.annotating import (
     NOTHING_TO_UNDO,
     UNDO_SECONDS,
     Undone,
@@ -36,6 +34,8 @@ from annotation.services.queue import (
     last_action_undo,
     vote_submit,
 )
+from annotation.queue.presentation import assignment_payload, undone_answer
+from annotation.queue.selectors import annotator_progress, upcoming_media_urls
 
 ANNOTATORS = (Role.ANNOTATOR,)
 TEMPLATE = "annotation/workbench.html"
