@@ -1,4 +1,5 @@
-"""The pair lifecycle's one owner: every move of ``Pair.status`` is a service here, before the
+"""The pair lifecycle's one owner: every move of ``Pair.status`` and every change of
+``Pair.target_votes`` is a service here, before the
 votes (``imported -> judging -> easy | queued | imported``, ``imported -> queued``) and after
 them (``annotating -> consensus | disputed``, or back to the queue with one more slot for a
 dispute under the cap; ``disputed -> consensus`` by adjudication; re-applying the rule).
@@ -18,14 +19,17 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotation.agreement.rules import consensus
-from annotation.models import Pair, PairStatus, Project
+from annotation.models import GOLD_TARGET_VOTES, Pair, PairStatus, Project
 
 # Where the ensemble may send a pair it judged: filtered out, to the annotators, or back
 # (over a run's budget) to wait for a later run or a curator.
 ENSEMBLE_TARGETS = (PairStatus.EASY, PairStatus.QUEUED, PairStatus.IMPORTED)
+# Pairs whose outcome is decided: changing the overlap no longer changes their target.
+SETTLED_STATUSES = (PairStatus.CONSENSUS, PairStatus.DISPUTED)
 _BULK_BATCH = 500
 
 
@@ -239,3 +243,41 @@ def pair_adjudicated(*, pair_id: int, label: str, now: datetime) -> bool:
         )
         == 1
     )
+
+
+# ---- Targets: how many votes a pair waits for ----
+
+
+def pairs_make_gold(*, pair_ids: Iterable[int], label: str, now: datetime) -> int:
+    """Makes pairs gold with their label, targeted at ``GOLD_TARGET_VOTES`` (every annotator
+    answers a gold pair once); returns how many. Caller checked the pairs and holds their row
+    locks."""
+    return Pair.objects.filter(pk__in=list(pair_ids)).update(
+        is_gold=True, gold_label=label, target_votes=GOLD_TARGET_VOTES, updated_at=now
+    )
+
+
+def pairs_make_ordinary(*, pair_ids: Iterable[int], overlap: int, now: datetime) -> int:
+    """Makes gold pairs ordinary pairs again, targeted at the project's overlap; returns how
+    many. Live leases keep their slots: the target never drops below them. Caller checked the
+    pairs and holds their row locks."""
+    return Pair.objects.filter(pk__in=list(pair_ids)).update(
+        is_gold=False,
+        gold_label="",
+        target_votes=Greatest(overlap, F("lease_count")),
+        updated_at=now,
+    )
+
+
+def pairs_retarget(*, project: Project, old: int, new: int) -> bool:
+    """Open pairs targeted at the old overlap get the new one; a dispute's target (raised by
+    its extra slots) is its own and stays. False when a pair took more than ``new`` votes and
+    leases meanwhile: it kept its target, and the caller rolls the others back. Caller holds
+    the project's lock."""
+    pairs = Pair.objects.filter(project=project, target_votes=old, extra_slots=0).exclude(
+        status__in=SETTLED_STATUSES
+    )
+    pairs.alias(taken=F("vote_count") + F("lease_count")).filter(taken__lte=new).update(
+        target_votes=new
+    )
+    return not pairs.exists()

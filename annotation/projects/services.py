@@ -21,13 +21,13 @@ from annotation.models import (
     ConsensusRule,
     Membership,
     Pair,
-    PairStatus,
     PriorAnnotation,
     Project,
     Role,
     Scale,
     Vote,
 )
+from annotation.pairs import lifecycle
 
 # Inclusive bounds of the numeric settings, shared by the settings form and the services.
 SETTING_RANGES: dict[str, tuple[float, float]] = {
@@ -44,8 +44,6 @@ SETTING_RANGES: dict[str, tuple[float, float]] = {
 MAX_GUIDELINES_CHARS = 100_000
 # Random bytes of a one-time password (22 URL-safe characters).
 ONE_TIME_PASSWORD_BYTES = 16
-# Pairs whose outcome is decided: changing the overlap no longer changes their target.
-SETTLED_STATUSES = (PairStatus.CONSENSUS, PairStatus.DISPUTED)
 
 
 class MemberAdded(NamedTuple):
@@ -204,7 +202,9 @@ def project_update(
     locked.full_clean()
     locked.save(update_fields=list(changes))
     if overlap != old_overlap:
-        _retarget_pairs(project=locked, old=old_overlap, new=overlap)
+        if not lifecycle.pairs_retarget(project=locked, old=old_overlap, new=overlap):
+            taken = f"Pairs took more than {overlap} votes and leases meanwhile; try again."
+            raise ValidationError({"overlap": taken})
     if (locked.consensus_rule, locked.min_agree) != rule_before:
         # Re-applying settles the disputes nobody can answer too.
         return ProjectUpdated(locked, consensus_reapply(project=locked), 0)
@@ -217,22 +217,6 @@ class ProjectUpdated(NamedTuple):
     reapplied: Reapplied | None
     # Disputes sent to adjudication because nobody can give their extra vote (or the cap fell).
     settled: int
-
-
-def _retarget_pairs(*, project: Project, old: int, new: int) -> None:
-    """Open pairs targeted at the old overlap get the new one; a dispute's target (raised by
-    its extra slots) is its own and stays. A pair that took more slots since the check keeps
-    the update from happening at all. Caller holds the project's lock."""
-    pairs = Pair.objects.filter(project=project, target_votes=old, extra_slots=0).exclude(
-        status__in=SETTLED_STATUSES
-    )
-    pairs.alias(taken=F("vote_count") + F("lease_count")).filter(taken__lte=new).update(
-        target_votes=new
-    )
-    if pairs.exists():
-        raise ValidationError(
-            {"overlap": f"Pairs took more than {new} votes and leases meanwhile; try again."}
-        )
 
 
 def _check_role(role: str) -> None:

@@ -7,8 +7,6 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from annotation.agreement.consensus import disputes_settle
@@ -19,7 +17,6 @@ from annotation.core.limits import (
     MIN_PRIORITY,
 )
 from annotation.models import (
-    GOLD_TARGET_VOTES,
     Assignment,
     Membership,
     Pair,
@@ -31,6 +28,7 @@ from annotation.models import (
     Side,
     Vote,
 )
+from annotation.pairs import lifecycle
 from annotation.queue.annotating import leases_free
 
 
@@ -105,8 +103,8 @@ def pairs_set_gold(*, project: Project, pair_ids: Iterable[int], label: str) -> 
         [p for p in pairs if not p.is_gold and (p.status not in GOLD_STATUSES or p.pk in voted)],
         "only pairs nobody has voted on, imported or queued, can become gold.",
     )
-    return Pair.objects.filter(pk__in=[p.pk for p in pairs]).update(
-        is_gold=True, gold_label=label, target_votes=GOLD_TARGET_VOTES, updated_at=timezone.now()
+    return lifecycle.pairs_make_gold(
+        pair_ids=[p.pk for p in pairs], label=label, now=timezone.now()
     )
 
 
@@ -120,12 +118,8 @@ def pairs_clear_gold(*, project: Project, pair_ids: Iterable[int]) -> int:
         [p for p in pairs if p.pk in voted],
         "annotators answered them as gold pairs; correct the label instead.",
     )
-    # Live leases keep their slots: the target never drops below them.
-    return Pair.objects.filter(pk__in=[p.pk for p in pairs]).update(
-        is_gold=False,
-        gold_label="",
-        target_votes=Greatest(project.overlap, F("lease_count")),
-        updated_at=timezone.now(),
+    return lifecycle.pairs_make_ordinary(
+        pair_ids=[p.pk for p in pairs], overlap=project.overlap, now=timezone.now()
     )
 
 
