@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 RESPONSES = ("A", "B")
-# The MMRB2 key of each response's ratings (annotation.imports.parse reads the same keys).
+# The MMRB2 key of each response's ratings (annotation.imports.validate reads the same keys).
 MMRB2_KEYS = {"A": "response_a_ratings", "B": "response_b_ratings"}
 
 

@@ -24,7 +24,6 @@ from annotation.models import (
 # The sources whose reports a new vote changes.
 _VOTE_SOURCES = (ReportSource.ALL, ReportSource.VOTES)
 
-
 # One statement both debounces and says which reports to refresh: it stamps the reports a
 # vote changes whose window is over, and only those.
 _REQUEST_REFRESH_SQL = f"""
@@ -33,16 +32,10 @@ WHERE project_id = %s AND source IN ({", ".join(["%s"] * len(_VOTE_SOURCES))})
   AND (refresh_requested_at IS NULL OR refresh_requested_at <= %s)
 RETURNING source
 """
-
-
 # Seconds between a process's requests for one project's refresh, and when a project was
 # last requested here (``time.monotonic``), by project id.
 REQUEST_GAP_S = 1.0
-
-
 _ASKED: dict[int, float] = {}
-
-
 # How long a queued Recompute holds back the next one when it has not run (a worker that lost
 # it, or one busy for that long): after this, another may be queued.
 RECOMPUTE_PENDING_S = 300

@@ -49,26 +49,15 @@ from annotation.models import (
 
 logger = logging.getLogger(__name__)
 
-
 # Flags on an annotator (docs/agreement.md, "What it holds"): agreement with the others' consensus
 # below this share, a median time per vote below this many seconds, gold accuracy below this.
 LOW_AGREEMENT_BELOW = 0.6
-
-
 TOO_FAST_BELOW_S = 3.0
-
-
 LOW_GOLD_ACCURACY_BELOW = 0.7
-
-
 # Tasks and criteria with the most votes that get a section each; a free-form criterion can
 # be different on every pair, and a section is several alphas with their intervals.
 MAX_GROUPS = 50
-
-
 HISTORY_POINTS = 20
-
-
 PRIOR_RATER = "prior #{}"
 
 

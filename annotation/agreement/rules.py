@@ -18,8 +18,6 @@ from annotation.models import ConsensusRule, Scale
 
 # MMRB2's dispute thresholds on the likert6 scale.
 MMRB2_MAX_SPREAD = 4
-
-
 MMRB2_AMBIGUOUS_MEAN = (3.0, 4.0)
 
 

@@ -25,23 +25,15 @@ SCALE_VALUES: dict[str, tuple[int, ...]] = {
     Scale.TERNARY: (1, 2, 3),
     Scale.LIKERT6: (1, 2, 3, 4, 5, 6),
 }
-
-
 # Side codes index SIDES; a vote's side is the side it leans to (likert6: 4-6 A, 1-3 B, as
 # MMRB2's rubric defines 4 and 3).
 SIDES: tuple[str, ...] = (Side.B, Side.TIE, Side.A)
-
-
 _B, _TIE, _A = range(len(SIDES))
-
-
 _SIDE_OF_VALUE: dict[str, dict[int, int]] = {
     Scale.BINARY: {1: _B, 3: _A},
     Scale.TERNARY: {1: _B, 2: _TIE, 3: _A},
     Scale.LIKERT6: {1: _B, 2: _B, 3: _B, 4: _A, 5: _A, 6: _A},
 }
-
-
 # Votes MMRB2's pairwise agreement leaves out: likert6 3 and 4 ("slightly better, or unsure"),
 # ternary ties.
 UNSURE_VALUES: dict[str, frozenset[int]] = {
@@ -52,14 +44,8 @@ UNSURE_VALUES: dict[str, frozenset[int]] = {
 
 
 BOOTSTRAP_RESAMPLES = 2000
-
-
 BOOTSTRAP_SEED = 0
-
-
 CONFIDENCE = 0.95
-
-
 MIN_SHARED_PAIRS_FOR_KAPPA = 20
 
 
@@ -75,8 +61,6 @@ class AlphaLevel(enum.StrEnum):
 
 # The ``krippendorff`` package's level of measurement for each AlphaLevel.
 _Measure = Literal["nominal", "ordinal", "interval"]
-
-
 _MEASURE: dict[str, _Measure] = {
     AlphaLevel.NOMINAL: "nominal",
     AlphaLevel.ORDINAL: "ordinal",

@@ -19,130 +19,50 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 Cell = str | int | float | None
-
-
 _T = TypeVar("_T")
-
 
 # Geometry, in viewBox units; the SVG scales to its container's width.
 WIDTH = 720
-
-
 PAD = 12
-
-
 FONT_SIZE = 12
-
-
 SMALL_FONT_SIZE = 11
-
-
 CHAR_WIDTH_EM = 0.6  # a generous average glyph width, so fitted labels do not overflow
-
-
 EMPTY_HEIGHT = 80
-
-
 LINE_HEIGHT = 300
-
-
 LINE_LABELS_WIDTH = 112  # right of the plot, for the reference lines' labels
-
-
 LINE_MARKERS_MAX = 60  # more points than this are drawn as a line without dots
-
-
 BAND_POINT_WIDTH = 8  # an interval with no neighbour to join is a bar this wide
-
-
 BAR_ROW = 24
-
-
 REFERENCE_ROW = 14
-
-
 BAR_THICKNESS = 14
-
-
 BAR_LABEL_WIDTH = 180
-
-
 BAR_VALUE_WIDTH_MAX = 280
-
-
 HISTOGRAM_HEIGHT = 260
-
-
 HISTOGRAM_BAR_MAX = 80
-
-
 HISTOGRAM_LABEL_CHARS_MIN = 3  # a category label gets at least this many characters
-
-
 STACK_HEIGHT = 32
-
-
 LEGEND_ROW = 20
-
-
 LEGEND_COLUMN = 232
-
-
 HEATMAP_SIZE = 480
-
-
 HEATMAP_CELL_MAX = 36
-
-
 HEATMAP_LABEL_CHARS = 16
-
-
 HEATMAP_FONT_MIN = 7.0
-
-
 HEATMAP_GRID_CELL_MIN = 4  # smaller cells have no white grid line between them
-
-
 HEATMAP_VALUE_CELL_MIN = 30  # cells at least this wide print their value
-
-
 HEATMAP_TITLED_MAX = 100  # up to this many raters every cell carries its own tooltip
-
-
 HEATMAP_COLOR_STEPS = 20  # beyond, cells take one of this many colours per unit
-
-
 LEGEND_BAR_WIDTH = 200
-
 
 # Colours: text at least 7:1 on white; the flag colour at least 4.5:1.
 TEXT_COLOR = "#1d2330"
-
-
 MUTED_COLOR = "#475467"
-
-
 GRID_COLOR = "#e3e6eb"
-
-
 AXIS_COLOR = "#667085"
-
-
 ACCENT = "#3b5bdb"
-
-
 BAND_OPACITY = 0.18
-
-
 FLAG_COLOR = "#b54708"
-
-
 FLAG_BACKGROUND = "#fde9d9"
-
-
 MISSING_COLOR = "#98a2b3"
-
-
 # Okabe and Ito's colour-blind-safe palette, each with the text colour readable on it.
 PALETTE: tuple[tuple[str, str], ...] = (
     ("#0072b2", "#ffffff"),
@@ -154,8 +74,6 @@ PALETTE: tuple[tuple[str, str], ...] = (
     ("#f0e442", "#1d2330"),
     ("#999999", "#1d2330"),
 )
-
-
 # A diverging red-white-blue scale for values in -1..1 (ColorBrewer RdBu).
 DIVERGING: tuple[tuple[float, str], ...] = (
     (-1.0, "#b2182b"),
@@ -164,29 +82,14 @@ DIVERGING: tuple[tuple[float, str], ...] = (
     (0.5, "#67a9cf"),
     (1.0, "#2166ac"),
 )
-
-
 DARK_CELL = 0.55  # cells further than this from zero get white text
 
-
 NO_DATA = "no data yet"
-
-
 NOT_AVAILABLE = "n/a"
-
-
 ELLIPSIS = "\u2026"
-
-
 FLAG_MARK = "\u25b2"  # drawn before a highlighted bar's label, beside its flags in words
-
-
 CHART_ID = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-
-
 LINK_SCHEMES = frozenset({"", "http", "https"})
-
-
 # Characters XML 1.0 forbids, and line breaks: a label is one line.
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 

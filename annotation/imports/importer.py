@@ -43,9 +43,10 @@ from annotation.imports.archive import ArchiveError, archive_extract
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
 from annotation.imports.media import ImageInfo, MediaError, MediaRecord, MediaStore
 from annotation.imports.omni import omni_record, omni_task
-from annotation.imports.parse import TEXT, PairFileReader, PairSpec, RawRecord, pair_spec
+from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
 from annotation.imports.threads import in_background
+from annotation.imports.validate import TEXT, PairSpec, pair_spec
 from annotation.imports.writer import BulkWriter, RawJson
 from annotation.models import (
     ImportJob,

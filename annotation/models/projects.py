@@ -39,16 +39,10 @@ class Side(models.TextChoices):
 # the column's largest value: more votes than a project has annotators, and the claim (and
 # ``pair_claim_idx``) serve it unchanged.
 GOLD_TARGET_VOTES = 32767
-
-
 # Share of gold pairs an annotator must get right, unless the project sets another.
 DEFAULT_GOLD_MIN_ACCURACY = 0.7
-
-
 # Gold votes an annotator gives before their accuracy is judged: fewer say too little.
 GOLD_MIN_VOTES = 5
-
-
 # A vote given sooner than this after its pair was served is refused; 0 lets any vote in.
 DEFAULT_MIN_SECONDS_PER_VOTE = 0
 

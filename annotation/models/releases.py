@@ -17,17 +17,9 @@ from annotation.models.projects import Project
 # constraint, the path converter (url_converters), the form, the API and the command line all
 # take it from here, so a version that is stored is one a URL can name.
 RELEASE_VERSION_PART_DIGITS = 9
-
-
 RELEASE_VERSION_PART_MAX = 10**RELEASE_VERSION_PART_DIGITS - 1
-
-
 _VERSION_PART = rf"(?:0|[1-9][0-9]{{0,{RELEASE_VERSION_PART_DIGITS - 1}}})"
-
-
 RELEASE_VERSION_REGEX = rf"{_VERSION_PART}\.{_VERSION_PART}\.{_VERSION_PART}"
-
-
 RELEASE_VERSION_PATTERN = rf"^{RELEASE_VERSION_REGEX}$"
 
 

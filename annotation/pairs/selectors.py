@@ -50,11 +50,7 @@ if TYPE_CHECKING:
 
 # Page sizes a curator may pick, and the default one.
 PAIR_PAGE_SIZES = (25, 50, 100, 200)
-
-
 DEFAULT_PAIR_PAGE_SIZE = 50
-
-
 # Sort keys the browser offers (a whitelist: no other column can be sorted on). Each sorts on
 # (key, id), so every row has a unique place and a keyset cursor never skips or repeats one.
 # Statuses sort in lifecycle order; pairs without an ensemble agreement sort lowest.
@@ -82,11 +78,7 @@ PAIR_SORTS: dict[str, PairSort] = {
     ),
     "priority": PairSort("Priority", F("priority"), int),
 }
-
-
 DEFAULT_PAIR_SORT = "id"
-
-
 # A label filter's value for "no label yet".
 NO_LABEL = "none"
 

@@ -47,14 +47,10 @@ from annotation.queue.serving import (
 )
 
 UNDO_SECONDS = 60
-
-
 NOTHING_TO_UNDO = (
     f"Nothing to undo: a vote or a skip can be undone for {UNDO_SECONDS} seconds,"
     " while its pair is open and has room for you."
 )
-
-
 # Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
 SWEEP_BATCH = 200
 
@@ -130,18 +126,12 @@ WHERE id = {NEXT_PAIR_SQL}
   AND target_votes > (vote_count + lease_count)
 RETURNING id
 """
-
-
 _ANY_CLAIMABLE_SQL = f"""
 SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s LIMIT 1
 """
-
-
 # PostgreSQL: how often a claim that found every free pair locked looks again. Waiting on the
 # locks instead would deadlock: a waiter keeps the locks of rows it stepped past.
 LOCKED_RETRIES = 12
-
-
 LOCKED_RETRY_S = 0.005
 
 

@@ -15,11 +15,7 @@ from django.db import models
 # multiplier, about the modulus over the golden ratio, is coprime to it), so consecutive
 # blocks land far apart and a project's blocks are not served in the order of its import.
 CLAIM_KEY_MODULUS = 2_147_483_647
-
-
 CLAIM_KEY_MULTIPLIER = 1_327_217_884
-
-
 CLAIM_BLOCK_PAIRS = 64
 
 

@@ -66,13 +66,9 @@ def local_midnight(now):
 
 
 SKIP_LIST_LIMIT = 100
-
-
 # A median time per vote below this is implausibly short for comparing two responses (unless
 # the project sets its own minimum per vote); judged once an annotator has this many votes.
 FAST_MEDIAN_SECONDS = 3
-
-
 FAST_MIN_VOTES = 5
 
 
@@ -302,8 +298,6 @@ def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> l
 
 # Disputes listed on the Queue page.
 WAITING_DISPUTES_LIMIT = 50
-
-
 # A dispute back with the annotators for an extra vote (counted by the overviews).
 WAITING_DISPUTE = Q(is_gold=False, extra_slots__gt=0, status__in=OPEN_STATUSES)
 

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 
 
 OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
-
-
 # Pairs that reached the annotators, whose votes count towards a task's progress.
 ANNOTATION_STATUSES = (*OPEN_STATUSES, PairStatus.CONSENSUS, PairStatus.DISPUTED)
 
@@ -84,26 +82,16 @@ def claimable_params(*, project: Project, annotator) -> list:
 # entries of the same index, ranked. ``{lock}``: the claim's row lock, on the pair taken.
 # Params: ``next_pair_params()``.
 CLAIM_KEY_SQL = CLAIM_KEY_TEMPLATE % {"expressions": "p.id"}
-
-
 CLAIM_RANK_SQL = f"(((p.id %% {CLAIM_KEY_MODULUS}) * %s + %s) %% {CLAIM_KEY_MODULUS})"
-
-
 _CLAIMABLE_NOW = f"{CLAIMABLE_WHERE} AND p.is_gold = %s"
-
-
 _IN_TOP_PRIORITY = f"""{_CLAIMABLE_NOW} AND p.priority = (
         SELECT p.priority FROM {Pair._meta.db_table} p
         WHERE {_CLAIMABLE_NOW} ORDER BY p.priority DESC LIMIT 1)"""
-
-
 _BLOCK_FROM_CURSOR = f"""COALESCE(
     (SELECT {CLAIM_KEY_SQL} FROM {Pair._meta.db_table} p
      WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} >= %s ORDER BY {CLAIM_KEY_SQL} LIMIT 1),
     (SELECT {CLAIM_KEY_SQL} FROM {Pair._meta.db_table} p
      WHERE {_IN_TOP_PRIORITY} ORDER BY {CLAIM_KEY_SQL} LIMIT 1))"""
-
-
 NEXT_PAIR_SQL = f"""(SELECT p.id FROM {Pair._meta.db_table} p
     WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} = {_BLOCK_FROM_CURSOR}
     ORDER BY {CLAIM_RANK_SQL} LIMIT 1 {{lock}})"""
@@ -141,8 +129,6 @@ FREE_ANNOTATOR_WHERE = f"""
     AND NOT EXISTS (
         SELECT 1 FROM {Skip._meta.db_table} s WHERE s.pair_id = p.id AND s.annotator_id = m.user_id)
 """
-
-
 # Pair ids per query of the annotators left on pairs (SQLite's limit on parameters).
 _FREE_BATCH = 500
 

@@ -34,18 +34,11 @@ from annotation.releases.rows import selection_is_empty
 from annotation.releases.selection import Selection, check_selection, describe_selection
 
 Status = Release.Status
-
-
 # From where a build may start: never a published release, never one already building.
 BUILDABLE = (Status.DRAFT, Status.BUILT, Status.FAILED)
-
-
 _VERSION = re.compile(RELEASE_VERSION_PATTERN)
-
-
 # A build writes its progress onto the release at most this often.
 PROGRESS_INTERVAL_S = 0.5
-
 
 ReleaseProgress = Callable[[int, int, str], None]
 
