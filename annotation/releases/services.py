@@ -243,7 +243,7 @@ def release_builds_fail_stalled() -> int:
     """Periodic: builds with no progress for ARBITER_STALLED_AFTER_S lost their worker; they
     are marked failed (a build is cheap to start again), and the work folders of builds no
     longer running, which a killed build leaves, are removed. Returns how many failed."""
-    from annotation.releases.build import build_folders, remove_build_folders
+    from annotation.releases.build import build_folders, remove_build_folders  # pyarrow, as above
 
     stale = timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
     ids = list(
@@ -273,7 +273,7 @@ def release_publish(*, release: Release, user) -> Release:
     recorded at build time, then it is frozen (no save, update or delete ever again, by any
     code). Conflict when it is not built or its files no longer verify. The caller checked
     that ``user`` may publish (curators and researchers of the project)."""
-    from annotation.releases.archive import verify_folder
+    from annotation.releases.archive import verify_folder  # pyarrow, through the writer
 
     locked = Release.objects.select_for_update().get(pk=release.pk)
     if locked.status != Status.BUILT:
