@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from annotation import models
-from annotation.scales import LIKERT6_LABELS, on_screen_vote
+from annotation.core.scales import LIKERT6_LABELS, on_screen_vote
 
 THUMBNAIL_SIDE = 64  # px, in the media list
 PREVIEW_SIDE = 480  # px, on a medium's own page

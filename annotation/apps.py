@@ -10,7 +10,7 @@ class AnnotationConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
 
-        from annotation.password_change import remember_at_login
+        from annotation.accounts.password_change import remember_at_login
 
         # Every way of logging in (the login page, the admin's, tests' force_login) ends in
         # django.contrib.auth.login, which sends this.

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from celery import Task, shared_task
 
-from annotation.errors import Conflict
+from annotation.agreement.refresh import agreement_refreshes_send_lost as refreshes_send_lost
+from annotation.agreement.refresh import agreement_report_recompute
+from annotation.core.errors import Conflict
 from annotation.imports.jobs import import_job_fail, import_job_run, import_jobs_resume_stalled
 from annotation.models import ImportJob, Project, Release
-from annotation.services.agreement_report import agreement_report_recompute
+from annotation.releases.services import release_build, release_build_fail
+from annotation.releases.services import release_builds_fail_stalled as builds_fail_stalled
 
 
 class _ImportTask(Task):
@@ -18,7 +21,9 @@ class _ImportTask(Task):
         )
 
 
-@shared_task(base=_ImportTask, acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    name="annotation.tasks.import_run", base=_ImportTask, acks_late=True, reject_on_worker_lost=True
+)
 def import_run(job_id: int) -> None:
     """Imports an uploaded file. Safe to run twice: a finished job is left alone, and a
     redelivered one (after a crash, which rolled the import back) runs again."""
@@ -48,27 +53,26 @@ def agreement_report_refresh(project_id: int, source: str) -> None:
 def agreement_refreshes_send_lost() -> None:
     """Periodic (Celery beat): asks again for the refreshes asked for while the broker was
     down, which would otherwise wait for the next vote."""
-    from annotation.services.agreement_report import agreement_refreshes_send_lost as send
-
-    send()
+    refreshes_send_lost()
 
 
 class _ReleaseBuildTask(Task):
     def on_failure(self, exc, task_id, args, kwargs, einfo):
-        from annotation.services.releases import release_build_fail
-
         release_build_fail(
             release_id=args[0] if args else kwargs["release_id"],
             message=f"The build task failed ({type(exc).__name__}).",
         )
 
 
-@shared_task(base=_ReleaseBuildTask, acks_late=True, reject_on_worker_lost=True)
+@shared_task(
+    name="annotation.tasks.release_build_run",
+    base=_ReleaseBuildTask,
+    acks_late=True,
+    reject_on_worker_lost=True,
+)
 def release_build_run(release_id: int) -> None:
     """Builds a queued release. Safe to run twice: only the run that moves it from queued to
     building builds; a redelivered task finds it building or built and returns."""
-    from annotation.services.releases import release_build
-
     release = Release.objects.select_related("project").filter(pk=release_id).first()
     if release is None or release.status != Release.Status.QUEUED:
         return
@@ -81,6 +85,4 @@ def release_build_run(release_id: int) -> None:
 @shared_task(name="annotation.release_builds_fail_stalled")
 def release_builds_fail_stalled() -> None:
     """Periodic (Celery beat): builds whose worker died are marked failed."""
-    from annotation.services.releases import release_builds_fail_stalled as fail_stalled
-
-    fail_stalled()
+    builds_fail_stalled()

@@ -2,20 +2,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation import url_converters  # noqa: F401 - registers <version:...>
-from annotation.views import (
-    accounts,
-    adjudication,
-    agreement,
-    curator,
-    home,
-    imports,
-    media,
-    pairs,
-    releases,
-    settings,
-    workbench,
-)
+from annotation.accounts import views as accounts
+from annotation.agreement.views import adjudication
+from annotation.agreement.views import report as agreement
+from annotation.core import url_converters  # noqa: F401 - registers <version:...>
+from annotation.imports import views as imports
+from annotation.media import views as media
+from annotation.pairs import views as pairs
+from annotation.projects.views import home, settings
+from annotation.queue.views import curator, workbench
+from annotation.releases import views as releases
 
 urlpatterns = [
     path("", home.home, name="home"),

@@ -63,9 +63,9 @@ def load(*, slug: str, pairs: int, annotators: int, seed: int) -> int:
     from django.db import connection
     from django.utils import timezone
 
-    from annotation.content import prompt_id, response_id, text_part
+    from annotation.core.content import prompt_id, response_id, text_part
     from annotation.models import Pair, PairStatus, Prompt, Response, Role, Vote
-    from annotation.services.projects import member_add, project_create
+    from annotation.projects.services import member_add, project_create
 
     project = project_create(slug=slug, name=f"Agreement benchmark {slug}", scale="likert6")
     member_add(project=project, username=f"{slug}-researcher", role=Role.RESEARCHER)
@@ -146,8 +146,8 @@ def measure(slug: str) -> dict:
     from django.test import Client
     from rest_framework.test import APIClient
 
+    from annotation.agreement.refresh import agreement_report_recompute
     from annotation.models import Project
-    from annotation.services.agreement_report import agreement_report_recompute
 
     project = Project.objects.get(slug=slug)
     start = time.perf_counter()

@@ -1,4 +1,5 @@
-"""How fast the agreement statistics are on a large project (``annotation/agreement.py``).
+"""How fast the agreement statistics are on a large project
+(``annotation/agreement/statistics.py``).
 
 Builds 1,000,002 synthetic likert6 votes with numpy (333,334 pairs x 3 of 30 annotators, each
 pair with a latent preference plus per-vote noise, so agreement is moderate; a time on task per
@@ -71,7 +72,8 @@ def main() -> None:
     parser.add_argument("--consensus-sample", type=int, default=20_000)
     args = parser.parse_args()
     setup_django()
-    from annotation import agreement
+    from annotation.agreement import rules
+    from annotation.agreement import statistics as agreement
 
     votes = synthetic_votes(pairs=args.pairs, annotators=args.annotators, seed=args.seed)
     print(f"{len(votes['values']):,} votes on {args.pairs:,} pairs by {args.annotators} annotators")
@@ -104,7 +106,7 @@ def main() -> None:
     sample = votes["values"][: args.consensus_sample * 3].reshape(-1, 3).tolist()
     start = time.perf_counter()
     for values in sample:
-        agreement.consensus(values, scale="likert6", rule="mmrb2", min_agree=2)
+        rules.consensus(values, scale="likert6", rule="mmrb2", min_agree=2)
     per_pair = (time.perf_counter() - start) / len(sample)
     print(f"  consensus (mmrb2), per pair          {per_pair * 1e6:7.2f} us")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -55,9 +55,9 @@ def create_fixture(*, slug: str, pairs: int, overlap: int, annotators: int) -> l
     """The project, its queued text pairs and annotators; returns the annotators' API tokens."""
     from rest_framework.authtoken.models import Token
 
-    from annotation.content import prompt_id, response_id, text_part
+    from annotation.core.content import prompt_id, response_id, text_part
     from annotation.models import Pair, PairStatus, Prompt, Response, Role
-    from annotation.services.projects import member_add, project_create
+    from annotation.projects.services import member_add, project_create
 
     project = project_create(slug=slug, name=f"Load benchmark {slug}", overlap=overlap)
     prompts, responses, rows = [], [], []

@@ -45,9 +45,9 @@ def setup_django() -> None:
 
 def load(*, slug: str, pairs: int, seed: int):
     """The project, its pairs in consensus, the judge and its cached verdicts."""
-    from annotation.content import prompt_id, response_id, text_part
+    from annotation.core.content import prompt_id, response_id, text_part
     from annotation.models import Pair, PairStatus, Prompt, Response
-    from annotation.services.projects import project_create
+    from annotation.projects.services import project_create
     from judges.models import FilterRun, Judge, Verdict
 
     rng = random.Random(seed)

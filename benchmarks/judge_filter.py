@@ -52,7 +52,7 @@ def clear() -> None:
 
 def make_project(n_pairs: int):
     """A fresh project with ``n_pairs`` imported text pairs (half favour A, half B)."""
-    from annotation.content import prompt_id, response_id, text_part
+    from annotation.core.content import prompt_id, response_id, text_part
     from annotation.models import Pair, Project, Prompt, Response
 
     clear()

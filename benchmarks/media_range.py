@@ -58,7 +58,7 @@ def write_media(size: int, seed: int):
     from django.conf import settings
 
     from annotation.models import Media, ProjectMedia
-    from annotation.services.projects import member_add, project_create
+    from annotation.projects.services import member_add, project_create
 
     project = project_create(slug=SLUG, name="Media range benchmark", scale="ternary")
     user = member_add(project=project, username=f"{SLUG}-annotator", role="annotator").membership

@@ -47,9 +47,9 @@ def load(*, slug: str, pairs: int, seed: int) -> int:
     from django.db import connection
     from django.utils import timezone
 
-    from annotation.content import prompt_id, response_id, text_part
+    from annotation.core.content import prompt_id, response_id, text_part
     from annotation.models import Pair, PairStatus, Prompt, Response, Role, Vote
-    from annotation.services.projects import member_add, project_create
+    from annotation.projects.services import member_add, project_create
 
     project = project_create(slug=slug, name=f"Model leaderboard benchmark {slug}")
     member_add(project=project, username=f"{slug}-researcher", role=Role.RESEARCHER)

@@ -67,7 +67,7 @@ def time_page(client, url: str, runs: int) -> list[float]:
 def deep_page_url(client, base: str, project) -> str:
     """The URL of a page half-way through the pairs sorted by votes, found by its cursor."""
     from annotation.models import Pair
-    from annotation.selectors import cursor_encode
+    from annotation.pairs.selectors import cursor_encode
 
     middle = Pair.objects.filter(project=project).order_by("vote_count", "id")
     row = middle.values_list("vote_count", "id")[middle.count() // 2]

@@ -28,8 +28,8 @@ SPLITS = "train=0.8,test=0.2"
 
 def prepare(slug: str, pairs: int, seed: int) -> None:
     from annotation.models import Pair, PairStatus, Project, Role
-    from annotation.services.projects import member_add
-    from annotation.services.releases import release_build, release_create, release_publish
+    from annotation.projects.services import member_add
+    from annotation.releases.services import release_build, release_create, release_publish
 
     load(kind="text", slug=slug, pairs=pairs, seed=seed)
     project = Project.objects.get(slug=slug)

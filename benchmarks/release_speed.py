@@ -86,9 +86,15 @@ def load(*, kind: str, slug: str, pairs: int, seed: int) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from annotation.content import canonical_json, image_part, prompt_id, response_id, text_part
+    from annotation.core.content import (
+        canonical_json,
+        image_part,
+        prompt_id,
+        response_id,
+        text_part,
+    )
     from annotation.models import Pair, PairStatus, Prompt, Response, Role, Vote
-    from annotation.services.projects import member_add, project_create
+    from annotation.projects.services import member_add, project_create
 
     project = project_create(slug=slug, name=f"Release benchmark {slug}", scale="ternary")
     users = [
@@ -193,7 +199,7 @@ def peak_rss_mb() -> float:
 def measure(slug: str, version: str) -> dict:
     """In a process of its own: create and build one release; the build alone is timed."""
     from annotation.models import Project
-    from annotation.services.releases import release_build, release_create
+    from annotation.releases.services import release_build, release_create
 
     project = Project.objects.get(slug=slug)
     release = release_create(

@@ -1,6 +1,6 @@
 """The one place that turns domain errors into HTTP answers (docs/api.md, "Errors").
 
-Services raise ``annotation.errors`` kinds or Django's ``ValidationError``; the REST API maps
+Services raise ``annotation.core.errors`` kinds or Django's ``ValidationError``; the REST API maps
 them here through DRF's ``EXCEPTION_HANDLER`` and pages through ``status_for``, so every
 endpoint answers a refusal with the same status and a ``{"detail": ...}`` body.
 """
@@ -15,8 +15,8 @@ from django.views import defaults
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from annotation import errors
-from annotation.access import get_project_for_user
+from annotation.core import errors
+from annotation.core.access import get_project_for_user
 from annotation.models import Project
 
 _STATUS = (

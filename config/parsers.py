@@ -7,11 +7,11 @@ from __future__ import annotations
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
-from annotation.json_input import JsonRefused, json_loads
+from annotation.core.json_input import JsonRefused, json_loads
 
 
 class JsonParser(BaseParser):
-    """DRF's ``JSONParser`` with ``annotation.json_input.json_loads`` (orjson) instead of
+    """DRF's ``JSONParser`` with ``annotation.core.json_input.json_loads`` (orjson) instead of
     ``json``: the same media type, the stricter reading."""
 
     media_type = "application/json"

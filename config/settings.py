@@ -107,21 +107,21 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.logging.RequestLogMiddleware",
-    "annotation.middleware.RequestAddressMiddleware",
+    "annotation.core.middleware.RequestAddressMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # After authentication (a curator may send more), and refusing in __call__, so before any
     # process_view: CsrfViewMiddleware reads request.POST there, and the view after it.
-    "annotation.middleware.RequestBodyLimitMiddleware",
+    "annotation.core.middleware.RequestBodyLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
     # After authentication and messages: a one-time password is changed before anything else.
-    "annotation.password_change.PasswordChangeMiddleware",
+    "annotation.accounts.password_change.PasswordChangeMiddleware",
 ]
 
 if PRODUCTION:
@@ -198,13 +198,13 @@ STORAGES = {
         )
     },
 }
-# Media is never served by URL from this folder: annotation.views.media checks membership.
+# Media is never served by URL from this folder: annotation.media.views checks membership.
 MEDIA_ROOT = Path(env_str("ARBITER_MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "/media-files-are-not-public/"
 # After the membership check, hand the bytes to the web server instead of streaming them from
 # Django (docs/operations.md, "Media through the web server"): nginx gets X-Accel-Redirect to
 # the internal location ARBITER_MEDIA_ACCEL_PREFIX, Apache and lighttpd get X-Sendfile.
-# The modes are annotation.downloads.HAND_OFF_MODES; settings import no app code.
+# The modes are annotation.core.downloads.HAND_OFF_MODES; settings import no app code.
 ARBITER_MEDIA_ACCEL = env_choice("ARBITER_MEDIA_ACCEL", "off", ("off", "nginx", "apache"))
 ARBITER_MEDIA_ACCEL_PREFIX = env_str("ARBITER_MEDIA_ACCEL_PREFIX", "/internal-media/")
 if not (ARBITER_MEDIA_ACCEL_PREFIX.startswith("/") and ARBITER_MEDIA_ACCEL_PREFIX.endswith("/")):
@@ -212,7 +212,7 @@ if not (ARBITER_MEDIA_ACCEL_PREFIX.startswith("/") and ARBITER_MEDIA_ACCEL_PREFI
         f"ARBITER_MEDIA_ACCEL_PREFIX={ARBITER_MEDIA_ACCEL_PREFIX!r} must start and end with /"
     )
 
-# Request bodies (annotation/middleware.py, docs/operations.md "Request body limits"): any
+# Request bodies (annotation/core/middleware.py, docs/operations.md "Request body limits"): any
 # request may declare at most ARBITER_MAX_REQUEST_BYTES; only a project's curators may send up
 # to ARBITER_MAX_UPLOAD_BYTES, and only to its import endpoints. Form fields and JSON bodies
 # (DATA_UPLOAD_MAX_MEMORY_SIZE, which leaves out file parts) fit within the request limit.
@@ -373,10 +373,10 @@ ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "relea
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
 # The claim's statement is prepared once per database connection on PostgreSQL
-# (annotation/prepared.py); off behind a pooler that resets sessions.
+# (annotation/core/prepared.py); off behind a pooler that resets sessions.
 ARBITER_PREPARED_STATEMENTS = env_bool("ARBITER_PREPARED_STATEMENTS", True)
 
-# Agreement reports (annotation/services/agreement_report.py, docs/agreement.md "The report"):
+# Agreement reports (annotation/agreement/refresh.py, docs/agreement.md "The report"):
 # after a vote, a cached report is refreshed once this many seconds have passed, by one task
 # for all the votes of that window.
 ARBITER_AGREEMENT_DEBOUNCE_S = env_int("ARBITER_AGREEMENT_DEBOUNCE_S", 30)

@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.views.home import favicon, healthz
+from annotation.projects.views.home import favicon, healthz
 from config.errors import api_not_found, page_not_found, permission_denied, server_error
 
 api_v1 = [

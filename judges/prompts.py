@@ -11,7 +11,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from annotation.content import MEDIA_PART_TYPES
+from annotation.core.content import MEDIA_PART_TYPES
 from judges.backends.base import JudgeItem
 
 FAMILIES = ("t2i", "edit", "interleaved", "reasoning", "text")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown
 
-from annotation.failures import describe_error, record_failure
+from annotation.core.failures import describe_error, record_failure
 from judges.evaluation import services as evaluations
 from judges.reward_model import services as training
 from judges.runs import services as runs

@@ -5,9 +5,9 @@ from __future__ import annotations
 import factory
 from django.contrib.auth import get_user_model
 
-from annotation.content import prompt_id, response_id, text_part
+from annotation.core.content import prompt_id, response_id, text_part
+from annotation.core.search import search_words, text_parts
 from annotation.models import Membership, Pair, PairStatus, Project, Prompt, Response, Role
-from annotation.search import search_words, text_parts
 
 
 class UserFactory(factory.django.DjangoModelFactory):

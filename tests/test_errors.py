@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client, override_settings
 from django.urls import path
 
-from annotation import errors
+from annotation.core import errors
 from config.errors import api_exception_handler, status_for
 from config.urls import handler500  # noqa: F401 - the real handler, for this URLconf
 from config.urls import urlpatterns as real_urlpatterns

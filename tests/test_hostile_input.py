@@ -24,11 +24,11 @@ from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, reso
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
+from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.models import Assignment, ImportJob, ProjectMedia, Release
-from annotation.services import queue
-from annotation.views.agreement import CHARTS, TABLES
-from annotation.views.curator import ACTIONS
-from annotation.views.pairs import BULK_ACTIONS
+from annotation.pairs.views import BULK_ACTIONS
+from annotation.queue import annotating as queue
+from annotation.queue.views.curator import ACTIONS
 from judges.best_of_n.services import best_of_n_run
 from judges.evaluation.services import judge_evaluation_create
 from judges.models import FilterRun, Judge, TrainingRun

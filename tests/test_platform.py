@@ -91,7 +91,7 @@ def test_healthz_reports_database_and_broker(client, db):
 
 
 def test_healthz_reports_broken_broker(client, db, monkeypatch):
-    from annotation.views import home
+    from annotation.projects.views import home
 
     def broken():
         raise ConnectionRefusedError("no broker")

@@ -2,16 +2,14 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotation import url_converters  # noqa: F401 - registers <version:...>
-from annotation.api import (
-    adjudication,
-    agreement,
-    imports,
-    leaderboard,
-    projects,
-    queue,
-    releases,
-)
+from annotation.agreement.api import adjudication
+from annotation.agreement.api import report as agreement
+from annotation.core import url_converters  # noqa: F401 - registers <version:...>
+from annotation.imports import api as imports
+from annotation.leaderboard import api as leaderboard
+from annotation.projects import api as projects
+from annotation.queue import api as queue
+from annotation.releases import api as releases
 
 urlpatterns = [
     path("projects/", projects.ProjectListApi.as_view(), name="api-projects"),

@@ -26,7 +26,8 @@ from typing import BinaryIO
 from django.conf import settings
 from django.db import connection, transaction
 
-from annotation.content import (
+from annotation.agreement.consensus import ImportConsensus
+from annotation.core.content import (
     AV_PART_TYPES,
     canonical_json,
     image_part,
@@ -35,15 +36,17 @@ from annotation.content import (
     response_id,
     text_part,
 )
+from annotation.core.search import search_words
 from annotation.imports import progress as job_records
 from annotation.imports import sql
 from annotation.imports.archive import ArchiveError, archive_extract
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
 from annotation.imports.media import ImageInfo, MediaError, MediaRecord, MediaStore
 from annotation.imports.omni import omni_record, omni_task
-from annotation.imports.parse import TEXT, PairFileReader, PairSpec, RawRecord, pair_spec
+from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
 from annotation.imports.threads import in_background
+from annotation.imports.validate import TEXT, PairSpec, pair_spec
 from annotation.imports.writer import BulkWriter, RawJson
 from annotation.models import (
     ImportJob,
@@ -56,9 +59,7 @@ from annotation.models import (
     Prompt,
     Response,
 )
-from annotation.search import search_words
-from annotation.services.consensus import ImportConsensus
-from annotation.services.pairs import Decision
+from annotation.pairs.lifecycle import Decision
 
 logger = logging.getLogger(__name__)
 

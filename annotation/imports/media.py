@@ -28,8 +28,8 @@ from PIL import Image, UnidentifiedImageError
 from annotation.imports.av_media import AvMediaError, av_inspect, av_strip, file_sha256
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.glb import GlbError, glb_inspect, glb_strip
-from annotation.imports.parse import is_url
 from annotation.imports.strip import metadata_strip
+from annotation.imports.validate import is_url
 from annotation.models import Media
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from annotation.imports.parse import AUDIO, IMAGE, MODEL3D, TEXT, VIDEO
+from annotation.imports.validate import AUDIO, IMAGE, MODEL3D, TEXT, VIDEO
 
 # File stem (without "_preferences") -> the paper's task name, and the kind of its responses.
 OMNI_TASKS: dict[str, tuple[str, str]] = {

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
-from annotation.charts import Bar, Chart, Reference, bars, heatmap
+from annotation.charts.bars import bars
+from annotation.charts.heatmap import heatmap
+from annotation.charts.markup import Bar, Chart, Reference
 from annotation.leaderboard.bradley_terry import ELO_MEAN
 from annotation.leaderboard.selectors import ModelLeaderboard
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 
+from annotation.core.spreadsheets import csv_response
 from annotation.leaderboard.selectors import ModelLeaderboard
-from annotation.spreadsheets import csv_response
 
 HEADER = ("rank", "model", "score", "low", "high", "wins", "losses", "ties", "pairs")
 

@@ -5,7 +5,7 @@ to date row by row)."""
 
 from django.db import migrations
 
-import annotation.search
+import annotation.core.search
 
 BATCH = 2000
 INDEX = "pair_search_idx"
@@ -33,9 +33,9 @@ def fill_search_words(apps, schema_editor):
             return
         last = rows[-1][0]
         words = {
-            pk: annotation.search.search_words(
+            pk: annotation.core.search.search_words(
                 external_id=external_id,
-                texts=annotation.search.text_parts(content),
+                texts=annotation.core.search.text_parts(content),
                 model_names=(model_a, model_b),
             )
             for pk, external_id, content, model_a, model_b in rows
@@ -76,7 +76,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="pair",
             name="search_words",
-            field=annotation.search.SearchWordsField(blank=True, default="", editable=False),
+            field=annotation.core.search.SearchWordsField(blank=True, default="", editable=False),
         ),
         migrations.RunPython(fill_search_words, migrations.RunPython.noop, elidable=True),
         migrations.RunPython(create_index, drop_index),

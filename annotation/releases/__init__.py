@@ -2,4 +2,6 @@
 rows read from the database (``rows``), the files written (``formats``, ``writer``, ``card``),
 the manifest and archive (``archive``), a built release read back (``read``)
 and its files listed for downloads (``files``). The services
-that create, build and publish a ``Release`` are ``annotation.services.releases``."""
+that create, build and publish a ``Release`` are ``services``, its reads ``selectors``, and
+``diff`` and ``downloads`` serve the pages and API; imports core, models, agreement, imports,
+leaderboard and projects."""

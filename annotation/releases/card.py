@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from annotation.agreement import (
+from annotation.agreement.statistics import (
     AlphaLevel,
     Ratings,
     bootstrap_alpha_ci,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from annotation.errors import Conflict, NotFound
+from annotation.core.errors import Conflict, NotFound
 from annotation.models import Release
 from annotation.releases.read import MANIFEST
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from annotation.errors import InvalidInput
+from annotation.core.errors import InvalidInput
 from annotation.models import Side
 
 IMAGES_DIR = "images"

@@ -14,7 +14,8 @@ import orjson
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from annotation.agreement import SCALE_VALUES, side_of_value
+from annotation.agreement.prior_ratings import mmrb2_ratings
+from annotation.agreement.statistics import SCALE_VALUES, side_of_value
 from annotation.models import (
     Adjudication,
     Pair,
@@ -26,7 +27,6 @@ from annotation.models import (
     Side,
     Vote,
 )
-from annotation.prior_ratings import mmrb2_ratings
 from annotation.releases.formats import ReleasePair, ReleaseResponse
 from annotation.releases.selection import Selection
 

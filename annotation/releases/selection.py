@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from annotation.errors import InvalidInput
+from annotation.core.errors import InvalidInput
 
 SPLIT_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 MAX_SPLITS = 8

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django import template
 
-from annotation.markdown import render_markdown
-from annotation.navigation import project_tabs
+from annotation.core.markdown import render_markdown
+from annotation.core.navigation import project_tabs
 
 register = template.Library()
 

@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import STAFF_ROLES, get_project_for_user
+from annotation.core.access import STAFF_ROLES, get_project_for_user
 from judges.best_of_n.services import (
     MAX_API_CALLS,
     METHODS,

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 
-from annotation.content import image_part, text_part
-from annotation.json_input import JsonRefused, json_loads, text_refusal
+from annotation.core.content import image_part, text_part
+from annotation.core.json_input import JsonRefused, json_loads, text_refusal
 from annotation.models import Media, Project, ProjectMedia
 from judges import backends
 from judges.backends.base import JudgeItem, JudgeResult, Order, judge_judgeable

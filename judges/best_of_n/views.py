@@ -11,8 +11,8 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotation.access import STAFF_ROLES, get_project_for_user
-from annotation.spreadsheets import csv_response
+from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.core.spreadsheets import csv_response
 from judges.best_of_n.forms import BestOfNForm
 from judges.best_of_n.services import MAX_API_CALLS, best_of_n_run, parse_jsonl
 from judges.core.forms import add_service_errors

@@ -1,5 +1,5 @@
 """Access to filter runs, judge evaluations and training runs goes through the project's
-access check (annotation.access)."""
+access check (annotation.core.access)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from django.http import Http404
 
-from annotation.access import STAFF_ROLES, get_project_for_user
+from annotation.core.access import STAFF_ROLES, get_project_for_user
 from judges.models import FilterRun, JudgeEvaluation, TrainingRun
 
 

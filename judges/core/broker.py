@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from annotation.errors import Unavailable
+from annotation.core.errors import Unavailable
 
 
 class BrokerUnavailable(Unavailable):

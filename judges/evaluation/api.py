@@ -16,8 +16,8 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import STAFF_ROLES, get_project_for_user
-from annotation.middleware import allows_large_upload
+from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.core.middleware import allows_large_upload
 from judges.core.access import get_evaluation_for_user
 from judges.core.api import BROKER_DOWN_RESPONSE
 from judges.evaluation.judgement_import import judgements_import_text

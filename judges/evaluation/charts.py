@@ -4,7 +4,8 @@ annotation's SVG charts: dual accuracy per judge and position bias per judge, ea
 
 from __future__ import annotations
 
-from annotation.charts import Bar, Chart, Reference, bars
+from annotation.charts.bars import bars
+from annotation.charts.markup import Bar, Chart, Reference
 from judges.models import JudgeEvaluation
 
 CHANCE = Reference(0.5, "chance")

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from annotation.json_input import JsonRefused, json_loads
+from annotation.core.json_input import JsonRefused, json_loads
 from annotation.models import Pair, Project
 from judges.evaluation.scoring import LABELS, ORDERS
 from judges.models import Judge, Judgement

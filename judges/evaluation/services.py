@@ -23,9 +23,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.broker import task_publish
+from annotation.core.broker import task_publish
 from annotation.models import Pair, PairStatus, Project, Release
-from annotation.services.releases import release_rows
+from annotation.releases.selectors import release_rows
 from judges.core.broker import BrokerUnavailable
 from judges.evaluation.scoring import (
     DEFAULT_SEED,

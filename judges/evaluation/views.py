@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from annotation.access import STAFF_ROLES, get_project_for_user
+from annotation.core.access import STAFF_ROLES, get_project_for_user
 from annotation.leaderboard.page import model_board_context
 from annotation.models import Pair, Release
 from judges.core.views import submit

@@ -11,8 +11,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import STAFF_ROLES, get_project_for_user
-from annotation.api.strict import StrictInputSerializer
+from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.core.strict import StrictInputSerializer
 from judges.core.access import get_training_run_for_user
 from judges.core.api import BROKER_DOWN_RESPONSE
 from judges.models import TrainingRun

@@ -24,7 +24,7 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotation.broker import task_publish
+from annotation.core.broker import task_publish
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from judges.core.broker import BrokerUnavailable
 from judges.models import Judge, TrainingRun

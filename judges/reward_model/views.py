@@ -12,8 +12,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
-from annotation.access import STAFF_ROLES, get_project_for_user
-from annotation.charts import BandPoint, Chart, Reference, line_with_band
+from annotation.charts.line import line_with_band
+from annotation.charts.markup import BandPoint, Chart, Reference
+from annotation.core.access import STAFF_ROLES, get_project_for_user
 from config.errors import status_for
 from judges.core.access import get_training_run_for_user
 from judges.core.broker import BrokerUnavailable

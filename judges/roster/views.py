@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
-from annotation.access import STAFF_ROLES, get_project_for_user, is_operator
+from annotation.core.access import STAFF_ROLES, get_project_for_user, is_operator
 from judges.core.forms import add_service_errors
 from judges.models import Judge
 from judges.roster.forms import JudgeForm

@@ -1,5 +1,5 @@
 """Filter runs over the REST API: curators start and cancel runs, curators and researchers
-watch them. Projects are fetched through annotation.access like every other endpoint."""
+watch them. Projects are fetched through annotation.core.access like every other endpoint."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.models import Pair
 from judges.core.access import get_run_for_user
 from judges.core.api import BROKER_DOWN_RESPONSE

@@ -24,9 +24,9 @@ from django.db.models.functions import Coalesce
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from annotation.broker import task_publish
+from annotation.core.broker import task_publish
 from annotation.models import Pair, PairStatus, Project
-from annotation.services.pairs import (
+from annotation.pairs.lifecycle import (
     EnsembleOutcome,
     pairs_apply_ensemble,
     pairs_return_to_imported,

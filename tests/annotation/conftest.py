@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.errors import Unavailable
-from annotation.services.releases import release_publish
+from annotation.core.errors import Unavailable
+from annotation.releases.services import release_publish
 from tests.annotation.release_support import built_release, releasable_project
 
 
@@ -24,9 +24,9 @@ def published(filled, dave):
 
 @pytest.fixture
 def task_queue_down(monkeypatch):
-    """The task broker refuses every task, as ``annotation.broker`` reports it."""
+    """The task broker refuses every task, as ``annotation.core.broker`` reports it."""
 
     def refuse(*args, **kwargs):
         raise Unavailable("The task queue is unreachable (connection refused).")
 
-    monkeypatch.setattr("annotation.services.releases.task_publish", refuse)
+    monkeypatch.setattr("annotation.releases.services.task_publish", refuse)

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from PIL import Image
 
-from annotation.content import image_part, text_part
+from annotation.core.content import image_part, text_part
 from annotation.models import Media, PairStatus, ProjectMedia, Role
 from tests.factories import MembershipFactory, PairFactory, UserFactory, make_prompt, make_response
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from django.utils import timezone
 from PIL import Image
 
-from annotation.content import image_part, text_part
+from annotation.core.content import image_part, text_part
 from annotation.models import Adjudication, PairStatus, PriorAnnotation
-from annotation.services.releases import release_build, release_create
+from annotation.releases.services import release_build, release_create
 from tests.annotation.agreement_support import vote
 from tests.annotation.queue_support import annotator, make_image
 from tests.factories import PairFactory, make_prompt, make_response

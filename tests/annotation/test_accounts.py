@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Membership, OneTimePassword, Project, Role
-from annotation.services.projects import MAX_GUIDELINES_CHARS, member_add
+from annotation.projects.services import MAX_GUIDELINES_CHARS, member_add
 from tests.conftest import PASSWORD
 from tests.factories import UserFactory
 

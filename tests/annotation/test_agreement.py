@@ -7,14 +7,12 @@ import krippendorff
 import numpy as np
 import pytest
 
-from annotation import agreement
-from annotation.agreement import (
-    Consensus,
-    DisputeReason,
+from annotation.agreement import statistics as agreement
+from annotation.agreement.rules import Consensus, DisputeReason, consensus
+from annotation.agreement.statistics import (
     Ratings,
     bootstrap_alpha_ci,
     cohen_kappa,
-    consensus,
     fleiss_kappa,
     krippendorff_alpha,
     pairwise_agreement,

@@ -17,8 +17,8 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from annotation import tasks
+from annotation.agreement.views import report as page
 from annotation.models import AgreementReport
-from annotation.views import agreement as page
 from tests.annotation.agreement_support import PER_JUDGE, cached_report, vote, voted_pairs
 from tests.annotation.test_agreement_report_refresh import claim_and_vote
 from tests.factories import PairFactory, UserFactory
@@ -373,7 +373,7 @@ def test_an_annotators_figures_and_flags_come_from_the_report(reported, dave, cl
 
 def test_an_annotators_votes_come_a_page_at_a_time(project, alice, dave, client_for, monkeypatch):
     monkeypatch.setattr(page, "ANNOTATOR_VOTES_PAGE_SIZE", 2)
-    monkeypatch.setattr("annotation.selectors.ANNOTATOR_VOTES_PAGE_SIZE", 2)
+    monkeypatch.setattr("annotation.agreement.selectors.ANNOTATOR_VOTES_PAGE_SIZE", 2)
     for n in range(5):
         pair = PairFactory(project=project, external_id=f"v{n}")
         vote(pair, alice, 3, seconds=5)

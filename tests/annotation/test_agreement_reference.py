@@ -12,8 +12,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from annotation.agreement.report import reference_comparison
 from annotation.models import PairStatus
-from annotation.services.agreement_report import reference_comparison
 from tests.factories import PairFactory
 
 pytestmark = pytest.mark.django_db

@@ -16,12 +16,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import tasks
-from annotation.models import AgreementReport
-from annotation.services import agreement_report
-from annotation.services.agreement_report import (
+from annotation.agreement import refresh as agreement_report
+from annotation.agreement.refresh import (
     agreement_refreshes_send_lost,
     agreement_report_recompute,
 )
+from annotation.models import AgreementReport
 from config.celery import app
 from tests.annotation.test_agreement_report_refresh import claim_and_vote
 

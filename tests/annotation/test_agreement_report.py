@@ -1,6 +1,6 @@
 """The agreement report over the database: the figures on constructed votes equal the ones
-worked out by hand and those of ``annotation.agreement`` on the same votes; which votes count
-(sources, gold pairs, adjudications); the command and the API give the same numbers."""
+worked out by hand and those of ``annotation.agreement.statistics`` on the same votes; which
+votes count (sources, gold pairs, adjudications); the command and the API give the same numbers."""
 
 from __future__ import annotations
 
@@ -13,15 +13,12 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import agreement
-from annotation.errors import Conflict
+from annotation.agreement import statistics as agreement
+from annotation.agreement.refresh import agreement_report_recompute
+from annotation.agreement.report import HISTORY_POINTS, agreement_report_build
+from annotation.core.errors import Conflict
+from annotation.core.report_sections import REPORT_KEYS
 from annotation.models import AgreementReport, PairStatus, PriorAnnotation, Vote
-from annotation.reports import REPORT_KEYS
-from annotation.services.agreement_report import (
-    HISTORY_POINTS,
-    agreement_report_build,
-    agreement_report_recompute,
-)
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory
 
@@ -193,7 +190,7 @@ def test_an_empty_project_has_a_report_of_nothing(project):
 
 def test_a_larger_project_matches_the_agreement_functions(project):
     """Likert6, 120 pairs x 3 of 5 annotators on two tasks: every figure equals what
-    ``annotation.agreement`` gives on the same votes, Cohen's kappa included."""
+    ``annotation.agreement.statistics`` gives on the same votes, Cohen's kappa included."""
     project.scale = "likert6"
     project.save(update_fields=["scale"])
     rng = random.Random(7)

@@ -11,9 +11,9 @@ import pytest
 from kombu.exceptions import OperationalError
 
 from annotation import tasks
+from annotation.agreement import refresh
+from annotation.agreement.refresh import agreement_report_recompute
 from annotation.models import AgreementReport
-from annotation.services import agreement_report
-from annotation.services.agreement_report import agreement_report_recompute
 from tests.factories import PairFactory
 
 
@@ -42,7 +42,7 @@ def queued(monkeypatch):
 def clock(monkeypatch):
     """The process's clock for its refresh requests, moved by hand (``clock[0] += s``)."""
     now = [1000.0]
-    monkeypatch.setattr(agreement_report.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(refresh.time, "monotonic", lambda: now[0])
     return now
 
 
@@ -64,7 +64,7 @@ def test_votes_in_one_window_queue_one_refresh(
         with django_capture_on_commit_callbacks(execute=True):
             claim_and_vote(api_for(user))
     # It runs a gap after the window, so it reads the votes of the window and of the gap.
-    expected = 30 + agreement_report.REQUEST_GAP_S
+    expected = 30 + refresh.REQUEST_GAP_S
     assert [(args, options["countdown"]) for args, options in queued] == [
         ((project.pk, "all"), expected)
     ]
@@ -94,7 +94,7 @@ def test_a_process_asks_at_most_once_a_gap(
     with django_capture_on_commit_callbacks(execute=True):
         claim_and_vote(api_for(alice))
     assert len(queued) == 1  # still within the gap, whatever the row says
-    clock[0] += agreement_report.REQUEST_GAP_S
+    clock[0] += refresh.REQUEST_GAP_S
     with django_capture_on_commit_callbacks(execute=True):
         claim_and_vote(api_for(bob))
     assert len(queued) == 2

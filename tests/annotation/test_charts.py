@@ -1,4 +1,4 @@
-"""The Agreement page's SVG charts (annotation/charts.py) and their CSV downloads: valid SVG,
+"""The Agreement page's SVG charts (annotation/charts/) and their CSV downloads: valid SVG,
 escaped text, nothing the strict CSP would block, and every edge the page meets (no data yet,
 missing values, negative values, long labels, hundreds of annotators)."""
 
@@ -14,20 +14,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils.safestring import mark_safe
 
-from annotation.charts import (
-    ALPHA_REFERENCES,
-    FLAG_MARK,
-    NO_DATA,
-    BandPoint,
-    Bar,
-    Chart,
-    bars,
-    heatmap,
-    histogram,
-    line_with_band,
-    stacked_bar,
-)
-from annotation.spreadsheets import csv_response
+from annotation.charts.bars import bars, histogram, stacked_bar
+from annotation.charts.heatmap import heatmap
+from annotation.charts.line import line_with_band
+from annotation.charts.markup import ALPHA_REFERENCES, FLAG_MARK, NO_DATA, BandPoint, Bar, Chart
+from annotation.core.spreadsheets import csv_response
 
 SVG = "{http://www.w3.org/2000/svg}"
 HOSTILE = "<script>alert(1)</script>"

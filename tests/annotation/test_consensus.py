@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from annotation.agreement.consensus import pair_adjudicate
 from annotation.imports.importer import pairs_import
 from annotation.models import Adjudication, Pair, PairStatus, PriorAnnotation, Project, Vote
-from annotation.services.consensus import pair_adjudicate
 from tests.annotation.consensus_support import vote_via_api
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory, ProjectFactory

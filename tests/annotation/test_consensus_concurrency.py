@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from annotation.agreement import consensus
-from annotation.errors import DomainError
+from annotation.agreement.rules import consensus
+from annotation.core.errors import DomainError
 from annotation.models import Assignment, Pair, PairStatus, Vote
-from annotation.services import queue
+from annotation.queue import annotating as queue
 from tests.annotation.queue_support import annotator
 from tests.annotation.test_queue_concurrency import THREADS, _race
 from tests.conftest import requires_postgres

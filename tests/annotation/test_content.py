@@ -3,7 +3,7 @@ or a re-import would no longer find what it wrote before."""
 
 import uuid
 
-from annotation.content import canonical_json, prompt_id, response_id
+from annotation.core.content import canonical_json, prompt_id, response_id
 
 CONTENT = [
     {"type": "text", "text": 'Draw a café at night — «ünïcode» "quoted"\n'},

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Assignment, Pair, PairRestriction, PairStatus, Skip, Vote
-from annotation.selectors import FAST_MIN_VOTES, annotator_throughput, queue_overview
-from annotation.services.queue import assignment_claim, assignment_skip, vote_submit
+from annotation.queue.annotating import assignment_claim, assignment_skip, vote_submit
+from annotation.queue.selectors import FAST_MIN_VOTES, annotator_throughput, queue_overview
 from tests.annotation.queue_support import annotator, secret_pair
 from tests.factories import PairFactory
 

@@ -1,4 +1,4 @@
-"""Streamed downloads with range requests (annotation/downloads.py; docs/releases.md,
+"""Streamed downloads with range requests (annotation/core/downloads.py; docs/releases.md,
 "Downloads")."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import hashlib
 import pytest
 from django.test import RequestFactory
 
-from annotation import downloads
-from annotation.downloads import ByteRange, Unsatisfiable, parse_range, ranged_file_response
+from annotation.core import downloads
+from annotation.core.downloads import ByteRange, Unsatisfiable, parse_range, ranged_file_response
 
 # Closing a response sends request_finished, on which Django closes stale database connections.
 pytestmark = pytest.mark.django_db

@@ -22,8 +22,8 @@ from annotation.models import (
     PairStatus,
     Vote,
 )
-from annotation.selectors import queue_overview
-from annotation.services.projects import project_setting_limits
+from annotation.projects.services import project_setting_limits
+from annotation.queue.selectors import queue_overview
 from tests.annotation.queue_support import annotator, secret_pair
 from tests.factories import PairFactory
 

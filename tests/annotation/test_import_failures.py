@@ -14,7 +14,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.imports import importer, jobs, parse
+from annotation.imports import importer, jobs, parse, validate
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import pairs_import
 from annotation.imports.jobs import import_job_submit, import_jobs_resume_stalled
@@ -70,14 +70,14 @@ def test_deeply_nested_pair_in_a_json_document_names_its_line(project, tmp_path)
 
 def test_values_kept_as_they_are_may_not_nest_deeper_than_the_limit(project, tmp_path):
     nested = {}  # MAX_JSON_DEPTH levels of objects
-    for _ in range(parse.MAX_JSON_DEPTH - 1):
+    for _ in range(validate.MAX_JSON_DEPTH - 1):
         nested = {"x": nested}
     shallow = text_pair("shallow", prompt_metadata=nested)
     deep = text_pair("deep", prompt_metadata={"x": nested}, notes=[[[nested]]])
     path = write_jsonl(tmp_path / "p.jsonl", [shallow, deep])
     assert refused(project, path) == [
-        f"line 2, field prompt_metadata: is nested more than {parse.MAX_JSON_DEPTH} levels deep",
-        f"line 2, field notes: is nested more than {parse.MAX_JSON_DEPTH} levels deep",
+        f"line 2, field prompt_metadata: is nested more than {validate.MAX_JSON_DEPTH} levels deep",
+        f"line 2, field notes: is nested more than {validate.MAX_JSON_DEPTH} levels deep",
     ]
 
 

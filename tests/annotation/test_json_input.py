@@ -1,11 +1,11 @@
-"""The one reading of clients' JSON (annotation/json_input.py): what Python's ``json`` took
+"""The one reading of clients' JSON (annotation/core/json_input.py): what Python's ``json`` took
 and a later step turned into a 500 is refused with a message saying why."""
 
 from __future__ import annotations
 
 import pytest
 
-from annotation.json_input import MAX_JSON_DEPTH, JsonRefused, json_loads, text_refusal
+from annotation.core.json_input import MAX_JSON_DEPTH, JsonRefused, json_loads, text_refusal
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,12 @@
 """One limit per field, the same in the page's form, the API's serializer and the service
-(annotation/limits.py): what one refuses, the others refuse."""
+(annotation/core/limits.py): what one refuses, the others refuse."""
 
 from __future__ import annotations
 
 import pytest
 
-from annotation.errors import InvalidInput
-from annotation.limits import (
+from annotation.core.errors import InvalidInput
+from annotation.core.limits import (
     MAX_LEASE_AGE_MINUTES,
     MAX_PRIORITY,
     MAX_RATIONALE_CHARS,
@@ -14,7 +14,8 @@ from annotation.limits import (
     MIN_PRIORITY,
 )
 from annotation.models import Vote
-from annotation.services import queue
+from annotation.queue import annotating as queue
+from annotation.queue import levers
 
 
 @pytest.fixture
@@ -50,12 +51,12 @@ def test_the_service_refuses_a_time_on_task_over_a_day(lease, alice):
 @pytest.mark.parametrize("priority", [MIN_PRIORITY - 1, MAX_PRIORITY + 1, 32767])
 def test_the_service_refuses_a_priority_the_form_refuses(project, queued_pairs, priority):
     with pytest.raises(InvalidInput, match=f"from {MIN_PRIORITY} to {MAX_PRIORITY}"):
-        queue.pairs_set_priority(project=project, pair_ids=[queued_pairs[0].pk], priority=priority)
+        levers.pairs_set_priority(project=project, pair_ids=[queued_pairs[0].pk], priority=priority)
 
 
 def test_the_service_refuses_a_lease_age_the_form_refuses(project):
     with pytest.raises(InvalidInput, match="older_than_minutes"):
-        queue.leases_release(project=project, older_than_minutes=MAX_LEASE_AGE_MINUTES + 1)
+        levers.leases_release(project=project, older_than_minutes=MAX_LEASE_AGE_MINUTES + 1)
 
 
 def test_the_page_and_the_api_refuse_the_same_rationale(client_for, api_for, alice, lease):

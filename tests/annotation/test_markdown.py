@@ -9,8 +9,8 @@ import time
 import pytest
 from django.urls import reverse
 
-from annotation import markdown
-from annotation.markdown import MARKDOWN_MAX_CHARS, render_markdown
+from annotation.core import markdown
+from annotation.core.markdown import MARKDOWN_MAX_CHARS, render_markdown
 
 # A generous bound for a parser without backtracking on a loaded machine: 50 µs a character
 # (a 100,000-character text in 5 s of CPU time; markdown-it-py takes about 1.5 s).

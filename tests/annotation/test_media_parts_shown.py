@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.errors import InvalidInput
+from annotation.core.errors import InvalidInput
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair
-from annotation.services.releases import release_build, release_create
+from annotation.releases.services import release_build, release_create
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, judge_judgeable
 from tests.annotation.av_support import PLANTED, audio_write, glb_bytes, video_write
 from tests.annotation.import_support import text_pair, write_jsonl

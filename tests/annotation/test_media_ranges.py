@@ -1,6 +1,6 @@
 """The media view streams any media by byte ranges (a browser seeking in a long video), or
 hands the bytes to the web server (``ARBITER_MEDIA_ACCEL``), with the release downloads' one
-implementation (annotation/downloads.py; docs/operations.md, "Media through the web server").
+implementation (annotation/core/downloads.py; docs/operations.md, "Media through the web server").
 Permissions and blinding as in test_media_serving.py."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.conf import settings
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from annotation import downloads
+from annotation.core import downloads
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, ProjectMedia
 from tests.annotation.import_support import image_bytes, image_pair, write_jsonl

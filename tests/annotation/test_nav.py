@@ -11,7 +11,7 @@ import pytest
 from django.http import HttpResponse
 from django.urls import include, path, reverse
 
-from annotation.navigation import PROJECT_TABS, project_url
+from annotation.core.navigation import PROJECT_TABS, project_url
 from tests.factories import PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The pair lifecycle's transitions (annotation/services/pairs.py): each moves pairs only from
+"""The pair lifecycle's transitions (annotation/pairs/lifecycle.py): each moves pairs only from
 the states it allows, so a move made meanwhile by someone else stands; and the dependency rule
 that keeps annotation free of judges (docs/architecture.md)."""
 
@@ -12,7 +12,7 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Pair, PairStatus
-from annotation.services.pairs import (
+from annotation.pairs.lifecycle import (
     EnsembleOutcome,
     pairs_apply_ensemble,
     pairs_enqueue,

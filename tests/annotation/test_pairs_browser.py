@@ -11,9 +11,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.content import image_part, text_part
+from annotation.core.content import image_part, text_part
 from annotation.models import PairRestriction, PairStatus, Skip
-from annotation.selectors import PairFilters, cursor_encode, pairs_browse
+from annotation.pairs.selectors import PairFilters, cursor_encode, pairs_browse
 from judges.models import FilterRun
 from tests.annotation.queue_support import make_image, secret_pair
 from tests.annotation.test_workbench_page import assert_csp_clean
@@ -329,7 +329,7 @@ def test_bulk_refusals_name_the_field(client_for, carol, eve, project, other_pro
 
 
 def test_all_matching_is_capped(client_for, carol, project, many, monkeypatch):
-    monkeypatch.setattr("annotation.views.pairs.MAX_PAIR_IDS", 5)
+    monkeypatch.setattr("annotation.pairs.views.MAX_PAIR_IDS", 5)
     response = post_bulk(client_for(carol), project, "enqueue", all_matching="on")
     assert response.status_code == 400
     assert "all_matching: more than 5 pairs match" in unescape(response.content.decode())

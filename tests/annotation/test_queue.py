@@ -13,19 +13,18 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation.models import (
-    CLAIM_BLOCK_PAIRS,
     GOLD_TARGET_VOTES,
     Assignment,
     Pair,
     PairRestriction,
     PairStatus,
     Project,
-    claim_key,
-    claim_rank,
-    claim_walk,
 )
-from annotation.selectors import annotator_progress
-from annotation.services import pairs, queue
+from annotation.pairs import lifecycle as pairs
+from annotation.queue import annotating as queue
+from annotation.queue import levers
+from annotation.queue.claim_key import CLAIM_BLOCK_PAIRS, claim_key, claim_rank, claim_walk
+from annotation.queue.selectors import annotator_progress
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory
 
@@ -193,7 +192,7 @@ def test_a_gold_pair_never_moves_the_block_everyone_works_through(project, alice
 
 def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bob):
     if connection.vendor != "postgresql":
-        pytest.skip("prepared statements are PostgreSQL's (annotation/prepared.py)")
+        pytest.skip("prepared statements are PostgreSQL's (annotation/core/prepared.py)")
     pairs_in_blocks(project, 4)
     for user in (alice, bob):
         with CaptureQueriesContext(connection) as queries:
@@ -254,7 +253,7 @@ def test_enqueue_given_pairs_only_and_only_this_projects(project, other_project)
 
 def test_restricted_pairs_go_only_to_the_chosen_annotators(project, alice, bob):
     p1, p2 = PairFactory.create_batch(2, project=project, status=PairStatus.QUEUED, target_votes=1)
-    assert queue.pairs_restrict(project=project, pair_ids=[p1.pk], annotators=[bob]) == 1
+    assert levers.pairs_restrict(project=project, pair_ids=[p1.pk], annotators=[bob]) == 1
     assert queue.assignment_claim(project=project, annotator=alice).pair_id == p2.pk
     assert queue.assignment_claim(project=project, annotator=bob).pair_id == p1.pk
     assert set(PairRestriction.objects.values_list("pair_id", "annotator_id")) == {(p1.pk, bob.pk)}
@@ -262,9 +261,9 @@ def test_restricted_pairs_go_only_to_the_chosen_annotators(project, alice, bob):
 
 def test_lifting_a_restriction_opens_the_pair_to_everyone(project, alice, bob):
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
-    queue.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[bob])
+    levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[bob])
     assert queue.assignment_claim(project=project, annotator=alice) is None
-    assert queue.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[]) == 1
+    assert levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[]) == 1
     assert queue.assignment_claim(project=project, annotator=alice).pair_id == pair.pk
     assert not PairRestriction.objects.exists()
 
@@ -272,19 +271,19 @@ def test_lifting_a_restriction_opens_the_pair_to_everyone(project, alice, bob):
 def test_restrict_only_to_annotators_of_the_project(project, carol, eve):
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
     with pytest.raises(queue.InvalidInput, match="annotators: users .* not annotators"):
-        queue.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[carol, eve])
+        levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[carol, eve])
     assert not Pair.objects.get(pk=pair.pk).restricted
 
 
 def test_paused_project_serves_nothing_until_resumed(project, alice, queued_pairs):
     held = queue.assignment_claim(project=project, annotator=alice)
-    queue.project_pause(project=project, paused=True)
+    levers.project_pause(project=project, paused=True)
     assert queue.assignment_claim(project=project, annotator=alice) is None
     assert queue.assignment_claim(project=project, annotator=annotator(project, "zed")) is None
     # A lease held before the pause still takes its vote.
     vote, created = queue.vote_submit(assignment=held, annotator=alice, choice="tie")
     assert created and vote.side == "tie"
-    queue.project_pause(project=project, paused=False)
+    levers.project_pause(project=project, paused=False)
     assert queue.assignment_claim(project=project, annotator=alice) is not None
 
 
@@ -338,10 +337,12 @@ def test_only_annotators_can_claim(project, carol, dave, queued_pairs):
 def test_set_priority_changes_only_this_projects_pairs(project, other_project):
     mine = PairFactory(project=project)
     theirs = PairFactory(project=other_project)
-    assert queue.pairs_set_priority(project=project, pair_ids=[mine.pk, theirs.pk], priority=7) == 1
+    assert (
+        levers.pairs_set_priority(project=project, pair_ids=[mine.pk, theirs.pk], priority=7) == 1
+    )
     assert dict(Pair.objects.values_list("pk", "priority")) == {mine.pk: 7, theirs.pk: 0}
     with pytest.raises(queue.InvalidInput, match="priority"):
-        queue.pairs_set_priority(project=project, pair_ids=[mine.pk], priority=10**6)
+        levers.pairs_set_priority(project=project, pair_ids=[mine.pk], priority=10**6)
 
 
 def test_release_stuck_leases_frees_their_slots(project, alice, bob):
@@ -349,11 +350,11 @@ def test_release_stuck_leases_frees_their_slots(project, alice, bob):
     old = queue.assignment_claim(project=project, annotator=alice)
     Assignment.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=45))
     recent = queue.assignment_claim(project=project, annotator=bob)
-    assert queue.leases_release(project=project, older_than_minutes=30) == 1
+    assert levers.leases_release(project=project, older_than_minutes=30) == 1
     statuses = dict(Assignment.objects.values_list("pk", "status"))
     assert statuses == {old.pk: "released", recent.pk: "live"}
     assert Pair.objects.get(pk=pair.pk).lease_count == 1
-    assert queue.leases_release(project=project, assignment_ids=[recent.pk]) == 1
+    assert levers.leases_release(project=project, assignment_ids=[recent.pk]) == 1
     assert Pair.objects.get(pk=pair.pk).lease_count == 0
 
 

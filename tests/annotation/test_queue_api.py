@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from annotation.agreement import refresh
 from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
-from annotation.services import agreement_report
 from tests.annotation.queue_support import (
     SECRET_EXTERNAL,
     SECRET_JUDGE,
@@ -332,8 +332,8 @@ def test_claim_and_vote_queries_stay_constant(
     api_for, alice, bob, project, django_assert_max_num_queries, monkeypatch
 ):
     # One clock reading for the whole test: the agreement refresh is asked for once, by the
-    # first vote, however slowly the test runs (annotation/services/agreement_report.py).
-    monkeypatch.setattr(agreement_report.time, "monotonic", lambda: 1000.0)
+    # first vote, however slowly the test runs (annotation/agreement/refresh.py).
+    monkeypatch.setattr(refresh.time, "monotonic", lambda: 1000.0)
     PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
     api = api_for(alice)
     with django_assert_max_num_queries(13):

@@ -13,9 +13,9 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
-from annotation.errors import DomainError
+from annotation.core.errors import DomainError
 from annotation.models import Assignment, Pair, PairStatus, Vote
-from annotation.services import queue
+from annotation.queue import annotating as queue
 from tests.annotation.queue_support import annotator
 from tests.conftest import requires_postgres
 from tests.factories import PairFactory, ProjectFactory

@@ -13,8 +13,8 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from annotation import tasks
+from annotation.agreement.refresh import RECOMPUTE_PENDING_S, agreement_report_recompute
 from annotation.models import AgreementReport
-from annotation.services.agreement_report import RECOMPUTE_PENDING_S, agreement_report_recompute
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from annotation.models import Pair, Release
-from annotation.services.releases import release_create
+from annotation.releases.services import release_create
 from tests.annotation.release_support import TIE_ID, built_release
 from tests.factories import MembershipFactory, PairFactory, UserFactory
 

@@ -12,7 +12,7 @@ from django.db import OperationalError, connection
 
 from annotation.models import Release
 from annotation.releases.build import BUILD_FOLDER
-from annotation.services.releases import (
+from annotation.releases.services import (
     release_build,
     release_build_start,
     release_builds_fail_stalled,

@@ -1,10 +1,10 @@
-"""The diff between two releases, on constructed rows (annotation/release_diff.py)."""
+"""The diff between two releases, on constructed rows (annotation/releases/diff.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from annotation.release_diff import (
+from annotation.releases.diff import (
     DiffRow,
     DuplicatePairId,
     Relabelled,

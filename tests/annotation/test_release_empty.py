@@ -9,9 +9,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from annotation.errors import InvalidInput
+from annotation.core.errors import InvalidInput
 from annotation.models import Pair, Release
-from annotation.services.releases import release_build_start, release_create
+from annotation.releases.services import release_build_start, release_create
 from tests.factories import PairFactory
 
 pytestmark = pytest.mark.django_db

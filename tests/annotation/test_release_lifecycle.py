@@ -11,16 +11,16 @@ from django.db import transaction
 from django.db.models import ProtectedError
 from django.urls import reverse
 
-from annotation.errors import Conflict, InvalidInput, Unavailable
+from annotation.core.errors import Conflict, InvalidInput, Unavailable
 from annotation.models import Release, ReleaseFrozen
 from annotation.releases.selection import check_selection
-from annotation.services.releases import (
+from annotation.releases.selectors import release_rows
+from annotation.releases.services import (
     release_build,
     release_build_start,
     release_builds_fail_stalled,
     release_create,
     release_publish,
-    release_rows,
 )
 from annotation.tasks import release_build_run
 from tests.factories import PairFactory, ProjectFactory, UserFactory
@@ -271,11 +271,11 @@ def test_a_build_the_broker_cannot_take_goes_back_and_says_why(project, decided,
     def broker_down(task, **options):
         raise Unavailable("The task queue is unreachable (connection refused).")
 
-    monkeypatch.setattr("annotation.services.releases.task_publish", broker_down)
+    monkeypatch.setattr("annotation.releases.services.task_publish", broker_down)
     with (
         pytest.raises(Unavailable, match="unreachable"),
         mock.patch(
-            "annotation.services.releases.transaction.get_connection",
+            "annotation.releases.services.transaction.get_connection",
             return_value=mock.Mock(in_atomic_block=False),
         ),
     ):

@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Pair, PairStatus, Release
-from annotation.services.releases import release_publish
+from annotation.releases.services import release_publish
 from tests.annotation.release_support import (
     ADJUDICATED_ID,
     TIE_ID,
@@ -382,7 +382,7 @@ def test_the_diff_page_lists_pairs_added_removed_and_relabelled(client_for, fill
 def test_the_diff_against_a_missing_or_unbuilt_release_says_why(
     client_for, filled, dave, against, status
 ):
-    from annotation.services.releases import release_create
+    from annotation.releases.services import release_create
 
     second = built_release(filled, dave, version="1.1.0")
     release_create(project=filled, version="1.0.0", selection={}, user=dave)  # a draft

@@ -11,7 +11,7 @@ import pytest
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair, PriorAnnotation
 from annotation.releases.selection import check_selection
-from annotation.services.releases import release_rows
+from annotation.releases.selectors import release_rows
 from tests.annotation.release_support import built_release
 from tests.factories import ProjectFactory
 

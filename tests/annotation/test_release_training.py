@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from annotation.content import image_part, text_part
+from annotation.core.content import image_part, text_part
 from annotation.models import PairStatus
 from tests.annotation.queue_support import make_image
 from tests.annotation.release_support import TIE_ID, built_release, releasable_project

@@ -14,9 +14,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
+from annotation.core.url_converters import ReleaseVersionConverter
 from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
-from annotation.services.releases import release_create
-from annotation.url_converters import ReleaseVersionConverter
+from annotation.releases.services import release_create
 from tests.factories import MembershipFactory, PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

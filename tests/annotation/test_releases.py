@@ -21,7 +21,8 @@ from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair, Release
 from annotation.releases.archive import archive_write, verify_release_path
 from annotation.releases.selection import check_selection
-from annotation.services.releases import release_build, release_create, release_rows
+from annotation.releases.selectors import release_rows
+from annotation.releases.services import release_build, release_create
 from tests.annotation.mmrb2_scorer import mmrb2_accuracy
 from tests.annotation.release_support import (
     ADJUDICATED_ID,

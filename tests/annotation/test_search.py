@@ -11,11 +11,11 @@ import pytest
 from django.apps import apps
 from django.db import connection
 
-from annotation.content import image_part, text_part
+from annotation.core.content import image_part, text_part
+from annotation.core.search import MAX_PAIR_WORDS_CHARS, MAX_WORD_CHARS, search_words
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair
-from annotation.search import MAX_PAIR_WORDS_CHARS, MAX_WORD_CHARS, search_words
-from annotation.selectors import PairFilters, pairs_browse
+from annotation.pairs.selectors import PairFilters, pairs_browse
 from tests.annotation.import_support import text_pair, write_jsonl
 from tests.annotation.queue_support import make_image
 from tests.annotation.test_pairs_browser import browser_url, shown_ids

@@ -9,9 +9,9 @@ import re
 import pytest
 from django.urls import reverse
 
+from annotation.agreement.consensus import pair_adjudicate
 from annotation.models import Pair, PairStatus, Vote
-from annotation.services.consensus import pair_adjudicate
-from annotation.services.projects import project_setting_limits
+from annotation.projects.services import project_setting_limits
 from tests.annotation.consensus_support import vote_via_api
 from tests.annotation.queue_support import annotator
 from tests.annotation.test_settings_page import page_url, settings_data, text_of

@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Membership, Pair, PairStatus, Role, Vote
-from annotation.services.projects import member_add, member_role_change, project_update
+from annotation.projects.services import member_add, member_role_change, project_update
 from tests.annotation.test_queue_concurrency import _race
 from tests.conftest import requires_postgres
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory

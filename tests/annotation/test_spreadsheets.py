@@ -1,4 +1,4 @@
-"""CSV downloads with formula injection neutralised (annotation/spreadsheets.py)."""
+"""CSV downloads with formula injection neutralised (annotation/core/spreadsheets.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from annotation.spreadsheets import csv_response, csv_stream_response
+from annotation.core.spreadsheets import csv_response, csv_stream_response
 
 HOSTILE_ROWS = [
     ['=HYPERLINK("http://evil")', -0.25, None],

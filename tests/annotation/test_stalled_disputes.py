@@ -19,8 +19,8 @@ from annotation.models import (
     Project,
     Role,
 )
-from annotation.services import queue
-from annotation.services.projects import member_remove, member_role_change
+from annotation.projects.services import member_remove, member_role_change
+from annotation.queue import levers as queue
 from tests.annotation.consensus_support import vote_via_api
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory

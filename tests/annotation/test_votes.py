@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from annotation.errors import Conflict, NotFound
+from annotation.core.errors import Conflict, NotFound
+from annotation.core.scales import canonical_vote, on_screen_vote, options_for
 from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
-from annotation.scales import canonical_vote, on_screen_vote, options_for
-from annotation.services import queue
+from annotation.queue import annotating as queue
+from annotation.queue import levers
 from config.errors import status_for
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory
@@ -156,7 +157,7 @@ def test_vote_after_the_target_is_reached_is_kept_as_extra(project, alice, bob, 
     _one_vote_decides(project)
     pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
     stuck = queue.assignment_claim(project=project, annotator=alice)
-    assert queue.leases_release(project=project) == 1
+    assert levers.leases_release(project=project) == 1
     lease = queue.assignment_claim(project=project, annotator=bob)
     queue.vote_submit(assignment=lease, annotator=bob, choice="tie")
     extra, created = queue.vote_submit(assignment=stuck, annotator=alice, choice="left")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.content import image_part, text_part
+from annotation.core.content import image_part, text_part
 from annotation.models import PairStatus
 from tests.annotation.queue_support import make_image
 from tests.browser.conftest import log_in, wait_for_keys

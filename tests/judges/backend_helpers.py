@@ -9,7 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from PIL import Image
 
-from annotation.content import image_part, text_part
+from annotation.core.content import image_part, text_part
 from annotation.models import Media
 from judges.backends.base import JudgeItem
 

@@ -209,7 +209,7 @@ def test_input_a_json_column_cannot_hold_or_deep_nesting_is_refused(
     client_for, carol, project, heuristic
 ):
     client = client_for(carol)
-    # The shared JSON reader (annotation/json_input.py) names what the line holds.
+    # The shared JSON reader (annotation/core/json_input.py) names what the line holds.
     for bad_id, why in (("a\x00b", "NUL"), ("\ud800", "surrogate")):
         line = prompt("p1", REFUSAL, GOOD)
         line["candidates"][0]["id"] = bad_id

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from annotation.agreement.report import agreement_report_build
+from annotation.core.report_sections import register_report_section
 from annotation.models import Pair, PairStatus
-from annotation.reports import register_report_section
-from annotation.services.agreement_report import agreement_report_build
 from judges.runs import services as runs
 from tests.factories import PairFactory
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture

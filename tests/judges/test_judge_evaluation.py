@@ -198,7 +198,7 @@ def test_evaluate_judge_prints_json_and_refuses_unknown_names(project, capsys, t
 
 
 def publish(project, user, version: str = "1.0.0"):
-    from annotation.services.releases import release_build, release_create, release_publish
+    from annotation.releases.services import release_build, release_create, release_publish
 
     release = release_create(project=project, version=version, selection={}, user=user)
     return release_publish(release=release_build(release=release), user=user)
@@ -225,7 +225,7 @@ def test_a_published_release_is_a_target_read_from_its_files(
 
 
 def test_only_a_published_release_of_the_project_is_a_target(project, marker_judge, dave):
-    from annotation.services.releases import release_build, release_create
+    from annotation.releases.services import release_build, release_create
 
     labelled_pairs(project, "A")
     with pytest.raises(ValidationError, match="No release demo@9.9.9"):

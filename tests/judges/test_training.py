@@ -250,7 +250,7 @@ def test_a_data_problem_fails_the_run_with_its_message(project, tmp_path):
 @pytest.mark.django_db
 def test_command_trains_on_a_releases_train_split(project, carol, checkpoint_root):
     from annotation.releases.read import release_rows
-    from annotation.services.releases import release_build, release_create
+    from annotation.releases.services import release_build, release_create
 
     consensus_pairs_in(project, preference_pairs(200, seed=7))
     PairFactory(project=project, status=PairStatus.CONSENSUS, consensus_label="tie")
@@ -296,7 +296,7 @@ def test_command_trains_on_a_releases_train_split(project, carol, checkpoint_roo
 
 @pytest.mark.django_db
 def test_a_release_that_is_missing_or_not_built_is_refused(project, carol, tmp_path):
-    from annotation.services.releases import release_create
+    from annotation.releases.services import release_create
 
     consensus_pairs_in(project, preference_pairs(8))
     with pytest.raises(CommandError, match="source: demo has no release 2.0.0"):

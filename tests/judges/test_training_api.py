@@ -98,7 +98,7 @@ def test_a_real_worker_on_judges_gpu_trains_and_records_each_epoch(
 
 @pytest.mark.django_db
 def test_a_release_is_named_by_its_version(api_for, carol, project, consensus):
-    from annotation.services.releases import release_build, release_create
+    from annotation.releases.services import release_build, release_create
 
     built = release_build(
         release=release_create(project=project, version="1.2.3", selection=None, user=carol)

@@ -137,7 +137,7 @@ def test_a_running_training_is_polled_and_errors_are_escaped(client_for, dave, p
 
 
 def test_a_built_release_is_offered_as_the_source(client_for, carol, project, consensus):
-    from annotation.services.releases import release_build, release_create
+    from annotation.releases.services import release_build, release_create
 
     release_create(project=project, version="0.9.0", selection=None, user=carol)  # a draft
     built = release_build(

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.management.errors import validation_message
 from annotation.models import Project, Role
-from annotation.services.projects import member_add
+from annotation.projects.services import member_add
 
 
 class Command(BaseCommand):

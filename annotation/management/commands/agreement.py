@@ -4,11 +4,11 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.agreement import AlphaLevel
-from annotation.errors import DomainError
+from annotation.agreement.refresh import agreement_report_recompute
+from annotation.agreement.selectors import agreement_report_cached
+from annotation.agreement.statistics import AlphaLevel
+from annotation.core.errors import DomainError
 from annotation.models import Project, ReportSource
-from annotation.selectors import agreement_report_cached
-from annotation.services.agreement_report import agreement_report_recompute
 
 
 def _figure(value: float | None, digits: int = 3) -> str:

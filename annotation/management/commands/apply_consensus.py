@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.agreement.consensus import consensus_reapply
 from annotation.models import Project
-from annotation.services.consensus import consensus_reapply
 
 
 class Command(BaseCommand):

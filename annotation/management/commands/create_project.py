@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.management.errors import validation_message
 from annotation.models import ConsensusRule, Scale
-from annotation.services.projects import project_create
+from annotation.projects.services import project_create
 
 
 class Command(BaseCommand):

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.errors import DomainError
+from annotation.core.errors import DomainError
 from annotation.management.progress import TerminalProgress
 from annotation.models import Project
 from annotation.releases.selection import DEFAULT_SPLITS
-from annotation.services.releases import release_build, release_create, release_publish
+from annotation.releases.services import release_build, release_create, release_publish
 
 _STAGES = {"reading": "pairs", "images": "images", "card": "card", "archive": "archive"}
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
-from annotation.selectors import project_tasks
-from annotation.services.pairs import pairs_enqueue
+from annotation.pairs.lifecycle import pairs_enqueue
+from annotation.projects.selectors import project_tasks
 
 
 class Command(BaseCommand):

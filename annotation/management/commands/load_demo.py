@@ -25,8 +25,8 @@ from django.db import transaction
 from django.db.models import Count
 
 from annotation.models import Pair, PairStatus, Project, Release, Role
-from annotation.services.pairs import pairs_enqueue
-from annotation.services.projects import member_add, project_create
+from annotation.pairs.lifecycle import pairs_enqueue
+from annotation.projects.services import member_add, project_create
 from fixtures.make_demo import OFFLINE_JUDGES, generate_demo
 
 DEMO_SLUG = "demo"

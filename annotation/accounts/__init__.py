@@ -1,0 +1,2 @@
+"""Accounts: one-time passwords and password changes (services), the account page and the first-
+login redirect; imports core and models."""

@@ -1,0 +1,1 @@
+"""Agreement over REST: the cached report and a curator's adjudication."""

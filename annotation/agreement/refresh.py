@@ -1,0 +1,175 @@
+"""The agreement report's cache (docs/agreement.md, "The report"): recomputing it, refreshes
+asked for after votes (debounced) or on demand, and those lost while the broker was down."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from annotation.agreement.report import agreement_report_build, check_report_source, logger
+from annotation.core.broker import task_publish
+from annotation.core.errors import Conflict, Unavailable
+from annotation.models import (
+    AgreementReport,
+    Project,
+    ReportSource,
+)
+
+# Publishing a refresh tries the broker twice, briefly, so a request never hangs on it.
+# The sources whose reports a new vote changes.
+_VOTE_SOURCES = (ReportSource.ALL, ReportSource.VOTES)
+
+# One statement both debounces and says which reports to refresh: it stamps the reports a
+# vote changes whose window is over, and only those.
+_REQUEST_REFRESH_SQL = f"""
+UPDATE {AgreementReport._meta.db_table} SET refresh_requested_at = %s
+WHERE project_id = %s AND source IN ({", ".join(["%s"] * len(_VOTE_SOURCES))})
+  AND (refresh_requested_at IS NULL OR refresh_requested_at <= %s)
+RETURNING source
+"""
+# Seconds between a process's requests for one project's refresh, and when a project was
+# last requested here (``time.monotonic``), by project id.
+REQUEST_GAP_S = 1.0
+_ASKED: dict[int, float] = {}
+# How long a queued Recompute holds back the next one when it has not run (a worker that lost
+# it, or one busy for that long): after this, another may be queued.
+RECOMPUTE_PENDING_S = 300
+
+
+def agreement_report_recompute(
+    *, project: Project, source: str = ReportSource.ALL
+) -> AgreementReport:
+    """Builds the report and stores it as the project's cached one for ``source``, unless a
+    report of votes read later was stored meanwhile (then that one is returned)."""
+    now = timezone.now()
+    data = agreement_report_build(project=project, source=source, now=now)
+    fields = {"data": data, "computed_at": now, "votes_seen": data["votes"]}
+    replaced = AgreementReport.objects.filter(
+        project=project, source=source, computed_at__lte=now
+    ).update(**fields)
+    if not replaced:
+        try:
+            with transaction.atomic():
+                AgreementReport.objects.create(project=project, source=source, **fields)
+        except IntegrityError:
+            pass  # a report of later votes is there already
+    return AgreementReport.objects.get(project=project, source=source)
+
+
+def agreement_report_queue_refresh(*, project: Project, source: str = ReportSource.ALL) -> None:
+    """Queues a recompute of the cached report now (the Recompute button); Unavailable when
+    the task broker cannot take it. One at a time per project and source: Conflict while the
+    last one queued has not run, for up to ``RECOMPUTE_PENDING_S`` (then it counts as lost).
+    A project without a report yet has no row to hold the stamp: its first build is queued."""
+    from annotation.tasks import agreement_report_refresh  # the task module imports this one
+
+    check_report_source(source)
+    now = timezone.now()
+    with transaction.atomic():  # the stamp stays only when the task was queued
+        reports = AgreementReport.objects.filter(project=project, source=source)
+        stamped = reports.filter(
+            Q(recompute_requested_at__isnull=True)
+            | Q(recompute_requested_at__lte=F("computed_at"))
+            | Q(recompute_requested_at__lt=now - timedelta(seconds=RECOMPUTE_PENDING_S))
+        ).update(recompute_requested_at=now)
+        if not stamped and reports.exists():
+            raise Conflict(
+                f"A recompute of the {source} report is queued already and has not run yet; "
+                "reload the report in a moment."
+            )
+        try:
+            task_publish(agreement_report_refresh, args=(project.pk, source))
+        except Unavailable as exc:
+            raise Unavailable(f"{exc} The report was not recomputed.") from exc
+
+
+def agreement_report_request_refresh(*, project_id: int) -> list[str]:
+    """After a vote commits: queues one refresh of each cached report the vote changes, to
+    run when the debounce window (ARBITER_AGREEMENT_DEBOUNCE_S) is over, unless one was
+    queued in the last window; returns the sources queued. Reports nobody has asked for yet
+    (no cached row) are left to their first reader.
+
+    The debounce is a conditional UPDATE of the cached row, not a cache key: it needs no
+    cache server shared by every web process, holds across restarts, and is one statement
+    on the row the refresh replaces anyway. A process runs it at most once per
+    ``REQUEST_GAP_S`` for a project, and the refresh it queues runs that much after the
+    window: a vote this process did not ask for came less than the gap after it last asked,
+    and the refresh that asking found or queued has not run yet when that vote commits
+    (docs/agreement.md, "The cache and its refresh")."""
+    from annotation.tasks import agreement_report_refresh  # the task module imports this one
+
+    clock = time.monotonic()
+    last = _ASKED.get(project_id)
+    if last is not None and clock - last < REQUEST_GAP_S:
+        return []
+    _ASKED[project_id] = clock
+    now = timezone.now()
+    window = settings.ARBITER_AGREEMENT_DEBOUNCE_S
+    stamp = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _REQUEST_REFRESH_SQL,
+            [stamp(now), project_id, *_VOTE_SOURCES, stamp(now - timedelta(seconds=window))],
+        )
+        sources = [row[0] for row in cursor.fetchall()]
+    for source in sources:
+        task_publish(
+            agreement_report_refresh, args=(project_id, source), countdown=window + REQUEST_GAP_S
+        )
+    return sources
+
+
+def lost_refreshes() -> QuerySet[AgreementReport]:
+    """Cached reports whose refresh was asked for and has not run a sweep period after it was
+    due (the request's window and gap): the broker was down when the vote asked, or the
+    queued task was lost. The page says "refreshing" for each of them."""
+    due = settings.ARBITER_AGREEMENT_DEBOUNCE_S + REQUEST_GAP_S
+    overdue = timezone.now() - timedelta(seconds=due + settings.ARBITER_RESUME_STALLED_EVERY_S)
+    return AgreementReport.objects.filter(
+        refresh_requested_at__gt=F("computed_at"), refresh_requested_at__lt=overdue
+    )
+
+
+def agreement_refreshes_send_lost() -> list[tuple[int, str]]:
+    """Celery beat's sweep: asks again for each lost refresh (``lost_refreshes``) as a vote
+    asks, stamping the request now and running the refresh after the window, so the votes of
+    the new window are covered too. The stamp is a conditional UPDATE, so two sweeps send it
+    once; when the broker still cannot take it the stamp goes back, for the next sweep.
+    Returns the (project id, source) sent."""
+    from annotation.tasks import agreement_report_refresh  # the task module imports this one
+
+    window = settings.ARBITER_AGREEMENT_DEBOUNCE_S
+    sent = []
+    for pk, project_id, source, requested in lost_refreshes().values_list(
+        "pk", "project_id", "source", "refresh_requested_at"
+    ):
+        now = timezone.now()
+        if not AgreementReport.objects.filter(pk=pk, refresh_requested_at=requested).update(
+            refresh_requested_at=now
+        ):
+            continue
+        try:
+            task_publish(
+                agreement_report_refresh,
+                args=(project_id, source),
+                countdown=window + REQUEST_GAP_S,
+            )
+        except Unavailable as exc:
+            AgreementReport.objects.filter(pk=pk, refresh_requested_at=now).update(
+                refresh_requested_at=requested
+            )
+            logger.warning("lost agreement refresh of project %s not sent: %s", project_id, exc)
+            continue
+        sent.append((project_id, source))
+    return sent
+
+
+def agreement_report_forget_requests() -> None:
+    """Forgets when this process last asked for refreshes (a test's fresh start: database ids
+    are reused across tests)."""
+    _ASKED.clear()

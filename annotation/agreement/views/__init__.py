@@ -1,0 +1,1 @@
+"""The agreement pages: the Agreement page and the adjudication queue."""

@@ -1,0 +1,71 @@
+"""Every model of the app, one module per feature's tables, re-exported here so that
+``from annotation.models import X`` and the migrations keep working."""
+
+from __future__ import annotations
+
+from annotation.models.agreement import Adjudication, AgreementReport, ReportSource
+from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
+from annotation.models.imports import ImportJob
+from annotation.models.pairs import Pair, PairStatus, PriorAnnotation
+from annotation.models.projects import (
+    DEFAULT_GOLD_MIN_ACCURACY,
+    DEFAULT_MIN_SECONDS_PER_VOTE,
+    GOLD_MIN_VOTES,
+    GOLD_TARGET_VOTES,
+    ConsensusRule,
+    Membership,
+    OneTimePassword,
+    Project,
+    Role,
+    Scale,
+    Side,
+)
+from annotation.models.queue import Assignment, PairRestriction, Skip, Vote
+from annotation.models.releases import (
+    RELEASE_VERSION_PART_DIGITS,
+    RELEASE_VERSION_PART_MAX,
+    RELEASE_VERSION_PATTERN,
+    RELEASE_VERSION_REGEX,
+    Release,
+    ReleaseFrozen,
+    ReleaseQuerySet,
+)
+from annotation.queue.claim_key import ClaimKey
+
+__all__ = [
+    "Adjudication",
+    "AgreementReport",
+    "Assignment",
+    "ClaimKey",
+    "ConsensusRule",
+    "ContentMixin",
+    "DEFAULT_GOLD_MIN_ACCURACY",
+    "DEFAULT_MIN_SECONDS_PER_VOTE",
+    "GOLD_MIN_VOTES",
+    "GOLD_TARGET_VOTES",
+    "ImportJob",
+    "Media",
+    "Membership",
+    "OneTimePassword",
+    "Pair",
+    "PairRestriction",
+    "PairStatus",
+    "PriorAnnotation",
+    "Project",
+    "ProjectMedia",
+    "Prompt",
+    "RELEASE_VERSION_PART_DIGITS",
+    "RELEASE_VERSION_PART_MAX",
+    "RELEASE_VERSION_PATTERN",
+    "RELEASE_VERSION_REGEX",
+    "Release",
+    "ReleaseFrozen",
+    "ReleaseQuerySet",
+    "ReportSource",
+    "Response",
+    "Role",
+    "Scale",
+    "Side",
+    "Skip",
+    "Vote",
+]

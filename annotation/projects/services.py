@@ -1,0 +1,341 @@
+"""Projects and their members: creating and changing a project, adding, re-roling and removing
+members. A project always keeps at least one curator."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import transaction
+from django.db.models import F, Max
+from django.db.models.functions import Least
+
+from annotation.accounts.services import one_time_password_mark
+from annotation.agreement.consensus import Reapplied, consensus_reapply, disputes_settle
+from annotation.models import (
+    ConsensusRule,
+    Membership,
+    Pair,
+    PriorAnnotation,
+    Project,
+    Role,
+    Scale,
+    Vote,
+)
+from annotation.pairs import lifecycle
+
+# Inclusive bounds of the numeric settings, shared by the settings form and the services.
+SETTING_RANGES: dict[str, tuple[float, float]] = {
+    "overlap": (1, 50),
+    "min_agree": (1, 50),
+    "max_extra_votes": (0, 50),
+    "lease_minutes": (1, 24 * 60),
+    "gold_rate": (0.0, 1.0),
+    "gold_min_accuracy": (0.0, 1.0),
+    # Seconds an annotator must look at a pair before voting: ten minutes at most.
+    "min_seconds_per_vote": (0, 600),
+}
+# Longest guidelines a project may have (the settings page previews them as they are typed).
+MAX_GUIDELINES_CHARS = 100_000
+# Random bytes of a one-time password (22 URL-safe characters).
+ONE_TIME_PASSWORD_BYTES = 16
+
+
+class MemberAdded(NamedTuple):
+    membership: Membership
+    created: bool
+    # Only when the account was created here with a one-time password: shown once, never stored.
+    one_time_password: str | None = None
+
+
+@dataclass(frozen=True)
+class SettingLimits:
+    """How far a project's scale and overlap may still change, and why."""
+
+    scale_locked_because: str
+    overlap_floor: int
+
+    @property
+    def overlap_floor_because(self) -> str:
+        if self.overlap_floor <= SETTING_RANGES["overlap"][0]:
+            return ""
+        return (
+            f"A pair already has {self.overlap_floor} votes and live leases, so the overlap"
+            f" cannot go below {self.overlap_floor} (extra votes for disputes aside)."
+        )
+
+
+def project_setting_limits(*, project: Project) -> SettingLimits:
+    """The scale is fixed once votes (or imported prior votes) exist on it; the overlap cannot
+    drop below the votes plus live leases any pair already has within its base target. The
+    extra slots a dispute got are the pair's own (``Pair.extra_slots``), not the overlap."""
+    scale_reason = ""
+    if Vote.objects.filter(pair__project=project).exists():
+        scale_reason = "Annotators have voted on this scale: changing it would misread their votes."
+    elif PriorAnnotation.objects.filter(pair__project=project).exists():
+        scale_reason = "Imported pairs carry prior votes on this scale."
+    # Gold pairs take a vote from every annotator, whatever the overlap.
+    taken = Pair.objects.filter(project=project, is_gold=False).aggregate(
+        most=Max(Least(F("vote_count") + F("lease_count"), F("target_votes") - F("extra_slots")))
+    )["most"]
+    return SettingLimits(
+        scale_locked_because=scale_reason,
+        overlap_floor=max(int(SETTING_RANGES["overlap"][0]), taken or 0),
+    )
+
+
+def _check_ranges(**values: float) -> None:
+    errors = {}
+    for field, value in values.items():
+        low, high = SETTING_RANGES[field]
+        if isinstance(value, bool) or not low <= value <= high:
+            errors[field] = f"Must be between {low:g} and {high:g} (got {value!r})."
+    if errors:
+        raise ValidationError(errors)
+
+
+def _check_guidelines(guidelines: str) -> None:
+    if len(guidelines) > MAX_GUIDELINES_CHARS:
+        raise ValidationError({"guidelines": f"At most {MAX_GUIDELINES_CHARS:,} characters."})
+
+
+@transaction.atomic
+def project_create(
+    *,
+    slug: str,
+    name: str,
+    scale: str = Scale.TERNARY,
+    overlap: int = 3,
+    consensus_rule: str = ConsensusRule.MAJORITY,
+    guidelines: str = "",
+    allow_media_urls: bool = False,
+    min_agree: int | None = None,
+    curator: User | None = None,
+) -> Project:
+    """Creates a project (the command line's and the home page's way alike); ``curator``, the
+    account creating it in the app, becomes its first curator."""
+    project = Project(
+        slug=slug,
+        name=name,
+        scale=scale,
+        overlap=overlap,
+        consensus_rule=consensus_rule,
+        guidelines=guidelines,
+        allow_media_urls=allow_media_urls,
+        min_agree=min_agree if min_agree is not None else overlap // 2 + 1,
+    )
+    _check_ranges(overlap=project.overlap, min_agree=project.min_agree)
+    _check_guidelines(guidelines)
+    project.full_clean()
+    project.save()
+    if curator is not None:
+        Membership.objects.create(project=project, user=curator, role=Role.CURATOR)
+    return project
+
+
+@transaction.atomic
+def project_update(
+    *,
+    project: Project,
+    name: str,
+    guidelines: str,
+    scale: str,
+    overlap: int,
+    min_agree: int,
+    max_extra_votes: int,
+    lease_minutes: int,
+    require_rationale: bool,
+    gold_rate: float,
+    gold_min_accuracy: float,
+    gold_pause: bool,
+    paused: bool,
+    min_seconds_per_vote: int,
+    consensus_rule: str | None = None,
+) -> ProjectUpdated:
+    """Changes the project's settings. The scale and the overlap change only while that is safe
+    (``project_setting_limits``); open pairs that had the old overlap as target get the new one.
+    A changed consensus rule (or its ``min_agree``) is re-applied to the decided pairs
+    (``consensus_reapply``: no vote changes, adjudicated pairs keep their label); disputes
+    nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``)."""
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    consensus_rule = consensus_rule or locked.consensus_rule
+    limits = project_setting_limits(project=locked)
+    if scale != locked.scale and limits.scale_locked_because:
+        raise ValidationError({"scale": limits.scale_locked_because})
+    _check_ranges(
+        overlap=overlap,
+        min_agree=min_agree,
+        max_extra_votes=max_extra_votes,
+        lease_minutes=lease_minutes,
+        gold_rate=gold_rate,
+        gold_min_accuracy=gold_min_accuracy,
+        min_seconds_per_vote=min_seconds_per_vote,
+    )
+    _check_guidelines(guidelines)
+    if overlap < limits.overlap_floor:
+        raise ValidationError({"overlap": limits.overlap_floor_because})
+    old_overlap = locked.overlap
+    rule_before = (locked.consensus_rule, locked.min_agree)
+    changes = {
+        "name": name,
+        "guidelines": guidelines,
+        "scale": scale,
+        "overlap": overlap,
+        "min_agree": min_agree,
+        "max_extra_votes": max_extra_votes,
+        "lease_minutes": lease_minutes,
+        "require_rationale": require_rationale,
+        "gold_rate": gold_rate,
+        "gold_min_accuracy": gold_min_accuracy,
+        "gold_pause": gold_pause,
+        "paused": paused,
+        "min_seconds_per_vote": min_seconds_per_vote,
+        "consensus_rule": consensus_rule,
+    }
+    for field, value in changes.items():
+        setattr(locked, field, value)
+    locked.full_clean()
+    locked.save(update_fields=list(changes))
+    if overlap != old_overlap:
+        if not lifecycle.pairs_retarget(project=locked, old=old_overlap, new=overlap):
+            taken = f"Pairs took more than {overlap} votes and leases meanwhile; try again."
+            raise ValidationError({"overlap": taken})
+    if (locked.consensus_rule, locked.min_agree) != rule_before:
+        # Re-applying settles the disputes nobody can answer too.
+        return ProjectUpdated(locked, consensus_reapply(project=locked), 0)
+    return ProjectUpdated(locked, None, len(disputes_settle(project=locked)))
+
+
+class ProjectUpdated(NamedTuple):
+    project: Project
+    # Only when the consensus rule (or its min_agree) changed and was re-applied.
+    reapplied: Reapplied | None
+    # Disputes sent to adjudication because nobody can give their extra vote (or the cap fell).
+    settled: int
+
+
+def _check_role(role: str) -> None:
+    if role not in Role.values:
+        raise ValidationError({"role": f"Unknown role {role!r}; use one of {Role.values}"})
+
+
+def _lock_project(project: Project) -> None:
+    """Serialises changes to a project's members, so two curators demoting each other at once
+    cannot leave it without a curator."""
+    Project.objects.select_for_update().filter(pk=project.pk).values_list("pk").get()
+
+
+def _check_keeps_a_curator(membership: Membership, new_role: str | None) -> None:
+    """Refuses to remove (``new_role`` None) or demote the project's last curator."""
+    if membership.role != Role.CURATOR or new_role == Role.CURATOR:
+        return
+    others = (
+        Membership.objects.filter(project_id=membership.project_id, role=Role.CURATOR)
+        .exclude(pk=membership.pk)
+        .exists()
+    )
+    if not others:
+        raise ValidationError(
+            {
+                "role": f"{membership.user.get_username()} is the project's last curator:"
+                " make someone else curator first."
+            }
+        )
+
+
+def _user_for(*, username: str, email: str):
+    """The account with this username, or with this email; a new unsaved one (named after the
+    email when no username is given) when there is none. Returns it and whether it is new."""
+    user_model = get_user_model()
+    if email:
+        try:
+            validate_email(email)
+        except ValidationError:
+            raise ValidationError({"email": f"{email!r} is not an email address."}) from None
+        email = user_model.objects.normalize_email(email)
+        matches = list(user_model.objects.filter(email__iexact=email)[:2])
+        if len(matches) > 1:
+            raise ValidationError(
+                {"email": "Several accounts use this email: give the username instead."}
+            )
+        if matches:
+            return matches[0], False
+        username = username or email
+    if not username:
+        raise ValidationError({"username": "Give a username or an email."})
+    user = user_model.objects.filter(username=username).first()
+    if user is not None:
+        return user, False
+    user = user_model(username=username, email=email)
+    user.full_clean(exclude=["password"])
+    return user, True
+
+
+@transaction.atomic
+def member_add(
+    *,
+    project: Project,
+    role: str,
+    username: str = "",
+    email: str = "",
+    password: str | None = None,
+    one_time_password: bool = False,
+) -> MemberAdded:
+    """Adds the account with ``username`` or ``email`` to ``project`` with ``role`` (changing
+    the role of a member), creating it when there is none. A new account gets ``password``, or
+    a random one returned once when ``one_time_password`` (to be changed at first login:
+    ``annotation.accounts.services``), or none (it cannot log in);
+    ``password`` also resets an existing account's password (operators' command line)."""
+    _check_role(role)
+    _lock_project(project)
+    user, created = _user_for(username=username, email=email)
+    generated = None
+    if created and one_time_password and not password:
+        generated = password = secrets.token_urlsafe(ONE_TIME_PASSWORD_BYTES)
+    if password:
+        user.set_password(password)
+    elif created:
+        user.set_unusable_password()
+    if created or password:
+        user.save()
+    if generated:
+        one_time_password_mark(user=user)
+    membership = Membership.objects.filter(project=project, user=user).first()
+    if membership is None:
+        membership = Membership.objects.create(project=project, user=user, role=role)
+    elif membership.role != role:
+        _check_keeps_a_curator(membership, role)
+        membership.role = role
+        membership.save(update_fields=["role"])
+        disputes_settle(project=project)
+    return MemberAdded(membership, created, generated)
+
+
+@transaction.atomic
+def member_role_change(*, membership: Membership, role: str) -> Membership:
+    """Gives the member another role; the project's last curator keeps theirs."""
+    _check_role(role)
+    _lock_project(membership.project)
+    membership = Membership.objects.select_related("user").get(pk=membership.pk)
+    if membership.role != role:
+        _check_keeps_a_curator(membership, role)
+        membership.role = role
+        membership.save(update_fields=["role"])
+        # An annotator no more: a dispute only they could still answer goes to adjudication.
+        disputes_settle(project=membership.project)
+    return membership
+
+
+@transaction.atomic
+def member_remove(*, membership: Membership) -> None:
+    """Takes the member out of the project (their votes stay); never its last curator."""
+    _lock_project(membership.project)
+    membership = Membership.objects.select_related("user").get(pk=membership.pk)
+    _check_keeps_a_curator(membership, None)
+    membership.delete()
+    disputes_settle(project=membership.project)

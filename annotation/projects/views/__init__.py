@@ -1,0 +1,1 @@
+"""The projects' pages: the home and overview pages and the settings page."""

@@ -1,0 +1,501 @@
+"""The annotator's path through the queue: leases on pair slots (claim), votes, skips and undo.
+
+A pair's slots are counted on the pair itself (``vote_count + lease_count < target_votes`` leaves
+a slot free), so taking one is a single conditional UPDATE."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation.agreement.consensus import disputes_settle, pair_complete
+from annotation.agreement.refresh import agreement_report_request_refresh
+from annotation.core.errors import Conflict, InvalidInput, NotAllowed, NotFound
+from annotation.core.limits import (
+    MAX_RATIONALE_CHARS,
+    MAX_SKIP_NOTE_CHARS,
+    MAX_TIME_ON_TASK_MS,
+)
+from annotation.core.prepared import execute_prepared
+from annotation.core.scales import VoteInputError, canonical_vote
+from annotation.models import (
+    Assignment,
+    Membership,
+    Pair,
+    PairStatus,
+    Project,
+    Role,
+    Skip,
+    Vote,
+)
+from annotation.queue.claim_key import claim_key
+from annotation.queue.selectors import gold_below_threshold, gold_scores, live_assignments
+from annotation.queue.serving import (
+    CLAIMABLE_WHERE,
+    NEXT_PAIR_SQL,
+    OPEN_STATUSES,
+    claimable_params,
+    next_pair_params,
+)
+
+UNDO_SECONDS = 60
+NOTHING_TO_UNDO = (
+    f"Nothing to undo: a vote or a skip can be undone for {UNDO_SECONDS} seconds,"
+    " while its pair is open and has room for you."
+)
+# Expired leases freed per claim: a backlog (a night of abandoned tabs) drains over a few claims.
+SWEEP_BATCH = 200
+
+
+def assignment_claim(*, project: Project, annotator) -> Assignment | None:
+    """A live lease on the next pair for ``annotator``, or None when nothing is left for them
+    (or the project, or their annotation, is paused). A live lease they already hold is
+    returned again, so a reload or a second tab never takes a second slot."""
+    _free_expired_leases(project=project, now=timezone.now())
+    with transaction.atomic():
+        held = _claim(project=project, annotator=annotator)
+    if held is not None:
+        # Content in a query of its own, after the locks are gone: joined into the claim it
+        # costs PostgreSQL more time to plan than the claim itself takes to run.
+        held.pair = Pair.objects.select_related("prompt", "response_a", "response_b").get(
+            pk=held.pair_id
+        )
+        held.pair.project = project
+    return held
+
+
+def _claim(*, project: Project, annotator) -> Assignment | None:
+    """The lease the annotator holds, or a new one. Caller holds a transaction."""
+    # Locking the membership serialises one annotator's claims (two tabs racing) and checks
+    # the role in the same query.
+    # (A membership column must be selected, or Django drops "OF" and locks the project row.)
+    membership = list(
+        Membership.objects.select_for_update(of=("self",))
+        .filter(project=project, user=annotator, role=Role.ANNOTATOR)
+        .values_list("pk", "project__paused", "paused", "claim_cursor")[:1]
+    )
+    if not membership:
+        raise NotAllowed("Only annotators of this project can claim pairs.")
+    membership_id, project_paused, annotator_paused, cursor = membership[0]
+    if project_paused or annotator_paused:
+        return None
+    now = timezone.now()
+    held = live_assignments(project=project, annotator=annotator, now=now).first()
+    if held is None:
+        if cursor is None:  # their first claim: the first block, where everyone starts
+            cursor = 0
+        gold_first = random.random() < project.gold_rate
+        take = {"project": project, "annotator": annotator, "cursor": cursor, "now": now}
+        pair_id, gold = _take_slot(is_gold=gold_first, **take), gold_first
+        if pair_id is None:
+            pair_id, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
+        if pair_id is None:
+            return None
+        # On to another block: written once a block, not once a claim. A gold pair (every
+        # annotator answers each one) never moves the block everyone works through.
+        if not gold and claim_key(pair_id) != cursor:
+            Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
+        held = Assignment.objects.create(
+            pair_id=pair_id,
+            annotator=annotator,
+            left_is_a=bool(random.getrandbits(1)),
+            status=Assignment.Status.LIVE,
+            created_at=now,
+            expires_at=now + timedelta(minutes=project.lease_minutes),
+        )
+    return held
+
+
+# One statement takes a slot on the first claimable pair in the annotator's serving order
+# (priority, then block, then their own order within the block:
+# ``annotation.queue.serving.NEXT_PAIR_SQL`` says why). PostgreSQL locks the chosen row,
+# skipping rows racing claimers hold; SQLite, one writer at a time, needs no lock. The outer
+# condition makes the update change exactly one row or none.
+_TAKE_SLOT_SQL = f"""
+UPDATE {Pair._meta.db_table}
+SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %s
+WHERE id = {NEXT_PAIR_SQL}
+  AND target_votes > (vote_count + lease_count)
+RETURNING id
+"""
+_ANY_CLAIMABLE_SQL = f"""
+SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s LIMIT 1
+"""
+# PostgreSQL: how often a claim that found every free pair locked looks again. Waiting on the
+# locks instead would deadlock: a waiter keeps the locks of rows it stepped past.
+LOCKED_RETRIES = 12
+LOCKED_RETRY_S = 0.005
+
+
+def _take_slot(*, project: Project, annotator, is_gold: bool, cursor: int, now) -> int | None:
+    """The id of the pair on which a slot was taken for ``annotator``, or None."""
+    claimable = [*claimable_params(project=project, annotator=annotator), is_gold]
+    postgres = connection.vendor == "postgresql"
+    take = _TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED" if postgres else "")
+    params = [
+        connection.ops.adapt_datetimefield_value(now),
+        *next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
+    ]
+    with connection.cursor() as db:
+        for attempt in range(LOCKED_RETRIES + 1):
+            execute_prepared(db, "arbiter_take_slot", take, params)
+            row = db.fetchone()
+            if row is not None:
+                return row[0]
+            if not postgres or attempt == LOCKED_RETRIES:
+                return None
+            # None free, or the last free slots sit on pairs racing claimers hold for an
+            # instant: a plain read (no lock) tells which; only the latter is worth a retry.
+            db.execute(_ANY_CLAIMABLE_SQL, claimable)
+            if db.fetchone() is None:
+                return None
+            time.sleep(LOCKED_RETRY_S * (attempt + 1))
+    return None
+
+
+def _free_expired_leases(*, project: Project, now) -> int:
+    """Releases expired leases in the project, freeing their slots, in a transaction of its
+    own: the claim after it then holds at most one pair lock and never waits while holding
+    another. A claimer that finds another one freeing the same leases waits for it (rows are
+    locked in id order, so sweepers cannot deadlock) and then finds them released: each lease
+    is freed exactly once, and the claim that follows sees the freed slots."""
+    expired = Assignment.objects.filter(
+        pair__project=project, status=Assignment.Status.LIVE, expires_at__lte=now
+    )
+    if not expired.exists():  # the usual answer, found without a transaction or a lock
+        return 0
+    with transaction.atomic():
+        return leases_free(
+            list(
+                expired.select_for_update(of=("self",))
+                .order_by("pk")
+                .values_list("pk", "pair_id")[:SWEEP_BATCH]
+            ),
+            project=project,
+        )
+
+
+def leases_free(leases: list[tuple[int, int]], *, project: Project) -> int:
+    """Marks locked live leases (assignment id, pair id) released and frees their slots; a
+    dispute whose extra slot only a lease of someone who may no longer vote held goes to
+    adjudication (``disputes_settle``)."""
+    if not leases:
+        return 0
+    Assignment.objects.filter(pk__in=[pk for pk, _ in leases]).update(
+        status=Assignment.Status.RELEASED
+    )
+    # Pairs in id order: two transactions freeing slots on the same pairs cannot deadlock.
+    freed = sorted(Counter(pair_id for _, pair_id in leases).items())
+    for pair_id, count in freed:
+        Pair.objects.filter(pk=pair_id).update(lease_count=F("lease_count") - count)
+    disputes_settle(project=project, pair_ids=[pair_id for pair_id, _ in freed])
+    return len(leases)
+
+
+def _lock_assignment(*, assignment: Assignment, annotator) -> Assignment:
+    locked = Assignment.objects.select_for_update().filter(pk=assignment.pk).first()
+    if locked is None or locked.annotator_id != annotator.pk:
+        raise NotFound("No such assignment.")
+    return locked
+
+
+def _lock_other_leases(*, locked: Assignment) -> list[int]:
+    """Locks the annotator's other live leases on the same pair (a claim made after
+    ``locked`` expired); a vote racing through one of them has committed once this returns."""
+    if locked.status == Assignment.Status.LIVE:
+        return []  # one live lease per annotator and pair: there are no others
+    return list(
+        Assignment.objects.select_for_update()
+        .filter(
+            pair_id=locked.pair_id,
+            annotator_id=locked.annotator_id,
+            status=Assignment.Status.LIVE,
+        )
+        .values_list("pk", flat=True)
+    )
+
+
+def _close_leases(*, locked: Assignment, others: list[int], status: str) -> int:
+    """Gives ``locked`` its final status and releases ``others``; returns how many slots that
+    frees (the caller updates the pair). Caller holds the locks."""
+    freed = len(others) + (1 if locked.status == Assignment.Status.LIVE else 0)
+    if others:
+        Assignment.objects.filter(pk__in=others).update(status=Assignment.Status.RELEASED)
+    locked.status = status
+    locked.save(update_fields=["status"])
+    return freed
+
+
+# Counts a vote towards its pair's target, if a slot is left, and frees the lease it came
+# through; the row lock it takes is held until the vote's transaction ends, so the vote that
+# fills the last slot decides the pair alone. No row: the target was already met (an extra vote).
+_COUNT_VOTE_SQL = f"""
+UPDATE {Pair._meta.db_table}
+SET vote_count = vote_count + 1, lease_count = lease_count - %s, updated_at = %s
+WHERE id = %s AND vote_count < target_votes
+RETURNING vote_count, target_votes, extra_slots, is_gold
+"""
+
+
+@transaction.atomic
+def vote_submit(
+    *,
+    assignment: Assignment,
+    annotator,
+    choice: str | None = None,
+    value: int | None = None,
+    rationale: str = "",
+    time_on_task_ms: int | None = None,
+) -> tuple[Vote, bool]:
+    """Records the annotator's vote through ``assignment`` (``choice`` left/right/tie, or on
+    likert6 ``value`` 1..6, in on-screen terms) in canonical A/B terms; returns (vote, created).
+    The same vote again returns the first one. A late vote (lease expired) is kept and counted;
+    one that arrives when the pair already has its target is kept as an extra vote. The vote
+    that fills the pair's last slot decides the pair by the project's rule, in this
+    transaction (``annotation.agreement.consensus.pair_complete``)."""
+    if assignment.annotator_id != annotator.pk:
+        raise NotFound("No such assignment.")
+    # The pair and project as the caller loaded them: only their settings are read here.
+    pair = assignment.pair
+    project = pair.project
+    try:
+        side, canonical = canonical_vote(
+            scale=project.scale, left_is_a=assignment.left_is_a, choice=choice, value=value
+        )
+    except VoteInputError as exc:
+        raise InvalidInput(str(exc)) from None
+    rationale = (rationale or "").strip()
+    if project.require_rationale and not rationale:
+        raise InvalidInput("rationale: this project asks for a reason with every vote.")
+    if len(rationale) > MAX_RATIONALE_CHARS:
+        raise InvalidInput(f"rationale: at most {MAX_RATIONALE_CHARS} characters.")
+    if time_on_task_ms is not None and not 0 <= time_on_task_ms <= MAX_TIME_ON_TASK_MS:
+        raise InvalidInput(
+            f"time_on_task_ms: must be a number of milliseconds from 0 to {MAX_TIME_ON_TASK_MS}."
+        )
+    now = timezone.now()
+    # Timed from the lease, which the server wrote: a client's time_on_task_ms can be forged.
+    looked = (now - assignment.created_at).total_seconds()
+    if looked < project.min_seconds_per_vote:
+        wait = math.ceil(project.min_seconds_per_vote - looked)
+        raise InvalidInput(
+            f"Too quick: this project asks you to look at each pair for at least "
+            f"{project.min_seconds_per_vote} s before voting; wait {wait} s more."
+        )
+    # The usual case, a vote on a live lease, closes it in one conditional update (which also
+    # locks it); anything else is looked at under the row lock.
+    closed_live = Assignment.objects.filter(
+        pk=assignment.pk, annotator=annotator, status=Assignment.Status.LIVE
+    ).update(status=Assignment.Status.VOTED)
+    if closed_live:
+        freed = 1
+        assignment.status = Assignment.Status.VOTED
+    else:
+        locked = _lock_assignment(assignment=assignment, annotator=annotator)
+        if locked.status == Assignment.Status.SKIPPED:
+            raise Conflict("You skipped this pair, so it cannot take your vote.")
+        others = _lock_other_leases(locked=locked)
+        # Voted already, or the lease expired or was released: the pair may hold our vote.
+        existing = Vote.objects.filter(pair=pair, annotator=annotator).first()
+        if existing is not None:
+            if (existing.side, existing.value, existing.rationale) == (side, canonical, rationale):
+                return existing, False
+            raise Conflict(
+                "You already voted on this pair with a different answer; undo it to change it."
+            )
+        freed = _close_leases(locked=locked, others=others, status=Assignment.Status.VOTED)
+        assignment.status = locked.status
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _COUNT_VOTE_SQL, [freed, connection.ops.adapt_datetimefield_value(now), pair.pk]
+        )
+        slots = cursor.fetchone()
+    counted = slots is not None
+    if not counted and freed:
+        Pair.objects.filter(pk=pair.pk).update(lease_count=F("lease_count") - freed, updated_at=now)
+    vote = Vote.objects.create(
+        pair=pair,
+        annotator=annotator,
+        assignment_id=assignment.pk,
+        side=side,
+        value=canonical,
+        left_is_a=assignment.left_is_a,
+        rationale=rationale,
+        time_on_task_ms=time_on_task_ms,
+        is_extra=not counted,
+        created_at=now,
+    )
+    if slots is not None:
+        vote_count, target_votes, extra_slots, is_gold = slots
+        # Gold pairs keep their gold label: votes never decide them.
+        if vote_count == target_votes and not is_gold:
+            pair_complete(
+                pair_id=pair.pk,
+                project=project,
+                target_votes=target_votes,
+                extra_slots=extra_slots,
+                now=now,
+            )
+    if pair.is_gold:
+        membership_gold_check(project=project, annotator=annotator)
+    # Debounced: one cheap statement; a refresh that cannot be queued never fails the vote.
+    transaction.on_commit(
+        lambda: agreement_report_request_refresh(project_id=project.pk), robust=True
+    )
+    return vote, True
+
+
+def membership_gold_check(*, project: Project, annotator) -> bool:
+    """Judges the annotator's gold accuracy (after a vote on a gold pair) and, when it is
+    below the project's threshold and the project says so, pauses them. Returns whether they
+    are paused now. One aggregate over their gold votes, plus an update when pausing."""
+    if not project.gold_pause:
+        return False
+    score = gold_scores(project=project, annotator_ids=[annotator.pk]).get(annotator.pk)
+    if score is None or not gold_below_threshold(project=project, **score):
+        return False
+    Membership.objects.filter(project=project, user=annotator, role=Role.ANNOTATOR).update(
+        paused=True
+    )
+    disputes_settle(project=project)
+    return True
+
+
+@transaction.atomic
+def assignment_skip(*, assignment: Assignment, annotator, reason: str, note: str = "") -> Skip:
+    """Skips the pair with a reason (a flag curators see); frees the slot, and the pair is
+    never offered to this annotator again. Skipping twice returns the first skip."""
+    if reason not in Skip.Reason.values:
+        raise InvalidInput(f"reason: must be one of {', '.join(Skip.Reason.values)}.")
+    note = (note or "").strip()
+    if len(note) > MAX_SKIP_NOTE_CHARS:
+        raise InvalidInput(f"note: at most {MAX_SKIP_NOTE_CHARS} characters.")
+    locked = _lock_assignment(assignment=assignment, annotator=annotator)
+    others = _lock_other_leases(locked=locked)
+    existing = Skip.objects.filter(pair_id=locked.pair_id, annotator=annotator).first()
+    if existing is not None:
+        return existing
+    if Vote.objects.filter(pair_id=locked.pair_id, annotator=annotator).exists():
+        raise Conflict("You already voted on this pair; undo the vote to skip it instead.")
+    freed = _close_leases(locked=locked, others=others, status=Assignment.Status.SKIPPED)
+    if freed:
+        Pair.objects.filter(pk=locked.pair_id).update(
+            lease_count=F("lease_count") - freed, updated_at=timezone.now()
+        )
+    skip = Skip.objects.create(
+        pair_id=locked.pair_id, annotator=annotator, reason=reason, note=note
+    )
+    # The skipper was perhaps the last annotator who could give a dispute its extra vote.
+    disputes_settle(project=assignment.pair.project, pair_ids=[locked.pair_id])
+    return skip
+
+
+@dataclass(frozen=True)
+class Undone:
+    """What ``last_action_undo`` withdrew (a ``vote`` or a ``skip``, as it was) and the lease
+    on its pair, live again, so the page can show the pair with the earlier choice."""
+
+    assignment: Assignment
+    vote: Vote | None = None
+    skip: Skip | None = None
+
+
+@transaction.atomic
+def last_action_undo(*, annotator, project: Project) -> Undone | None:
+    """Withdraws the annotator's last action in the project, a vote or a skip, if it is under
+    ``UNDO_SECONDS`` old, and renews the lease on its pair so they can answer it again.
+    None if there is nothing to undo (see ``_vote_undo`` and ``_skip_undo`` for when)."""
+    now = timezone.now()
+    since = now - timedelta(seconds=UNDO_SECONDS)
+    vote = (
+        Vote.objects.filter(
+            pair__project=project, annotator=annotator, is_adjudication=False, created_at__gte=since
+        )
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    skip = (
+        Skip.objects.filter(pair__project=project, annotator=annotator, created_at__gte=since)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if skip is not None and (vote is None or skip.created_at >= vote.created_at):
+        assignment = _skip_undo(skip=skip, annotator=annotator, now=now)
+        undone = None if assignment is None else Undone(assignment=assignment, skip=skip)
+    elif vote is not None:
+        assignment = _vote_undo(vote=vote, annotator=annotator, now=now)
+        undone = None if assignment is None else Undone(assignment=assignment, vote=vote)
+    else:
+        return None
+    if undone is None:
+        # The pair was decided or its slot taken, or a second tab undid this first.
+        transaction.set_rollback(True)
+        return None
+    _renew(undone.assignment, project=project, now=now)
+    return undone
+
+
+def _vote_undo(*, vote: Vote, annotator, now) -> Assignment | None:
+    """Deletes ``vote`` if no decision has read it: its pair is still open and no dispute
+    raised its target (on such a pair every counted vote took part in the dispute); gives its
+    slot back to its lease. Returns the locked lease, or None (then the caller rolls back).
+    Caller holds a transaction.
+
+    The vote is deleted before the pair's count goes down: of several undos of one vote (tabs,
+    retries), each waits for the lease's lock and then finds it gone, so only one takes its
+    vote off the count (the count going down twice broke its constraint, a 500)."""
+    if vote.assignment_id is None:
+        return None
+    assignment = _lock_assignment(assignment=Assignment(pk=vote.assignment_id), annotator=annotator)
+    deleted, _ = Vote.objects.filter(pk=vote.pk).delete()
+    if not deleted:
+        return None
+    reopened = Pair.objects.filter(
+        pk=vote.pair_id, status__in=OPEN_STATUSES, consensus_label="", extra_slots=0
+    ).update(
+        vote_count=F("vote_count") - (0 if vote.is_extra else 1),
+        lease_count=F("lease_count") + 1,
+        updated_at=now,
+    )
+    return assignment if reopened else None
+
+
+def _skip_undo(*, skip: Skip, annotator, now) -> Assignment | None:
+    """Deletes ``skip`` and takes a slot on its pair again for the lease it closed, if the
+    pair is still open and has a free slot (the skip freed one; someone may have taken it
+    since). Returns the locked lease, or None. Caller holds a transaction."""
+    skipped = (
+        Assignment.objects.filter(
+            pair_id=skip.pair_id, annotator=annotator, status=Assignment.Status.SKIPPED
+        )
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if skipped is None:
+        return None
+    assignment = _lock_assignment(assignment=Assignment(pk=skipped), annotator=annotator)
+    if assignment.status != Assignment.Status.SKIPPED:
+        return None
+    reopened = Pair.objects.filter(
+        pk=skip.pair_id,
+        status__in=OPEN_STATUSES,
+        target_votes__gt=F("vote_count") + F("lease_count"),
+    ).update(lease_count=F("lease_count") + 1, updated_at=now)
+    deleted, _ = Skip.objects.filter(pk=skip.pk).delete() if reopened else (0, None)
+    return assignment if deleted else None
+
+
+def _renew(assignment: Assignment, *, project: Project, now) -> None:
+    """Makes a locked lease live again for the project's lease time."""
+    assignment.status = Assignment.Status.LIVE
+    assignment.expires_at = now + timedelta(minutes=project.lease_minutes)
+    assignment.save(update_fields=["status", "expires_at"])

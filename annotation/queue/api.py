@@ -1,0 +1,246 @@
+"""The annotator's queue over REST: claim the next pair, vote, skip, undo. Every answer is
+the blinded view (``annotation.queue.presentation``): left and right, never A/B or model names."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response as ApiResponse
+from rest_framework.views import APIView
+
+from annotation.core.access import get_project_for_user
+from annotation.core.content import MEDIA_PART_TYPES
+from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.scales import on_screen_vote
+from annotation.models import Project, Role, Skip
+from annotation.queue.annotating import (
+    NOTHING_TO_UNDO,
+    assignment_claim,
+    assignment_skip,
+    last_action_undo,
+    vote_submit,
+)
+from annotation.queue.presentation import assignment_payload, undone_answer
+from annotation.queue.selectors import assignment_for_annotator
+
+_ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
+
+
+def _annotated_project(request, slug: str) -> Project:
+    """The project, for a member who annotates it (superusers included only as members)."""
+    project, role = get_project_for_user(request.user, slug, roles=(Role.ANNOTATOR,))
+    if role != Role.ANNOTATOR:
+        raise PermissionDenied("Only annotators of this project can do this")
+    return project
+
+
+class _PartSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["text", *MEDIA_PART_TYPES])
+    text = serializers.CharField(required=False)
+    url = serializers.CharField(
+        required=False, help_text="Opaque media URL (the served copy, without metadata)."
+    )
+    width = serializers.IntegerField(required=False, help_text="Images and videos.")
+    height = serializers.IntegerField(required=False, help_text="Images and videos.")
+    duration_seconds = serializers.FloatField(
+        required=False, allow_null=True, help_text="Videos and audio."
+    )
+    frame_rate = serializers.FloatField(required=False, allow_null=True, help_text="Videos.")
+    sample_rate = serializers.IntegerField(required=False, help_text="Videos and audio.")
+    channels = serializers.IntegerField(required=False, help_text="Videos and audio.")
+    poster_url = serializers.CharField(required=False, help_text="A video's first frame.")
+    peaks = serializers.ListField(
+        child=serializers.FloatField(),
+        required=False,
+        help_text="An audio clip's waveform: the loudest |sample| (0 to 1) per slice.",
+    )
+
+
+class _OptionSerializer(serializers.Serializer):
+    key = serializers.CharField(help_text="The number key that picks it on the page.")
+    field = serializers.ChoiceField(choices=["choice", "value"], help_text="What to send.")
+    value = serializers.JSONField(help_text='"left"/"tie"/"right", or 1..6 on likert6.')
+    # The payload's key. DRF's metaclass takes declared fields off the class, so this does not
+    # replace ``Field.label`` at run time; the stubs only see the class attribute.
+    label = serializers.CharField()  # type: ignore[assignment]
+    arrow = serializers.CharField(allow_null=True)
+    tone = serializers.CharField()
+
+
+class AssignmentSerializer(serializers.Serializer):
+    """Documents ``assignment_payload``: blinded, in the order this assignment shows."""
+
+    id = serializers.IntegerField()
+    expires_at = serializers.DateTimeField()
+    prompt = _PartSerializer(many=True)
+    left = _PartSerializer(many=True)
+    right = _PartSerializer(many=True)
+    criterion = serializers.CharField(allow_blank=True)
+    options = _OptionSerializer(many=True)
+
+
+class _UndoneSerializer(serializers.Serializer):
+    """Documents ``undone_answer``: the answer an undo withdrew, as it was given."""
+
+    action = serializers.ChoiceField(choices=["vote", "skip"])
+    choice = serializers.CharField(
+        required=False, allow_null=True, help_text='A vote: "left"/"tie"/"right" (else null).'
+    )
+    value = serializers.IntegerField(
+        required=False, allow_null=True, help_text="A likert6 vote: 1..6 on screen (else null)."
+    )
+    # The payload's key, as in _OptionSerializer.
+    label = serializers.CharField(  # type: ignore[assignment]
+        help_text="The option's label, or the skip reason's."
+    )
+    rationale = serializers.CharField(required=False, allow_blank=True, help_text="A vote's.")
+    reason = serializers.ChoiceField(
+        choices=Skip.Reason.choices, required=False, help_text="A skip's."
+    )
+    note = serializers.CharField(required=False, allow_blank=True, help_text="A skip's.")
+
+
+class UndoSerializer(AssignmentSerializer):
+    undone = _UndoneSerializer(help_text="What you had answered, to answer again or change.")
+
+
+class ClaimApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={
+            200: AssignmentSerializer,
+            204: OpenApiResponse(description="Nothing left for you (or the project is paused)."),
+        },
+        summary="Claim the next pair",
+        description="A lease on the next pair for you; asking again while it is live returns "
+        "the same assignment.",
+    )
+    def post(self, request, slug: str):
+        project = _annotated_project(request, slug)
+        assignment = assignment_claim(project=project, annotator=request.user)
+        if assignment is None:
+            return ApiResponse(status=status.HTTP_204_NO_CONTENT)
+        return ApiResponse(assignment_payload(assignment, request=request))
+
+
+class VoteApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        choice = serializers.CharField(
+            required=False, help_text="binary: left|right; ternary: left|tie|right."
+        )
+        value = serializers.IntegerField(
+            required=False, help_text="likert6: 1 (left much better) .. 6 (right much better)."
+        )
+        rationale = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_RATIONALE_CHARS, default=""
+        )
+        time_on_task_ms = serializers.IntegerField(
+            required=False, allow_null=True, min_value=0, max_value=MAX_TIME_ON_TASK_MS
+        )
+
+        def validate(self, data):
+            if "choice" not in data and "value" not in data:
+                raise serializers.ValidationError('Send "choice" or, on likert6, "value".')
+            return data
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        assignment = serializers.IntegerField()
+        choice = serializers.CharField(allow_null=True)
+        value = serializers.IntegerField(allow_null=True)
+        rationale = serializers.CharField(allow_blank=True)
+        time_on_task_ms = serializers.IntegerField(allow_null=True)
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            201: OutputSerializer,
+            200: OpenApiResponse(OutputSerializer, description="The same vote, sent again."),
+            400: _ERROR,
+            409: OpenApiResponse(_ERROR, description="A different vote, or a skipped pair."),
+        },
+        summary="Vote on an assignment",
+    )
+    def post(self, request, pk: int):
+        assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
+        data = _valid(self.InputSerializer, request)
+        vote, created = vote_submit(assignment=assignment, annotator=request.user, **data)
+        shown = on_screen_vote(
+            scale=assignment.pair.project.scale,
+            left_is_a=assignment.left_is_a,
+            side=vote.side,
+            value=vote.value,
+        )
+        body = {
+            "id": vote.pk,
+            "assignment": assignment.pk,
+            **shown,
+            "rationale": vote.rationale,
+            "time_on_task_ms": vote.time_on_task_ms,
+            "created_at": vote.created_at,
+        }
+        return ApiResponse(
+            self.OutputSerializer(body).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class SkipApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.ChoiceField(choices=Skip.Reason.choices)
+        note = serializers.CharField(
+            required=False, allow_blank=True, max_length=MAX_SKIP_NOTE_CHARS, default=""
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        assignment = serializers.IntegerField()
+        reason = serializers.CharField()
+        note = serializers.CharField(allow_blank=True)
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: OutputSerializer, 400: _ERROR, 409: _ERROR},
+        summary="Skip a pair (flags it for curators)",
+    )
+    def post(self, request, pk: int):
+        assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
+        data = _valid(self.InputSerializer, request)
+        skip = assignment_skip(assignment=assignment, annotator=request.user, **data)
+        body = {
+            "assignment": assignment.pk,
+            "reason": skip.reason,
+            "note": skip.note,
+            "created_at": skip.created_at,
+        }
+        return ApiResponse(self.OutputSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class UndoApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={
+            200: OpenApiResponse(
+                UndoSerializer,
+                description="The pair again, to vote on or skip again, with the answer undone.",
+            ),
+            409: OpenApiResponse(_ERROR, description="Nothing to undo."),
+        },
+        summary="Undo my last vote or skip (within 60 seconds, before consensus)",
+    )
+    def post(self, request, slug: str):
+        project = _annotated_project(request, slug)
+        undone = last_action_undo(annotator=request.user, project=project)
+        if undone is None:
+            return ApiResponse({"detail": NOTHING_TO_UNDO}, status=status.HTTP_409_CONFLICT)
+        body = assignment_payload(undone.assignment, request=request)
+        body["undone"] = undone_answer(undone, scale=project.scale)
+        return ApiResponse(body)
+
+
+def _valid(serializer_class, request) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data

@@ -1,0 +1,161 @@
+"""The serving order as SQL (docs/architecture.md, "Serving order"): which pairs an annotator
+may claim now, the next one's statement, and who may still vote on a pair."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models import (
+    QuerySet,
+)
+from django.db.models.expressions import RawSQL
+
+from annotation.models import (
+    Assignment,
+    Membership,
+    Pair,
+    PairRestriction,
+    PairStatus,
+    Project,
+    Role,
+    Skip,
+    Vote,
+)
+from annotation.queue.claim_key import CLAIM_KEY_MODULUS, CLAIM_KEY_TEMPLATE, claim_walk
+
+if TYPE_CHECKING:
+    from typing import Any, TypedDict
+
+    from django_stubs_ext import WithAnnotations
+
+    class _BrowseAnnotations(TypedDict):
+        sort_value: Any  # the row's sort key (its type depends on the sort)
+        skip_count: int  # on the page's rows; neighbour lookups fetch only ids
+
+    # A pair as the browser's keyset query returns it.
+    AnnotatedPair = WithAnnotations[Pair, _BrowseAnnotations]
+
+
+OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
+# Pairs that reached the annotators, whose votes count towards a task's progress.
+ANNOTATION_STATUSES = (*OPEN_STATUSES, PairStatus.CONSENSUS, PairStatus.DISPUTED)
+
+
+# Pairs an annotator may claim now: open, with a free slot, not voted on, skipped or leased by
+# them (an expired lease another claim is freeing right now keeps the pair out till then), not
+# restricted to others. SQL, not the ORM: the claim runs it on every request and the ORM spends
+# longer building the query than PostgreSQL takes to run it. Params: claimable_params().
+CLAIMABLE_WHERE = f"""
+    p.project_id = %s
+    AND p.status IN ('{PairStatus.QUEUED}', '{PairStatus.ANNOTATING}')
+    AND p.target_votes > (p.vote_count + p.lease_count)
+    AND (NOT p.restricted OR EXISTS (
+        SELECT 1 FROM {PairRestriction._meta.db_table} r
+        WHERE r.pair_id = p.id AND r.annotator_id = %s))
+    AND NOT EXISTS (
+        SELECT 1 FROM {Vote._meta.db_table} v WHERE v.pair_id = p.id AND v.annotator_id = %s)
+    AND NOT EXISTS (
+        SELECT 1 FROM {Skip._meta.db_table} s WHERE s.pair_id = p.id AND s.annotator_id = %s)
+    AND NOT EXISTS (
+        SELECT 1 FROM {Assignment._meta.db_table} a
+        WHERE a.pair_id = p.id AND a.annotator_id = %s AND a.status = '{Assignment.Status.LIVE}')
+"""
+
+
+def claimable_params(*, project: Project, annotator) -> list:
+    return [project.pk, annotator.pk, annotator.pk, annotator.pk, annotator.pk]
+
+
+# Serving order (docs/architecture.md, "Serving order"): the highest priority that has a pair
+# the annotator may claim; within it, the first block (``claim_key`` order, the same for
+# everyone) at or after the annotator's block that has such a pair, wrapping round to the
+# lowest; within that block, the pair first in the annotator's own order (``claim_rank``). So
+# the annotators work through the same blocks together, and a block's pairs get their votes
+# and finish while it is served, but each annotator meets a block's pairs in an order of their
+# own, so neither a pair's place in a session nor the pair before it lines up across its votes.
+# Finding the block is index lookups on ``pair_claim_idx`` (project, is_gold, priority desc,
+# block key) that stop at the first claimable entry, from the annotator's block on, so blocks
+# they finished are not walked again; the block's pairs are then at most CLAIM_BLOCK_PAIRS
+# entries of the same index, ranked. ``{lock}``: the claim's row lock, on the pair taken.
+# Params: ``next_pair_params()``.
+CLAIM_KEY_SQL = CLAIM_KEY_TEMPLATE % {"expressions": "p.id"}
+CLAIM_RANK_SQL = f"(((p.id %% {CLAIM_KEY_MODULUS}) * %s + %s) %% {CLAIM_KEY_MODULUS})"
+_CLAIMABLE_NOW = f"{CLAIMABLE_WHERE} AND p.is_gold = %s"
+_IN_TOP_PRIORITY = f"""{_CLAIMABLE_NOW} AND p.priority = (
+        SELECT p.priority FROM {Pair._meta.db_table} p
+        WHERE {_CLAIMABLE_NOW} ORDER BY p.priority DESC LIMIT 1)"""
+_BLOCK_FROM_CURSOR = f"""COALESCE(
+    (SELECT {CLAIM_KEY_SQL} FROM {Pair._meta.db_table} p
+     WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} >= %s ORDER BY {CLAIM_KEY_SQL} LIMIT 1),
+    (SELECT {CLAIM_KEY_SQL} FROM {Pair._meta.db_table} p
+     WHERE {_IN_TOP_PRIORITY} ORDER BY {CLAIM_KEY_SQL} LIMIT 1))"""
+NEXT_PAIR_SQL = f"""(SELECT p.id FROM {Pair._meta.db_table} p
+    WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} = {_BLOCK_FROM_CURSOR}
+    ORDER BY {CLAIM_RANK_SQL} LIMIT 1 {{lock}})"""
+
+
+def next_pair_params(*, project: Project, annotator, is_gold: bool, cursor: int) -> list:
+    """``NEXT_PAIR_SQL``'s params: the annotator's next pair from the block ``cursor`` (a
+    ``claim_key``) on."""
+    claimable = [*claimable_params(project=project, annotator=annotator), is_gold]
+    top_priority = [*claimable, *claimable]
+    block = [*top_priority, cursor, *top_priority]
+    return [*top_priority, *block, *claim_walk(annotator.pk)]
+
+
+def claimable_pairs(*, project: Project, annotator) -> QuerySet[Pair]:
+    """Pairs ``annotator`` may claim now (see ``CLAIMABLE_WHERE``). Unordered: the claim
+    takes them in serving order (``NEXT_PAIR_SQL``)."""
+    sql = f"SELECT p.id FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE}"
+    return Pair.objects.filter(
+        pk__in=RawSQL(sql, claimable_params(project=project, annotator=annotator))
+    )
+
+
+# Who may still give a pair a vote, seen from the pair (the mirror of CLAIMABLE_WHERE): an
+# annotator of its project (``m``, a membership row), not paused, who has neither voted on the
+# pair (``p``) nor skipped it, and to whom it is not restricted away. A dispute none of them
+# can answer goes to adjudication (``annotation.agreement.consensus.disputes_settle``).
+FREE_ANNOTATOR_WHERE = f"""
+    m.project_id = p.project_id AND m.role = '{Role.ANNOTATOR}' AND NOT m.paused
+    AND (NOT p.restricted OR EXISTS (
+        SELECT 1 FROM {PairRestriction._meta.db_table} r
+        WHERE r.pair_id = p.id AND r.annotator_id = m.user_id))
+    AND NOT EXISTS (
+        SELECT 1 FROM {Vote._meta.db_table} v WHERE v.pair_id = p.id AND v.annotator_id = m.user_id)
+    AND NOT EXISTS (
+        SELECT 1 FROM {Skip._meta.db_table} s WHERE s.pair_id = p.id AND s.annotator_id = m.user_id)
+"""
+# Pair ids per query of the annotators left on pairs (SQLite's limit on parameters).
+_FREE_BATCH = 500
+
+
+def free_annotators(*, pair_ids: Iterable[int], names: bool = False) -> dict[int, list[str]]:
+    """Per pair among ``pair_ids`` that some annotator may still vote on, those annotators'
+    usernames (``names``; else an empty list: only which pairs have one). A pair nobody can
+    answer is absent."""
+    ids = list(pair_ids)
+    found: dict[int, list[str]] = {}
+    user_table = get_user_model()._meta.db_table
+    for start in range(0, len(ids), _FREE_BATCH):
+        batch = ids[start : start + _FREE_BATCH]
+        marks = ", ".join(["%s"] * len(batch))
+        if names:
+            sql = f"""SELECT p.id, u.username FROM {Pair._meta.db_table} p
+                JOIN {Membership._meta.db_table} m ON m.project_id = p.project_id
+                JOIN {user_table} u ON u.id = m.user_id
+                WHERE p.id IN ({marks}) AND {FREE_ANNOTATOR_WHERE} ORDER BY p.id, u.username"""
+        else:
+            sql = f"""SELECT p.id, NULL FROM {Pair._meta.db_table} p WHERE p.id IN ({marks})
+                AND EXISTS (SELECT 1 FROM {Membership._meta.db_table} m
+                            WHERE {FREE_ANNOTATOR_WHERE})"""
+        with connection.cursor() as cursor:
+            cursor.execute(sql, batch)
+            for pair_id, username in cursor.fetchall():
+                found.setdefault(pair_id, [])
+                if username is not None:
+                    found[pair_id].append(username)
+    return found

@@ -1,0 +1,1 @@
+"""The queue's pages: the annotators' workbench and the curators' queue page."""

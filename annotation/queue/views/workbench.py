@@ -1,0 +1,248 @@
+"""The comparison page annotators work on all day.
+
+Everything it shows about a pair comes from the blinded payload
+(``annotation.queue.presentation.assignment_payload``), so no template can reveal model names
+or which side is A. Votes, skips and undo are plain form posts: htmx gets the next ``#workbench``
+fragment back, a browser without JavaScript is redirected to the page (post/redirect/get, so a
+reload never repeats an undo).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation.core.access import get_project_for_user
+from annotation.core.errors import DomainError, NotAllowed
+from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.scales import option_label, options_for
+from annotation.models import Assignment, Membership, Project, Role, Skip
+from annotation.queue.annotating import (
+    NOTHING_TO_UNDO,
+    UNDO_SECONDS,
+    Undone,
+    assignment_claim,
+    assignment_skip,
+    last_action_undo,
+    vote_submit,
+)
+from annotation.queue.presentation import assignment_payload, undone_answer
+from annotation.queue.selectors import annotator_progress, upcoming_media_urls
+
+ANNOTATORS = (Role.ANNOTATOR,)
+TEMPLATE = "annotation/workbench.html"
+_ARROWS = {"left": ("ArrowLeft", "←"), "right": ("ArrowRight", "→"), "down": ("ArrowDown", "↓")}
+
+
+class VoteForm(forms.Form):
+    choice = forms.ChoiceField(choices=[(c, c) for c in ("left", "right", "tie")], required=False)
+    value = forms.IntegerField(min_value=1, max_value=6, required=False)
+    rationale = forms.CharField(required=False, max_length=MAX_RATIONALE_CHARS, strip=True)
+    time_on_task_ms = forms.IntegerField(min_value=0, max_value=MAX_TIME_ON_TASK_MS, required=False)
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        if not data.get("choice") and data.get("value") is None and not self.errors:
+            raise forms.ValidationError("Pick one of the options.")
+        return data
+
+
+class SkipForm(forms.Form):
+    reason = forms.ChoiceField(choices=Skip.Reason.choices)
+    note = forms.CharField(required=False, max_length=MAX_SKIP_NOTE_CHARS, strip=True)
+
+
+def _form_error(form: forms.Form) -> str:
+    """One readable line naming the field that was wrong."""
+    field, errors = next(iter(form.errors.items()))
+    message = str(errors[0])  # an ErrorList item reads as its message
+    return message if field == "__all__" else f"{field}: {message}"
+
+
+def _options(options: list[dict]) -> list[dict]:
+    """A scale's options in on-screen order, with the key name and glyph of each one's arrow."""
+    return [
+        {**option, "arrow_key": _ARROWS.get(option.get("arrow") or "", ("", ""))}
+        for option in options
+    ]
+
+
+def _option_label(scale: str, *, choice: str | None, value: int | None) -> str:
+    """What an on-screen choice says, as a phrase: "left is better", "right much better"."""
+    label = option_label(scale, choice=choice, value=value)
+    return label[0].lower() + label[1:]
+
+
+def _restored(undone: Undone, scale: str) -> dict:
+    """The earlier answer on the pair an undo gave back (``undone_answer``), with the option
+    (``field``, ``value``) the page pre-selects and the phrase its notice quotes."""
+    answer = undone_answer(undone, scale=scale)
+    restored = {**answer, "assignment_id": undone.assignment.pk}
+    if answer["action"] == "vote":
+        choice = answer["choice"]
+        restored["option"] = ("value", answer["value"]) if choice is None else ("choice", choice)
+        restored["phrase"] = _option_label(scale, choice=choice, value=answer["value"])
+    else:
+        restored["phrase"] = answer["label"]
+    return restored
+
+
+def _workbench_context(
+    request, project: Project, *, notice: str = "", error: str = "", restored: dict | None = None
+) -> dict:
+    """The page's state: the pair leased to this annotator (claimed now if none is held),
+    their progress, what to prefetch for the pair after it, and ``restored``, the earlier
+    answer when an undo brought this pair back."""
+    try:
+        assignment = (
+            None if project.paused else assignment_claim(project=project, annotator=request.user)
+        )
+    except NotAllowed as exc:  # a superuser who is not an annotator here
+        raise PermissionDenied(str(exc)) from None
+    # After the claim, so "left for you" counts the pair on screen exactly once.
+    progress = annotator_progress(project=project, annotator=request.user)
+    context = {
+        "project": project,
+        "notice": notice,
+        "error": error,
+        "progress": progress,
+        "progress_max": max(1, progress["done_today"] + progress["left"]),
+        "skip_reasons": Skip.Reason.choices,
+        "shortcut_options": _options(options_for(project.scale)),
+        "assignment": None,
+        "annotator_paused": False,
+        "restored": None,
+        "undo_seconds": UNDO_SECONDS,
+    }
+    if assignment is None:
+        # Nothing served: say so when the curators paused this annotator (never why).
+        context["annotator_paused"] = Membership.objects.filter(
+            project=project, user=request.user, paused=True
+        ).exists()
+        return context
+    payload = assignment_payload(assignment, request=request)
+    context["assignment"] = payload
+    # A prompt with an image (an edit's input) is laid out beside the two responses.
+    context["beside_input"] = any(part["type"] == "image" for part in payload["prompt"])
+    if restored is not None and restored["assignment_id"] == assignment.pk:
+        context["restored"] = restored
+    earlier = (restored or {}).get("option")
+    context["options"] = [
+        {**option, "chosen": (option["field"], option["value"]) == earlier}
+        for option in _options(payload["options"])
+    ]
+    context["prefetch_urls"] = upcoming_media_urls(
+        project=project, annotator=request.user, after_pair_id=assignment.pair_id
+    )
+    return context
+
+
+def _respond(
+    request, project: Project, *, notice: str = "", error: str = "", restored: dict | None = None
+) -> HttpResponse:
+    """The next pair: the ``#workbench`` fragment for htmx, else a redirect to the page."""
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        elif notice:
+            messages.success(request, notice)
+        return redirect("annotate", slug=project.slug)
+    context = _workbench_context(request, project, notice=notice, error=error, restored=restored)
+    return render(request, f"{TEMPLATE}#workbench", context)
+
+
+def _own_assignment(request, project: Project, assignment_id: int) -> Assignment:
+    """The annotator's own assignment in this project; anyone else's is a 404."""
+    assignment = (
+        Assignment.objects.select_related("pair")
+        .filter(pk=assignment_id, pair__project=project, annotator=request.user)
+        .first()
+    )
+    if assignment is None:
+        raise Http404("No such assignment")
+    return assignment
+
+
+@require_GET
+@never_cache
+@login_required
+def annotate(request, slug: str):
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    template = f"{TEMPLATE}#workbench" if request.htmx else TEMPLATE
+    return render(request, template, _workbench_context(request, project))
+
+
+@require_POST
+@never_cache
+@login_required
+def vote(request, slug: str, assignment_id: int):
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    assignment = _own_assignment(request, project, assignment_id)
+    form = VoteForm(request.POST)
+    if not form.is_valid():
+        return _respond(request, project, error=_form_error(form))
+    data = form.cleaned_data
+    try:
+        vote_submit(
+            assignment=assignment,
+            annotator=request.user,
+            choice=data["choice"] or None,
+            value=data["value"],
+            rationale=data["rationale"],
+            time_on_task_ms=data["time_on_task_ms"],
+        )
+    except DomainError as exc:
+        return _respond(request, project, error=str(exc))
+    label = _option_label(project.scale, choice=data["choice"] or None, value=data["value"])
+    return _respond(request, project, notice=f"Saved: {label}. Press u within a minute to undo.")
+
+
+@require_POST
+@never_cache
+@login_required
+def skip(request, slug: str, assignment_id: int):
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    assignment = _own_assignment(request, project, assignment_id)
+    form = SkipForm(request.POST)
+    if not form.is_valid():
+        return _respond(request, project, error=_form_error(form))
+    try:
+        assignment_skip(
+            assignment=assignment,
+            annotator=request.user,
+            reason=form.cleaned_data["reason"],
+            note=form.cleaned_data["note"],
+        )
+    except DomainError as exc:
+        return _respond(request, project, error=str(exc))
+    reason = Skip.Reason(form.cleaned_data["reason"]).label
+    return _respond(
+        request, project, notice=f"Skipped: {reason}. The curators will have a look; u undoes it."
+    )
+
+
+@require_POST
+@never_cache
+@login_required
+def undo(request, slug: str):
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    undone = last_action_undo(annotator=request.user, project=project)
+    if undone is None:
+        return _respond(request, project, error=NOTHING_TO_UNDO)
+    restored = _restored(undone, project.scale)
+    what = "vote" if undone.vote is not None else "skip"
+    return _respond(
+        request,
+        project,
+        notice=f"Your last {what} was undone (you had chosen: {restored['phrase']}).",
+        restored=restored,
+    )

@@ -1,0 +1,295 @@
+"""Releases' services (docs/releases.md): create a draft, build it (a Celery job with
+progress, or at once from the command line), publish it for good. A published release never
+changes: the model layer refuses it too (``annotation.models.Release``), these services only
+say so first in words.
+
+Statuses: ``draft -> queued -> building -> built | failed``, ``built -> published``; a draft,
+built or failed release may be built again (same version, files replaced), a published one
+never."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from annotation.core.broker import task_publish
+from annotation.core.errors import Conflict, InvalidInput, Unavailable
+from annotation.core.failures import describe_error, record_failure
+from annotation.models import (
+    RELEASE_VERSION_PART_DIGITS,
+    RELEASE_VERSION_PART_MAX,
+    RELEASE_VERSION_PATTERN,
+    Project,
+    Release,
+)
+from annotation.releases.rows import selection_is_empty
+from annotation.releases.selection import Selection, check_selection, describe_selection
+
+Status = Release.Status
+# From where a build may start: never a published release, never one already building.
+BUILDABLE = (Status.DRAFT, Status.BUILT, Status.FAILED)
+_VERSION = re.compile(RELEASE_VERSION_PATTERN)
+# A build writes its progress onto the release at most this often.
+PROGRESS_INTERVAL_S = 0.5
+
+ReleaseProgress = Callable[[int, int, str], None]
+
+
+"""Called as ``progress(rows_done, rows_total, stage)`` while a build runs."""
+
+
+def check_version(version: str) -> str:
+    """The version as stored, or InvalidInput: the form, the API and the command line all
+    come here (the model's constraint and the path converter hold the same rule)."""
+    version = (version or "").strip() if isinstance(version, str) else ""
+    if not _VERSION.match(version):
+        raise InvalidInput(
+            "version: must be X.Y.Z, three whole numbers without leading zeros of at most "
+            f"{RELEASE_VERSION_PART_DIGITS} digits each (got {version[:40]!r})."
+        )
+    return version
+
+
+def release_version_next(*, project: Project) -> str:
+    """The version a new release of ``project`` is offered: the latest one's next minor (the
+    next major once the minor is at its largest), 1.0.0 for the first; "" when no valid
+    version is left above the latest."""
+    versions = [
+        tuple(int(part) for part in version.split("."))
+        for version in Release.objects.filter(project=project).values_list("version", flat=True)
+        if _VERSION.match(version)
+    ]
+    if not versions:
+        return "1.0.0"
+    major, minor, _ = max(versions)
+    if minor < RELEASE_VERSION_PART_MAX:
+        return f"{major}.{minor + 1}.0"
+    if major < RELEASE_VERSION_PART_MAX:
+        return f"{major + 1}.0.0"
+    return ""
+
+
+def check_selection_not_empty(*, project: Project, selection: Selection) -> None:
+    """InvalidInput naming the sources and filters when ``selection`` takes no pair of
+    ``project``: a release of 0 rows is a mistake (nothing decided yet, a filter too tight),
+    never a dataset."""
+    if selection_is_empty(project, selection):
+        raise InvalidInput(
+            f"selection: no pair of {project.slug} matches it ({describe_selection(selection)})"
+            "; decide pairs first or widen the filters."
+        )
+
+
+def release_create(
+    *, project: Project, version: str, selection: Selection | Mapping[str, Any] | None, user
+) -> Release:
+    """A draft release of ``project`` with this version and selection (validated; InvalidInput
+    names the field, or the filters when the selection takes no pair). Conflict when the
+    project has that version already. The caller checked that ``user`` may make releases of
+    the project (curators and researchers)."""
+    version = check_version(version)
+    chosen = check_selection(selection)
+    check_selection_not_empty(project=project, selection=chosen)
+    try:
+        with transaction.atomic():
+            return Release.objects.create(
+                project=project,
+                version=version,
+                selection=chosen.as_json(),
+                created_by=user if getattr(user, "is_authenticated", False) else None,
+            )
+    except IntegrityError:
+        if Release.objects.filter(project=project, version=version).exists():
+            raise Conflict(
+                f"version: {project.slug} has a release {version} already; choose another."
+            ) from None
+        raise
+
+
+def release_build_start(*, release: Release) -> Release:
+    """Queues the build of a draft, built or failed release as a Celery task; the release
+    page polls ``status``, ``stage``, ``rows_done``/``rows_total`` (``percent``). Conflict
+    when it is published or building; InvalidInput when its selection takes no pair now. When
+    the task broker cannot take it the release goes
+    back to its status with the reason in ``error``: outside a transaction Unavailable is
+    raised; inside one the task is sent once it commits, and a failure then is logged."""
+    from annotation.tasks import release_build_run  # the task module imports this one
+
+    previous = release.status
+    if previous in BUILDABLE:
+        check_selection_not_empty(
+            project=release.project, selection=check_selection(release.selection)
+        )
+    moved = Release.objects.filter(pk=release.pk, status__in=BUILDABLE).update(
+        status=Status.QUEUED, stage="queued", error="", rows_done=0, progress_at=timezone.now()
+    )
+    if not moved:
+        release.refresh_from_db()
+        raise Conflict(f"Release {release.version} is {release.status}: it cannot be built now.")
+    release.refresh_from_db()
+
+    def send() -> None:
+        try:
+            task_publish(release_build_run, args=(release.pk,))
+        except Unavailable as exc:
+            Release.objects.filter(pk=release.pk, status=Status.QUEUED).update(
+                status=previous, stage="", error=f"{exc} The build was not started."
+            )
+            release.refresh_from_db()
+            raise
+
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(send, robust=True)
+    else:
+        send()
+    return release
+
+
+def release_build(
+    *, release: Release, progress: ReleaseProgress | None = None, claimed: bool = False
+) -> Release:
+    """Builds the release now: its folder and .tar.gz under ARBITER_RELEASE_ROOT, its
+    statistics, card and manifest hash on the row. ``claimed``: the caller is the Celery task,
+    which builds only a queued release; otherwise a draft, built, failed or queued one is
+    built (the command line). A failure marks it failed with the reason and raises."""
+    from annotation.releases.build import build_release  # heavy imports (pyarrow)
+
+    now = timezone.now()
+    starts = (Status.QUEUED,) if claimed else (*BUILDABLE, Status.QUEUED)
+    moved = Release.objects.filter(pk=release.pk, status__in=starts).update(
+        status=Status.BUILDING,
+        stage="reading",
+        error="",
+        rows_done=0,
+        rows_total=0,
+        build_started_at=now,
+        build_finished_at=None,
+        progress_at=now,
+    )
+    if not moved:
+        release.refresh_from_db()
+        raise Conflict(f"Release {release.version} is {release.status}: it cannot be built now.")
+    release.refresh_from_db()
+    last = 0.0
+
+    def report(rows_done: int, rows_total: int, stage: str) -> None:
+        nonlocal last
+        if progress is not None:
+            progress(rows_done, rows_total, stage)
+        now = time.monotonic()
+        if now - last >= PROGRESS_INTERVAL_S or stage != "reading":
+            last = now
+            release_build_progress(
+                release_id=release.pk, rows_done=rows_done, rows_total=rows_total, stage=stage
+            )
+
+    try:
+        outcome = build_release(release=release, report=report)
+    except Exception as exc:
+        release_build_fail(release_id=release.pk, message=describe_error(exc))
+        raise
+    Release.objects.filter(pk=release.pk, status=Status.BUILDING).update(
+        status=Status.BUILT,
+        stage="done",
+        rows_done=outcome.rows_total,
+        rows_total=outcome.rows_total,
+        pair_count=outcome.pair_count,
+        statistics=outcome.statistics,
+        card=outcome.card,
+        manifest_sha256=outcome.manifest_sha256,
+        archive_sha256=outcome.archive_sha256,
+        archive_size=outcome.archive_size,
+        build_finished_at=timezone.now(),
+        progress_at=timezone.now(),
+    )
+    release.refresh_from_db()
+    return release
+
+
+def release_build_progress(*, release_id: int, rows_done: int, rows_total: int, stage: str) -> None:
+    """Records how far a build got (the build runs outside any transaction, so it shows at
+    once); a build that no longer is ``building`` is left alone."""
+    Release.objects.filter(pk=release_id, status=Status.BUILDING).update(
+        rows_done=rows_done, rows_total=rows_total, stage=stage, progress_at=timezone.now()
+    )
+
+
+def release_build_fail(*, release_id: int, message: str) -> None:
+    """Marks a queued or building release failed with ``message`` (the task's on_failure, or a
+    build that raised), so it never hangs in "building"; recorded on a new database connection
+    when the build's was lost (``annotation.core.failures``)."""
+
+    def record() -> None:
+        Release.objects.filter(pk=release_id, status__in=(Status.QUEUED, Status.BUILDING)).update(
+            status=Status.FAILED,
+            stage="failed",
+            error=message[:2000],
+            build_finished_at=timezone.now(),
+            progress_at=timezone.now(),
+        )
+
+    record_failure(record)
+
+
+def release_builds_fail_stalled() -> int:
+    """Periodic: builds with no progress for ARBITER_STALLED_AFTER_S lost their worker; they
+    are marked failed (a build is cheap to start again), and the work folders of builds no
+    longer running, which a killed build leaves, are removed. Returns how many failed."""
+    from annotation.releases.build import build_folders, remove_build_folders  # pyarrow, as above
+
+    stale = timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+    ids = list(
+        Release.objects.filter(
+            status__in=(Status.QUEUED, Status.BUILDING), progress_at__lt=stale
+        ).values_list("pk", flat=True)
+    )
+    for release_id in ids:
+        release_build_fail(
+            release_id=release_id, message="The build stopped (its worker died); build again."
+        )
+    # Listed before the statuses are read: a folder exists only once its build is building,
+    # so one whose release is not building now belongs to a build that is over.
+    folders = build_folders(Path(settings.ARBITER_RELEASE_ROOT))
+    building = set(
+        Release.objects.filter(pk__in=set(folders.values()), status=Status.BUILDING).values_list(
+            "pk", flat=True
+        )
+    )
+    remove_build_folders([folder for folder, pk in folders.items() if pk not in building])
+    return len(ids)
+
+
+@transaction.atomic
+def release_publish(*, release: Release, user) -> Release:
+    """Publishes a built release for good: its files are verified against the manifest hash
+    recorded at build time, then it is frozen (no save, update or delete ever again, by any
+    code). Conflict when it is not built or its files no longer verify. The caller checked
+    that ``user`` may publish (curators and researchers of the project)."""
+    from annotation.releases.archive import verify_folder  # pyarrow, through the writer
+
+    locked = Release.objects.select_for_update().get(pk=release.pk)
+    if locked.status != Status.BUILT:
+        raise Conflict(
+            f"Release {locked.version} is {locked.status}: only a built release is published."
+        )
+    problems = verify_folder(locked.folder, manifest_sha256=locked.manifest_sha256)
+    if problems:
+        raise Conflict(
+            f"Release {locked.version} does not match its manifest ({'; '.join(problems[:5])});"
+            " build it again."
+        )
+    Release.objects.filter(pk=locked.pk, status=Status.BUILT).update(
+        status=Status.PUBLISHED,
+        published_at=timezone.now(),
+        published_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    release.refresh_from_db()
+    return release
