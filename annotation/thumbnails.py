@@ -44,7 +44,9 @@ def waveform_path(peaks: Sequence[float], *, bars: int = WAVE_BARS, size: int = 
     return "".join(path)
 
 
-def pair_thumbnails(project: Project, contents: Iterable[Sequence[dict]]) -> list[list[Thumbnail]]:
+def pair_thumbnails(
+    project: Project, contents: Iterable[Sequence[Sequence[dict]]]
+) -> list[list[Thumbnail]]:
     """For each row's contents (prompt, response A, response B), the thumbnails of those with
     a media part; one query for the videos' posters and the clips' peaks, none when the rows
     hold only images."""

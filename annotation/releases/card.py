@@ -210,7 +210,6 @@ def _av_loading(av_kinds: Sequence[str], split: str) -> list[str]:
     if decoded:
         features = " and ".join(f"`datasets.{kind.title()}`" for kind in decoded)
         column = f"chosen_{MEDIA_COLUMNS[decoded[0]]}"
-        feature = decoded[0].title()
         lines += [
             f"{features} features hold their bytes; `datasets` decodes them with `torchcodec` "
             "(`pip install torchcodec`, which needs FFmpeg's libraries). Without it, read the "
@@ -220,9 +219,14 @@ def _av_loading(av_kinds: Sequence[str], split: str) -> list[str]:
             "import io",
             "",
             "import av",
-            f"from datasets import {feature}, Sequence",
+            "from datasets import Audio, Sequence, Video",
             "",
-            f'rows = pairs["{split}"].cast_column("{column}", Sequence({feature}(decode=False)))',
+            "# Reading a row decodes every column: give each video and audio column raw bytes.",
+            f'rows = pairs["{split}"]',
+            "for column, feature in rows.features.items():",
+            '    inner = getattr(feature, "feature", None)',
+            "    if isinstance(inner, (Audio, Video)):",
+            "        rows = rows.cast_column(column, Sequence(type(inner)(decode=False)))",
             f'first = rows[0]["{column}"][0]  # bytes, and "{MEDIA_DIRS[decoded[0]]}/<sha256>..."',
             'with av.open(io.BytesIO(first["bytes"])) as container:',
             "    frames = [frame.to_ndarray() for frame in container.decode("

@@ -15,7 +15,7 @@ from annotation.releases.formats import ReleasePair
 OMNI_DIR = "omni"
 # The paper's task name -> its file's name, and the kind of its responses.
 OMNI_FILES = {task: (f"{stem}_preferences.json", kind) for stem, (task, kind) in OMNI_TASKS.items()}
-_PREFERENCES = {Side.A: "response1", Side.B: "response2", Side.TIE: "tie"}
+_PREFERENCES: dict[str, str] = {Side.A: "response1", Side.B: "response2", Side.TIE: "tie"}
 # The prompt's media fields, by kind (the names the benchmark's files use).
 _PROMPT_FIELDS = {"image": "image", "video": "video", "audio": "audio"}
 

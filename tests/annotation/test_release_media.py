@@ -22,6 +22,7 @@ from PIL import Image
 from annotation.errors import InvalidInput
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair, PairStatus, Release
+from annotation.release_downloads import message_text
 from annotation.services.releases import release_build, release_create, release_rows
 from tests.annotation.av_support import (
     PLANTED,
@@ -194,6 +195,9 @@ def test_the_jsonl_rows_hold_paths(released):
     assert rows["t2v-1"]["chosen"][0]["content"] == [{"type": "video", "text": None}]
     assert rows["t2v-1"]["chosen_videos"][0].startswith("videos/")
     assert rows["t2v-2"]["label"] == "tie"
+    # The CSV marks each placeholder by its kind.
+    assert message_text(rows["t2v-1"]["chosen"]) == "[video]"
+    assert message_text(rows["ta2t-1"]["prompt"]) == "[audio]\nPrompt 1"
 
 
 def test_originals_on_request(project, dave, released):
