@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from annotation.imports.media import media_strip_metadata
-from annotation.models import Media, PairStatus, ProjectMedia, Release
+from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
 from annotation.releases.archive import ArchiveParts, manifest_bytes
 from annotation.releases.card import Statistics, render_card
@@ -79,7 +79,8 @@ class _MediaFiles:
             else:
                 if media.served_sha256 is None:
                     media_strip_metadata(media=media)
-                sha256, relative = media.served_sha256, media.served_relative_path
+                relative = media.served_relative_path  # raises when there is still none
+                sha256 = media.served_sha256 or media.sha256
             path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[media.format]}"
             self.files[media.sha256] = path
             self._sources[path] = Path(settings.MEDIA_ROOT) / relative
@@ -108,7 +109,7 @@ class _MediaFiles:
         return entries
 
 
-def _av_kinds(project) -> tuple[str, ...]:
+def _av_kinds(project: Project) -> tuple[str, ...]:
     """The kinds beyond images among the project's media, whose columns its releases have."""
     kinds = set(
         Media.objects.filter(

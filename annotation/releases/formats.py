@@ -245,15 +245,8 @@ def table_rows(
     a release with images, the image-preference row."""
     check_released_parts(pair)
     tie = pair.label == Side.TIE
-    row = tie_row if tie else trl_row
-    rows = {
-        DEFAULT_CONFIG: None
-        if tie
-        else row(pair, files=files, multimodal=multimodal, av_kinds=av_kinds),
-        TIES_CONFIG: row(pair, files=files, multimodal=multimodal, av_kinds=av_kinds)
-        if tie
-        else None,
-    }
+    row = (tie_row if tie else trl_row)(pair, files=files, multimodal=multimodal, av_kinds=av_kinds)
+    rows = {DEFAULT_CONFIG: None if tie else row, TIES_CONFIG: row if tie else None}
     if multimodal:
         rows[IMAGE_PREFERENCE_CONFIG] = image_preference_row(pair, files=files)
     return rows
