@@ -394,6 +394,9 @@ class BestOfNRun(models.Model):
     method = models.CharField(max_length=16)
     prompts = models.PositiveIntegerField()
     outcome = models.JSONField(default=dict)
+    # What was judged, for the run's page: ``[{"id", "prompt", "candidates": [{"id",
+    # "content"}]}]`` in stored content parts; empty for runs made before it was kept.
+    contents = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -24,7 +24,6 @@ from django.db.models import (
 )
 from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
-from django.urls import reverse
 
 from annotation.core.json_input import json_loads
 from annotation.core.search import search_condition
@@ -34,6 +33,7 @@ from annotation.models import (
     Project,
     Skip,
 )
+from annotation.pairs.thumbnails import Thumbnail, pair_thumbnails
 
 if TYPE_CHECKING:
     from typing import Any, TypedDict
@@ -107,7 +107,8 @@ class PairFilters:
 class PairRow:
     pair: Pair
     skip_count: int
-    thumbnails: list[str]  # media URLs: the first image of the prompt and of each response
+    # the first media part of the prompt and of each response (annotation/pairs/thumbnails.py)
+    thumbnails: list[Thumbnail]
 
 
 @dataclass
@@ -243,10 +244,6 @@ def _page_rows(pairs: QuerySet[Pair]) -> QuerySet[Pair]:
     )
 
 
-def _first_image_url(project: Project, hashes: list[str]) -> str | None:
-    return reverse("media", args=[project.slug, hashes[0]]) if hashes else None
-
-
 def pairs_browse(
     *,
     project: Project,
@@ -256,9 +253,10 @@ def pairs_browse(
     limit: int = DEFAULT_PAIR_PAGE_SIZE,
 ) -> PairPage:
     """One page of the pairs browser: ``limit`` rows after the ``after`` cursor (or before
-    ``before``), each with ``skip_count`` and ``thumbnails`` (the first image of the prompt and
-    of each response), the cursors of the pages around it, and the counts per status. Two
-    queries, whatever the page size or depth. Raises ValueError for a cursor it did not make."""
+    ``before``), each with ``skip_count`` and ``thumbnails`` (the first media part of the
+    prompt and of each response), the cursors of the pages around it, and the counts per
+    status. Two queries, whatever the page size or depth (a third for the posters and peaks
+    of a page with video or audio). Raises ValueError for a cursor it did not make."""
     forward = before is None
     cursor = after if forward else before
     rows = _keyset_rows(
@@ -271,17 +269,13 @@ def pairs_browse(
     more = len(rows) > limit
     if more:
         rows = rows[:limit] if forward else rows[1:]
+    thumbnails = pair_thumbnails(
+        project,
+        ([row.prompt.content, row.response_a.content, row.response_b.content] for row in rows),
+    )
     page_rows = [
-        PairRow(
-            pair=row,
-            skip_count=row.skip_count,
-            thumbnails=[
-                url
-                for content in (row.prompt, row.response_a, row.response_b)
-                if (url := _first_image_url(project, content.media_hashes))
-            ],
-        )
-        for row in rows
+        PairRow(pair=row, skip_count=row.skip_count, thumbnails=shown)
+        for row, shown in zip(rows, thumbnails, strict=True)
     ]
     first, last = (rows[0], rows[-1]) if rows else (None, None)
     has_next = more if forward else cursor is not None

@@ -50,6 +50,11 @@ class SelectionSerializer(serializers.Serializer):
     include_adjudicated = serializers.BooleanField(required=False, default=True)
     include_ties = serializers.BooleanField(required=False, default=False)
     include_ensemble = serializers.BooleanField(required=False, default=False)
+    original_media = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="The media files as imported (metadata kept) instead of the stripped copies.",
+    )
     tasks = serializers.ListField(child=serializers.CharField(), required=False)
     criteria = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
     min_agreement = serializers.FloatField(required=False, allow_null=True)

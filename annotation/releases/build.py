@@ -1,5 +1,5 @@
 """Building a release (docs/releases.md): the selected rows into each split's files, the
-images, the card, the manifest, then the archive, all in a temporary folder that replaces
+media, the card, the manifest, then the archive, all in a temporary folder that replaces
 the release's folder and archive at the end, so no reader ever sees half a release."""
 
 from __future__ import annotations
@@ -17,11 +17,18 @@ from typing import Any
 from django.conf import settings
 
 from annotation.imports.media import media_strip_metadata
-from annotation.models import Media, PairStatus, ProjectMedia, Release
+from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
 from annotation.releases.archive import ArchiveParts, manifest_bytes
 from annotation.releases.card import Statistics, render_card
-from annotation.releases.formats import IMAGES_DIR, ReleasePair, mmrb2_record, table_rows
+from annotation.releases.formats import (
+    AV_KINDS,
+    MEDIA_DIRS,
+    ReleasePair,
+    mmrb2_record,
+    table_rows,
+)
+from annotation.releases.omni import omni_record
 from annotation.releases.read import MANIFEST
 from annotation.releases.selection import Selection, check_selection
 from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, release_tables
@@ -46,13 +53,15 @@ class BuildOutcome:
     archive_size: int
 
 
-class _Images:
-    """The release's image files: each media hash used is mapped to the file name of its
-    served copy (made first if missing), and copied once at the end."""
+class _MediaFiles:
+    """The release's media files: each media hash used is mapped to the path in the release
+    of its served copy (made first if an image has none) or, with ``original``, of its
+    original bytes, and each file is copied once at the end."""
 
-    def __init__(self) -> None:
-        self.files: dict[str, str] = {}  # media sha256 -> "<served sha256>.<ext>"
-        self._sources: dict[str, Path] = {}  # file name -> where its bytes are
+    def __init__(self, *, original: bool) -> None:
+        self.files: dict[str, str] = {}  # media sha256 -> "images/<sha256 written>.<ext>"
+        self._sources: dict[str, Path] = {}  # path in the release -> where its bytes are
+        self._original = original
 
     def add_media(self, pairs: list[ReleasePair]) -> None:
         wanted = {
@@ -60,35 +69,56 @@ class _Images:
             for pair in pairs
             for parts in (pair.prompt, pair.response_a.content, pair.response_b.content)
             for part in parts
-            if part["type"] == "image"
+            if part["type"] in MEDIA_DIRS
         } - set(self.files)
         if not wanted:
             return
         for media in Media.objects.filter(sha256__in=wanted):
-            if media.served_sha256 is None:
-                media_strip_metadata(media=media)
-            name = f"{media.served_sha256}.{Media.EXTENSIONS[media.format]}"
-            self.files[media.sha256] = name
-            self._sources[name] = Path(settings.MEDIA_ROOT) / media.served_relative_path
+            if self._original:
+                sha256, relative = media.sha256, media.relative_path
+            else:
+                if media.served_sha256 is None:
+                    media_strip_metadata(media=media)
+                relative = media.served_relative_path  # raises when there is still none
+                sha256 = media.served_sha256 or media.sha256
+            path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[media.format]}"
+            self.files[media.sha256] = path
+            self._sources[path] = Path(settings.MEDIA_ROOT) / relative
         if missing := wanted - set(self.files):
             raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
 
     def source(self, path: str) -> Path:
-        """Where the bytes of ``images/<name>`` are (the data files embed them)."""
-        return self._sources[path.removeprefix(f"{IMAGES_DIR}/")]
+        """Where the bytes of ``images/<name>`` (``videos/<name>``, ...) are (the data files
+        embed them)."""
+        return self._sources[path]
+
+    def count(self, kind: str) -> int:
+        return sum(path.startswith(f"{MEDIA_DIRS[kind]}/") for path in self._sources)
 
     def write(self, open_file: Callable[[str], HashingFile]) -> dict[str, FileEntry]:
         entries = {}
-        for name in sorted(self._sources):
-            out = open_file(f"{IMAGES_DIR}/{name}")
+        for path in sorted(self._sources):
+            out = open_file(path)
             try:
-                with open(self._sources[name], "rb") as source:
+                with open(self._sources[path], "rb") as source:
                     while block := source.read(_COPY_BYTES):
                         out.write(block)
             finally:
                 out.close()
-            entries[f"{IMAGES_DIR}/{name}"] = out.entry
+            entries[path] = out.entry
         return entries
+
+
+def _av_kinds(project: Project) -> tuple[str, ...]:
+    """The kinds beyond images among the project's media, whose columns its releases have."""
+    kinds = set(
+        Media.objects.filter(
+            sha256__in=ProjectMedia.objects.filter(project=project).values("media_id")
+        )
+        .values_list("kind", flat=True)
+        .distinct()
+    )
+    return tuple(kind for kind in AV_KINDS if kind in kinds)
 
 
 def _ensemble_removed(release: Release, selection: Selection) -> int:
@@ -112,22 +142,25 @@ def write_release(
     included)."""
     project = release.project
     multimodal = ProjectMedia.objects.filter(project=project).exists()
-    tables = release_tables(multimodal)
+    av_kinds = _av_kinds(project) if multimodal else ()
+    tables = release_tables(multimodal, av_kinds)
     total = release_rows.pairs_total(project, selection)
     report(0, total, "reading")
     statistics = Statistics(scale=project.scale)
-    images = _Images()
+    media_files = _MediaFiles(original=selection.original_media)
     writers: dict[str, SplitFiles] = {}
     done = 0
     for read, chunk in release_rows.release_pairs(project, selection):
         if multimodal:
-            images.add_media([pair for _, pair in chunk])
+            media_files.add_media([pair for _, pair in chunk])
         for split, pair in chunk:
             if split not in writers:
-                writers[split] = SplitFiles(open_file, split, tables, images.source)
+                writers[split] = SplitFiles(open_file, split, tables, media_files.source)
+            omni = omni_record(pair, files=media_files.files)
             writers[split].add(
-                table_rows(pair, files=images.files, multimodal=multimodal),
-                mmrb2_record(pair, files=images.files),
+                table_rows(pair, files=media_files.files, multimodal=multimodal, av_kinds=av_kinds),
+                mmrb2_record(pair, files=media_files.files),
+                None if omni is None else (pair.task, omni),
             )
             statistics.add(pair, split)
         done += read
@@ -137,7 +170,7 @@ def write_release(
         entries |= writers[split].close()
     done = total  # pairs imported meanwhile are not in the count
     report(done, total, "images")
-    entries |= images.write(open_file)
+    entries |= media_files.write(open_file)
     report(done, total, "card")
     split_order = [name for name in selection.split_names if name in writers]
     figures = statistics.as_json(
@@ -150,8 +183,9 @@ def write_release(
             }
             for config in tables
         },
-        images=len(images.files),
+        media={kind: media_files.count(kind) for kind in ("image", *av_kinds)},
         ensemble_removed=_ensemble_removed(release, selection),
+        omni_files=sum(writer.omni_files for writer in writers.values()),
     )
     card = render_card(
         project=project,
@@ -159,6 +193,7 @@ def write_release(
         statistics=figures,
         tables=tables,
         multimodal=multimodal,
+        av_kinds=av_kinds,
     )
     entries["README.md"] = _write(open_file("README.md"), card.encode())
     manifest = manifest_bytes(project_slug=project.slug, splits=split_order, files=entries)

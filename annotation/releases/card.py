@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,14 +25,19 @@ from annotation.models import Project
 from annotation.releases.formats import (
     DEFAULT_CONFIG,
     IMAGE_PREFERENCE_CONFIG,
+    MEDIA_COLUMNS,
+    MEDIA_DIRS,
     TIES_CONFIG,
     ReleasePair,
 )
+from annotation.releases.omni import OMNI_DIR
 from annotation.releases.read import JSONL_DIR
 from annotation.releases.selection import Selection
 from annotation.releases.writer import IMAGE_TYPE, MMRB2_DIR, Table
 
 LICENSE = "other"
+# Hugging Face's task category of each kind of output beyond images.
+_AV_CATEGORIES = {"video": "text-to-video", "audio": "text-to-audio", "model3d": "text-to-3d"}
 TAGS = ("preference", "reward-modeling", "human-feedback", "arbiter")
 
 
@@ -93,9 +99,13 @@ class Statistics:
         *,
         split_order: list[str],
         configs: dict[str, dict[str, list[int]]],
-        images: int,
+        media: dict[str, int],
         ensemble_removed: int,
+        omni_files: int = 0,
     ) -> dict[str, Any]:
+        """The figures; ``media`` counts the files of each kind (images, and the other kinds
+        the release has), ``omni_files`` the Omni-RewardBench-compatible files."""
+        others = {kind: count for kind, count in media.items() if kind != "image"}
         return {
             "pairs": sum(self.splits.values()),
             "splits": {name: self.splits[name] for name in split_order},
@@ -107,7 +117,10 @@ class Statistics:
             },
             "labels": {name: dict(sorted(self.labels[name].items())) for name in split_order},
             "sources": dict(sorted(self.sources.items())),
-            "images": images,
+            "images": media.get("image", 0),
+            # Only in releases with video, audio or 3D: earlier ones keep their figures.
+            **({"media": others} if others else {}),
+            **({"omni_files": omni_files} if omni_files else {}),
             "ensemble_removed": ensemble_removed,
             "scale": self.scale,
             **self.agreement(),
@@ -123,16 +136,20 @@ def _yaml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _feature_lines(name: str, kind: pa.DataType, indent: int) -> list[str]:
-    """``datasets``' YAML for one feature (the form ``Features._to_yaml_list`` writes); an
-    image struct is ``datasets.Image``."""
+def _feature_lines(
+    name: str, kind: pa.DataType, indent: int, features: Mapping[str, str] | None = None
+) -> list[str]:
+    """``datasets``' YAML for one feature (the form ``Features._to_yaml_list`` writes); a
+    file struct is ``datasets.Image``, or the feature ``features`` names for its column
+    (``Audio``, ``Video``)."""
     pad, inner = " " * indent, " " * (indent + 2)
     lines = [f"{pad}- name: {name}"]
+    dtype = (features or {}).get(name, "Image").lower()
     if kind == IMAGE_TYPE:
-        return [*lines, f"{inner}dtype: image"]
+        return [*lines, f"{inner}dtype: {dtype}"]
     is_list = pa.types.is_list(kind)
     if is_list and kind.value_type == IMAGE_TYPE:
-        return [*lines, f"{inner}list: image"]
+        return [*lines, f"{inner}list: {dtype}"]
     if is_list and not pa.types.is_struct(kind.value_type):
         return [*lines, f"{inner}list: {_dtype(kind.value_type)}"]
     if is_list or pa.types.is_struct(kind):
@@ -147,10 +164,12 @@ def _dtype(kind: pa.DataType) -> str:
     return {pa.string(): "string", pa.int64(): "int64", pa.float64(): "float64"}[kind]
 
 
-def features_yaml(schema: pa.Schema, indent: int = 2) -> list[str]:
+def features_yaml(
+    schema: pa.Schema, indent: int = 2, features: Mapping[str, str] | None = None
+) -> list[str]:
     lines = [" " * indent + "features:"]
     for column in schema:
-        lines.extend(_feature_lines(column.name, column.type, indent))
+        lines.extend(_feature_lines(column.name, column.type, indent, features))
     return lines
 
 
@@ -168,14 +187,67 @@ def _configs_yaml(tables: dict[str, Table], configs: dict[str, dict[str, list[in
         files += ["  data_files:"]
         for name in splits:
             files += [f"  - split: {name}", f"    path: {table.parquet_dir}/{name}.parquet"]
-        info += [f"- config_name: {config}", *features_yaml(table.schema, 2)]
+        info += [f"- config_name: {config}", *features_yaml(table.schema, 2, table.features)]
         info += ["  splits:"]
         for name, (rows, size) in splits.items():
             info += [f"  - name: {name}", f"    num_bytes: {size}", f"    num_examples: {rows}"]
     return files + info
 
 
-def _loading(multimodal: bool, configs: dict[str, dict[str, list[int]]]) -> list[str]:
+def _av_loading(av_kinds: Sequence[str], split: str) -> list[str]:
+    """How to read the video, audio and 3D columns, with ``torchcodec`` or without it."""
+    columns = ", ".join(
+        f"`{MEDIA_COLUMNS[kind]}`, `chosen_{MEDIA_COLUMNS[kind]}`, `rejected_{MEDIA_COLUMNS[kind]}`"
+        for kind in av_kinds
+    )
+    placeholders = ", ".join(f'`{{"type": "{kind}"}}`' for kind in av_kinds)
+    lines = [
+        f"Video, audio and 3D parts are placeholders too ({placeholders}), their files in "
+        f"{columns}, in placeholder order.",
+        "",
+    ]
+    decoded = [kind for kind in av_kinds if kind != "model3d"]
+    if decoded:
+        features = " and ".join(f"`datasets.{kind.title()}`" for kind in decoded)
+        column = f"chosen_{MEDIA_COLUMNS[decoded[0]]}"
+        lines += [
+            f"{features} features hold their bytes; `datasets` decodes them with `torchcodec` "
+            "(`pip install torchcodec`, which needs FFmpeg's libraries). Without it, read the "
+            "bytes and decode them with PyAV (`pip install av`):",
+            "",
+            "```python",
+            "import io",
+            "",
+            "import av",
+            "from datasets import Audio, Sequence, Video",
+            "",
+            "# Reading a row decodes every column: give each video and audio column raw bytes.",
+            f'rows = pairs["{split}"]',
+            "for column, feature in rows.features.items():",
+            '    inner = getattr(feature, "feature", None)',
+            "    if isinstance(inner, (Audio, Video)):",
+            "        rows = rows.cast_column(column, Sequence(type(inner)(decode=False)))",
+            f'first = rows[0]["{column}"][0]  # bytes, and "{MEDIA_DIRS[decoded[0]]}/<sha256>..."',
+            'with av.open(io.BytesIO(first["bytes"])) as container:',
+            "    frames = [frame.to_ndarray() for frame in container.decode("
+            + ("video=0" if decoded[0] == "video" else "audio=0")
+            + ")]",
+            "```",
+            "",
+        ]
+    if "model3d" in av_kinds:
+        lines += [
+            "3D models (binary glTF) have no `datasets` feature: `models3d` and its kin hold "
+            f"their paths in this folder (`{MEDIA_DIRS['model3d']}/<sha256>.glb`), which any glTF "
+            "reader opens (`trimesh.load(path)`).",
+            "",
+        ]
+    return lines
+
+
+def _loading(
+    multimodal: bool, configs: dict[str, dict[str, list[int]]], av_kinds: Sequence[str] = ()
+) -> list[str]:
     """How to load each config with ``datasets`` and train on it with TRL."""
     lines = [
         "## Loading",
@@ -207,6 +279,8 @@ def _loading(multimodal: bool, configs: dict[str, dict[str, list[int]]]) -> list
             "```",
             "",
         ]
+    if av_kinds:
+        lines += _av_loading(av_kinds, _first_split(configs, DEFAULT_CONFIG))
     if configs.get(IMAGE_PREFERENCE_CONFIG):
         lines += [
             "Pairs whose two responses are each one image (text-to-image, editing) are also "
@@ -263,12 +337,17 @@ def render_card(
     statistics: dict[str, Any],
     tables: dict[str, Table],
     multimodal: bool,
+    av_kinds: Sequence[str] = (),
 ) -> str:
     """README.md: YAML front matter (configs and splits, features, license, task categories),
     then what the release holds and how it was selected. The version is not in it
     (docs/releases.md, "Determinism")."""
     splits = [name for name, count in statistics["splits"].items() if count]
-    categories = ["text-classification", *(["image-text-to-text"] if multimodal else [])]
+    categories = [
+        "text-classification",
+        *(["image-text-to-text"] if multimodal else []),
+        *(_AV_CATEGORIES[kind] for kind in av_kinds),
+    ]
     front = [
         "---",
         f"pretty_name: {_yaml_string(project.name)}",
@@ -291,10 +370,16 @@ def render_card(
         'Load it with `datasets.load_dataset("<this folder>")`, '
         '`datasets.load_dataset("parquet", data_dir="<this folder>/data")` or pandas; '
         f"`{JSONL_DIR}/<split>.jsonl` holds the same rows as JSON lines, "
-        f"`{MMRB2_DIR}/<split>.json` the same pairs in MMRB2's format, and `manifest.json` "
-        "the sha256 of every file.",
+        f"`{MMRB2_DIR}/<split>.json` the same pairs in MMRB2's format, "
+        + (
+            f"`{OMNI_DIR}/<split>/<task>_preferences.json` the pairs of Omni-RewardBench's "
+            "tasks in its format, "
+            if statistics.get("omni_files")
+            else ""
+        )
+        + "and `manifest.json` the sha256 of every file.",
         "",
-        *_loading(multimodal, statistics["configs"]),
+        *_loading(multimodal, statistics["configs"], av_kinds),
         "## Pairs per task and split",
         "",
         "| Task | " + " | ".join(splits) + " | Total |",
@@ -357,8 +442,35 @@ def render_card(
         json.dumps(selection.as_json(), indent=2, sort_keys=True),
         "```",
         "",
-        f"Images: {statistics['images']} files under `images/`, named by their sha256, "
-        "with their metadata (EXIF, XMP, text chunks) removed.",
+        *_media_lines(statistics, original=selection.original_media),
         "",
     ]
     return "\n".join(front + body)
+
+
+_MEDIA_NOUNS = {"video": "videos", "audio": "audio clips", "model3d": "3D models"}
+
+
+def _media_lines(statistics: dict[str, Any], *, original: bool) -> list[str]:
+    """What the media folders hold: the served copies (metadata removed) or the originals."""
+    if original:
+        return [
+            f"Images: {statistics['images']} files under `images/`, named by their sha256, as "
+            "they were imported (with their metadata).",
+            *(
+                f"{_MEDIA_NOUNS[kind].capitalize()}: {count} files under "
+                f"`{MEDIA_DIRS[kind]}/`, named by their sha256, as they were imported."
+                for kind, count in statistics.get("media", {}).items()
+            ),
+        ]
+    return [
+        f"Images: {statistics['images']} files under `images/`, named by their sha256, "
+        "with their metadata (EXIF, XMP, text chunks) removed.",
+        *(
+            f"{_MEDIA_NOUNS[kind].capitalize()}: {count} files under `{MEDIA_DIRS[kind]}/`, "
+            "named by their sha256, with their metadata (container tags, chapters, "
+            "attachments; a model's generator and extras) removed, frames and samples "
+            "untouched."
+            for kind, count in statistics.get("media", {}).items()
+        ),
+    ]

@@ -47,7 +47,8 @@ _LIST_COLUMNS = {"votes", "images", "chosen_images", "rejected_images"}
 
 def message_text(messages: Sequence[dict[str, Any]] | None) -> str:
     """The text of a conversation column: each message's content, its image placeholders as
-    ``[image]``, messages separated by a blank line."""
+    ``[image]`` (a video's ``[video]``, an audio clip's ``[audio]``, a 3D model's
+    ``[model3d]``), messages separated by a blank line."""
     texts = []
     for message in messages or ():
         content = message.get("content")
@@ -55,7 +56,11 @@ def message_text(messages: Sequence[dict[str, Any]] | None) -> str:
             texts.append(content)
             continue
         parts = [
-            IMAGE_MARK if part.get("type") == "image" else str(part.get("text") or "")
+            str(part.get("text") or "")
+            if part.get("type") == "text"
+            else IMAGE_MARK
+            if part.get("type") == "image"
+            else f"[{part.get('type')}]"
             for part in content or ()
         ]
         texts.append("\n".join(parts))

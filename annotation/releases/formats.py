@@ -13,6 +13,13 @@ from annotation.core.errors import InvalidInput
 from annotation.models import Side
 
 IMAGES_DIR = "images"
+# Where each kind of media file lives in a release, named by the sha256 of its bytes; and
+# the columns listing a message's files of that kind (``images``, ``chosen_videos``, ...).
+MEDIA_DIRS = {"image": IMAGES_DIR, "video": "videos", "audio": "audio", "model3d": "models"}
+MEDIA_COLUMNS = {"image": "images", "video": "videos", "audio": "audios", "model3d": "models3d"}
+# The kinds beyond images, in the order of their columns (a release has the columns of the
+# kinds its project holds: docs/releases.md, "Video, audio and 3D").
+AV_KINDS = ("video", "audio", "model3d")
 # The release's configs (docs/releases.md, "Data files"): what ``datasets.load_dataset``
 # takes as ``name``. Preferences only in the default one; ties and the image-preference
 # layout in their own.
@@ -53,14 +60,9 @@ class ReleasePair:
     ratings: dict[str, list[str]] | None = None
 
 
-def image_path(file_name: str) -> str:
-    return f"{IMAGES_DIR}/{file_name}"
-
-
-# What a release writes today; video, audio and 3D parts import and show to people, but
-# their files, feature types and formats are not written yet, so a build holding one fails
-# naming the pair instead of leaving the part out of a row.
-RELEASED_PART_TYPES = frozenset({"text", "image"})
+# The part kinds a release writes; a build meeting any other fails naming the pair instead of
+# leaving the part out of a row.
+RELEASED_PART_TYPES = frozenset({"text", *MEDIA_DIRS})
 
 
 def check_released_parts(pair: ReleasePair) -> None:
@@ -72,27 +74,29 @@ def check_released_parts(pair: ReleasePair) -> None:
     if kinds:
         raise InvalidInput(
             f"pair {pair.external_id} has {', '.join(sorted(kinds))} parts, which releases do "
-            "not carry yet: leave its task out of the selection"
+            "not carry: leave its task out of the selection"
         )
 
 
 def _message(
     role: str, parts: Sequence[Mapping], files: Mapping[str, str], multimodal: bool
-) -> tuple[dict, list[str]]:
-    """A TRL message from content parts, and the image paths of its placeholders in order.
-    Text-only releases get a string content; others a list of text parts and image
-    placeholders (one schema: the placeholder's ``text`` is None)."""
+) -> tuple[dict, dict[str, list[str]]]:
+    """A TRL message from content parts, and the release paths of its placeholders' files in
+    order, by kind. Text-only releases get a string content; others a list of text parts and
+    ``{"type": "image"}`` (``video``, ``audio``, ``model3d``) placeholders (one schema: the
+    placeholder's ``text`` is None). ``files`` maps a media hash to its path in the release."""
+    media: dict[str, list[str]] = {kind: [] for kind in MEDIA_DIRS}
     if not multimodal:
         text = "\n\n".join(part["text"] for part in parts if part["type"] == "text")
-        return {"role": role, "content": text}, []
-    content, images = [], []
+        return {"role": role, "content": text}, media
+    content = []
     for part in parts:
-        if part["type"] == "image":
-            content.append({"type": "image", "text": None})
-            images.append(image_path(files[part["media"]]))
+        if part["type"] in MEDIA_DIRS:
+            content.append({"type": part["type"], "text": None})
+            media[part["type"]].append(files[part["media"]])
         else:
             content.append({"type": "text", "text": part["text"]})
-    return {"role": role, "content": content}, images
+    return {"role": role, "content": content}, media
 
 
 def _provenance(pair: ReleasePair) -> dict[str, Any]:
@@ -121,10 +125,16 @@ def _ensemble(pair: ReleasePair) -> dict[str, Any]:
     }
 
 
-def trl_row(pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool) -> dict[str, Any]:
+def trl_row(
+    pair: ReleasePair,
+    *,
+    files: Mapping[str, str],
+    multimodal: bool,
+    av_kinds: Sequence[str] = (),
+) -> dict[str, Any]:
     """The pair's row of ``data/<split>.{parquet,jsonl}``: a preference, A or B (ties have
-    rows of their own, ``tie_row``). ``files`` maps an image's media hash to its file name in
-    the release."""
+    rows of their own, ``tie_row``). ``files`` maps a media hash to its path in the release;
+    ``av_kinds`` are the kinds beyond images whose columns the release has."""
     if pair.label == Side.TIE:
         raise ValueError(f"pair {pair.external_id} is a tie: it has no chosen response")
     chosen, rejected = (
@@ -132,17 +142,15 @@ def trl_row(pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool) ->
         if pair.label == Side.B
         else (pair.response_a, pair.response_b)
     )
-    prompt, images = _message("user", pair.prompt, files, multimodal)
-    chosen_message, chosen_images = _message("assistant", chosen.content, files, multimodal)
-    rejected_message, rejected_images = _message("assistant", rejected.content, files, multimodal)
+    prompt, media = _message("user", pair.prompt, files, multimodal)
+    chosen_message, chosen_media = _message("assistant", chosen.content, files, multimodal)
+    rejected_message, rejected_media = _message("assistant", rejected.content, files, multimodal)
     return {
         "id": pair.external_id,
         "prompt": [prompt],
         "chosen": [chosen_message],
         "rejected": [rejected_message],
-        "images": images,
-        "chosen_images": chosen_images,
-        "rejected_images": rejected_images,
+        **_media_row(media, chosen_media, rejected_media, ("chosen_", "rejected_"), av_kinds),
         **_provenance(pair),
         "chosen_model": chosen.model_name,
         "rejected_model": rejected.model_name,
@@ -150,21 +158,43 @@ def trl_row(pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool) ->
     }
 
 
-def tie_row(pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool) -> dict[str, Any]:
+def _media_row(
+    prompt: Mapping[str, list[str]],
+    first: Mapping[str, list[str]],
+    second: Mapping[str, list[str]],
+    prefixes: tuple[str, str],
+    av_kinds: Sequence[str],
+) -> dict[str, list[str]]:
+    """The media columns of a row: the files of the prompt and of each response, the images
+    first, then each other kind the release has (``videos``, ``chosen_videos``, ...)."""
+    columns: dict[str, list[str]] = {}
+    for kind in ("image", *av_kinds):
+        name = MEDIA_COLUMNS[kind]
+        columns[name] = prompt[kind]
+        columns[f"{prefixes[0]}{name}"] = first[kind]
+        columns[f"{prefixes[1]}{name}"] = second[kind]
+    return columns
+
+
+def tie_row(
+    pair: ReleasePair,
+    *,
+    files: Mapping[str, str],
+    multimodal: bool,
+    av_kinds: Sequence[str] = (),
+) -> dict[str, Any]:
     """A tie's row of ``ties/<split>.parquet``: the two responses as ``response_a`` and
     ``response_b``, never ``chosen``/``rejected``, so no preference trainer reads a preference
     nobody expressed."""
-    prompt, images = _message("user", pair.prompt, files, multimodal)
-    message_a, images_a = _message("assistant", pair.response_a.content, files, multimodal)
-    message_b, images_b = _message("assistant", pair.response_b.content, files, multimodal)
+    prompt, media = _message("user", pair.prompt, files, multimodal)
+    message_a, media_a = _message("assistant", pair.response_a.content, files, multimodal)
+    message_b, media_b = _message("assistant", pair.response_b.content, files, multimodal)
     return {
         "id": pair.external_id,
         "prompt": [prompt],
         "response_a": [message_a],
         "response_b": [message_b],
-        "images": images,
-        "response_a_images": images_a,
-        "response_b_images": images_b,
+        **_media_row(media, media_a, media_b, ("response_a_", "response_b_"), av_kinds),
         **_provenance(pair),
         "model_a": pair.response_a.model_name,
         "model_b": pair.response_b.model_name,
@@ -191,11 +221,9 @@ def image_preference_row(pair: ReleasePair, *, files: Mapping[str, str]) -> dict
     return {
         "id": pair.external_id,
         "caption": "\n\n".join(part["text"] for part in pair.prompt if part["type"] == "text"),
-        "input_images": [
-            image_path(files[part["media"]]) for part in pair.prompt if part["type"] == "image"
-        ],
-        "jpg_0": image_path(files[image_a["media"]]),
-        "jpg_1": image_path(files[image_b["media"]]),
+        "input_images": [files[part["media"]] for part in pair.prompt if part["type"] == "image"],
+        "jpg_0": files[image_a["media"]],
+        "jpg_1": files[image_b["media"]],
         "label_0": 1.0 if won_a else 0.0,
         "label_1": 0.0 if won_a else 1.0,
         **_provenance(pair),
@@ -207,16 +235,18 @@ def image_preference_row(pair: ReleasePair, *, files: Mapping[str, str]) -> dict
 
 
 def table_rows(
-    pair: ReleasePair, *, files: Mapping[str, str], multimodal: bool
+    pair: ReleasePair,
+    *,
+    files: Mapping[str, str],
+    multimodal: bool,
+    av_kinds: Sequence[str] = (),
 ) -> dict[str, dict[str, Any] | None]:
     """The pair's row in each config: a preference or a tie, and, for image-output pairs of
     a release with images, the image-preference row."""
     check_released_parts(pair)
     tie = pair.label == Side.TIE
-    rows = {
-        DEFAULT_CONFIG: None if tie else trl_row(pair, files=files, multimodal=multimodal),
-        TIES_CONFIG: tie_row(pair, files=files, multimodal=multimodal) if tie else None,
-    }
+    row = (tie_row if tie else trl_row)(pair, files=files, multimodal=multimodal, av_kinds=av_kinds)
+    rows = {DEFAULT_CONFIG: None if tie else row, TIES_CONFIG: row if tie else None}
     if multimodal:
         rows[IMAGE_PREFERENCE_CONFIG] = image_preference_row(pair, files=files)
     return rows
@@ -224,8 +254,8 @@ def table_rows(
 
 def _mmrb2_content(parts: Sequence[Mapping], files: Mapping[str, str]) -> list[list[str]]:
     return [
-        ["image", image_path(files[part["media"]])]
-        if part["type"] == "image"
+        [part["type"], files[part["media"]]]
+        if part["type"] in MEDIA_DIRS
         else ["text", part["text"]]
         for part in parts
     ]

@@ -39,6 +39,9 @@ class Selection:
     # Omni-RewardBench's criteria_preference) instead of Arbiter's decisions: every pair with
     # one, whatever its status; the include_* sources do not apply.
     reference_labels: bool = False
+    # The media files as imported (metadata and all) instead of their served copies, stripped
+    # of it (docs/releases.md, "Media files"); a choice made when the release is created.
+    original_media: bool = False
     tasks: tuple[str, ...] = ()
     criteria: tuple[str, ...] = ()
     min_agreement: float | None = None
@@ -63,6 +66,8 @@ class Selection:
             # Only when set: a release built before the option stores (and rebuilds to)
             # the same selection as it always did.
             stored["reference_labels"] = True
+        if self.original_media:
+            stored["original_media"] = True
         return stored
 
     @property
@@ -216,6 +221,7 @@ def check_selection(data: Mapping[str, Any] | Selection | None) -> Selection:
         include_ties=_bool(data, "include_ties", False),
         include_ensemble=_bool(data, "include_ensemble", False),
         reference_labels=_bool(data, "reference_labels", False),
+        original_media=_bool(data, "original_media", False),
         tasks=_strings(data, "tasks"),
         criteria=_strings(data, "criteria"),
         min_agreement=_min_agreement(data),

@@ -52,6 +52,7 @@ SELECTION_FIELDS = (
     "include_adjudicated",
     "include_ties",
     "include_ensemble",
+    "original_media",
     "tasks",
     "criteria",
     "min_agreement",
@@ -87,6 +88,12 @@ class ReleaseForm(forms.Form):
         required=False,
         label="Ensemble-easy pairs",
         help_text="Also the pairs the judge ensemble filtered as easy, marked source=ensemble.",
+    )
+    original_media = forms.BooleanField(
+        required=False,
+        label="Original media files",
+        help_text="The images, videos, audio clips and 3D models as they were imported, "
+        "metadata and all; unticked, the copies annotators saw, stripped of it.",
     )
     tasks = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, help_text="None ticked: every task."

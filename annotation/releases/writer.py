@@ -4,8 +4,9 @@ group (``SplitFiles``), so a release of any size is never held whole in memory."
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,7 +16,13 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from annotation.releases.formats import DEFAULT_CONFIG, IMAGE_PREFERENCE_CONFIG, TIES_CONFIG
+from annotation.releases.formats import (
+    DEFAULT_CONFIG,
+    IMAGE_PREFERENCE_CONFIG,
+    MEDIA_COLUMNS,
+    TIES_CONFIG,
+)
+from annotation.releases.omni import omni_file
 from annotation.releases.read import JSONL_DIR, TIES_JSONL_DIR
 
 # Rows per Parquet row group (and per write of the text files): fixed, so the same rows give
@@ -94,8 +101,12 @@ def _message_type(multimodal: bool) -> pa.DataType:
     return pa.struct([("role", pa.string()), ("content", pa.string())])
 
 
-# An image in Parquet as ``datasets.Image`` stores it: its bytes, and its path in the release.
+# An image in Parquet as ``datasets.Image`` stores it: its bytes, and its path in the release
+# (``datasets.Audio`` and ``datasets.Video`` store theirs alike).
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+# The ``datasets`` feature of each kind of media column; a 3D model has none (its column
+# holds paths: docs/releases.md, "Video, audio and 3D").
+MEDIA_FEATURES = {"image": "Image", "video": "Video", "audio": "Audio"}
 IMAGE_LIST = "list"
 IMAGE_ONE = "one"
 # A row group of a table with images holds at most this many image bytes (and at most
@@ -120,15 +131,19 @@ _ENSEMBLE_COLUMNS = [
 
 @dataclass(frozen=True)
 class Table:
-    """One kind of row file: its columns as the JSON lines hold them (``json_schema``, images
-    as paths) and as Parquet holds them (``schema``, images as ``datasets.Image`` structs
-    with their bytes, the features named in the schema's ``huggingface`` metadata)."""
+    """One kind of row file: its columns as the JSON lines hold them (``json_schema``, media
+    as paths) and as Parquet holds them (``schema``, images, video and audio as
+    ``datasets.Image``, ``Video``, ``Audio`` structs with their bytes, the features named in
+    the schema's ``huggingface`` metadata)."""
 
     config: str
     parquet_dir: str
     jsonl_dir: str
     json_schema: pa.Schema
-    images: dict[str, str]  # column -> IMAGE_LIST or IMAGE_ONE
+    images: dict[str, str]  # column -> IMAGE_LIST or IMAGE_ONE: the files embedded in Parquet
+    features: Mapping[str, str] = dataclasses.field(
+        default_factory=dict
+    )  # column -> feature, "Image" if not
 
     @property
     def schema(self) -> pa.Schema:
@@ -145,37 +160,62 @@ class Table:
         ]
         features = {
             name: (
-                {"_type": "Sequence", "feature": {"_type": "Image"}}
+                {"_type": "Sequence", "feature": {"_type": self.feature(name)}}
                 if kind == IMAGE_LIST
-                else {"_type": "Image"}
+                else {"_type": self.feature(name)}
             )
             for name, kind in self.images.items()
         }
         metadata = {b"huggingface": orjson.dumps({"info": {"features": features}})}
         return pa.schema(fields, metadata=metadata)
 
+    def feature(self, column: str) -> str:
+        """The ``datasets`` feature of an embedded column: Image, Video or Audio."""
+        return self.features.get(column, "Image")
+
     @property
     def dictionary_columns(self) -> list[str]:
         return [name for name in DICTIONARY_COLUMNS if name in self.json_schema.names]
 
 
-def _images_of(multimodal: bool, columns: tuple[str, ...]) -> dict[str, str]:
-    return dict.fromkeys(columns, IMAGE_LIST) if multimodal else {}
+def _media_fields(prefixes: tuple[str, str], av_kinds: Sequence[str]) -> list[tuple[str, Any]]:
+    """The media columns of a row, as ``formats._media_row`` fills them: for the images, then
+    each other kind the release has, the prompt's files and each response's."""
+    paths = pa.list_(pa.string())
+    return [
+        (f"{prefix}{MEDIA_COLUMNS[kind]}", paths)
+        for kind in ("image", *av_kinds)
+        for prefix in ("", *prefixes)
+    ]
 
 
-def row_schema(multimodal: bool) -> pa.Schema:
+def _embedded(
+    multimodal: bool, schema: pa.Schema, prefixes: tuple[str, str], av_kinds: Sequence[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The columns whose files Parquet embeds (images, video, audio; never 3D models) and
+    their ``datasets`` features."""
+    if not multimodal:
+        return {}, {}
+    features = {
+        f"{prefix}{MEDIA_COLUMNS[kind]}": MEDIA_FEATURES[kind]
+        for kind in ("image", *av_kinds)
+        if kind in MEDIA_FEATURES
+        for prefix in ("", *prefixes)
+    }
+    images = {name: IMAGE_LIST for name in schema.names if name in features}
+    return images, {name: kind for name, kind in features.items() if kind != "Image"}
+
+
+def row_schema(multimodal: bool, av_kinds: Sequence[str] = ()) -> pa.Schema:
     """The data files' columns (docs/releases.md, "Data files"), in order."""
     messages = pa.list_(_message_type(multimodal))
-    paths = pa.list_(pa.string())
     return pa.schema(
         [
             ("id", pa.string()),
             ("prompt", messages),
             ("chosen", messages),
             ("rejected", messages),
-            ("images", paths),
-            ("chosen_images", paths),
-            ("rejected_images", paths),
+            *_media_fields(("chosen_", "rejected_"), av_kinds),
             ("task", pa.string()),
             ("criterion", pa.string()),
             ("chosen_model", pa.string()),
@@ -185,29 +225,23 @@ def row_schema(multimodal: bool) -> pa.Schema:
     )
 
 
-def preference_table(multimodal: bool) -> Table:
-    return Table(
-        DEFAULT_CONFIG,
-        DATA_DIR,
-        JSONL_DIR,
-        row_schema(multimodal),
-        _images_of(multimodal, ("images", "chosen_images", "rejected_images")),
-    )
+def preference_table(multimodal: bool, av_kinds: Sequence[str] = ()) -> Table:
+    schema = row_schema(multimodal, av_kinds)
+    images, features = _embedded(multimodal, schema, ("chosen_", "rejected_"), av_kinds)
+    return Table(DEFAULT_CONFIG, DATA_DIR, JSONL_DIR, schema, images, features)
 
 
-def tie_table(multimodal: bool) -> Table:
+def tie_table(multimodal: bool, av_kinds: Sequence[str] = ()) -> Table:
     """Ties: both responses by their imported side, no chosen or rejected."""
     messages = pa.list_(_message_type(multimodal))
-    paths = pa.list_(pa.string())
+    prefixes = ("response_a_", "response_b_")
     schema = pa.schema(
         [
             ("id", pa.string()),
             ("prompt", messages),
             ("response_a", messages),
             ("response_b", messages),
-            ("images", paths),
-            ("response_a_images", paths),
-            ("response_b_images", paths),
+            *_media_fields(prefixes, av_kinds),
             ("task", pa.string()),
             ("criterion", pa.string()),
             ("model_a", pa.string()),
@@ -215,13 +249,8 @@ def tie_table(multimodal: bool) -> Table:
             *_ENSEMBLE_COLUMNS,
         ]
     )
-    return Table(
-        TIES_CONFIG,
-        TIES_DIR,
-        TIES_JSONL_DIR,
-        schema,
-        _images_of(multimodal, ("images", "response_a_images", "response_b_images")),
-    )
+    images, features = _embedded(multimodal, schema, prefixes, av_kinds)
+    return Table(TIES_CONFIG, TIES_DIR, TIES_JSONL_DIR, schema, images, features)
 
 
 def image_preference_table() -> Table:
@@ -254,7 +283,8 @@ def image_preference_table() -> Table:
 
 
 ImageSource = Callable[[str], Path]
-"""The file holding the bytes of an image, by its path in the release (``images/<name>``)."""
+"""The file holding the bytes of a media file, by its path in the release (``images/<name>``,
+``videos/<name>``, ...)."""
 
 
 class TableFiles:
@@ -366,9 +396,12 @@ class TableFiles:
         }
 
 
-def release_tables(multimodal: bool) -> dict[str, Table]:
+def release_tables(multimodal: bool, av_kinds: Sequence[str] = ()) -> dict[str, Table]:
     """The tables of a release, by config, in the card's order."""
-    tables = {DEFAULT_CONFIG: preference_table(multimodal), TIES_CONFIG: tie_table(multimodal)}
+    tables = {
+        DEFAULT_CONFIG: preference_table(multimodal, av_kinds),
+        TIES_CONFIG: tie_table(multimodal, av_kinds),
+    }
     if multimodal:
         tables[IMAGE_PREFERENCE_CONFIG] = image_preference_table()
     return tables
@@ -377,7 +410,8 @@ def release_tables(multimodal: bool) -> dict[str, Table]:
 class SplitFiles:
     """One split's files: the preferences (``data/``), the ties (``ties/``), the image
     preferences (``image_preference/``), each with its JSON lines under ``jsonl/`` and opened
-    on its first row, and ``mmrb2/<split>.json`` with every pair, ties included."""
+    on its first row, ``mmrb2/<split>.json`` with every pair, ties included, and an
+    Omni-RewardBench file per task of the benchmark that has pairs, opened on its first."""
 
     def __init__(
         self,
@@ -395,9 +429,18 @@ class SplitFiles:
         self._mmrb2.write(b'{"pairs": [\n')
         self._mmrb2_lines = bytearray()
         self._mmrb2_rows = 0
+        self._omni: dict[str, HashingFile] = {}  # task -> its file, a JSON list
 
-    def add(self, rows: Mapping[str, dict[str, Any] | None], mmrb2: dict[str, Any]) -> None:
-        """One pair: its row of each table it has one in (by config), and its MMRB2 record."""
+    def add(
+        self,
+        rows: Mapping[str, dict[str, Any] | None],
+        mmrb2: dict[str, Any],
+        omni: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """One pair: its row of each table it has one in (by config), its MMRB2 record, and
+        its task's Omni-RewardBench record, if it has one."""
+        if omni is not None:
+            self._omni_add(*omni)
         for config, row in rows.items():
             if row is None:
                 continue
@@ -413,6 +456,21 @@ class SplitFiles:
         if self._mmrb2_rows % ROW_GROUP_ROWS == 0:
             self._mmrb2.write(self._mmrb2_lines)
             self._mmrb2_lines = bytearray()
+
+    def _omni_add(self, task: str, record: dict[str, Any]) -> None:
+        # Written a record at a time: Omni-RewardBench's files are small (a few thousand
+        # records each), and the file handle buffers them.
+        out = self._omni.get(task)
+        if out is None:
+            out = self._omni[task] = self._open_file(omni_file(self.split, task))
+            out.write(b"[\n")
+        else:
+            out.write(b",\n")
+        out.write(orjson.dumps(record))
+
+    @property
+    def omni_files(self) -> int:
+        return len(self._omni)
 
     def rows_of(self, config: str) -> int:
         files = self.files.get(config)
@@ -431,4 +489,9 @@ class SplitFiles:
         self._mmrb2.write(b"\n]}\n")
         self._mmrb2.close()
         entries[f"{MMRB2_DIR}/{self.split}.json"] = self._mmrb2.entry
+        for task in sorted(self._omni):
+            out = self._omni[task]
+            out.write(b"\n]\n")
+            out.close()
+            entries[omni_file(self.split, task)] = out.entry
         return entries

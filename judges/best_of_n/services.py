@@ -13,7 +13,8 @@ quality. Two methods, every comparison judged in both orders:
 Input, one prompt per JSONL line (or a list for the API): ``{"id": "...", "prompt": content,
 "task": "...", "criterion": "...", "candidates": [{"id": "...", "content": content}, ...]}``,
 where content is a string or a list of ``["text", "..."]`` and ``["image", "<sha256 of a stored
-image>"]``.
+image>"]`` (``"video"``, ``"audio"``, ``"model3d"`` alike, each the hash of stored media of that
+kind).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 
-from annotation.core.content import image_part, text_part
+from annotation.core.content import MEDIA_PART_TYPES, media_part, text_part
 from annotation.core.json_input import JsonRefused, json_loads, text_refusal
 from annotation.models import Media, Project, ProjectMedia
 from judges import backends
@@ -88,10 +89,13 @@ def _content(value, where: str, errors: list[str]) -> list[dict]:
         kind = part[0] if isinstance(part, list) and len(part) == 2 else None
         if kind == "text" and isinstance(part[1], str):
             parts.append(text_part(part[1]))
-        elif kind == "image" and isinstance(part[1], str):
-            parts.append(image_part(part[1].lower()))
+        elif kind in MEDIA_PART_TYPES and isinstance(part[1], str):
+            parts.append(media_part(kind, part[1].lower()))
         else:
-            errors.append(f'{where}[{index}]: must be ["text", "..."] or ["image", "<sha256>"]')
+            errors.append(
+                f'{where}[{index}]: must be ["text", "..."] or [kind, "<sha256>"] with kind one '
+                f"of {', '.join(MEDIA_PART_TYPES)}"
+            )
     return parts
 
 
@@ -143,24 +147,27 @@ def parse_items(
                 str(row.get("criterion", "")),
             )
         )
-    hashes = {
-        part["media"]
+    wanted = {
+        (part["media"], part["type"])
         for item in items
         for content in (item.prompt, *(c.content for c in item.candidates))
         for part in content
-        if part["type"] == "image"
+        if part["type"] != "text"
     }
+    hashes = {sha for sha, _ in wanted}
     if project is None:
-        stored = set(Media.objects.filter(sha256__in=hashes).values_list("sha256", flat=True))
+        rows = Media.objects.filter(sha256__in=hashes).values_list("sha256", "kind")
     else:
-        stored = set(
-            ProjectMedia.objects.filter(project=project, media__sha256__in=hashes).values_list(
-                "media__sha256", flat=True
-            )
+        rows = ProjectMedia.objects.filter(project=project, media__sha256__in=hashes).values_list(
+            "media__sha256", "media__kind"
         )
+    stored = dict(rows)
     where = "the media store" if project is None else f"the media of project {project.slug}"
-    for sha in sorted(hashes - stored):
-        errors.append(f"image {sha[:16]}...: not in {where}")
+    for sha, kind in sorted(wanted):
+        if sha not in stored:
+            errors.append(f"{kind} {sha[:16]}...: not in {where}")
+        elif stored[sha] != kind:
+            errors.append(f"{kind} {sha[:16]}...: is stored as {stored[sha]}, not {kind}")
     if not items and not errors:
         errors.append("no items")
     if errors:
@@ -341,5 +348,13 @@ def best_of_n_run(
         method=method,
         prompts=len(items),
         outcome=outcome,
+        contents=[
+            {
+                "id": item.id,
+                "prompt": item.prompt,
+                "candidates": [{"id": c.id, "content": c.content} for c in item.candidates],
+            }
+            for item in items
+        ],
         created_by=created_by,
     )

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.core.access import STAFF_ROLES, get_project_for_user
 from annotation.core.spreadsheets import csv_response
+from annotation.queue.presentation import shown_contents
 from judges.best_of_n.forms import BestOfNForm
 from judges.best_of_n.services import MAX_API_CALLS, best_of_n_run, parse_jsonl
 from judges.core.forms import add_service_errors
@@ -79,9 +80,30 @@ def _said(match: dict, order: str) -> str:
     return {"A": match["first"], "B": match["second"]}.get(answer, answer)
 
 
+def _contents(run: BestOfNRun) -> dict[str, dict]:
+    """What each prompt's run judged, by prompt id, as pages show content (text, and media
+    with the comparison page's players): its prompt and its candidates in input order."""
+    items = run.contents or []
+    contents = [item["prompt"] for item in items] + [
+        candidate["content"] for item in items for candidate in item["candidates"]
+    ]
+    parts = iter(shown_contents(contents, project=run.project))
+    prompts = [next(parts) for _ in items]
+    return {
+        item["id"]: {
+            "prompt": prompt,
+            "candidates": [
+                {"id": candidate["id"], "parts": next(parts)} for candidate in item["candidates"]
+            ],
+        }
+        for item, prompt in zip(items, prompts, strict=True)
+    }
+
+
 def _shown(run: BestOfNRun) -> list[dict]:
     """Each prompt's result with its scores ranked, best first (scores), or its rounds with
-    each order's answer named by candidate (knockout)."""
+    each order's answer named by candidate (knockout), and what was judged."""
+    contents = _contents(run)
     shown = []
     for result in run.outcome["results"]:
         ranked = sorted(
@@ -92,7 +114,9 @@ def _shown(run: BestOfNRun) -> list[dict]:
             [{**m, "said_ab": _said(m, "AB"), "said_ba": _said(m, "BA")} for m in matches]
             for matches in result.get("rounds", [])
         ]
-        shown.append({**result, "ranked": ranked, "rounds": rounds})
+        shown.append(
+            {**result, "ranked": ranked, "rounds": rounds, "judged": contents.get(result["id"])}
+        )
     return shown
 
 

@@ -1,15 +1,15 @@
-"""Video, audio and 3D parts where pages, judges and releases meet them, until each gets
-its own player, payload and release format (docs/import-format.md, "Video, audio and 3D"):
+"""Video, audio and 3D parts where pages, judges and releases meet them
+(docs/import-format.md, "Video, audio and 3D"):
 the comparison page plays them from their served copies, a judge never votes on a pair it
-would see only half of, and a release build holding one fails naming the pair."""
+would see only half of, and a release carries them (tests/annotation/test_release_media.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from annotation.core.errors import InvalidInput
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair
+from annotation.releases.selectors import release_rows
 from annotation.releases.services import release_build, release_create
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, judge_judgeable
 from tests.annotation.av_support import PLANTED, audio_write, glb_bytes, video_write
@@ -76,12 +76,15 @@ def test_a_judge_is_never_asked_about_parts_it_is_not_sent():
     assert "video parts" in second.error
 
 
-def test_a_release_holding_a_video_pair_fails_naming_it(project, dave, tmp_path):
+def test_a_release_carries_the_video_audio_and_3d_parts(project, dave, tmp_path):
     pair = _import(project, tmp_path, _av_pair(tmp_path))
     Pair.objects.filter(pk=pair.pk).update(status="consensus", consensus_label="A")
     release = release_create(project=project, version="1.0.0", selection={}, user=dave)
-    with pytest.raises(InvalidInput, match="av-1 has audio, model3d, video parts"):
-        release_build(release=release)
-    release.refresh_from_db()
-    assert release.status == release.Status.FAILED
-    assert "av-1" in release.error
+    release = release_build(release=release)
+    assert release.status == release.Status.BUILT
+    (row,) = release_rows(release)
+    assert [part["type"] for part in row["chosen"][0]["content"]] == ["video"]
+    assert [part["type"] for part in row["rejected"][0]["content"]] == ["audio", "model3d"]
+    assert row["chosen_videos"][0].startswith("videos/")
+    assert row["rejected_audios"][0].startswith("audio/")
+    assert row["rejected_models3d"][0].startswith("models/")

@@ -114,7 +114,8 @@ def test_bad_input_is_refused_by_line_and_field():
     assert error.value.messages == [
         "line 1: candidates: a list of at least 2",
         "line 2: candidates[1].id: 'a' is given twice",
-        'line 2: candidates[1].content[0]: must be ["text", "..."] or ["image", "<sha256>"]',
+        'line 2: candidates[1].content[0]: must be ["text", "..."] or [kind, "<sha256>"] with '
+        "kind one of image, video, audio, model3d",
         f"image {'ab' * 8}...: not in the media store",
     ]
 

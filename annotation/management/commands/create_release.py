@@ -21,7 +21,8 @@ _STAGES = {"reading": "pairs", "images": "images", "card": "card", "archive": "a
 class Command(BaseCommand):
     help = (
         "Build a release of a project's decided pairs: Parquet and JSONL per split (TRL-ready "
-        "prompt/chosen/rejected with provenance), an MMRB2-compatible file, images by hash, a "
+        "prompt/chosen/rejected with provenance), MMRB2- and Omni-RewardBench-compatible files, "
+        "media by hash, a "
         "dataset card, a manifest and one deterministic .tar.gz (docs/releases.md)."
     )
 
@@ -66,6 +67,11 @@ class Command(BaseCommand):
             help="label pairs by their imported reference label (chosen, criteria_preference) "
             "instead of Arbiter's consensus",
         )
+        parser.add_argument(
+            "--original-media",
+            action="store_true",
+            help="the media files as imported, metadata kept (default: the stripped copies)",
+        )
         parser.add_argument("--publish", action="store_true", help="publish it once built")
 
     def handle(self, *args, **options):
@@ -88,6 +94,8 @@ class Command(BaseCommand):
         }
         if options["reference_labels"]:
             selection["reference_labels"] = True
+        if options["original_media"]:
+            selection["original_media"] = True
         bar = TerminalProgress(self.stderr) if sys.stderr.isatty() else None
 
         def progress(done: int, total: int, stage: str) -> None:
