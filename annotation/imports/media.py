@@ -27,7 +27,8 @@ from PIL import Image, UnidentifiedImageError
 
 from annotation.imports.av_media import AvMediaError, av_inspect, av_strip, file_sha256
 from annotation.imports.fetch import FetchError, fetch_image_bytes
-from annotation.imports.glb import GlbError, glb_inspect, glb_strip
+from annotation.imports.glb import GlbError, GlbInfo, glb_inspect, glb_strip
+from annotation.imports.glb_render import glb_render_views
 from annotation.imports.parse import is_url
 from annotation.imports.strip import metadata_strip
 from annotation.models import Media
@@ -58,7 +59,7 @@ class ImageInfo:
 @dataclass(frozen=True)
 class MediaRecord:
     """A verified video, audio clip or 3D model: its ``Media`` row, and the images it brings
-    along (a video's poster frame)."""
+    along (a video's poster frame, a model's rendered views)."""
 
     sha256: str
     kind: str
@@ -287,6 +288,7 @@ class MediaStore:
         except GlbError as exc:
             raise MediaError(f"{name} refused: {exc}") from None
         served_sha256 = hashlib.sha256(served).hexdigest()
+        views = self._rendered_views(info, name)
         self._stage(info.sha256, Media.Format.GLB, data)
         self._stage(served_sha256, Media.Format.GLB, served)
         row = {
@@ -296,9 +298,27 @@ class MediaStore:
             "width": 0,
             "height": 0,
             "size_bytes": info.size_bytes,
+            "rendered_views": [view.sha256 for view in views],
             **_served_columns(info.sha256, served_sha256),
         }
-        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row)
+        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, views)
+
+    def _rendered_views(self, info: GlbInfo, name: str) -> tuple[ImageInfo, ...]:
+        """The model's views (PNG images without metadata: their own served copies),
+        staged; raises ``MediaError`` when it cannot be rendered."""
+        try:
+            pngs = glb_render_views(info)
+        except GlbError as exc:
+            raise MediaError(f"{name} refused: {exc}") from None
+        views = []
+        for png in pngs:
+            view = dataclasses.replace(
+                image_inspect(png), strip_result=Media.StripResult.UNCHANGED
+            )
+            view = dataclasses.replace(view, served_sha256=view.sha256)
+            self._stage(view.sha256, view.format, png)
+            views.append(view)
+        return tuple(views)
 
     def _read(self, reference: str) -> bytes:
         if is_url(reference):
