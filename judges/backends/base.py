@@ -69,37 +69,41 @@ class JudgeResult:
     attempts: int = 1  # calls made for this item, retries included
 
 
-# What judges receive today. Video, audio and 3D parts import and show to people, but no
-# backend is sent them yet: a judge that saw only a pair's text would vote on half of it.
+# What every judge receives. Video, audio and 3D parts import and show to people; a backend
+# that is sent more says so in ``judged_part_types``: a judge that saw only a pair's text
+# would vote on half of it.
 JUDGED_PART_TYPES = frozenset({"text", "image"})
 
 
-def unjudged_parts(item: JudgeItem) -> list[str]:
-    """The kinds of part in ``item`` that no judge receives yet, sorted; empty when none."""
+def unjudged_parts(item: JudgeItem, judged: frozenset[str] = JUDGED_PART_TYPES) -> list[str]:
+    """The kinds of part in ``item`` outside ``judged``, sorted; empty when none."""
     return sorted(
         {
             part.get("type", "")
             for content in (item.prompt, item.first, item.second)
             for part in content
         }
-        - JUDGED_PART_TYPES
+        - judged
     )
 
 
 def judge_judgeable(backend: JudgeBackend, items: list[JudgeItem]) -> list[JudgeResult]:
     """``backend.judge_batch`` on the items it can judge; the others get a permanent error
     naming the parts it would not see (never a silent vote on the text alone)."""
-    refused = {i: unjudged_parts(item) for i, item in enumerate(items)}
+    judged = backend.judged_part_types
+    refused = {i: unjudged_parts(item, judged) for i, item in enumerate(items)}
     refused = {i: kinds for i, kinds in refused.items() if kinds}
     sent = [item for i, item in enumerate(items) if i not in refused]
-    judged = backend.judge_batch(sent) if sent else []
-    if len(judged) != len(sent):
-        raise RuntimeError(f"{type(backend).__name__} answered {len(judged)} of {len(sent)} items")
-    answers = iter(judged)
+    answered = backend.judge_batch(sent) if sent else []
+    if len(answered) != len(sent):
+        raise RuntimeError(
+            f"{type(backend).__name__} answered {len(answered)} of {len(sent)} items"
+        )
+    answers = iter(answered)
     return [
         JudgeResult(
             outcome="error",
-            error=f"this pair has {', '.join(refused[i])} parts, which judges are not sent yet",
+            error=f"this pair has {', '.join(refused[i])} parts, which this judge is not sent",
         )
         if i in refused
         else next(answers)
@@ -112,6 +116,9 @@ class JudgeBackend:
 
     Backends never raise for a single item's failure: they return ``outcome="error"``
     (with ``transient=True`` when a later retry may succeed)."""
+
+    # The kinds of content part this backend is sent; pairs with others are refused.
+    judged_part_types: frozenset[str] = JUDGED_PART_TYPES
 
     def __init__(self, judge) -> None:
         self.judge = judge

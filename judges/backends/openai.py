@@ -23,9 +23,10 @@ from typing import Any
 
 import httpx
 
-from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
+from judges.backends.base import JUDGED_PART_TYPES, JudgeBackend, JudgeItem, JudgeResult
 from judges.images import MediaUnavailable, image_data_url, media_rows
 from judges.keys import api_key_env_allowed, api_key_env_refusal, redact
+from judges.model3d import MODEL3D, items_with_rendered_views
 from judges.parsing import UnparseableAnswer, parse_verdict
 from judges.prompts import PromptSpec, build_prompt
 
@@ -50,6 +51,9 @@ class _Attempt:
 
 
 class OpenAIBackend(JudgeBackend):
+    # A 3D part is sent as its rendered views (judges/model3d.py).
+    judged_part_types = JUDGED_PART_TYPES | {MODEL3D}
+
     def __init__(self, judge) -> None:
         super().__init__(judge)
         options = judge.options or {}
@@ -87,9 +91,11 @@ class OpenAIBackend(JudgeBackend):
     # Building requests --------------------------------------------------------------------
 
     def _requests(self, items: list[JudgeItem]) -> list[dict | JudgeResult]:
+        shown = items_with_rendered_views(items)
         hashes = {
             part["media"]
-            for item in items
+            for item in shown
+            if isinstance(item, JudgeItem)
             for content in (item.prompt, item.first, item.second)
             for part in content
             if part.get("type") == "image"
@@ -104,7 +110,9 @@ class OpenAIBackend(JudgeBackend):
                 urls[sha] = image_data_url(rows[sha], max_side=self.judge.max_image_side)
             except MediaUnavailable as exc:
                 urls[sha] = exc
-        return [self._payload(item, urls) for item in items]
+        return [
+            item if isinstance(item, JudgeResult) else self._payload(item, urls) for item in shown
+        ]
 
     def _payload(self, item: JudgeItem, urls: dict) -> dict | JudgeResult:
         content = []
