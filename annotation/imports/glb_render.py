@@ -3,10 +3,10 @@ models"): a software rasteriser in numpy, so judges that read images see a 3D re
 page without WebGL still shows it.
 
 The scene's meshes are drawn with their node transforms, flat-shaded (Lambert, lit from above
-the camera's left) in their base colour factor times their vertex colours (textures are not sampled),
-with a z-buffer, under an orthographic camera from each of ``VIEWS``. The model's bounding
-box is centred and its half-diagonal fills ``FILL`` of half the image, the same scale in
-every view. A model that cannot be drawn (no triangles, compressed geometry, more triangles
+the camera's left) in their base colour factor times their vertex colours (textures are not
+sampled), with a z-buffer, under an orthographic camera from each of ``VIEWS``. The model's
+bounding box is centred and its half-diagonal fills ``FILL`` of half the image, the same scale
+in every view. A model that cannot be drawn (no triangles, compressed geometry, more triangles
 than ``ARBITER_MAX_MODEL3D_TRIANGLES``) raises ``GlbError`` naming the reason.
 """
 
@@ -138,7 +138,9 @@ class _Reader:
         else:
             children = {c for node in nodes for c in (node.get("children") or [])}
             roots = [i for i in range(len(nodes)) if i not in children]
-        stack = [(root, np.eye(4), 0, frozenset()) for root in reversed(roots)]
+        stack: list[tuple[int, np.ndarray, int, frozenset[int]]] = [
+            (root, np.eye(4), 0, frozenset()) for root in reversed(roots)
+        ]
         while stack:
             index, parent, depth, above = stack.pop()
             if not _index(index, nodes) or index in above:

@@ -312,9 +312,7 @@ class MediaStore:
             raise MediaError(f"{name} refused: {exc}") from None
         views = []
         for png in pngs:
-            view = dataclasses.replace(
-                image_inspect(png), strip_result=Media.StripResult.UNCHANGED
-            )
+            view = dataclasses.replace(image_inspect(png), strip_result=Media.StripResult.UNCHANGED)
             view = dataclasses.replace(view, served_sha256=view.sha256)
             self._stage(view.sha256, view.format, png)
             views.append(view)
