@@ -173,3 +173,23 @@ def test_a_model_that_cannot_be_rendered_is_a_line_error(project, tmp_path, sett
     assert (issue.line, issue.field) == (2, "response_b.response_content[0]")
     assert "model3d 'bad.glb' refused" in issue.message and reason in issue.message
     assert_nothing_imported(project)
+
+
+@pytest.mark.django_db
+def test_the_api_shows_a_model_with_its_views_served_to_members_only(
+    project, alice, eve, api_for, client_for, tmp_path
+):
+    (tmp_path / "a.glb").write_bytes(mesh_glb(base_colour=[1, 0, 0, 1]))
+    import_media(project, tmp_path, [media_pair("m1", "model3d", "a.glb", "a.glb")])
+    pair = Pair.objects.get(project=project)
+    Pair.objects.filter(pk=pair.pk).update(status="queued")
+    claimed = api_for(alice).post(f"/api/v1/projects/{project.slug}/claim/")
+    assert claimed.status_code == 200, claimed.content
+    part = claimed.json()["left"][0]
+    assert part["type"] == "model3d" and len(part["views"]) == len(VIEWS)
+    model = Media.objects.get(pk=pair.response_a.content[0]["media"])
+    for url, sha in zip(part["views"], model.rendered_views, strict=True):
+        assert url.endswith(f"/p/{project.slug}/media/{sha}")  # absolute in the API
+        served = client_for(alice).get(url)
+        assert served.status_code == 200 and served["Content-Type"] == "image/png"
+        assert client_for(eve).get(url).status_code == 404

@@ -139,9 +139,12 @@ def test_the_comparison_page_links_the_two_cameras(page, live_server, project, a
     assert errors == []
 
 
-def test_the_pair_page_links_the_two_cameras(page, live_server, project, carol, models_pair):
+@pytest.mark.parametrize("where", ["pairs", "adjudication"])
+def test_the_pair_and_adjudication_pages_link_the_two_cameras(
+    page, live_server, project, carol, models_pair, where
+):
     errors = page_errors(page)
-    log_in(page, live_server, "carol", f"/p/{project.slug}/pairs/{models_pair.pk}/")
+    log_in(page, live_server, "carol", f"/p/{project.slug}/{where}/{models_pair.pk}/")
     _check_viewers(page)
     assert errors == []
 
