@@ -107,7 +107,8 @@ async function setUp(figure) {
   viewers.push(viewer);
   controls.addEventListener("change", () => follow(viewer));
   try {
-    const gltf = await new GLTFLoader().loadAsync(figure.getAttribute("data-url"));
+    const loader = new GLTFLoader().register(embeddedTextures(THREE));
+    const gltf = await loader.loadAsync(figure.getAttribute("data-url"));
     if (!viewers.includes(viewer)) return; // the page moved on while it loaded
     const model = gltf.scene;
     const box = new THREE.Box3().setFromObject(model);
@@ -130,6 +131,36 @@ async function setUp(figure) {
     setStatus(figure, "The 3D model could not be loaded: " + (error && error.message ? error.message : "unreadable file") + ".", true);
   }
   requestFrame();
+}
+
+// A model's textures decoded from its own bytes: three.js would read each through a blob:
+// URL, which the CSP (connect-src 'self') refuses. Imports refuse images in other files.
+function embeddedTextures(THREE) {
+  return (parser) => {
+    parser.loadImageSource = function (sourceIndex) {
+      if (parser.sourceCache[sourceIndex] === undefined) {
+        const source = parser.json.images[sourceIndex];
+        parser.sourceCache[sourceIndex] =
+          source.bufferView === undefined
+            ? Promise.reject(new Error(`image ${sourceIndex} is not inside the model`))
+            : parser
+                .getDependency("bufferView", source.bufferView)
+                .then((bytes) =>
+                  createImageBitmap(new Blob([bytes], { type: source.mimeType }), {
+                    premultiplyAlpha: "none",
+                  }),
+                )
+                .then((bitmap) => {
+                  const texture = new THREE.Texture(bitmap);
+                  texture.needsUpdate = true;
+                  texture.userData.mimeType = source.mimeType;
+                  return texture;
+                });
+      }
+      return parser.sourceCache[sourceIndex].then((texture) => texture.clone());
+    };
+    return { name: "arbiter_embedded_textures" };
+  };
 }
 
 function resize(viewer) {

@@ -3,9 +3,11 @@ colours and node transforms as asked."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
+from PIL import Image
 
 from tests.annotation.av_support import glb_pack
 
@@ -94,3 +96,35 @@ def sphere_glb(segments: int, *, base_colour: list[float] | None = None) -> byte
     c, d = grid[1:, :-1].ravel(), grid[1:, 1:].ravel()
     indices = np.concatenate([np.stack([a, c, b], 1), np.stack([b, c, d], 1)]).astype(np.uint32)
     return mesh_glb(positions.reshape(-1, 3), indices, base_colour=base_colour)
+
+
+def textured_glb(colour: tuple[int, int, int]) -> bytes:
+    """A unit square whose only colour is an embedded 8 x 8 PNG texture of ``colour``."""
+    positions = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], np.float32).tobytes()
+    uvs = np.array([[0, 1], [1, 1], [0, 0], [1, 0]], np.float32).tobytes()
+    indices = np.array([0, 1, 2, 2, 1, 3], np.uint16).tobytes() + b"\x00\x00"
+    out = io.BytesIO()
+    Image.new("RGB", (8, 8), colour).save(out, "PNG")
+    png = out.getvalue() + b"\x00" * (-len(out.getvalue()) % 4)
+    blobs = [positions, uvs, indices, png]
+    offsets = np.cumsum([0] + [len(blob) for blob in blobs[:-1]]).tolist()
+    document = {
+        "asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0]}],
+        "nodes": [{"mesh": 0}],
+        "meshes": [{"primitives": [{"attributes": {"POSITION": 0, "TEXCOORD_0": 1},
+                                    "indices": 2, "material": 0}]}],
+        "materials": [{"pbrMetallicRoughness": {"baseColorTexture": {"index": 0},
+                                                "metallicFactor": 0}}],
+        "textures": [{"source": 0}],
+        "images": [{"bufferView": 3, "mimeType": "image/png"}],
+        "buffers": [{"byteLength": sum(len(blob) for blob in blobs)}],
+        "bufferViews": [{"buffer": 0, "byteOffset": offset, "byteLength": len(blob)}
+                        for offset, blob in zip(offsets, blobs, strict=True)],
+        "accessors": [
+            {"bufferView": 0, "componentType": 5126, "count": 4, "type": "VEC3",
+             "min": [0, 0, 0], "max": [1, 1, 0]},
+            {"bufferView": 1, "componentType": 5126, "count": 4, "type": "VEC2"},
+            {"bufferView": 2, "componentType": 5123, "count": 6, "type": "SCALAR"},
+        ],
+    }  # fmt: skip
+    return glb_pack(json.dumps(document).encode(), b"".join(blobs))

@@ -14,7 +14,7 @@ from PIL import Image
 
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair
-from tests.annotation.glb_support import mesh_glb, sphere_glb
+from tests.annotation.glb_support import mesh_glb, sphere_glb, textured_glb
 from tests.annotation.import_support import text_pair, write_jsonl
 from tests.browser.conftest import log_in, page_errors, wait_for_keys
 
@@ -146,6 +146,19 @@ def test_the_pair_and_adjudication_pages_link_the_two_cameras(
     errors = page_errors(page)
     log_in(page, live_server, "carol", f"/p/{project.slug}/{where}/{models_pair.pk}/")
     _check_viewers(page)
+    assert errors == []
+
+
+def test_an_embedded_texture_is_drawn_within_the_csp(page, live_server, project, carol, tmp_path):
+    # three.js would read it through a blob: URL, which connect-src 'self' refuses.
+    (tmp_path / "t.glb").write_bytes(textured_glb((0, 255, 0)))
+    pair = _pair(project, tmp_path, [["model3d", "t.glb"]], [["model3d", "t.glb"]], task="t23d")
+    errors = page_errors(page)
+    log_in(page, live_server, "carol", f"/p/{project.slug}/pairs/{pair.pk}/")
+    page.wait_for_selector(f"{READY} >> nth=1")
+    page.wait_for_function("() => new Promise((done) => requestAnimationFrame(() => done(true)))")
+    page.wait_for_timeout(300)
+    assert coloured(stage_pixels(page, 0), 1) > 2000  # green, from the texture only
     assert errors == []
 
 
