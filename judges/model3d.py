@@ -62,7 +62,7 @@ def _shown(content: list[dict], views: dict[str, list[str]], *, as_views: bool) 
         if not rendered:
             raise _NoViews(
                 f"3D model {part['media'][:12]} has no rendered views (imported before views "
-                "were rendered at import: import it again)"
+                "were rendered at import: run manage.py render_model_views)"
                 if rendered is not None
                 else f"3D model {part['media'][:12]} is not in the media store"
             )

@@ -314,7 +314,7 @@ function setUpGrid(container) {
   next.append("Next view ", kbd("]"));
   bar.append(previous, label, next);
   container.before(bar);
-  const missing = sections.map((section, side) => {
+  const missing = sections.map((section) => {
     const note = document.createElement("p");
     note.className = "muted m3d-step-missing";
     note.hidden = true;

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 from PIL import Image
 
 from annotation.imports.errors import ImportFailed
@@ -193,3 +194,27 @@ def test_the_api_shows_a_model_with_its_views_served_to_members_only(
         served = client_for(alice).get(url)
         assert served.status_code == 200 and served["Content-Type"] == "image/png"
         assert client_for(eve).get(url).status_code == 404
+
+
+@pytest.mark.django_db
+def test_models_imported_before_views_get_them_from_the_command(project, tmp_path, settings):
+    (tmp_path / "a.glb").write_bytes(mesh_glb(base_colour=[1, 0, 0, 1]))
+    import_media(project, tmp_path, [media_pair("m1", "model3d", "a.glb", "a.glb")])
+    model = Media.objects.get(kind="model3d")
+    views = model.rendered_views
+    # As before views were rendered: no views, no image rows, no files.
+    Media.objects.filter(pk=model.pk).update(rendered_views=None)
+    ProjectMedia.objects.filter(media_id__in=views).delete()
+    Media.objects.filter(pk__in=views).delete()
+    for sha in set(views):  # a cube's left and right views are the same picture
+        (settings.MEDIA_ROOT / Media.path_for(sha, "PNG")).unlink()
+    out = io.StringIO()
+    call_command("render_model_views", stdout=out)
+    assert "Models rendered: 1" in out.getvalue()
+    model.refresh_from_db()
+    assert model.rendered_views == views  # the same pixels, so the same hashes
+    linked = ProjectMedia.objects.filter(project=project, media_id__in=views).count()
+    assert linked == len(set(views))
+    assert all((settings.MEDIA_ROOT / Media.path_for(sha, "PNG")).is_file() for sha in views)
+    call_command("render_model_views", stdout=out)  # nothing left to do
+    assert "Models rendered: 0" in out.getvalue()
