@@ -23,14 +23,16 @@ from pathlib import Path, PurePosixPath
 from typing import cast
 
 from django.conf import settings
+from django.db import transaction
 from PIL import Image, UnidentifiedImageError
 
 from annotation.imports.av_media import AvMediaError, av_inspect, av_strip, file_sha256
 from annotation.imports.fetch import FetchError, fetch_image_bytes
-from annotation.imports.glb import GlbError, glb_inspect, glb_strip
+from annotation.imports.glb import GlbError, GlbInfo, glb_inspect, glb_strip
+from annotation.imports.glb_render import glb_render_views
 from annotation.imports.strip import metadata_strip
 from annotation.imports.validate import is_url
-from annotation.models import Media
+from annotation.models import Media, ProjectMedia
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ class ImageInfo:
 @dataclass(frozen=True)
 class MediaRecord:
     """A verified video, audio clip or 3D model: its ``Media`` row, and the images it brings
-    along (a video's poster frame)."""
+    along (a video's poster frame, a model's rendered views)."""
 
     sha256: str
     kind: str
@@ -140,17 +142,57 @@ def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
     the same file and the same values."""
     data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
     served = served_copy_make(sha256=media.sha256, image_format=media.format, data=data)
-    path = Path(settings.MEDIA_ROOT) / Media.path_for(served.sha256, media.format)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-        _write_synced(partial, served.data)
-        os.replace(partial, path)
+    _store(served.sha256, media.format, served.data)
     rows = Media.objects.filter(pk=media.pk)
     if not remake:
         rows = rows.filter(served_sha256__isnull=True)
     rows.update(served_sha256=served.sha256, strip_result=served.result)
     media.served_sha256, media.strip_result = served.sha256, served.result
+
+
+def media_render_views(*, media: Media) -> list[str]:
+    """Renders the views of a 3D model imported before views were rendered at import, stores
+    them as image media linked to every project that uses the model, and records them on its
+    row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered and
+    ``FileNotFoundError`` when its original is missing."""
+    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
+    pngs = glb_render_views(glb_inspect(data))
+    views = [image_inspect(png) for png in pngs]
+    for view, png in zip(views, pngs, strict=True):
+        _store(view.sha256, view.format, png)
+    hashes = [view.sha256 for view in views]
+    with transaction.atomic():
+        Media.objects.bulk_create(
+            [
+                Media(sha256=view.sha256, kind=Media.Kind.IMAGE, format=view.format,
+                      width=view.width, height=view.height, size_bytes=view.size_bytes,
+                      served_sha256=view.sha256, strip_result=Media.StripResult.UNCHANGED)
+                for view in views
+            ],
+            ignore_conflicts=True,
+        )  # fmt: skip
+        projects = ProjectMedia.objects.filter(media=media).values_list("project_id", flat=True)
+        ProjectMedia.objects.bulk_create(
+            [
+                ProjectMedia(project_id=project, media_id=sha)
+                for project in projects
+                for sha in hashes
+            ],
+            ignore_conflicts=True,
+        )
+        Media.objects.filter(pk=media.pk).update(rendered_views=hashes)
+    media.rendered_views = hashes
+    return hashes
+
+
+def _store(sha256: str, media_format: str, data: bytes) -> None:
+    """Writes a file into the store under its hash, whole or not at all; kept if there."""
+    path = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, media_format)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        _write_synced(partial, data)
+        os.replace(partial, path)
 
 
 def _byte_limits() -> dict[str, int]:
@@ -287,6 +329,7 @@ class MediaStore:
         except GlbError as exc:
             raise MediaError(f"{name} refused: {exc}") from None
         served_sha256 = hashlib.sha256(served).hexdigest()
+        views = self._rendered_views(info, name)
         self._stage(info.sha256, Media.Format.GLB, data)
         self._stage(served_sha256, Media.Format.GLB, served)
         row = {
@@ -296,9 +339,25 @@ class MediaStore:
             "width": 0,
             "height": 0,
             "size_bytes": info.size_bytes,
+            "rendered_views": [view.sha256 for view in views],
             **_served_columns(info.sha256, served_sha256),
         }
-        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row)
+        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, views)
+
+    def _rendered_views(self, info: GlbInfo, name: str) -> tuple[ImageInfo, ...]:
+        """The model's views (PNG images without metadata: their own served copies),
+        staged; raises ``MediaError`` when it cannot be rendered."""
+        try:
+            pngs = glb_render_views(info)
+        except GlbError as exc:
+            raise MediaError(f"{name} refused: {exc}") from None
+        views = []
+        for png in pngs:
+            view = dataclasses.replace(image_inspect(png), strip_result=Media.StripResult.UNCHANGED)
+            view = dataclasses.replace(view, served_sha256=view.sha256)
+            self._stage(view.sha256, view.format, png)
+            views.append(view)
+        return tuple(views)
 
     def _read(self, reference: str) -> bytes:
         if is_url(reference):

@@ -40,7 +40,8 @@ def assignment_payload(assignment: Assignment, *, request=None) -> dict:
 
 def shown_contents(contents: list[list[dict]], *, project: Project, request=None) -> list:
     """Stored content parts as pages and the API show them: text, and media as media URLs
-    (absolute with ``request``) with what a player needs (size, duration, poster, peaks); one
+    (absolute with ``request``) with what a player needs (size, duration, poster, peaks, a
+    3D model's rendered views); one
     query for the media rows of all."""
     hashes = {part["media"] for content in contents for part in content if "media" in part}
     media = (
@@ -71,7 +72,7 @@ def shown_contents(contents: list[list[dict]], *, project: Project, request=None
 
 _SHOWN_MEDIA_FIELDS = (
     "kind", "width", "height", "duration_seconds", "frame_rate", "sample_rate", "channels",
-    "poster_sha256", "peaks",
+    "poster_sha256", "peaks", "rendered_views",
 )  # fmt: skip
 
 
@@ -90,6 +91,7 @@ def _media_facts(row: Media, url_of) -> dict:
         facts["peaks"] = row.peaks or []
     if row.kind == Media.Kind.MODEL3D:
         facts.pop("duration_seconds")
+        facts["views"] = [url_of(sha) for sha in row.rendered_views or []]
     return facts
 
 

@@ -93,10 +93,12 @@ def judge_judgeable(backend: JudgeBackend, items: list[JudgeItem]) -> list[Judge
     refused = {i: unjudged_parts(item, received) for i, item in enumerate(items)}
     refused = {i: kinds for i, kinds in refused.items() if kinds}
     sent = [item for i, item in enumerate(items) if i not in refused]
-    judged = backend.judge_batch(sent) if sent else []
-    if len(judged) != len(sent):
-        raise RuntimeError(f"{type(backend).__name__} answered {len(judged)} of {len(sent)} items")
-    answers = iter(judged)
+    answered = backend.judge_batch(sent) if sent else []
+    if len(answered) != len(sent):
+        raise RuntimeError(
+            f"{type(backend).__name__} answered {len(answered)} of {len(sent)} items"
+        )
+    answers = iter(answered)
     return [
         JudgeResult(outcome="error", error=backend.refusal(refused[i]))
         if i in refused

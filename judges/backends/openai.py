@@ -25,6 +25,7 @@ import httpx
 
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.backends.media_parts import audio_input, video_frames
+from judges.backends.model3d import MODEL3D, items_with_rendered_views
 from judges.core.images import MediaUnavailable, image_data_url, media_rows
 from judges.core.keys import api_key_env_allowed, api_key_env_refusal, redact
 from judges.parsing import UnparseableAnswer, parse_verdict
@@ -90,9 +91,12 @@ class OpenAIBackend(JudgeBackend):
     # Building requests --------------------------------------------------------------------
 
     def _requests(self, items: list[JudgeItem]) -> list[dict | JudgeResult]:
+        # A 3D part is sent as its rendered views (judges/backends/model3d.py).
+        shown = items_with_rendered_views(items)
         wanted = {
             (part["type"], part["media"])
-            for item in items
+            for item in shown
+            if isinstance(item, JudgeItem)
             for content in (item.prompt, item.first, item.second)
             for part in content
             if part.get("type") in _SENT_MEDIA
@@ -107,7 +111,9 @@ class OpenAIBackend(JudgeBackend):
                 sent[kind, sha] = self._media_content(kind, rows[sha])
             except MediaUnavailable as exc:
                 sent[kind, sha] = exc
-        return [self._payload(item, sent) for item in items]
+        return [
+            item if isinstance(item, JudgeResult) else self._payload(item, sent) for item in shown
+        ]
 
     def _media_content(self, kind: str, media) -> list[dict]:
         """The content parts that carry one media part of ``kind`` to the endpoint."""
@@ -137,7 +143,7 @@ class OpenAIBackend(JudgeBackend):
 
     def received_parts(self) -> frozenset[str]:
         return frozenset(
-            {"text", "image", "video", *(("audio",) if self.judge.takes_audio else ())}
+            {"text", "image", "video", MODEL3D, *(("audio",) if self.judge.takes_audio else ())}
         )
 
     def refusal(self, kinds: list[str]) -> str:
