@@ -142,6 +142,11 @@ class Project(models.Model):
         default=DEFAULT_MIN_SECONDS_PER_VOTE,
         help_text="Votes given sooner after the pair was served are refused (0: off).",
     )
+    play_to_end = models.BooleanField(
+        default=False,
+        help_text="Votes are refused until the longest response's video and audio could have "
+        "been played to the end since the pair was served.",
+    )
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -258,6 +263,9 @@ class Media(models.Model):
     poster_sha256 = models.CharField(max_length=64, null=True, blank=True)
     # An audio track's loudness outline: WAVEFORM_PEAKS maxima of |sample| in 0..1.
     peaks = models.JSONField(null=True, blank=True)
+    # An audio file's integrated loudness in LUFS (ITU-R BS.1770, EBU R 128), measured at
+    # import (annotation/imports/loudness.py); NULL for silence and for other kinds.
+    loudness_lufs = models.FloatField(null=True, blank=True)
     # Made once at import; NULL for media imported before served copies existed, until
     # ``strip_media_metadata`` (or the first request for it) makes the copy.
     served_sha256 = models.CharField(

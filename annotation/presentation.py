@@ -71,7 +71,7 @@ def shown_contents(contents: list[list[dict]], *, project: Project, request=None
 
 _SHOWN_MEDIA_FIELDS = (
     "kind", "width", "height", "duration_seconds", "frame_rate", "sample_rate", "channels",
-    "poster_sha256", "peaks",
+    "poster_sha256", "peaks", "loudness_lufs",
 )  # fmt: skip
 
 
@@ -88,6 +88,7 @@ def _media_facts(row: Media, url_of) -> dict:
         facts.update(sample_rate=row.sample_rate, channels=row.channels)
     if row.kind == Media.Kind.AUDIO:
         facts["peaks"] = row.peaks or []
+        facts["loudness_lufs"] = row.loudness_lufs
     if row.kind == Media.Kind.MODEL3D:
         facts.pop("duration_seconds")
     return facts
