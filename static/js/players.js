@@ -2,8 +2,8 @@
 // from one control bar and one clock (play, pause, scrubber, frame step, speed, a loop, which
 // side is heard), each audio part shows its waveform with the playhead, and on the comparison
 // page the next pair's media is fetched ahead and the "play to the end" countdown runs. The
-// keys are listed in the page's ? help (docs/annotators.md). Without this file the media play
-// with the browser's own controls.
+// keys are listed in the page's ? help and in docs/curators.md ("Video and audio on the
+// comparison page"). Without this file the media play with the browser's own controls.
 (function () {
   "use strict";
 

@@ -81,7 +81,13 @@ def test_the_option_off_takes_the_vote_at_once(alice, media_pair):
 
 def test_the_api_answers_400_before_the_end_and_201_after(api_for, alice, media_pair):
     api = api_for(alice)
-    assignment_id = api.post("/api/v1/projects/demo/claim/").json()["id"]
+    claimed = api.post("/api/v1/projects/demo/claim/").json()
+    # The audio part carries its loudness: a mono 440 Hz sine at half of full scale has a mean
+    # square of 0.125 (-9.03 dB); the K-weighting lifts 440 Hz by 0.09 dB at this clip's
+    # 16 kHz, and the offset takes 0.691 off: -9.63 LUFS.
+    (audio,) = [part for part in claimed["left"] + claimed["right"] if part["type"] == "audio"]
+    assert audio["loudness_lufs"] == pytest.approx(-9.63, abs=0.02)
+    assignment_id = claimed["id"]
     url = f"/api/v1/assignments/{assignment_id}/vote/"
     early = api.post(url, {"choice": "left", "time_on_task_ms": 90_000}, format="json")
     assert early.status_code == 400 and "Not played to the end yet" in str(early.json())

@@ -258,10 +258,17 @@ def test_the_next_pairs_video_is_fetched_before_the_vote(
     page.wait_for_timeout(1500)  # a person looks at a pair for seconds
     current = Assignment.objects.get(annotator=alice, status="live").pk
     page.evaluate(
-        """() => document.addEventListener("keydown", () => {
-            window.__votedAt = performance.now();
-        }, {capture: true, once: true})"""
+        """() => {
+            document.addEventListener("keydown", () => {
+                window.__votedAt = performance.now();
+            }, {capture: true, once: true});
+            document.addEventListener("htmx:afterSwap", () => {
+                window.__swappedAt = performance.now();
+            }, {once: true});
+        }"""
     )
+    requested_after_vote: list[str] = []
+    page.on("request", lambda request: requested_after_vote.append(request.url))
     started = time.monotonic()
     page.keyboard.press("1")
     page.wait_for_function(
@@ -280,8 +287,15 @@ def test_the_next_pairs_video_is_fetched_before_the_vote(
         arg=current,
         polling="raf",
     )
-    first_frame_ms = page.evaluate("window.__firstFrameMs")
-    print(f"first frame of the next pair's videos {first_frame_ms:.0f} ms after the vote key")
+    first_frame_ms, swap_ms = page.evaluate(
+        "[window.__firstFrameMs, window.__swappedAt - window.__votedAt]"
+    )
+    print(
+        f"first frame of the next pair's videos {first_frame_ms:.0f} ms after the vote key, "
+        f"{first_frame_ms - swap_ms:.0f} ms after the pair arrived ({swap_ms:.0f} ms for the vote)"
+    )
     shown = page.eval_on_selector_all(".wb-response video", "v => v.map(e => e.src)")
     assert sorted(url.removeprefix(live_server.url) for url in shown) == upcoming
+    # Their bytes were in before the vote: the page asked for neither again.
+    assert not [url for url in requested_after_vote if url in shown], requested_after_vote
     assert time.monotonic() - started < 15
