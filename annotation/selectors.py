@@ -485,13 +485,15 @@ def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> d
         .get(pk=next_id)
     )
     contents = [nxt.prompt.content, nxt.response_a.content, nxt.response_b.content]
-    hashes = {kind: set() for kind in ("image", "video", "audio")}
+    hashes: dict[str, set[str]] = {kind: set() for kind in ("image", "video", "audio")}
     for part in (part for content in contents for part in content):
         if part["type"] in hashes:
             hashes[part["type"]].add(part["media"])
     if hashes["video"]:
         posters = Media.objects.filter(sha256__in=hashes["video"], poster_sha256__isnull=False)
-        hashes["image"].update(posters.values_list("poster_sha256", flat=True))
+        hashes["image"].update(
+            sha for sha in posters.values_list("poster_sha256", flat=True) if sha
+        )
     for kind, key in (("image", "images"), ("video", "video"), ("audio", "audio")):
         found[key] = [reverse("media", args=[project.slug, sha]) for sha in sorted(hashes[kind])]
     return found

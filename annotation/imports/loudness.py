@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.signal import sosfilt
+
+# scipy ships no type hints, and mypy asks for the scipy-stubs package whatever the overrides say.
+from scipy.signal import sosfilt  # type: ignore[import-untyped]
 
 # BS.1770-4, Annex 1: block length and the step between blocks (75% overlap), in seconds.
 _BLOCK_SECONDS = 0.4

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.urls import reverse
 
 from annotation.imports.importer import pairs_import
 from annotation.models import Assignment, Pair, Vote
@@ -299,3 +300,25 @@ def test_the_next_pairs_video_is_fetched_before_the_vote(
     # Their bytes were in before the vote: the page asked for neither again.
     assert not [url for url in requested_after_vote if url in shown], requested_after_vote
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("where", ["pair", "adjudication-pair"])
+def test_the_pair_and_adjudication_pages_play_both_sides_together(
+    page, live_server, project, carol, tmp_path, where
+):
+    _import_pairs(project, tmp_path, "video", seconds=4.0)
+    pair = Pair.objects.get(project=project)
+    Pair.objects.filter(pk=pair.pk).update(status="disputed")
+    url = reverse(where, args=[project.slug, pair.pk])
+    log_in(page, live_server, "carol", url)
+    page.wait_for_selector("[data-deck]")
+    assert page.locator("[data-deck-mute]").all_text_contents() == [
+        "Response A: heard",
+        "Response B: muted",
+    ]
+    page.keyboard.press(" ")
+    _wait_playing_past(page, 0.3)
+    page.keyboard.press("=")
+    page.wait_for_timeout(300)
+    assert page.evaluate(SPREAD) <= FRAME
+    assert all(abs(t["rate"] - 1.25) <= 0.15 for t in _times(page))
