@@ -90,8 +90,10 @@
       element.addEventListener("ended", () => ended(state, element));
     }
     state.ui = controls(state);
-    const anchor = root.querySelector(".wb-responses") || media[0].closest(".wb-parts");
-    anchor.parentNode.insertBefore(state.ui.bar, anchor);
+    // Above the responses, or under the prompt's parts when they are what it plays.
+    const responsesBox = responses.length && root.querySelector(".wb-responses");
+    if (responsesBox) responsesBox.before(state.ui.bar);
+    else media[0].closest(".wb-parts").after(state.ui.bar);
     applyMuting(state);
     render(state);
     return state;

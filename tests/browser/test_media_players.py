@@ -82,10 +82,11 @@ def _wait_playing_past(page, seconds: float) -> None:
     )
 
 
-def test_two_videos_play_in_lock_step(page, live_server, project, alice, tmp_path):
+def test_two_videos_play_in_lock_step(page, live_server, project, alice, tmp_path, screenshot):
     _import_pairs(project, tmp_path, "video", seconds=10.0)
     errors = page_errors(page)
     _open(page, live_server, project)
+    screenshot(page, "comparison-video")
     # The vote buttons hold the focus: Space plays, it does not press one.
     page.focus("[data-pair-card] [data-key='1']")
     page.keyboard.press(" ")
@@ -169,7 +170,9 @@ def test_a_loop_brings_both_videos_back_to_its_start(page, live_server, project,
     assert page.text_content("[data-deck-loop]") == "No loop"
 
 
-def test_the_audio_switch_keeps_the_position(page, live_server, project, alice, tmp_path):
+def test_the_audio_switch_keeps_the_position(
+    page, live_server, project, alice, tmp_path, screenshot
+):
     _import_pairs(project, tmp_path, "audio")
     _open(page, live_server, project)
     assert page.locator("[data-waveform]").count() == 2
@@ -183,6 +186,7 @@ def test_the_audio_switch_keeps_the_position(page, live_server, project, alice, 
     )
     page.keyboard.press("x")
     after = _times(page)
+    screenshot(page, "comparison-audio")
     assert [t["muted"] for t in after] == [True, False]
     assert all(not t["paused"] for t in after)
     # The switch moved nobody: both went on from where they were.
@@ -322,3 +326,24 @@ def test_the_pair_and_adjudication_pages_play_both_sides_together(
     page.wait_for_timeout(300)
     assert page.evaluate(SPREAD) <= FRAME
     assert all(abs(t["rate"] - 1.25) <= 0.15 for t in _times(page))
+
+
+def test_a_video_prompt_plays_above_text_responses(page, live_server, project, alice, tmp_path):
+    video_write(tmp_path / "prompt.mp4", frames=4 * FPS, rate=FPS, audio=False)
+    pair = text_pair("tv2t-1", task="tv2t")
+    pair["prompt_content"] = [["text", "What moves in this clip?"], ["video", "prompt.mp4"]]
+    pairs_import(
+        project=project, source=write_jsonl(tmp_path / "pairs.jsonl", [pair]), media_root=tmp_path
+    )
+    Pair.objects.filter(project=project).update(status="queued")
+    log_in(page, live_server, "alice", f"/p/{project.slug}/annotate/")
+    page.wait_for_selector(".wb-prompt [data-deck]")
+    wait_for_keys(page)
+    video = page.locator(".wb-prompt video").bounding_box()
+    left = page.locator(".wb-left").bounding_box()
+    assert video["y"] + video["height"] <= left["y"]  # the clip, then the answers under it
+    page.keyboard.press(" ")
+    page.wait_for_function(
+        "() => { const v = document.querySelector('.wb-prompt video');"
+        " return !v.paused && v.currentTime > 0.3; }"
+    )
