@@ -288,10 +288,7 @@
       }
       for (const element of state.media) {
         if (element === clockElement) continue;
-        if (!playable(element, at)) {
-          if (!element.paused) element.pause();
-          continue;
-        }
+        if (element.ended || !playable(element, at)) continue; // it ends on its own
         if (element.paused && !clockElement.paused) element.play().catch(() => undefined);
         const drift = element.currentTime - at;
         let rate = state.speed;
