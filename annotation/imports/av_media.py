@@ -22,6 +22,7 @@ import av
 import numpy as np
 from django.conf import settings
 
+from annotation.imports.loudness import FrameLoudness
 from annotation.models import Media
 
 # Number of maxima kept for an audio track's waveform, and decimals kept of each.
@@ -94,6 +95,8 @@ class AvInfo:
     sample_rate: int | None = None
     channels: int | None = None
     peaks: list[float] | None = None
+    # Integrated loudness (BS.1770 / EBU R 128) of an audio file; None for silence.
+    loudness_lufs: float | None = None
     # The first frame as PNG bytes (video), stored as an image Media.
     poster_png: bytes | None = field(default=None, repr=False)
 
@@ -237,6 +240,7 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
     for stream in streams:
         stream.codec_context.thread_type = "AUTO"  # frame and slice threads: same frames
     peaks = _Peaks(info.sample_rate or 1) if info.kind == Media.Kind.AUDIO else None
+    loudness = FrameLoudness() if peaks is not None else None
     frames = {stream.index: 0 for stream in streams}
     end_seconds = 0.0
     try:
@@ -249,8 +253,10 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
                         raise AvMediaError(f"longer than the limit of {limits['seconds']:,} s")
                 if packet.stream is video and info.poster_png is None:
                     info.poster_png = _poster(frame)
-                elif peaks is not None and packet.stream is audio:
-                    peaks.add(frame.to_ndarray())
+                elif peaks is not None and loudness is not None and packet.stream is audio:
+                    samples = frame.to_ndarray()
+                    peaks.add(samples)
+                    loudness.add(frame, _as_float(samples))
     except AvMediaError:
         raise
     except (av.FFmpegError, ValueError, MemoryError) as exc:
@@ -263,6 +269,8 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
     info.duration_seconds = round(_duration(container, video or audio, end_seconds), 3)
     if peaks is not None:
         info.peaks = peaks.reduced()
+    if loudness is not None:
+        info.loudness_lufs = loudness.integrated()
 
 
 def _duration(container, stream, decoded_end: float) -> float:

@@ -317,6 +317,7 @@ class MediaStore:
             "channels": info.channels,
             "poster_sha256": poster_sha256,
             "peaks": info.peaks,
+            "loudness_lufs": info.loudness_lufs,
             **_served_columns(info.sha256, served_sha256),
         }
         return MediaRecord(info.sha256, kind, row, extra)

@@ -64,6 +64,9 @@ class Media(models.Model):
     # A 3D model's views rendered at import (annotation/imports/glb_render.py): the hashes of
     # image ``Media`` (PNG), in the order of ``glb_render.VIEWS``.
     rendered_views = models.JSONField(null=True, blank=True)
+    # An audio file's integrated loudness in LUFS (ITU-R BS.1770, EBU R 128), measured at
+    # import (annotation/imports/loudness.py); NULL for silence and for other kinds.
+    loudness_lufs = models.FloatField(null=True, blank=True)
     # Made once at import; NULL for media imported before served copies existed, until
     # ``strip_media_metadata`` (or the first request for it) makes the copy.
     served_sha256 = models.CharField(

@@ -84,6 +84,11 @@ class Project(models.Model):
         default=DEFAULT_MIN_SECONDS_PER_VOTE,
         help_text="Votes given sooner after the pair was served are refused (0: off).",
     )
+    play_to_end = models.BooleanField(
+        default=False,
+        help_text="Votes are refused until the longest response's video and audio could have "
+        "been played to the end since the pair was served.",
+    )
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

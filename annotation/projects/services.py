@@ -156,6 +156,7 @@ def project_update(
     paused: bool,
     min_seconds_per_vote: int,
     consensus_rule: str | None = None,
+    play_to_end: bool | None = None,
 ) -> ProjectUpdated:
     """Changes the project's settings. The scale and the overlap change only while that is safe
     (``project_setting_limits``); open pairs that had the old overlap as target get the new one.
@@ -164,6 +165,7 @@ def project_update(
     nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``)."""
     locked = Project.objects.select_for_update().get(pk=project.pk)
     consensus_rule = consensus_rule or locked.consensus_rule
+    play_to_end = locked.play_to_end if play_to_end is None else play_to_end
     limits = project_setting_limits(project=locked)
     if scale != locked.scale and limits.scale_locked_because:
         raise ValidationError({"scale": limits.scale_locked_because})
@@ -196,6 +198,7 @@ def project_update(
         "paused": paused,
         "min_seconds_per_vote": min_seconds_per_vote,
         "consensus_rule": consensus_rule,
+        "play_to_end": play_to_end,
     }
     for field, value in changes.items():
         setattr(locked, field, value)

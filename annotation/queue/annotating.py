@@ -37,6 +37,7 @@ from annotation.models import (
     Vote,
 )
 from annotation.queue.claim_key import claim_key
+from annotation.queue.playback import responses_play_seconds
 from annotation.queue.selectors import gold_below_threshold, gold_scores, live_assignments
 from annotation.queue.serving import (
     CLAIMABLE_WHERE,
@@ -234,6 +235,18 @@ def _close_leases(*, locked: Assignment, others: list[int], status: str) -> int:
     return freed
 
 
+def _check_played_to_end(*, pair: Pair, looked: float) -> None:
+    """Refuses a vote given before the pair's video and audio could have played to the end
+    since its lease began (``annotation.playback``)."""
+    needed = responses_play_seconds(pair=pair)
+    if looked < needed:
+        wait = math.ceil(needed - looked)
+        raise InvalidInput(
+            f"Not played to the end yet: this project asks you to play each response to the "
+            f"end before voting ({needed:.1f} s of video or audio); wait {wait} s more."
+        )
+
+
 # Counts a vote towards its pair's target, if a slot is left, and frees the lease it came
 # through; the row lock it takes is held until the vote's transaction ends, so the vote that
 # fills the last slot decides the pair alone. No row: the target was already met (an extra vote).
@@ -290,6 +303,8 @@ def vote_submit(
             f"Too quick: this project asks you to look at each pair for at least "
             f"{project.min_seconds_per_vote} s before voting; wait {wait} s more."
         )
+    if project.play_to_end:
+        _check_played_to_end(pair=pair, looked=looked)
     # The usual case, a vote on a live lease, closes it in one conditional update (which also
     # locks it); anything else is looked at under the row lock.
     closed_live = Assignment.objects.filter(

@@ -55,6 +55,12 @@ class _PartSerializer(serializers.Serializer):
         required=False,
         help_text="An audio clip's waveform: the loudest |sample| (0 to 1) per slice.",
     )
+    loudness_lufs = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="An audio clip's integrated loudness (ITU-R BS.1770, EBU R 128); null for "
+        "silence.",
+    )
 
 
 class _OptionSerializer(serializers.Serializer):

@@ -72,7 +72,7 @@ def shown_contents(contents: list[list[dict]], *, project: Project, request=None
 
 _SHOWN_MEDIA_FIELDS = (
     "kind", "width", "height", "duration_seconds", "frame_rate", "sample_rate", "channels",
-    "poster_sha256", "peaks", "rendered_views",
+    "poster_sha256", "peaks", "rendered_views", "loudness_lufs",
 )  # fmt: skip
 
 
@@ -89,6 +89,7 @@ def _media_facts(row: Media, url_of) -> dict:
         facts.update(sample_rate=row.sample_rate, channels=row.channels)
     if row.kind == Media.Kind.AUDIO:
         facts["peaks"] = row.peaks or []
+        facts["loudness_lufs"] = row.loudness_lufs
     if row.kind == Media.Kind.MODEL3D:
         facts.pop("duration_seconds")
         facts["views"] = [url_of(sha) for sha in row.rendered_views or []]

@@ -31,6 +31,7 @@ from annotation.core.prepared import execute_prepared
 from annotation.models import (
     GOLD_MIN_VOTES,
     Assignment,
+    Media,
     Membership,
     Pair,
     PairStatus,
@@ -273,11 +274,13 @@ def gold_quality(*, project: Project) -> dict:
     return {"gold_open": gold_open, "threshold": threshold, "annotators": rows}
 
 
-def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> list[str]:
+def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> dict[str, list[str]]:
     """Media URLs of the pair ``annotator`` will most likely be served after the one they hold
-    (``after_pair_id``), found without leasing it, so the page can prefetch its images. Sorted
-    by hash: the list says nothing about which image belongs to the prompt or to which
-    response. A hint only; a wrong guess (a gold pair comes next) costs one download."""
+    (``after_pair_id``), found without leasing it, so the page can prefetch them: ``images``
+    (with the videos' poster frames), ``video`` and ``audio``. Each sorted by hash: nothing
+    says which file belongs to the prompt or to which response. A hint only; a wrong guess
+    (a gold pair comes next) costs one download."""
+    found: dict[str, list[str]] = {"images": [], "video": [], "audio": []}
     params = next_pair_params(
         project=project, annotator=annotator, is_gold=False, cursor=claim_key(after_pair_id)
     )
@@ -286,14 +289,25 @@ def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> l
         execute_prepared(cursor, "arbiter_next_pair", sql, params)
         (next_id,) = cursor.fetchone()
     if next_id is None:
-        return []
+        return found
     nxt = (
         Pair.objects.select_related("prompt", "response_a", "response_b")
         .only("prompt__content", "response_a__content", "response_b__content")
         .get(pk=next_id)
     )
-    hashes = {*nxt.prompt.media_hashes, *nxt.response_a.media_hashes, *nxt.response_b.media_hashes}
-    return [reverse("media", args=[project.slug, sha256]) for sha256 in sorted(hashes)]
+    contents = [nxt.prompt.content, nxt.response_a.content, nxt.response_b.content]
+    hashes: dict[str, set[str]] = {kind: set() for kind in ("image", "video", "audio")}
+    for part in (part for content in contents for part in content):
+        if part["type"] in hashes:
+            hashes[part["type"]].add(part["media"])
+    if hashes["video"]:
+        posters = Media.objects.filter(sha256__in=hashes["video"], poster_sha256__isnull=False)
+        hashes["image"].update(
+            sha for sha in posters.values_list("poster_sha256", flat=True) if sha
+        )
+    for kind, key in (("image", "images"), ("video", "video"), ("audio", "audio")):
+        found[key] = [reverse("media", args=[project.slug, sha]) for sha in sorted(hashes[kind])]
+    return found
 
 
 # Disputes listed on the Queue page.

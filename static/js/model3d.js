@@ -393,6 +393,9 @@ function handleKey(key) {
 }
 
 document.addEventListener("keydown", (event) => {
+  // On a page that also plays video or audio, the player's keys (j l i c [ ]) come first
+  // (static/js/players.js handles them before this module loads and marks them handled).
+  if (event.defaultPrevented) return;
   if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
   if (isTyping(event.target) || document.querySelector("dialog[open]")) return;
   if (handleKey(event.key)) event.preventDefault();

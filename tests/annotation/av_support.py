@@ -16,13 +16,20 @@ _TAGS = ("title", "comment", "encoder", "artist", "album", "description", "copyr
 
 
 def video_write(
-    path: Path, *, fmt: str = "mp4", codec: str = "libx264", frames: int = 4, audio: bool = True
+    path: Path,
+    *,
+    fmt: str = "mp4",
+    codec: str = "libx264",
+    frames: int = 4,
+    audio: bool = True,
+    rate: int = 10,
 ) -> Path:
-    """A few 64x48 frames of a moving bar (and a short tone), tagged with PLANTED."""
+    """A few 64x48 frames (``rate`` a second) of a moving bar (and a tone as long), tagged
+    with PLANTED."""
     with av.open(str(path), "w", format=fmt) as container:
         for tag in _TAGS:
             container.metadata[tag] = PLANTED
-        stream = container.add_stream(codec, rate=10)
+        stream = container.add_stream(codec, rate=rate)
         stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
         stream.metadata["handler_name"] = PLANTED
         stream.metadata["title"] = PLANTED
@@ -32,14 +39,15 @@ def video_write(
             sound.metadata["title"] = PLANTED
         for index in range(frames):
             pixels = np.zeros((48, 64, 3), np.uint8)
-            pixels[:, index * 8 : index * 8 + 8] = (255, 64, 0)
+            column = index % 8 * 8
+            pixels[:, column : column + 8] = (255, 64, 0)
             frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
             for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
         if sound is not None:
-            _tone_mux(container, sound, seconds=frames / 10)
+            _tone_mux(container, sound, seconds=frames / rate)
     return path
 
 

@@ -75,6 +75,12 @@ class ProjectSettingsForm(forms.Form):
         "min_seconds_per_vote",
         help_text="Seconds an annotator must look at a pair before a vote is taken (0: off).",
     )
+    play_to_end = forms.BooleanField(
+        required=False,
+        label="Play each response to the end before voting",
+        help_text="A vote is refused until the longer response's video and audio could have"
+        " played to the end at normal speed since the pair was served.",
+    )
     paused = forms.BooleanField(required=False, help_text="Annotators get no new pairs.")
 
     def __init__(self, *args, project: Project, limits: SettingLimits, **kwargs):

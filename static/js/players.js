@@ -1,0 +1,462 @@
+// Video and audio on the comparison, pair and adjudication pages: the responses' players run
+// from one control bar and one clock (play, pause, scrubber, frame step, speed, a loop, which
+// side is heard), each audio part shows its waveform with the playhead, and on the comparison
+// page the next pair's media is fetched ahead and the "play to the end" countdown runs. The
+// keys are listed in the page's ? help and in docs/curators.md ("Video and audio on the
+// comparison page"). Without this file the media play with the browser's own controls.
+(function () {
+  "use strict";
+
+  const SPEEDS = [0.25, 0.5, 0.75, 1, 1.25, 1.5, 2];
+  const SEEK_SECONDS = 5;
+  const AUDIO_STEP_SECONDS = 0.05; // "one frame" of audio
+  // The sync loop: a follower further than HARD_SYNC_SECONDS from the clock is moved there;
+  // a smaller drift is taken back by playing it a little faster or slower, over
+  // CATCH_UP_SECONDS, never more than MAX_NUDGE off the speed chosen.
+  const HARD_SYNC_SECONDS = 0.15;
+  const CATCH_UP_SECONDS = 0.25;
+  const MAX_NUDGE = 0.25;
+  const PREFETCH_LIMIT = 8;
+  const KEYS = /^( |,|\.|j|l|-|=|\+|i|o|c|x|\[|\])$/;
+
+  let deck = null;
+  const prefetched = new Map(); // url -> detached media element, kept so its data stays
+
+  function isTyping(target) {
+    return (
+      target instanceof HTMLElement &&
+      (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))
+    );
+  }
+
+  function durationOf(media) {
+    if (Number.isFinite(media.duration) && media.duration > 0) return media.duration;
+    return parseFloat(media.getAttribute("data-duration")) || 0;
+  }
+
+  function clock(seconds) {
+    const whole = Math.max(0, seconds);
+    const minutes = Math.floor(whole / 60);
+    const rest = (whole - minutes * 60).toFixed(2).padStart(5, "0");
+    return `${minutes}:${rest}`;
+  }
+
+  function sideLabel(side) {
+    return side.charAt(0).toUpperCase() + side.slice(1);
+  }
+
+  function button(text, label, onClick) {
+    const element = document.createElement("button");
+    element.type = "button";
+    element.textContent = text;
+    element.setAttribute("aria-label", label);
+    element.addEventListener("click", onClick);
+    return element;
+  }
+
+  // ---- The deck: one clock for the responses' media ----
+
+  function build(root) {
+    const responses = Array.from(
+      root.querySelectorAll(".wb-response video[data-side], .wb-response audio[data-side]"),
+    );
+    // Without timed responses, the prompt's media (text+video-to-text) take the keys.
+    const media = responses.length
+      ? responses
+      : Array.from(root.querySelectorAll(".wb-prompt video[data-side], .wb-prompt audio[data-side]"));
+    if (!media.length) return null;
+    const sides = [...new Set(media.map((element) => element.getAttribute("data-side")))];
+    const rates = media
+      .map((element) => parseFloat(element.getAttribute("data-frame-rate")))
+      .filter((rate) => rate > 0);
+    const state = {
+      root,
+      media,
+      sides,
+      frame: rates.length ? 1 / Math.max(...rates) : AUDIO_STEP_SECONDS,
+      speed: 1,
+      playing: false,
+      loopIn: null,
+      loopOut: null,
+      // One side heard at a time, the first to begin with (ABX listening).
+      muted: Object.fromEntries(sides.map((side, index) => [side, index > 0])),
+      loop: 0,
+      ui: {},
+    };
+    for (const element of media) {
+      element.controls = false;
+      element.preload = "auto";
+      element.addEventListener("loadedmetadata", () => render(state));
+      element.addEventListener("ended", () => ended(state, element));
+    }
+    state.ui = controls(state);
+    // Above the responses, or under the prompt's parts when they are what it plays.
+    const responsesBox = responses.length && root.querySelector(".wb-responses");
+    if (responsesBox) responsesBox.before(state.ui.bar);
+    else media[0].closest(".wb-parts").after(state.ui.bar);
+    applyMuting(state);
+    render(state);
+    return state;
+  }
+
+  function controls(state) {
+    const bar = document.createElement("div");
+    bar.className = "wb-deck";
+    bar.setAttribute("role", "group");
+    bar.setAttribute("aria-label", "Video and audio controls");
+    bar.setAttribute("data-deck", "");
+    const play = button("Play", "Play or pause (Space)", () => toggle(state));
+    play.setAttribute("data-deck-play", "");
+    const back = button("‹", "One frame back (,)", () => step(state, -1));
+    const forward = button("›", "One frame forward (.)", () => step(state, 1));
+    const scrubber = document.createElement("input");
+    scrubber.type = "range";
+    scrubber.min = "0";
+    scrubber.step = "any";
+    scrubber.value = "0";
+    scrubber.className = "wb-deck-scrubber";
+    scrubber.setAttribute("aria-label", "Position");
+    scrubber.setAttribute("data-deck-scrubber", "");
+    scrubber.addEventListener("input", () => seek(state, parseFloat(scrubber.value)));
+    const time = document.createElement("span");
+    time.className = "wb-deck-time";
+    time.setAttribute("data-deck-time", "");
+    const speed = button("1×", "Speed (- slower, = faster)", () => changeSpeed(state, 1, true));
+    speed.setAttribute("data-deck-speed", "");
+    const loop = document.createElement("span");
+    loop.className = "wb-deck-loop";
+    loop.setAttribute("data-deck-loop", "");
+    const mutes = {};
+    for (const side of state.sides) {
+      const key = state.sides.indexOf(side) === 0 ? "[" : "]";
+      mutes[side] = button("", `Mute or unmute the ${side} (${key})`, () => {
+        state.muted[side] = !state.muted[side];
+        applyMuting(state);
+        render(state);
+      });
+      mutes[side].setAttribute("data-deck-mute", side);
+    }
+    const swap = button("Switch side heard", "Hear the other side (x)", () => switchHeard(state));
+    swap.setAttribute("data-deck-switch", "");
+    const keys = document.createElement("span");
+    keys.className = "wb-deck-keys muted";
+    keys.textContent = "Space play · , . frame · j l 5 s · - = speed · i o c loop · x switch · [ ] mute";
+    bar.append(play, back, forward, scrubber, time, speed, loop, ...Object.values(mutes), swap, keys);
+    return { bar, play, scrubber, time, speed, loop, mutes };
+  }
+
+  // The clock is the longest of the media: the others end on their own before it.
+  function primary(state) {
+    return state.media.reduce((best, element) =>
+      durationOf(element) > durationOf(best) ? element : best,
+    );
+  }
+
+  function length(state) {
+    return durationOf(primary(state));
+  }
+
+  function position(state) {
+    return primary(state).currentTime;
+  }
+
+  function playable(element, at) {
+    return at < durationOf(element) - 0.01;
+  }
+
+  function play(state) {
+    const at = position(state) >= length(state) - 0.01 ? 0 : position(state);
+    const start = state.loopIn !== null && state.loopOut !== null && at >= state.loopOut ? state.loopIn : at;
+    for (const element of state.media) {
+      element.playbackRate = state.speed;
+      if (!playable(element, start)) continue;
+      if (Math.abs(element.currentTime - start) > 0.001) element.currentTime = start;
+      element.play().catch(() => undefined); // refused without a user gesture: stays paused
+    }
+    state.playing = true;
+    run(state);
+    render(state);
+  }
+
+  function pause(state) {
+    for (const element of state.media) element.pause();
+    state.playing = false;
+    cancelAnimationFrame(state.loop);
+    align(state, position(state));
+    render(state);
+  }
+
+  function toggle(state) {
+    if (state.playing) pause(state);
+    else play(state);
+  }
+
+  // Every element to ``at`` (an element shorter than that to its end).
+  function align(state, at) {
+    for (const element of state.media) {
+      const target = Math.min(at, durationOf(element));
+      if (Math.abs(element.currentTime - target) > 0.0005) element.currentTime = target;
+    }
+  }
+
+  function seek(state, at) {
+    const target = Math.max(0, Math.min(at, length(state)));
+    align(state, target);
+    if (state.playing) {
+      for (const element of state.media) {
+        if (playable(element, target) && element.paused) element.play().catch(() => undefined);
+      }
+    }
+    render(state, target);
+  }
+
+  function step(state, direction) {
+    if (state.playing) pause(state);
+    // Frame times are multiples of the frame length: land on one, past its start.
+    const frame = Math.round(position(state) / state.frame) + direction;
+    seek(state, Math.max(0, frame) * state.frame + state.frame / 4);
+  }
+
+  function changeSpeed(state, direction, wrap) {
+    let index = SPEEDS.indexOf(state.speed) + direction;
+    if (wrap && index >= SPEEDS.length) index = 0;
+    state.speed = SPEEDS[Math.max(0, Math.min(SPEEDS.length - 1, index))];
+    const at = position(state);
+    for (const element of state.media) element.playbackRate = state.speed;
+    if (state.playing) align(state, at); // start the new speed together
+    render(state);
+  }
+
+  function setLoop(state, end) {
+    const at = position(state);
+    if (end === "in") state.loopIn = at;
+    else state.loopOut = at;
+    if (state.loopIn === null) state.loopIn = 0;
+    if (state.loopOut !== null && state.loopOut <= state.loopIn) {
+      if (end === "in") state.loopOut = null;
+      else state.loopIn = 0;
+    }
+    render(state);
+  }
+
+  function clearLoop(state) {
+    state.loopIn = null;
+    state.loopOut = null;
+    render(state);
+  }
+
+  function switchHeard(state) {
+    const heard = state.sides.filter((side) => !state.muted[side]);
+    const current = heard.length === 1 ? state.sides.indexOf(heard[0]) : -1;
+    const next = state.sides[(current + 1) % state.sides.length];
+    for (const side of state.sides) state.muted[side] = side !== next;
+    applyMuting(state); // the position is untouched: both sides go on playing
+    render(state);
+  }
+
+  // Chromium moves a muted player to a silent output (and back when unmuted), which shifts
+  // its clock by some tens of ms; the sync loop takes that back within a few tenths of a
+  // second.
+  function applyMuting(state) {
+    for (const element of state.media) {
+      element.muted = Boolean(state.muted[element.getAttribute("data-side")]);
+    }
+  }
+
+  function ended(state, element) {
+    if (element !== primary(state)) return;
+    if (state.loopIn !== null && state.loopOut === null) {
+      seek(state, state.loopIn);
+      play(state);
+      return;
+    }
+    state.playing = false;
+    cancelAnimationFrame(state.loop);
+    render(state);
+  }
+
+  // Keeps the followers on the clock, loops, and redraws, once a frame while playing.
+  function run(state) {
+    cancelAnimationFrame(state.loop);
+    const tick = () => {
+      if (!state.playing || deck !== state) return;
+      const clockElement = primary(state);
+      let at = clockElement.currentTime;
+      if (state.loopOut !== null && at >= state.loopOut) {
+        seek(state, state.loopIn || 0);
+        at = position(state);
+      }
+      for (const element of state.media) {
+        if (element === clockElement) continue;
+        if (element.ended || !playable(element, at)) continue; // it ends on its own
+        if (element.paused && !clockElement.paused) element.play().catch(() => undefined);
+        const drift = element.currentTime - at;
+        let rate = state.speed;
+        // A side not heard is moved at once: its stutter is neither seen (audio) nor heard.
+        const hard = element.muted && element.tagName === "AUDIO" ? state.frame / 2 : HARD_SYNC_SECONDS;
+        if (Math.abs(drift) > hard) {
+          element.currentTime = at;
+        } else if (Math.abs(drift) > state.frame / 4) {
+          const nudge = Math.max(-MAX_NUDGE, Math.min(MAX_NUDGE, drift / CATCH_UP_SECONDS));
+          rate = state.speed * (1 - nudge);
+        }
+        if (Math.abs(element.playbackRate - rate) > 0.001) element.playbackRate = rate;
+      }
+      render(state, at);
+      state.loop = requestAnimationFrame(tick);
+    };
+    state.loop = requestAnimationFrame(tick);
+  }
+
+  function render(state, at) {
+    const now = at === undefined ? position(state) : at;
+    const total = length(state);
+    const ui = state.ui;
+    ui.play.textContent = state.playing ? "Pause" : "Play";
+    ui.play.setAttribute("aria-pressed", String(state.playing));
+    ui.scrubber.max = String(total || 0);
+    if (document.activeElement !== ui.scrubber || state.playing) ui.scrubber.value = String(now);
+    ui.time.textContent = `${clock(now)} / ${clock(total)}`;
+    ui.speed.textContent = `${state.speed}×`;
+    ui.loop.textContent =
+      state.loopIn === null
+        ? "No loop"
+        : `Loop ${clock(state.loopIn)} – ${state.loopOut === null ? "end" : clock(state.loopOut)}`;
+    for (const side of state.sides) {
+      ui.mutes[side].textContent = `${sideLabel(side)}: ${state.muted[side] ? "muted" : "heard"}`;
+      ui.mutes[side].setAttribute("aria-pressed", String(state.muted[side]));
+    }
+    drawWaveforms(state.root, state);
+  }
+
+  // ---- Waveforms ----
+
+  function drawWaveform(canvas, state) {
+    const figure = canvas.closest("[data-media-part]");
+    const audio = figure && figure.querySelector("audio");
+    const peaks = (canvas.getAttribute("data-peaks") || "").split(/\s+/).filter(Boolean).map(Number);
+    const width = Math.max(1, Math.round(canvas.clientWidth * (window.devicePixelRatio || 1)));
+    const height = Math.max(1, Math.round(canvas.clientHeight * (window.devicePixelRatio || 1)));
+    if (canvas.width !== width) canvas.width = width;
+    if (canvas.height !== height) canvas.height = height;
+    const context = canvas.getContext("2d");
+    const style = getComputedStyle(canvas);
+    context.clearRect(0, 0, width, height);
+    const total = audio ? durationOf(audio) : 0;
+    if (state && total && state.loopIn !== null) {
+      const from = (state.loopIn / total) * width;
+      const to = ((state.loopOut === null ? total : state.loopOut) / total) * width;
+      context.fillStyle = style.getPropertyValue("--wb-loop").trim() || "rgba(0, 0, 0, 0.08)";
+      context.fillRect(from, 0, Math.max(1, to - from), height);
+    }
+    context.fillStyle = style.color;
+    const bar = width / Math.max(1, peaks.length);
+    peaks.forEach((peak, index) => {
+      const size = Math.max(1, peak * height);
+      context.fillRect(index * bar, (height - size) / 2, Math.max(1, bar - 1), size);
+    });
+    if (audio && total) {
+      context.fillStyle = style.getPropertyValue("--wb-playhead").trim() || "red";
+      context.fillRect(Math.min(width - 2, (audio.currentTime / total) * width), 0, 2, height);
+    }
+    canvas.setAttribute("data-playhead", audio ? audio.currentTime.toFixed(3) : "0");
+  }
+
+  function drawWaveforms(root, state) {
+    for (const canvas of root.querySelectorAll("[data-waveform]")) drawWaveform(canvas, state);
+  }
+
+  function onWaveformClick(event) {
+    const canvas = event.target.closest("[data-waveform]");
+    if (!canvas) return;
+    const audio = canvas.closest("[data-media-part]").querySelector("audio");
+    const share = (event.clientX - canvas.getBoundingClientRect().left) / canvas.clientWidth;
+    if (deck && deck.media.includes(audio)) seek(deck, share * length(deck));
+    else if (audio) audio.currentTime = share * durationOf(audio);
+  }
+
+  // ---- "Play each response to the end": the countdown beside the vote ----
+
+  function startCountdown(root) {
+    const note = root.querySelector("[data-play-to-end] [data-play-left]");
+    if (!note) return;
+    const media = Array.from(root.querySelectorAll(".wb-response video, .wb-response audio"));
+    const needed = Math.max(0, ...media.map((element) => parseFloat(element.getAttribute("data-duration")) || 0));
+    const shown = performance.now();
+    const update = () => {
+      if (!note.isConnected) return;
+      const left = Math.ceil(needed - (performance.now() - shown) / 1000);
+      note.textContent = left > 0 ? `${left} s left before a vote is taken.` : "You may vote now.";
+      if (left > 0) setTimeout(update, 250);
+    };
+    update();
+  }
+
+  // ---- Prefetch: the next pair's video and audio, so its first frame shows at once ----
+
+  function prefetch(root) {
+    const card = root.querySelector("[data-pair-card]") || root;
+    for (const [attribute, tag] of [["data-prefetch-video", "video"], ["data-prefetch-audio", "audio"]]) {
+      const urls = (card.getAttribute(attribute) || "").split(/\s+/).filter(Boolean);
+      for (const url of urls) {
+        if (prefetched.has(url)) continue;
+        const element = document.createElement(tag);
+        element.muted = true;
+        element.preload = "auto";
+        element.src = url;
+        element.load();
+        prefetched.set(url, element);
+      }
+    }
+    while (prefetched.size > PREFETCH_LIMIT) {
+      const [url, element] = prefetched.entries().next().value;
+      prefetched.delete(url);
+      element.removeAttribute("src");
+      element.load();
+    }
+  }
+
+  // ---- Wiring ----
+
+  function setup(root) {
+    if (deck) {
+      cancelAnimationFrame(deck.loop);
+      deck.playing = false;
+    }
+    deck = build(root);
+    drawWaveforms(root, deck);
+    startCountdown(root);
+    prefetch(root);
+  }
+
+  function onKeydown(event) {
+    if (!deck || event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
+    if (isTyping(event.target) || document.querySelector("dialog[open]")) return;
+    if (!KEYS.test(event.key) || !deck.root.isConnected) return;
+    const key = event.key;
+    if (key === " ") toggle(deck);
+    else if (key === "," || key === ".") step(deck, key === "," ? -1 : 1);
+    else if (key === "j" || key === "l") seek(deck, position(deck) + (key === "j" ? -1 : 1) * SEEK_SECONDS);
+    else if (key === "-") changeSpeed(deck, -1, false);
+    else if (key === "=" || key === "+") changeSpeed(deck, 1, false);
+    else if (key === "i" || key === "o") setLoop(deck, key === "i" ? "in" : "out");
+    else if (key === "c") clearLoop(deck);
+    else if (key === "x") switchHeard(deck);
+    else {
+      const side = deck.sides[key === "[" ? 0 : 1];
+      if (!side) return;
+      deck.muted[side] = !deck.muted[side];
+      applyMuting(deck);
+      render(deck);
+    }
+    event.preventDefault(); // Space would press a focused button or scroll the page
+  }
+
+  document.addEventListener("keydown", onKeydown);
+  document.addEventListener("click", onWaveformClick);
+  document.addEventListener("DOMContentLoaded", () => setup(document.querySelector("main") || document.body));
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.target instanceof HTMLElement && event.target.id === "workbench") setup(event.target);
+  });
+  window.addEventListener("resize", () => drawWaveforms(document, deck));
+})();
