@@ -14,11 +14,11 @@ from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import STAFF_ROLES, get_project_for_user
 from annotation.charts import BandPoint, Chart, Reference, line_with_band
+from annotation.core.jobs import BrokerUnavailable
 from config.errors import status_for
 from judges.access import get_training_run_for_user
 from judges.forms import TrainingForm, add_service_errors
 from judges.models import TrainingRun
-from judges.services.runs import BrokerUnavailable
 from judges.services.training import training_release, training_run_create
 from judges.training.report import CONFIDENCE, heldout_report
 

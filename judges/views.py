@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.core.jobs import BrokerUnavailable
 from annotation.leaderboard.page import model_board_context
 from annotation.models import Pair, PairStatus, Release, Role
 from annotation.views.pairs import PairSelectionForm, form_error_text
@@ -27,12 +28,7 @@ from judges.models import JudgeEvaluation
 from judges.selectors import filter_run_report, leaderboard
 from judges.services.ensemble import easy_rule, easy_votes
 from judges.services.evaluations import judge_evaluation_create
-from judges.services.runs import (
-    BrokerUnavailable,
-    filter_run_cancel,
-    filter_run_create,
-    filter_run_resume,
-)
+from judges.services.runs import filter_run_cancel, filter_run_create, filter_run_resume
 
 _T = TypeVar("_T")
 

@@ -11,7 +11,6 @@ rater "prior #N", one rater per position N in the pairs' ``human_annotations`` l
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from dataclasses import dataclass
@@ -38,8 +37,8 @@ from annotation.agreement import (
     per_annotator,
     unanimous_share,
 )
-from annotation.broker import task_publish
-from annotation.errors import Conflict, InvalidInput, Unavailable
+from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish
+from annotation.errors import Conflict, InvalidInput
 from annotation.models import (
     AgreementReport,
     Pair,
@@ -51,8 +50,6 @@ from annotation.models import (
     Vote,
 )
 from annotation.reports import report_sections
-
-logger = logging.getLogger(__name__)
 
 # Flags on an annotator (docs/agreement.md, "What it holds"): agreement with the others' consensus
 # below this share, a median time per vote below this many seconds, gold accuracy below this.
@@ -509,9 +506,9 @@ def agreement_report_queue_refresh(*, project: Project, source: str = ReportSour
                 "reload the report in a moment."
             )
         try:
-            task_publish(agreement_report_refresh, args=(project.pk, source))
-        except Unavailable as exc:
-            raise Unavailable(f"{exc} The report was not recomputed.") from exc
+            job_publish(agreement_report_refresh, args=(project.pk, source), after_commit=False)
+        except BrokerUnavailable as exc:
+            raise BrokerUnavailable(f"{exc} The report was not recomputed.") from exc
 
 
 def agreement_report_request_refresh(*, project_id: int) -> list[str]:
@@ -544,8 +541,11 @@ def agreement_report_request_refresh(*, project_id: int) -> list[str]:
         )
         sources = [row[0] for row in cursor.fetchall()]
     for source in sources:
-        task_publish(
-            agreement_report_refresh, args=(project_id, source), countdown=window + REQUEST_GAP_S
+        job_publish(
+            agreement_report_refresh,
+            args=(project_id, source),
+            countdown=window + REQUEST_GAP_S,
+            after_commit=False,
         )
     return sources
 
@@ -561,38 +561,53 @@ def lost_refreshes() -> QuerySet[AgreementReport]:
     )
 
 
-def agreement_refreshes_send_lost() -> list[tuple[int, str]]:
-    """Celery beat's sweep: asks again for each lost refresh (``lost_refreshes``) as a vote
-    asks, stamping the request now and running the refresh after the window, so the votes of
-    the new window are covered too. The stamp is a conditional UPDATE, so two sweeps send it
-    once; when the broker still cannot take it the stamp goes back, for the next sweep.
-    Returns the (project id, source) sent."""
-    from annotation.tasks import agreement_report_refresh  # the task module imports this one
+class _LostRefreshes(StalledJobs[tuple[int, int, str, datetime]]):
+    """Each lost refresh (``lost_refreshes``) is asked for again as a vote asks, stamping the
+    request now and running the refresh after the window, so the votes of the new window are
+    covered too. The stamp is the claim, so two sweeps send it once; when the broker still
+    cannot take it the stamp goes back, for the next sweep."""
 
-    window = settings.ARBITER_AGREEMENT_DEBOUNCE_S
-    sent = []
-    for pk, project_id, source, requested in lost_refreshes().values_list(
-        "pk", "project_id", "source", "refresh_requested_at"
-    ):
+    noun = "agreement refresh"
+
+    def stalled(self):
+        return lost_refreshes().values_list("pk", "project_id", "source", "refresh_requested_at")
+
+    def claim(self, job):
         now = timezone.now()
-        if not AgreementReport.objects.filter(pk=pk, refresh_requested_at=requested).update(
+        pk, _, _, requested = job
+        stamped = AgreementReport.objects.filter(pk=pk, refresh_requested_at=requested).update(
             refresh_requested_at=now
-        ):
-            continue
-        try:
-            task_publish(
-                agreement_report_refresh,
-                args=(project_id, source),
-                countdown=window + REQUEST_GAP_S,
-            )
-        except Unavailable as exc:
-            AgreementReport.objects.filter(pk=pk, refresh_requested_at=now).update(
-                refresh_requested_at=requested
-            )
-            logger.warning("lost agreement refresh of project %s not sent: %s", project_id, exc)
-            continue
-        sent.append((project_id, source))
-    return sent
+        )
+        return now if stamped else None
+
+    def recover(self, job):
+        from annotation.tasks import agreement_report_refresh  # the task module imports this one
+
+        _, project_id, source, _ = job
+        job_publish(
+            agreement_report_refresh,
+            args=(project_id, source),
+            countdown=settings.ARBITER_AGREEMENT_DEBOUNCE_S + REQUEST_GAP_S,
+            after_commit=False,
+        )
+
+    def unclaim(self, job, claim):
+        pk, _, _, requested = job
+        AgreementReport.objects.filter(pk=pk, refresh_requested_at=claim).update(
+            refresh_requested_at=requested
+        )
+
+    def key(self, job):
+        return (job[1], job[2])
+
+
+LOST_REFRESHES = _LostRefreshes()
+
+
+def agreement_refreshes_send_lost() -> list[tuple[int, str]]:
+    """Celery beat's sweep: asks again for each lost refresh (``_LostRefreshes``); returns
+    the (project id, source) sent."""
+    return LOST_REFRESHES.sweep()
 
 
 def agreement_report_forget_requests() -> None:

@@ -14,6 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
+from kombu.exceptions import OperationalError
 
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import pairs_import
@@ -676,16 +677,18 @@ def test_upload_that_cannot_be_queued_fails_instead_of_waiting(
     from annotation import tasks
 
     def broker_down(*args, **kwargs):
-        raise ConnectionError("broker unreachable")
+        raise OperationalError("broker unreachable")
 
-    monkeypatch.setattr(tasks.import_run, "delay", broker_down)
+    monkeypatch.setattr(tasks.import_run, "apply_async", broker_down)
     settings.ARBITER_SYNC_IMPORT_MAX_BYTES = 10
     data = jsonl_bytes([text_pair("p1")])
     with django_capture_on_commit_callbacks(execute=True):
         job = import_job_submit(project=project, user=carol, upload=upload("big.jsonl", data))
     job.refresh_from_db()
     assert job.status == "failed"
-    assert "could not be queued (ConnectionError)" in job.errors[0]["message"]
+    assert job.errors[0]["message"] == (
+        "The task queue is unreachable. The import could not be queued; try again."
+    )
     assert not [p for p in stored_files() if ".uploads" in p.parts]
 
 

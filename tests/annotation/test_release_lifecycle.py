@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import ProtectedError
 from django.urls import reverse
 
+from annotation.core.jobs import BrokerUnavailable
 from annotation.errors import Conflict, InvalidInput, Unavailable
 from annotation.models import Release, ReleaseFrozen
 from annotation.releases.selection import check_selection
@@ -269,9 +270,9 @@ def test_a_build_the_broker_cannot_take_goes_back_and_says_why(project, decided,
     release = release_create(project=project, version="1.0.0", selection={}, user=dave)
 
     def broker_down(task, **options):
-        raise Unavailable("The task queue is unreachable (connection refused).")
+        raise BrokerUnavailable("The task queue is unreachable (connection refused).")
 
-    monkeypatch.setattr("annotation.services.releases.task_publish", broker_down)
+    monkeypatch.setattr("annotation.core.jobs.task_publish", broker_down)
     with (
         pytest.raises(Unavailable, match="unreachable"),
         mock.patch(

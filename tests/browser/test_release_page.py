@@ -24,7 +24,7 @@ def queue(monkeypatch):
     """The task queue: what the page sends is kept here, for the test to run as a worker."""
     sent: list[tuple] = []
     monkeypatch.setattr(
-        "annotation.services.releases.task_publish",
+        "annotation.core.jobs.task_publish",
         lambda task, **options: sent.append((task, options["args"])),
     )
     return sent

@@ -7,13 +7,13 @@ from pathlib import Path
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.core.jobs import BrokerUnavailable
 from annotation.models import Project
 from judges.evaluation import DEFAULT_SEED
 from judges.models import JudgeEvaluation
 from judges.selectors import evaluation_summary, judges_for_project
 from judges.services.evaluations import judge_evaluation_create
 from judges.services.judgement_import import judgements_import_text
-from judges.services.runs import BrokerUnavailable
 
 
 class Command(BaseCommand):

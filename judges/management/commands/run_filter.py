@@ -6,11 +6,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.core.jobs import BrokerUnavailable
 from annotation.models import PairStatus, Project
 from judges.models import FilterRun
 from judges.selectors import filter_run_progress, filter_run_report, judges_for_project
 from judges.services.ensemble import DEFAULT_EASY_THRESHOLD, easy_rule
-from judges.services.runs import BrokerUnavailable, filter_run_create, filter_run_resume
+from judges.services.runs import filter_run_create, filter_run_resume
 
 BAR_WIDTH = 30
 
