@@ -10,6 +10,7 @@ What each chart shows: ``docs/agreement.md``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -1113,7 +1114,7 @@ def _swatch(x: float, y: float, fill: str, *, width: float = 12, height: float =
 def _diverging(value: float) -> str:
     """The colour of ``value`` (clamped to -1..1) between the DIVERGING stops."""
     value = max(-1.0, min(1.0, value))
-    for (low, low_color), (high, high_color) in zip(DIVERGING, DIVERGING[1:], strict=False):
+    for (low, low_color), (high, high_color) in itertools.pairwise(DIVERGING):
         if value <= high:
             t = (value - low) / (high - low)
             channels = (

@@ -8,6 +8,7 @@ an import knows every foreign key before it writes a row and identical content i
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -298,7 +299,7 @@ class Media(models.Model):
     def __str__(self) -> str:
         return f"{self.sha256[:12]} {self.format} {self.width}x{self.height}"
 
-    CONTENT_TYPES = {
+    CONTENT_TYPES: ClassVar[dict[str, str]] = {
         "JPEG": "image/jpeg",
         "PNG": "image/png",
         "WEBP": "image/webp",
@@ -312,7 +313,7 @@ class Media(models.Model):
         "FLAC": "audio/flac",
         "GLB": "model/gltf-binary",
     }
-    EXTENSIONS = {
+    EXTENSIONS: ClassVar[dict[str, str]] = {
         "JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "MP4": "mp4", "WEBM": "webm",
         "M4A": "m4a", "MP3": "mp3", "WAV": "wav", "OGG": "ogg", "FLAC": "flac", "GLB": "glb",
     }  # fmt: skip

@@ -125,7 +125,7 @@ class EvaluationResumeApi(APIView):
 
 @allows_large_upload  # curators may send large files, as to the pair import
 class JudgementImportApi(APIView):
-    parser_classes = [MultiPartParser]
+    parser_classes = (MultiPartParser,)
 
     class InputSerializer(serializers.Serializer):
         judge = _JudgeField(slug_field="name")

@@ -478,7 +478,8 @@ def _probe_named_cases(prober, world: World) -> None:
         data={"judge": "offline", "seed": 2147483648},
         content_type="application/json",
     )
-    assert seed.status_code == 400 and "seed" in seed.json(), seed.content
+    assert seed.status_code == 400, seed.content
+    assert "seed" in seed.json(), seed.content
     for name, line in JUDGEMENT_LINES.items():
         upload = io.BytesIO(line.encode())
         upload.name = "answers.jsonl"
@@ -499,5 +500,6 @@ def _probe_named_cases(prober, world: World) -> None:
         data='{"choice": ' + DEEP + "}",
         content_type="application/json",
     )
-    assert vote.status_code == 400 and "nested" in vote.json()["detail"], vote.content
+    assert vote.status_code == 400, vote.content
+    assert "nested" in vote.json()["detail"], vote.content
     assert Release.objects.filter(project=world.project).count() == 1

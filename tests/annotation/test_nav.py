@@ -148,7 +148,8 @@ def test_api_docs_for_signed_in_users_and_the_admin_for_operators_only(
     signed_out = client.get(reverse("login")).content.decode()
     assert f'href="{docs}"' not in signed_out
     body = client_for(carol).get(reverse("project-detail", args=[project.slug])).content.decode()
-    assert f'href="{docs}"' in body and f'href="{admin}"' not in body
+    assert f'href="{docs}"' in body
+    assert f'href="{admin}"' not in body
     operator = UserFactory(username="root", is_superuser=True, is_staff=True)
     body = client_for(operator).get(reverse("project-detail", args=[project.slug])).content.decode()
     assert f'href="{admin}"' in body
@@ -163,7 +164,8 @@ def test_every_page_links_the_favicon_and_favicon_ico_leads_to_it(client, client
         client.get(reverse("login")).content.decode()
     )
     response = client.get("/favicon.ico")
-    assert response.status_code == 301 and response.url == icon
+    assert response.status_code == 301
+    assert response.url == icon
     assert (
         (Path(__file__).resolve().parents[2] / "static" / "favicon.svg")
         .read_text()

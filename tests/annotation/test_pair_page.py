@@ -72,7 +72,8 @@ def test_the_page_shows_content_votes_priors_skips_and_verdicts(client_for, dave
     html = response.content.decode()
     text = text_of(response)
     assert "Draw a lighthouse at dusk, variant 1" in text
-    assert f"A · {SECRET_MODEL_A}" in text and f"B · {SECRET_MODEL_B}" in text
+    assert f"A · {SECRET_MODEL_A}" in text
+    assert f"B · {SECRET_MODEL_B}" in text
     for sha256 in [*judged.prompt.media_hashes, *judged.response_a.media_hashes]:
         assert f'src="/p/{judged.project.slug}/media/{sha256}"' in html
     # Each vote as the annotator saw it, and in canonical terms.
@@ -80,7 +81,8 @@ def test_the_page_shows_content_votes_priors_skips_and_verdicts(client_for, dave
     assert "bob Left is better B (1) B — —" in text
     assert "Prior annotations (imported) 5 A" in text
     assert "bob: Broken content — image 2 is blank" in text
-    assert "Consensus A" in text and "Ensemble A (0.97 agreement)" in text
+    assert "Consensus A" in text
+    assert "Ensemble A (0.97 agreement)" in text
     # The judges' section: one judge, both orders, with reasoning.
     assert "gpt-judge A A reads the sign right B B is brighter" in text.replace("Reasoning ", "")
 
@@ -107,7 +109,8 @@ def test_hostile_content_is_escaped(client_for, carol, alice, project):
         run=run, judge=judge, pair=pair, order="AB", outcome="ok", side="A", reasoning=hostile
     )
     html = client_for(carol).get(pair_url(pair)).content.decode()
-    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "<script>alert" not in html
+    assert "<img src=x" not in html
     # The rationale and the reasoning as text; prompt and criterion go through safe Markdown.
     assert html.count("&lt;script&gt;alert(2)&lt;/script&gt;") == 2
 
@@ -124,10 +127,12 @@ def test_previous_and_next_follow_the_filter(client_for, carol, project):
     assert f'href="{pair_url(pairs[5], query)}" rel="prev"' in unescape(html)
     assert f'href="{pair_url(pairs[1], query)}" rel="next"' in unescape(html)
     first = unescape(client.get(pair_url(pairs[5], query)).content.decode())
-    assert 'rel="prev"' not in first and f'href="{pair_url(pairs[3], query)}" rel="next"' in first
+    assert 'rel="prev"' not in first
+    assert f'href="{pair_url(pairs[3], query)}" rel="next"' in first
     # Without a filter: import order over all six.
     html = unescape(client.get(pair_url(pairs[0])).content.decode())
-    assert 'rel="prev"' not in html and f'href="{pair_url(pairs[1])}" rel="next"' in html
+    assert 'rel="prev"' not in html
+    assert f'href="{pair_url(pairs[1])}" rel="next"' in html
 
 
 def test_browser_rows_link_to_the_page_with_the_filter(client_for, carol, project):
@@ -140,7 +145,8 @@ def test_a_pair_by_its_import_id(client_for, carol, dave, alice, project):
     pair = PairFactory(project=project, external_id="set/one 7")
     url = reverse("pair-by-external-id", args=[project.slug, "set/one 7"]) + "?task=text"
     response = client_for(dave).get(url)
-    assert response.status_code == 302 and response["Location"] == pair_url(pair, "task=text")
+    assert response.status_code == 302
+    assert response["Location"] == pair_url(pair, "task=text")
     missing = reverse("pair-by-external-id", args=[project.slug, "nope"])
     assert client_for(carol).get(missing).status_code == 404
     assert client_for(alice).get(url).status_code == 403
@@ -158,8 +164,8 @@ def test_prior_ratings_of_each_response_show_on_the_pair_and_adjudication_pages(
         )
     text = text_of(client_for(carol).get(pair_url(pair)))
     assert "Prior ratings of each response (imported)" in text
-    assert "Response A: B × 2, C × 1 (B, B, C)" in text
-    assert "Response B: C × 1 (C)" in text
+    assert "Response A: B × 2, C × 1 (B, B, C)" in text  # noqa: RUF001 - the page's times sign
+    assert "Response B: C × 1 (C)" in text  # noqa: RUF001 - the page's times sign
     assert "Prior annotations (imported)" not in text  # ratings are not votes
     adjudication = text_of(client_for(carol).get(f"/p/{project.slug}/adjudication/{pair.pk}/"))
-    assert "Response A: B × 2, C × 1 (B, B, C)" in adjudication
+    assert "Response A: B × 2, C × 1 (B, B, C)" in adjudication  # noqa: RUF001 - the page's times sign

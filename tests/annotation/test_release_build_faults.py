@@ -63,9 +63,11 @@ def test_the_sweep_removes_the_folders_of_builds_no_longer_running(
     in_use = _left_by_a_killed_build(running)  # a build at work, still making progress
 
     assert release_builds_fail_stalled() == 0
-    assert not left.exists() and not left_by_deleted.exists()
+    assert not left.exists()
+    assert not left_by_deleted.exists()
     assert in_use.exists()
-    assert failed.folder.is_dir() and failed.archive_path.is_file()  # built files are kept
+    assert failed.folder.is_dir()
+    assert failed.archive_path.is_file()
 
 
 def _terminate(backend_pid: int) -> None:

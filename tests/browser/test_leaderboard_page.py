@@ -53,7 +53,9 @@ def test_a_researcher_reads_the_leaderboard(live_server, page, project, dave, sc
         svg = page.locator(f"svg[aria-labelledby='chart-{chart}-title']")
         assert svg.is_visible(), chart
         box = svg.bounding_box()
-        assert box is not None and box["width"] > 300 and box["height"] > 50, (chart, box)
+        assert box is not None, (chart, box)
+        assert box["width"] > 300, (chart, box)
+        assert box["height"] > 50, (chart, box)
         assert svg.locator("rect").count() > 0, chart
     assert errors == []
 

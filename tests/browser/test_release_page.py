@@ -63,7 +63,8 @@ def test_a_researcher_builds_publishes_and_downloads_a_release(
     assert release.manifest_sha256 in build.inner_text()
     assert page.locator(".rel-card-body h1").inner_text() == project.name
     files = page.locator(".rel-files tbody tr td:first-child").all_inner_texts()
-    assert "manifest.json" in files and "README.md" in files
+    assert "manifest.json" in files
+    assert "README.md" in files
     assert any(name.startswith("data/") and name.endswith(".parquet") for name in files)
     assert page.locator(".rel-files a").count() == 0  # no downloads before publishing
     screenshot(page, "release-built")

@@ -6,6 +6,7 @@ that answers each item with ``answer(item) -> JudgeResult`` and records what it 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import pytest
 
@@ -19,7 +20,7 @@ Answer = Callable[[JudgeItem], JudgeResult]
 
 
 class ScriptedBackend(JudgeBackend):
-    calls: list[tuple[str, JudgeItem]] = []
+    calls: ClassVar[list[tuple[str, JudgeItem]]] = []
 
     def __init__(self, judge, answers: dict[str, Answer]) -> None:
         super().__init__(judge)

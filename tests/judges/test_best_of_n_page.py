@@ -66,11 +66,13 @@ def test_knockout_shows_the_bracket_and_downloads_it(client_for, carol, project,
     )
     # c0 against c1, c2 the odd one out; then c1 against c2: 2(N-1) = 4 calls.
     result = saved.outcome["results"][0]
-    assert result["best"] == "c1" and saved.outcome["calls"] == 4
+    assert result["best"] == "c1"
+    assert saved.outcome["calls"] == 4
     assert [[m["winner"] for m in r] for r in result["rounds"]] == [["c1"], ["c1"]]
     body = client.get(response["Location"]).content.decode()
     assert 'best is <span class="best">c1</span>' in body
-    assert "Round 1" in body and "Round 2" in body
+    assert "Round 1" in body
+    assert "Round 2" in body
     assert "<td>c0 vs c1</td><td>c1</td><td>c1</td>" in body
     assert "<td>c1 vs c2</td><td>c1</td><td>c1</td>" in body
     download = reverse("judges:best-of-n-download", args=[project.slug, saved.pk, "json"])
@@ -83,7 +85,8 @@ def test_knockout_shows_the_bracket_and_downloads_it(client_for, carol, project,
         ("1", "c0", "c1", "c1"),
         ("2", "c1", "c2", "c1"),
     ]
-    assert rows[0]["answer_AB"] == "B" and rows[0]["answer_BA"] == "B"
+    assert rows[0]["answer_AB"] == "B"
+    assert rows[0]["answer_BA"] == "B"
     assert f"Run {saved.pk}" in client.get(page(project)).content.decode()
 
 
@@ -95,7 +98,8 @@ def test_scores_rank_every_candidate(client_for, dave, project, heuristic):
     assert saved.outcome["results"][0]["scores"] == pytest.approx({"c0": 0.05, "c1": 0.95})
     body = client.get(response["Location"]).content.decode()
     assert body.index("<td>c1</td>") < body.index("<td>c0</td>"), "best first"
-    assert "0.950" in body and "0.050" in body
+    assert "0.950" in body
+    assert "0.050" in body
     download = reverse("judges:best-of-n-download", args=[project.slug, saved.pk, "csv"])
     rows = list(csv.DictReader(io.StringIO(client.get(download).content.decode())))
     assert {(r["candidate_id"], r["best"]) for r in rows} == {("c0", "False"), ("c1", "True")}
@@ -147,10 +151,12 @@ def test_only_the_projects_enabled_judges_are_offered(
     client = client_for(carol)
     body = client.get(page(project)).content.decode()
     assert 'value="heuristic"' in body
-    assert 'value="elsewhere"' not in body and 'value="off"' not in body
+    assert 'value="elsewhere"' not in body
+    assert 'value="off"' not in body
     for judge in (elsewhere, off):
         response = run(client, project, judge, "knockout", prompt("p1", REFUSAL, GOOD))
-        assert response.status_code == 400 and "judge" in response.context["form"].errors
+        assert response.status_code == 400
+        assert "judge" in response.context["form"].errors
     assert not BestOfNRun.objects.exists()
 
 
@@ -202,7 +208,8 @@ def test_candidate_ids_are_escaped(client_for, carol, project, heuristic):
     }
     response = run(client_for(carol), project, heuristic, "scores", line)
     body = client_for(carol).get(response["Location"]).content.decode()
-    assert "<script>x</script>" not in body and "&lt;script&gt;x&lt;/script&gt;" in body
+    assert "<script>x</script>" not in body
+    assert "&lt;script&gt;x&lt;/script&gt;" in body
 
 
 def test_input_a_json_column_cannot_hold_or_deep_nesting_is_refused(
@@ -216,7 +223,8 @@ def test_input_a_json_column_cannot_hold_or_deep_nesting_is_refused(
         response = run(client, project, heuristic, "knockout", line)
         assert response.status_code == 400, repr(bad_id)
         errors = str(response.context["form"].errors)
-        assert "line 1:" in errors and why in errors, errors
+        assert "line 1:" in errors, errors
+        assert why in errors, errors
     deep = SimpleUploadedFile("c.jsonl", b"[" * 100_000 + b"]" * 100_000 + b"\n")
     data = {"judge": heuristic.name, "method": "knockout", "candidates": deep}
     response = client.post(page(project), data)

@@ -73,7 +73,8 @@ def test_an_evaluation_refuses_a_disabled_judge_over_the_api_and_the_command(
         )
     assert scored.status_code == 202, scored.content
     resumed = api.post(f"/api/v1/projects/demo/judge-evaluations/{scored.json()['id']}/resume/")
-    assert resumed.status_code == 400 and resumed.json()["judge"] == [REFUSAL]
+    assert resumed.status_code == 400
+    assert resumed.json()["judge"] == [REFUSAL]
     assert marker_server.request_count == 0
 
 

@@ -39,7 +39,8 @@ def test_a_broken_response_loses_in_either_position(heuristic, broken, why):
     assert (first_broken.outcome, first_broken.preferred) == ("ok", "second")
     assert (second_broken.outcome, second_broken.preferred) == ("ok", "first")
     assert first_broken.confidence >= 0.9
-    assert why in first_broken.reasoning and "response 1" in first_broken.reasoning
+    assert why in first_broken.reasoning
+    assert "response 1" in first_broken.reasoning
 
 
 def test_a_long_answer_with_an_apology_is_not_a_refusal(heuristic):

@@ -228,7 +228,7 @@ def test_only_a_published_release_of_the_project_is_a_target(project, marker_jud
     from annotation.services.releases import release_build, release_create
 
     labelled_pairs(project, "A")
-    with pytest.raises(ValidationError, match="No release demo@9.9.9"):
+    with pytest.raises(ValidationError, match=r"No release demo@9\.9\.9"):
         judge_evaluation_create(judge=marker_judge, project=project, release="9.9.9")
     release_build(release=release_create(project=project, version="1.0.0", selection={}, user=dave))
     with pytest.raises(ValidationError, match="is built, not published"):
@@ -243,7 +243,7 @@ def test_evaluate_judge_on_a_release(project, dave, capsys):
     out = capsys.readouterr().out
     assert "offline on demo@0.1.0: 2 pairs" in out
     assert "dual_accuracy: 100.0%" in out
-    with pytest.raises(CommandError, match="SLUG@X.Y.Z"):
+    with pytest.raises(CommandError, match=r"SLUG@X\.Y\.Z"):
         call_command("evaluate_judge", "offline", "--release", "demo")
 
 

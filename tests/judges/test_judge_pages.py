@@ -107,7 +107,8 @@ def test_an_operator_edits_and_disables_a_judge(client_for, operator, project):
     )
     client = client_for(operator)
     page = client.get(edit_url(judge))
-    assert page.status_code == 200 and 'name="checkpoint"' not in page.content.decode()
+    assert page.status_code == 200
+    assert 'name="checkpoint"' not in page.content.decode()
     data = {
         "base_url": "http://vllm2:8000/v1",
         "model": "m2",
@@ -138,7 +139,8 @@ def test_an_operator_edits_and_disables_a_judge(client_for, operator, project):
     judge.refresh_from_db()
     assert judge.enabled
     refused = client.post(edit_url(judge), {**data, "concurrency": "0"})
-    assert refused.status_code == 400 and "concurrency" in refused.context["form"].errors
+    assert refused.status_code == 400
+    assert "concurrency" in refused.context["form"].errors
     judge.refresh_from_db()
     assert judge.concurrency == 4
 
@@ -154,7 +156,8 @@ def test_only_operators_manage_judges(client_for, carol, dave, alice, eve, opera
         assert "judges:judge-list" not in client.get(reverse("home")).content.decode()
     assert Client().get(LIST).status_code == 302  # to the login
     judge.refresh_from_db()
-    assert judge.enabled and Judge.objects.count() == 1
+    assert judge.enabled
+    assert Judge.objects.count() == 1
     assert f'href="{LIST}"' in client_for(operator).get(reverse("home")).content.decode()
 
 
@@ -176,7 +179,9 @@ def test_curators_see_the_judges_their_project_may_use(
     url = reverse("judges:project-judges", args=[project.slug])
     for user in (carol, dave):
         body = client_for(user).get(url).content.decode()
-        assert everyone.name in body and mine.name in body and theirs.name not in body
+        assert everyone.name in body
+        assert mine.name in body
+        assert theirs.name not in body
         assert "disabled: never called" in body
         assert '<form method="post" action="/judges/' not in body, "read-only"
         assert edit_url(mine) not in body
@@ -191,5 +196,6 @@ def test_curators_see_the_judges_their_project_may_use(
 def test_deeply_nested_options_are_refused(client_for, operator):
     deep = "[" * 100_000 + "]" * 100_000
     response = client_for(operator).post(LIST, {"name": "h", "kind": "heuristic", "options": deep})
-    assert response.status_code == 400 and "options" in response.context["form"].errors
+    assert response.status_code == 400
+    assert "options" in response.context["form"].errors
     assert not Judge.objects.exists()

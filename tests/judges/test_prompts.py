@@ -151,7 +151,7 @@ def test_add_judge_takes_a_preset_and_a_template_file(db, tmp_path, capsys):
     assert Judge.objects.get(name="mm").options == {"prompt": "mmrb2"}
     bad = tmp_path / "bad.txt"
     bad.write_text("{prompt} {response_1} {response_2} {oops}")
-    with pytest.raises(CommandError, match="unknown placeholder {oops}"):
+    with pytest.raises(CommandError, match=r"unknown placeholder \{oops\}"):
         call_command(
             "add_judge", "own", "--kind", "openai", "--base-url", "http://h/v1", "--model", "m",
             "--prompt-template-file", str(bad),
