@@ -141,7 +141,8 @@ class StalledJobs(Generic[Job]):
                 self.unclaim(job, claim)
                 logger.warning("stalled %s %s not recovered: %s", self.noun, self.key(job), exc)
                 continue
-            logger.info("stalled %s %s recovered: %s", self.noun, self.key(job), outcome)
+            done = "" if outcome is None else f": {outcome}"
+            logger.info("stalled %s %s recovered%s", self.noun, self.key(job), done)
             recovered.append(self.key(job))
         return recovered
 

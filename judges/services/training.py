@@ -178,26 +178,27 @@ def training_run_create(
         **options.as_dict(),
     )
     if enqueue:
-        _publish_training(run, after_commit=True)
-    return run
 
-
-def _publish_training(run: TrainingRun, *, after_commit: bool = False) -> None:
-    from judges import tasks
-
-    def refused(exc: BrokerUnavailable) -> None:
-        if after_commit:
+        def refused(exc: BrokerUnavailable) -> None:
             training_run_fail(run_id=run.pk, error=f"{exc} The training did not start.")
             raise BrokerUnavailable(
                 f"Training {run.pk} failed: {exc} Try again once the task queue is back."
             ) from exc
 
+        _publish_training(run, on_refused=refused, after_commit=True)
+    return run
+
+
+def _publish_training(run: TrainingRun, *, after_commit: bool = False, on_refused=None) -> None:
+    """Sends the run's job to the ``judges_gpu`` queue, at once unless ``after_commit``."""
+    from judges import tasks
+
     job_publish(
         tasks.training_run_execute,
         kwargs={"run_id": run.pk},
         queue=QUEUE,
-        on_refused=refused,
         after_commit=after_commit,
+        on_refused=on_refused,
     )
 
 

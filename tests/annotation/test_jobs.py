@@ -211,6 +211,7 @@ def test_the_sweep_recovers_what_it_claimed_and_gives_back_what_the_broker_refus
     messages = [record.getMessage() for record in caplog.records]
     assert "stalled test job 3 not recovered: The task queue is unreachable." in messages
     assert "stalled test job 1 recovered: sent 1" in messages
+    assert "stalled test job 2 recovered" not in " ".join(messages)  # another sweep has it
 
 
 def test_an_error_the_kind_does_not_expect_stops_the_sweep():
