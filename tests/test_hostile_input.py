@@ -29,11 +29,11 @@ from annotation.services import queue
 from annotation.views.agreement import CHARTS, TABLES
 from annotation.views.curator import ACTIONS
 from annotation.views.pairs import BULK_ACTIONS
-from judges.models import FilterRun, Judge, TrainingRun
+from judges.models import TrainingRun
 from judges.services.best_of_n import best_of_n_run
 from judges.services.evaluations import judge_evaluation_create
 from tests.annotation.release_support import built_release, releasable_project
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import FilterRunFactory, JudgeFactory, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -169,8 +169,8 @@ class World:
         releasable_project(project, alice, bob, carol)
         self.project = project
         self.release = built_release(project, carol, "1.0.0")
-        self.judge = Judge.objects.create(name="offline", kind="scores")
-        self.run = FilterRun.objects.create(project=project, number=1, created_by=carol)
+        self.judge = JudgeFactory(name="offline", kind="scores")
+        self.run = FilterRunFactory(project=project, number=1, created_by=carol)
         self.run.judges.set([self.judge])
         self.evaluation = judge_evaluation_create(
             judge=self.judge, project=project, call=False, created_by=carol

@@ -23,7 +23,7 @@ from annotation.services.agreement_report import (
     agreement_report_recompute,
 )
 from tests.annotation.queue_support import annotator
-from tests.factories import PairFactory
+from tests.factories import PairFactory, VoteFactory
 
 SIDE_OF = {1: "B", 2: "tie", 3: "A"}
 # Ternary canonical values of the constructed project, per pair and annotator.
@@ -37,7 +37,7 @@ PRIORS = {"p1": [3, 1], "p2": [1]}
 
 
 def add_vote(pair, user, value: int, *, seconds: float | None = None, **fields) -> Vote:
-    return Vote.objects.create(
+    return VoteFactory(
         pair=pair,
         annotator=user,
         side=SIDE_OF[value] if pair.project.scale != "likert6" else ("A" if value >= 4 else "B"),
@@ -233,7 +233,7 @@ def test_a_larger_project_matches_the_agreement_functions(project):
 
 def test_votes_off_the_scale_are_refused_naming_the_value(project, alice):
     # Likert6 votes left behind when the project's scale was changed to ternary.
-    Vote.objects.create(
+    VoteFactory(
         pair=PairFactory(project=project), annotator=alice, side="A", value=6, left_is_a=True
     )
     with pytest.raises(Conflict, match=r"do not fit its ternary scale: value: 6"):

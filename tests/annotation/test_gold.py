@@ -25,7 +25,7 @@ from annotation.models import (
 from annotation.selectors import queue_overview
 from annotation.services.projects import project_setting_limits
 from tests.annotation.queue_support import annotator, secret_pair
-from tests.factories import PairFactory
+from tests.factories import PairFactory, VoteFactory
 
 PAYLOAD_KEYS = {"id", "expires_at", "prompt", "left", "right", "criterion", "options"}
 
@@ -263,7 +263,7 @@ def test_gold_forms_need_the_csrf_token(carol, project):
 def test_marking_gold_refuses_what_it_cannot_do(client_for, carol, alice, project):
     voted, fresh = secret_pair(project, 0), secret_pair(project, 1)
     easy = PairFactory(project=project, status=PairStatus.EASY)
-    Vote.objects.create(pair=voted, annotator=alice, side="A", value=3, left_is_a=True)
+    VoteFactory(pair=voted, annotator=alice)
     client = client_for(carol)
     refused = mark_gold(client, project, [fresh, voted, easy], "A")
     assert refused.status_code == 400

@@ -12,7 +12,7 @@ from django.http import HttpResponse
 from django.urls import include, path, reverse
 
 from annotation.navigation import PROJECT_TABS, project_url
-from tests.factories import PairFactory, UserFactory
+from tests.factories import FilterRunFactory, PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -77,9 +77,9 @@ def test_each_role_gets_exactly_the_tabs_it_may_use(request, client_for, project
 
 
 def test_curator_pages_all_carry_the_same_header_with_their_tab_current(client_for, carol, project):
-    from judges.models import FilterRun, TrainingRun
+    from judges.models import TrainingRun
 
-    run = FilterRun.objects.create(project=project, number=1)
+    run = FilterRunFactory(project=project, number=1)
     training = TrainingRun.objects.create(
         project=project, epochs=1, lr=0.01, batch_size=8, seed=0, patience=1, holdout=0.2
     )

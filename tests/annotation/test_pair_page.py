@@ -9,10 +9,17 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
-from annotation.models import PairStatus, PriorAnnotation, Skip, Vote
-from judges.models import FilterRun, Judge, Verdict
+from annotation.models import PairStatus, PriorAnnotation, Skip
+from judges.models import Verdict
 from tests.annotation.queue_support import SECRET_MODEL_A, SECRET_MODEL_B, secret_pair
-from tests.factories import PairFactory, ProjectFactory, make_prompt
+from tests.factories import (
+    FilterRunFactory,
+    JudgeFactory,
+    PairFactory,
+    ProjectFactory,
+    VoteFactory,
+    make_prompt,
+)
 
 
 def pair_url(pair, query: str = "") -> str:
@@ -32,20 +39,12 @@ def judged(project, alice, bob):
         project, 1, with_images=True, status=PairStatus.CONSENSUS, consensus_label="A"
     )
     # Alice saw A on the left and chose left; Bob saw B on the left and chose left (= B).
-    Vote.objects.create(
-        pair=pair,
-        annotator=alice,
-        side="A",
-        value=3,
-        left_is_a=True,
-        rationale="sharper lettering",
-        time_on_task_ms=4200,
-    )
-    Vote.objects.create(pair=pair, annotator=bob, side="B", value=1, left_is_a=False)
+    VoteFactory(pair=pair, annotator=alice, rationale="sharper lettering", time_on_task_ms=4200)
+    VoteFactory(pair=pair, annotator=bob, side="B", left_is_a=False)
     PriorAnnotation.objects.create(pair=pair, position=0, value=5, label="A")
     Skip.objects.create(pair=pair, annotator=bob, reason="broken", note="image 2 is blank")
-    judge = Judge.objects.create(name="gpt-judge", kind="openai")
-    run = FilterRun.objects.create(project=project, threshold=0.9, number=1)
+    judge = JudgeFactory(name="gpt-judge", kind="openai")
+    run = FilterRunFactory(project=project, threshold=0.9)
     for order, side, why in (("AB", "A", "A reads the sign right"), ("BA", "B", "B is brighter")):
         Verdict.objects.create(
             run=run, judge=judge, pair=pair, order=order, outcome="ok", side=side, reasoning=why
@@ -92,7 +91,7 @@ def test_likert_votes_show_the_on_screen_value(client_for, carol, alice, project
     project.save(update_fields=["scale"])
     pair = PairFactory(project=project, status=PairStatus.ANNOTATING)
     # Canonical 5 (A better), shown with A on the left: the annotator pressed 2.
-    Vote.objects.create(pair=pair, annotator=alice, side="A", value=5, left_is_a=True)
+    VoteFactory(pair=pair, annotator=alice, value=5)
     text = text_of(client_for(carol).get(pair_url(pair)))
     assert "alice 2: Left better A (5) A" in text
 
@@ -100,11 +99,9 @@ def test_likert_votes_show_the_on_screen_value(client_for, carol, alice, project
 def test_hostile_content_is_escaped(client_for, carol, alice, project):
     hostile = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
     pair = PairFactory(project=project, prompt=make_prompt(project, hostile), criterion=hostile)
-    Vote.objects.create(
-        pair=pair, annotator=alice, side="A", value=3, left_is_a=True, rationale=hostile
-    )
-    judge = Judge.objects.create(name="j", kind="openai")
-    run = FilterRun.objects.create(project=project, threshold=0.9, number=1)
+    VoteFactory(pair=pair, annotator=alice, rationale=hostile)
+    judge = JudgeFactory(name="j", kind="openai")
+    run = FilterRunFactory(project=project, threshold=0.9)
     Verdict.objects.create(
         run=run, judge=judge, pair=pair, order="AB", outcome="ok", side="A", reasoning=hostile
     )

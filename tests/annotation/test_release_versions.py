@@ -17,7 +17,7 @@ from django.urls import reverse
 from annotation.models import RELEASE_VERSION_PATTERN, Project, Release
 from annotation.services.releases import release_create
 from annotation.url_converters import ReleaseVersionConverter
-from tests.factories import MembershipFactory, PairFactory, UserFactory
+from tests.factories import MembershipFactory, PairFactory, ReleaseFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +59,7 @@ def test_the_command_line_refuses_it(project):
 
 def test_the_database_refuses_it_too(project):
     with pytest.raises(IntegrityError), transaction.atomic():
-        Release.objects.create(project=project, version=TOO_LONG, selection={})
+        ReleaseFactory(project=project, version=TOO_LONG)
 
 
 def test_the_converter_and_the_pattern_are_one_rule():

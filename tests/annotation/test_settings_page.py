@@ -13,11 +13,11 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Membership, Pair, PairStatus, Role, Vote
+from annotation.models import Membership, Pair, PairStatus, Role
 from annotation.services.projects import member_add, member_role_change, project_update
 from tests.annotation.test_queue_concurrency import _race
 from tests.conftest import requires_postgres
-from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
+from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory, VoteFactory
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -361,7 +361,7 @@ def test_minimum_time_per_vote_is_set_on_the_settings_page(client_for, carol, pr
 
 def test_scale_is_locked_once_votes_exist(client_for, carol, alice, project):
     pair = PairFactory(project=project, status=PairStatus.ANNOTATING, vote_count=1)
-    Vote.objects.create(pair=pair, annotator=alice, side="A", value=3, left_is_a=True)
+    VoteFactory(pair=pair, annotator=alice)
     client = client_for(carol)
     page = client.get(page_url(project))
     assert "Locked: Annotators have voted on this scale" in text_of(page)

@@ -10,8 +10,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from judges.models import BestOfNRun, Judge
+from judges.models import BestOfNRun
 from tests.browser.conftest import log_in, page_errors
+from tests.factories import JudgeFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -19,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_a_curator_runs_a_knockout_and_reads_the_bracket(
     live_server, page, project, carol, tmp_path, screenshot
 ):
-    Judge.objects.create(name="heuristic", kind="heuristic")
+    JudgeFactory(name="heuristic")
     candidates = tmp_path / "candidates.jsonl"
     line = {
         "id": "sea-poem",

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from judges.models import Judge
 from judges.services.evaluations import judge_evaluation_create
 from judges.services.judgement_import import judgements_import
 from tests.browser.conftest import log_in, page_errors
+from tests.factories import JudgeFactory
 from tests.judges.evaluation_support import labelled_pairs
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def scored(project, name: str, answer) -> None:
     """A scores judge whose imported answers are ``answer(pair)`` in both orders, scored."""
-    judge = Judge.objects.create(name=name, kind="scores")
+    judge = JudgeFactory(name=name, kind="scores")
     pairs = project.pairs.order_by("pk")
     lines = [
         json.dumps({"pair": pair.external_id, "order": order, "verdict": answer(pair, order)})

@@ -15,6 +15,7 @@ from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.models import Judge
 from judges.services import runs
+from tests.factories import JudgeFactory
 
 Answer = Callable[[JudgeItem], JudgeResult]
 
@@ -54,7 +55,7 @@ def celery_eager():
 
 def make_judges(*names: str, kind: str = "openai") -> list[Judge]:
     return [
-        Judge.objects.create(name=name, kind=kind, base_url="http://127.0.0.1:9/v1", model="m")
+        JudgeFactory(name=name, kind=kind, base_url="http://127.0.0.1:9/v1", model="m")
         for name in names
     ]
 

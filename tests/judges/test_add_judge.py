@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from judges.models import Judge
 from judges.reward_model import init_checkpoint
 from judges.services.judges import judge_check
-from tests.factories import UserFactory
+from tests.factories import JudgeFactory, UserFactory
 
 
 def add_judge(*args) -> str:
@@ -184,7 +184,7 @@ SECRET_KEY_VALUE = "django-insecure-0123456789-the-real-secret-key"
 
 @pytest.fixture
 def shared_judge(db):
-    return Judge.objects.create(
+    return JudgeFactory(
         name="shared", kind="openai", base_url="http://judges.internal/v1", model="m"
     )
 
@@ -291,7 +291,7 @@ def test_the_key_variable_pattern_is_a_setting(settings, pattern, name, allowed)
 
 
 def test_no_judge_page_says_whether_a_key_variable_is_set(admin_client, monkeypatch):
-    judge = Judge.objects.create(
+    judge = JudgeFactory(
         name="keyed",
         kind="openai",
         base_url="http://h/v1",

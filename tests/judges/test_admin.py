@@ -7,17 +7,16 @@ import pytest
 from django.urls import reverse
 
 from judges.models import FilterRun, Verdict
-from tests.factories import PairFactory, UserFactory
+from tests.factories import FilterRunFactory, JudgeFactory, PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def verdict(project):
-    from judges.models import Judge
 
-    run = FilterRun.objects.create(project=project, number=4)
-    judge = Judge.objects.create(name="heuristic-1", kind="heuristic")
+    run = FilterRunFactory(project=project, number=4)
+    judge = JudgeFactory(name="heuristic-1")
     return Verdict.objects.create(
         run=run, judge=judge, pair=PairFactory(project=project), order="AB", outcome="ok", side="A"
     )

@@ -14,8 +14,9 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import ProjectMedia
-from judges.models import BestOfNRun, Judge
+from judges.models import BestOfNRun
 from judges.services.best_of_n import MAX_API_CALLS
+from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import noisy_image, store_image
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,7 @@ GOOD = "Here is a short poem about the sea, with waves and gulls."
 
 @pytest.fixture
 def heuristic(db):
-    return Judge.objects.create(name="heuristic", kind="heuristic")
+    return JudgeFactory(name="heuristic")
 
 
 def page(project) -> str:
@@ -145,9 +146,9 @@ def test_too_many_calls_are_refused_before_any_is_made(client_for, carol, projec
 def test_only_the_projects_enabled_judges_are_offered(
     client_for, carol, project, other_project, heuristic
 ):
-    elsewhere = Judge.objects.create(name="elsewhere", kind="heuristic")
+    elsewhere = JudgeFactory(name="elsewhere")
     elsewhere.projects.set([other_project])
-    off = Judge.objects.create(name="off", kind="heuristic", enabled=False)
+    off = JudgeFactory(name="off", kind="heuristic", enabled=False)
     client = client_for(carol)
     body = client.get(page(project)).content.decode()
     assert 'value="heuristic"' in body

@@ -15,6 +15,7 @@ from annotation.models import PairStatus
 from judges.models import FilterRun, JudgeEvaluation
 from judges.services.evaluations import judge_evaluation_create, judge_evaluation_judge_batch
 from judges.services.runs import filter_run_judge_batch
+from tests.factories import FilterRunFactory
 from tests.judges.evaluation_support import labelled_pairs
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 
@@ -83,7 +84,7 @@ def test_work_queued_before_the_judge_was_disabled_fails_without_calling_it(
 ):
     pairs = labelled_pairs(project, "AB")
     evaluation = judge_evaluation_create(judge=marker_judge, project=project, created_by=carol)
-    run = FilterRun.objects.create(
+    run = FilterRunFactory(
         project=project, number=1, status=FilterRun.Status.RUNNING, created_by=carol
     )
     run.judges.set([marker_judge])

@@ -11,10 +11,10 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from annotation.models import PairStatus
-from judges.models import FilterRun, Judge, JudgeEvaluation, Judgement, Verdict
+from judges.models import Judge, JudgeEvaluation, Judgement, Verdict
 from judges.services.evaluations import consensus_target, judge_evaluation_create
 from judges.services.judgement_import import judgements_import
-from tests.factories import PairFactory, make_response
+from tests.factories import FilterRunFactory, JudgeFactory, PairFactory, make_response
 from tests.judges.evaluation_support import labelled_pairs
 from tests.judges.fake_openai import by_marker
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
@@ -33,7 +33,7 @@ def test_cached_verdicts_are_reused_and_only_missing_answers_are_called(
     project, marker_judge, marker_server, django_capture_on_commit_callbacks
 ):
     pairs = labelled_pairs(project, "ABABAB")
-    run = FilterRun.objects.create(project=project, number=1, status="succeeded")
+    run = FilterRunFactory(project=project, number=1, status="succeeded")
     for pair in pairs[:3]:
         for order in ("AB", "BA"):
             Verdict.objects.create(
@@ -174,7 +174,7 @@ def offline_judge(pairs) -> Judge:
         good = {"A": 0.9, "B": 0.1} if pair.consensus_label == "A" else {"A": 0.1, "B": 0.9}
         pair.metadata = {"scores": {"offline": good}}
         pair.save(update_fields=["metadata"])
-    return Judge.objects.create(name="offline", kind="scores")
+    return JudgeFactory(name="offline", kind="scores")
 
 
 @pytest.mark.django_db(transaction=True)  # the enqueue happens on commit, before the wait

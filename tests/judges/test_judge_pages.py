@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from judges.models import Judge
 from judges.reward_model import init_checkpoint
-from tests.factories import UserFactory
+from tests.factories import JudgeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -102,9 +102,7 @@ def test_a_reward_model_judge_takes_a_checkpoint_under_the_root(
 
 
 def test_an_operator_edits_and_disables_a_judge(client_for, operator, project):
-    judge = Judge.objects.create(
-        name="qwen3-vl", kind="openai", base_url="http://vllm:8000/v1", model="m"
-    )
+    judge = JudgeFactory(name="qwen3-vl", kind="openai", base_url="http://vllm:8000/v1", model="m")
     client = client_for(operator)
     page = client.get(edit_url(judge))
     assert page.status_code == 200
@@ -146,7 +144,7 @@ def test_an_operator_edits_and_disables_a_judge(client_for, operator, project):
 
 
 def test_only_operators_manage_judges(client_for, carol, dave, alice, eve, operator):
-    judge = Judge.objects.create(name="h", kind="heuristic")
+    judge = JudgeFactory(name="h")
     for user in (carol, dave, alice, eve):
         client = client_for(user)
         for url in (LIST, edit_url(judge)):
@@ -171,10 +169,10 @@ def test_judge_management_needs_csrf(operator):
 def test_curators_see_the_judges_their_project_may_use(
     client_for, carol, dave, alice, eve, operator, project, other_project
 ):
-    everyone = Judge.objects.create(name="for-everyone", kind="heuristic")
-    mine = Judge.objects.create(name="for-demo", kind="scores", enabled=False)
+    everyone = JudgeFactory(name="for-everyone")
+    mine = JudgeFactory(name="for-demo", kind="scores", enabled=False)
     mine.projects.set([project])
-    theirs = Judge.objects.create(name="for-other", kind="heuristic")
+    theirs = JudgeFactory(name="for-other")
     theirs.projects.set([other_project])
     url = reverse("judges:project-judges", args=[project.slug])
     for user in (carol, dave):

@@ -14,9 +14,9 @@ from PIL import Image
 
 from judges.backends import get_backend
 from judges.backends.openai import ERROR_BODY_CHARS, OpenAIBackend
-from judges.models import FilterRun, Judge, Verdict
+from judges.models import Judge, Verdict
 from judges.services.runs import filter_run_create
-from tests.factories import PairFactory
+from tests.factories import FilterRunFactory, JudgeFactory, PairFactory
 from tests.judges.backend_helpers import image_part, item, noisy_image, store_image, text_part
 from tests.judges.fake_openai import (
     FakeOpenAI,
@@ -52,7 +52,7 @@ def make_judge(db, server):
             "concurrency": 8,
             "options": {"retry_base_s": 0.01, "retry_max_s": 0.2},
         }
-        return Judge.objects.create(**{**defaults, **fields})
+        return JudgeFactory(**{**defaults, **fields})
 
     return make
 
@@ -267,7 +267,7 @@ def test_the_api_key_is_sent_but_never_stored_logged_or_shown(
 
     assert server.requests[0].headers["Authorization"] == f"Bearer {SECRET}"
     project_pairs = _pairs(3)
-    run = FilterRun.objects.create(project=project_pairs[0].project, number=1)
+    run = FilterRunFactory(project=project_pairs[0].project, number=1)
     for pair, result in zip(project_pairs, results, strict=True):
         Verdict.objects.create(
             run=run,

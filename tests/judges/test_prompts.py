@@ -15,6 +15,7 @@ from judges.models import Judge
 from judges.parsing import UnparseableAnswer, parse_verdict
 from judges.prompts import PRESETS, PromptSpec, build_prompt
 from judges.services.judges import judge_create
+from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import image_part, item, text_part
 from tests.judges.fake_openai import FakeOpenAI, Reply
 
@@ -169,7 +170,7 @@ def test_an_mmrb2_judge_on_the_loopback_server_gets_sides_and_confidences(db):
         )
 
     with FakeOpenAI(answer) as server:
-        judge = Judge.objects.create(
+        judge = JudgeFactory(
             name="mm", kind="openai", base_url=server.base_url, model="m",
             options={"prompt": "mmrb2"},
         )  # fmt: skip

@@ -22,6 +22,7 @@ from judges.reward_model import (
     load_checkpoint,
     save_checkpoint,
 )
+from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import image_part, item, noisy_image, store_image, text_part
 
 SMALL = {"n_buckets": 4096, "embed_dim": 16, "hidden_dim": 32, "max_tokens": 64}
@@ -36,7 +37,7 @@ def checkpoint(checkpoint_root):
 def make_judge(db, checkpoint):
     def make(**fields) -> Judge:
         defaults = {"name": "rm", "kind": "reward_model", "checkpoint": str(checkpoint)}
-        return Judge.objects.create(**{**defaults, **fields})
+        return JudgeFactory(**{**defaults, **fields})
 
     return make
 

@@ -14,7 +14,7 @@ import redis
 from annotation.models import Pair, PairStatus
 from judges.models import FilterRun, Judge, Verdict
 from judges.services import runs
-from tests.factories import make_prompt, make_response
+from tests.factories import JudgeFactory, make_prompt, make_response
 from tests.judges.fake_openai import (
     FakeOpenAI,
     by_marker,
@@ -60,7 +60,7 @@ def make_judge(server: FakeOpenAI, name: str, **fields) -> Judge:
         # no retries inside the backend: transient failures go back to the queue
         "options": {"max_retries": 0},
     }
-    return Judge.objects.create(name=name, **{**defaults, **fields})
+    return JudgeFactory(name=name, **{**defaults, **fields})
 
 
 def wait_for(run: FilterRun, *, timeout: float) -> FilterRun:

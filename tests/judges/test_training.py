@@ -19,7 +19,7 @@ from judges.reward_model import ScoringInput, load_checkpoint, save_checkpoint
 from judges.services import runs
 from judges.training.data import consensus_pairs
 from judges.training.trainer import TrainingOptions, split_by_prompt, train
-from tests.factories import PairFactory
+from tests.factories import JudgeFactory, PairFactory
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 from tests.judges.training_support import consensus_pairs_in, criterion_pairs, preference_pairs
 
@@ -235,7 +235,7 @@ def test_command_errors_name_the_problem(project, checkpoint_root, tmp_path):
     assert "is not SLUG or SLUG@X.Y.Z" in run("demo@1.2", "--out", str(tmp_path))
     assert "no consensus pair with a side" in run("demo", "--out", str(tmp_path))
     consensus_pairs_in(project, preference_pairs(8))
-    Judge.objects.create(name="taken", kind="heuristic")
+    JudgeFactory(name="taken")
     message = run("demo", "--out", str(tmp_path), "--register", "taken")
     assert "register: A judge named 'taken' exists already." in message
     message = run("demo", "--out", str(tmp_path / "x"), "--register", "fresh-name")

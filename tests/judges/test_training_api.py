@@ -10,6 +10,7 @@ import pytest
 from judges.models import Judge, TrainingRun
 from judges.services.training import training_run_create
 from judges.training.trainer import TrainingOptions
+from tests.factories import JudgeFactory
 from tests.judges.training_support import consensus_pairs_in, preference_pairs
 
 URL = "/api/v1/projects/demo/training-runs/"
@@ -59,7 +60,7 @@ def test_bad_options_are_named(api_for, carol, project, consensus):
     response = api.post(URL, {"epochs": 0, "features": "bert"}, format="json")
     assert response.status_code == 400
     assert set(response.json()) >= {"epochs", "features"}
-    Judge.objects.create(name="taken", kind="heuristic")
+    JudgeFactory(name="taken")
     response = api.post(URL, {"register": "taken"}, format="json")
     assert response.status_code == 400
     assert "exists already" in str(response.json())
