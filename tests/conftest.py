@@ -20,12 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 # reviewer asks for (ARBITER_SCREENSHOTS=1, tests/browser/conftest.py).
 LEFT_BY_TOOLS = ("__pycache__/", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/")
 SCREENSHOTS = "var/screenshots/"
+OUTPUT_FOLDERS = ("var", "media", "staticfiles")  # where the platform writes by default
 _BEFORE = pytest.StashKey[set[str]]()
 
 
 def files_outside_git() -> set[str]:
-    """The checkout's untracked and ignored files (every one, in folders too), the project's
-    .venv and the tools' caches left out."""
+    """The checkout's untracked and ignored files (every one, in folders too) and the folders
+    under the platform's output folders, the project's .venv and the tools' caches left
+    out."""
     listed = subprocess.run(
         [
             "git",
@@ -43,6 +45,15 @@ def files_outside_git() -> set[str]:
         check=True,
     ).stdout.splitlines()
     paths = {line[3:] for line in listed if line[:2] in ("??", "!!")}
+    # git lists no empty folder: the platform's own output folders are walked for them
+    for top in OUTPUT_FOLDERS:
+        if (ROOT / top).is_dir():
+            paths.add(f"{top}/")
+            paths.update(
+                f"{path.relative_to(ROOT).as_posix()}/"
+                for path in (ROOT / top).rglob("*")
+                if path.is_dir()
+            )
     return {path for path in paths if not any(part in path for part in LEFT_BY_TOOLS)}
 
 
@@ -63,7 +74,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = "The suite wrote into the checkout: " + ", ".join(written[:20])
         if reporter is not None:
-            reporter.ensure_newline()
+            reporter.write_line("")  # ends the progress line
             reporter.write_line(message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
