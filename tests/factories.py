@@ -132,6 +132,7 @@ class FilterRunFactory(factory.django.DjangoModelFactory):
 
     class Meta:
         model = FilterRun
+        skip_postgeneration_save = True  # setting the judges saves nothing on the run
 
     project = factory.SubFactory(ProjectFactory)
     number = factory.LazyAttribute(
