@@ -42,6 +42,7 @@ demo: $(STAMP)
 
 test: $(STAMP) browser
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(PY) manage.py makemigrations --check --dry-run

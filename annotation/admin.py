@@ -4,6 +4,8 @@ what people answered. Curators use the in-app project pages instead."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.contrib import admin
 from django.db.models import OuterRef, Subquery
 from django.urls import reverse
@@ -34,24 +36,24 @@ class ViewOnlyAdmin(ReadOnlyAdmin):
 class MembershipInline(admin.TabularInline):
     model = models.Membership
     extra = 0
-    autocomplete_fields = ["user"]
+    autocomplete_fields = ("user",)
 
 
 @admin.register(models.Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "scale", "overlap", "consensus_rule", "paused", "created_at"]
-    list_filter = ["scale", "consensus_rule", "paused"]
-    search_fields = ["name", "slug"]
-    prepopulated_fields = {"slug": ["name"]}
-    inlines = [MembershipInline]
+    list_display = ("name", "slug", "scale", "overlap", "consensus_rule", "paused", "created_at")
+    list_filter = ("scale", "consensus_rule", "paused")
+    search_fields = ("name", "slug")
+    prepopulated_fields: ClassVar = {"slug": ("name",)}
+    inlines = (MembershipInline,)
 
 
 @admin.register(models.Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["user", "project", "role", "created_at"]
-    list_filter = ["role", "project"]
-    search_fields = ["user__username", "project__slug"]
-    autocomplete_fields = ["user", "project"]
+    list_display = ("user", "project", "role", "created_at")
+    list_filter = ("role", "project")
+    search_fields = ("user__username", "project__slug")
+    autocomplete_fields = ("user", "project")
 
 
 def _image(media: models.Media, side: int):
@@ -71,10 +73,10 @@ def _image(media: models.Media, side: int):
 
 @admin.register(models.Media)
 class MediaAdmin(ReadOnlyAdmin):
-    list_display = ["thumbnail", "sha256", "format", "width", "height", "size_bytes", "created_at"]
-    list_filter = ["format"]
-    search_fields = ["sha256"]
-    readonly_fields = ["preview"]
+    list_display = ("thumbnail", "sha256", "format", "width", "height", "size_bytes", "created_at")
+    list_filter = ("format",)
+    search_fields = ("sha256",)
+    readonly_fields = ("preview",)
 
     def get_queryset(self, request):
         first_project = models.ProjectMedia.objects.filter(media=OuterRef("pk")).order_by("pk")
@@ -95,23 +97,23 @@ class MediaAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Prompt)
 class PromptAdmin(ReadOnlyAdmin):
-    list_display = ["id", "project", "source"]
-    list_filter = ["project"]
-    search_fields = ["id", "source"]
+    list_display = ("id", "project", "source")
+    list_filter = ("project",)
+    search_fields = ("id", "source")
 
 
 @admin.register(models.Response)
 class ResponseAdmin(ReadOnlyAdmin):
-    list_display = ["id", "project", "model_name"]
-    list_filter = ["project", "model_name"]
-    search_fields = ["id", "model_name"]
+    list_display = ("id", "project", "model_name")
+    list_filter = ("project", "model_name")
+    search_fields = ("id", "model_name")
 
 
 class PriorAnnotationInline(admin.TabularInline):
     model = models.PriorAnnotation
     extra = 0
     can_delete = False
-    readonly_fields = ["position", "value", "label"]
+    readonly_fields = ("position", "value", "label")
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -119,7 +121,7 @@ class PriorAnnotationInline(admin.TabularInline):
 
 @admin.register(models.Pair)
 class PairAdmin(admin.ModelAdmin):
-    list_display = [
+    list_display = (
         "external_id",
         "project",
         "task",
@@ -129,12 +131,12 @@ class PairAdmin(admin.ModelAdmin):
         "target_votes",
         "ensemble_label",
         "consensus_label",
-    ]
-    list_filter = ["project", "status", "task", "is_gold"]
-    search_fields = ["external_id", "criterion"]
-    list_select_related = ["project"]
+    )
+    list_filter = ("project", "status", "task", "is_gold")
+    search_fields = ("external_id", "criterion")
+    list_select_related = ("project",)
     # Content and outcomes are fixed by import, judges and votes; only the queue is steered.
-    readonly_fields = [
+    readonly_fields = (
         "project",
         "external_id",
         "prompt",
@@ -151,8 +153,8 @@ class PairAdmin(admin.ModelAdmin):
         "vote_count",
         "created_at",
         "updated_at",
-    ]
-    inlines = [PriorAnnotationInline]
+    )
+    inlines = (PriorAnnotationInline,)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -160,7 +162,7 @@ class PairAdmin(admin.ModelAdmin):
 
 @admin.register(models.ImportJob)
 class ImportJobAdmin(ReadOnlyAdmin):
-    list_display = [
+    list_display = (
         "id",
         "project",
         "filename",
@@ -168,14 +170,14 @@ class ImportJobAdmin(ReadOnlyAdmin):
         "created_pairs",
         "existing_pairs",
         "created_at",
-    ]
-    list_filter = ["status", "project"]
-    search_fields = ["filename"]
+    )
+    list_filter = ("status", "project")
+    search_fields = ("filename",)
 
 
 @admin.register(models.Vote)
 class VoteAdmin(ReadOnlyAdmin):
-    list_display = [
+    list_display = (
         "pair",
         "annotator",
         "as_shown",
@@ -184,10 +186,10 @@ class VoteAdmin(ReadOnlyAdmin):
         "value",
         "is_extra",
         "created_at",
-    ]
-    list_filter = ["side", "is_extra", "pair__project"]
-    search_fields = ["pair__external_id", "annotator__username"]
-    list_select_related = ["pair__project", "annotator"]
+    )
+    list_filter = ("side", "is_extra", "pair__project")
+    search_fields = ("pair__external_id", "annotator__username")
+    list_select_related = ("pair__project", "annotator")
 
     @admin.display(description="Vote as the annotator saw it")
     def as_shown(self, vote: models.Vote) -> str:
@@ -210,9 +212,9 @@ class VoteAdmin(ReadOnlyAdmin):
 
 @admin.register(models.Skip)
 class SkipAdmin(ReadOnlyAdmin):
-    list_display = ["pair", "annotator", "reason", "created_at"]
-    list_filter = ["reason", "pair__project"]
-    search_fields = ["pair__external_id", "annotator__username", "note"]
+    list_display = ("pair", "annotator", "reason", "created_at")
+    list_filter = ("reason", "pair__project")
+    search_fields = ("pair__external_id", "annotator__username", "note")
 
 
 @admin.register(models.Release)
@@ -220,7 +222,7 @@ class ReleaseAdmin(ViewOnlyAdmin):
     """Releases are made, built and published by their services (docs/releases.md); here they
     are only read. A published one never changes anyway (the model layer refuses)."""
 
-    list_display = ["project", "version", "status", "pair_count", "created_at", "published_at"]
-    list_filter = ["status", "project"]
-    search_fields = ["version", "project__slug"]
-    list_select_related = ["project"]
+    list_display = ("project", "version", "status", "pair_count", "created_at", "published_at")
+    list_filter = ("status", "project")
+    search_fields = ("version", "project__slug")
+    list_select_related = ("project",)

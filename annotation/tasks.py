@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
-from celery import Task, shared_task
+from celery import shared_task
 
-from annotation.agreement.refresh import agreement_refreshes_send_lost as refreshes_send_lost
+from annotation.agreement import refresh as agreement_refresh
 from annotation.agreement.refresh import agreement_report_recompute
 from annotation.core.errors import Conflict
-from annotation.imports.jobs import import_job_fail, import_job_run, import_jobs_resume_stalled
+from annotation.core.jobs import JobTask, sweep_task
+from annotation.imports.jobs import STALLED_IMPORTS, import_job_fail, import_job_run
 from annotation.models import ImportJob, Project, Release
-from annotation.releases.services import release_build, release_build_fail
-from annotation.releases.services import release_builds_fail_stalled as builds_fail_stalled
+from annotation.releases import services as releases
 
 
-class _ImportTask(Task):
-    def on_failure(self, exc, task_id, args, kwargs, einfo):
-        import_job_fail(
-            job_id=args[0] if args else kwargs["job_id"],
-            message=f"The import task failed ({type(exc).__name__}).",
+class ImportTask(JobTask):
+    abstract = True
+    job_id_arg = "job_id"
+
+    def job_fail(self, job_id: int, exc: BaseException) -> None:
+        import_job_fail(job_id=job_id, message=f"The import task failed ({type(exc).__name__}).")
+
+
+class ReleaseBuildTask(JobTask):
+    abstract = True
+    job_id_arg = "release_id"
+
+    def job_fail(self, job_id: int, exc: BaseException) -> None:
+        releases.release_build_fail(
+            release_id=job_id, message=f"The build task failed ({type(exc).__name__})."
         )
 
 
-@shared_task(
-    name="annotation.tasks.import_run", base=_ImportTask, acks_late=True, reject_on_worker_lost=True
-)
+@shared_task(name="annotation.tasks.import_run", base=ImportTask)
 def import_run(job_id: int) -> None:
     """Imports an uploaded file. Safe to run twice: a finished job is left alone, and a
     redelivered one (after a crash, which rolled the import back) runs again."""
@@ -33,10 +41,11 @@ def import_run(job_id: int) -> None:
     import_job_run(job=job)
 
 
-@shared_task(name="annotation.imports_resume_stalled")
-def imports_resume_stalled() -> None:
-    """Periodic (Celery beat): queues again the imports whose worker died."""
-    import_jobs_resume_stalled()
+imports_resume_stalled = sweep_task(
+    "annotation.imports_resume_stalled",
+    STALLED_IMPORTS,
+    doc="Periodic (Celery beat): queues again the imports whose worker died.",
+)
 
 
 @shared_task(name="annotation.agreement_report_refresh")
@@ -49,27 +58,15 @@ def agreement_report_refresh(project_id: int, source: str) -> None:
     agreement_report_recompute(project=project, source=source)
 
 
-@shared_task(name="annotation.agreement_refreshes_send_lost", ignore_result=True)
-def agreement_refreshes_send_lost() -> None:
-    """Periodic (Celery beat): asks again for the refreshes asked for while the broker was
-    down, which would otherwise wait for the next vote."""
-    refreshes_send_lost()
-
-
-class _ReleaseBuildTask(Task):
-    def on_failure(self, exc, task_id, args, kwargs, einfo):
-        release_build_fail(
-            release_id=args[0] if args else kwargs["release_id"],
-            message=f"The build task failed ({type(exc).__name__}).",
-        )
-
-
-@shared_task(
-    name="annotation.tasks.release_build_run",
-    base=_ReleaseBuildTask,
-    acks_late=True,
-    reject_on_worker_lost=True,
+agreement_refreshes_send_lost = sweep_task(
+    "annotation.agreement_refreshes_send_lost",
+    agreement_refresh.LOST_REFRESHES,
+    doc="Periodic (Celery beat): asks again for the refreshes asked for while the broker was "
+    "down, which would otherwise wait for the next vote.",
 )
+
+
+@shared_task(name="annotation.tasks.release_build_run", base=ReleaseBuildTask)
 def release_build_run(release_id: int) -> None:
     """Builds a queued release. Safe to run twice: only the run that moves it from queued to
     building builds; a redelivered task finds it building or built and returns."""
@@ -77,12 +74,13 @@ def release_build_run(release_id: int) -> None:
     if release is None or release.status != Release.Status.QUEUED:
         return
     try:
-        release_build(release=release, claimed=True)
+        releases.release_build(release=release, claimed=True)
     except Conflict:
         return  # another run claimed it first
 
 
-@shared_task(name="annotation.release_builds_fail_stalled")
-def release_builds_fail_stalled() -> None:
-    """Periodic (Celery beat): builds whose worker died are marked failed."""
-    builds_fail_stalled()
+release_builds_fail_stalled = sweep_task(
+    "annotation.release_builds_fail_stalled",
+    releases.STALLED_BUILDS,
+    doc="Periodic (Celery beat): builds whose worker died are marked failed.",
+)

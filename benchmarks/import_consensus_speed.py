@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import import_speed as helpers  # noqa: E402 - the import benchmark's setup and clean-up
+import import_speed as helpers  # the import benchmark's setup and clean-up
 
 FILES = ("t2i", "edit", "interleaved")
 VARIANTS = ("alone", "decide")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from agreement_speed import (  # noqa: E402
+from agreement_speed import (
     PAIR_COLUMNS,
     VOTE_COLUMNS,
     delete,

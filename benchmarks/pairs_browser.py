@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import import_speed  # noqa: E402 - a sibling script, found through the path set above
+import import_speed  # a sibling script, found through the path set above
 
 TARGET_MS = 150
 

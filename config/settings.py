@@ -74,7 +74,7 @@ SECRET_KEY = env_str("DJANGO_SECRET_KEY")
 if not SECRET_KEY:
     if PRODUCTION:
         raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set in production")
-    SECRET_KEY = "insecure-development-key-never-use-in-production"  # noqa: S105
+    SECRET_KEY = "insecure-development-key-never-use-in-production"
 
 ALLOWED_HOSTS = env_list(
     "DJANGO_ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"]

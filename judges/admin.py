@@ -6,6 +6,7 @@ what the judges answered: read-only (curators start and cancel runs on the proje
 from __future__ import annotations
 
 import copy
+from typing import ClassVar
 
 from django import forms
 from django.contrib import admin
@@ -44,7 +45,7 @@ class JudgeAdminForm(forms.ModelForm):
     class Meta:
         model = Judge
         fields = JUDGE_FIELDS
-        help_texts = {"options": OPTIONS_HELP}
+        help_texts: ClassVar = {"options": OPTIONS_HELP}
 
     def clean(self):
         cleaned = super().clean()
@@ -63,12 +64,12 @@ class JudgeAdminForm(forms.ModelForm):
 @admin.register(Judge)
 class JudgeAdmin(admin.ModelAdmin):
     form = JudgeAdminForm
-    list_display = ["name", "kind", "enabled", "model", "api_key_env", "queue", "created_at"]
-    list_filter = ["kind", "enabled"]
-    search_fields = ["name", "model", "base_url"]
-    readonly_fields = ["queue", "created_at"]
-    filter_horizontal = ["projects"]
-    fieldsets = [
+    list_display = ("name", "kind", "enabled", "model", "api_key_env", "queue", "created_at")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name", "model", "base_url")
+    readonly_fields = ("queue", "created_at")
+    filter_horizontal = ("projects",)
+    fieldsets = (
         (None, {"fields": ["name", "kind", "enabled", "queue", "created_at"]}),
         ("Available to", {"fields": ["projects"]}),
         (
@@ -92,7 +93,7 @@ class JudgeAdmin(admin.ModelAdmin):
         ),
         ("Reward model", {"fields": ["checkpoint", "device", "batch_size"]}),
         ("Kind-specific options", {"fields": ["options"]}),
-    ]
+    )
 
     # Superusers only, whatever permissions a staff user was given: the model permissions
     # would let a curator point a shared judge, and its key, at a server of their own.
@@ -108,18 +109,18 @@ class JudgeAdmin(admin.ModelAdmin):
 
 @admin.register(FilterRun)
 class FilterRunAdmin(ViewOnlyAdmin):
-    list_display = ["number", "project", "status", "threshold", "budget_per_task", "created_by"]
-    list_display_links = ["number", "project"]
-    list_filter = ["status", "project"]
-    search_fields = ["project__slug", "error"]
-    list_select_related = ["project", "created_by"]
-    exclude = ["pairs"]  # thousands of pairs: their verdicts list them
+    list_display = ("number", "project", "status", "threshold", "budget_per_task", "created_by")
+    list_display_links = ("number", "project")
+    list_filter = ("status", "project")
+    search_fields = ("project__slug", "error")
+    list_select_related = ("project", "created_by")
+    exclude = ("pairs",)  # thousands of pairs: their verdicts list them
 
 
 @admin.register(Verdict)
 class VerdictAdmin(ViewOnlyAdmin):
-    list_display = ["pair", "judge", "run", "order", "outcome", "side", "latency_ms", "created_at"]
-    list_filter = ["outcome", "order", "judge", "run__project"]
-    search_fields = ["pair__external_id", "judge__name", "reasoning"]
-    list_select_related = ["pair", "judge", "run__project"]
-    raw_id_fields = ["run", "pair"]
+    list_display = ("pair", "judge", "run", "order", "outcome", "side", "latency_ms", "created_at")
+    list_filter = ("outcome", "order", "judge", "run__project")
+    search_fields = ("pair__external_id", "judge__name", "reasoning")
+    list_select_related = ("pair", "judge", "run__project")
+    raw_id_fields = ("run", "pair")

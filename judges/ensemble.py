@@ -54,10 +54,7 @@ def ensemble_decide(votes: Iterable[str | None], *, threshold: float) -> Decisio
     a, b, tie = per_side["A"], per_side["B"], per_side["tie"]
     majority = max(a, b)
     agreement = majority / total
-    if a == b or tie > majority:
-        label = "tie"
-    else:
-        label = "A" if a > b else "B"
+    label = "tie" if a == b or tie > majority else ("A" if a > b else "B")
     easy = label in ("A", "B") and majority >= votes_needed(total, threshold=threshold)
     return Decision(label=label, agreement=agreement, easy=easy, votes=per_side, invalid=invalid)
 

@@ -4,6 +4,8 @@ and eve is an outsider with no role in the project."""
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -13,6 +15,68 @@ from annotation.models import Role
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
 
 PASSWORD = "correct horse battery staple"
+ROOT = Path(__file__).resolve().parent.parent
+# What a test run may leave in the checkout: bytecode and tool caches, and the screenshots a
+# reviewer asks for (ARBITER_SCREENSHOTS=1, tests/browser/conftest.py).
+LEFT_BY_TOOLS = ("__pycache__/", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/")
+SCREENSHOTS = "var/screenshots/"
+OUTPUT_FOLDERS = ("var", "media", "staticfiles")  # where the platform writes by default
+_BEFORE = pytest.StashKey[set[str]]()
+
+
+def files_outside_git() -> set[str]:
+    """The checkout's untracked and ignored files (every one, in folders too) and the folders
+    under the platform's output folders, the project's .venv and the tools' caches left
+    out."""
+    listed = subprocess.run(
+        [
+            "git",
+            "status",
+            "--porcelain",
+            "--ignored",
+            "--untracked-files=all",
+            "--",
+            ".",
+            ":(exclude).venv",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    paths = {line[3:] for line in listed if line[:2] in ("??", "!!")}
+    # git lists no empty folder: the platform's own output folders are walked for them
+    for top in OUTPUT_FOLDERS:
+        if (ROOT / top).is_dir():
+            paths.add(f"{top}/")
+            paths.update(
+                f"{path.relative_to(ROOT).as_posix()}/"
+                for path in (ROOT / top).rglob("*")
+                if path.is_dir()
+            )
+    return {path for path in paths if not any(part in path for part in LEFT_BY_TOOLS)}
+
+
+def pytest_sessionstart(session) -> None:
+    session.config.stash[_BEFORE] = files_outside_git()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Fails the run when the suite wrote into the checkout (README.md, "make test"): every
+    file a test makes belongs in a temporary folder."""
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None:
+        return
+    written = sorted(files_outside_git() - before)
+    if os.environ.get("ARBITER_SCREENSHOTS") == "1":
+        written = [path for path in written if not path.startswith(SCREENSHOTS)]
+    if written:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "The suite wrote into the checkout: " + ", ".join(written[:20])
+        if reporter is not None:
+            reporter.write_line("")  # ends the progress line
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def requires_postgres():

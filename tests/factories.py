@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import factory
 from django.contrib.auth import get_user_model
+from django.db.models import Max
 
 from annotation.core.content import prompt_id, response_id, text_part
 from annotation.core.search import search_words, text_parts
-from annotation.models import Membership, Pair, PairStatus, Project, Prompt, Response, Role
+from annotation.models import (
+    Membership,
+    Pair,
+    PairStatus,
+    Project,
+    Prompt,
+    Release,
+    Response,
+    Role,
+    Side,
+    Vote,
+)
+from judges.models import FilterRun, Judge
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -85,3 +98,59 @@ class PairFactory(factory.django.DjangoModelFactory):
             model_names=(o.response_a.model_name, o.response_b.model_name),
         )
     )
+
+
+# The canonical value of a vote on the binary and ternary scales (annotation.models.Vote).
+TERNARY_VALUE = {Side.A: 3, Side.TIE: 2, Side.B: 1}
+
+
+class VoteFactory(factory.django.DjangoModelFactory):
+    """A vote on the ternary scale, shown with A on the left; ``side`` sets its value."""
+
+    class Meta:
+        model = Vote
+
+    pair = factory.SubFactory(PairFactory)
+    annotator = factory.SubFactory(UserFactory)
+    side = Side.A
+    value = factory.LazyAttribute(lambda o: TERNARY_VALUE[o.side])
+    left_is_a = True
+
+
+class JudgeFactory(factory.django.DjangoModelFactory):
+    """A judge that needs no server (the heuristic kind unless told otherwise)."""
+
+    class Meta:
+        model = Judge
+
+    name = factory.Sequence(lambda n: f"judge-{n}")
+    kind = Judge.Kind.HEURISTIC
+
+
+class FilterRunFactory(factory.django.DjangoModelFactory):
+    """A filter run numbered after the project's last; ``judges=[...]`` sets its judges."""
+
+    class Meta:
+        model = FilterRun
+        skip_postgeneration_save = True  # setting the judges saves nothing on the run
+
+    project = factory.SubFactory(ProjectFactory)
+    number = factory.LazyAttribute(
+        lambda o: (o.project.filter_runs.aggregate(last=Max("number"))["last"] or 0) + 1
+    )
+
+    @factory.post_generation
+    def judges(self, create, extracted, **kwargs):
+        if create and extracted:
+            self.judges.set(extracted)
+
+
+class ReleaseFactory(factory.django.DjangoModelFactory):
+    """A draft release of every decided pair (the empty selection)."""
+
+    class Meta:
+        model = Release
+
+    project = factory.SubFactory(ProjectFactory)
+    version = factory.Sequence(lambda n: f"0.{n}.0")
+    selection = factory.LazyFunction(dict)

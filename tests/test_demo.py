@@ -82,7 +82,8 @@ def test_demo_has_200_pairs_over_the_four_tasks_with_real_images(demo_set):
             assert not Path(relative).is_absolute()
             with Image.open(demo_set.parent / relative) as image:
                 assert image.format == "PNG"
-                assert 256 <= image.width <= 384 and 256 <= image.height <= 384
+                assert 256 <= image.width <= 384
+                assert 256 <= image.height <= 384
                 image.verify()
 
 
@@ -103,7 +104,8 @@ def test_each_task_has_the_content_its_task_needs(demo_set):
     for record in by_task["interleaved"]:
         for side in ("response_a", "response_b"):
             parts = record[side]["response_content"]
-            assert kinds(parts) == {"text", "image"} and len(parts) >= 4
+            assert kinds(parts) == {"text", "image"}
+            assert len(parts) >= 4
     for record in by_task["text"]:
         assert kinds(record["response_a"]["response_content"]) == {"text"}
         assert record["response_a"]["response_content"] != record["response_b"]["response_content"]
@@ -132,7 +134,8 @@ def test_offline_judges_prefer_the_better_side_of_clear_pairs(demo_set):
     records = _records(demo_set)
     for record in records:
         scorer, pairwise = record["scores"]["offline-scorer"], record["scores"]["offline-pairwise"]
-        assert set(scorer) == {"A", "B"} and set(pairwise) == {"AB", "BA"}
+        assert set(scorer) == {"A", "B"}
+        assert set(pairwise) == {"AB", "BA"}
         if record["difficulty"] == "close call":
             assert pairwise == {"AB": "A", "BA": "B"}
         elif "chosen" in record:
@@ -146,7 +149,7 @@ def test_offline_judges_prefer_the_better_side_of_clear_pairs(demo_set):
 def test_small_demo_still_covers_every_task():
     assert task_counts(4) == {"t2i": 1, "edit": 1, "interleaved": 1, "text": 1}
     assert sum(task_counts(24).values()) == 24
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least 4 pairs"):
         task_counts(3)
 
 
@@ -176,7 +179,8 @@ def _counts() -> dict[str, int]:
 def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
     output = _load(tmp_path)
     project = Project.objects.get(slug="demo")
-    assert project.scale == "ternary" and project.overlap == 3
+    assert project.scale == "ternary"
+    assert project.overlap == 3
     assert "How to judge" in project.guidelines
     roles = dict(Membership.objects.filter(project=project).values_list("user__username", "role"))
     assert roles == DEMO_USERS
@@ -196,18 +200,22 @@ def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
     # The filter run finished: the judges' unanimous pairs are easy, the rest queued, and
     # every close call is among the queued (the pairwise judge falls for the position).
     run = FilterRun.objects.get(project=project)
-    assert run.status == FilterRun.Status.SUCCEEDED and run.judges.count() == 3
+    assert run.status == FilterRun.Status.SUCCEEDED
+    assert run.judges.count() == 3
     easy = pairs.filter(status=PairStatus.EASY)
     queued = pairs.filter(status=PairStatus.QUEUED)
-    assert easy.exists() and queued.exists()
+    assert easy.exists()
+    assert queued.exists()
     assert easy.count() + queued.count() + decided.count() == 24
     assert {p.metadata["difficulty"] for p in easy} == {"clear"}
     assert not pairs.filter(status=PairStatus.EASY, metadata__difficulty="close call").exists()
     assert all(p.ensemble_label in ("A", "B") for p in easy)
-    assert "Filter run" in output and "easy" in output
+    assert "Filter run" in output
+    assert "easy" in output
     # The printed table holds working logins.
     for username in DEMO_USERS:
-        assert f"arbiter-{username}" in output and username in output
+        assert f"arbiter-{username}" in output
+        assert username in output
     response = client.post(
         reverse("login"), {"username": "annotator1", "password": "arbiter-annotator1"}
     )
@@ -221,7 +229,8 @@ def test_load_demo_twice_adds_nothing_and_prints_the_logins_again(tmp_path):
     before = _counts()
     output = _load(tmp_path)
     assert _counts() == before
-    assert "annotator3" in output and "arbiter-annotator3" in output
+    assert "annotator3" in output
+    assert "arbiter-annotator3" in output
 
 
 @pytest.mark.django_db(transaction=True)

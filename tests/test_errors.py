@@ -117,7 +117,8 @@ def test_an_annotator_on_a_curator_page_gets_the_sites_403_page_with_a_way_back(
     response = client_for(alice).get(f"/p/{project.slug}/queue/")
     assert response.status_code == 403
     body = response.content.decode()
-    assert LAYOUT in body and '<header class="topbar">' in body
+    assert LAYOUT in body
+    assert '<header class="topbar">' in body
     assert "You cannot open this page" in body
     assert "Your role in this project does not allow this" in body
     # The project's tabs for their role, and a link back to its overview.
@@ -132,16 +133,21 @@ def test_a_missing_page_is_the_sites_404_page_and_tells_outsiders_nothing(
     response = client_for(eve).get(f"/p/{project.slug}/queue/")
     assert response.status_code == 404
     body = response.content.decode()
-    assert LAYOUT in body and "Page not found" in body
-    assert project.name not in body and '<nav class="project-nav"' not in body
+    assert LAYOUT in body
+    assert "Page not found" in body
+    assert project.name not in body
+    assert '<nav class="project-nav"' not in body
     assert 'href="/">My projects</a>' in body
     # A member's missing pair keeps the project around it.
     body = client_for(carol).get(f"/p/{project.slug}/pairs/99999/").content.decode()
-    assert "No such pair" in body and '<nav class="project-nav"' in body
+    assert "No such pair" in body
+    assert '<nav class="project-nav"' in body
     # Signed out, an unknown address offers to log in; the resolver's details stay hidden.
     client.logout()
     response = client.get("/no/such/page/")
     assert response.status_code == 404
     body = response.content.decode()
-    assert LAYOUT in body and 'href="/login/?next=/no/such/page/"' in body
-    assert "tried" not in body and "Resolver404" not in body
+    assert LAYOUT in body
+    assert 'href="/login/?next=/no/such/page/"' in body
+    assert "tried" not in body
+    assert "Resolver404" not in body

@@ -31,9 +31,9 @@ from annotation.queue import annotating as queue
 from annotation.queue.views.curator import ACTIONS
 from judges.best_of_n.services import best_of_n_run
 from judges.evaluation.services import judge_evaluation_create
-from judges.models import FilterRun, Judge, TrainingRun
+from judges.models import TrainingRun
 from tests.annotation.release_support import built_release, releasable_project
-from tests.factories import MembershipFactory, UserFactory
+from tests.factories import FilterRunFactory, JudgeFactory, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -169,8 +169,8 @@ class World:
         releasable_project(project, alice, bob, carol)
         self.project = project
         self.release = built_release(project, carol, "1.0.0")
-        self.judge = Judge.objects.create(name="offline", kind="scores")
-        self.run = FilterRun.objects.create(project=project, number=1, created_by=carol)
+        self.judge = JudgeFactory(name="offline", kind="scores")
+        self.run = FilterRunFactory(project=project, number=1, created_by=carol)
         self.run.judges.set([self.judge])
         self.evaluation = judge_evaluation_create(
             judge=self.judge, project=project, call=False, created_by=carol
@@ -478,7 +478,8 @@ def _probe_named_cases(prober, world: World) -> None:
         data={"judge": "offline", "seed": 2147483648},
         content_type="application/json",
     )
-    assert seed.status_code == 400 and "seed" in seed.json(), seed.content
+    assert seed.status_code == 400, seed.content
+    assert "seed" in seed.json(), seed.content
     for name, line in JUDGEMENT_LINES.items():
         upload = io.BytesIO(line.encode())
         upload.name = "answers.jsonl"
@@ -499,5 +500,6 @@ def _probe_named_cases(prober, world: World) -> None:
         data='{"choice": ' + DEEP + "}",
         content_type="application/json",
     )
-    assert vote.status_code == 400 and "nested" in vote.json()["detail"], vote.content
+    assert vote.status_code == 400, vote.content
+    assert "nested" in vote.json()["detail"], vote.content
     assert Release.objects.filter(project=world.project).count() == 1

@@ -55,7 +55,8 @@ def test_the_development_server_prints_one_json_line_per_request(tmp_path):
                 _get(f"{base}/favicon.ico")
                 break
             except OSError:
-                assert server.poll() is None and time.monotonic() < deadline
+                assert server.poll() is None
+                assert time.monotonic() < deadline
                 time.sleep(0.2)
         assert _get(f"{base}/no-such-page") == 404
         assert _get(f"{base}/login/") == 200

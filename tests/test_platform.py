@@ -17,13 +17,15 @@ def test_home_lists_my_projects_with_my_role(client_for, alice, project, other_p
     response = client_for(alice).get(reverse("home"))
     assert response.status_code == 200
     body = response.content.decode()
-    assert project.name in body and "annotator" in body
+    assert project.name in body
+    assert "annotator" in body
     assert other_project.name not in body
 
 
 def test_home_requires_login(client):
     response = client.get(reverse("home"))
-    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
 
 
 def test_outsider_gets_404_on_project_page(client_for, eve, project):
@@ -44,7 +46,8 @@ def test_csp_forbids_inline_and_eval_script(client):
     policy = response.headers["Content-Security-Policy"]
     script_src = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
     assert "'self'" in script_src
-    assert "unsafe-inline" not in script_src and "unsafe-eval" not in script_src
+    assert "unsafe-inline" not in script_src
+    assert "unsafe-eval" not in script_src
     assert response.headers["X-Content-Type-Options"] == "nosniff"
     assert response.headers["X-Frame-Options"] == "DENY"
 
@@ -73,7 +76,8 @@ def test_login_with_right_password_works(client, alice):
     response = client.post(
         reverse("login"), {"username": "alice", "password": "correct horse battery staple"}
     )
-    assert response.status_code == 302 and response.url == reverse("home")
+    assert response.status_code == 302
+    assert response.url == reverse("home")
 
 
 def test_logout_needs_post_with_csrf(alice):
@@ -150,12 +154,14 @@ def test_bad_environment_value_fails_loudly():
 def test_api_schema_and_docs_are_served(client, alice):
     client.force_login(alice)
     schema = client.get("/api/v1/schema/")
-    assert schema.status_code == 200 and b"openapi" in schema.content
+    assert schema.status_code == 200
+    assert b"openapi" in schema.content
     docs = client.get("/api/v1/docs/")
     assert docs.status_code == 200
     # Nothing inline for the CSP to refuse (tests/browser/test_api_docs.py renders it).
     body = docs.content.decode()
-    assert "<style" not in body and " style=" not in body
+    assert "<style" not in body
+    assert " style=" not in body
     for chunk in body.split("<script")[1:]:
         assert chunk.split(">", 1)[0].strip().startswith("src=")
 

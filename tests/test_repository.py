@@ -24,3 +24,20 @@ def test_nothing_cites_files_outside_the_repository():
         if OUTSIDE.search(line)
     ]
     assert offenders == []
+
+
+def test_the_suite_keeps_var_outside_the_checkout(settings):
+    """tests/settings_env.py moves ``var/`` (the file-system broker's folders, media,
+    checkpoints, releases) to a folder of the test session."""
+    places = [
+        settings.VAR_DIR,
+        settings.MEDIA_ROOT,
+        settings.ARBITER_CHECKPOINT_ROOT,
+        settings.ARBITER_RELEASE_ROOT,
+        *(
+            settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key, "/")
+            for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder")
+        ),
+    ]
+    inside = [str(place) for place in places if Path(place).resolve().is_relative_to(ROOT)]
+    assert inside == []

@@ -4,16 +4,16 @@ asked for after votes (debounced) or on demand, and those lost while the broker 
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from annotation.agreement.report import agreement_report_build, check_report_source, logger
-from annotation.core.broker import task_publish
-from annotation.core.errors import Conflict, Unavailable
+from annotation.agreement.report import agreement_report_build, check_report_source
+from annotation.core.errors import Conflict
+from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish
 from annotation.models import (
     AgreementReport,
     Project,
@@ -83,9 +83,9 @@ def agreement_report_queue_refresh(*, project: Project, source: str = ReportSour
                 "reload the report in a moment."
             )
         try:
-            task_publish(agreement_report_refresh, args=(project.pk, source))
-        except Unavailable as exc:
-            raise Unavailable(f"{exc} The report was not recomputed.") from exc
+            job_publish(agreement_report_refresh, args=(project.pk, source), after_commit=False)
+        except BrokerUnavailable as exc:
+            raise BrokerUnavailable(f"{exc} The report was not recomputed.") from exc
 
 
 def agreement_report_request_refresh(*, project_id: int) -> list[str]:
@@ -118,8 +118,11 @@ def agreement_report_request_refresh(*, project_id: int) -> list[str]:
         )
         sources = [row[0] for row in cursor.fetchall()]
     for source in sources:
-        task_publish(
-            agreement_report_refresh, args=(project_id, source), countdown=window + REQUEST_GAP_S
+        job_publish(
+            agreement_report_refresh,
+            args=(project_id, source),
+            countdown=window + REQUEST_GAP_S,
+            after_commit=False,
         )
     return sources
 
@@ -135,38 +138,53 @@ def lost_refreshes() -> QuerySet[AgreementReport]:
     )
 
 
-def agreement_refreshes_send_lost() -> list[tuple[int, str]]:
-    """Celery beat's sweep: asks again for each lost refresh (``lost_refreshes``) as a vote
-    asks, stamping the request now and running the refresh after the window, so the votes of
-    the new window are covered too. The stamp is a conditional UPDATE, so two sweeps send it
-    once; when the broker still cannot take it the stamp goes back, for the next sweep.
-    Returns the (project id, source) sent."""
-    from annotation.tasks import agreement_report_refresh  # the task module imports this one
+class _LostRefreshes(StalledJobs[tuple[int, int, str, datetime]]):
+    """Each lost refresh (``lost_refreshes``) is asked for again as a vote asks, stamping the
+    request now and running the refresh after the window, so the votes of the new window are
+    covered too. The stamp is the claim, so two sweeps send it once; when the broker still
+    cannot take it the stamp goes back, for the next sweep."""
 
-    window = settings.ARBITER_AGREEMENT_DEBOUNCE_S
-    sent = []
-    for pk, project_id, source, requested in lost_refreshes().values_list(
-        "pk", "project_id", "source", "refresh_requested_at"
-    ):
+    noun = "agreement refresh"
+
+    def stalled(self):
+        return lost_refreshes().values_list("pk", "project_id", "source", "refresh_requested_at")
+
+    def claim(self, job):
         now = timezone.now()
-        if not AgreementReport.objects.filter(pk=pk, refresh_requested_at=requested).update(
+        pk, _, _, requested = job
+        stamped = AgreementReport.objects.filter(pk=pk, refresh_requested_at=requested).update(
             refresh_requested_at=now
-        ):
-            continue
-        try:
-            task_publish(
-                agreement_report_refresh,
-                args=(project_id, source),
-                countdown=window + REQUEST_GAP_S,
-            )
-        except Unavailable as exc:
-            AgreementReport.objects.filter(pk=pk, refresh_requested_at=now).update(
-                refresh_requested_at=requested
-            )
-            logger.warning("lost agreement refresh of project %s not sent: %s", project_id, exc)
-            continue
-        sent.append((project_id, source))
-    return sent
+        )
+        return now if stamped else None
+
+    def recover(self, job):
+        from annotation.tasks import agreement_report_refresh  # the task module imports this one
+
+        _, project_id, source, _ = job
+        job_publish(
+            agreement_report_refresh,
+            args=(project_id, source),
+            countdown=settings.ARBITER_AGREEMENT_DEBOUNCE_S + REQUEST_GAP_S,
+            after_commit=False,
+        )
+
+    def unclaim(self, job, claim):
+        pk, _, _, requested = job
+        AgreementReport.objects.filter(pk=pk, refresh_requested_at=claim).update(
+            refresh_requested_at=requested
+        )
+
+    def key(self, job):
+        return (job[1], job[2])
+
+
+LOST_REFRESHES = _LostRefreshes()
+
+
+def agreement_refreshes_send_lost() -> list[tuple[int, str]]:
+    """Celery beat's sweep: asks again for each lost refresh (``_LostRefreshes``); returns
+    the (project id, source) sent."""
+    return LOST_REFRESHES.sweep()
 
 
 def agreement_report_forget_requests() -> None:

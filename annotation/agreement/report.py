@@ -11,7 +11,6 @@ rater "prior #N", one rater per position N in the pairs' ``human_annotations`` l
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,8 +45,6 @@ from annotation.models import (
     Side,
     Vote,
 )
-
-logger = logging.getLogger(__name__)
 
 # Flags on an annotator (docs/agreement.md, "What it holds"): agreement with the others' consensus
 # below this share, a median time per vote below this many seconds, gold accuracy below this.

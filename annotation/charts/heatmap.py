@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -250,7 +251,7 @@ def _heatmap_legend(
 def _diverging(value: float) -> str:
     """The colour of ``value`` (clamped to -1..1) between the DIVERGING stops."""
     value = max(-1.0, min(1.0, value))
-    for (low, low_color), (high, high_color) in zip(DIVERGING, DIVERGING[1:], strict=False):
+    for (low, low_color), (high, high_color) in itertools.pairwise(DIVERGING):
         if value <= high:
             t = (value - low) / (high - low)
             channels = (

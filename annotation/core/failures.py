@@ -5,6 +5,7 @@ which could only say its worker died (docs/operations.md, "The scheduler")."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -34,8 +35,7 @@ def record_failure(record: Callable[[], None]) -> None:
         if connection.in_atomic_block:
             raise
         logger.warning("database connection lost; recording a failure on a new one")
-        try:
+        # closed anyway on an error: Django forgets the connection and opens a new one
+        with contextlib.suppress(*DATABASE_ERRORS):
             connection.close()
-        except DATABASE_ERRORS:
-            pass  # closed anyway: Django forgets the connection and opens a new one
         record()

@@ -116,7 +116,7 @@ def render_markdown(text: str) -> SafeString:
     if cached is None:
         cached = _render(text)
         _CACHE.put(key, cached)
-    return mark_safe(cached)  # noqa: S308 - sanitised by nh3 in _render
+    return mark_safe(cached)  # sanitised by nh3 in _render
 
 
 def _render(text: str) -> str:

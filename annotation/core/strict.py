@@ -13,10 +13,9 @@ class StrictInputSerializer(serializers.Serializer):
     """A ``Serializer`` whose input may hold only its declared fields."""
 
     def to_internal_value(self, data):
-        if isinstance(data, Mapping):
-            if unknown := sorted(set(data) - set(self.fields)):
-                known = ", ".join(self.fields)
-                raise serializers.ValidationError(
-                    {name: [f"Unknown field; this endpoint takes: {known}."] for name in unknown}
-                )
+        if isinstance(data, Mapping) and (unknown := sorted(set(data) - set(self.fields))):
+            known = ", ".join(self.fields)
+            raise serializers.ValidationError(
+                {name: [f"Unknown field; this endpoint takes: {known}."] for name in unknown}
+            )
         return super().to_internal_value(data)

@@ -32,7 +32,7 @@ class ImportJobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ImportJob
-        fields = [
+        fields = (
             "id",
             "status",
             "filename",
@@ -48,7 +48,7 @@ class ImportJobSerializer(serializers.ModelSerializer):
             "errors",
             "created_at",
             "finished_at",
-        ]
+        )
 
 
 _FAILED = inline_serializer(
@@ -70,7 +70,7 @@ class ImportUploadSerializer(serializers.Serializer):
 
 @allows_large_upload
 class ImportListApi(APIView):
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = (MultiPartParser, FormParser)
 
     @extend_schema(responses=ImportJobSerializer(many=True))
     def get(self, request, slug: str):

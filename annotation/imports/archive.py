@@ -77,7 +77,7 @@ class _Extractor:
     def tar(self, handle: BinaryIO) -> None:
         try:
             # Stream mode ("r|*") reads members in order, never seeking back.
-            archive = tarfile.open(fileobj=handle, mode="r|*")
+            archive = tarfile.open(fileobj=handle, mode="r|*")  # noqa: SIM115 - entered below
         except tarfile.TarError as exc:
             raise ArchiveError(f"not a zip or tar archive: {exc}") from None
         try:

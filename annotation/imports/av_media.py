@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -311,7 +312,7 @@ class _Peaks:
         array = np.asarray(blocks, dtype=np.float32)
         return [
             round(min(1.0, float(array[start:end].max())), _PEAK_DECIMALS)
-            for start, end in zip(edges[:-1], edges[1:], strict=True)
+            for start, end in itertools.pairwise(edges)
             if end > start
         ]
 

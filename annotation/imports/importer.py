@@ -198,7 +198,7 @@ def _open_source(source, stack: ExitStack) -> tuple[BinaryIO, str, int]:
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         try:
-            stream = stack.enter_context(open(path, "rb"))
+            stream = stack.enter_context(open(path, "rb"))  # noqa: SIM115 - the stack closes it
         except OSError as exc:
             raise ImportFailed([ImportIssue(None, None, f"cannot read {path}: {exc}")]) from None
         return stream, path.name, os.fstat(stream.fileno()).st_size

@@ -6,25 +6,24 @@ Import page lists it; it has no stored upload (``upload_path`` is empty) and is 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import uuid
-from datetime import timedelta
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import DatabaseError, InterfaceError, transaction
+from django.db import DatabaseError, InterfaceError
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
+from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import ImportJobFinished, ImportSummary, pairs_import
 from annotation.imports.progress import FINISHED, ProgressCallback, job_error, job_failed
 from annotation.models import ImportJob, Project
-
-logger = logging.getLogger(__name__)
 
 _UNFINISHED = (ImportJob.Status.PENDING, ImportJob.Status.RUNNING)
 
@@ -44,11 +43,12 @@ def _save_upload(upload: UploadedFile, folder: Path, prefix: str) -> str:
     return str(path.relative_to(Path(settings.MEDIA_ROOT)))
 
 
-def _enqueue(job_id: int) -> None:
-    # The task module imports this one.
-    from annotation.tasks import import_run
+def _enqueue(job_id: int, *, after_commit: bool = False, **how: Any) -> None:
+    """Sends the job's task (at once, unless ``after_commit``; ``job_publish``'s other options
+    in ``how``)."""
+    from annotation.tasks import import_run  # the task module imports this one
 
-    import_run.delay(job_id)
+    job_publish(import_run, args=(job_id,), after_commit=after_commit, **how)
 
 
 def import_job_submit(
@@ -76,17 +76,11 @@ def import_job_submit(
     if size <= settings.ARBITER_SYNC_IMPORT_MAX_BYTES:
         return import_job_run(job=job)
 
-    def enqueue() -> None:
-        try:
-            _enqueue(job.pk)
-        except Exception as exc:  # noqa: BLE001 - a job nobody will run must not stay pending
-            logger.exception("import not queued", extra={"job": job.pk})
-            import_job_fail(
-                job_id=job.pk,
-                message=f"The import could not be queued ({type(exc).__name__}); try again.",
-            )
+    def refused(exc: BrokerUnavailable) -> None:
+        # a job nobody will run must not stay pending
+        import_job_fail(job_id=job.pk, message=f"{exc} The import could not be queued; try again.")
 
-    transaction.on_commit(enqueue)
+    _enqueue(job.pk, after_commit=True, on_refused=refused, refusal="log")
     return job
 
 
@@ -157,29 +151,37 @@ def import_job_remove_uploads(*, job: ImportJob) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def import_jobs_resume_stalled() -> list[int]:
-    """Queues again every pending or running job with no progress for
-    ``ARBITER_STALLED_AFTER_S`` (its worker died; its import rolled back with it); returns
-    their ids. Each is claimed by moving its ``progress_at`` on, so two callers never both
-    resume one job. A second run of a job that was in fact still running is harmless: it
-    waits for the project's import lock, then leaves the finished job alone."""
-    now = timezone.now()
-    stalled = (
-        ImportJob.objects.filter(
-            status__in=_UNFINISHED,
-            progress_at__lt=now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S),
+class _StalledImports(StalledJobs[tuple[int, datetime]]):
+    """Pending or running jobs with no progress for ``ARBITER_STALLED_AFTER_S`` (their worker
+    died; their import rolled back with it), each claimed by moving its ``progress_at`` on. A
+    second run of a job that was in fact still running is harmless: it waits for the
+    project's import lock, then leaves the finished job alone."""
+
+    noun = "import"
+
+    def stalled(self):
+        return (
+            ImportJob.objects.filter(status__in=_UNFINISHED, progress_at__lt=stalled_before())
+            .exclude(upload_path="")  # a command-line import: its command runs it, or is gone
+            .values_list("pk", "progress_at")
         )
-        .exclude(upload_path="")  # a command-line import: its command runs it, or is gone
-        .values_list("pk", "progress_at")
-    )
-    resumed = []
-    for job_id, progress_at in stalled:
-        claimed = ImportJob.objects.filter(
+
+    def claim(self, job):
+        job_id, progress_at = job
+        return ImportJob.objects.filter(
             pk=job_id, status__in=_UNFINISHED, progress_at=progress_at
-        ).update(progress_at=now)
-        if not claimed:
-            continue
-        logger.warning("stalled import resumed", extra={"job": job_id})
-        _enqueue(job_id)
-        resumed.append(job_id)
-    return resumed
+        ).update(progress_at=timezone.now())
+
+    def recover(self, job):
+        _enqueue(job[0])
+
+    def key(self, job):
+        return job[0]
+
+
+STALLED_IMPORTS = _StalledImports()
+
+
+def import_jobs_resume_stalled() -> list[int]:
+    """Queues again every stalled job (``_StalledImports``); returns their ids."""
+    return STALLED_IMPORTS.sweep()

@@ -86,9 +86,13 @@ def _mismatch(original: bytes, candidate: bytes, *, compare_colours: bool = Fals
         return f"the stripped copy does not decode: {exc or type(exc).__name__}"
     if found != expected:
         return "the stripped copy decodes to other pixels"
-    if expected_profile and found_profile and expected_profile != found_profile:
-        if not icc_same_colours(expected_profile, found_profile):
-            return "the stripped copy's colour profile gives other colours"
+    if (
+        expected_profile
+        and found_profile
+        and expected_profile != found_profile
+        and not icc_same_colours(expected_profile, found_profile)
+    ):
+        return "the stripped copy's colour profile gives other colours"
     return ""
 
 

@@ -37,7 +37,7 @@ def in_background(items: Iterator, *, depth: int = 2) -> Iterator:
                 if not put(item):
                     return
             put(_DONE)
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+        except BaseException as exc:  # handed to the consumer
             put(_Raised(exc))
 
     thread = threading.Thread(target=work, name="import-reader", daemon=True)

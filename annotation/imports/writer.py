@@ -129,11 +129,14 @@ class BulkWriter:
         statement, _ = sql.rows_copy(model, [*keys, *constants])
         # COPY goes to psycopg's own cursor: Django's wrapper turns its errors (a lost
         # connection) into django.db errors, as for every other statement.
-        with connection.cursor() as cursor, connection.wrap_database_errors:
-            with cursor.cursor.copy(statement) as copy:
-                write_row = copy.write_row
-                for row in rows:
-                    values = [*pick(row), *constant_values]
-                    for index in json_positions:
-                        values[index] = _json(values[index])
-                    write_row(values)
+        with (
+            connection.cursor() as cursor,
+            connection.wrap_database_errors,
+            cursor.cursor.copy(statement) as copy,
+        ):
+            write_row = copy.write_row
+            for row in rows:
+                values = [*pick(row), *constant_values]
+                for index in json_positions:
+                    values[index] = _json(values[index])
+                write_row(values)

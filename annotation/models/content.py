@@ -3,6 +3,8 @@ from what they are, see ``annotation.core.content``)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.db import models
 from django.db.models import F, Q
 
@@ -107,7 +109,7 @@ class Media(models.Model):
     def __str__(self) -> str:
         return f"{self.sha256[:12]} {self.format} {self.width}x{self.height}"
 
-    CONTENT_TYPES = {
+    CONTENT_TYPES: ClassVar[dict[str, str]] = {
         "JPEG": "image/jpeg",
         "PNG": "image/png",
         "WEBP": "image/webp",
@@ -121,7 +123,7 @@ class Media(models.Model):
         "FLAC": "audio/flac",
         "GLB": "model/gltf-binary",
     }
-    EXTENSIONS = {
+    EXTENSIONS: ClassVar[dict[str, str]] = {
         "JPEG": "jpg", "PNG": "png", "WEBP": "webp", "GIF": "gif", "MP4": "mp4", "WEBM": "webm",
         "M4A": "m4a", "MP3": "mp3", "WAV": "wav", "OGG": "ogg", "FLAC": "flac", "GLB": "glb",
     }  # fmt: skip

@@ -48,8 +48,8 @@ from annotation.queue.presentation import shown_contents
 PAGE = "annotation/pairs.html"
 MAX_SEARCH_CHARS = 200
 _ANY = [("", "any")]
-_LABELS = _ANY + list(Side.choices) + [(NO_LABEL, "none yet")]
-_YES_NO = _ANY + [("yes", "yes"), ("no", "no")]
+_LABELS = [*_ANY, *Side.choices, (NO_LABEL, "none yet")]
+_YES_NO = [*_ANY, ("yes", "yes"), ("no", "no")]
 _YES_NO_VALUE = {"yes": True, "no": False}
 _SORT_CHOICES = [
     (f"{sign}{name}", f"{sort.label}{' (descending)' if sign else ''}")
@@ -72,7 +72,7 @@ class PairFilterForm(forms.Form):
     )
     task = forms.ChoiceField(required=False)
     criterion = forms.ChoiceField(
-        choices=_ANY + [("yes", "with a criterion"), ("no", "without")], required=False
+        choices=[*_ANY, ("yes", "with a criterion"), ("no", "without")], required=False
     )
     votes_min = forms.IntegerField(min_value=0, required=False, label="Votes from")
     votes_max = forms.IntegerField(min_value=0, required=False, label="to")

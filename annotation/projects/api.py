@@ -16,7 +16,7 @@ from annotation.models import Membership, Pair, PairStatus, Project
 class ProjectSerializer(serializers.ModelSerializer):
     class Meta:
         model = Project
-        fields = [
+        fields: tuple[str, ...] = (
             "slug",
             "name",
             "guidelines",
@@ -29,7 +29,7 @@ class ProjectSerializer(serializers.ModelSerializer):
             "require_rationale",
             "paused",
             "created_at",
-        ]
+        )
 
 
 class ProjectListApi(APIView):
@@ -38,7 +38,7 @@ class ProjectListApi(APIView):
         role = serializers.SerializerMethodField()
 
         class Meta(ProjectSerializer.Meta):
-            fields = [*ProjectSerializer.Meta.fields, "role"]
+            fields = (*ProjectSerializer.Meta.fields, "role")
 
         def get_role(self, project: Project) -> str:
             return self.context["roles"][project.pk]
@@ -73,7 +73,7 @@ class PairSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Pair
-        fields = [
+        fields = (
             "id",
             "task",
             "status",
@@ -91,7 +91,7 @@ class PairSerializer(serializers.ModelSerializer):
             "ensemble_agreement",
             "consensus_label",
             "created_at",
-        ]
+        )
 
     def _response(self, response) -> dict:
         return {"model_name": response.model_name, "content": response.content}

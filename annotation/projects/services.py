@@ -204,10 +204,11 @@ def project_update(
         setattr(locked, field, value)
     locked.full_clean()
     locked.save(update_fields=list(changes))
-    if overlap != old_overlap:
-        if not lifecycle.pairs_retarget(project=locked, old=old_overlap, new=overlap):
-            taken = f"Pairs took more than {overlap} votes and leases meanwhile; try again."
-            raise ValidationError({"overlap": taken})
+    if overlap != old_overlap and not lifecycle.pairs_retarget(
+        project=locked, old=old_overlap, new=overlap
+    ):
+        taken = f"Pairs took more than {overlap} votes and leases meanwhile; try again."
+        raise ValidationError({"overlap": taken})
     if (locked.consensus_rule, locked.min_agree) != rule_before:
         # Re-applying settles the disputes nobody can answer too.
         return ProjectUpdated(locked, consensus_reapply(project=locked), 0)

@@ -110,7 +110,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Release
-        fields = [
+        fields: tuple[str, ...] = (
             "version",
             "status",
             "stage",
@@ -131,7 +131,7 @@ class ReleaseSerializer(serializers.ModelSerializer):
             "published_at",
             "published_by",
             "url",
-        ]
+        )
 
     def get_url(self, release: Release) -> str:
         return reverse("api-release", args=[release.project.slug, release.version])
@@ -143,7 +143,7 @@ class ReleaseDetailSerializer(ReleaseSerializer):
     )
 
     class Meta(ReleaseSerializer.Meta):
-        fields = [*ReleaseSerializer.Meta.fields, "statistics", "card", "manifest"]
+        fields = (*ReleaseSerializer.Meta.fields, "statistics", "card", "manifest")
 
     def get_manifest(self, release: Release) -> dict | None:
         return read_manifest(release) if release.status in HAS_FILES else None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotation.core.broker import task_publish
-from annotation.core.errors import Conflict, InvalidInput, Unavailable
+from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.failures import describe_error, record_failure
+from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
 from annotation.models import (
     RELEASE_VERSION_PART_DIGITS,
     RELEASE_VERSION_PART_MAX,
@@ -136,20 +135,13 @@ def release_build_start(*, release: Release) -> Release:
         raise Conflict(f"Release {release.version} is {release.status}: it cannot be built now.")
     release.refresh_from_db()
 
-    def send() -> None:
-        try:
-            task_publish(release_build_run, args=(release.pk,))
-        except Unavailable as exc:
-            Release.objects.filter(pk=release.pk, status=Status.QUEUED).update(
-                status=previous, stage="", error=f"{exc} The build was not started."
-            )
-            release.refresh_from_db()
-            raise
+    def refused(exc: BrokerUnavailable) -> None:
+        Release.objects.filter(pk=release.pk, status=Status.QUEUED).update(
+            status=previous, stage="", error=f"{exc} The build was not started."
+        )
+        release.refresh_from_db()
 
-    if transaction.get_connection().in_atomic_block:
-        transaction.on_commit(send, robust=True)
-    else:
-        send()
+    job_publish(release_build_run, args=(release.pk,), on_refused=refused, refusal="log_at_commit")
     return release
 
 
@@ -239,32 +231,45 @@ def release_build_fail(*, release_id: int, message: str) -> None:
     record_failure(record)
 
 
-def release_builds_fail_stalled() -> int:
-    """Periodic: builds with no progress for ARBITER_STALLED_AFTER_S lost their worker; they
-    are marked failed (a build is cheap to start again), and the work folders of builds no
-    longer running, which a killed build leaves, are removed. Returns how many failed."""
-    from annotation.releases.build import build_folders, remove_build_folders  # pyarrow, as above
+class _StalledBuilds(StalledJobs[int]):
+    """Builds with no progress for ARBITER_STALLED_AFTER_S lost their worker; they are marked
+    failed (a build is cheap to start again), and the work folders of builds no longer
+    running, which a killed build leaves, are removed."""
 
-    stale = timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
-    ids = list(
-        Release.objects.filter(
-            status__in=(Status.QUEUED, Status.BUILDING), progress_at__lt=stale
+    noun = "release build"
+
+    def stalled(self):
+        return Release.objects.filter(
+            status__in=(Status.QUEUED, Status.BUILDING), progress_at__lt=stalled_before()
         ).values_list("pk", flat=True)
-    )
-    for release_id in ids:
+
+    def recover(self, job):
         release_build_fail(
-            release_id=release_id, message="The build stopped (its worker died); build again."
+            release_id=job, message="The build stopped (its worker died); build again."
         )
-    # Listed before the statuses are read: a folder exists only once its build is building,
-    # so one whose release is not building now belongs to a build that is over.
-    folders = build_folders(Path(settings.ARBITER_RELEASE_ROOT))
-    building = set(
-        Release.objects.filter(pk__in=set(folders.values()), status=Status.BUILDING).values_list(
-            "pk", flat=True
+
+    def sweep(self) -> list:
+        from annotation.releases.build import build_folders, remove_build_folders  # pyarrow
+
+        failed = super().sweep()
+        # Listed before the statuses are read: a folder exists only once its build is
+        # building, so one whose release is not building now belongs to a build that is over.
+        folders = build_folders(Path(settings.ARBITER_RELEASE_ROOT))
+        building = set(
+            Release.objects.filter(
+                pk__in=set(folders.values()), status=Status.BUILDING
+            ).values_list("pk", flat=True)
         )
-    )
-    remove_build_folders([folder for folder, pk in folders.items() if pk not in building])
-    return len(ids)
+        remove_build_folders([folder for folder, pk in folders.items() if pk not in building])
+        return failed
+
+
+STALLED_BUILDS = _StalledBuilds()
+
+
+def release_builds_fail_stalled() -> int:
+    """Periodic: fails the stalled builds (``_StalledBuilds``); returns how many failed."""
+    return len(STALLED_BUILDS.sweep())
 
 
 @transaction.atomic

@@ -5,6 +5,7 @@ clip's loudness from its waveform peaks (no decoding). Importable without Django
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -104,7 +105,7 @@ def video_stats(media: Media) -> VideoStats:
         / 255.0
         for _, image in images
     ]
-    differences = [float(np.abs(b - a).mean()) for a, b in zip(greys, greys[1:], strict=False)]
+    differences = [float(np.abs(b - a).mean()) for a, b in itertools.pairwise(greys)]
     return VideoStats(
         duration_s=float(media.duration_seconds or 0.0),
         frame_rate=float(media.frame_rate or 0.0),

@@ -8,8 +8,8 @@ from typing import TypeVar
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 
+from annotation.core.jobs import BrokerUnavailable
 from config.errors import status_for
-from judges.core.broker import BrokerUnavailable
 from judges.core.forms import add_service_errors
 
 _T = TypeVar("_T")

@@ -109,7 +109,7 @@ class EvaluationResumeApi(APIView):
 
 @allows_large_upload  # curators may send large files, as to the pair import
 class JudgementImportApi(APIView):
-    parser_classes = [MultiPartParser]
+    parser_classes = (MultiPartParser,)
 
     class InputSerializer(serializers.Serializer):
         judge = JudgeField(slug_field="name")

@@ -55,9 +55,8 @@ def _parse_line(number: int, text: str, errors: list[str]) -> dict | None:
     if score is not None and _number(score) is None:
         fail("score", "must be a number (A minus B)")
     confidence = _number(row.get("confidence"))
-    if "confidence" in row and row["confidence"] is not None:
-        if confidence is None or not 0 <= confidence <= 1:
-            fail("confidence", "must be a number from 0 to 1")
+    if row.get("confidence") is not None and (confidence is None or not 0 <= confidence <= 1):
+        fail("confidence", "must be a number from 0 to 1")
     if len(errors) > before:
         return None
     margin = _number(score)

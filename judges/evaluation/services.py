@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -23,10 +23,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.core.broker import task_publish
+from annotation.core.jobs import StalledJobs, job_publish, stalled_before
 from annotation.models import Pair, PairStatus, Project, Release
 from annotation.releases.selectors import release_rows
-from judges.core.broker import BrokerUnavailable
 from judges.evaluation.scoring import (
     DEFAULT_SEED,
     MAX_SEED,
@@ -227,11 +226,11 @@ def judge_evaluation_create(
 
 
 def _start(evaluation: JudgeEvaluation) -> None:
-    try:
-        _enqueue_missing(evaluation)
-    except BrokerUnavailable as exc:
-        judge_evaluation_fail(evaluation_id=evaluation.pk, error=str(exc))
-        raise
+    # Its batches are sent after the commit; a refusal fails the evaluation.
+    _enqueue_missing(
+        evaluation,
+        on_refused=lambda exc: judge_evaluation_fail(evaluation_id=evaluation.pk, error=str(exc)),
+    )
 
 
 def judge_evaluation_resume(*, evaluation: JudgeEvaluation) -> int:
@@ -247,28 +246,34 @@ def judge_evaluation_resume(*, evaluation: JudgeEvaluation) -> int:
     return _enqueue_missing(evaluation)
 
 
-def _enqueue_missing(evaluation: JudgeEvaluation) -> int:
+def _enqueue_missing(evaluation: JudgeEvaluation, *, on_refused=None) -> int:
     missing = _missing(evaluation)
     if not missing:
         judge_evaluation_score(evaluation=evaluation)
         return 0
     size = 2 * settings.ARBITER_JUDGE_BATCH_PAIRS
     for start in range(0, len(missing), size):
-        _enqueue_batch(evaluation, missing[start : start + size])
+        _enqueue_batch(evaluation, missing[start : start + size], on_refused=on_refused)
     return len(missing)
 
 
 def _enqueue_batch(
-    evaluation: JudgeEvaluation, items: list[list], *, attempt: int = 1, countdown: float = 0
+    evaluation: JudgeEvaluation,
+    items: list[list],
+    *,
+    attempt: int = 1,
+    countdown: float = 0,
+    on_refused=None,
 ) -> None:
     from judges import tasks
 
-    task_publish(
+    job_publish(
         tasks.judge_evaluation_batch,
-        error=BrokerUnavailable,
         kwargs={"evaluation_id": evaluation.pk, "items": items, "attempt": attempt},
         queue=evaluation.judge.queue,
         countdown=countdown or None,
+        on_refused=on_refused,
+        after_commit=False,
     )
 
 
@@ -342,30 +347,37 @@ def judge_evaluation_score(*, evaluation: JudgeEvaluation) -> bool:
     return bool(stored)
 
 
-def judge_evaluations_resume_stalled() -> list[int]:
-    """Resumes every running evaluation without progress for ``ARBITER_STALLED_AFTER_S``
-    (Celery beat's sweep); a conditional UPDATE of ``progress_at`` claims each one, so
-    concurrent sweeps resume it once. Returns the ids resumed."""
-    now = timezone.now()
-    stalled_before = now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
-    resumed = []
-    candidates = JudgeEvaluation.objects.filter(
-        status=Status.RUNNING, progress_at__lt=stalled_before
-    ).values_list("pk", "progress_at")
-    for pk, progress_at in list(candidates):
-        claimed = JudgeEvaluation.objects.filter(
+class _StalledEvaluations(StalledJobs[tuple[int, datetime]]):
+    """Running evaluations without progress for ``ARBITER_STALLED_AFTER_S``; a conditional
+    UPDATE of ``progress_at`` claims each one, so concurrent sweeps resume it once."""
+
+    noun = "evaluation"
+
+    def stalled(self):
+        return JudgeEvaluation.objects.filter(
+            status=Status.RUNNING, progress_at__lt=stalled_before()
+        ).values_list("pk", "progress_at")
+
+    def claim(self, job):
+        pk, progress_at = job
+        return JudgeEvaluation.objects.filter(
             pk=pk, status=Status.RUNNING, progress_at=progress_at
-        ).update(progress_at=now)
-        if not claimed:
-            continue
-        evaluation = JudgeEvaluation.objects.select_related("judge", "project").get(pk=pk)
-        try:
-            _enqueue_missing(evaluation)
-        except BrokerUnavailable:
-            logger.warning("evaluation %s: the broker refused its resume", pk)
-            continue
-        resumed.append(pk)
-    return resumed
+        ).update(progress_at=timezone.now())
+
+    def recover(self, job):
+        evaluation = JudgeEvaluation.objects.select_related("judge", "project").get(pk=job[0])
+        return _enqueue_missing(evaluation)
+
+    def key(self, job):
+        return job[0]
+
+
+STALLED_EVALUATIONS = _StalledEvaluations()
+
+
+def judge_evaluations_resume_stalled() -> list[int]:
+    """Resumes every stalled evaluation (Celery beat's sweep); returns the ids resumed."""
+    return STALLED_EVALUATIONS.sweep()
 
 
 def judge_evaluation_fail(*, evaluation_id: int, error: str) -> None:

@@ -74,7 +74,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TrainingRun
-        fields = [
+        fields = (
             "id",
             "status",
             "progress",
@@ -104,7 +104,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
-        ]
+        )
 
     @extend_schema_field(HeldoutSerializer(allow_null=True))
     def get_heldout(self, run: TrainingRun) -> dict | None:

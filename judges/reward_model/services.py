@@ -24,9 +24,8 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotation.core.broker import task_publish
+from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
 from annotation.models import Pair, PairStatus, Project, Release, Side
-from judges.core.broker import BrokerUnavailable
 from judges.models import Judge, TrainingRun
 from judges.reward_model.data import (
     TrainingData,
@@ -179,25 +178,28 @@ def training_run_create(
         **options.as_dict(),
     )
     if enqueue:
-        transaction.on_commit(lambda: _publish_training(run))
+
+        def refused(exc: BrokerUnavailable) -> None:
+            training_run_fail(run_id=run.pk, error=f"{exc} The training did not start.")
+            raise BrokerUnavailable(
+                f"Training {run.pk} failed: {exc} Try again once the task queue is back."
+            ) from exc
+
+        _publish_training(run, on_refused=refused, after_commit=True)
     return run
 
 
-def _publish_training(run: TrainingRun) -> None:
+def _publish_training(run: TrainingRun, *, after_commit: bool = False, on_refused=None) -> None:
+    """Sends the run's job to the ``judges_gpu`` queue, at once unless ``after_commit``."""
     from judges import tasks
 
-    try:
-        task_publish(
-            tasks.training_run_execute,
-            error=BrokerUnavailable,
-            kwargs={"run_id": run.pk},
-            queue=QUEUE,
-        )
-    except BrokerUnavailable as exc:
-        training_run_fail(run_id=run.pk, error=f"{exc} The training did not start.")
-        raise BrokerUnavailable(
-            f"Training {run.pk} failed: {exc} Try again once the task queue is back."
-        ) from exc
+    job_publish(
+        tasks.training_run_execute,
+        kwargs={"run_id": run.pk},
+        queue=QUEUE,
+        after_commit=after_commit,
+        on_refused=on_refused,
+    )
 
 
 def _process_start(pid: int) -> str:
@@ -440,41 +442,41 @@ def training_run_fail(*, run_id: int, error: str) -> None:
 def stalled_training_runs():
     """Running trainings with no progress for ARBITER_STALLED_AFTER_S: their worker died (a
     whole worker killed keeps its job unacknowledged until the broker's visibility timeout)."""
-    stale = timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
     return TrainingRun.objects.filter(status=TrainingRun.Status.RUNNING).filter(
-        Q(heartbeat_at__lt=stale) | Q(heartbeat_at=None)
+        Q(heartbeat_at__lt=stalled_before()) | Q(heartbeat_at=None)
     )
 
 
-def training_runs_resume_stalled() -> list[int]:
-    """Celery beat's sweep: each stalled training goes back to pending and its job is sent
-    again; its worker resumes it after its last completed epoch. The move to pending is the
-    sweep's claim, so two sweeps send it once; when the broker cannot take the job the run
-    goes back to running, still stalled, for the next sweep. Returns the ids sent."""
-    from judges import tasks
+class _StalledTrainings(StalledJobs[TrainingRun]):
+    """Each stalled training goes back to pending and its job is sent again; its worker
+    resumes it after its last completed epoch. The move to pending is the sweep's claim, so
+    two sweeps send it once; when the broker cannot take the job the run goes back to
+    running, still stalled, for the next sweep."""
 
-    resumed = []
-    for run in stalled_training_runs().order_by("pk"):
-        moved = (
+    noun = "training"
+
+    def stalled(self):
+        return stalled_training_runs().order_by("pk")
+
+    def claim(self, job):
+        return (
             stalled_training_runs()
-            .filter(pk=run.pk, worker=run.worker)
+            .filter(pk=job.pk, worker=job.worker)
             .update(status=TrainingRun.Status.PENDING, phase="queued again", worker="")
         )
-        if not moved:
-            continue
-        try:
-            task_publish(
-                tasks.training_run_execute,
-                error=BrokerUnavailable,
-                kwargs={"run_id": run.pk},
-                queue=QUEUE,
-            )
-        except BrokerUnavailable as exc:
-            TrainingRun.objects.filter(pk=run.pk, status=TrainingRun.Status.PENDING).update(
-                status=TrainingRun.Status.RUNNING, phase=run.phase, worker=run.worker
-            )
-            logger.warning("stalled training %s not resumed: %s", run.pk, exc)
-            continue
-        logger.info("stalled training %s sent again", run.pk)
-        resumed.append(run.pk)
-    return resumed
+
+    def recover(self, job):
+        _publish_training(job)
+
+    def unclaim(self, job, claim):
+        TrainingRun.objects.filter(pk=job.pk, status=TrainingRun.Status.PENDING).update(
+            status=TrainingRun.Status.RUNNING, phase=job.phase, worker=job.worker
+        )
+
+
+STALLED_TRAININGS = _StalledTrainings()
+
+
+def training_runs_resume_stalled() -> list[int]:
+    """Celery beat's sweep (``_StalledTrainings``); returns the ids sent again."""
+    return STALLED_TRAININGS.sweep()

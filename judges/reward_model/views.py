@@ -15,9 +15,9 @@ from django.views.decorators.vary import vary_on_headers
 from annotation.charts.line import line_with_band
 from annotation.charts.markup import BandPoint, Chart, Reference
 from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.core.jobs import BrokerUnavailable
 from config.errors import status_for
 from judges.core.access import get_training_run_for_user
-from judges.core.broker import BrokerUnavailable
 from judges.core.forms import add_service_errors
 from judges.models import TrainingRun
 from judges.reward_model.forms import TrainingForm

@@ -82,7 +82,7 @@ class FilterRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FilterRun
-        fields = [
+        fields: tuple[str, ...] = (
             "id",
             # The run's number in its project, as the pages and messages name it.
             "number",
@@ -95,14 +95,14 @@ class FilterRunSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
-        ]
+        )
 
 
 class FilterRunListSerializer(FilterRunSerializer):
     progress = serializers.SerializerMethodField()
 
     class Meta(FilterRunSerializer.Meta):
-        fields = [*FilterRunSerializer.Meta.fields, "progress"]
+        fields = (*FilterRunSerializer.Meta.fields, "progress")
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, run) -> dict:
@@ -113,7 +113,7 @@ class FilterRunDetailSerializer(FilterRunSerializer):
     progress = serializers.SerializerMethodField()
 
     class Meta(FilterRunSerializer.Meta):
-        fields = [*FilterRunSerializer.Meta.fields, "progress"]
+        fields = (*FilterRunSerializer.Meta.fields, "progress")
 
     @extend_schema_field(ReportSerializer)
     def get_progress(self, run) -> dict:

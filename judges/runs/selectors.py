@@ -4,14 +4,12 @@ the runs that stalled, and a pair's verdicts for its page."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Count, Max, OuterRef, Subquery
 from django.db.models.functions import Coalesce, Greatest
-from django.utils import timezone
 
+from annotation.core.jobs import stalled_before
 from annotation.models import Pair
 from judges.ensemble import ORDERS, VerdictRow, ensemble_decide, judge_stats
 from judges.models import FilterRun, Verdict
@@ -169,10 +167,6 @@ def stalled_filter_runs():
         )
         .filter(progress_at__lt=stalled_before())
     )
-
-
-def stalled_before():
-    return timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
 
 
 def verdict_rows(run: FilterRun, *, judge_ids=None) -> list[VerdictRow]:

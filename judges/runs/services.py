@@ -24,7 +24,7 @@ from django.db.models.functions import Coalesce
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from annotation.core.broker import task_publish
+from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
 from annotation.models import Pair, PairStatus, Project
 from annotation.pairs.lifecycle import (
     EnsembleOutcome,
@@ -34,7 +34,6 @@ from annotation.pairs.lifecycle import (
 )
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order, judge_judgeable
-from judges.core.broker import BrokerUnavailable
 from judges.ensemble import (
     DEFAULT_EASY_THRESHOLD,
     ORDERS,
@@ -45,18 +44,13 @@ from judges.ensemble import (
 )
 from judges.models import FilterRun, Judge, Verdict
 from judges.roster.services import disabled_judges_message
-from judges.runs.selectors import ACTIVE, stalled_before, stalled_filter_runs, verdict_rows
+from judges.runs.selectors import ACTIVE, stalled_filter_runs, verdict_rows
 
 logger = logging.getLogger(__name__)
 
 Status = FilterRun.Status
 # Publishing a task tries the broker twice, briefly, so a request never hangs on a broker that
-# is down (docs/judges-runs.md, "Broker down").
-
-
-def _publish(task, **options) -> None:
-    """Sends ``task`` with a bounded retry; BrokerUnavailable when the broker cannot take it."""
-    task_publish(task, error=BrokerUnavailable, **options)
+# is down (docs/judges-runs.md, "Broker down"): annotation.core.jobs.job_publish.
 
 
 def check_run_options(
@@ -98,7 +92,19 @@ def filter_run_create(
         created_by=created_by,
         pair_ids=pair_ids,
     )
-    transaction.on_commit(lambda: _publish_start(run))
+    from judges import tasks
+
+    def refused(exc: BrokerUnavailable) -> None:
+        error = f"{exc} The run did not start; its pairs are imported again."
+        with transaction.atomic():
+            filter_run_fail(run_id=run.pk, error=error)
+            pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
+        run.refresh_from_db()
+        raise BrokerUnavailable(
+            f"Filter run {run.number} failed: {error} Try again once the task queue is back."
+        ) from exc
+
+    job_publish(tasks.filter_run_start, kwargs={"run_id": run.pk}, on_refused=refused)
     return run
 
 
@@ -124,22 +130,6 @@ def _filter_run_insert(*, project, judges, threshold, budget_per_task, created_b
         [through(filterrun_id=run.pk, pair_id=pk) for pk in ids], batch_size=2000
     )
     return run
-
-
-def _publish_start(run: FilterRun) -> None:
-    from judges import tasks
-
-    try:
-        _publish(tasks.filter_run_start, kwargs={"run_id": run.pk})
-    except BrokerUnavailable as exc:
-        error = f"{exc} The run did not start; its pairs are imported again."
-        with transaction.atomic():
-            filter_run_fail(run_id=run.pk, error=error)
-            pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
-        run.refresh_from_db()
-        raise BrokerUnavailable(
-            f"Filter run {run.number} failed: {error} Try again once the task queue is back."
-        ) from exc
 
 
 def filter_run_start(*, run_id: int) -> None:
@@ -181,7 +171,7 @@ def filter_run_resume(*, run: FilterRun) -> int:
         if not enqueued:
             from judges import tasks
 
-            _publish(tasks.filter_run_finish, kwargs={"run_id": run.pk})
+            job_publish(tasks.filter_run_finish, kwargs={"run_id": run.pk}, after_commit=False)
     except BrokerUnavailable as exc:
         FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(**before)
         run.refresh_from_db()
@@ -193,27 +183,34 @@ def filter_run_resume(*, run: FilterRun) -> int:
     return enqueued
 
 
-def filter_runs_resume_stalled() -> list[int]:
-    """Resumes every stalled run (the periodic task); returns the ids resumed. Each run is
-    claimed by a conditional UPDATE of ``resumed_at`` first, so two beats never both resume
-    it, and the resumed run has ``ARBITER_STALLED_AFTER_S`` to show progress again."""
-    resumed = []
-    for run in stalled_filter_runs().order_by("pk"):
-        claimed = (
-            FilterRun.objects.filter(pk=run.pk, status__in=ACTIVE)
+class _StalledRuns(StalledJobs[FilterRun]):
+    """Stalled runs (``stalled_filter_runs``) are resumed, each claimed by a conditional
+    UPDATE of ``resumed_at`` first, so two beats never both resume it, and the resumed run
+    has ``ARBITER_STALLED_AFTER_S`` to show progress again."""
+
+    noun = "filter run"
+    refusals = (ValidationError, BrokerUnavailable)
+
+    def stalled(self):
+        return stalled_filter_runs().order_by("pk")
+
+    def claim(self, job):
+        return (
+            FilterRun.objects.filter(pk=job.pk, status__in=ACTIVE)
             .filter(Q(resumed_at__isnull=True) | Q(resumed_at__lt=stalled_before()))
             .update(resumed_at=timezone.now())
         )
-        if not claimed:
-            continue
-        try:
-            enqueued = filter_run_resume(run=run)
-        except (ValidationError, BrokerUnavailable) as exc:
-            logger.warning("stalled filter run %s not resumed: %s", run.pk, exc)
-            continue
-        logger.info("stalled filter run %s resumed: %s calls enqueued", run.pk, enqueued)
-        resumed.append(run.pk)
-    return resumed
+
+    def recover(self, job):
+        return filter_run_resume(run=job)  # the calls enqueued
+
+
+STALLED_RUNS = _StalledRuns()
+
+
+def filter_runs_resume_stalled() -> list[int]:
+    """Resumes every stalled run (the periodic task); returns the ids resumed."""
+    return STALLED_RUNS.sweep()
 
 
 @transaction.atomic
@@ -275,11 +272,12 @@ def _enqueue_batch(
 ) -> None:
     from judges import tasks
 
-    _publish(
+    job_publish(
         tasks.filter_run_batch,
         kwargs={"run_id": run_id, "judge_id": judge.pk, "items": items, "attempt": attempt},
         queue=judge.queue,
         countdown=countdown or None,
+        after_commit=False,
     )
 
 

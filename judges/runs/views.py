@@ -14,11 +14,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.core.jobs import BrokerUnavailable
 from annotation.models import PairStatus, Role
 from annotation.pairs.views import PairSelectionForm, form_error_text
 from config.errors import status_for
 from judges.core.access import get_run_for_user
-from judges.core.broker import BrokerUnavailable
 from judges.core.views import submit
 from judges.ensemble import easy_rule, easy_votes
 from judges.runs.forms import FilterRunForm

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from annotation.core.errors import Unavailable
+from annotation.core.jobs import BrokerUnavailable
 from annotation.releases.services import release_publish
 from tests.annotation.release_support import built_release, releasable_project
 
@@ -27,6 +27,6 @@ def task_queue_down(monkeypatch):
     """The task broker refuses every task, as ``annotation.core.broker`` reports it."""
 
     def refuse(*args, **kwargs):
-        raise Unavailable("The task queue is unreachable (connection refused).")
+        raise BrokerUnavailable("The task queue is unreachable (connection refused).")
 
-    monkeypatch.setattr("annotation.releases.services.task_publish", refuse)
+    monkeypatch.setattr("annotation.core.jobs.task_publish", refuse)

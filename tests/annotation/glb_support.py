@@ -58,7 +58,7 @@ def mesh_glb(
     attributes = {
         "POSITION": add(
             positions, 5126, "VEC3", min=positions.min(0).tolist(), max=positions.max(0).tolist()
-        )  # fmt: skip
+        )
     }
     primitive: dict = {"attributes": attributes}
     if colours is not None:

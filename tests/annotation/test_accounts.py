@@ -115,11 +115,13 @@ def test_a_one_time_password_must_be_changed_at_first_login(project, client, api
     assert client.get(overview, HTTP_HX_REQUEST="true")["HX-Redirect"].startswith(ACCOUNT)
     # The API refuses the session; a token (an operator's) keeps working.
     api = client.get(reverse("api-projects"))
-    assert api.status_code == 403 and "one-time password" in api.json()["detail"]
+    assert api.status_code == 403
+    assert "one-time password" in api.json()["detail"]
     zoe = get_user_model().objects.get(username="zoe")
     assert api_for(zoe).get(reverse("api-projects")).status_code == 200
     page = client.get(ACCOUNT)
-    assert page.status_code == 200 and "one-time password" in page.content.decode()
+    assert page.status_code == 200
+    assert "one-time password" in page.content.decode()
     # A password the validators refuse changes nothing.
     weak = {"old_password": password, "new_password1": "password", "new_password2": "password"}
     assert client.post(ACCOUNT, weak).status_code == 400
@@ -128,7 +130,8 @@ def test_a_one_time_password_must_be_changed_at_first_login(project, client, api
         f"{ACCOUNT}?next={overview}",
         {"old_password": password, "new_password1": PASSWORD, "new_password2": PASSWORD},
     )
-    assert changed.status_code == 302 and changed["Location"] == overview
+    assert changed.status_code == 302
+    assert changed["Location"] == overview
     assert client.get(overview).status_code == 200, "the session survives the change"
     assert client.get(reverse("api-projects")).status_code == 200
     assert not OneTimePassword.objects.filter(user=zoe).exists()
@@ -157,12 +160,14 @@ def test_everyone_changes_their_password_on_the_account_page(client, alice, caro
         client.logout()
         log_in(client, user.username, PASSWORD)
         page = client.get(ACCOUNT)
-        assert page.status_code == 200 and 'name="old_password"' in page.content.decode()
+        assert page.status_code == 200
+        assert 'name="old_password"' in page.content.decode()
         new = f"another {user.username} phrase 42"
         wrong = client.post(
             ACCOUNT, {"old_password": "nope", "new_password1": new, "new_password2": new}
         )
-        assert wrong.status_code == 400 and "old_password" in wrong.context["form"].errors
+        assert wrong.status_code == 400
+        assert "old_password" in wrong.context["form"].errors
         mismatch = client.post(
             ACCOUNT, {"old_password": PASSWORD, "new_password1": new, "new_password2": new + "!"}
         )
@@ -170,7 +175,8 @@ def test_everyone_changes_their_password_on_the_account_page(client, alice, caro
         done = client.post(
             ACCOUNT, {"old_password": PASSWORD, "new_password1": new, "new_password2": new}
         )
-        assert done.status_code == 302 and done["Location"] == reverse("home")
+        assert done.status_code == 302
+        assert done["Location"] == reverse("home")
         user.refresh_from_db()
         assert user.check_password(new)
 

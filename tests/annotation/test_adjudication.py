@@ -58,7 +58,8 @@ def test_who_may_see_and_decide(project, alice, carol, dave, eve, client_for):
     assert outsider.get(_url(project, pair)).status_code == 404
     # Researchers read; only curators decide.
     researcher_page = client_for(dave).get(_url(project, pair)).content.decode()
-    assert "data-decide-form" not in researcher_page and "Re-apply" not in researcher_page
+    assert "data-decide-form" not in researcher_page
+    assert "Re-apply" not in researcher_page
     decide = {"label": "A", "note": "clear"}
     for user, status in ((dave, 403), (alice, 403), (eve, 404)):
         assert client_for(user).post(_url(project, pair, "decide/"), decide).status_code == status
@@ -90,9 +91,12 @@ def test_the_pair_page_shows_every_vote_and_hides_model_names_until_revealed(
     page = client_for(carol).get(_url(project, pair)).content.decode()
     for seen in ("judge0-0", "judge0-1", "judge0-2", "the lighthouse has no lamp", "12"):
         assert seen in page
-    assert "prior #0" in page and "Draw a lighthouse at dusk" in page
-    assert "<kbd>1</kbd> A is better" in page and "<kbd>3</kbd> B is better" in page
-    assert SECRET_MODEL_A not in page and SECRET_MODEL_B not in page
+    assert "prior #0" in page
+    assert "Draw a lighthouse at dusk" in page
+    assert "<kbd>1</kbd> A is better" in page
+    assert "<kbd>3</kbd> B is better" in page
+    assert SECRET_MODEL_A not in page
+    assert SECRET_MODEL_B not in page
 
     # The reveal is a POST with the CSRF token, as htmx sends it from the page.
     strict = Client(enforce_csrf_checks=True)
@@ -105,16 +109,20 @@ def test_the_pair_page_shows_every_vote_and_hides_model_names_until_revealed(
     )
     assert fragment.status_code == 200
     body = fragment.content.decode()
-    assert SECRET_MODEL_A in body and SECRET_MODEL_B in body and "<html" not in body
+    assert SECRET_MODEL_A in body
+    assert SECRET_MODEL_B in body
+    assert "<html" not in body
 
 
 def test_a_decision_needs_a_label_and_a_note(project, carol, client_for):
     pair = _disputed(project)
     client = client_for(carol)
     missing = client.post(_url(project, pair, "decide/"), {"label": "A", "note": "  "})
-    assert missing.status_code == 400 and "note:" in missing.content.decode()
+    assert missing.status_code == 400
+    assert "note:" in missing.content.decode()
     wrong = client.post(_url(project, pair, "decide/"), {"label": "left", "note": "x"})
-    assert wrong.status_code == 400 and "label:" in wrong.content.decode()
+    assert wrong.status_code == 400
+    assert "label:" in wrong.content.decode()
     assert Pair.objects.get(pk=pair.pk).status == PairStatus.DISPUTED
 
 
@@ -123,7 +131,8 @@ def test_deciding_moves_on_to_the_next_disputed_pair(project, carol, client_for)
     second = _disputed(project, 2, waiting_minutes=10)
     client = client_for(carol)
     response = client.post(_url(project, first, "decide/"), {"label": "tie", "note": "equal"})
-    assert response.status_code == 302 and response.url == _url(project, second)
+    assert response.status_code == 302
+    assert response.url == _url(project, second)
     response = client.post(_url(project, second, "decide/"), {"label": "B", "note": "no lamp"})
     assert response.url == _url(project)
     labels = dict(Pair.objects.values_list("external_id", "consensus_label"))
@@ -140,20 +149,23 @@ def test_deciding_again_supersedes_and_keeps_the_history(project, carol, client_
     assert [(a.label, a.superseded_at is None) for a in history] == [("A", False), ("B", True)]
     assert Pair.objects.get(pk=pair.pk).consensus_label == "B"
     page = client.get(_url(project, pair)).content.decode()
-    assert "first look" in page and "(superseded)" in page
+    assert "first look" in page
+    assert "(superseded)" in page
 
 
 def test_a_pair_that_is_not_disputed_is_not_adjudicated(project, carol, client_for, api_for):
     pair = secret_pair(project, status=PairStatus.CONSENSUS, consensus_label="A", vote_count=3)
     page = client_for(carol).post(_url(project, pair, "decide/"), {"label": "B", "note": "no"})
-    assert page.status_code == 409 and "not disputed" in page.content.decode()
+    assert page.status_code == 409
+    assert "not disputed" in page.content.decode()
     api = api_for(carol)
     response = api.post(
         f"/api/v1/projects/{project.slug}/pairs/{pair.external_id}/adjudicate/",
         {"label": "B", "note": "no"},
         format="json",
     )
-    assert response.status_code == 409 and "not disputed" in response.json()["detail"]
+    assert response.status_code == 409
+    assert "not disputed" in response.json()["detail"]
     assert Pair.objects.get(pk=pair.pk).consensus_label == "A"
 
 
@@ -165,7 +177,8 @@ def test_the_adjudicate_api(project, carol, dave, alice, eve, api_for):
     assert api_for(alice).post(url, body, format="json").status_code == 403
     assert api_for(eve).post(url, body, format="json").status_code == 404
     bad = api_for(carol).post(url, {"label": "A"}, format="json")
-    assert bad.status_code == 400 and "note" in bad.json()
+    assert bad.status_code == 400
+    assert "note" in bad.json()
     response = api_for(carol).post(url, body, format="json")
     assert response.status_code == 201
     assert {k: response.json()[k] for k in ("pair", "label", "note", "curator", "supersedes")} == {
@@ -176,7 +189,8 @@ def test_the_adjudicate_api(project, carol, dave, alice, eve, api_for):
         "supersedes": 0,
     }
     again = api_for(carol).post(url, {"label": "tie", "note": "second look"}, format="json")
-    assert again.status_code == 201 and again.json()["supersedes"] == 1
+    assert again.status_code == 201
+    assert again.json()["supersedes"] == 1
     assert Pair.objects.get(pk=pair.pk).consensus_label == "tie"
 
 

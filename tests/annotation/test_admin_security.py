@@ -57,7 +57,8 @@ def run_group_removal_migration() -> None:
 
 
 def assert_sent_to_admin_login(response) -> None:
-    assert response.status_code == 302 and response.url.startswith("/admin/login/")
+    assert response.status_code == 302
+    assert response.url.startswith("/admin/login/")
 
 
 def test_curators_get_no_admin_page_even_when_made_staff(client_for, carol, project):
@@ -102,7 +103,8 @@ def test_operators_use_the_whole_admin(client_for, carol, project, other_project
     root = UserFactory(username="root", is_superuser=True, is_staff=True)
     client = client_for(root)
     listing = client.get(reverse("admin:annotation_project_changelist")).content.decode()
-    assert project.name in listing and other_project.name in listing
+    assert project.name in listing
+    assert other_project.name in listing
     response = client.post(
         "/admin/annotation/membership/add/",
         {"project": other_project.pk, "user": carol.pk, "role": Role.RESEARCHER},
@@ -121,8 +123,10 @@ def test_the_migration_removes_the_group_and_the_staff_it_gave(carol, project):
     root.refresh_from_db()
     operator.refresh_from_db()
     assert not Group.objects.filter(name="Curators").exists()
-    assert not carol.is_staff and not carol.groups.exists()
-    assert root.is_staff and operator.is_staff
+    assert not carol.is_staff
+    assert not carol.groups.exists()
+    assert root.is_staff
+    assert operator.is_staff
     run_group_removal_migration()  # and again, with nothing left to do
 
 
@@ -132,10 +136,12 @@ def test_curators_are_not_made_staff_and_leave_without_it(client_for, carol, pro
         reverse("project-member-add", args=[project.slug]), {"user": "zoe", "role": "curator"}
     )
     zoe = Membership.objects.get(project=project, user__username="zoe").user
-    assert not zoe.is_staff and not zoe.groups.exists()
+    assert not zoe.is_staff
+    assert not zoe.groups.exists()
     membership = Membership.objects.get(user=zoe)
     client.post(reverse("project-member-remove", args=[project.slug, membership.pk]))
     zoe.refresh_from_db()
     assert not Membership.objects.filter(user=zoe).exists()
-    assert not zoe.is_staff and not zoe.groups.exists()
+    assert not zoe.is_staff
+    assert not zoe.groups.exists()
     assert not Group.objects.filter(name="Curators").exists()

@@ -39,7 +39,8 @@ def test_media_list_and_page_show_previews_the_image_loads_from(operator_client,
     ).content.decode()
     assert f'<img src="{src}" alt="" width="480" height="320"' in page
     image = operator_client.get(src)
-    assert image.status_code == 200 and image["Content-Type"] == "image/png"
+    assert image.status_code == 200
+    assert image["Content-Type"] == "image/png"
 
 
 @pytest.mark.parametrize(

@@ -159,7 +159,8 @@ def test_headline_figures_and_every_chart_with_its_table_and_csv(reported, dave,
     assert f'href="{url("agreement-annotator", "quick")}" class="chart-link"' in html
     assert "chart-flagged" in html
     assert "low agreement, too fast" in text_of(response)
-    assert "By task" in html and "By criterion" in html
+    assert "By task" in html
+    assert "By criterion" in html
 
 
 def test_each_csv_holds_the_reports_numbers(reported, dave, client_for):
@@ -263,7 +264,8 @@ def test_big_reports_are_capped_on_the_page_and_whole_in_the_csv(reported, dave,
     assert "Drawn: the 30 most active of 70 annotators" in shown
     # The least active annotator is flagged, so drawn; the next least active is not.
     html = response.content.decode()
-    assert ">\u25b2 rater069<" in html and ">rater068<" not in html
+    assert ">\u25b2 rater069<" in html
+    assert ">rater068<" not in html
     assert len(csv_rows(client.get(url("agreement-csv", "kappa")))) == 1 + 70 * 69
     assert len(csv_rows(client.get(url("agreement-csv", "annotators")))) == 1 + 70
 

@@ -78,7 +78,8 @@ def test_the_report_the_command_and_the_page_show_it(study, client_for, dave):
     out = StringIO()
     call_command("agreement", "demo", "--json", stdout=out)
     printed = json.loads(out.getvalue())["reference_labels"]
-    assert printed["agreement"] == 0.5 and printed["cohen_kappa"] == pytest.approx(1 / 7)
+    assert printed["agreement"] == 0.5
+    assert printed["cohen_kappa"] == pytest.approx(1 / 7)
     page = client_for(dave).get("/p/demo/agreement/")
     text = " ".join(unescape(re.sub(r"<[^>]+>", " ", page.content.decode())).split())
     assert "Against the reference labels 6" in text

@@ -65,8 +65,10 @@ class _RedisServer:
     def __init__(self, port: int) -> None:
         self.url = f"redis://127.0.0.1:{port}/0"
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1"]
-            + ["--save", "", "--appendonly", "no"],
+            [
+                *("redis-server", "--port", str(port), "--bind", "127.0.0.1"),
+                *("--save", "", "--appendonly", "no"),
+            ],
             stdout=subprocess.DEVNULL,
         )
         client = redis.Redis.from_url(self.url)
@@ -137,5 +139,6 @@ def test_a_refresh_asked_for_while_redis_was_down_runs_once_it_is_back(
         server.stop()
         _publish_to(previous)
     row = AgreementReport.objects.get(project=project, source="all")
-    assert row.computed_at >= row.refresh_requested_at and row.votes_seen == 1
+    assert row.computed_at >= row.refresh_requested_at
+    assert row.votes_seen == 1
     assert "annotation.agreement_refreshes_send_lost" in worker.log()

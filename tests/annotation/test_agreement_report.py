@@ -20,7 +20,7 @@ from annotation.core.errors import Conflict
 from annotation.core.report_sections import REPORT_KEYS
 from annotation.models import AgreementReport, PairStatus, PriorAnnotation, Vote
 from tests.annotation.queue_support import annotator
-from tests.factories import PairFactory
+from tests.factories import PairFactory, VoteFactory
 
 SIDE_OF = {1: "B", 2: "tie", 3: "A"}
 # Ternary canonical values of the constructed project, per pair and annotator.
@@ -34,7 +34,7 @@ PRIORS = {"p1": [3, 1], "p2": [1]}
 
 
 def add_vote(pair, user, value: int, *, seconds: float | None = None, **fields) -> Vote:
-    return Vote.objects.create(
+    return VoteFactory(
         pair=pair,
         annotator=user,
         side=SIDE_OF[value] if pair.project.scale != "likert6" else ("A" if value >= 4 else "B"),
@@ -184,7 +184,9 @@ def test_an_empty_project_has_a_report_of_nothing(project):
     report = agreement_report_build(project=project)
     assert (report["votes"], report["pairs"], report["annotators"]) == (0, 0, 0)
     assert report["krippendorff_alpha"] == dict.fromkeys(("nominal", "ordinal", "interval", "side"))
-    assert report["per_annotator"] == [] and report["history"] == [] and report["by_task"] == {}
+    assert report["per_annotator"] == []
+    assert report["history"] == []
+    assert report["by_task"] == {}
     json.dumps(report, allow_nan=False)
 
 
@@ -228,7 +230,7 @@ def test_a_larger_project_matches_the_agreement_functions(project):
 
 def test_votes_off_the_scale_are_refused_naming_the_value(project, alice):
     # Likert6 votes left behind when the project's scale was changed to ternary.
-    Vote.objects.create(
+    VoteFactory(
         pair=PairFactory(project=project), annotator=alice, side="A", value=6, left_is_a=True
     )
     with pytest.raises(Conflict, match=r"do not fit its ternary scale: value: 6"):
@@ -254,7 +256,8 @@ def test_the_command_and_the_api_give_the_same_numbers(constructed, project, api
     served = api_for(dave).get(agreement_url(source="votes"))
     assert served.status_code == 200
     assert served.json() == printed
-    assert printed["votes"] == 9 and printed["per_judge"] == []
+    assert printed["votes"] == 9
+    assert printed["per_judge"] == []
     assert json.loads(run_command("demo", "--json", "--source", "votes", "--cached")) == printed
 
 
@@ -263,23 +266,26 @@ def test_the_api_computes_the_first_report_and_then_serves_the_cache(
 ):
     api = api_for(carol)
     first = api.get(agreement_url()).json()
-    assert first["source"] == "all" and first["votes"] == 12
+    assert first["source"] == "all"
+    assert first["votes"] == 12
     add_vote(PairFactory(project=project), carol, 3)
     assert api.get(agreement_url()).json() == first  # the cache, until it is refreshed
     cached = AgreementReport.objects.get(project=project, source="all")
-    assert cached.votes_seen == 12 and cached.data["computed_at"] == cached.computed_at.isoformat()
+    assert cached.votes_seen == 12
+    assert cached.data["computed_at"] == cached.computed_at.isoformat()
     assert json.loads(run_command("demo", "--json"))["votes"] == 13
     assert api.get(agreement_url()).json()["votes"] == 13
 
 
 def test_the_readable_summary(constructed, project):
     out = run_command("demo", "--source", "votes")
-    assert (
-        "Agreement in demo (votes, ternary" in out and "9 votes on 3 pairs by 3 annotators" in out
-    )
-    assert "pairwise agreement 0.714" in out and "Task t2i: 6 votes" in out
+    assert "Agreement in demo (votes, ternary" in out
+    assert "9 votes on 3 pairs by 3 annotators" in out
+    assert "pairwise agreement 0.714" in out
+    assert "Task t2i: 6 votes" in out
     assert "Annotator alice: 3 votes, agreement with others 1.000, median 2.0 s" in out
-    assert "Annotator bob: 3 votes" in out and "[low_agreement, low_gold_accuracy]" in out
+    assert "Annotator bob: 3 votes" in out
+    assert "[low_agreement, low_gold_accuracy]" in out
 
 
 def test_the_command_refuses_unknown_projects_and_missing_caches(project):

@@ -50,7 +50,8 @@ def test_the_vote_that_fills_the_last_slot_decides_the_pair(project, voters):
     vote_via_api(clients[2], project, "A")
     pair.refresh_from_db()
     assert (pair.status, pair.consensus_label, pair.dispute_reason) == ("consensus", "A", "")
-    assert pair.decided_at is not None and (pair.vote_count, pair.target_votes) == (3, 3)
+    assert pair.decided_at is not None
+    assert (pair.vote_count, pair.target_votes) == (3, 3)
 
 
 def test_dispute_extra_annotators_then_adjudication_end_to_end(project, voters, carol, client_for):
@@ -175,7 +176,8 @@ def test_reapplying_a_changed_rule_changes_labels_never_votes(project, voters, c
 
     dry = _reapply(project.slug, "--dry-run")
     assert f"{split.external_id}: consensus A -> extra annotator 1 (not_unanimous)" in dry
-    assert "would change 1;" in dry and "1 adjudicated pairs keep their label" in dry
+    assert "would change 1;" in dry
+    assert "1 adjudicated pairs keep their label" in dry
     split.refresh_from_db()
     assert (split.status, split.consensus_label) == ("consensus", "A")
 
@@ -197,7 +199,7 @@ def test_reapply_counts_a_late_extra_vote(project, voters):
     Project.objects.filter(pk=project.pk).update(min_agree=1, overlap=1)
     project.refresh_from_db()
     pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
-    first, second = voters(2)
+    first, _second = voters(2)
     vote_via_api(first, project, "A")
     pair.refresh_from_db()
     assert (pair.status, pair.consensus_label) == ("consensus", "A")
@@ -250,7 +252,8 @@ def test_mmrb2_released_files_reanalysed_give_each_pair_its_chosen_label(db):
             "external_id", "consensus_label"
         )
     )
-    assert decided == chosen and len(decided) == decided_at_import == 5
+    assert decided == chosen
+    assert len(decided) == decided_at_import == 5
     # Re-applying the same rule finds nothing to change; the reasoning pairs, rated but not
     # voted on, keep their reference label and wait for annotators.
     assert "changed 0;" in _reapply(project.slug)

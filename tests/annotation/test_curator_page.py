@@ -58,12 +58,14 @@ def test_page_shows_counts_throughput_and_skips(client_for, carol, busy_project)
     response = client_for(carol).get(page_url(busy_project))
     assert response.status_code == 200
     text = text_of(response)
-    assert "Imported 2" in text and "Easy (filtered by judges) 1" in text
+    assert "Imported 2" in text
+    assert "Easy (filtered by judges) 1" in text
     pairs = Pair.objects.filter(project=busy_project)
     annotating = pairs.filter(status=PairStatus.ANNOTATING).count()
     queued = pairs.filter(status=PairStatus.QUEUED).count()
     assert annotating + queued == 6
-    assert f"Annotating {annotating}" in text and f"Queued {queued}" in text
+    assert f"Annotating {annotating}" in text
+    assert f"Queued {queued}" in text
     assert "Total 9" in text
     assert "Leases: 1 live, 0 expired" in text
     # Alice: 3 votes, median of 1, 3 and 8 seconds; Bob: one vote of 5 s, one skip, one lease.
@@ -155,7 +157,8 @@ def test_pause_and_resume(client_for, carol, alice, project):
     response = client.post(action_url(project, "pause"), {"pause-paused": "1"}, follow=True)
     project.refresh_from_db()
     assert project.paused
-    assert "Project paused" in text_of(response) and "Resume the project" in text_of(response)
+    assert "Project paused" in text_of(response)
+    assert "Resume the project" in text_of(response)
     assert assignment_claim(project=project, annotator=alice) is None
     client.post(action_url(project, "pause"), {"pause-paused": "0"})
     project.refresh_from_db()
@@ -284,5 +287,6 @@ def test_skips_appear_for_review(client_for, carol, alice, project):
     assignment = assignment_claim(project=project, annotator=alice)
     assignment_skip(assignment=assignment, annotator=alice, reason="broken", note="<b>blank</b>")
     html = client_for(carol).get(page_url(project)).content.decode()
-    assert "&lt;b&gt;blank&lt;/b&gt;" in html and "<b>blank</b>" not in html
+    assert "&lt;b&gt;blank&lt;/b&gt;" in html
+    assert "<b>blank</b>" not in html
     assert Skip.objects.count() == 1

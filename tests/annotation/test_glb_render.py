@@ -72,15 +72,19 @@ def test_the_nearest_face_hides_the_others_and_vertex_colours_are_drawn():
         zip([name for name, _, _ in VIEWS], _views(mesh_glb(colours=colours)), strict=True)
     )
     front, back = views["front"][32, 32], views["back"][32, 32]
-    assert front[1] > 100 and front[0] == front[2] == 0
-    assert back[2] > 100 and back[0] == back[1] == 0
+    assert front[1] > 100
+    assert front[0] == front[2] == 0
+    assert back[2] > 100
+    assert back[0] == back[1] == 0
     # From the side, each of the face's two triangles has the mean colour of its corners:
     # two green and one blue, or one green and two blue.
     side = views["right"]
     colours_drawn = {tuple(int(v) for v in pixel) for pixel in side[_drawn(side)]}
     assert len(colours_drawn) == 2
     (r1, g1, b1), (r2, g2, b2) = sorted(colours_drawn)
-    assert r1 == r2 == 0 and (g1, b1) == (b2, g2) and g1 != b1
+    assert r1 == r2 == 0
+    assert (g1, b1) == (b2, g2)
+    assert g1 != b1
 
 
 def test_node_transforms_are_applied():
@@ -102,7 +106,8 @@ def test_a_strip_and_a_fan_are_drawn_like_the_list_of_their_triangles():
     listed = _views(mesh_glb(square, np.array([0, 1, 2, 2, 1, 3], np.uint16)))[0]
     strip = _views(mesh_glb(square, np.array([0, 1, 2, 3], np.uint16), mode=5))[0]
     fan = _views(mesh_glb(square, np.array([0, 1, 3, 2], np.uint16), mode=6))[0]
-    assert (_drawn(listed) == _drawn(strip)).all() and (_drawn(listed) == _drawn(fan)).all()
+    assert (_drawn(listed) == _drawn(strip)).all()
+    assert (_drawn(listed) == _drawn(fan)).all()
 
 
 @pytest.mark.parametrize(
@@ -140,12 +145,15 @@ def test_views_are_rendered_at_import_and_stored_as_image_media(project, tmp_pat
     for sha in model.rendered_views:
         view = views[sha]
         assert (view.kind, view.format, view.width, view.height) == ("image", "PNG", 512, 512)
-        assert view.served_sha256 == view.sha256 and view.strip_result == "unchanged"
+        assert view.served_sha256 == view.sha256
+        assert view.strip_result == "unchanged"
         assert ProjectMedia.objects.filter(project=project, media=view).exists()
         with Image.open(original_path(view, settings)) as image:
-            assert not image.info.get("text") and set(image.info) <= {"dpi", "gamma"}
+            assert not image.info.get("text")
+            assert set(image.info) <= {"dpi", "gamma"}
     front = np.asarray(Image.open(original_path(views[model.rendered_views[0]], settings)))
-    assert front[256, 256, 0] > 200 and front[256, 256, 1] == front[256, 256, 2] == 0
+    assert front[256, 256, 0] > 200
+    assert front[256, 256, 1] == front[256, 256, 2] == 0
 
 
 @pytest.mark.django_db
@@ -172,7 +180,8 @@ def test_a_model_that_cannot_be_rendered_is_a_line_error(project, tmp_path, sett
         import_media(project, tmp_path, pairs)
     [issue] = refused.value.issues
     assert (issue.line, issue.field) == (2, "response_b.response_content[0]")
-    assert "model3d 'bad.glb' refused" in issue.message and reason in issue.message
+    assert "model3d 'bad.glb' refused" in issue.message
+    assert reason in issue.message
     assert_nothing_imported(project)
 
 
@@ -187,12 +196,14 @@ def test_the_api_shows_a_model_with_its_views_served_to_members_only(
     claimed = api_for(alice).post(f"/api/v1/projects/{project.slug}/claim/")
     assert claimed.status_code == 200, claimed.content
     part = claimed.json()["left"][0]
-    assert part["type"] == "model3d" and len(part["views"]) == len(VIEWS)
+    assert part["type"] == "model3d"
+    assert len(part["views"]) == len(VIEWS)
     model = Media.objects.get(pk=pair.response_a.content[0]["media"])
     for url, sha in zip(part["views"], model.rendered_views, strict=True):
         assert url.endswith(f"/p/{project.slug}/media/{sha}")  # absolute in the API
         served = client_for(alice).get(url)
-        assert served.status_code == 200 and served["Content-Type"] == "image/png"
+        assert served.status_code == 200
+        assert served["Content-Type"] == "image/png"
         assert client_for(eve).get(url).status_code == 404
 
 

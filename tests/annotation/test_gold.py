@@ -25,7 +25,7 @@ from annotation.models import (
 from annotation.projects.services import project_setting_limits
 from annotation.queue.selectors import queue_overview
 from tests.annotation.queue_support import annotator, secret_pair
-from tests.factories import PairFactory
+from tests.factories import PairFactory, VoteFactory
 
 PAYLOAD_KEYS = {"id", "expires_at", "prompt", "left", "right", "criterion", "options"}
 
@@ -123,7 +123,8 @@ def test_annotators_never_learn_a_pair_is_gold(api_for, client_for, gold_project
     text = json.dumps(payload).lower()
     assert "gold" not in text
     page = client_for(alice).get(reverse("annotate", args=[gold_project.slug]))
-    assert page.status_code == 200 and "gold" not in page.content.decode().lower()
+    assert page.status_code == 200
+    assert "gold" not in page.content.decode().lower()
     # The pair listing that says is_gold is for curators and researchers only.
     assert api_for(alice).get(f"/api/v1/projects/{gold_project.slug}/pairs/").status_code == 403
     # A gold pair's payload has the same shape as an ordinary one's.
@@ -156,7 +157,8 @@ def test_too_few_gold_votes_are_not_judged(api_for, client_for, gold_project, ca
         answer(api, gold_project, right=False)
     assert claim(api, gold_project).status_code == 200
     page = text_of(client_for(carol).get(reverse("curator-queue", args=[gold_project.slug])))
-    assert "annotator3 4 0 0% too few gold votes yet" in page and "gold pairs right" not in page
+    assert "annotator3 4 0 0% too few gold votes yet" in page
+    assert "gold pairs right" not in page
 
 
 def test_below_threshold_pauses_when_the_project_says_so_until_unpaused(
@@ -238,7 +240,8 @@ def test_who_may_mark_gold_and_unpause(client_for, alice, dave, eve, project, ca
     queue_page = client_for(alice).get(reverse("curator-queue", args=[project.slug]))
     assert queue_page.status_code == 403
     pair.refresh_from_db()
-    assert not pair.is_gold and Membership.objects.get(user=alice).paused
+    assert not pair.is_gold
+    assert Membership.objects.get(user=alice).paused
 
 
 def test_gold_forms_need_the_csrf_token(carol, project):
@@ -260,7 +263,7 @@ def test_gold_forms_need_the_csrf_token(carol, project):
 def test_marking_gold_refuses_what_it_cannot_do(client_for, carol, alice, project):
     voted, fresh = secret_pair(project, 0), secret_pair(project, 1)
     easy = PairFactory(project=project, status=PairStatus.EASY)
-    Vote.objects.create(pair=voted, annotator=alice, side="A", value=3, left_is_a=True)
+    VoteFactory(pair=voted, annotator=alice)
     client = client_for(carol)
     refused = mark_gold(client, project, [fresh, voted, easy], "A")
     assert refused.status_code == 400
@@ -276,7 +279,8 @@ def test_marking_gold_refuses_what_it_cannot_do(client_for, carol, alice, projec
     project.scale = "binary"
     project.save(update_fields=["scale"])
     tie = mark_gold(client, project, [fresh], "tie")
-    assert tie.status_code == 400 and "Select a valid choice" in text_of(tie)
+    assert tie.status_code == 400
+    assert "Select a valid choice" in text_of(tie)
 
 
 def test_a_gold_label_can_be_corrected_and_an_unanswered_gold_pair_cleared(
@@ -321,7 +325,8 @@ def test_settings_page_sets_the_threshold_and_pausing(client_for, carol, project
     url = reverse("project-settings-save", args=[project.slug])
     client = client_for(carol)
     bad = client.post(url, settings_data(project, gold_min_accuracy=1.5))
-    assert bad.status_code == 400 and "less than or equal to 1.0" in text_of(bad)
+    assert bad.status_code == 400
+    assert "less than or equal to 1.0" in text_of(bad)
     saved = client.post(url, settings_data(project, gold_min_accuracy=0.8, gold_pause="on"))
     assert saved.status_code == 302
     project.refresh_from_db()

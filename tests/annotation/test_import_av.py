@@ -87,7 +87,8 @@ def test_video_parts_are_probed_stored_and_given_a_poster(project, tmp_path, set
     assert original_path(poster, settings).is_file()
     # The original is kept byte for byte for releases; the served copy beside it.
     assert original_path(mp4, settings).read_bytes() == (tmp_path / "a.mp4").read_bytes()
-    assert mp4.strip_result == "stripped" and served_path(mp4, settings).is_file()
+    assert mp4.strip_result == "stripped"
+    assert served_path(mp4, settings).is_file()
 
 
 @pytest.mark.parametrize("fmt", ["wav", "mp3", "flac", "ogg"])
@@ -99,7 +100,8 @@ def test_audio_parts_are_probed_with_waveform_peaks(project, tmp_path, fmt):
     clip = Media.objects.get(sha256=pair.response_a.content[0]["media"])
     assert pair.response_a.content[0]["type"] == "audio"
     assert (clip.kind, clip.format, clip.width, clip.height) == ("audio", fmt.upper(), 0, 0)
-    assert clip.channels == 1 and clip.sample_rate in (16000, 48000)
+    assert clip.channels == 1
+    assert clip.sample_rate in (16000, 48000)
     assert clip.duration_seconds == pytest.approx(0.2, abs=0.05)
     assert clip.poster_sha256 is None
     # A 0.5-amplitude tone: every peak near 0.5 (the codec's edges aside), none above 1.
@@ -174,7 +176,8 @@ def test_chapters_and_attachments_are_not_served(project, tmp_path, settings):
         for packet in video.encode():
             container.mux(packet)
     with av.open(str(source)) as original:
-        assert original.chapters() and "attachment" in [s.type for s in original.streams]
+        assert original.chapters()
+        assert "attachment" in [s.type for s in original.streams]
     import_media(project, tmp_path, [media_pair("s1", "video", "c.mkv", "c.mkv")])
     media = Media.objects.get(kind="video")
     assert (media.format, media.content_type) == ("WEBM", "video/webm")
@@ -190,7 +193,8 @@ def test_glb_generator_extras_and_names_are_not_served(tmp_path):
     original = glb_bytes()
     info = glb_inspect(original)
     served = glb_strip(info)
-    assert PLANTED.encode() in original and PLANTED.encode() not in served
+    assert PLANTED.encode() in original
+    assert PLANTED.encode() not in served
     again = glb_inspect(served)  # still a valid model
     assert again.bin_chunk == info.bin_chunk
     assert again.document["accessors"] == info.document["accessors"]
@@ -268,7 +272,8 @@ def test_bad_files_are_refused_as_line_errors_leaving_nothing(project, tmp_path,
     [issue] = refused.value.issues
     assert issue.line == 2
     assert issue.field == "response_b.response_content[0]"
-    assert f"bad.{suffix}" in issue.message and reason in issue.message
+    assert f"bad.{suffix}" in issue.message
+    assert reason in issue.message
     assert_nothing_imported(project)
 
 
@@ -327,20 +332,27 @@ def test_the_api_shows_media_parts_with_their_player_facts(project, alice, api_f
     api = api_for(alice)
     data = api.post(f"/api/v1/projects/{project.slug}/claim/").json()
     [clip] = data["prompt"]
-    assert clip["type"] == "audio" and clip["duration_seconds"] == pytest.approx(0.2, abs=0.05)
-    assert (clip["sample_rate"], clip["channels"]) == (16000, 1) and len(clip["peaks"]) >= 10
+    assert clip["type"] == "audio"
+    assert clip["duration_seconds"] == pytest.approx(0.2, abs=0.05)
+    assert (clip["sample_rate"], clip["channels"]) == (16000, 1)
+    assert len(clip["peaks"]) >= 10
     [video] = [part for part in data["left"] + data["right"] if part["type"] == "video"]
     assert (video["width"], video["height"], video["frame_rate"]) == (64, 48, 10.0)
     assert video["poster_url"].startswith("http://testserver/")
     served = api.get(video["url"])
-    assert served.status_code == 200 and served["Content-Type"] == "video/mp4"
+    assert served.status_code == 200
+    assert served["Content-Type"] == "video/mp4"
     body = b"".join(served.streaming_content)
-    assert body and PLANTED.encode() not in body
+    assert body
+    assert PLANTED.encode() not in body
     poster = api.get(video["poster_url"])
-    assert poster.status_code == 200 and poster["Content-Type"] == "image/png"
+    assert poster.status_code == 200
+    assert poster["Content-Type"] == "image/png"
     # Nothing in the payload names the file or the model.
     text = json.dumps(data)
-    assert "a.mp4" not in text and "m-one" not in text and PLANTED not in text
+    assert "a.mp4" not in text
+    assert "m-one" not in text
+    assert PLANTED not in text
 
 
 def test_a_video_in_an_archive_may_be_larger_than_an_image(project, tmp_path, settings):
@@ -353,7 +365,8 @@ def test_a_video_in_an_archive_may_be_larger_than_an_image(project, tmp_path, se
     summary = pairs_import(
         project=project, source=write_jsonl(tmp_path / "p.jsonl", pairs), archive=archive
     )
-    assert summary.created_pairs == 1 and Media.objects.filter(kind="video").count() == 1
+    assert summary.created_pairs == 1
+    assert Media.objects.filter(kind="video").count() == 1
 
 
 @pytest.mark.parametrize(

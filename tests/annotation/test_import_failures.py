@@ -131,7 +131,8 @@ def test_import_pairs_command_reports_hostile_lines(project, tmp_path, capsys):
         call_command("import_pairs", project.slug, str(path))
     assert info.value.returncode == 1
     err = capsys.readouterr().err
-    assert NUL_PATH in err and TOO_DEEP in err
+    assert NUL_PATH in err
+    assert TOO_DEEP in err
     assert_nothing_imported(project)
     assert leftover_uploads() == []
 
@@ -144,7 +145,8 @@ def test_import_pairs_process_prints_hostile_lines_without_a_traceback(tmp_path)
     process = import_pairs_process(project.slug, path)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 1, stderr
-    assert NUL_PATH in stderr and TOO_DEEP in stderr
+    assert NUL_PATH in stderr
+    assert TOO_DEEP in stderr
     assert "Traceback" not in stderr
     assert not Pair.objects.filter(project=project).exists()
 
@@ -164,7 +166,8 @@ def test_hostile_upload_shows_line_errors_on_the_page(client_for, carol, project
     job = ImportJob.objects.get(project=project)
     assert job.status == "failed"
     page = client_for(carol).get(response.url).content.decode()
-    assert "nested too deeply to read" in page and "control character (U+0000)" in page
+    assert "nested too deeply to read" in page
+    assert "control character (U+0000)" in page
     assert_nothing_imported(project)
     assert leftover_uploads() == []
 
@@ -240,7 +243,7 @@ def test_upload_is_removed_when_saving_it_fails(carol, project, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(archive, "chunks", disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="No space left on device"):
         import_job_submit(
             project=project,
             user=carol,
@@ -338,7 +341,8 @@ def test_import_whose_worker_was_killed_is_resumed(celery_worker_process, settin
     try:
         deadline = time.monotonic() + 60
         while not (job.status == "running" and 0 < job.bytes_done < job.bytes_total):
-            assert time.monotonic() < deadline and not job.finished, first.log()
+            assert time.monotonic() < deadline, first.log()
+            assert not job.finished, first.log()
             time.sleep(0.05)
             job.refresh_from_db()
         first.kill()  # mid-import: its transaction dies with it

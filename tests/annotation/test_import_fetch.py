@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -38,10 +39,12 @@ def loopback_only(monkeypatch):
 
     def connect(sock, address):
         host = address[0] if isinstance(address, tuple) else address
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            if not ipaddress.ip_address(host.split("%", 1)[0]).is_loopback:
-                attempts.append(host)
-                raise AssertionError(f"the test tried to connect to {host}")
+        if (
+            sock.family in (socket.AF_INET, socket.AF_INET6)
+            and not ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+        ):
+            attempts.append(host)
+            raise AssertionError(f"the test tried to connect to {host}")
         return real_connect(sock, address)
 
     monkeypatch.setattr(socket.socket, "connect", connect)
@@ -55,10 +58,10 @@ def url_project(db):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    routes: dict = {}
-    seen: list = []
+    routes: ClassVar[dict] = {}  # shared by the server's handlers, set by the test
+    seen: ClassVar[list] = []
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):  # http.server's naming
         self.seen.append(self.path)
         status, headers, body = self.routes.get(self.path, (404, {}, b"not found"))
         if callable(body):

@@ -138,7 +138,8 @@ def test_a_missing_media_file_is_a_line_error_naming_it(project, tmp_path):
     with pytest.raises(ImportFailed) as refused:
         pairs_import(project=project, source=source, media_root=tmp_path)
     [issue] = refused.value.issues
-    assert issue.line > 1 and "gone.mp4" in issue.message
+    assert issue.line > 1
+    assert "gone.mp4" in issue.message
     assert_nothing_imported(project)
 
 

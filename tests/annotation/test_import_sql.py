@@ -61,7 +61,8 @@ def test_every_statement_function_is_checked():
 @pytest.mark.parametrize("name", sorted(STATEMENTS))
 def test_statement_names_only_existing_tables_and_columns(name):
     statement, params = STATEMENTS[name]()
-    assert isinstance(statement, str) and isinstance(params, list)
+    assert isinstance(statement, str)
+    assert isinstance(params, list)
     assert statement.count("%s") == len(params)
     schema = _schema()
     names = _QUOTED.findall(statement)

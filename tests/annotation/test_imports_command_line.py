@@ -50,7 +50,8 @@ def test_a_refused_command_line_import_shows_its_errors(client_for, carol, proje
     with pytest.raises(CommandError):
         call_command("import_pairs", project.slug, str(path))
     job = ImportJob.objects.get(project=project)
-    assert job.status == ImportJob.Status.FAILED and job.created_by is None
+    assert job.status == ImportJob.Status.FAILED
+    assert job.created_by is None
     body = re.sub(
         r"\s+",
         " ",
@@ -58,7 +59,8 @@ def test_a_refused_command_line_import_shows_its_errors(client_for, carol, proje
         .get(f"{reverse('imports', args=[project.slug])}?job={job.pk}")
         .content.decode(),
     )
-    assert "Import of bad.jsonl" in body and "line 2" in body
+    assert "Import of bad.jsonl" in body
+    assert "line 2" in body
 
 
 @pytest.mark.django_db

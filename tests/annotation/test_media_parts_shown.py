@@ -41,10 +41,13 @@ def test_the_comparison_page_plays_the_served_copies(project, alice, client_for,
     page = client_for(alice).get(f"/p/{project.slug}/annotate/", follow=True)
     html = page.content.decode()
     assert page.status_code == 200
-    assert html.count("<video ") == 1 and "poster=" in html
+    assert html.count("<video ") == 1
+    assert "poster=" in html
     assert html.count("<audio ") == 1
     assert "binary glTF" in html
-    assert PLANTED not in html and "a.mp4" not in html and "m-one" not in html
+    assert PLANTED not in html
+    assert "a.mp4" not in html
+    assert "m-one" not in html
     for url in [part for part in html.split('"') if f"/p/{project.slug}/media/" in part]:
         served = client_for(alice).get(url)
         assert served.status_code == 200, url
@@ -72,7 +75,8 @@ def test_a_judge_is_never_asked_about_parts_it_is_not_sent():
     first, second = judge_judgeable(backend, items)
     assert backend.seen == [1]
     assert first.outcome == "ok"
-    assert second.outcome == "error" and not second.transient
+    assert second.outcome == "error"
+    assert not second.transient
     assert "video parts" in second.error
 
 

@@ -5,6 +5,7 @@ Permissions and blinding as in test_media_serving.py."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -257,7 +258,8 @@ def test_hand_off_names_the_file_for_the_web_server_and_reads_nothing(
     assert other not in response
     tag = f'"{stored.served_sha256}"'
     cached = member.get(url(project, stored), HTTP_IF_NONE_MATCH=tag)
-    assert cached.status_code == 304 and header not in cached
+    assert cached.status_code == 304
+    assert header not in cached
 
 
 @pytest.mark.parametrize("mode", ["nginx", "apache"])
@@ -267,7 +269,8 @@ def test_hand_off_happens_only_after_the_permission_check(
     settings.ARBITER_MEDIA_ACCEL = mode
     response = client_for(eve).get(url(project, stored))
     assert response.status_code == 404
-    assert "X-Accel-Redirect" not in response and "X-Sendfile" not in response
+    assert "X-Accel-Redirect" not in response
+    assert "X-Sendfile" not in response
 
 
 @pytest.mark.parametrize("mode", ["off", "nginx", "apache"])
@@ -329,10 +332,8 @@ def _worker_rss(server: LiveGunicorn) -> psutil.Process:
 
 
 def _reset_peak(process: psutil.Process) -> int:
-    try:
+    with contextlib.suppress(OSError):
         Path(f"/proc/{process.pid}/clear_refs").write_text("5")
-    except OSError:
-        pass
     return process.memory_info().rss
 
 
@@ -366,7 +367,8 @@ def test_gunicorn_serves_a_large_file_by_ranges_with_the_worker_rss_flat(project
         address = url(project, large)
         head = http.head(address)
         assert head.status_code == 200, server.log()
-        assert head.headers["Content-Length"] == str(total) and head.content == b""
+        assert head.headers["Content-Length"] == str(total)
+        assert head.content == b""
         assert len(http.get(address, headers={"Range": "bytes=0-0"}).content) == 1  # warm up
         worker = _worker_rss(server)
         before = _reset_peak(worker)

@@ -66,7 +66,8 @@ def test_member_of_another_project_gets_404(client_for, project, other_project, 
 
 def test_anonymous_visitor_is_sent_to_log_in(client, project, imported):
     response = client.get(media_url(project, imported["png"]))
-    assert response.status_code == 302 and reverse("login") in response.url
+    assert response.status_code == 302
+    assert reverse("login") in response.url
 
 
 def test_unknown_hash_is_404(client_for, alice, project, imported):

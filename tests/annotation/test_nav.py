@@ -12,7 +12,7 @@ from django.http import HttpResponse
 from django.urls import include, path, reverse
 
 from annotation.core.navigation import PROJECT_TABS, project_url
-from tests.factories import PairFactory, UserFactory
+from tests.factories import FilterRunFactory, PairFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -77,9 +77,9 @@ def test_each_role_gets_exactly_the_tabs_it_may_use(request, client_for, project
 
 
 def test_curator_pages_all_carry_the_same_header_with_their_tab_current(client_for, carol, project):
-    from judges.models import FilterRun, TrainingRun
+    from judges.models import TrainingRun
 
-    run = FilterRun.objects.create(project=project, number=1)
+    run = FilterRunFactory(project=project, number=1)
     training = TrainingRun.objects.create(
         project=project, epochs=1, lr=0.01, batch_size=8, seed=0, patience=1, holdout=0.2
     )
@@ -148,7 +148,8 @@ def test_api_docs_for_signed_in_users_and_the_admin_for_operators_only(
     signed_out = client.get(reverse("login")).content.decode()
     assert f'href="{docs}"' not in signed_out
     body = client_for(carol).get(reverse("project-detail", args=[project.slug])).content.decode()
-    assert f'href="{docs}"' in body and f'href="{admin}"' not in body
+    assert f'href="{docs}"' in body
+    assert f'href="{admin}"' not in body
     operator = UserFactory(username="root", is_superuser=True, is_staff=True)
     body = client_for(operator).get(reverse("project-detail", args=[project.slug])).content.decode()
     assert f'href="{admin}"' in body
@@ -163,7 +164,8 @@ def test_every_page_links_the_favicon_and_favicon_ico_leads_to_it(client, client
         client.get(reverse("login")).content.decode()
     )
     response = client.get("/favicon.ico")
-    assert response.status_code == 301 and response.url == icon
+    assert response.status_code == 301
+    assert response.url == icon
     assert (
         (Path(__file__).resolve().parents[2] / "static" / "favicon.svg")
         .read_text()

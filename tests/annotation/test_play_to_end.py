@@ -90,7 +90,8 @@ def test_the_api_answers_400_before_the_end_and_201_after(api_for, alice, media_
     assignment_id = claimed["id"]
     url = f"/api/v1/assignments/{assignment_id}/vote/"
     early = api.post(url, {"choice": "left", "time_on_task_ms": 90_000}, format="json")
-    assert early.status_code == 400 and "Not played to the end yet" in str(early.json())
+    assert early.status_code == 400
+    assert "Not played to the end yet" in str(early.json())
     _age(Assignment.objects.get(pk=assignment_id), 3)
     assert api.post(url, {"choice": "left"}, format="json").status_code == 201
     assert Vote.objects.count() == 1
@@ -115,7 +116,8 @@ def test_the_page_says_why_the_vote_is_not_taken_yet(client_for, alice, media_pa
     url = reverse("annotate-vote", args=["demo", lease.pk])
     refused = client.post(url, {"choice": "left", "time_on_task_ms": "45000"}, **HTMX)
     body = refused.content.decode()
-    assert "Not played to the end yet" in body and "wait" in body
+    assert "Not played to the end yet" in body
+    assert "wait" in body
     assert f"/annotate/{lease.pk}/vote/" in body  # the same pair, still on screen
     assert not Vote.objects.exists()
     _age(lease, 3)

@@ -33,7 +33,8 @@ def test_create_project_and_add_member_commands(capsys):
     call_command("add_member", "t2i", "zoe", "--role", "curator", "--password", "pw-zoe-12345")
     membership = Membership.objects.get(project=project, user__username="zoe")
     assert membership.role == Role.CURATOR
-    assert not membership.user.is_staff and membership.user.check_password("pw-zoe-12345")
+    assert not membership.user.is_staff
+    assert membership.user.check_password("pw-zoe-12345")
     assert "Created user zoe is curator in t2i" in capsys.readouterr().out
 
 
@@ -75,7 +76,8 @@ def test_api_pairs_for_curators_and_researchers(request, api_for, project, perso
     assert body["results"][0]["response_a"]["model_name"] == "model-alpha"
     pair_id = body["results"][0]["id"]
     detail = api_for(user).get(f"/api/v1/projects/{project.slug}/pairs/{pair_id}/")
-    assert detail.status_code == 200 and detail.json()["id"] == pair_id
+    assert detail.status_code == 200
+    assert detail.json()["id"] == pair_id
 
 
 def test_api_pairs_hidden_from_annotators_and_outsiders(api_for, alice, eve, project):
@@ -93,7 +95,8 @@ def test_api_pairs_filter_by_status_rejects_unknown(api_for, carol, project):
     url = f"/api/v1/projects/{project.slug}/pairs/"
     assert api_for(carol).get(url, {"status": "queued"}).json()["count"] == 1
     bad = api_for(carol).get(url, {"status": "nonsense"})
-    assert bad.status_code == 400 and "status" in bad.json()
+    assert bad.status_code == 400
+    assert "status" in bad.json()
 
 
 @pytest.mark.django_db

@@ -54,7 +54,8 @@ def test_claim_leases_a_slot_for_the_projects_lease_time(project, alice, queued_
 def test_second_tab_gets_the_same_assignment_and_no_second_slot(project, alice, queued_pairs):
     first = queue.assignment_claim(project=project, annotator=alice)
     again = queue.assignment_claim(project=project, annotator=alice)
-    assert again.pk == first.pk and again.left_is_a == first.left_is_a
+    assert again.pk == first.pk
+    assert again.left_is_a == first.left_is_a
     assert Assignment.objects.filter(annotator=alice).count() == 1
     assert Pair.objects.get(pk=first.pair_id).lease_count == 1
 
@@ -82,7 +83,8 @@ def test_own_expired_lease_is_replaced_by_a_fresh_one(project, alice, queued_pai
     lease = queue.assignment_claim(project=project, annotator=alice)
     Assignment.objects.filter(pk=lease.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     fresh = queue.assignment_claim(project=project, annotator=alice)
-    assert fresh.pk != lease.pk and fresh.expires_at > timezone.now()
+    assert fresh.pk != lease.pk
+    assert fresh.expires_at > timezone.now()
     assert sum(Pair.objects.values_list("lease_count", flat=True)) == 1
 
 
@@ -270,7 +272,7 @@ def test_lifting_a_restriction_opens_the_pair_to_everyone(project, alice, bob):
 
 def test_restrict_only_to_annotators_of_the_project(project, carol, eve):
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
-    with pytest.raises(queue.InvalidInput, match="annotators: users .* not annotators"):
+    with pytest.raises(queue.InvalidInput, match=r"annotators: users .* not annotators"):
         levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[carol, eve])
     assert not Pair.objects.get(pk=pair.pk).restricted
 
@@ -282,7 +284,8 @@ def test_paused_project_serves_nothing_until_resumed(project, alice, queued_pair
     assert queue.assignment_claim(project=project, annotator=annotator(project, "zed")) is None
     # A lease held before the pause still takes its vote.
     vote, created = queue.vote_submit(assignment=held, annotator=alice, choice="tie")
-    assert created and vote.side == "tie"
+    assert created
+    assert vote.side == "tie"
     levers.project_pause(project=project, paused=False)
     assert queue.assignment_claim(project=project, annotator=alice) is not None
 
@@ -313,7 +316,8 @@ def test_gold_pairs_are_mixed_in_at_the_projects_rate(project, alice, monkeypatc
         served_gold.append(lease.pair.is_gold)
         queue.assignment_skip(assignment=lease, annotator=alice, reason="cannot_judge")
     assert 12 <= sum(served_gold) <= 28, sum(served_gold)
-    assert served_gold[0] in (True, False) and not all(served_gold[:10])
+    assert served_gold[0] in (True, False)
+    assert not all(served_gold[:10])
 
 
 def test_left_is_randomised_per_assignment(project, alice, monkeypatch):

@@ -45,7 +45,8 @@ def test_claim_returns_the_blinded_assignment(api_for, alice, project, queued_pa
         if assignment.left_is_a
         else (pair.response_b, pair.response_a)
     )
-    assert data["left"] == left.content and data["right"] == right.content
+    assert data["left"] == left.content
+    assert data["right"] == right.content
     assert data["prompt"] == pair.prompt.content
     assert [o["value"] for o in data["options"]] == ["left", "tie", "right"]
 
@@ -58,7 +59,8 @@ def test_claim_again_returns_the_same_assignment(api_for, alice, project, queued
 
 def test_claim_with_nothing_left_is_204(api_for, alice, project):
     response = claim(api_for(alice))
-    assert response.status_code == 204 and response.content == b""
+    assert response.status_code == 204
+    assert response.content == b""
 
 
 def test_vote_201_then_200_for_the_same_vote(api_for, alice, project, queued_pairs):
@@ -66,12 +68,15 @@ def test_vote_201_then_200_for_the_same_vote(api_for, alice, project, queued_pai
     assignment_id = claim(api).json()["id"]
     first = vote(api, assignment_id, choice="left", rationale="crisper", time_on_task_ms=4200)
     assert first.status_code == 201
-    assert first.json()["choice"] == "left" and first.json()["rationale"] == "crisper"
+    assert first.json()["choice"] == "left"
+    assert first.json()["rationale"] == "crisper"
     again = vote(api, assignment_id, choice="left", rationale="crisper", time_on_task_ms=4300)
-    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    assert again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
     assert Vote.objects.count() == 1
     changed = vote(api, assignment_id, choice="right", rationale="crisper")
-    assert changed.status_code == 409 and "different answer" in changed.json()["detail"]
+    assert changed.status_code == 409
+    assert "different answer" in changed.json()["detail"]
 
 
 def test_likert6_vote_in_on_screen_terms(api_for, alice, project, queued_pairs):
@@ -81,7 +86,8 @@ def test_likert6_vote_in_on_screen_terms(api_for, alice, project, queued_pairs):
     data = claim(api).json()
     assert [o["value"] for o in data["options"]] == [1, 2, 3, 4, 5, 6]
     response = vote(api, data["id"], value=2)
-    assert response.status_code == 201 and response.json()["value"] == 2
+    assert response.status_code == 201
+    assert response.json()["value"] == 2
     stored = Vote.objects.get()
     assert stored.value == (5 if stored.left_is_a else 2)
     assert stored.side == ("A" if stored.left_is_a else "B")
@@ -113,11 +119,13 @@ def test_skip_and_never_see_the_pair_again(api_for, alice, project):
         {"reason": "broken", "note": "image 2 does not load"},
         format="json",
     )
-    assert response.status_code == 201 and response.json()["reason"] == "broken"
+    assert response.status_code == 201
+    assert response.json()["reason"] == "broken"
     assert Skip.objects.get().note == "image 2 does not load"
     assert claim(api).status_code == 204
     bad = api.post(f"/api/v1/assignments/{assignment_id}/skip/", {"reason": "meh"}, format="json")
-    assert bad.status_code == 400 and "reason" in bad.json()
+    assert bad.status_code == 400
+    assert "reason" in bad.json()
 
 
 def test_undo_gives_the_pair_back_then_has_nothing_to_undo(api_for, alice, project, queued_pairs):
@@ -126,7 +134,8 @@ def test_undo_gives_the_pair_back_then_has_nothing_to_undo(api_for, alice, proje
     vote(api, assignment_id, choice="tie")
     undone = api.post("/api/v1/projects/demo/undo/")
     assert undone.status_code == 200
-    assert set(undone.json()) == PAYLOAD_KEYS | {"undone"} and undone.json()["id"] == assignment_id
+    assert set(undone.json()) == PAYLOAD_KEYS | {"undone"}
+    assert undone.json()["id"] == assignment_id
     assert undone.json()["undone"] == {
         "action": "vote",
         "choice": "tie",
@@ -136,7 +145,8 @@ def test_undo_gives_the_pair_back_then_has_nothing_to_undo(api_for, alice, proje
     }
     assert not Vote.objects.exists()
     nothing = api.post("/api/v1/projects/demo/undo/")
-    assert nothing.status_code == 409 and "60 seconds" in nothing.json()["detail"]
+    assert nothing.status_code == 409
+    assert "60 seconds" in nothing.json()["detail"]
     assert vote(api, assignment_id, choice="left").status_code == 201
 
 
@@ -151,7 +161,8 @@ def test_undo_of_a_skip_gives_the_pair_back(api_for, alice, project):
     )
     assert claim(api).status_code == 204
     undone = api.post("/api/v1/projects/demo/undo/")
-    assert undone.status_code == 200 and undone.json()["id"] == assignment_id
+    assert undone.status_code == 200
+    assert undone.json()["id"] == assignment_id
     assert undone.json()["undone"] == {
         "action": "skip",
         "reason": "broken",
@@ -204,7 +215,8 @@ def test_a_vote_faster_than_the_projects_minimum_is_400(api_for, alice, project,
     api = api_for(alice)
     assignment_id = claim(api).json()["id"]
     response = vote(api, assignment_id, choice="left", time_on_task_ms=90_000)
-    assert response.status_code == 400 and "wait" in str(response.json())
+    assert response.status_code == 400
+    assert "wait" in str(response.json())
     assert not Vote.objects.exists()
 
 
@@ -252,7 +264,8 @@ def test_nothing_an_annotator_receives_reveals_models_sides_or_judges(
         assert not strings & {"A", "B", "a", "b", "easy", "queued", "annotating"}
     # Image parts are opaque, project-scoped URLs the annotator can fetch.
     urls = [p["url"] for p in first.json()["left"] + first.json()["prompt"] if p["type"] == "image"]
-    assert len(urls) == 2 and all("/p/demo/media/" in url for url in urls)
+    assert len(urls) == 2
+    assert all("/p/demo/media/" in url for url in urls)
     assert all(client_for(alice).get(url).status_code == 200 for url in urls)
 
 
@@ -276,7 +289,8 @@ def test_annotator_of_another_project_cannot_claim_or_vote_here(
     skip = api_for(mallory).post(f"/api/v1/assignments/{alices}/skip/", {"reason": "broken"})
     assert skip.status_code == 404
     assert api_for(mallory).post("/api/v1/projects/demo/undo/").status_code == 404
-    assert not Vote.objects.exists() and not Skip.objects.exists()
+    assert not Vote.objects.exists()
+    assert not Skip.objects.exists()
 
 
 def test_someone_elses_assignment_is_404(api_for, alice, bob, project, queued_pairs):
@@ -305,7 +319,8 @@ def test_session_posts_need_the_csrf_token(alice, project, queued_pairs):
     api = APIClient(enforce_csrf_checks=True)
     api.force_login(alice)
     refused = api.post("/api/v1/projects/demo/claim/")
-    assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
+    assert refused.status_code == 403
+    assert "CSRF" in refused.json()["detail"]
     assert not Assignment.objects.exists()
 
 

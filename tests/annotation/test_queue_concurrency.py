@@ -35,7 +35,7 @@ def _race(workers) -> list[BaseException]:
             connection.ensure_connection()  # connect first, so the race itself is tight
             barrier.wait()
             work()
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
+        except BaseException as exc:  # reported to the test
             errors.append(exc)
         finally:
             connection.close()

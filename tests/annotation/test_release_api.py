@@ -41,7 +41,8 @@ def test_create_builds_and_the_detail_shows_progress_and_manifest(
     assert response.json()["status"] == "queued"
     assert response.json()["url"] == f"{BASE}1.0.0/"
     detail = api.get(f"{BASE}1.0.0/").json()
-    assert detail["status"] == "built" and detail["percent"] == 100
+    assert detail["status"] == "built"
+    assert detail["percent"] == 100
     assert detail["selection"]["include_ties"] is True
     assert detail["selection"]["seed"] == 3
     assert detail["created_by"] == "dave"
@@ -58,7 +59,8 @@ def test_create_builds_and_the_detail_shows_progress_and_manifest(
 def test_a_draft_has_no_manifest_yet(api_for, filled, dave):
     release_create(project=filled, version="1.0.0", selection={}, user=dave)
     detail = api_for(dave).get(f"{BASE}1.0.0/").json()
-    assert detail["status"] == "draft" and detail["manifest"] is None
+    assert detail["status"] == "draft"
+    assert detail["manifest"] is None
 
 
 @pytest.mark.parametrize(
@@ -106,7 +108,8 @@ def test_a_release_is_never_edited_through_the_api(api_for, published, dave, met
     assert "never edited" in response.json()["detail"]
     assert "POST /api/v1/projects/demo/releases/" in response.json()["detail"]
     published.refresh_from_db()
-    assert published.version == "1.0.0" and published.status == Release.Status.PUBLISHED
+    assert published.version == "1.0.0"
+    assert published.status == Release.Status.PUBLISHED
 
 
 def test_publish_freezes_it_and_publishing_again_is_409(api_for, filled, dave):
@@ -151,14 +154,17 @@ def test_downloads_wait_for_publishing(api_for, filled, dave):
 def test_the_archive_downloads_streamed_with_ranges(api_for, published, dave):
     api = api_for(dave)
     response = api.get(f"{BASE}1.0.0/download/", HTTP_ACCEPT="application/gzip")
-    assert response.status_code == 200 and response.streaming
+    assert response.status_code == 200
+    assert response.streaming
     data = body_of(response)
     assert hashlib.sha256(data).hexdigest() == published.archive_sha256
     assert response["Accept-Ranges"] == "bytes"
     tail = api.get(f"{BASE}1.0.0/download/", HTTP_RANGE="bytes=-100")
-    assert tail.status_code == 206 and body_of(tail) == data[-100:]
+    assert tail.status_code == 206
+    assert body_of(tail) == data[-100:]
     stale = api.get(f"{BASE}1.0.0/download/", HTTP_RANGE="bytes=0-9", HTTP_IF_RANGE='"old"')
-    assert stale.status_code == 200 and body_of(stale) == data
+    assert stale.status_code == 200
+    assert body_of(stale) == data
     cached = api.get(f"{BASE}1.0.0/download/", HTTP_IF_NONE_MATCH=f'"{published.archive_sha256}"')
     assert cached.status_code == 304
 
@@ -167,7 +173,8 @@ def test_files_are_listed_and_downloaded_by_name_only(api_for, published, dave):
     api = api_for(dave)
     files = api.get(f"{BASE}1.0.0/files/").json()
     names = [entry["name"] for entry in files]
-    assert names[0] == "manifest.json" and "README.md" in names
+    assert names[0] == "manifest.json"
+    assert "README.md" in names
     for entry in files:
         response = api.get(entry["url"])
         assert response.status_code == 200, entry["name"]
@@ -192,14 +199,17 @@ def test_the_diff_lists_pairs_added_removed_and_relabelled(api_for, filled, dave
     built_release(filled, dave, version="1.1.0", include_ties=True)
     api = api_for(dave)
     body = api.get(f"{BASE}1.1.0/diff/", {"against": "1.0.0"}).json()
-    assert body["counts"]["added"] == 1 and body["counts"]["removed"] == 0
+    assert body["counts"]["added"] == 1
+    assert body["counts"]["removed"] == 0
     assert body["added"][0]["id"] == TIE_ID
     assert body["relabelled"] == [{"id": "rel-02", "before": "A", "after": "B", "task": "code"}]
     missing = api.get(f"{BASE}1.1.0/diff/")
-    assert missing.status_code == 400 and "against" in missing.json()
+    assert missing.status_code == 400
+    assert "against" in missing.json()
     assert api.get(f"{BASE}1.1.0/diff/", {"against": "bad"}).status_code == 400
     unknown = api.get(f"{BASE}1.1.0/diff/", {"against": "9.9.9"})
-    assert unknown.status_code == 404 and "no release 9.9.9" in unknown.json()["detail"]
+    assert unknown.status_code == 404
+    assert "no release 9.9.9" in unknown.json()["detail"]
 
 
 def every_endpoint() -> list[tuple[str, str]]:

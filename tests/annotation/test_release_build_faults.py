@@ -19,7 +19,7 @@ from annotation.releases.services import (
     release_create,
 )
 from tests.celery_worker import database_url_for_tests
-from tests.factories import PairFactory
+from tests.factories import PairFactory, ReleaseFactory
 
 
 def _release(project, dave, version: str = "1.0.0") -> Release:
@@ -55,7 +55,7 @@ def test_the_sweep_removes_the_folders_of_builds_no_longer_running(
     failed = _release(project, dave)
     release_build(release=failed)
     left = _left_by_a_killed_build(failed)
-    gone = Release(pk=failed.pk + 1000, project=project, version="9.9.9")  # row deleted since
+    gone = ReleaseFactory.build(pk=failed.pk + 1000, project=project)  # row deleted since
     left_by_deleted = _left_by_a_killed_build(gone)
     PairFactory(project=other_project, status="consensus", consensus_label="A")
     running = release_create(project=other_project, version="2.0.0", selection={}, user=dave)
@@ -63,9 +63,11 @@ def test_the_sweep_removes_the_folders_of_builds_no_longer_running(
     in_use = _left_by_a_killed_build(running)  # a build at work, still making progress
 
     assert release_builds_fail_stalled() == 0
-    assert not left.exists() and not left_by_deleted.exists()
+    assert not left.exists()
+    assert not left_by_deleted.exists()
     assert in_use.exists()
-    assert failed.folder.is_dir() and failed.archive_path.is_file()  # built files are kept
+    assert failed.folder.is_dir()
+    assert failed.archive_path.is_file()
 
 
 def _terminate(backend_pid: int) -> None:

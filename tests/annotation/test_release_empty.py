@@ -79,6 +79,7 @@ def test_building_a_draft_whose_pairs_are_gone_is_refused(client_for, api_for, p
     assert response.status_code == 200
     assert "no pair of demo matches it" in response.content.decode()
     answer = api_for(dave).post("/api/v1/projects/demo/releases/1.0.0/build/")
-    assert answer.status_code == 400 and "no pair of demo" in str(answer.json())
+    assert answer.status_code == 400
+    assert "no pair of demo" in str(answer.json())
     release.refresh_from_db()
     assert release.status == Release.Status.DRAFT

@@ -140,8 +140,10 @@ def test_media_files_are_the_stripped_copies_by_their_hash(released):
         kind: sorted(p for p in manifest if p.startswith(f"{kind}/"))
         for kind in ("videos", "audio", "models", "images")
     }
-    assert len(by_dir["videos"]) == 2 and len(by_dir["audio"]) == 2
-    assert len(by_dir["models"]) == 1 and len(by_dir["images"]) == 2
+    assert len(by_dir["videos"]) == 2
+    assert len(by_dir["audio"]) == 2
+    assert len(by_dir["models"]) == 1
+    assert len(by_dir["images"]) == 2
     for paths in by_dir.values():
         for path in paths:
             data = (folder / path).read_bytes()
@@ -184,10 +186,12 @@ def test_load_dataset_reads_video_and_audio(released):
     assert samples == int(16000 * 0.2)
     prompt_audio = rows["ta2t-1"]["audios"]
     assert [part["type"] for part in rows["ta2t-1"]["prompt"][0]["content"]] == ["audio", "text"]
-    assert len(prompt_audio) == 1 and prompt_audio[0]["path"].startswith("audio/")
+    assert len(prompt_audio) == 1
+    assert prompt_audio[0]["path"].startswith("audio/")
     # 3D models are paths in the release folder; rendered views are images.
     model = rows["t23d-0"]["chosen_models3d"]
-    assert len(model) == 1 and (folder / model[0]).read_bytes()[:4] == b"glTF"
+    assert len(model) == 1
+    assert (folder / model[0]).read_bytes()[:4] == b"glTF"
     assert len(rows["t23d-0"]["rejected_images"]) == 2
 
 

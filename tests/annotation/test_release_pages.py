@@ -68,7 +68,8 @@ def test_the_form_offers_the_next_version_and_the_projects_tasks(client_for, fil
     assert 'value="1.3.0"' in body
     for task in ("code", "text", "t2i"):
         assert f'value="{task}"' in body
-    assert "(no criterion)" in body and 'value="correctness"' in body
+    assert "(no criterion)" in body
+    assert 'value="correctness"' in body
 
 
 def test_creating_a_release_builds_it_and_opens_its_page(
@@ -221,13 +222,15 @@ def test_publishing_freezes_the_release_and_opens_the_downloads(client_for, fill
     client = client_for(dave)
     response = client.post(url("release-publish", release), {"confirm": "on"}, follow=True)
     release.refresh_from_db()
-    assert release.status == Release.Status.PUBLISHED and release.published_by == dave
+    assert release.status == Release.Status.PUBLISHED
+    assert release.published_by == dave
     body = text_of(response)
     assert "Release 1.0.0 is published." in body
     assert url("release-download", release) in body
     assert release.archive_sha256 in body
     assert url("release-file", release, "manifest.json") in body
-    assert "Build again" not in body and "Publish 1.0.0" not in body
+    assert "Build again" not in body
+    assert "Publish 1.0.0" not in body
 
 
 def test_publishing_twice_is_refused_with_a_reason(client_for, published, dave):
@@ -248,7 +251,8 @@ def test_a_published_release_cannot_be_built_again(client_for, published, dave):
 def test_the_archive_downloads_whole_and_by_range(client_for, published, dave):
     client = client_for(dave)
     response = client.get(url("release-download", published))
-    assert response.status_code == 200 and response.streaming
+    assert response.status_code == 200
+    assert response.streaming
     data = body_of(response)
     assert hashlib.sha256(data).hexdigest() == published.archive_sha256
     assert len(data) == published.archive_size
@@ -260,7 +264,8 @@ def test_the_archive_downloads_whole_and_by_range(client_for, published, dave):
     past = client.get(url("release-download", published), headers={"Range": "bytes=99999999-"})
     assert past.status_code == 416
     head = client.head(url("release-download", published))
-    assert head.status_code == 200 and head["Content-Length"] == str(len(data))
+    assert head.status_code == 200
+    assert head["Content-Length"] == str(len(data))
 
 
 def test_each_file_downloads_by_its_manifest_name(client_for, published, dave):
@@ -300,7 +305,8 @@ def test_a_link_in_the_folder_is_not_followed_out_of_it(client_for, published, d
     name = next(name for name in manifest["files"] if name.endswith(".jsonl"))
     client = client_for(dave)
     served = client.get(url("release-file", published, name))
-    assert served.status_code == 200 and body_of(served)
+    assert served.status_code == 200
+    assert body_of(served)
     (published.folder / name).unlink()
     (published.folder / name).symlink_to(outside)
     assert client.get(url("release-file", published, name)).status_code == 404
@@ -347,7 +353,8 @@ def test_the_csv_has_a_row_per_pair_with_formulas_defused(client_for, filled, da
     assert len(rows) == release.pair_count
     hostile = next(row for row in rows if row["id"] == "'=HYPERLINK(evil)")
     assert hostile["criterion"] == "'@SUM(A1)"
-    assert hostile["label"] == "A" and hostile["source"] == "consensus"
+    assert hostile["label"] == "A"
+    assert hostile["source"] == "consensus"
     spaced = next(row for row in rows if row["id"] == "' =1+1")
     assert spaced["task"] == "' \t+cmd"
     adjudicated = next(row for row in rows if row["id"] == ADJUDICATED_ID)
@@ -432,7 +439,8 @@ def test_a_curator_may_make_and_download_releases(client_for, published, carol):
 def test_anonymous_visitors_are_sent_to_log_in(client, published):
     for method, path in release_pages(published):
         response = getattr(client, method)(path)
-        assert response.status_code == 302 and response["Location"].startswith("/login/")
+        assert response.status_code == 302
+        assert response["Location"].startswith("/login/")
 
 
 def test_another_projects_researcher_cannot_reach_them_by_version_or_path(

@@ -84,20 +84,23 @@ def test_a_t2i_release_loads_with_datasets_and_trl_with_two_different_images(t2i
     assert set(rows) == {"t2i-1", "t2i-2", "t2i-3"}  # the tie is not a preference
     red_won = rows["t2i-1"]
     (chosen,), (rejected,) = red_won["chosen_images"], red_won["rejected_images"]
-    assert _close(_pixel(chosen), RED) and _close(_pixel(rejected), GREEN)
+    assert _close(_pixel(chosen), RED)
+    assert _close(_pixel(rejected), GREEN)
     assert rows["t2i-2"]["chosen_model"] == "painter-b"
     assert _close(_pixel(rows["t2i-2"]["chosen_images"][0]), BLUE)
 
     # TRL: the text of each side (an image is "<image>" to a text template) ...
     text = trl_data.maybe_apply_chat_template(red_won, _tokenizer())
     assert text["prompt"].startswith("<user>A red square")
-    assert "<assistant><image>" in text["chosen"] and text["chosen"] == text["rejected"]
+    assert "<assistant><image>" in text["chosen"]
+    assert text["chosen"] == text["rejected"]
     # ... and the images each side's placeholders stand for, in order with its text
     said = rows["t2i-3"]
     messages = trl_data.prepare_multimodal_messages(said["chosen"], said["chosen_images"])
     parts = messages[0]["content"]
     assert [part["type"] for part in parts] == ["text", "image"]
-    assert parts[0]["text"] == "Here:" and _close(_pixel(parts[1]["image"]), BLUE)
+    assert parts[0]["text"] == "Here:"
+    assert _close(_pixel(parts[1]["image"]), BLUE)
     other = trl_data.prepare_multimodal_messages(said["rejected"], said["rejected_images"])
     assert _close(_pixel(other[0]["content"][0]["image"]), RED)
 
@@ -115,15 +118,18 @@ def test_image_output_pairs_are_also_in_the_pick_a_pic_layout(t2i, dave, tmp_pat
     first, second = rows["t2i-1"], rows["t2i-2"]
     assert first["caption"] == "A red square"
     assert (first["label_0"], first["label_1"]) == (1.0, 0.0)
-    assert _close(_pixel(first["jpg_0"]), RED) and _close(_pixel(first["jpg_1"]), GREEN)
+    assert _close(_pixel(first["jpg_0"]), RED)
+    assert _close(_pixel(first["jpg_1"]), GREEN)
     assert (second["label_0"], second["label_1"]) == (0.0, 1.0)
     assert _close(_pixel(second["jpg_1"]), BLUE)
     # Diffusion-DPO reads the raw bytes
     raw = loaded.cast_column("jpg_0", datasets.Image(decode=False))[0]["jpg_0"]
     assert raw["bytes"] == (release.folder / raw["path"]).read_bytes()
     card = (release.folder / "README.md").read_text()
-    assert "config_name: image_preference" in card and "label_0" in card
-    assert "prepare_multimodal_messages" in card and "maybe_apply_chat_template" in card
+    assert "config_name: image_preference" in card
+    assert "label_0" in card
+    assert "prepare_multimodal_messages" in card
+    assert "maybe_apply_chat_template" in card
 
 
 @pytest.fixture
@@ -138,7 +144,8 @@ def test_ties_are_in_their_own_config_never_a_preference(filled, dave, tmp_path)
     assert TIE_ID not in {row["id"] for row in data}
     assert {row["preferred_side"] for row in data} <= {"A", "B"}
     ties = pq.read_table(release.folder / "ties" / "test.parquet")
-    assert "chosen" not in ties.column_names and "rejected" not in ties.column_names
+    assert "chosen" not in ties.column_names
+    assert "rejected" not in ties.column_names
     (tie,) = ties.to_pylist()
     assert (tie["id"], tie["preferred_side"], tie["model_a"], tie["model_b"]) == (
         TIE_ID,
@@ -148,12 +155,14 @@ def test_ties_are_in_their_own_config_never_a_preference(filled, dave, tmp_path)
     )
     cache = str(tmp_path / "cache")
     default = datasets.load_dataset(str(release.folder), cache_dir=cache)["test"]
-    assert TIE_ID not in default["id"] and "tie" not in default["preferred_side"]
+    assert TIE_ID not in default["id"]
+    assert "tie" not in default["preferred_side"]
     assert datasets.load_dataset(str(release.folder), "ties", cache_dir=cache)["test"]["id"] == [
         TIE_ID
     ]
     card = (release.folder / "README.md").read_text()
-    assert "config_name: ties" in card and "Ties are never in the default config" in card
+    assert "config_name: ties" in card
+    assert "Ties are never in the default config" in card
     assert release.statistics["configs"]["ties"]["test"][0] == 1
     # without ties there is no ties config at all
     plain = built_release(filled, dave, "1.1.0")

@@ -40,7 +40,8 @@ def test_settings_save_after_a_dispute_got_its_extra_vote(project, carol, api_fo
     saved = _save(client, project, guidelines="Look at the hands first.")
     assert "Project settings saved." in text_of(saved)
     project.refresh_from_db()
-    assert project.guidelines == "Look at the hands first." and project.overlap == 3
+    assert project.guidelines == "Look at the hands first."
+    assert project.overlap == 3
     # Below the three votes of its base overlap is still refused, naming what holds it.
     assert project_setting_limits(project=project).overlap_floor == 3
     refused = _save(client, project, overlap=2, min_agree=2)
@@ -87,7 +88,8 @@ def test_changing_the_rule_on_settings_reapplies_it(project, carol, api_for, cli
 
     # Saving without changing the rule re-applies nothing.
     again = text_of(_save(client, project, consensus_rule="unanimous", name="Renamed"))
-    assert "Project settings saved." in again and "re-applied" not in again
+    assert "Project settings saved." in again
+    assert "re-applied" not in again
 
 
 def test_a_rule_the_scale_cannot_take_is_refused_naming_the_field(project, carol, client_for):

@@ -13,11 +13,11 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from annotation.models import Membership, Pair, PairStatus, Role, Vote
+from annotation.models import Membership, Pair, PairStatus, Role
 from annotation.projects.services import member_add, member_role_change, project_update
 from tests.annotation.test_queue_concurrency import _race
 from tests.conftest import requires_postgres
-from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
+from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory, VoteFactory
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -77,7 +77,8 @@ def test_curator_sees_members_and_settings(client_for, carol, alice, project):
     assert response.status_code == 200
     assert response["Cache-Control"].startswith("max-age=0")
     text = text_of(response)
-    assert "alice alice@example.org Annotator" in text and "carol — Curator" in text
+    assert "alice alice@example.org Annotator" in text
+    assert "carol — Curator" in text
     assert 'name="overlap" value="3"' in response.content.decode()
 
 
@@ -93,7 +94,8 @@ def test_project_page_links_settings_for_curators_and_admin_for_superusers(
     assert settings_link not in annotator_page.content.decode()
     root = UserFactory(username="root", is_superuser=True, is_staff=True)
     root_page = client_for(root).get(reverse("project-detail", args=[project.slug])).content
-    assert settings_link in root_page.decode() and admin_link in root_page.decode()
+    assert settings_link in root_page.decode()
+    assert admin_link in root_page.decode()
 
 
 def test_superusers_act_as_curators(client_for, carol, project):
@@ -143,12 +145,14 @@ def test_posts_need_the_csrf_token(carol, alice, project):
     assert not get_user_model().objects.filter(username="mallory").exists()
     preview = reverse("project-guidelines-preview", args=[project.slug])
     response = client.post(preview, {"guidelines": "*hi*"}, HTTP_X_CSRFTOKEN=token, **HTMX)
-    assert response.status_code == 200 and "<em>hi</em>" in response.content.decode()
+    assert response.status_code == 200
+    assert "<em>hi</em>" in response.content.decode()
     added = client.post(
         reverse("project-member-add", args=[project.slug]),
         {"user": "zoe", "role": "annotator", "csrfmiddlewaretoken": token},
     )
-    assert added.status_code == 200 and Membership.objects.filter(user__username="zoe").exists()
+    assert added.status_code == 200
+    assert Membership.objects.filter(user__username="zoe").exists()
 
 
 def test_new_account_gets_a_one_time_password_shown_once(client_for, carol, project):
@@ -160,10 +164,12 @@ def test_new_account_gets_a_one_time_password_shown_once(client_for, carol, proj
     assert match, "the one-time password is on the page"
     password = match.group(1)
     zoe = get_user_model().objects.get(username="zoe")
-    assert zoe.check_password(password) and password not in zoe.password
+    assert zoe.check_password(password)
+    assert password not in zoe.password
     assert Membership.objects.get(user=zoe, project=project).role == Role.RESEARCHER
     again = client.get(page_url(project)).content.decode()
-    assert password not in again and "s-secret" not in again
+    assert password not in again
+    assert "s-secret" not in again
     # Adding an existing account shows no password and leaves its password alone.
     readded = add_member(client, project, "zoe", "annotator")
     assert "s-secret" not in readded.content.decode()
@@ -180,7 +186,8 @@ def test_add_by_email_finds_or_creates_the_account(client_for, carol, project):
     response = add_member(client, project, "new.person@example.org", "curator")
     assert "s-secret" in response.content.decode()
     created = get_user_model().objects.get(email="new.person@example.org")
-    assert created.username == "new.person@example.org" and not created.is_staff
+    assert created.username == "new.person@example.org"
+    assert not created.is_staff
     assert Membership.objects.get(project=project, user=created).role == Role.CURATOR
 
 
@@ -190,9 +197,11 @@ def test_add_rejects_bad_input_naming_the_field(client_for, carol, project):
     assert bad_name.status_code == 400
     assert "Enter a valid username" in text_of(bad_name)
     bad_email = add_member(client, project, "not@an@email")
-    assert bad_email.status_code == 400 and "is not an email address" in text_of(bad_email)
+    assert bad_email.status_code == 400
+    assert "is not an email address" in text_of(bad_email)
     bad_role = add_member(client, project, "zoe", "owner")
-    assert bad_role.status_code == 400 and "Select a valid choice" in text_of(bad_role)
+    assert bad_role.status_code == 400
+    assert "Select a valid choice" in text_of(bad_role)
     assert not get_user_model().objects.filter(username__in=["zoe", "no spaces allowed"]).exists()
 
 
@@ -249,7 +258,8 @@ def test_user_content_is_escaped(client_for, carol, project):
     project.guidelines = "Hello <script>alert('g')</script> **bold**"
     project.save(update_fields=["name", "guidelines"])
     html = client_for(carol).get(page_url(project)).content.decode()
-    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "<img src=x" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
     assert "<script>alert" not in html
     assert "&lt;script&gt;alert(&#x27;name&#x27;)&lt;/script&gt;" in html
     assert "<strong>bold</strong>" in html  # the preview, rendered safely
@@ -259,7 +269,9 @@ def test_user_content_is_escaped(client_for, carol, project):
         **HTMX,
     )
     body = preview.content.decode()
-    assert "<script" not in body and "javascript:" not in body and "onclick" not in body
+    assert "<script" not in body
+    assert "javascript:" not in body
+    assert "onclick" not in body
 
 
 def test_preview_fragment_renders_markdown(client_for, carol, project):
@@ -269,8 +281,10 @@ def test_preview_fragment_renders_markdown(client_for, carol, project):
         **HTMX,
     )
     body = response.content.decode()
-    assert response.status_code == 200 and "<html" not in body
-    assert "<h2>Judge</h2>" in body and "<strong>text</strong>" in body
+    assert response.status_code == 200
+    assert "<html" not in body
+    assert "<h2>Judge</h2>" in body
+    assert "<strong>text</strong>" in body
     page = client_for(carol).get(page_url(project)).content.decode()
     assert f'hx-post="{reverse("project-guidelines-preview", args=[project.slug])}"' in page
 
@@ -303,7 +317,9 @@ def test_save_project_settings(client_for, carol, project):
         3,
     )
     assert (project.max_extra_votes, project.lease_minutes, project.gold_rate) == (4, 30, 0.1)
-    assert project.require_rationale and project.paused and project.guidelines == "Be **fair**"
+    assert project.require_rationale
+    assert project.paused
+    assert project.guidelines == "Be **fair**"
     targets = dict(Pair.objects.values_list("pk", "target_votes"))
     assert targets == {open_pair.pk: 5, settled.pk: 3}
 
@@ -345,7 +361,7 @@ def test_minimum_time_per_vote_is_set_on_the_settings_page(client_for, carol, pr
 
 def test_scale_is_locked_once_votes_exist(client_for, carol, alice, project):
     pair = PairFactory(project=project, status=PairStatus.ANNOTATING, vote_count=1)
-    Vote.objects.create(pair=pair, annotator=alice, side="A", value=3, left_is_a=True)
+    VoteFactory(pair=pair, annotator=alice)
     client = client_for(carol)
     page = client.get(page_url(project))
     assert "Locked: Annotators have voted on this scale" in text_of(page)
@@ -374,10 +390,12 @@ def test_overlap_cannot_drop_below_a_pairs_votes_and_leases(client_for, carol, p
     assert "A pair already has 2 votes and live leases, so the overlap cannot go below 2" in page
     url = reverse("project-settings-save", args=[project.slug])
     refused = client.post(url, settings_data(project, overlap=1, min_agree=1))
-    assert refused.status_code == 400 and "cannot go below 2" in text_of(refused)
+    assert refused.status_code == 400
+    assert "cannot go below 2" in text_of(refused)
     assert client.post(url, settings_data(project, overlap=2, min_agree=1)).status_code == 302
     project.refresh_from_db()
-    assert project.overlap == 2 and Pair.objects.get().target_votes == 2
+    assert project.overlap == 2
+    assert Pair.objects.get().target_votes == 2
 
 
 def test_remove_member_command(carol, alice, project, capsys):
@@ -394,7 +412,8 @@ def test_add_member_command_keeps_an_existing_password_unless_given(project):
     member_add(project=project, username="zed", role=Role.ANNOTATOR, password="first-pass-123")
     call_command("add_member", project.slug, "zed", "--role", "curator")
     zed = get_user_model().objects.get(username="zed")
-    assert zed.check_password("first-pass-123") and not zed.is_staff
+    assert zed.check_password("first-pass-123")
+    assert not zed.is_staff
     assert Membership.objects.get(user=zed).role == Role.CURATOR
 
 
@@ -414,5 +433,6 @@ def test_two_curators_demoting_each_other_at_once_leave_one(transactional_db):
             for membership in curators
         ]
     )
-    assert len(errors) == 1 and "last curator" in str(errors[0])
+    assert len(errors) == 1
+    assert "last curator" in str(errors[0])
     assert Membership.objects.filter(project=project, role=Role.CURATOR).count() == 1

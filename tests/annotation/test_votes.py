@@ -75,7 +75,8 @@ def test_options_are_in_on_screen_order():
     assert [o["value"] for o in options_for("binary")] == ["left", "right"]
     likert = options_for("likert6")
     assert [o["value"] for o in likert] == [1, 2, 3, 4, 5, 6]
-    assert likert[0]["label"] == "Left much better" and likert[5]["label"] == "Right much better"
+    assert likert[0]["label"] == "Left much better"
+    assert likert[5]["label"] == "Right much better"
     assert all("A" not in o["label"].split() and "B" not in o["label"].split() for o in likert)
 
 
@@ -132,7 +133,7 @@ def test_rationale_is_required_when_the_project_says_so(project, alice, queued_p
     project.require_rationale = True
     project.save(update_fields=["require_rationale"])
     lease = queue.assignment_claim(project=project, annotator=alice)
-    with pytest.raises(queue.InvalidInput, match="^rationale:"):
+    with pytest.raises(queue.InvalidInput, match=r"^rationale:"):
         queue.vote_submit(assignment=lease, annotator=alice, choice="left", rationale="   ")
     vote, _ = queue.vote_submit(assignment=lease, annotator=alice, choice="left", rationale="ok")
     assert vote.rationale == "ok"
@@ -146,7 +147,8 @@ def test_late_vote_after_expiry_is_kept_and_counted(project, alice, bob):
     taker = queue.assignment_claim(project=project, annotator=bob)  # frees alice's slot
     assert taker.pair_id == pair.pk
     vote, created = queue.vote_submit(assignment=late, annotator=alice, choice="left")
-    assert created and not vote.is_extra
+    assert created
+    assert not vote.is_extra
     bobs, _ = queue.vote_submit(assignment=taker, annotator=bob, choice="right")
     assert bobs.is_extra  # the target was reached meanwhile: kept, not counted
     pair.refresh_from_db()
@@ -161,7 +163,8 @@ def test_vote_after_the_target_is_reached_is_kept_as_extra(project, alice, bob, 
     lease = queue.assignment_claim(project=project, annotator=bob)
     queue.vote_submit(assignment=lease, annotator=bob, choice="tie")
     extra, created = queue.vote_submit(assignment=stuck, annotator=alice, choice="left")
-    assert created and extra.is_extra
+    assert created
+    assert extra.is_extra
     pair.refresh_from_db()
     assert (pair.vote_count, pair.lease_count) == (1, 0)
     assert sorted(pair.votes.values_list("is_extra", flat=True)) == [False, True]
@@ -172,13 +175,15 @@ def test_late_vote_closes_a_newer_lease_on_the_same_pair(project, alice):
     old = queue.assignment_claim(project=project, annotator=alice)
     Assignment.objects.filter(pk=old.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     new = queue.assignment_claim(project=project, annotator=alice)
-    assert new.pair_id == pair.pk and new.pk != old.pk
+    assert new.pair_id == pair.pk
+    assert new.pk != old.pk
     queue.vote_submit(assignment=old, annotator=alice, choice="tie")
     assert Assignment.objects.get(pk=new.pk).status == Assignment.Status.RELEASED
     pair.refresh_from_db()
     assert (pair.vote_count, pair.lease_count) == (1, 0)
-    again, created = queue.vote_submit(assignment=new, annotator=alice, choice="tie")
-    assert not created and Vote.objects.count() == 1
+    _, created = queue.vote_submit(assignment=new, annotator=alice, choice="tie")
+    assert not created
+    assert Vote.objects.count() == 1
 
 
 def test_pair_stops_being_served_at_its_target(project):
@@ -211,7 +216,7 @@ def test_skip_frees_the_slot_and_flags_the_pair(project, alice, bob):
 
 def test_skip_needs_a_known_reason_and_a_skipped_pair_takes_no_vote(project, alice, queued_pairs):
     lease = queue.assignment_claim(project=project, annotator=alice)
-    with pytest.raises(queue.InvalidInput, match="^reason:"):
+    with pytest.raises(queue.InvalidInput, match=r"^reason:"):
         queue.assignment_skip(assignment=lease, annotator=alice, reason="boring")
     queue.assignment_skip(assignment=lease, annotator=alice, reason="broken")
     with pytest.raises(Conflict, match="skipped"):
@@ -231,14 +236,16 @@ def test_undo_within_a_minute_gives_the_pair_back(project, alice, queued_pairs):
     queue.vote_submit(assignment=lease, annotator=alice, choice="left")
     following = queue.assignment_claim(project=project, annotator=alice)
     undone = queue.last_action_undo(annotator=alice, project=project)
-    assert undone.assignment.pk == lease.pk and undone.assignment.status == "live"
+    assert undone.assignment.pk == lease.pk
+    assert undone.assignment.status == "live"
     assert not Vote.objects.exists()
     pair = Pair.objects.get(pk=lease.pair_id)
     assert (pair.vote_count, pair.lease_count) == (0, 1)
     # A reload shows the undone pair again, same orientation; the vote can be changed.
     assert queue.assignment_claim(project=project, annotator=alice).pk == lease.pk
     vote, created = queue.vote_submit(assignment=lease, annotator=alice, choice="right")
-    assert created and vote.side == ("B" if lease.left_is_a else "A")
+    assert created
+    assert vote.side == ("B" if lease.left_is_a else "A")
     assert queue.assignment_claim(project=project, annotator=alice).pk == following.pk
 
 
@@ -275,7 +282,8 @@ def test_undo_of_a_skip_gives_the_pair_back_with_its_slot(project, alice, bob):
     assert Pair.objects.get(pk=pair.pk).lease_count == 0
     undone = queue.last_action_undo(annotator=alice, project=project)
     assert (undone.skip.reason, undone.skip.note, undone.vote) == ("broken", "blank", None)
-    assert undone.assignment.pk == lease.pk and undone.assignment.status == "live"
+    assert undone.assignment.pk == lease.pk
+    assert undone.assignment.status == "live"
     assert not Skip.objects.exists()
     assert Pair.objects.get(pk=pair.pk).lease_count == 1
     # The same orientation again, and the pair takes a vote now.
@@ -303,11 +311,14 @@ def test_undo_takes_back_the_latest_action_only(project, alice, queued_pairs):
     skipped = queue.assignment_claim(project=project, annotator=alice)
     queue.assignment_skip(assignment=skipped, annotator=alice, reason="broken")
     first = queue.last_action_undo(annotator=alice, project=project)
-    assert first.assignment.pk == skipped.pk and first.skip is not None
+    assert first.assignment.pk == skipped.pk
+    assert first.skip is not None
     assert Vote.objects.count() == 1
     second = queue.last_action_undo(annotator=alice, project=project)
-    assert second.assignment.pk == voted.pk and second.vote.rationale == "sharper"
-    assert not Vote.objects.exists() and not Skip.objects.exists()
+    assert second.assignment.pk == voted.pk
+    assert second.vote.rationale == "sharper"
+    assert not Vote.objects.exists()
+    assert not Skip.objects.exists()
 
 
 def test_votes_sooner_than_the_projects_minimum_are_refused(project, alice, queued_pairs):

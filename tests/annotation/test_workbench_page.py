@@ -100,7 +100,8 @@ def test_page_shows_the_claimed_pair_side_by_side(page, alice, project):
     for key, label in (("1", "Left is better"), ("2", "About the same"), ("3", "Right is better")):
         assert re.search(rf'data-key="{key}"[^>]*>\s*<kbd>{key}</kbd> {label}', html)
     assert 'data-arrow="ArrowDown"' in html
-    assert "0</strong> done today" in html and "4</strong> left for you" in html
+    assert "0</strong> done today" in html
+    assert "4</strong> left for you" in html
     assert_csp_clean(html)
     # A reload shows the same pair: it does not take a second slot.
     again = client.get(reverse("annotate", args=[project.slug])).content.decode()
@@ -145,8 +146,10 @@ def test_vote_through_the_page_is_stored_in_canonical_terms(
     assert (vote.left_is_a, vote.time_on_task_ms) == (left_is_a, 4321)
     # The answer is the next pair's card alone, ready to swap in.
     assert response.status_code == 200
-    assert html.lstrip().startswith('<div id="workbench"') and "<html" not in html
-    assert "Saved" in html and "1</strong> done today" in html
+    assert html.lstrip().startswith('<div id="workbench"')
+    assert "<html" not in html
+    assert "Saved" in html
+    assert "1</strong> done today" in html
     nxt = shown_assignment(html)
     assert nxt not in (None, assignment.pk)
     assert Assignment.objects.get(pk=nxt).pair_id != assignment.pair_id
@@ -177,7 +180,8 @@ def test_vote_without_htmx_redirects_to_the_next_pair(page, alice, project):
     response = client.post(vote_url(project, assignment.pk), {"choice": "left"}, follow=True)
     assert response.redirect_chain == [(reverse("annotate", args=[project.slug]), 302)]
     html = response.content.decode()
-    assert "<html" in html and "Saved" in html
+    assert "<html" in html
+    assert "Saved" in html
     assert shown_assignment(html) not in (None, assignment.pk)
     assert Vote.objects.filter(annotator=alice).count() == 1
 
@@ -332,12 +336,14 @@ def test_empty_queue_and_paused_project_states(client_for, alice, project):
     client = client_for(alice)
     url = reverse("annotate", args=[project.slug])
     html = client.get(url).content.decode()
-    assert "You are all caught up" in html and shown_assignment(html) is None
+    assert "You are all caught up" in html
+    assert shown_assignment(html) is None
     secret_pair(project, 0)
     project.paused = True
     project.save(update_fields=["paused"])
     html = client.get(url).content.decode()
-    assert "This project is paused" in html and shown_assignment(html) is None
+    assert "This project is paused" in html
+    assert shown_assignment(html) is None
     assert not Assignment.objects.exists()
 
 
@@ -373,7 +379,8 @@ def test_htmx_posts_need_the_csrf_token(alice, project, pairs):
     response = client.post(
         skip_url(project, shown), {"reason": "broken"}, HTTP_X_CSRFTOKEN=token, **HTMX
     )
-    assert response.status_code == 200 and Skip.objects.filter(annotator=alice).count() == 1
+    assert response.status_code == 200
+    assert Skip.objects.filter(annotator=alice).count() == 1
 
 
 def test_body_carries_the_csrf_token_for_htmx(page):
@@ -414,7 +421,8 @@ def test_who_may_reach_the_page(client_for, alice, bob, carol, dave, eve, projec
 
 def test_anonymous_visitors_are_sent_to_log_in(client, project):
     response = client.get(reverse("annotate", args=[project.slug]))
-    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
 
 
 def test_project_page_links_annotators_to_the_workbench(client_for, alice, carol, project):

@@ -33,7 +33,9 @@ def test_a_researcher_reads_the_charts_and_opens_a_flagged_annotators_votes(
         svg = page.locator(f"svg[aria-labelledby='chart-{chart}-title']")
         assert svg.is_visible(), chart
         box = svg.bounding_box()
-        assert box is not None and box["width"] > 300 and box["height"] > 50, (chart, box)
+        assert box is not None, (chart, box)
+        assert box["width"] > 300, (chart, box)
+        assert box["height"] > 50, (chart, box)
         # Drawn: more than its title and description.
         assert svg.locator("rect, polyline, path, polygon").count() > 0, chart
     assert errors == []  # nothing the CSP refused, no script error

@@ -88,7 +88,8 @@ def test_five_comparisons_with_the_keyboard_alone(live_server, page, project, al
             assert vote.side == "tie"
         else:
             assert vote.side == ("A" if (choice == "left") == vote.left_is_a else "B")
-        assert vote.time_on_task_ms is not None and vote.time_on_task_ms > 0
+        assert vote.time_on_task_ms is not None
+        assert vote.time_on_task_ms > 0
     assert {vote.pair_id for vote in votes} < {pair.pk for pair in pairs}
 
 

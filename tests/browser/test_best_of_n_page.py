@@ -10,8 +10,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from judges.models import BestOfNRun, Judge
+from judges.models import BestOfNRun
 from tests.browser.conftest import log_in, page_errors
+from tests.factories import JudgeFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -19,7 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_a_curator_runs_a_knockout_and_reads_the_bracket(
     live_server, page, project, carol, tmp_path, screenshot
 ):
-    Judge.objects.create(name="heuristic", kind="heuristic")
+    JudgeFactory(name="heuristic")
     candidates = tmp_path / "candidates.jsonl"
     line = {
         "id": "sea-poem",
@@ -47,10 +48,12 @@ def test_a_curator_runs_a_knockout_and_reads_the_bracket(
     assert page.inner_text(".best-of-n-result .best") == "writes"
     rounds = page.locator(".bracket-round")
     assert rounds.count() == 2
-    assert rounds.nth(0).is_visible() and "refuses vs writes" in rounds.nth(0).inner_text()
+    assert rounds.nth(0).is_visible()
+    assert "refuses vs writes" in rounds.nth(0).inner_text()
     screenshot(page, "best-of-n")
     with page.expect_download() as download_info:
         page.click("a:has-text('JSON')")
-    downloaded = json.loads(open(download_info.value.path(), encoding="utf-8").read())
-    assert downloaded == saved.outcome and downloaded["results"][0]["best"] == "writes"
+    downloaded = json.loads(download_info.value.path().read_text(encoding="utf-8"))
+    assert downloaded == saved.outcome
+    assert downloaded["results"][0]["best"] == "writes"
     assert errors == []

@@ -99,8 +99,10 @@ def test_the_choices_are_in_the_window_and_images_centred_for_every_task(
         assert layout["scrollY"] == 0
         assert len(layout["options"]) == 3
         for option in layout["options"]:
-            assert 0 <= option["top"] and option["bottom"] <= layout["height"], (task, option)
-            assert 0 <= option["left"] and option["right"] <= layout["width"], (task, option)
+            assert option["top"] >= 0, (task, option)
+            assert option["bottom"] <= layout["height"], (task, option)
+            assert option["left"] >= 0, (task, option)
+            assert option["right"] <= layout["width"], (task, option)
         # The same order on every task: the responses side by side, the choices under them.
         assert layout["left"]["right"] < layout["right"]["left"]
         assert layout["decide"]["top"] >= max(layout["left"]["top"], layout["right"]["top"])

@@ -10,8 +10,8 @@ import pytest
 
 from judges.evaluation.judgement_import import judgements_import
 from judges.evaluation.services import judge_evaluation_create
-from judges.models import Judge
 from tests.browser.conftest import log_in, page_errors
+from tests.factories import JudgeFactory
 from tests.judges.evaluation_support import labelled_pairs
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def scored(project, name: str, answer) -> None:
     """A scores judge whose imported answers are ``answer(pair)`` in both orders, scored."""
-    judge = Judge.objects.create(name=name, kind="scores")
+    judge = JudgeFactory(name=name, kind="scores")
     pairs = project.pairs.order_by("pk")
     lines = [
         json.dumps({"pair": pair.external_id, "order": order, "verdict": answer(pair, order)})
@@ -53,7 +53,9 @@ def test_a_researcher_reads_the_leaderboard(live_server, page, project, dave, sc
         svg = page.locator(f"svg[aria-labelledby='chart-{chart}-title']")
         assert svg.is_visible(), chart
         box = svg.bounding_box()
-        assert box is not None and box["width"] > 300 and box["height"] > 50, (chart, box)
+        assert box is not None, (chart, box)
+        assert box["width"] > 300, (chart, box)
+        assert box["height"] > 50, (chart, box)
         assert svg.locator("rect").count() > 0, chart
     assert errors == []
 

@@ -111,7 +111,7 @@ def test_two_videos_play_in_lock_step(page, live_server, project, alice, tmp_pat
     for key, speed in (("=", 1.25), ("=", 1.5), ("=", 2), ("-", 1.5)):
         page.keyboard.press(key)
         page.wait_for_timeout(250)
-        assert page.text_content("[data-deck-speed]") == f"{speed}×"
+        assert page.text_content("[data-deck-speed]") == f"{speed}×"  # noqa: RUF001 - the page's own multiplication sign
         assert page.evaluate(SPREAD) <= FRAME
     assert all(abs(t["rate"] - 1.5) <= 0.15 for t in _times(page))
 
@@ -242,7 +242,7 @@ def test_the_keys_are_listed_under_the_question_mark(page, live_server, project,
     _open(page, live_server, project)
     page.keyboard.press("?")
     help_text = page.text_content("#shortcuts-modal")
-    for phrase in ("Play or pause both sides", "One frame back or forward", "0.25× to 2×",
+    for phrase in ("Play or pause both sides", "One frame back or forward", "0.25× to 2×",  # noqa: RUF001 - the page's own multiplication sign
                    "Loop from here", "Hear the other side", "Mute or unmute"):  # fmt: skip
         assert phrase in help_text
     page.keyboard.press("Escape")
@@ -250,7 +250,8 @@ def test_the_keys_are_listed_under_the_question_mark(page, live_server, project,
     labels = page.eval_on_selector_all(
         "[data-deck] button, [data-deck] input", "e => e.map(x => x.getAttribute('aria-label'))"
     )
-    assert len(labels) == 8 and all(labels)
+    assert len(labels) == 8
+    assert all(labels)
 
 
 def test_the_next_pairs_video_is_fetched_before_the_vote(

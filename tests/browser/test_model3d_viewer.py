@@ -91,8 +91,10 @@ def _check_viewers(page) -> None:
     # the other (which side is the assignment's draw).
     shown = [stage_pixels(page, index) for index in (0, 1)]
     reds, blues = [coloured(pixels, 0) for pixels in shown], [coloured(p, 2) for p in shown]
-    assert sorted(reds)[0] == 0 and sorted(reds)[1] > 2000
-    assert sorted(blues)[0] == 0 and sorted(blues)[1] > 2000
+    assert sorted(reds)[0] == 0
+    assert sorted(reds)[1] > 2000
+    assert sorted(blues)[0] == 0
+    assert sorted(blues)[1] > 2000
     assert reds.index(max(reds)) != blues.index(max(blues))
     home = assert_linked(page)
     # Orbit the left one with the mouse: the right one follows.
@@ -169,7 +171,8 @@ def test_without_webgl_the_page_says_so_and_shows_the_rendered_views(
     log_in(page, live_server, "alice", f"/p/{project.slug}/annotate/")
     page.wait_for_selector("[data-model3d][data-model3d-state=no-webgl] >> nth=1")
     status = page.locator("[data-model3d-status]").first.inner_text()
-    assert "WebGL is unavailable" in status and "rendered at import" in status
+    assert "WebGL is unavailable" in status
+    assert "rendered at import" in status
     views = page.locator("[data-model3d-views][open] img")
     assert views.count() == 12
     views.first.wait_for()

@@ -50,7 +50,8 @@ def test_a_researcher_reads_the_model_leaderboard(live_server, page, project, da
         svg = section.locator(f"svg[aria-labelledby='chart-{chart}-title']")
         assert svg.is_visible(), chart
         box = svg.bounding_box()
-        assert box is not None and box["width"] > 300, (chart, box)
+        assert box is not None, (chart, box)
+        assert box["width"] > 300, (chart, box)
     screenshot(page, "model-leaderboard")
 
     # The reference labels say the opposite.

@@ -41,9 +41,11 @@ def test_pair_ids_stay_on_one_line_and_the_restrict_list_is_whole(
         by_text = {shown["text"]: shown for shown in ids}
         assert set(by_text) == {LONG_ID, "short-1"}
         for shown in ids:
-            assert shown["lines"] == 1 and shown["height"] < 1.5 * shown["lineHeight"], shown
+            assert shown["lines"] == 1, shown
+            assert shown["height"] < 1.5 * shown["lineHeight"], shown
             assert shown["title"] == shown["text"]
-        assert by_text[LONG_ID]["cut"] and not by_text["short-1"]["cut"]
+        assert by_text[LONG_ID]["cut"]
+        assert not by_text["short-1"]["cut"]
 
         restrict = page.evaluate("""() => {
             const select = document.querySelector("#bulk-annotators");
@@ -56,7 +58,9 @@ def test_pair_ids_stay_on_one_line_and_the_restrict_list_is_whole(
         }""")
         assert restrict["options"] == len(NAMES)
         # Inside its bar, every name at full width and every one in view without scrolling.
-        assert restrict["barTop"] <= restrict["top"] and restrict["bottom"] <= restrict["barBottom"]
-        assert restrict["wide"] and restrict["tall"], restrict
+        assert restrict["barTop"] <= restrict["top"]
+        assert restrict["bottom"] <= restrict["barBottom"]
+        assert restrict["wide"], restrict
+        assert restrict["tall"], restrict
     finally:
         context.close()

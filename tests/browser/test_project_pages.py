@@ -71,13 +71,15 @@ def test_a_curator_moves_through_the_project_with_one_header(live_server, page, 
 
     page.get_by_role("link", name="run the judges").click()
     page.wait_for_url(f"{live_server.url}/judges/p/{slug}/runs/")
-    assert current_tab(page) == "Filter runs" and tabs(page) == header
+    assert current_tab(page) == "Filter runs"
+    assert tabs(page) == header
     assert "Nothing to judge" not in page.content()  # 12 pairs are waiting
     screenshot(page, "filter-runs-curator")
 
     page.locator(".project-tabs").get_by_role("link", name="Settings").click()
     page.wait_for_url(f"{live_server.url}/p/{slug}/settings/")
-    assert current_tab(page) == "Settings" and tabs(page) == header
+    assert current_tab(page) == "Settings"
+    assert tabs(page) == header
     screenshot(page, "settings-curator")
 
 

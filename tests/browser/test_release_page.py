@@ -24,7 +24,7 @@ def queue(monkeypatch):
     """The task queue: what the page sends is kept here, for the test to run as a worker."""
     sent: list[tuple] = []
     monkeypatch.setattr(
-        "annotation.releases.services.task_publish",
+        "annotation.core.jobs.task_publish",
         lambda task, **options: sent.append((task, options["args"])),
     )
     return sent
@@ -63,7 +63,8 @@ def test_a_researcher_builds_publishes_and_downloads_a_release(
     assert release.manifest_sha256 in build.inner_text()
     assert page.locator(".rel-card-body h1").inner_text() == project.name
     files = page.locator(".rel-files tbody tr td:first-child").all_inner_texts()
-    assert "manifest.json" in files and "README.md" in files
+    assert "manifest.json" in files
+    assert "README.md" in files
     assert any(name.startswith("data/") and name.endswith(".parquet") for name in files)
     assert page.locator(".rel-files a").count() == 0  # no downloads before publishing
     screenshot(page, "release-built")

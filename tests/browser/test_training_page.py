@@ -38,14 +38,17 @@ def test_a_researcher_trains_and_reads_the_curves(
     page.wait_for_selector("#training-progress .training-outcome", timeout=60_000)
 
     run = TrainingRun.objects.get()
-    assert run.status == "succeeded" and run.judge is not None
+    assert run.status == "succeeded"
+    assert run.judge is not None
     assert "browser-rm" in page.inner_text("#training-progress")
     charts = page.locator("#training-progress svg.chart")
     assert charts.count() == 3
     for index in range(3):
         svg = charts.nth(index)
         box = svg.bounding_box()
-        assert box is not None and box["width"] > 300 and box["height"] > 100
+        assert box is not None
+        assert box["width"] > 300
+        assert box["height"] > 100
         assert svg.locator("polyline").count() == 1
     page.click("summary:has-text('Metrics per epoch')")
     rows = page.locator(".training-epochs tbody tr")

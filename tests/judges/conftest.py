@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judges.models import Judge
+from tests.factories import JudgeFactory
 from tests.judges.fake_openai import FakeOpenAI, by_marker
 
 
@@ -27,7 +27,7 @@ def marker_server():
 @pytest.fixture
 def marker_judge(db, marker_server):
     """An openai judge on ``marker_server``."""
-    return Judge.objects.create(
+    return JudgeFactory(
         name="fake-judge",
         kind="openai",
         base_url=marker_server.base_url,

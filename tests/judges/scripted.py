@@ -6,6 +6,7 @@ that answers each item with ``answer(item) -> JudgeResult`` and records what it 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import pytest
 
@@ -14,12 +15,13 @@ from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.models import Judge
 from judges.runs import services as runs
+from tests.factories import JudgeFactory
 
 Answer = Callable[[JudgeItem], JudgeResult]
 
 
 class ScriptedBackend(JudgeBackend):
-    calls: list[tuple[str, JudgeItem]] = []
+    calls: ClassVar[list[tuple[str, JudgeItem]]] = []
 
     def __init__(self, judge, answers: dict[str, Answer]) -> None:
         super().__init__(judge)
@@ -53,7 +55,7 @@ def celery_eager():
 
 def make_judges(*names: str, kind: str = "openai") -> list[Judge]:
     return [
-        Judge.objects.create(name=name, kind=kind, base_url="http://127.0.0.1:9/v1", model="m")
+        JudgeFactory(name=name, kind=kind, base_url="http://127.0.0.1:9/v1", model="m")
         for name in names
     ]
 

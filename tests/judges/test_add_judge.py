@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from judges.models import Judge
 from judges.reward_model.model import init_checkpoint
 from judges.roster.services import judge_check
-from tests.factories import UserFactory
+from tests.factories import JudgeFactory, UserFactory
 
 
 def add_judge(*args) -> str:
@@ -155,7 +155,8 @@ def test_admin_creates_judges_with_the_same_checks(admin_client):
     judge = Judge.objects.get(name="admin-judge")
     assert judge.options == {"max_retries": 2}
     page = admin_client.get(f"/admin/judges/judge/{judge.pk}/change/").content.decode()
-    assert "ARBITER_JUDGE_KEY_OPENAI" in page and "scores_key" in page  # the options help
+    assert "ARBITER_JUDGE_KEY_OPENAI" in page
+    assert "scores_key" in page
 
 
 def test_annotators_and_outsiders_cannot_reach_the_judge_admin(client_for, alice, eve):
@@ -174,7 +175,8 @@ def test_staff_who_are_not_superusers_stay_out_even_with_judge_permissions(clien
     client = client_for(staff)
     for url in ("/admin/judges/judge/", "/admin/judges/judge/add/"):
         response = client.get(url)
-        assert response.status_code == 302 and "/admin/login/" in response.url
+        assert response.status_code == 302
+        assert "/admin/login/" in response.url
 
 
 # Operators only (docs/judges.md) ----------------------------------------------------------
@@ -184,7 +186,7 @@ SECRET_KEY_VALUE = "django-insecure-0123456789-the-real-secret-key"
 
 @pytest.fixture
 def shared_judge(db):
-    return Judge.objects.create(
+    return JudgeFactory(
         name="shared", kind="openai", base_url="http://judges.internal/v1", model="m"
     )
 
@@ -255,10 +257,12 @@ def test_sending_django_secret_key_as_a_judge_key_is_refused_everywhere(admin_cl
     args = ["--kind=openai", "--base-url=http://127.0.0.1:9/v1", "--model=m"]
     with pytest.raises(CommandError) as caught:
         add_judge("thief", *args, "--api-key-env=DJANGO_SECRET_KEY")
-    assert refusal in str(caught.value) and pattern in str(caught.value)
+    assert refusal in str(caught.value)
+    assert pattern in str(caught.value)
     form = {**ADMIN_FORM, "base_url": "http://127.0.0.1:9/v1", "api_key_env": "DJANGO_SECRET_KEY"}
     page = admin_client.post("/admin/judges/judge/add/", form).content.decode()
-    assert refusal in page and "ARBITER_JUDGE_KEY_*" in page
+    assert refusal in page
+    assert "ARBITER_JUDGE_KEY_*" in page
     judge = Judge(
         name="thief", kind="openai", base_url="http://h/v1", model="m", api_key_env="DATABASE_URL"
     )
@@ -289,7 +293,7 @@ def test_the_key_variable_pattern_is_a_setting(settings, pattern, name, allowed)
 
 
 def test_no_judge_page_says_whether_a_key_variable_is_set(admin_client, monkeypatch):
-    judge = Judge.objects.create(
+    judge = JudgeFactory(
         name="keyed",
         kind="openai",
         base_url="http://h/v1",

@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from annotation.models import ProjectMedia
 from judges.best_of_n.services import best_of_n, parse_jsonl
-from judges.models import Judge
+from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import noisy_image, store_image
 from tests.judges.fake_openai import FakeOpenAI, verdict
 
@@ -37,9 +37,7 @@ def quality_server():
 
 @pytest.fixture
 def quality_judge(quality_server):
-    return Judge.objects.create(
-        name="quality", kind="openai", base_url=quality_server.base_url, model="m"
-    )
+    return JudgeFactory(name="quality", kind="openai", base_url=quality_server.base_url, model="m")
 
 
 def line(item_id: str, qualities: list[int]) -> str:
@@ -85,9 +83,7 @@ def test_scores_rank_by_mean_win_probability_in_n_times_n_minus_1_calls(
 
 def test_a_judge_that_always_picks_the_first_shown_keeps_the_input_order():
     with FakeOpenAI(verdict("1")) as server:
-        judge = Judge.objects.create(
-            name="first", kind="openai", base_url=server.base_url, model="m"
-        )
+        judge = JudgeFactory(name="first", kind="openai", base_url=server.base_url, model="m")
         items = parse_jsonl([line("p1", [1, 9, 5])])
         for method in ("knockout", "scores"):
             assert best_of_n(judge=judge, items=items, method=method)["results"][0]["best"] == "c0"

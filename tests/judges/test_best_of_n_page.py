@@ -15,7 +15,8 @@ from django.urls import reverse
 
 from annotation.models import ProjectMedia
 from judges.best_of_n.services import MAX_API_CALLS
-from judges.models import BestOfNRun, Judge
+from judges.models import BestOfNRun
+from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import noisy_image, store_image
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +27,7 @@ GOOD = "Here is a short poem about the sea, with waves and gulls."
 
 @pytest.fixture
 def heuristic(db):
-    return Judge.objects.create(name="heuristic", kind="heuristic")
+    return JudgeFactory(name="heuristic")
 
 
 def page(project) -> str:
@@ -66,11 +67,13 @@ def test_knockout_shows_the_bracket_and_downloads_it(client_for, carol, project,
     )
     # c0 against c1, c2 the odd one out; then c1 against c2: 2(N-1) = 4 calls.
     result = saved.outcome["results"][0]
-    assert result["best"] == "c1" and saved.outcome["calls"] == 4
+    assert result["best"] == "c1"
+    assert saved.outcome["calls"] == 4
     assert [[m["winner"] for m in r] for r in result["rounds"]] == [["c1"], ["c1"]]
     body = client.get(response["Location"]).content.decode()
     assert 'best is <span class="best">c1</span>' in body
-    assert "Round 1" in body and "Round 2" in body
+    assert "Round 1" in body
+    assert "Round 2" in body
     assert "<td>c0 vs c1</td><td>c1</td><td>c1</td>" in body
     assert "<td>c1 vs c2</td><td>c1</td><td>c1</td>" in body
     download = reverse("judges:best-of-n-download", args=[project.slug, saved.pk, "json"])
@@ -83,7 +86,8 @@ def test_knockout_shows_the_bracket_and_downloads_it(client_for, carol, project,
         ("1", "c0", "c1", "c1"),
         ("2", "c1", "c2", "c1"),
     ]
-    assert rows[0]["answer_AB"] == "B" and rows[0]["answer_BA"] == "B"
+    assert rows[0]["answer_AB"] == "B"
+    assert rows[0]["answer_BA"] == "B"
     assert f"Run {saved.pk}" in client.get(page(project)).content.decode()
 
 
@@ -95,7 +99,8 @@ def test_scores_rank_every_candidate(client_for, dave, project, heuristic):
     assert saved.outcome["results"][0]["scores"] == pytest.approx({"c0": 0.05, "c1": 0.95})
     body = client.get(response["Location"]).content.decode()
     assert body.index("<td>c1</td>") < body.index("<td>c0</td>"), "best first"
-    assert "0.950" in body and "0.050" in body
+    assert "0.950" in body
+    assert "0.050" in body
     download = reverse("judges:best-of-n-download", args=[project.slug, saved.pk, "csv"])
     rows = list(csv.DictReader(io.StringIO(client.get(download).content.decode())))
     assert {(r["candidate_id"], r["best"]) for r in rows} == {("c0", "False"), ("c1", "True")}
@@ -141,16 +146,18 @@ def test_too_many_calls_are_refused_before_any_is_made(client_for, carol, projec
 def test_only_the_projects_enabled_judges_are_offered(
     client_for, carol, project, other_project, heuristic
 ):
-    elsewhere = Judge.objects.create(name="elsewhere", kind="heuristic")
+    elsewhere = JudgeFactory(name="elsewhere")
     elsewhere.projects.set([other_project])
-    off = Judge.objects.create(name="off", kind="heuristic", enabled=False)
+    off = JudgeFactory(name="off", kind="heuristic", enabled=False)
     client = client_for(carol)
     body = client.get(page(project)).content.decode()
     assert 'value="heuristic"' in body
-    assert 'value="elsewhere"' not in body and 'value="off"' not in body
+    assert 'value="elsewhere"' not in body
+    assert 'value="off"' not in body
     for judge in (elsewhere, off):
         response = run(client, project, judge, "knockout", prompt("p1", REFUSAL, GOOD))
-        assert response.status_code == 400 and "judge" in response.context["form"].errors
+        assert response.status_code == 400
+        assert "judge" in response.context["form"].errors
     assert not BestOfNRun.objects.exists()
 
 
@@ -202,7 +209,8 @@ def test_candidate_ids_are_escaped(client_for, carol, project, heuristic):
     }
     response = run(client_for(carol), project, heuristic, "scores", line)
     body = client_for(carol).get(response["Location"]).content.decode()
-    assert "<script>x</script>" not in body and "&lt;script&gt;x&lt;/script&gt;" in body
+    assert "<script>x</script>" not in body
+    assert "&lt;script&gt;x&lt;/script&gt;" in body
 
 
 def test_input_a_json_column_cannot_hold_or_deep_nesting_is_refused(
@@ -216,7 +224,8 @@ def test_input_a_json_column_cannot_hold_or_deep_nesting_is_refused(
         response = run(client, project, heuristic, "knockout", line)
         assert response.status_code == 400, repr(bad_id)
         errors = str(response.context["form"].errors)
-        assert "line 1:" in errors and why in errors, errors
+        assert "line 1:" in errors, errors
+        assert why in errors, errors
     deep = SimpleUploadedFile("c.jsonl", b"[" * 100_000 + b"]" * 100_000 + b"\n")
     data = {"judge": heuristic.name, "method": "knockout", "candidates": deep}
     response = client.post(page(project), data)

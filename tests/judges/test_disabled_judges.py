@@ -15,6 +15,7 @@ from annotation.models import PairStatus
 from judges.evaluation.services import judge_evaluation_create, judge_evaluation_judge_batch
 from judges.models import FilterRun, JudgeEvaluation
 from judges.runs.services import filter_run_judge_batch
+from tests.factories import FilterRunFactory
 from tests.judges.evaluation_support import labelled_pairs
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 
@@ -73,7 +74,8 @@ def test_an_evaluation_refuses_a_disabled_judge_over_the_api_and_the_command(
         )
     assert scored.status_code == 202, scored.content
     resumed = api.post(f"/api/v1/projects/demo/judge-evaluations/{scored.json()['id']}/resume/")
-    assert resumed.status_code == 400 and resumed.json()["judge"] == [REFUSAL]
+    assert resumed.status_code == 400
+    assert resumed.json()["judge"] == [REFUSAL]
     assert marker_server.request_count == 0
 
 
@@ -82,7 +84,7 @@ def test_work_queued_before_the_judge_was_disabled_fails_without_calling_it(
 ):
     pairs = labelled_pairs(project, "AB")
     evaluation = judge_evaluation_create(judge=marker_judge, project=project, created_by=carol)
-    run = FilterRun.objects.create(
+    run = FilterRunFactory(
         project=project, number=1, status=FilterRun.Status.RUNNING, created_by=carol
     )
     run.judges.set([marker_judge])

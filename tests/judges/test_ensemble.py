@@ -26,7 +26,8 @@ def votes(**counts: int) -> list[str | None]:
 
 def test_mmrb2_rule_17_of_18_is_easy():
     decision = ensemble_decide(votes(A=17, B=1), threshold=0.9)
-    assert decision.easy and decision.label == "A"
+    assert decision.easy
+    assert decision.label == "A"
     assert decision.agreement == pytest.approx(17 / 18)
     assert decision.valid == 18
 
@@ -75,7 +76,8 @@ def test_a_higher_threshold_filters_fewer_pairs():
 
 def test_unparseable_errors_and_abstentions_are_not_votes():
     decision = ensemble_decide(votes(A=15, B=1, unparseable=1, error=1), threshold=0.9)
-    assert decision.valid == 16 and decision.invalid == 2
+    assert decision.valid == 16
+    assert decision.invalid == 2
     assert decision.agreement == pytest.approx(15 / 16)
     assert decision.easy  # 15 of 16 valid votes
     # the same 15 A among 18 valid votes is not easy
@@ -86,7 +88,8 @@ def test_unparseable_errors_and_abstentions_are_not_votes():
 def test_no_valid_votes_is_never_easy():
     decision = ensemble_decide(votes(unparseable=10, error=6, abstain=2), threshold=0.9)
     assert not decision.easy
-    assert decision.label == "" and decision.agreement is None
+    assert decision.label == ""
+    assert decision.agreement is None
     assert decision.invalid == 18
     assert not ensemble_decide([], threshold=0.9).easy
 
@@ -94,12 +97,16 @@ def test_no_valid_votes_is_never_easy():
 def test_tie_votes_count_toward_the_total_but_no_side():
     decision = ensemble_decide(votes(A=15, tie=3), threshold=0.9)
     assert decision.agreement == pytest.approx(15 / 18)
-    assert decision.label == "A" and not decision.easy
+    assert decision.label == "A"
+    assert not decision.easy
     assert ensemble_decide(votes(A=17, tie=1), threshold=0.9).easy
     all_tie = ensemble_decide(votes(tie=18), threshold=0.9)
-    assert all_tie.label == "tie" and all_tie.agreement == 0 and not all_tie.easy
+    assert all_tie.label == "tie"
+    assert all_tie.agreement == 0
+    assert not all_tie.easy
     level = ensemble_decide(votes(A=9, B=9), threshold=0.9)
-    assert level.label == "tie" and level.agreement == pytest.approx(0.5)
+    assert level.label == "tie"
+    assert level.agreement == pytest.approx(0.5)
 
 
 def test_contested_first_orders_by_agreement_with_unjudged_first():
@@ -131,9 +138,11 @@ def test_judge_stats_position_consistency_and_agreement():
     stats = judge_stats(rows, decisions)
     assert stats[1]["position_consistency"] == 1.0  # pair 2 lacks a valid BA: not compared
     assert stats[1]["agreement"] == 1.0
-    assert stats[1]["unparseable"] == 1 and stats[1]["ok"] == 3
+    assert stats[1]["unparseable"] == 1
+    assert stats[1]["ok"] == 3
     assert stats[1]["median_latency_ms"] == 150
-    assert stats[1]["prompt_tokens"] == 40 and stats[1]["completion_tokens"] == 8
+    assert stats[1]["prompt_tokens"] == 40
+    assert stats[1]["completion_tokens"] == 8
     assert stats[2]["position_consistency"] == 0.0
     assert stats[2]["agreement"] == 0.5
     assert stats[2]["median_latency_ms"] is None

@@ -86,7 +86,8 @@ def test_easy_pairs_are_filtered_and_contested_pairs_queued(
     )
     # only imported pairs are judged
     assert not queued_before.filter_runs.exists()
-    assert run.summary["easy"] == 2 and run.summary["queued"] == 0
+    assert run.summary["easy"] == 2
+    assert run.summary["queued"] == 0
 
     # with j8 against the truth too, 15 of 18 (83%) is not easy: the pair goes to annotators
     answers["j8"] = canonical("B")
@@ -146,7 +147,8 @@ def test_invalid_answers_are_not_votes_and_no_votes_is_not_easy(
     )
     nobody.refresh_from_db()
     assert nobody.status == PairStatus.QUEUED
-    assert nobody.ensemble_label == "" and nobody.ensemble_agreement is None
+    assert nobody.ensemble_label == ""
+    assert nobody.ensemble_agreement is None
     assert run.summary["no_votes"] == 1
 
 
@@ -238,10 +240,13 @@ def test_transient_errors_are_retried_then_recorded(
     assert verdicts[recovers.pk, "AB"].outcome == "ok"
     assert verdicts[recovers.pk, "AB"].attempts == 3  # two calls in the backend, then one
     assert seen[recovers.pk, "AB"] == 2
-    assert verdicts[down.pk, "BA"].outcome == "error" and seen[down.pk, "BA"] == 3
+    assert verdicts[down.pk, "BA"].outcome == "error"
+    assert seen[down.pk, "BA"] == 3
     assert "HTTP 503" in verdicts[down.pk, "BA"].error
-    assert verdicts[refused.pk, "AB"].outcome == "error" and seen[refused.pk, "AB"] == 1
-    assert countdowns and set(countdowns) <= {1, 2}
+    assert verdicts[refused.pk, "AB"].outcome == "error"
+    assert seen[refused.pk, "AB"] == 1
+    assert countdowns
+    assert set(countdowns) <= {1, 2}
 
 
 def test_retry_backoff_grows_with_jitter_under_a_cap(settings):
@@ -250,7 +255,8 @@ def test_retry_backoff_grows_with_jitter_under_a_cap(settings):
     first = [runs.retry_countdown(1) for _ in range(50)]
     third = [runs.retry_countdown(3) for _ in range(50)]
     late = [runs.retry_countdown(10) for _ in range(50)]
-    assert all(0.5 <= s <= 1 for s in first) and len(set(first)) > 1
+    assert all(0.5 <= s <= 1 for s in first)
+    assert len(set(first)) > 1
     assert all(2 <= s <= 4 for s in third)
     assert all(2.5 <= s <= 5 for s in late)
 
@@ -286,7 +292,8 @@ def test_cancel_returns_pairs_and_stops_batches(monkeypatch, project):
     assert Pair.objects.get(pk=pair.pk).status == PairStatus.IMPORTED
     runs.filter_run_start(run_id=run.pk)
     runs.filter_run_judge_batch(run_id=run.pk, judge_id=judge.pk, items=[[pair.pk, "AB"]])
-    assert calls == [] and not Verdict.objects.exists()
+    assert calls == []
+    assert not Verdict.objects.exists()
     assert runs.filter_run_cancel(run=run) is False
     with pytest.raises(ValidationError, match="cannot resume"):
         runs.filter_run_resume(run=run)
@@ -316,7 +323,8 @@ def test_a_crashing_judge_fails_the_run_and_resume_finishes_it(
     answers["j1"] = canonical("B")
     assert runs.filter_run_resume(run=run) == 2
     run.refresh_from_db()
-    assert run.status == FilterRun.Status.SUCCEEDED and run.error == ""
+    assert run.status == FilterRun.Status.SUCCEEDED
+    assert run.error == ""
     assert Pair.objects.get(pk=pair.pk).status == PairStatus.EASY
 
 
@@ -371,7 +379,8 @@ def test_run_filter_command_waits_and_summarises(monkeypatch, project, capsys):
     out = capsys.readouterr().out
     assert "4 pairs x 2 judges x 2 orders = 16 verdicts" in out
     assert "easy when one side holds at least 75% of the valid votes: 3 of 4 with 2 judges" in out
-    assert "16/16 100%" in out and "j1 8/8" in out
+    assert "16/16 100%" in out
+    assert "j1 8/8" in out
     assert "4 pairs, 4 easy, 0 queued" in out
     j2 = next(line for line in out.splitlines() if line.startswith("j2 "))
     assert j2.split()[1:4] == ["8", "50%", "0%"]  # verdicts, agreement, consistency
@@ -410,7 +419,7 @@ def test_run_filter_refuses_another_projects_judge_like_an_unknown_one(
     mine, theirs = make_judges("mine", "theirs")
     theirs.projects.set([other_project])
     PairFactory(project=project)
-    with pytest.raises(CommandError, match="^--judges: unknown judges theirs$"):
+    with pytest.raises(CommandError, match=r"^--judges: unknown judges theirs$"):
         call_command("run_filter", project.slug, "--judges", "mine,theirs")
     assert not FilterRun.objects.exists()
     call_command("run_filter", project.slug)  # every enabled judge the project may use

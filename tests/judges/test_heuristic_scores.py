@@ -7,7 +7,7 @@ from django.conf import settings
 from PIL import Image
 
 from judges.backends import get_backend
-from judges.models import Judge
+from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import image_part, item, noisy_image, store_image, text_part
 
 GOOD = "The capital of Australia is Canberra, chosen as a compromise between Sydney and Melbourne."
@@ -15,7 +15,7 @@ GOOD = "The capital of Australia is Canberra, chosen as a compromise between Syd
 
 @pytest.fixture
 def heuristic(db):
-    return get_backend(Judge.objects.create(name="sanity", kind="heuristic"))
+    return get_backend(JudgeFactory(name="sanity"))
 
 
 def judge_one(backend, first, second, **kwargs):
@@ -39,7 +39,8 @@ def test_a_broken_response_loses_in_either_position(heuristic, broken, why):
     assert (first_broken.outcome, first_broken.preferred) == ("ok", "second")
     assert (second_broken.outcome, second_broken.preferred) == ("ok", "first")
     assert first_broken.confidence >= 0.9
-    assert why in first_broken.reasoning and "response 1" in first_broken.reasoning
+    assert why in first_broken.reasoning
+    assert "response 1" in first_broken.reasoning
 
 
 def test_a_long_answer_with_an_apology_is_not_a_refusal(heuristic):
@@ -79,7 +80,7 @@ def test_the_heuristic_abstains_when_it_cannot_tell(heuristic):
 @pytest.fixture
 def scores(db):
     def make(**fields):
-        return get_backend(Judge.objects.create(kind="scores", **{"name": "offline", **fields}))
+        return get_backend(JudgeFactory(kind="scores", **{"name": "offline", **fields}))
 
     return make
 

@@ -65,5 +65,5 @@ def test_a_project_without_filter_runs_has_no_judges(project):
 
 
 def test_sections_cannot_take_the_reports_own_keys():
-    with pytest.raises(ValueError, match="^name: 'votes' is one of the report's own keys"):
+    with pytest.raises(ValueError, match=r"^name: 'votes' is one of the report's own keys"):
         register_report_section("votes", lambda *, project: None)

@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from annotation.models import PairStatus
 from judges.evaluation.judgement_import import judgements_import
 from judges.evaluation.services import consensus_target, judge_evaluation_create
-from judges.models import FilterRun, Judge, JudgeEvaluation, Judgement, Verdict
-from tests.factories import PairFactory, make_response
+from judges.models import Judge, JudgeEvaluation, Judgement, Verdict
+from tests.factories import FilterRunFactory, JudgeFactory, PairFactory, make_response
 from tests.judges.evaluation_support import labelled_pairs
 from tests.judges.fake_openai import by_marker
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
@@ -33,7 +33,7 @@ def test_cached_verdicts_are_reused_and_only_missing_answers_are_called(
     project, marker_judge, marker_server, django_capture_on_commit_callbacks
 ):
     pairs = labelled_pairs(project, "ABABAB")
-    run = FilterRun.objects.create(project=project, number=1, status="succeeded")
+    run = FilterRunFactory(project=project, number=1, status="succeeded")
     for pair in pairs[:3]:
         for order in ("AB", "BA"):
             Verdict.objects.create(
@@ -174,7 +174,7 @@ def offline_judge(pairs) -> Judge:
         good = {"A": 0.9, "B": 0.1} if pair.consensus_label == "A" else {"A": 0.1, "B": 0.9}
         pair.metadata = {"scores": {"offline": good}}
         pair.save(update_fields=["metadata"])
-    return Judge.objects.create(name="offline", kind="scores")
+    return JudgeFactory(name="offline", kind="scores")
 
 
 @pytest.mark.django_db(transaction=True)  # the enqueue happens on commit, before the wait
@@ -228,7 +228,7 @@ def test_only_a_published_release_of_the_project_is_a_target(project, marker_jud
     from annotation.releases.services import release_build, release_create
 
     labelled_pairs(project, "A")
-    with pytest.raises(ValidationError, match="No release demo@9.9.9"):
+    with pytest.raises(ValidationError, match=r"No release demo@9\.9\.9"):
         judge_evaluation_create(judge=marker_judge, project=project, release="9.9.9")
     release_build(release=release_create(project=project, version="1.0.0", selection={}, user=dave))
     with pytest.raises(ValidationError, match="is built, not published"):
@@ -243,7 +243,7 @@ def test_evaluate_judge_on_a_release(project, dave, capsys):
     out = capsys.readouterr().out
     assert "offline on demo@0.1.0: 2 pairs" in out
     assert "dual_accuracy: 100.0%" in out
-    with pytest.raises(CommandError, match="SLUG@X.Y.Z"):
+    with pytest.raises(CommandError, match=r"SLUG@X\.Y\.Z"):
         call_command("evaluate_judge", "offline", "--release", "demo")
 
 

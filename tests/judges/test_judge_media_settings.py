@@ -57,7 +57,8 @@ def test_video_and_audio_flags_do_not_apply_to_other_kinds():
 def test_the_judges_page_sets_and_edits_them(client_for, operator):  # noqa: F811
     client = client_for(operator)
     page = client.get(LIST).content.decode()
-    assert 'name="takes_audio"' in page and "Frames per video (openai)" in page
+    assert 'name="takes_audio"' in page
+    assert "Frames per video (openai)" in page
     data = openai_data(video_frames="4", video_frame_side="256", takes_audio="on")
     assert client.post(LIST, data).status_code == 302
     judge = Judge.objects.get(name="qwen3-vl")

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from judges.models import Judge
 from judges.reward_model.model import init_checkpoint
-from tests.factories import UserFactory
+from tests.factories import JudgeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -102,12 +102,11 @@ def test_a_reward_model_judge_takes_a_checkpoint_under_the_root(
 
 
 def test_an_operator_edits_and_disables_a_judge(client_for, operator, project):
-    judge = Judge.objects.create(
-        name="qwen3-vl", kind="openai", base_url="http://vllm:8000/v1", model="m"
-    )
+    judge = JudgeFactory(name="qwen3-vl", kind="openai", base_url="http://vllm:8000/v1", model="m")
     client = client_for(operator)
     page = client.get(edit_url(judge))
-    assert page.status_code == 200 and 'name="checkpoint"' not in page.content.decode()
+    assert page.status_code == 200
+    assert 'name="checkpoint"' not in page.content.decode()
     data = {
         "base_url": "http://vllm2:8000/v1",
         "model": "m2",
@@ -140,13 +139,14 @@ def test_an_operator_edits_and_disables_a_judge(client_for, operator, project):
     judge.refresh_from_db()
     assert judge.enabled
     refused = client.post(edit_url(judge), {**data, "concurrency": "0"})
-    assert refused.status_code == 400 and "concurrency" in refused.context["form"].errors
+    assert refused.status_code == 400
+    assert "concurrency" in refused.context["form"].errors
     judge.refresh_from_db()
     assert judge.concurrency == 4
 
 
 def test_only_operators_manage_judges(client_for, carol, dave, alice, eve, operator):
-    judge = Judge.objects.create(name="h", kind="heuristic")
+    judge = JudgeFactory(name="h")
     for user in (carol, dave, alice, eve):
         client = client_for(user)
         for url in (LIST, edit_url(judge)):
@@ -156,7 +156,8 @@ def test_only_operators_manage_judges(client_for, carol, dave, alice, eve, opera
         assert "judges:judge-list" not in client.get(reverse("home")).content.decode()
     assert Client().get(LIST).status_code == 302  # to the login
     judge.refresh_from_db()
-    assert judge.enabled and Judge.objects.count() == 1
+    assert judge.enabled
+    assert Judge.objects.count() == 1
     assert f'href="{LIST}"' in client_for(operator).get(reverse("home")).content.decode()
 
 
@@ -170,15 +171,17 @@ def test_judge_management_needs_csrf(operator):
 def test_curators_see_the_judges_their_project_may_use(
     client_for, carol, dave, alice, eve, operator, project, other_project
 ):
-    everyone = Judge.objects.create(name="for-everyone", kind="heuristic")
-    mine = Judge.objects.create(name="for-demo", kind="scores", enabled=False)
+    everyone = JudgeFactory(name="for-everyone")
+    mine = JudgeFactory(name="for-demo", kind="scores", enabled=False)
     mine.projects.set([project])
-    theirs = Judge.objects.create(name="for-other", kind="heuristic")
+    theirs = JudgeFactory(name="for-other")
     theirs.projects.set([other_project])
     url = reverse("judges:project-judges", args=[project.slug])
     for user in (carol, dave):
         body = client_for(user).get(url).content.decode()
-        assert everyone.name in body and mine.name in body and theirs.name not in body
+        assert everyone.name in body
+        assert mine.name in body
+        assert theirs.name not in body
         assert "disabled: never called" in body
         assert '<form method="post" action="/judges/' not in body, "read-only"
         assert edit_url(mine) not in body
@@ -193,5 +196,6 @@ def test_curators_see_the_judges_their_project_may_use(
 def test_deeply_nested_options_are_refused(client_for, operator):
     deep = "[" * 100_000 + "]" * 100_000
     response = client_for(operator).post(LIST, {"name": "h", "kind": "heuristic", "options": deep})
-    assert response.status_code == 400 and "options" in response.context["form"].errors
+    assert response.status_code == 400
+    assert "options" in response.context["form"].errors
     assert not Judge.objects.exists()

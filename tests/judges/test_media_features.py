@@ -108,7 +108,8 @@ def test_a_checkpoint_from_before_media_features_loads_and_keeps_its_columns(tmp
     del payload["config"]["media"]  # as written before the key existed
     torch.save(payload, old)
     model = load_checkpoint(old)
-    assert model.uses_media is False and model.n_numeric == N_NUMERIC == 12
+    assert model.uses_media is False
+    assert model.n_numeric == N_NUMERIC == 12
     numeric = model.featurize(INPUTS)[-1].numpy()
     assert numeric.shape == (2, 12)
     assert len(model.score(INPUTS)) == 2
@@ -167,9 +168,11 @@ def test_training_then_a_filter_run_over_mixed_pairs(
     assert data.source["pairs"] == 12
     by_key = {pair.key: pair for pair in data.pairs}
     audio = by_key["t2a-3"]
-    assert audio.chosen.audios[0].rms > 0.3 and audio.rejected.audios[0].silence == 1.0
+    assert audio.chosen.audios[0].rms > 0.3
+    assert audio.rejected.audios[0].silence == 1.0
     video = by_key["t2v-2"]
-    assert video.chosen.videos[0].motion > 0.1 and video.rejected.videos[0].motion < 0.01
+    assert video.chosen.videos[0].motion > 0.1
+    assert video.rejected.videos[0].motion < 0.01
 
     options = TrainingOptions(epochs=40, lr=0.02, batch_size=4, patience=40, seed=0, holdout=0.25)
     result = train(data.pairs, options, model_config=SMALL)

@@ -162,7 +162,8 @@ def test_a_judge_not_taking_audio_gets_a_named_permanent_error_and_no_call(
     )
     refused, judged = _judge_pairs(_judge(server), [audio_pair, video_pair])
 
-    assert refused.outcome == "error" and not refused.transient
+    assert refused.outcome == "error"
+    assert not refused.transient
     assert refused.error == (
         "this pair has audio parts, and judge av-judge does not take audio (takes_audio is off)"
     )
@@ -186,7 +187,8 @@ def test_audio_past_the_judges_limit_is_downmixed_then_refused(project, server, 
 
     settings.ARBITER_JUDGE_MAX_AUDIO_BYTES = 2_000
     (result,) = _judge_pairs(judge, [pair])
-    assert result.outcome == "error" and not result.transient
+    assert result.outcome == "error"
+    assert not result.transient
     assert "exceeds the judges' limit of 2,000 bytes (ARBITER_JUDGE_MAX_AUDIO_BYTES)" in (
         result.error
     )
@@ -201,6 +203,7 @@ def test_a_missing_video_file_is_a_permanent_error_naming_it(project, server, tm
     media = Media.objects.get(kind="video")
     (tmp_path / "media" / media.relative_path).unlink()
     (result,) = _judge_pairs(_judge(server), [pair])
-    assert result.outcome == "error" and not result.transient
+    assert result.outcome == "error"
+    assert not result.transient
     assert result.error == f"video {media.sha256[:12]} is missing"
     assert server.request_count == 0

@@ -66,14 +66,16 @@ def test_a_glb_goes_to_the_judge_as_its_views_rendered_at_import(server, judge, 
     blue = Media.objects.get(pk=models_pair.response_b.content[0]["media"])
     task_item = item(models_pair.response_a.content, models_pair.response_b.content, task="t23d")
     [result] = _judge(judge, [task_item])
-    assert result.outcome == "ok" and result.preferred == "first"
+    assert result.outcome == "ok"
+    assert result.preferred == "first"
     [request] = server.requests
     views = [*red.rendered_views, *blue.rendered_views]
     assert _sent_images(request) == [_stored(sha) for sha in views]
     # Each image follows its label, in order, within each response.
     labels = re.findall(r"view (\d) of (\d)", request.text)
     assert labels == [(str(k), "6") for k in range(1, 7)] * 2
-    assert "view 1 of 6" in request.response_text(1) and "view 6 of 6" in request.response_text(2)
+    assert "view 1 of 6" in request.response_text(1)
+    assert "view 6 of 6" in request.response_text(2)
     parts = request.content_parts
     for index, part in enumerate(parts):
         if part["type"] == "image_url":
@@ -108,9 +110,11 @@ def test_a_model_without_rendered_views_is_a_permanent_error_without_a_call(
     task_item = item(models_pair.response_a.content, models_pair.response_b.content, task="t23d")
     missing = item([{"type": "model3d", "media": "0" * 64}], "text", task="t23d", pair_id=2)
     first, second = _judge(judge, [task_item, missing])
-    assert first.outcome == "error" and not first.transient
+    assert first.outcome == "error"
+    assert not first.transient
     assert f"3D model {model[:12]} has no rendered views" in first.error
-    assert second.outcome == "error" and "not in the media store" in second.error
+    assert second.outcome == "error"
+    assert "not in the media store" in second.error
     assert server.request_count == 0
 
 
@@ -122,11 +126,14 @@ class _TextOnly(JudgeBackend):
 def test_a_judge_not_sent_3d_still_refuses_a_3d_pair(models_pair):
     task_item = item(models_pair.response_a.content, models_pair.response_b.content, task="t23d")
     [result] = judge_judgeable(_TextOnly(judge=None), [task_item])
-    assert result.outcome == "error" and not result.transient
+    assert result.outcome == "error"
+    assert not result.transient
     assert result.error == "this pair has model3d parts, which this judge is not sent"
-    video = item([{"type": "video", "media": "0" * 64}], "text", task="t2v")
-    [refused] = _judge_refusals(video)
-    assert "video parts" in refused.error
+    # Sending 3D to openai judges leaves their other refusals as they were: audio, to a judge
+    # that does not take it.
+    audio = item([{"type": "audio", "media": "0" * 64}], "text", task="t2a")
+    [refused] = _judge_refusals(audio)
+    assert "this pair has audio parts" in refused.error
 
 
 def _judge_refusals(*items):

@@ -35,7 +35,8 @@ def test_the_omni_preset_is_the_tasks_prompt_without_ties():
         item([VIDEO], [text_part("a still"), VIDEO], task="t2v", criterion="Smooth motion."),
         spec=spec,
     )
-    assert parts[1] == VIDEO and parts[3] == VIDEO
+    assert parts[1] == VIDEO
+    assert parts[3] == VIDEO
     text = _text(parts)
     assert text.startswith(OMNI_INTRODUCTIONS["t2v"] + "\n\n")
     assert "according to this criterion:\n\nSmooth motion.\n\n" in text

@@ -14,9 +14,9 @@ from PIL import Image
 
 from judges.backends import get_backend
 from judges.backends.openai import ERROR_BODY_CHARS, OpenAIBackend
-from judges.models import FilterRun, Judge, Verdict
+from judges.models import Judge, Verdict
 from judges.runs.services import filter_run_create
-from tests.factories import PairFactory
+from tests.factories import FilterRunFactory, JudgeFactory, PairFactory
 from tests.judges.backend_helpers import image_part, item, noisy_image, store_image, text_part
 from tests.judges.fake_openai import (
     FakeOpenAI,
@@ -52,7 +52,7 @@ def make_judge(db, server):
             "concurrency": 8,
             "options": {"retry_base_s": 0.01, "retry_max_s": 0.2},
         }
-        return Judge.objects.create(**{**defaults, **fields})
+        return JudgeFactory(**{**defaults, **fields})
 
     return make
 
@@ -111,7 +111,8 @@ def test_tie_is_offered_and_accepted_only_when_the_scale_has_one(server, make_ju
     )
     offered = sorted('"tie"' in r.text for r in server.requests)
     assert offered == [False, True]  # offered in one request only
-    assert with_tie.outcome == "ok" and with_tie.preferred == "tie"
+    assert with_tie.outcome == "ok"
+    assert with_tie.preferred == "tie"
     assert without_tie.outcome == "unparseable"
     assert without_tie.preferred is None
 
@@ -134,7 +135,8 @@ def test_images_go_as_data_urls_downscaled_only_when_too_large(server, make_judg
 
 def test_a_missing_image_is_a_permanent_error_without_a_call(server, make_judge):
     results = judge_once(make_judge(), [item([image_part("0" * 64)], "text")])
-    assert results[0].outcome == "error" and not results[0].transient
+    assert results[0].outcome == "error"
+    assert not results[0].transient
     assert "not in the media store" in results[0].error
     assert server.request_count == 0
 
@@ -176,16 +178,19 @@ def test_persistent_500_ends_as_a_transient_error(server, make_judge):
     server.reset(status(500, body="upstream exploded"))
     judge = make_judge(options={"max_retries": 2, "retry_base_s": 0.01})
     (result,) = judge_once(judge, [item()])
-    assert result.outcome == "error" and result.transient
+    assert result.outcome == "error"
+    assert result.transient
     assert "HTTP 500" in result.error
-    assert result.attempts == 3 and server.request_count == 3
+    assert result.attempts == 3
+    assert server.request_count == 3
 
 
 def test_a_timeout_is_a_transient_error(server, make_judge):
     server.reset(sleep(1.5))
     judge = make_judge(timeout_s=0.2, options={"max_retries": 1, "retry_base_s": 0.01})
     (result,) = judge_once(judge, [item()])
-    assert result.outcome == "error" and result.transient
+    assert result.outcome == "error"
+    assert result.transient
     assert "timed out" in result.error
     assert server.request_count == 2
 
@@ -193,15 +198,18 @@ def test_a_timeout_is_a_transient_error(server, make_judge):
 def test_connection_refused_is_a_transient_error(make_judge):
     judge = make_judge(base_url="http://127.0.0.1:9/v1", options={"max_retries": 1})
     (result,) = judge_once(judge, [item()])
-    assert result.outcome == "error" and result.transient
+    assert result.outcome == "error"
+    assert result.transient
     assert "connection error" in result.error
 
 
 def test_400_is_a_permanent_error_without_retries(server, make_judge):
     server.reset(status(400, body='{"error": "model does not accept images"}'))
     (result,) = judge_once(make_judge(), [item()])
-    assert result.outcome == "error" and not result.transient
-    assert "HTTP 400" in result.error and "does not accept images" in result.error
+    assert result.outcome == "error"
+    assert not result.transient
+    assert "HTTP 400" in result.error
+    assert "does not accept images" in result.error
     assert server.request_count == 1
 
 
@@ -223,7 +231,8 @@ def test_requests_per_minute_spaces_requests(server, make_judge):
 def test_latency_and_token_usage_are_recorded(server, make_judge):
     server.reset(verdict("1"))
     (result,) = judge_once(make_judge(), [item()])
-    assert result.latency_ms is not None and result.latency_ms >= 0
+    assert result.latency_ms is not None
+    assert result.latency_ms >= 0
     assert result.prompt_tokens > 50  # the fake counts a quarter of the prompt's characters
     assert result.completion_tokens > 0
 
@@ -231,7 +240,8 @@ def test_latency_and_token_usage_are_recorded(server, make_judge):
 def test_a_named_but_unset_key_variable_is_an_error_naming_it(server, make_judge, monkeypatch):
     monkeypatch.delenv(KEY_ENV, raising=False)
     (result,) = judge_once(make_judge(api_key_env=KEY_ENV), [item()])
-    assert result.outcome == "error" and KEY_ENV in result.error
+    assert result.outcome == "error"
+    assert KEY_ENV in result.error
     assert server.request_count == 0
 
 
@@ -257,7 +267,7 @@ def test_the_api_key_is_sent_but_never_stored_logged_or_shown(
 
     assert server.requests[0].headers["Authorization"] == f"Bearer {SECRET}"
     project_pairs = _pairs(3)
-    run = FilterRun.objects.create(project=project_pairs[0].project, number=1)
+    run = FilterRunFactory(project=project_pairs[0].project, number=1)
     for pair, result in zip(project_pairs, results, strict=True):
         Verdict.objects.create(
             run=run,
@@ -271,7 +281,8 @@ def test_the_api_key_is_sent_but_never_stored_logged_or_shown(
             error=result.error,
         )
     assert [r.outcome for r in results] == ["ok", "error", "error"]
-    assert "[redacted]" in results[0].reasoning and "[redacted]" in results[1].error
+    assert "[redacted]" in results[0].reasoning
+    assert "[redacted]" in results[1].error
 
     dump = io.StringIO()
     call_command("dumpdata", "judges", "annotation", stdout=dump)
@@ -313,7 +324,8 @@ def test_a_stored_judge_naming_django_secret_key_never_sends_it(
     judge = make_judge(api_key_env="DJANGO_SECRET_KEY")  # forced past judge_check
     verdict = run_one_pair(judge, django_capture_on_commit_callbacks)
     assert server.request_count == 0  # so no Authorization header reached the server
-    assert verdict.outcome == "error" and verdict.attempts == 1  # permanent, not retried
+    assert verdict.outcome == "error"
+    assert verdict.attempts == 1
     assert "ARBITER_JUDGE_KEY_ENV_PATTERN (ARBITER_JUDGE_KEY_*)" in verdict.error
     assert not substrings(SECRET) & substrings(verdict.error + verdict.raw)
 
@@ -344,4 +356,5 @@ def test_an_echoed_key_is_redacted_before_the_error_is_cut(
     assert verdict.outcome == "error"
     assert not substrings(SECRET) & substrings(verdict.error + verdict.raw)
     if code != 503:  # a transient failure records only its status
-        assert "[redacted]" in verdict.error and "x" * 20 in verdict.error
+        assert "[redacted]" in verdict.error
+        assert "x" * 20 in verdict.error

@@ -15,6 +15,7 @@ from judges.models import Judge
 from judges.parsing import UnparseableAnswer, parse_verdict
 from judges.prompts import PRESETS, PromptSpec, build_prompt
 from judges.roster.services import judge_create
+from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import image_part, item, text_part
 from tests.judges.fake_openai import FakeOpenAI, Reply
 
@@ -154,7 +155,7 @@ def test_add_judge_takes_a_preset_and_a_template_file(db, tmp_path, capsys):
     assert Judge.objects.get(name="mm").options == {"prompt": "mmrb2"}
     bad = tmp_path / "bad.txt"
     bad.write_text("{prompt} {response_1} {response_2} {oops}")
-    with pytest.raises(CommandError, match="unknown placeholder {oops}"):
+    with pytest.raises(CommandError, match=r"unknown placeholder \{oops\}"):
         call_command(
             "add_judge", "own", "--kind", "openai", "--base-url", "http://h/v1", "--model", "m",
             "--prompt-template-file", str(bad),
@@ -172,7 +173,7 @@ def test_an_mmrb2_judge_on_the_loopback_server_gets_sides_and_confidences(db):
         )
 
     with FakeOpenAI(answer) as server:
-        judge = Judge.objects.create(
+        judge = JudgeFactory(
             name="mm", kind="openai", base_url=server.base_url, model="m",
             options={"prompt": "mmrb2"},
         )  # fmt: skip

@@ -16,6 +16,7 @@ from judges.evaluation.judgement_import import judgements_import_text
 from judges.models import Judge, JudgeEvaluation, Judgement
 from tests.annotation.import_support import text_pair, write_jsonl
 from tests.annotation.mmrb2_scorer import mmrb2_accuracy
+from tests.factories import JudgeFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +51,7 @@ def reference_project(project, tmp_path):
 
 
 def offline() -> Judge:
-    return Judge.objects.create(name="offline", kind="scores")
+    return JudgeFactory(name="offline", kind="scores")
 
 
 def scorer_answers(predictions: dict) -> dict:

@@ -22,6 +22,7 @@ from judges.reward_model.model import (
     load_checkpoint,
     save_checkpoint,
 )
+from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import image_part, item, noisy_image, store_image, text_part
 
 SMALL = {"n_buckets": 4096, "embed_dim": 16, "hidden_dim": 32, "max_tokens": 64}
@@ -36,7 +37,7 @@ def checkpoint(checkpoint_root):
 def make_judge(db, checkpoint):
     def make(**fields) -> Judge:
         defaults = {"name": "rm", "kind": "reward_model", "checkpoint": str(checkpoint)}
-        return Judge.objects.create(**{**defaults, **fields})
+        return JudgeFactory(**{**defaults, **fields})
 
     return make
 
@@ -52,7 +53,8 @@ INPUTS = [
 
 def test_checkpoint_round_trip_keeps_weights_config_and_scores(checkpoint, tmp_path):
     model = load_checkpoint(checkpoint, "cpu")
-    assert model.config["n_buckets"] == 4096 and model.config["tokenizer"] == "hashed-words-v1"
+    assert model.config["n_buckets"] == 4096
+    assert model.config["tokenizer"] == "hashed-words-v1"
     again = load_checkpoint(save_checkpoint(model, tmp_path / "copy.pt", config=model.config))
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, again.state_dict()[name])
@@ -117,7 +119,8 @@ def test_hashing_is_deterministic_and_lowercases_words():
     )
     assert offsets.tolist() == [0, 4, 4]
     assert words.tolist() == [4, 0, 1]
-    assert ids[0] == ids[2] and ids[1] == ids[3]  # red == Red, cat == CAT
+    assert ids[0] == ids[2]
+    assert ids[1] == ids[3]
     again, _, _ = hash_tokens(["red"], n_buckets=1 << 20, max_tokens=10, bigrams=False)
     assert again[0] == ids[0]  # not Python's per-process salted hash
 
@@ -154,7 +157,8 @@ def test_backend_prefers_the_higher_reward_in_both_orders(make_judge, checkpoint
     p = 1 / (1 + math.exp(-(r_a - r_b)))
     assert ab.confidence == pytest.approx(max(p, 1 - p), abs=1e-6)
     assert ba.confidence == pytest.approx(ab.confidence)
-    assert ab.outcome == "ok" and "r_first" in ab.raw
+    assert ab.outcome == "ok"
+    assert "r_first" in ab.raw
 
 
 def test_backend_scores_each_distinct_response_once_per_batch(make_judge, monkeypatch):
@@ -209,7 +213,8 @@ def test_cuda_without_a_gpu_is_a_clear_error(make_judge, checkpoint):
     with pytest.raises(CheckpointError, match="no CUDA device"):
         load_checkpoint(checkpoint, "cuda")
     (result,) = get_backend(make_judge(device="cuda")).judge_batch([item()])
-    assert result.outcome == "error" and "no CUDA device" in result.error
+    assert result.outcome == "error"
+    assert "no CUDA device" in result.error
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -43,7 +43,8 @@ def test_the_pair_page_numbers_runs_as_the_runs_list_does(
         runs.filter_run_create(project=other_project, judges=judges)
         run = runs.filter_run_create(project=project, judges=judges)
     run.refresh_from_db()
-    assert (run.number, run.status) == (1, FilterRun.Status.SUCCEEDED) and run.pk != run.number
+    assert (run.number, run.status) == (1, FilterRun.Status.SUCCEEDED)
+    assert run.pk != run.number
 
     client = client_for(carol)
     listing = client.get(reverse("judges:runs", args=[project.slug])).content.decode()
@@ -52,8 +53,10 @@ def test_the_pair_page_numbers_runs_as_the_runs_list_does(
     section = page[page.index('<section class="card pair-verdicts"') :]
     section = section[: section.index("</section>")]
     text = " ".join(unescape(re.sub(r"<[^>]+>", " ", section)).split())
-    assert "Run 1 20" in text and "( run 1 , threshold" in text
-    assert f"#{run.pk}" not in text and f"Run {run.pk}" not in text
+    assert "Run 1 20" in text
+    assert "( run 1 , threshold" in text
+    assert f"#{run.pk}" not in text
+    assert f"Run {run.pk}" not in text
 
     detail = api_for(carol).get(f"/api/v1/projects/{project.slug}/filter-runs/{run.pk}/")
     assert detail.status_code == 200

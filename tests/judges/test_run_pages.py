@@ -92,8 +92,10 @@ def test_curator_sees_runs_and_the_start_form(client_for, carol, finished_run):
     response = client_for(carol).get(reverse("judges:runs", args=[finished_run.project.slug]))
     assert response.status_code == 200
     body = response.content.decode()
-    assert 'name="judges"' in body and 'name="threshold"' in body
-    assert f"Run {finished_run.number}</a>" in body and JUDGES[0] in body
+    assert 'name="judges"' in body
+    assert 'name="threshold"' in body
+    assert f"Run {finished_run.number}</a>" in body
+    assert JUDGES[0] in body
     assert_no_inline_code(body)
 
 
@@ -112,7 +114,8 @@ def test_pages_say_how_many_votes_the_threshold_means(client_for, carol, finishe
 def test_researcher_watches_but_cannot_start(client_for, dave, project, judges, finished_run):
     client = client_for(dave)
     body = client.get(reverse("judges:runs", args=[project.slug])).content.decode()
-    assert f"Run {finished_run.number}</a>" in body and 'name="threshold"' not in body
+    assert f"Run {finished_run.number}</a>" in body
+    assert 'name="threshold"' not in body
     assert client.get(urls(finished_run)["detail"]).status_code == 200
     PairFactory(project=project)
     post = client.post(
@@ -155,12 +158,16 @@ def test_curator_starts_a_run_from_the_page(
             {"judges": [j.pk for j in judges], "threshold": "0.75", "budget_per_task": ""},
         )
     run = FilterRun.objects.get()
-    assert response.status_code == 302 and response.url == urls(run)["detail"]
-    assert run.created_by == carol and run.threshold == 0.75
+    assert response.status_code == 302
+    assert response.url == urls(run)["detail"]
+    assert run.created_by == carol
+    assert run.threshold == 0.75
     assert set(run.pairs.all()) == set(pairs)
     body = client_for(carol).get(response.url).content.decode()
     assert '<progress class="run-bar" value="8" max="8">' in body
-    assert "Succeeded" in body and "3 pairs" not in body and "2 pairs:" in body
+    assert "Succeeded" in body
+    assert "3 pairs" not in body
+    assert "2 pairs:" in body
     assert_no_inline_code(body)
 
 
@@ -194,12 +201,14 @@ def test_htmx_poll_gets_the_progress_fragment_until_the_run_ends(client_for, car
     client = client_for(carol)
     fragment = client.get(urls(running_run)["detail"], HTTP_HX_REQUEST="true")
     body = fragment.content.decode()
-    assert fragment.status_code == 200 and "<html" not in body
+    assert fragment.status_code == 200
+    assert "<html" not in body
     assert body.lstrip().startswith('<section id="run-progress"')
     assert 'hx-trigger="every 2s"' in body
     runs.filter_run_cancel(run=running_run)
     body = client.get(urls(running_run)["detail"], HTTP_HX_REQUEST="true").content.decode()
-    assert "hx-trigger" not in body and "Cancelled" in body
+    assert "hx-trigger" not in body
+    assert "Cancelled" in body
 
 
 def test_curator_cancels_a_run(client_for, carol, running_run):
@@ -215,7 +224,8 @@ def test_curator_cancels_a_run(client_for, carol, running_run):
 def test_curator_resumes_a_failed_run(client_for, carol, running_run):
     runs.filter_run_fail(run_id=running_run.pk, error="RuntimeError: worker lost the plot")
     body = client_for(carol).get(urls(running_run)["detail"]).content.decode()
-    assert "worker lost the plot" in body and "Resume" in body
+    assert "worker lost the plot" in body
+    assert "Resume" in body
     client_for(carol).post(urls(running_run)["resume"])
     running_run.refresh_from_db()
     assert running_run.status == FilterRun.Status.SUCCEEDED
@@ -257,9 +267,11 @@ def test_runs_are_numbered_per_project(
         started.append(response.content.decode())
     numbers = list(FilterRun.objects.order_by("pk").values_list("project__slug", "number"))
     assert numbers == [(project.slug, 1), (other_project.slug, 1), (project.slug, 2)]
-    assert "Run 2 started." in started[2] and "<h1>Filter run 2</h1>" in started[2]
+    assert "Run 2 started." in started[2]
+    assert "<h1>Filter run 2</h1>" in started[2]
     listing = client.get(reverse("judges:runs", args=[project.slug])).content.decode()
-    assert "Run 1</a>" in listing and "Run 2</a>" in listing
+    assert "Run 1</a>" in listing
+    assert "Run 2</a>" in listing
 
 
 def test_a_disabled_start_button_says_why(client_for, carol, project, judges):
@@ -279,7 +291,8 @@ def test_a_disabled_start_button_says_why(client_for, carol, project, judges):
 def test_without_judges_the_start_button_says_so(client_for, carol, project):
     PairFactory(project=project)
     body = client_for(carol).get(reverse("judges:runs", args=[project.slug])).content.decode()
-    assert "disabled" in body and "No judge is available to this project yet." in body
+    assert "disabled" in body
+    assert "No judge is available to this project yet." in body
 
 
 def test_the_started_banner_clears_when_the_run_ends(
@@ -304,10 +317,12 @@ def test_the_started_banner_clears_when_the_run_ends(
     for callback in start:
         callback()  # the worker takes the run and finishes it
     poll = client.get(urls(run)["detail"], HTTP_HX_REQUEST="true").content.decode()
-    assert "Succeeded" in poll and "hx-trigger" not in poll
+    assert "Succeeded" in poll
+    assert "hx-trigger" not in poll
     assert '<ul id="messages" class="messages" hx-swap-oob="true"></ul>' in poll
     full = client.get(urls(run)["detail"]).content.decode()
-    assert "hx-swap-oob" not in full and "Run 1 started." not in full
+    assert "hx-swap-oob" not in full
+    assert "Run 1 started." not in full
 
 
 # API --------------------------------------------------------------------------------------
@@ -328,7 +343,8 @@ def test_api_curator_starts_lists_and_reads_runs(
     run = FilterRun.objects.get()
     assert list(run.pairs.all()) == [named]
     detail = api.get(f"{base}{run.pk}/").json()
-    assert detail["status"] == "succeeded" and detail["judges"] == sorted(JUDGES)
+    assert detail["status"] == "succeeded"
+    assert detail["judges"] == sorted(JUDGES)
     assert detail["progress"]["done"] == detail["progress"]["expected"] == 4
     per_judge = {j["name"]: j for j in detail["progress"]["judges"]}
     assert per_judge["omega-critic"]["position_consistency"] == 0.0
@@ -343,11 +359,14 @@ def test_api_validation_errors_name_the_field(api_for, carol, project, judges):
     api = api_for(carol)
     base = f"/api/v1/projects/{project.slug}/filter-runs/"
     bad = api.post(base, {"judges": ["ghost"], "threshold": 0.9}, format="json")
-    assert bad.status_code == 400 and "ghost" in str(bad.json()["judges"])
+    assert bad.status_code == 400
+    assert "ghost" in str(bad.json()["judges"])
     bad = api.post(base, {"judges": [JUDGES[0]], "threshold": 1.5}, format="json")
-    assert bad.status_code == 400 and "threshold" in bad.json()
+    assert bad.status_code == 400
+    assert "threshold" in bad.json()
     nothing = api.post(base, {"judges": [JUDGES[0]]}, format="json")
-    assert nothing.status_code == 400 and "no imported pairs" in str(nothing.json()["pairs"])
+    assert nothing.status_code == 400
+    assert "no imported pairs" in str(nothing.json()["pairs"])
 
 
 def test_api_permissions(api_for, alice, dave, eve, project, judges, running_run):
@@ -370,9 +389,11 @@ def test_api_permissions(api_for, alice, dave, eve, project, judges, running_run
 def test_api_cancel(api_for, carol, running_run):
     api = api_for(carol)
     response = api.post(f"{urls(running_run)['api']}cancel/")
-    assert response.status_code == 200 and response.json()["status"] == "cancelled"
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
     again = api.post(f"{urls(running_run)['api']}cancel/")
-    assert again.status_code == 400 and "cancelled" in str(again.json())
+    assert again.status_code == 400
+    assert "cancelled" in str(again.json())
 
 
 def test_api_with_a_session_needs_csrf(carol, running_run):
@@ -394,16 +415,19 @@ def test_project_page_links_runs_for_staff_only(client_for, alice, carol, dave, 
             in client_for(user).get(reverse("project-detail", args=[project.slug])).content.decode()
         )
     body = client_for(alice).get(reverse("project-detail", args=[project.slug])).content.decode()
-    assert link not in body and "Filter run" not in body
+    assert link not in body
+    assert "Filter run" not in body
 
 
 def test_annotators_see_no_judge_output(client_for, api_for, alice, project, finished_run):
     queued = list(finished_run.pairs.filter(status=PairStatus.QUEUED))
-    assert queued and all(p.ensemble_summary["judges"] for p in queued)
+    assert queued
+    assert all(p.ensemble_summary["judges"] for p in queued)
     client = client_for(alice)
     page = client.get(reverse("project-detail", args=[project.slug])).content.decode()
     workbench = client.get(reverse("annotate", args=[project.slug]))
-    assert workbench.status_code == 200 and "Prompt for pair-" in workbench.content.decode()
+    assert workbench.status_code == 200
+    assert "Prompt for pair-" in workbench.content.decode()
     claim = api_for(alice).post(f"/api/v1/projects/{project.slug}/claim/")
     assert claim.status_code == 200, claim.content
     payload = claim.content.decode()
@@ -441,7 +465,8 @@ def test_the_page_offers_and_accepts_only_the_projects_judges(
     url = reverse("judges:runs", args=[project.slug])
     client = client_for(carol)
     page = client.get(url).content.decode()
-    assert JUDGES[1] in page and restricted.name not in page
+    assert JUDGES[1] in page
+    assert restricted.name not in page
     chose_restricted = client.post(url, {"judges": [restricted.pk], "threshold": "0.9"})
     chose_missing = client.post(url, {"judges": [999_999], "threshold": "0.9"})
     for response, pk in ((chose_restricted, restricted.pk), (chose_missing, 999_999)):

@@ -14,7 +14,7 @@ import redis
 from annotation.models import Pair, PairStatus
 from judges.models import FilterRun, Judge, Verdict
 from judges.runs import services as runs
-from tests.factories import make_prompt, make_response
+from tests.factories import JudgeFactory, make_prompt, make_response
 from tests.judges.fake_openai import (
     FakeOpenAI,
     by_marker,
@@ -60,7 +60,7 @@ def make_judge(server: FakeOpenAI, name: str, **fields) -> Judge:
         # no retries inside the backend: transient failures go back to the queue
         "options": {"max_retries": 0},
     }
-    return Judge.objects.create(name=name, **{**defaults, **fields})
+    return JudgeFactory(name=name, **{**defaults, **fields})
 
 
 def wait_for(run: FilterRun, *, timeout: float) -> FilterRun:
@@ -129,9 +129,11 @@ def test_a_worker_runs_a_filter_through_bad_answers_and_transient_failures(
                 assert verdicts["steady", pair.pk, order].side == "A"
         for order in ("AB", "BA"):
             bad = verdicts["garbled", unparseable.pk, order]
-            assert bad.outcome == "unparseable" and "{not json" in bad.raw
+            assert bad.outcome == "unparseable"
+            assert "{not json" in bad.raw
             late = verdicts["garbled", timing_out.pk, order]
-            assert late.outcome == "error" and "timed out" in late.error
+            assert late.outcome == "error"
+            assert "timed out" in late.error
             assert late.attempts == 3
         assert verdicts["steady", contested.pk, "AB"].side == "B"
         assert verdicts["steady", contested.pk, "BA"].side == "A"
@@ -189,7 +191,8 @@ def test_a_worker_killed_mid_run_loses_nothing(celery_worker_process, project):
     assert set(Verdict.objects.filter(run=run).values_list("outcome", "side")) == {("ok", "A")}
     assert set(run.pairs.values_list("status", flat=True)) == {PairStatus.EASY}
     # the batch cut short was delivered again and its calls made again
-    assert calls > 16 and calls_before_kill < calls
+    assert calls > 16
+    assert calls_before_kill < calls
 
 
 def _lose_queued_messages() -> None:
@@ -206,7 +209,8 @@ def test_beat_resumes_a_run_whose_worker_was_killed(celery_worker_process, proje
         _lose_queued_messages()
         assert Verdict.objects.filter(run=run).count() < 16
         run.refresh_from_db()
-        assert run.status == FilterRun.Status.RUNNING and run.resumed_at is None
+        assert run.status == FilterRun.Status.RUNNING
+        assert run.resumed_at is None
 
         # nobody presses Resume: the new worker's beat finds the run stalled after 2 s
         second = celery_worker_process(

@@ -70,7 +70,8 @@ def test_the_sweep_resumes_runs_without_progress_and_only_those(project, resumes
 
     assert sorted(resumes) == sorted([stalled.pk, lost_start.pk])
     lost_start.refresh_from_db()
-    assert lost_start.status == FilterRun.Status.RUNNING and lost_start.resumed_at is not None
+    assert lost_start.status == FilterRun.Status.RUNNING
+    assert lost_start.resumed_at is not None
     for untouched in (busy, fresh, failed):
         untouched.refresh_from_db()
         assert untouched.resumed_at is None
@@ -106,7 +107,7 @@ def test_concurrent_beats_resume_a_stalled_run_once(project, resumes):
         try:
             barrier.wait()
             runs.filter_runs_resume_stalled()
-        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+        except Exception as exc:  # reported by the assertion below
             errors.append(exc)
         finally:
             connection.close()

@@ -19,7 +19,7 @@ from judges.reward_model.data import consensus_pairs
 from judges.reward_model.model import ScoringInput, load_checkpoint, save_checkpoint
 from judges.reward_model.trainer import TrainingOptions, split_by_prompt, train
 from judges.runs import services as runs
-from tests.factories import PairFactory
+from tests.factories import JudgeFactory, PairFactory
 from tests.judges.scripted import celery_eager  # noqa: F401 - a fixture
 from tests.judges.training_support import consensus_pairs_in, criterion_pairs, preference_pairs
 
@@ -48,10 +48,12 @@ def test_learns_the_signal_to_over_80_percent_held_out(features):
     pairs = preference_pairs(300, seed=1)
     result = train(pairs, TrainingOptions(features=features, seed=3, **FAST), model_config=SMALL)
     assert result.best.heldout_accuracy > 0.8
-    assert result.heldout_pairs >= 50 and result.train_pairs + result.heldout_pairs == 300
+    assert result.heldout_pairs >= 50
+    assert result.train_pairs + result.heldout_pairs == 300
     # chance-level loss is log 2 = 0.693; the kept model is well below it
     assert result.best.heldout_loss < 0.5
-    assert result.config["features"] == features and result.config["criterion"] is True
+    assert result.config["features"] == features
+    assert result.config["criterion"] is True
 
 
 def test_same_seed_gives_bit_identical_weights_and_another_seed_does_not():
@@ -85,7 +87,8 @@ def test_early_stopping_keeps_the_best_epoch():
     # pure noise: held-out accuracy cannot keep improving
     pairs = preference_pairs(160, seed=4, noise=0.5)
     result = train(pairs, TrainingOptions(epochs=40, patience=2, seed=1), model_config=SMALL)
-    assert result.stopped_early and len(result.history) < 40
+    assert result.stopped_early
+    assert len(result.history) < 40
     best = max(result.history, key=lambda m: (m.heldout_accuracy, -m.heldout_loss))
     assert result.best_epoch == best.epoch
     assert len(result.history) - result.best_epoch == 2
@@ -113,7 +116,8 @@ def test_consensus_pairs_leave_out_ties_gold_and_undecided(project):
         chosen = row.response_a if row.consensus_label == "A" else row.response_b
         assert pair.chosen.response_text == chosen.text
         assert pair.chosen.criterion == row.criterion
-    assert data.source["pairs"] == 6 and data.source["ties_left_out"] == 1
+    assert data.source["pairs"] == 6
+    assert data.source["ties_left_out"] == 1
     assert len(data.source["sha256"]) == 64
     rows[0].consensus_label = "B" if rows[0].consensus_label == "A" else "A"
     rows[0].save(update_fields=["consensus_label"])
@@ -166,18 +170,22 @@ def test_command_trains_registers_and_the_judge_filters_the_next_batch(
         "4",
     )
     printed = capsys.readouterr().out
-    assert "held-out accuracy" in printed and "registered as judge demo-rm" in printed
+    assert "held-out accuracy" in printed
+    assert "registered as judge demo-rm" in printed
     run = TrainingRun.objects.get()
-    assert run.status == "succeeded" and run.heldout_accuracy > 0.8
+    assert run.status == "succeeded"
+    assert run.heldout_accuracy > 0.8
     assert [row["epoch"] for row in run.history] == list(range(1, len(run.history) + 1))
-    assert run.source_info["kind"] == "project" and run.source_info["pairs"] == 240
+    assert run.source_info["kind"] == "project"
+    assert run.source_info["pairs"] == 240
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["source"]["sha256"] == run.source_info["sha256"]
     model = load_checkpoint(out / "model.pt")
     assert model.meta["source"] == run.source_info
     assert model.meta["metrics"]["heldout_accuracy"] == run.heldout_accuracy
     judge = Judge.objects.get(name="demo-rm")
-    assert judge.kind == "reward_model" and list(judge.projects.all()) == [project]
+    assert judge.kind == "reward_model"
+    assert list(judge.projects.all()) == [project]
     assert run.judge == judge
 
     # the checkpoint scores the same in a fresh process
@@ -227,7 +235,7 @@ def test_command_errors_name_the_problem(project, checkpoint_root, tmp_path):
     assert "is not SLUG or SLUG@X.Y.Z" in run("demo@1.2", "--out", str(tmp_path))
     assert "no consensus pair with a side" in run("demo", "--out", str(tmp_path))
     consensus_pairs_in(project, preference_pairs(8))
-    Judge.objects.create(name="taken", kind="heuristic")
+    JudgeFactory(name="taken")
     message = run("demo", "--out", str(tmp_path), "--register", "taken")
     assert "register: A judge named 'taken' exists already." in message
     message = run("demo", "--out", str(tmp_path / "x"), "--register", "fresh-name")
@@ -241,10 +249,12 @@ def test_command_errors_name_the_problem(project, checkpoint_root, tmp_path):
 @pytest.mark.django_db
 def test_a_data_problem_fails_the_run_with_its_message(project, tmp_path):
     consensus_pairs_in(project, preference_pairs(4, per_prompt=4))
-    with pytest.raises(CommandError, match="Training failed: .*at least 2 prompts"):
+    with pytest.raises(CommandError, match=r"Training failed: .*at least 2 prompts"):
         call_command("train_reward_model", "demo", "--out", str(tmp_path))
     run = TrainingRun.objects.get()
-    assert run.status == "failed" and "at least 2 prompts" in run.error and run.finished_at
+    assert run.status == "failed"
+    assert "at least 2 prompts" in run.error
+    assert run.finished_at
 
 
 @pytest.mark.django_db
@@ -283,10 +293,13 @@ def test_command_trains_on_a_releases_train_split(project, carol, checkpoint_roo
         "32",
     )
     run = TrainingRun.objects.get()
-    assert run.status == "succeeded" and run.release == release
-    assert run.source_label == "demo@1.0.0" and run.heldout_accuracy > 0.8
+    assert run.status == "succeeded"
+    assert run.release == release
+    assert run.source_label == "demo@1.0.0"
+    assert run.heldout_accuracy > 0.8
     info = run.source_info
-    assert info["kind"] == "release" and info["splits"] == ["train"]
+    assert info["kind"] == "release"
+    assert info["splits"] == ["train"]
     assert info["manifest_sha256"] == release.manifest_sha256
     assert info["pairs"] == len(train_ids) == run.train_pairs + run.heldout_pairs
     assert load_checkpoint(out / "model.pt").meta["source"]["manifest_sha256"] == (
@@ -299,10 +312,10 @@ def test_a_release_that_is_missing_or_not_built_is_refused(project, carol, tmp_p
     from annotation.releases.services import release_create
 
     consensus_pairs_in(project, preference_pairs(8))
-    with pytest.raises(CommandError, match="source: demo has no release 2.0.0"):
+    with pytest.raises(CommandError, match=r"source: demo has no release 2\.0\.0"):
         call_command("train_reward_model", "demo@2.0.0", "--out", str(tmp_path))
     release_create(project=project, version="2.0.0", selection=None, user=carol)
-    with pytest.raises(CommandError, match="Release demo@2.0.0 is draft"):
+    with pytest.raises(CommandError, match=r"Release demo@2\.0\.0 is draft"):
         call_command("train_reward_model", "demo@2.0.0", "--out", str(tmp_path))
 
 
@@ -349,7 +362,8 @@ def test_a_run_is_claimed_once_unless_its_worker_went_quiet(project, settings, t
     quiet = now - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S + 1)
     TrainingRun.objects.filter(pk=run.pk).update(heartbeat_at=quiet)
     done = training_run_execute(run_id=run.pk)  # its worker died: trained again from the seed
-    assert done is not None and done.status == "succeeded"
+    assert done is not None
+    assert done.status == "succeeded"
     assert training_run_execute(run_id=run.pk) is None  # finished runs are never taken
     assert training_run_execute(run_id=run.pk + 1000) is None  # nor missing ones
 

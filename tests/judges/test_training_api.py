@@ -10,6 +10,7 @@ import pytest
 from judges.models import Judge, TrainingRun
 from judges.reward_model.services import training_run_create
 from judges.reward_model.trainer import TrainingOptions
+from tests.factories import JudgeFactory
 from tests.judges.training_support import consensus_pairs_in, preference_pairs
 
 URL = "/api/v1/projects/demo/training-runs/"
@@ -32,11 +33,13 @@ def test_researcher_starts_and_reads_a_training(api_for, dave, project, consensu
         9,
         "hashed",
     )
-    assert body["register_name"] == "api-rm" and body["history"] == []
+    assert body["register_name"] == "api-rm"
+    assert body["history"] == []
     run = TrainingRun.objects.get()
     assert run.created_by == dave
     detail = api.get(f"{URL}{run.pk}/")
-    assert detail.status_code == 200 and detail.json()["id"] == run.pk
+    assert detail.status_code == 200
+    assert detail.json()["id"] == run.pk
     assert [row["id"] for row in api.get(URL).json()] == [run.pk]
 
 
@@ -57,9 +60,10 @@ def test_bad_options_are_named(api_for, carol, project, consensus):
     response = api.post(URL, {"epochs": 0, "features": "bert"}, format="json")
     assert response.status_code == 400
     assert set(response.json()) >= {"epochs", "features"}
-    Judge.objects.create(name="taken", kind="heuristic")
+    JudgeFactory(name="taken")
     response = api.post(URL, {"register": "taken"}, format="json")
-    assert response.status_code == 400 and "exists already" in str(response.json())
+    assert response.status_code == 400
+    assert "exists already" in str(response.json())
     assert not TrainingRun.objects.exists()
 
 
@@ -90,7 +94,8 @@ def test_a_real_worker_on_judges_gpu_trains_and_records_each_epoch(
             break
         time.sleep(0.5)
     assert run.status == "succeeded", (run.error, worker.log()[-3000:])
-    assert len(run.history) >= 1 and run.progress == 1.0
+    assert len(run.history) >= 1
+    assert run.progress == 1.0
     assert run.checkpoint.startswith(str(root))
     assert list(root.glob("trained/demo/*/model.pt"))
     assert Judge.objects.get(name="worker-rm").checkpoint == run.checkpoint
@@ -105,10 +110,12 @@ def test_a_release_is_named_by_its_version(api_for, carol, project, consensus):
     )
     api = api_for(carol)
     response = api.post(URL, {"release": "1.2.3"}, format="json")
-    assert response.status_code == 201 and response.json()["release"] == "1.2.3"
+    assert response.status_code == 201
+    assert response.json()["release"] == "1.2.3"
     assert TrainingRun.objects.get().release == built
     response = api.post(URL, {"release": "9.9.9"}, format="json")
-    assert response.status_code == 400 and "no release 9.9.9" in str(response.json())
+    assert response.status_code == 400
+    assert "no release 9.9.9" in str(response.json())
     assert api.post(URL, {"release": "1.2"}, format="json").status_code == 400
 
 

@@ -25,9 +25,12 @@ def test_the_interval_is_wilsons(correct, total):
 def test_one_right_pair_of_one_is_anywhere_from_a_fifth_to_all():
     report = heldout_report(accuracy=1.0, pairs=1)
     assert (report.correct, round(report.low, 4), report.high) == (1, 0.2065, 1.0)
-    assert report.too_few and f"fewer than {MIN_HELDOUT_PAIRS}" in report.warning
+    assert report.too_few
+    assert f"fewer than {MIN_HELDOUT_PAIRS}" in report.warning
     enough = heldout_report(accuracy=0.8, pairs=MIN_HELDOUT_PAIRS)
-    assert enough.correct == 24 and not enough.too_few and enough.warning == ""
+    assert enough.correct == 24
+    assert not enough.too_few
+    assert enough.warning == ""
     assert heldout_report(accuracy=None, pairs=None) is None
 
 
@@ -39,7 +42,8 @@ def test_a_six_pair_training_shows_its_count_interval_and_warning_everywhere(
     out = str(checkpoint_root / "six")
     call_command("train_reward_model", "demo", "--out", out, "--epochs", "2", "--seed", "1")
     run = TrainingRun.objects.get()
-    assert run.status == "succeeded" and 0 < run.heldout_pairs < MIN_HELDOUT_PAIRS
+    assert run.status == "succeeded"
+    assert 0 < run.heldout_pairs < MIN_HELDOUT_PAIRS
     report = heldout_report(accuracy=run.heldout_accuracy, pairs=run.heldout_pairs)
     interval = f"{report.low:.3f}-{report.high:.3f}"
     noun = "pair" if run.heldout_pairs == 1 else "pairs"
@@ -64,10 +68,11 @@ def test_a_six_pair_training_shows_its_count_interval_and_warning_everywhere(
     client = client_for(dave)
     page = client.get(reverse("judges:training-run", args=["demo", run.pk])).content.decode()
     assert f"<strong data-heldout-pairs>{run.heldout_pairs}</strong> held-out {noun}" in page
-    assert f"{report.low:.3f}–{report.high:.3f}" in page
-    assert "data-heldout-warning" in page and f"fewer than {MIN_HELDOUT_PAIRS}" in page
+    assert f"{report.low:.3f}–{report.high:.3f}" in page  # noqa: RUF001 - the page's en dash
+    assert "data-heldout-warning" in page
+    assert f"fewer than {MIN_HELDOUT_PAIRS}" in page
     listing = client.get(reverse("judges:training", args=["demo"])).content.decode()
-    assert f"on {run.heldout_pairs} ({report.low:.2f}–{report.high:.2f})" in listing
+    assert f"on {run.heldout_pairs} ({report.low:.2f}–{report.high:.2f})" in listing  # noqa: RUF001 - the page's en dash
     assert "too few" in listing
 
 

@@ -53,7 +53,8 @@ def test_a_training_stopped_mid_way_resumes_to_the_weights_of_an_uninterrupted_o
     resumed = train(pairs, options, model_config=SMALL, state_path=state, on_start=restored.append)
     assert resumed.resumed_from_epoch == 2
     assert [m.epoch for m in restored[0]] == [1, 2]
-    assert resumed.history == whole.history and resumed.best_epoch == whole.best_epoch
+    assert resumed.history == whole.history
+    assert resumed.best_epoch == whole.best_epoch
     assert_same_weights(resumed.model.state_dict(), whole.model.state_dict())
 
     # A finished training's state has no epoch left: read back, nothing trained again.
@@ -92,7 +93,8 @@ def test_a_claim_takes_over_only_from_a_holder_that_is_gone(project, tmp_path):
             status="running", heartbeat_at=fresh, worker=holder
         )
         done = training.training_run_execute(run_id=run.pk)
-        assert done is not None and done.status == "succeeded", holder
+        assert done is not None, holder
+        assert done.status == "succeeded", holder
         assert done.worker == me
 
 
@@ -123,7 +125,8 @@ def test_the_sweep_sends_stalled_trainings_again_once(project, tmp_path, setting
     assert [options["kwargs"] for options in sent] == [{"run_id": stalled.pk}]
     assert sent[0]["queue"] == training.QUEUE
     stalled.refresh_from_db()
-    assert stalled.status == "pending" and pending.status == "pending"
+    assert stalled.status == "pending"
+    assert pending.status == "pending"
     assert training.training_runs_resume_stalled() == []  # sent once
 
 
@@ -178,7 +181,8 @@ def test_a_training_whose_pool_process_is_killed_resumes_at_once(
     # Delivered again at once, with a heartbeat still fresh: the claim sees its holder gone.
     run = _wait(run, lambda row: row.status == "succeeded", timeout=120, log=worker.log)
     assert run.worker != holder
-    assert "taken over" in worker.log() and "resumed after epoch" in worker.log()
+    assert "taken over" in worker.log()
+    assert "resumed after epoch" in worker.log()
     _assert_resumed_as_uninterrupted(run, epochs_before=2)
 
 

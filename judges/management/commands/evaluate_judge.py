@@ -7,8 +7,8 @@ from pathlib import Path
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.core.jobs import BrokerUnavailable
 from annotation.models import Project
-from judges.core.broker import BrokerUnavailable
 from judges.evaluation.judgement_import import judgements_import_text
 from judges.evaluation.scoring import DEFAULT_SEED
 from judges.evaluation.selectors import evaluation_summary

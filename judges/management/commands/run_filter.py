@@ -6,8 +6,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.core.jobs import BrokerUnavailable
 from annotation.models import PairStatus, Project
-from judges.core.broker import BrokerUnavailable
 from judges.ensemble import DEFAULT_EASY_THRESHOLD, easy_rule
 from judges.models import FilterRun
 from judges.roster.selectors import judges_for_project

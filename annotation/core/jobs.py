@@ -1,0 +1,166 @@
+"""The life of a background job, written once for every kind (imports, release builds,
+agreement refreshes, filter runs, judge evaluations, trainings):
+
+- ``job_publish`` sends a job's task once the current transaction commits (at once outside
+  one), through ``annotation.core.broker``'s bounded retry; a broker that cannot take it becomes
+  ``BrokerUnavailable`` (an ``Unavailable``), after the kind has recorded what that means
+  for its job (``on_refused``);
+- ``JobTask``, the base of every task that works on a job, records the task's final failure
+  on the job, on a new database connection when the old one was lost
+  (``annotation.failures``);
+- ``StalledJobs`` is the stalled-job sweep: a kind says how its stalled jobs are found,
+  claimed and recovered, and ``sweep_task`` registers it as the Celery beat task named in
+  ``CELERY_BEAT_SCHEDULE`` (docs/operations.md, "The scheduler").
+
+A kind in ``judges`` registers here like any other; this module imports no feature."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from celery import Task, shared_task
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.core.broker import task_publish
+from annotation.core.errors import Unavailable
+from annotation.core.failures import record_failure
+
+logger = logging.getLogger(__name__)
+
+Job = TypeVar("Job")
+
+
+class BrokerUnavailable(Unavailable):
+    """The task broker refused a job's message; the message says what was done about it."""
+
+
+# What a refusal does once the kind has recorded it on its job: "raise" raises it, to the
+# caller or from the commit; "log_at_commit" raises it to a caller outside a transaction but
+# only logs it when it comes at the commit (the caller has moved on); "log" only logs it (the
+# job's page says it failed).
+Refusal = Literal["raise", "log_at_commit", "log"]
+
+
+def job_publish(
+    task: Any,
+    *,
+    on_refused: Callable[[BrokerUnavailable], None] | None = None,
+    refusal: Refusal = "raise",
+    after_commit: bool = True,
+    **options: Any,
+) -> None:
+    """Sends ``task`` (``apply_async`` options in ``options``) once the current transaction
+    commits, or at once outside one (or when ``after_commit`` is false: a task sent by a
+    task or a sweep). When the broker cannot take it, ``on_refused(error)`` records that on
+    the job (it may raise a ``BrokerUnavailable`` that says more), and the error is raised
+    or logged as ``refusal`` says."""
+
+    def send(*, at_commit: bool) -> None:
+        try:
+            task_publish(task, error=BrokerUnavailable, **options)
+        except BrokerUnavailable as exc:
+            if on_refused is not None:
+                on_refused(exc)
+            if refusal == "raise" or (refusal == "log_at_commit" and not at_commit):
+                raise
+            logger.warning("%s not queued: %s", getattr(task, "name", task), exc)
+
+    if after_commit and transaction.get_connection().in_atomic_block:
+        transaction.on_commit(lambda: send(at_commit=True))
+    else:
+        send(at_commit=False)
+
+
+class JobTask(Task):
+    """Acknowledged after its work (a task lost with its worker is delivered again); its
+    final failure is recorded on the job whose id is the argument ``job_id_arg`` (or the
+    first positional one), through the kind's ``job_fail``."""
+
+    abstract = True
+    acks_late = True
+    reject_on_worker_lost = True
+    job_id_arg: ClassVar[str] = ""
+
+    def job_fail(self, job_id: int, exc: BaseException) -> None:
+        """Marks job ``job_id`` failed by ``exc``; each kind says how."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how its job fails")
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        job_id = kwargs.get(self.job_id_arg, args[0] if args else None)
+        if job_id is not None:
+            # on a new database connection when the task failed on a lost one
+            record_failure(lambda: self.job_fail(job_id, exc))
+
+
+def stalled_before() -> datetime:
+    """Jobs with no progress since this moment are stalled (``ARBITER_STALLED_AFTER_S``)."""
+    return timezone.now() - timedelta(seconds=settings.ARBITER_STALLED_AFTER_S)
+
+
+class StalledJobs(Generic[Job]):
+    """One kind of job as the stalled-job sweep sees it. ``stalled`` lists the candidates;
+    ``claim`` takes one with a conditional UPDATE and returns what it changed (falsy when
+    another sweep took it first), so two sweeps never both recover a job; ``recover``
+    resumes or fails it; when that raises one of ``refusals`` (the broker is down, say),
+    ``unclaim`` puts the claim back for the next sweep."""
+
+    noun: ClassVar[str] = "job"
+    refusals: ClassVar[tuple[type[Exception], ...]] = (Unavailable,)
+
+    def stalled(self) -> Iterable[Job]:
+        raise NotImplementedError
+
+    def claim(self, job: Job) -> Any:
+        return True
+
+    def recover(self, job: Job) -> Any:
+        raise NotImplementedError
+
+    def unclaim(self, job: Job, claim: Any) -> None:
+        return None
+
+    def key(self, job: Job) -> Any:
+        """What the sweep returns for ``job`` (its id)."""
+        return getattr(job, "pk", job)
+
+    def sweep(self) -> list:
+        """Claims and recovers every stalled job; returns the keys of those recovered."""
+        recovered = []
+        for job in list(self.stalled()):
+            claim = self.claim(job)
+            if not claim:
+                continue
+            try:
+                outcome = self.recover(job)
+            except self.refusals as exc:
+                self.unclaim(job, claim)
+                logger.warning("stalled %s %s not recovered: %s", self.noun, self.key(job), exc)
+                continue
+            done = "" if outcome is None else f": {outcome}"
+            logger.info("stalled %s %s recovered%s", self.noun, self.key(job), done)
+            recovered.append(self.key(job))
+        return recovered
+
+
+# Task name -> the kind its beat task sweeps (every one is in CELERY_BEAT_SCHEDULE).
+SWEEPS: dict[str, StalledJobs] = {}
+
+
+def sweep_task(name: str, kind: StalledJobs, *, doc: str) -> Any:
+    """Registers ``kind`` with the sweep as the periodic task ``name`` (Celery beat runs it
+    every ARBITER_RESUME_STALLED_EVERY_S) and returns that task."""
+    if name in SWEEPS:
+        raise ValueError(f"The sweep {name} is registered already.")
+    SWEEPS[name] = kind
+
+    def run() -> None:
+        kind.sweep()
+
+    run.__name__ = run.__qualname__ = name.rpartition(".")[2]
+    run.__doc__ = doc
+    return shared_task(name=name, ignore_result=True)(run)

@@ -1,0 +1,267 @@
+"""The job lifecycle every job kind shares (annotation/core/jobs.py): a task published after
+the commit, the broker's refusal turned into ``BrokerUnavailable`` after the kind recorded it,
+a task's final failure recorded on its job, and the stalled-job sweep each kind registers."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+from kombu.exceptions import OperationalError
+
+from annotation.core import jobs
+from annotation.core.errors import Unavailable
+from annotation.core.jobs import BrokerUnavailable, JobTask, StalledJobs, job_publish
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class RecordingTask:
+    """A task as ``job_publish`` sees it: what it was sent with, or the broker's refusal."""
+
+    name = "tests.recording"
+
+    def __init__(self, *, refuse: bool = False) -> None:
+        self.sent: list[dict] = []
+        self.refuse = refuse
+
+    def apply_async(self, **options) -> None:
+        if self.refuse:
+            raise OperationalError("Error 111 connecting to broker.internal:6379.")
+        self.sent.append(options)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_task_is_sent_at_once_with_a_bounded_retry():
+    task = RecordingTask()
+    job_publish(task, args=(7,), queue="default")
+    assert len(task.sent) == 1
+    assert task.sent[0]["args"] == (7,)
+    assert task.sent[0]["queue"] == "default"
+    assert task.sent[0]["retry_policy"] == {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.5,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_the_task_waits_for_the_commit_and_a_rollback_drops_it():
+    task = RecordingTask()
+    with transaction.atomic():
+        job_publish(task, args=(1,))
+        assert task.sent == []  # a worker must not see a job that is not committed yet
+    assert [options["args"] for options in task.sent] == [(1,)]
+
+    class RolledBack(Exception):
+        pass
+
+    def publish_then_fail() -> None:
+        with transaction.atomic():
+            job_publish(task, args=(2,))
+            raise RolledBack
+
+    with pytest.raises(RolledBack):
+        publish_then_fail()
+    assert [options["args"] for options in task.sent] == [(1,)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_commit_false_sends_at_once_even_inside_a_transaction():
+    task = RecordingTask()
+    with transaction.atomic():
+        job_publish(task, args=(3,), after_commit=False)
+        assert [options["args"] for options in task.sent] == [(3,)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refusal_is_recorded_by_the_kind_then_raised_without_the_brokers_address():
+    recorded: list[BrokerUnavailable] = []
+    with pytest.raises(BrokerUnavailable) as raised:
+        job_publish(RecordingTask(refuse=True), args=(1,), on_refused=recorded.append)
+    assert recorded == [raised.value]
+    assert isinstance(raised.value, Unavailable)  # answered 503 like every Unavailable
+    assert str(raised.value) == "The task queue is unreachable."
+    assert "broker.internal" not in str(raised.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_kind_may_say_more_about_a_refusal():
+    def refused(exc: BrokerUnavailable) -> None:
+        raise BrokerUnavailable(f"{exc} Job 4 failed.") from exc
+
+    with pytest.raises(
+        BrokerUnavailable, match=r"^The task queue is unreachable\. Job 4 failed\.$"
+    ):
+        job_publish(RecordingTask(refuse=True), on_refused=refused)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refusal_at_the_commit_raises_from_the_commit():
+    recorded: list[BrokerUnavailable] = []
+    with pytest.raises(BrokerUnavailable), transaction.atomic():
+        job_publish(RecordingTask(refuse=True), on_refused=recorded.append)
+    assert len(recorded) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_at_commit_raises_to_a_caller_but_logs_a_refusal_met_at_the_commit(caplog):
+    recorded: list[BrokerUnavailable] = []
+    with pytest.raises(BrokerUnavailable):
+        job_publish(RecordingTask(refuse=True), on_refused=recorded.append, refusal="log_at_commit")
+    assert len(recorded) == 1
+    with caplog.at_level(logging.WARNING, logger="annotation.core.jobs"), transaction.atomic():
+        job_publish(RecordingTask(refuse=True), on_refused=recorded.append, refusal="log_at_commit")
+    assert len(recorded) == 2  # recorded on the job all the same
+    assert [r.getMessage() for r in caplog.records if r.name == "annotation.core.jobs"] == [
+        "tests.recording not queued: The task queue is unreachable."
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_records_the_refusal_on_the_job_and_raises_nothing(caplog):
+    recorded: list[BrokerUnavailable] = []
+    with caplog.at_level(logging.WARNING, logger="annotation.core.jobs"):
+        job_publish(RecordingTask(refuse=True), on_refused=recorded.append, refusal="log")
+    assert [str(exc) for exc in recorded] == ["The task queue is unreachable."]
+    assert "tests.recording not queued" in caplog.text
+
+
+FAILED: list[tuple[int, str]] = []  # what the failing task's kind recorded: (job id, error)
+
+
+class _FailingJobTask(JobTask):
+    abstract = True
+    job_id_arg = "job_id"
+
+    def job_fail(self, job_id: int, exc: BaseException) -> None:
+        FAILED.append((job_id, f"{type(exc).__name__}: {exc}"))
+
+
+@shared_task(base=_FailingJobTask, name="tests.jobs.always_fails")
+def always_fails(job_id: int) -> None:
+    raise ValueError(f"job {job_id} cannot be done")
+
+
+def test_a_job_task_is_acknowledged_late_and_given_back_when_its_worker_is_lost():
+    assert always_fails.acks_late is True
+    assert always_fails.reject_on_worker_lost is True
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: always_fails.apply(args=(5,), throw=False),
+        lambda: always_fails.apply(kwargs={"job_id": 5}, throw=False),
+    ],
+)
+def test_a_job_tasks_final_failure_is_recorded_on_its_job(call):
+    FAILED.clear()
+    assert call().failed()
+    assert FAILED == [(5, "ValueError: job 5 cannot be done")]
+
+
+def test_a_kind_that_does_not_say_how_its_job_fails_is_told_so():
+    class Silent(JobTask):
+        abstract = True
+
+    with pytest.raises(NotImplementedError, match="Silent does not say how its job fails"):
+        Silent().job_fail(1, ValueError("x"))
+
+
+class Kind(StalledJobs[int]):
+    """Jobs 1..4 are stalled; another sweep holds 2; the broker refuses 3."""
+
+    noun = "test job"
+
+    def __init__(self) -> None:
+        self.claimed: set[int] = set()
+        self.unclaimed: list[tuple[int, object]] = []
+
+    def stalled(self):
+        return [1, 2, 3, 4]
+
+    def claim(self, job):
+        if job == 2:
+            return 0
+        self.claimed.add(job)
+        return f"claim-{job}"
+
+    def recover(self, job):
+        if job == 3:
+            raise BrokerUnavailable("The task queue is unreachable.")
+        return f"sent {job}"
+
+    def unclaim(self, job, claim):
+        self.claimed.discard(job)
+        self.unclaimed.append((job, claim))
+
+
+def test_the_sweep_recovers_what_it_claimed_and_gives_back_what_the_broker_refused(caplog):
+    kind = Kind()
+    with caplog.at_level(logging.INFO, logger="annotation.core.jobs"):
+        assert kind.sweep() == [1, 4]
+    assert kind.claimed == {1, 4}
+    assert kind.unclaimed == [(3, "claim-3")]  # the next sweep tries it again
+    messages = [record.getMessage() for record in caplog.records]
+    assert "stalled test job 3 not recovered: The task queue is unreachable." in messages
+    assert "stalled test job 1 recovered: sent 1" in messages
+    assert "stalled test job 2 recovered" not in " ".join(messages)  # another sweep has it
+
+
+def test_an_error_the_kind_does_not_expect_stops_the_sweep():
+    class Broken(Kind):
+        def recover(self, job):
+            raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        Broken().sweep()
+
+
+def test_every_sweep_is_registered_once_and_scheduled_by_celery_beat():
+    import annotation.tasks
+    import judges.tasks  # noqa: F401 - judges registers its kinds with the kernel
+
+    scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert set(jobs.SWEEPS) == scheduled
+    assert len(jobs.SWEEPS) == 6
+    with pytest.raises(ValueError, match=r"annotation\.imports_resume_stalled is registered"):
+        jobs.sweep_task(
+            "annotation.imports_resume_stalled",
+            jobs.SWEEPS["annotation.imports_resume_stalled"],
+            doc="",
+        )
+    assert annotation.tasks.imports_resume_stalled.name == "annotation.imports_resume_stalled"
+
+
+def test_the_sweep_task_runs_its_kinds_sweep(monkeypatch):
+    import annotation.tasks
+
+    swept = []
+    kind = jobs.SWEEPS["annotation.imports_resume_stalled"]
+    monkeypatch.setattr(kind, "sweep", lambda: swept.append(kind) or [])
+    annotation.tasks.imports_resume_stalled.apply()
+    assert swept == [kind]
+
+
+APP_CODE = ("annotation", "judges")
+# The kernel and the broker module it sends through are the only places that talk to Celery.
+SENDS = re.compile(r"\.(delay|apply_async|send_task)\(|\btask_publish\(")
+
+
+def test_tasks_are_published_only_through_the_kernel():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for package in APP_CODE
+        for path in (ROOT / package).rglob("*.py")
+        if path.relative_to(ROOT).as_posix()
+        not in ("annotation/core/jobs.py", "annotation/core/broker.py")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if SENDS.search(line)
+    ]
+    assert offenders == []
