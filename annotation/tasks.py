@@ -6,6 +6,11 @@ from celery import Task, shared_task
 
 from annotation.errors import Conflict
 from annotation.imports.jobs import import_job_fail, import_job_run, import_jobs_resume_stalled
+from annotation.imports.transcode_jobs import (
+    transcode_job_fail,
+    transcode_job_run,
+    transcode_jobs_resume_stalled,
+)
 from annotation.models import ImportJob, Project, Release
 from annotation.services.agreement_report import agreement_report_recompute
 
@@ -32,6 +37,27 @@ def import_run(job_id: int) -> None:
 def imports_resume_stalled() -> None:
     """Periodic (Celery beat): queues again the imports whose worker died."""
     import_jobs_resume_stalled()
+
+
+class _TranscodeTask(Task):
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        transcode_job_fail(
+            job_id=args[0] if args else kwargs["job_id"],
+            message=f"The transcode task failed ({type(exc).__name__}); retry it.",
+        )
+
+
+@shared_task(base=_TranscodeTask, acks_late=True, reject_on_worker_lost=True)
+def transcode_run(job_id: int) -> None:
+    """Makes the playable copy of a video or audio file. Safe to run twice: only the run
+    that moves the job from pending to running works."""
+    transcode_job_run(job_id=job_id)
+
+
+@shared_task(name="annotation.transcodes_resume_stalled")
+def transcodes_resume_stalled() -> None:
+    """Periodic (Celery beat): sends again the transcodes whose worker died."""
+    transcode_jobs_resume_stalled()
 
 
 @shared_task(name="annotation.agreement_report_refresh")

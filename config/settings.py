@@ -394,6 +394,7 @@ CELERY_BEAT_SCHEDULE = {
         ("resume-stalled-judge-evaluations", "judges.judge_evaluations_resume_stalled"),
         ("resume-stalled-trainings", "judges.training_runs_resume_stalled"),
         ("resume-stalled-imports", "annotation.imports_resume_stalled"),
+        ("resume-stalled-transcodes", "annotation.transcodes_resume_stalled"),
         ("fail-stalled-release-builds", "annotation.release_builds_fail_stalled"),
         ("send-lost-agreement-refreshes", "annotation.agreement_refreshes_send_lost"),
     )

@@ -6,9 +6,11 @@ and WAV INFO tags, chapters, attachments, data and subtitle streams).
 The packets of the served copy are the original's, byte for byte: the copy is read back and
 its packets compared, so its frames and samples are the original's. A poster frame (video)
 and waveform peaks (audio) are made in the same decoding pass. Files are read from disk in
-packets, never whole. Only what a browser plays is accepted (MP4 or WebM video; MP4/M4A, MP3,
-WAV, Ogg, FLAC or WebM audio); other containers or codecs are refused with the reason (no
-transcoding). Limits: docs/operations.md ("Limits").
+packets, never whole. What a browser plays (MP4 or WebM video; MP4/M4A, MP3, WAV, Ogg, FLAC
+or WebM audio) is served as that copy; a file in another container or codec that FFmpeg
+decodes (``_TRANSCODED_*``: AVI, MPEG-4 Part 2 or Motion JPEG in Matroska, WMA, ...) is
+accepted with ``transcode`` set and gets a playable copy later (``annotation.imports.transcode``);
+anything else is refused with the reason. Limits: docs/operations.md ("Limits").
 """
 
 from __future__ import annotations
@@ -69,11 +71,32 @@ _MUXER_OPTIONS = {
     "wav": {"write_bext": "0"},
     "flac": {"write_header": "1"},
 }
+# What is decoded and re-encoded into a playable copy when a browser cannot play the file as
+# it is: containers and codecs FFmpeg reads well, nothing guessed from bytes (FFmpeg would
+# open a text file as "tty" video).
+_TRANSCODED_CONTAINERS = {
+    "avi", _MATROSKA, _MP4_FAMILY, "mpeg", "mpegts", "flv", "asf", "ogg", "wav", "aiff",
+}  # fmt: skip
+_TRANSCODED_VIDEO_CODECS = {
+    "mpeg4", "mjpeg", "mpeg1video", "mpeg2video", "h263", "msmpeg4v2", "msmpeg4v3", "wmv1",
+    "wmv2", "theora", "flv1", "prores", "dnxhd", "h264", "hevc", "vp8", "vp9", "av1",
+}  # fmt: skip
+_TRANSCODED_AUDIO_CODECS = {
+    "mp3", "aac", "ac3", "eac3", "vorbis", "opus", "flac", "alac", "wmav1", "wmav2",
+    "pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s24be", "pcm_s32le", "pcm_f32le", "pcm_u8",
+    "pcm_mulaw", "pcm_alaw", "adpcm_ima_wav", "adpcm_ms",
+}  # fmt: skip
+# The format of a transcoded copy: H.264 and AAC in MP4, or AAC alone in M4A.
+TRANSCODED_FORMATS = {Media.Kind.VIDEO: Media.Format.MP4, Media.Kind.AUDIO: Media.Format.M4A}
 _HTML_STARTS = (b"<!doctype", b"<html", b"<?xml", b"<head", b"<body")
 
 
 class AvMediaError(Exception):
     """The file was refused; the message says why."""
+
+
+class _NotPlayable(AvMediaError):
+    """A browser cannot play the file as it is; it may be transcoded."""
 
 
 @dataclass
@@ -94,6 +117,8 @@ class AvInfo:
     sample_rate: int | None = None
     channels: int | None = None
     peaks: list[float] | None = None
+    # A browser cannot play it as it is: ``format`` is that of the copy still to be made.
+    transcode: bool = False
     # The first frame as PNG bytes (video), stored as an image Media.
     poster_png: bytes | None = field(default=None, repr=False)
 
@@ -132,7 +157,7 @@ def av_inspect(path: Path, *, kind: str) -> AvInfo:
         container = av.open(str(path), mode="r")
     except (av.FFmpegError, UnicodeDecodeError, ValueError) as exc:
         raise AvMediaError(
-            f"cannot be read as {kind} (corrupt, truncated or another kind of file): {_reason(exc)}"
+            f"cannot be read as {kind} (corrupt, truncated or another kind of file): {av_reason(exc)}"
         ) from None
     with container:
         info = _probe(container, kind=kind, size=size, limits=limits)
@@ -177,8 +202,21 @@ def _probe(container, *, kind: str, size: int, limits: dict[str, int]) -> AvInfo
             f"the header claims a duration of {claimed:,.0f} s, longer than the limit of "
             f"{limits['seconds']:,} s"
         )
-    info.format = _served_format(demuxer, info, container)
+    try:
+        info.format = _served_format(demuxer, info, container)
+    except _NotPlayable as exc:
+        if not _transcodable(demuxer, info):
+            raise AvMediaError(f"{exc}, and it cannot be transcoded") from None
+        info.format, info.transcode = TRANSCODED_FORMATS[kind], True
     return info
+
+
+def _transcodable(demuxer: str, info: AvInfo) -> bool:
+    if demuxer not in _TRANSCODED_CONTAINERS:
+        return False
+    if info.kind == Media.Kind.VIDEO and info.video_codec not in _TRANSCODED_VIDEO_CODECS:
+        return False
+    return not info.audio_codec or info.audio_codec in _TRANSCODED_AUDIO_CODECS
 
 
 def _claimed_seconds(container, stream) -> float | None:
@@ -198,30 +236,30 @@ def _served_format(demuxer: str, info: AvInfo, container) -> str:
             # Matroska holding WebM's codecs (checked below) is served as WebM: a remux.
             served = Media.Format.WEBM
         else:
-            raise AvMediaError(
+            raise _NotPlayable(
                 f"a browser cannot play this container ({demuxer}): give MP4 or WebM video"
             )
         if info.video_codec not in _VIDEO_CODECS[served]:
-            raise AvMediaError(
+            raise _NotPlayable(
                 f"a browser cannot play {info.video_codec} video in {served}: use one of "
                 f"{', '.join(sorted(_VIDEO_CODECS[served]))}"
             )
         allowed_audio = _AUDIO_CODECS_WITH_VIDEO[served]
         if info.audio_codec and info.audio_codec not in allowed_audio:
-            raise AvMediaError(
+            raise _NotPlayable(
                 f"a browser cannot play {info.audio_codec} audio in {served}: use one of "
                 f"{', '.join(sorted(allowed_audio))}"
             )
         return served
     entry = _AUDIO_FORMATS.get(demuxer)
     if entry is None:
-        raise AvMediaError(
+        raise _NotPlayable(
             f"a browser cannot play this container ({demuxer}): give MP3, WAV, Ogg, FLAC, "
             "M4A or WebM audio"
         )
     served, codecs = entry
     if info.audio_codec not in codecs:
-        raise AvMediaError(
+        raise _NotPlayable(
             f"a browser cannot play {info.audio_codec} audio in {served}: use one of "
             f"{', '.join(sorted(codecs))}"
         )
@@ -254,7 +292,7 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
     except AvMediaError:
         raise
     except (av.FFmpegError, ValueError, MemoryError) as exc:
-        raise AvMediaError(f"corrupt or truncated: {_reason(exc)}") from None
+        raise AvMediaError(f"corrupt or truncated: {av_reason(exc)}") from None
     for stream in streams:
         if frames[stream.index] == 0:
             raise AvMediaError(f"corrupt or truncated: its {stream.type} stream decodes to nothing")
@@ -349,7 +387,7 @@ def av_strip(source: Path, dest: Path, *, info: AvInfo) -> None:
                     continue
                 found.add(packet.stream.index, packet)
     except av.FFmpegError as exc:
-        raise AvMediaError(f"cannot be remuxed without its metadata: {_reason(exc)}") from None
+        raise AvMediaError(f"cannot be remuxed without its metadata: {av_reason(exc)}") from None
     if found.digests != expected.digests:
         raise AvMediaError("its copy without metadata does not hold the same packets")
 
@@ -377,7 +415,7 @@ class _PacketDigest:
         return {index: digest.hexdigest() for index, digest in self._hashes.items()}
 
 
-def _reason(exc: BaseException) -> str:
+def av_reason(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, av.FFmpegError) and exc.strerror:
         text = exc.strerror

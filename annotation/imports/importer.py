@@ -44,6 +44,7 @@ from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import TEXT, PairFileReader, PairSpec, RawRecord, pair_spec
 from annotation.imports.progress import Progress, ProgressCallback
 from annotation.imports.threads import in_background
+from annotation.imports.transcode_jobs import transcode_jobs_create
 from annotation.imports.writer import BulkWriter, RawJson
 from annotation.models import (
     ImportJob,
@@ -140,7 +141,9 @@ def pairs_import(
                 _lock_project(project)
                 if job is not None and job_records.job_status(job) in job_records.FINISHED:
                     raise ImportJobFinished
-                importer = _Importer(project=project, store=store, batch_size=batch_size)
+                importer = _Importer(
+                    project=project, store=store, batch_size=batch_size, job=job
+                )
                 importer.run(PairFileReader(stream, name=name), reporter)
                 if not importer.summary.pairs_read and not importer.issues:
                     importer.issues.add(ImportIssue(None, None, "the file holds no pairs"))
@@ -284,14 +287,19 @@ class _WrittenIds:
 
 
 class _Importer:
-    def __init__(self, *, project: Project, store: MediaStore, batch_size: int):
+    def __init__(
+        self, *, project: Project, store: MediaStore, batch_size: int, job: ImportJob | None
+    ):
         self.project = project
+        self.job = job
         self.store = store
         self.batch_size = batch_size
         self.issues = IssueCollector()
         self.summary = ImportSummary()
         self.writer = BulkWriter()
         self.linked_media: set[str] = set()
+        # Video and audio without a playable copy yet: their pairs wait for it.
+        self.unplayable_media: set[str] = set()
         self.consensus = ImportConsensus(project=project)
         self._decided_columns: dict[Decision, dict] = {}
         self._analyze_at = 0
@@ -408,6 +416,7 @@ class _Importer:
             "metadata": encode(metadata),
             "target_votes": self.project.overlap,
             "prior_label": spec.chosen,
+            "media_pending": False,  # set as the batch is written (``_flush``)
             **self._decision(spec),
             "search_words": search_words(
                 external_id=spec.external_id,
@@ -443,6 +452,8 @@ class _Importer:
             # A refused import is rolled back anyway: keep checking, stop writing.
             return
         self._write_media(new_rows)
+        for row in new_rows:
+            row.pair["media_pending"] = not self.unplayable_media.isdisjoint(row.images)
         self._write_content(new_rows)
         self._write_pairs(new_rows)
         if connection.queries_logged:
@@ -513,7 +524,16 @@ class _Importer:
                     batch_media[sha] = info
         if not batch_media:
             return
-        known = set(Media.objects.filter(pk__in=list(batch_media)).values_list("pk", flat=True))
+        served = dict(
+            Media.objects.filter(pk__in=list(batch_media)).values_list("pk", "served_sha256")
+        )
+        known = set(served)
+        self.unplayable_media.update(
+            sha
+            for sha, info in batch_media.items()
+            if isinstance(info, MediaRecord)
+            and (info.transcode if sha not in known else served[sha] is None)
+        )
         self.summary.media_reused += len(known)
         self.summary.media_created += len(batch_media) - len(known)
         self.writer.insert_ignoring_conflicts(
@@ -525,6 +545,10 @@ class _Importer:
             [{"project_id": self.project.pk, "media_id": sha} for sha in batch_media],
         )
         self.linked_media.update(batch_media)
+        transcode_jobs_create(
+            media_ids=[sha for sha in batch_media if sha in self.unplayable_media],
+            import_job_id=self.job.pk if self.job is not None else None,
+        )
 
     def _write_content(self, rows: list[_PairRow]) -> None:
         prompts: dict[uuid.UUID, dict] = {}

@@ -64,6 +64,8 @@ class MediaRecord:
     kind: str
     row: dict
     extra: tuple[ImageInfo, ...] = ()
+    # A browser cannot play it as it is: its served copy is made by a ``TranscodeJob``.
+    transcode: bool = False
 
 
 def image_inspect(data: bytes) -> ImageInfo:
@@ -241,15 +243,18 @@ class MediaStore:
             info = av_inspect(path, kind=kind)
         except AvMediaError as exc:
             raise MediaError(f"{name} refused: {exc}") from None
-        served = self._staging() / f"served-{uuid.uuid4().hex}"
-        try:
-            av_strip(path, served, info=info)
-        except AvMediaError as exc:
-            served.unlink(missing_ok=True)
-            raise MediaError(f"{name} refused: {exc}") from None
-        served_sha256 = file_sha256(served)
+        served_columns = {"served_sha256": None, "strip_result": None}
+        if not info.transcode:
+            served = self._staging() / f"served-{uuid.uuid4().hex}"
+            try:
+                av_strip(path, served, info=info)
+            except AvMediaError as exc:
+                served.unlink(missing_ok=True)
+                raise MediaError(f"{name} refused: {exc}") from None
+            served_sha256 = file_sha256(served)
+            self._stage_file(served_sha256, info.format, served, copy=False)
+            served_columns = _served_columns(info.sha256, served_sha256)
         self._stage_file(info.sha256, info.format, path, copy=True)
-        self._stage_file(served_sha256, info.format, served, copy=False)
         extra: tuple[ImageInfo, ...] = ()
         poster_sha256 = None
         if info.poster_png is not None:
@@ -275,9 +280,9 @@ class MediaStore:
             "channels": info.channels,
             "poster_sha256": poster_sha256,
             "peaks": info.peaks,
-            **_served_columns(info.sha256, served_sha256),
+            **served_columns,
         }
-        return MediaRecord(info.sha256, kind, row, extra)
+        return MediaRecord(info.sha256, kind, row, extra, transcode=info.transcode)
 
     def _model3d_record(self, path: Path, name: str) -> MediaRecord:
         data = path.read_bytes()  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
