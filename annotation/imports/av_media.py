@@ -157,7 +157,8 @@ def av_inspect(path: Path, *, kind: str) -> AvInfo:
         container = av.open(str(path), mode="r")
     except (av.FFmpegError, UnicodeDecodeError, ValueError) as exc:
         raise AvMediaError(
-            f"cannot be read as {kind} (corrupt, truncated or another kind of file): {av_reason(exc)}"
+            f"cannot be read as {kind} (corrupt, truncated or another kind of file): "
+            f"{av_reason(exc)}"
         ) from None
     with container:
         info = _probe(container, kind=kind, size=size, limits=limits)

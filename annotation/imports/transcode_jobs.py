@@ -117,7 +117,7 @@ def transcode_job_run(*, job_id: int) -> None:
             )
 
     try:
-        copy = av_transcode(root / media.relative_path, work, kind=media.kind, progress=progress)
+        av_transcode(root / media.relative_path, work, kind=media.kind, progress=progress)
         served_sha256 = file_sha256(work)
         final = root / Media.path_for(served_sha256, media.format)
         final.parent.mkdir(parents=True, exist_ok=True)
