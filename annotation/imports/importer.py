@@ -141,9 +141,7 @@ def pairs_import(
                 _lock_project(project)
                 if job is not None and job_records.job_status(job) in job_records.FINISHED:
                     raise ImportJobFinished
-                importer = _Importer(
-                    project=project, store=store, batch_size=batch_size, job=job
-                )
+                importer = _Importer(project=project, store=store, batch_size=batch_size, job=job)
                 importer.run(PairFileReader(stream, name=name), reporter)
                 if not importer.summary.pairs_read and not importer.issues:
                     importer.issues.add(ImportIssue(None, None, "the file holds no pairs"))
