@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ _PEAK_DECIMALS = 3
 # Audio is summarised in blocks of this many seconds while decoding, then reduced to
 # WAVEFORM_PEAKS: memory stays small whatever the length.
 _PEAK_BLOCK_SECONDS = 0.01
+_POSTER_QUALITY = 90
 
 # What a browser plays, by FFmpeg's demuxer name and codec names.
 _MP4_FAMILY = "mov,mp4,m4a,3gp,3g2,mj2"
@@ -119,8 +121,8 @@ class AvInfo:
     peaks: list[float] | None = None
     # A browser cannot play it as it is: ``format`` is that of the copy still to be made.
     transcode: bool = False
-    # The first frame as PNG bytes (video), stored as an image Media.
-    poster_png: bytes | None = field(default=None, repr=False)
+    # The first frame as JPEG bytes (video), stored as an image Media.
+    poster_jpeg: bytes | None = field(default=None, repr=False)
 
 
 def av_limits() -> dict[str, int]:
@@ -140,10 +142,11 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def av_inspect(path: Path, *, kind: str) -> AvInfo:
+def av_inspect(path: Path, *, kind: str, limits: dict[str, int] | None = None) -> AvInfo:
     """Probes and fully decodes the file at ``path`` as a ``kind`` ("video" or "audio");
-    raises ``AvMediaError`` naming the reason it cannot be accepted."""
-    limits = av_limits()
+    raises ``AvMediaError`` naming the reason it cannot be accepted. ``limits``: those of
+    ``av_limits()``, passed by a caller in another process."""
+    limits = limits or av_limits()
     size = path.stat().st_size
     if size == 0:
         raise AvMediaError("the file is empty")
@@ -286,8 +289,8 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
                     end_seconds = max(end_seconds, float(frame.time))
                     if end_seconds > limits["seconds"]:
                         raise AvMediaError(f"longer than the limit of {limits['seconds']:,} s")
-                if packet.stream is video and info.poster_png is None:
-                    info.poster_png = _poster(frame)
+                if packet.stream is video and info.poster_jpeg is None:
+                    info.poster_jpeg = _poster(frame)
                 elif peaks is not None and packet.stream is audio:
                     peaks.add(frame.to_ndarray())
     except AvMediaError:
@@ -310,8 +313,9 @@ def _duration(container, stream, decoded_end: float) -> float:
 
 
 def _poster(frame) -> bytes:
+    # JPEG: a 480p frame takes 5 ms where PNG takes 300 ms, and a third of the bytes.
     out = io.BytesIO()
-    frame.to_image().save(out, format="PNG")
+    frame.to_image().save(out, format="JPEG", quality=_POSTER_QUALITY)
     return out.getvalue()
 
 
@@ -421,3 +425,32 @@ def av_reason(exc: BaseException) -> str:
     if isinstance(exc, av.FFmpegError) and exc.strerror:
         text = exc.strerror
     return text[:200]
+
+
+@dataclass
+class AvPrepared:
+    """A file checked and its served copy made (``av_prepare``), or why it was refused."""
+
+    info: AvInfo | None = None
+    served: Path | None = None  # None when it waits for a transcode
+    served_sha256: str = ""
+    error: str = ""
+
+
+def av_prepare(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) -> AvPrepared:
+    """Checks the file at ``path`` and writes its served copy into the folder ``staging``
+    (unless it is to be transcoded): what an import does with each video and audio file,
+    in any process (it touches no database and no settings)."""
+    try:
+        info = av_inspect(path, kind=kind, limits=limits)
+    except AvMediaError as exc:
+        return AvPrepared(error=str(exc))
+    if info.transcode:
+        return AvPrepared(info=info)
+    served = staging / f"served-{uuid.uuid4().hex}"
+    try:
+        av_strip(path, served, info=info)
+    except AvMediaError as exc:
+        served.unlink(missing_ok=True)
+        return AvPrepared(error=str(exc))
+    return AvPrepared(info=info, served=served, served_sha256=file_sha256(served))

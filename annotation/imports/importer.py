@@ -40,6 +40,7 @@ from annotation.imports import sql
 from annotation.imports.archive import ArchiveError, archive_extract
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
 from annotation.imports.media import ImageInfo, MediaError, MediaRecord, MediaStore
+from annotation.imports.media_pool import MediaPool
 from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import TEXT, PairFileReader, PairSpec, RawRecord, pair_spec
 from annotation.imports.progress import Progress, ProgressCallback
@@ -64,6 +65,8 @@ from annotation.services.pairs import Decision
 logger = logging.getLogger(__name__)
 
 BATCH_SIZE = 2000
+# Pairs whose video and audio files are checked together, in parallel.
+MEDIA_WINDOW_PAIRS = 16
 WRITTEN_IDS_LIMIT = 1_000_000  # about 70 MB of remembered prompt or response ids
 # Namespace of the PostgreSQL advisory lock that serialises imports into one project.
 _LOCK_NAMESPACE = 0x41524249
@@ -134,7 +137,10 @@ def pairs_import(
                 job_records.job_started(job, total)
             if archive is not None:
                 media_root = _unpack(archive, stack)
-            store = MediaStore(media_root=Path(media_root) if media_root else None)
+            store = MediaStore(
+                media_root=Path(media_root) if media_root else None, pool=MediaPool()
+            )
+            stack.callback(store.close)
             stack.callback(store.discard)
             reporter = stack.enter_context(Progress(job, progress, total))
             with transaction.atomic():
@@ -314,8 +320,33 @@ class _Importer:
         reporter.update(reader.bytes_read, self.summary.pairs_read, force=True)
 
     def _batches(self, reader: PairFileReader) -> Iterator[list[_PairRow]]:
-        """Checked pairs with their images resolved, in batches; touches no database."""
+        """Checked pairs with their images resolved, in batches; touches no database. The
+        video and audio files of a few pairs at a time are checked together (in parallel,
+        ``MediaStore.prefetch``) before their pairs are resolved one by one."""
         batch: list[_PairRow] = []
+        for specs in self._spec_windows(reader):
+            self.store.prefetch(
+                [
+                    part
+                    for spec in specs
+                    for parts in (spec.prompt_parts, spec.response_a.parts, spec.response_b.parts)
+                    for part in parts
+                    if part[0] in AV_PART_TYPES
+                ]
+            )
+            for spec in specs:
+                row = self._resolve(spec)
+                if row is not None:
+                    batch.append(row)
+                if len(batch) >= self.batch_size:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
+    def _spec_windows(self, reader: PairFileReader) -> Iterator[list[PairSpec]]:
+        """The file's valid pairs, MEDIA_WINDOW_PAIRS at a time; problems are collected."""
+        window: list[PairSpec] = []
         scale, allow_urls = self.project.scale, self.project.allow_media_urls
         # An Omni-RewardBench task file (text_to_video_preferences.json, ...) is read as it is.
         omni = omni_task(reader.name)
@@ -331,14 +362,12 @@ class _Importer:
             if spec is None:
                 self.issues.extend(problems)
                 continue
-            row = self._resolve(spec)
-            if row is not None:
-                batch.append(row)
-            if len(batch) >= self.batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+            window.append(spec)
+            if len(window) >= MEDIA_WINDOW_PAIRS:
+                yield window
+                window = []
+        if window:
+            yield window
 
     def _resolve(self, spec: PairSpec) -> _PairRow | None:
         """Turns image references into stored media and derives the content ids."""

@@ -82,7 +82,7 @@ def test_video_parts_are_probed_stored_and_given_a_poster(project, tmp_path, set
     assert webm.content_type == "video/webm"
     # The poster is an image Media of the first frame, linked to the project for serving.
     poster = Media.objects.get(sha256=mp4.poster_sha256)
-    assert (poster.kind, poster.format, poster.width, poster.height) == ("image", "PNG", 64, 48)
+    assert (poster.kind, poster.format, poster.width, poster.height) == ("image", "JPEG", 64, 48)
     assert ProjectMedia.objects.filter(project=project, media=poster).exists()
     assert original_path(poster, settings).is_file()
     # The original is kept byte for byte for releases; the served copy beside it.
@@ -337,7 +337,7 @@ def test_the_api_shows_media_parts_with_their_player_facts(project, alice, api_f
     body = b"".join(served.streaming_content)
     assert body and PLANTED.encode() not in body
     poster = api.get(video["poster_url"])
-    assert poster.status_code == 200 and poster["Content-Type"] == "image/png"
+    assert poster.status_code == 200 and poster["Content-Type"] == "image/jpeg"
     # Nothing in the payload names the file or the model.
     text = json.dumps(data)
     assert "a.mp4" not in text and "m-one" not in text and PLANTED not in text
