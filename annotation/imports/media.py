@@ -248,12 +248,12 @@ class MediaStore:
 
     def prefetch(self, references: list[tuple[str, str]]) -> None:
         """Checks at once, in the pool's processes, the video and audio files among
-        ``references`` (``(path, kind)``) not resolved yet, so that ``resolve_media`` finds
+        ``references`` (content parts: ``(kind, path)``) not resolved yet, so that ``resolve_media`` finds
         them done; errors are kept for it to raise."""
         if self.pool is None or self.pool.broken:
             return
         todo: dict[str, tuple[str, str, Path]] = {}
-        for reference, kind in references:
+        for kind, reference in references:
             key = f"{kind}:{reference}"
             if kind not in _AV_KINDS or key in self._media_cache or key in todo:
                 continue

@@ -383,3 +383,52 @@ def test_importing_the_same_media_again_reuses_them(project, other_project, tmp_
     assert (first.media_created, again.existing_pairs, other.media_reused) == (3, 1, 3)
     assert Media.objects.count() == 3
     assert stored_files() == files
+
+
+def test_worker_processes_check_the_files_as_the_importer_would(
+    project, other_project, tmp_path, settings, monkeypatch
+):
+    """A window of pairs' video and audio files is checked in forked worker processes: the
+    same rows, and the same line error for a bad file, as when checked in the importer."""
+    from annotation.imports.media_pool import MediaPool
+
+    pooled = []
+    prepare = MediaPool.prepare
+
+    def counting(self, files, **kwargs):
+        results = prepare(self, files, **kwargs)
+        pooled.append((len(files), results is not None))
+        return results
+
+    monkeypatch.setattr(MediaPool, "prepare", counting)
+    video_write(tmp_path / "a.mp4")
+    video_write(tmp_path / "b.mp4", frames=6)
+    audio_write(tmp_path / "a.wav")
+    audio_write(tmp_path / "b.mp3", fmt="mp3")
+    pairs = [
+        media_pair("v", "video", "a.mp4", "b.mp4"),
+        media_pair("a", "audio", "a.wav", "b.mp3"),
+    ]
+    columns = ("sha256", "format", "duration_seconds", "served_sha256", "peaks", "poster_sha256")
+    settings.ARBITER_IMPORT_MEDIA_PROCESSES = 2
+    import_media(project, tmp_path, pairs)
+    assert pooled == [(4, True)]
+    in_workers = sorted(Media.objects.filter(kind__in=["video", "audio"]).values_list(*columns))
+    Pair.objects.all().delete()
+    ProjectMedia.objects.all().delete()
+    Media.objects.all().delete()
+    settings.ARBITER_IMPORT_MEDIA_PROCESSES = 1
+    import_media(other_project, tmp_path, pairs)
+    assert pooled == [(4, True)]
+    assert sorted(Media.objects.filter(kind__in=["video", "audio"]).values_list(*columns)) == (
+        in_workers
+    )
+
+    settings.ARBITER_IMPORT_MEDIA_PROCESSES = 2
+    (tmp_path / "bad.mp4").write_bytes(b"<!DOCTYPE html><html></html>")
+    with pytest.raises(ImportFailed) as refused:
+        import_media(project, tmp_path, [*pairs, media_pair("bad", "video", "a.mp4", "bad.mp4")])
+    [issue] = refused.value.issues
+    assert (issue.line, issue.field) == (3, "response_b.response_content[0]")
+    assert "bad.mp4" in issue.message and "HTML" in issue.message
+    assert pooled[-1] == (5, True)
