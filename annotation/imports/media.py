@@ -248,8 +248,8 @@ class MediaStore:
 
     def prefetch(self, references: list[tuple[str, str]]) -> None:
         """Checks at once, in the pool's processes, the video and audio files among
-        ``references`` (content parts: ``(kind, path)``) not resolved yet, so that ``resolve_media`` finds
-        them done; errors are kept for it to raise."""
+        ``references`` (content parts: ``(kind, path)``) not resolved yet, so that
+        ``resolve_media`` finds them done; errors are kept for it to raise."""
         if self.pool is None or self.pool.broken:
             return
         todo: dict[str, tuple[str, str, Path]] = {}
