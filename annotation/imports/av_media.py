@@ -90,6 +90,9 @@ _TRANSCODED_AUDIO_CODECS = {
 }  # fmt: skip
 # The format of a transcoded copy: H.264 and AAC in MP4, or AAC alone in M4A.
 TRANSCODED_FORMATS = {Media.Kind.VIDEO: Media.Format.MP4, Media.Kind.AUDIO: Media.Format.M4A}
+# The copy read back is in a format this module wrote, its streams declared in its header:
+# no need to read 5 MB of it to find them (which costs a WAV 25 ms).
+_READ_BACK_OPTIONS = {"probesize": "65536", "analyzeduration": "1"}
 _HTML_STARTS = (b"<!doctype", b"<html", b"<?xml", b"<head", b"<body")
 
 
@@ -142,10 +145,20 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def av_inspect(path: Path, *, kind: str, limits: dict[str, int] | None = None) -> AvInfo:
+def av_inspect(
+    path: Path,
+    *,
+    kind: str,
+    limits: dict[str, int] | None = None,
+    strip_to: Path | None = None,
+) -> AvInfo:
     """Probes and fully decodes the file at ``path`` as a ``kind`` ("video" or "audio");
     raises ``AvMediaError`` naming the reason it cannot be accepted. ``limits``: those of
-    ``av_limits()``, passed by a caller in another process."""
+    ``av_limits()``, passed by a caller in another process. With ``strip_to``, the served
+    copy is written there in the same pass, unless the file is to be transcoded: each
+    packet is remuxed, unchanged, into the same format with no metadata, chapters,
+    attachments or other streams as it is decoded; the copy is then read back, and
+    ``AvMediaError`` raised unless its packets are the original's."""
     limits = limits or av_limits()
     size = path.stat().st_size
     if size == 0:
@@ -163,9 +176,21 @@ def av_inspect(path: Path, *, kind: str, limits: dict[str, int] | None = None) -
             f"cannot be read as {kind} (corrupt, truncated or another kind of file): "
             f"{av_reason(exc)}"
         ) from None
-    with container:
-        info = _probe(container, kind=kind, size=size, limits=limits)
-        _decode(container, info, limits=limits)
+    remux = None
+    try:
+        with container:
+            info = _probe(container, kind=kind, size=size, limits=limits)
+            if strip_to is not None and not info.transcode:
+                remux = _Remux(strip_to, info, _served_streams(container, info))
+            _decode(container, info, limits=limits, remux=remux)
+            if remux is not None:
+                remux.close()
+        if remux is not None:
+            remux.check()
+    except BaseException:
+        if remux is not None:
+            remux.discard()
+        raise
     info.sha256 = file_sha256(path)
     return info
 
@@ -270,9 +295,10 @@ def _served_format(demuxer: str, info: AvInfo, container) -> str:
     return served
 
 
-def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
+def _decode(container, info: AvInfo, *, limits: dict[str, int], remux: _Remux | None) -> None:
     """Decodes every frame of the streams served, proving the file is whole; makes the poster
-    and the peaks on the way, and measures the real duration."""
+    and the peaks on the way, and measures the real duration. Each packet decoded is then
+    given to ``remux``."""
     video = container.streams.video[0] if info.kind == Media.Kind.VIDEO else None
     audio = container.streams.audio[0] if container.streams.audio else None
     streams = [s for s in (video, audio) if s is not None]
@@ -293,6 +319,8 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
                     info.poster_jpeg = _poster(frame)
                 elif peaks is not None and packet.stream is audio:
                     peaks.add(frame.to_ndarray())
+            if remux is not None:
+                remux.add(packet)
     except AvMediaError:
         raise
     except (av.FFmpegError, ValueError, MemoryError) as exc:
@@ -360,41 +388,76 @@ def _as_float(samples: np.ndarray) -> np.ndarray:
     return samples.astype(np.float32) / float(np.iinfo(samples.dtype).max)
 
 
-def av_strip(source: Path, dest: Path, *, info: AvInfo) -> None:
-    """Writes to ``dest`` the served copy of the verified file ``source``: its video and audio
-    packets remuxed unchanged into the same format, with no metadata, chapters, attachments
-    or other streams. Reads the copy back and raises ``AvMediaError`` unless its packets are
-    the original's."""
-    muxer = _MUXERS[info.format]
-    try:
-        with av.open(str(source), mode="r") as original:
-            streams = _served_streams(original, info)
-            with av.open(
+class _Remux:
+    """The served copy being written, packet by packet, with the digest of what went in."""
+
+    def __init__(self, dest: Path, info: AvInfo, streams: list):
+        muxer = _MUXERS[info.format]
+        self.dest = dest
+        self.expected = _PacketDigest()
+        try:
+            self.container = av.open(
                 str(dest), mode="w", format=muxer, options=_MUXER_OPTIONS.get(muxer, {})
-            ) as copy:
-                copy.metadata.clear()
-                outputs = {}
-                for stream in streams:
-                    output = copy.add_stream_from_template(stream)
-                    output.metadata.clear()
-                    outputs[stream.index] = output
-                expected = _PacketDigest()
-                for packet in original.demux(streams):
+            )
+            self.container.metadata.clear()
+            self.outputs = {}
+            for stream in streams:
+                output = self.container.add_stream_from_template(stream)
+                output.metadata.clear()
+                self.outputs[stream.index] = output
+        except av.FFmpegError as exc:
+            raise AvMediaError(
+                f"cannot be remuxed without its metadata: {av_reason(exc)}"
+            ) from None
+        self._open = True
+
+    def add(self, packet) -> None:
+        if packet.dts is None and packet.size == 0:
+            return  # the flush packet demux yields at the end
+        output = self.outputs[packet.stream.index]
+        self.expected.add(output.index, packet)
+        packet.stream = output
+        try:
+            self.container.mux(packet)
+        except av.FFmpegError as exc:
+            raise AvMediaError(
+                f"cannot be remuxed without its metadata: {av_reason(exc)}"
+            ) from None
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                self.container.close()
+            except av.FFmpegError as exc:
+                raise AvMediaError(
+                    f"cannot be remuxed without its metadata: {av_reason(exc)}"
+                ) from None
+
+    def check(self) -> None:
+        """Reads the copy back; raises ``AvMediaError`` unless its packets are the ones added."""
+        found = _PacketDigest()
+        try:
+            with av.open(str(self.dest), mode="r", options=_READ_BACK_OPTIONS) as served:
+                for packet in served.demux(list(served.streams)):
                     if packet.dts is None and packet.size == 0:
-                        continue  # the flush packet demux yields at the end
-                    expected.add(outputs[packet.stream.index].index, packet)
-                    packet.stream = outputs[packet.stream.index]
-                    copy.mux(packet)
-        with av.open(str(dest), mode="r") as served:
-            found = _PacketDigest()
-            for packet in served.demux(list(served.streams)):
-                if packet.dts is None and packet.size == 0:
-                    continue
-                found.add(packet.stream.index, packet)
-    except av.FFmpegError as exc:
-        raise AvMediaError(f"cannot be remuxed without its metadata: {av_reason(exc)}") from None
-    if found.digests != expected.digests:
-        raise AvMediaError("its copy without metadata does not hold the same packets")
+                        continue
+                    found.add(packet.stream.index, packet)
+        except av.FFmpegError as exc:
+            raise AvMediaError(
+                f"cannot be remuxed without its metadata: {av_reason(exc)}"
+            ) from None
+        if found.digests != self.expected.digests:
+            raise AvMediaError("its copy without metadata does not hold the same packets")
+
+    def discard(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                self.container.close()
+            except av.FFmpegError:
+                pass
+        self.dest.unlink(missing_ok=True)
 
 
 def _served_streams(container, info: AvInfo) -> list:
@@ -441,16 +504,11 @@ def av_prepare(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) 
     """Checks the file at ``path`` and writes its served copy into the folder ``staging``
     (unless it is to be transcoded): what an import does with each video and audio file,
     in any process (it touches no database and no settings)."""
+    served = staging / f"served-{uuid.uuid4().hex}"
     try:
-        info = av_inspect(path, kind=kind, limits=limits)
+        info = av_inspect(path, kind=kind, limits=limits, strip_to=served)
     except AvMediaError as exc:
         return AvPrepared(error=str(exc))
     if info.transcode:
         return AvPrepared(info=info)
-    served = staging / f"served-{uuid.uuid4().hex}"
-    try:
-        av_strip(path, served, info=info)
-    except AvMediaError as exc:
-        served.unlink(missing_ok=True)
-        return AvPrepared(error=str(exc))
     return AvPrepared(info=info, served=served, served_sha256=file_sha256(served))
