@@ -103,6 +103,9 @@ def transcode_job_run(*, job_id: int) -> None:
         return
     job = TranscodeJob.objects.select_related("media").get(pk=job_id)
     media = job.media
+    if media.kind not in (Media.Kind.VIDEO, Media.Kind.AUDIO):
+        transcode_job_fail(job_id=job_id, message=f"Cannot be transcoded: it is {media.kind}.")
+        return
     root = Path(settings.MEDIA_ROOT)
     work = root / ".staging" / f"transcode-{uuid.uuid4().hex}"
     work.parent.mkdir(parents=True, exist_ok=True)
