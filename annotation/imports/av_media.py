@@ -89,7 +89,10 @@ _TRANSCODED_AUDIO_CODECS = {
     "pcm_mulaw", "pcm_alaw", "adpcm_ima_wav", "adpcm_ms",
 }  # fmt: skip
 # The format of a transcoded copy: H.264 and AAC in MP4, or AAC alone in M4A.
-TRANSCODED_FORMATS = {Media.Kind.VIDEO: Media.Format.MP4, Media.Kind.AUDIO: Media.Format.M4A}
+TRANSCODED_FORMATS: dict[str, str] = {
+    Media.Kind.VIDEO: Media.Format.MP4,
+    Media.Kind.AUDIO: Media.Format.M4A,
+}
 # The copy read back is in a format this module wrote, its streams declared in its header:
 # no need to read 5 MB of it to find them (which costs a WAV 25 ms).
 _READ_BACK_OPTIONS = {"probesize": "65536", "analyzeduration": "1"}

@@ -81,19 +81,21 @@ def _encode(
             samples = _AudioTiming(audio_out) if audio_out is not None else None
             for packet in original.demux(inputs):
                 for frame in packet.decode():
-                    if packet.stream is video_in and video_out is not None and timing:
+                    if isinstance(frame, av.VideoFrame) and video_out is not None and timing:
                         _mux(copy, video_out, _video_frame(frame, video_out, timing))
-                    elif packet.stream is audio_in and audio_out is not None and samples:
+                    elif isinstance(frame, av.AudioFrame) and audio_out is not None and samples:
                         for piece in samples.frames(frame):
                             _mux(copy, audio_out, piece)
+                    else:
+                        continue
                     if progress is not None and duration and frame.time is not None:
                         progress(min(0.99, max(0.0, float(frame.time) / duration)))
             if audio_out is not None and samples:
                 for piece in samples.frames(None):
                     _mux(copy, audio_out, piece)
-            for stream in (video_out, audio_out):
-                if stream is not None:
-                    _mux(copy, stream, None)
+            for output in (video_out, audio_out):
+                if output is not None:
+                    _mux(copy, output, None)
 
 
 def _video_stream(copy, source):
