@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import time
 import zipfile
+from io import StringIO
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 from kombu.exceptions import OperationalError
 
@@ -199,6 +201,14 @@ def test_an_import_while_the_broker_is_down_records_the_transcode_as_failed(
     job = TranscodeJob.objects.get()
     assert job.status == TranscodeJob.Status.FAILED
     assert "task queue is unreachable" in job.error
+
+
+def test_making_image_copies_leaves_a_waiting_video_alone(project, tmp_path):
+    avi_write(tmp_path / "clip.avi")
+    import_media(project, tmp_path, [media_pair("v1", "video", "clip.avi", "clip.avi")])
+    call_command("strip_media_metadata", "--all", stdout=StringIO())
+    media = Media.objects.get(kind="video")
+    assert (media.served_sha256, media.strip_result) == (None, None)
 
 
 def test_the_media_view_and_retry_keep_to_the_project(
