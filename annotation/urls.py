@@ -21,6 +21,11 @@ urlpatterns = [
     path("p/<slug:slug>/media/<str:sha256>", media.media_file, name="media"),
     path("p/<slug:slug>/imports/", imports.imports, name="imports"),
     path("p/<slug:slug>/imports/<int:job_id>/status/", imports.import_status, name="import-status"),
+    path(
+        "p/<slug:slug>/imports/transcodes/<int:transcode_id>/retry/",
+        imports.transcode_retry,
+        name="transcode-retry",
+    ),
     path("p/<slug:slug>/annotate/", workbench.annotate, name="annotate"),
     path("p/<slug:slug>/annotate/<int:assignment_id>/vote/", workbench.vote, name="annotate-vote"),
     path("p/<slug:slug>/annotate/<int:assignment_id>/skip/", workbench.skip, name="annotate-skip"),

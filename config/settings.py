@@ -372,6 +372,10 @@ ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "relea
 # A filter run (or an evaluation, training or import) with no progress for this long is
 # resumed by the periodic task (docs/operations.md: run one `celery -A config beat`), which
 # runs every ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
+# Worker processes that check an import's video and audio files in parallel (1: none).
+ARBITER_IMPORT_MEDIA_PROCESSES = env_int(
+    "ARBITER_IMPORT_MEDIA_PROCESSES", min(4, os.cpu_count() or 1)
+)
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
 # The claim's statement is prepared once per database connection on PostgreSQL
@@ -398,6 +402,7 @@ CELERY_BEAT_SCHEDULE = {
         ("resume-stalled-judge-evaluations", "judges.judge_evaluations_resume_stalled"),
         ("resume-stalled-trainings", "judges.training_runs_resume_stalled"),
         ("resume-stalled-imports", "annotation.imports_resume_stalled"),
+        ("resume-stalled-transcodes", "annotation.transcodes_resume_stalled"),
         ("fail-stalled-release-builds", "annotation.release_builds_fail_stalled"),
         ("send-lost-agreement-refreshes", "annotation.agreement_refreshes_send_lost"),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from io import StringIO
 from pathlib import Path
@@ -14,11 +15,16 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from PIL import Image
 
+from annotation.imports.glb import glb_inspect
+from annotation.management.demo_media import demo_media_write
 from annotation.models import Media, Membership, Pair, PairStatus, Project, Prompt, Response, Role
 from fixtures.make_demo import generate_demo, task_counts
 from judges.models import FilterRun, Judge
 
 TASKS = {"t2i", "edit", "interleaved", "text"}
+# Video, audio and 3D pairs (annotation/management/demo_media.py): one per flaw.
+MEDIA_TASKS = {"t2v": 3, "t2a": 3, "t23d": 2}
+MEDIA_PAIRS = sum(MEDIA_TASKS.values())
 DEMO_USERS = {
     "curator": Role.CURATOR,
     "researcher": Role.RESEARCHER,
@@ -185,8 +191,8 @@ def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
     roles = dict(Membership.objects.filter(project=project).values_list("user__username", "role"))
     assert roles == DEMO_USERS
     pairs = Pair.objects.filter(project=project)
-    assert pairs.count() == 24
-    assert set(pairs.values_list("task", flat=True)) == TASKS
+    assert pairs.count() == 24 + MEDIA_PAIRS
+    assert set(pairs.values_list("task", flat=True)) == TASKS | set(MEDIA_TASKS)
     assert Media.objects.exists()
     assert Judge.objects.get(name="heuristic-sanity").kind == Judge.Kind.HEURISTIC
     assert set(Judge.objects.filter(kind=Judge.Kind.SCORES).values_list("name", flat=True)) == {
@@ -206,7 +212,8 @@ def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
     queued = pairs.filter(status=PairStatus.QUEUED)
     assert easy.exists()
     assert queued.exists()
-    assert easy.count() + queued.count() + decided.count() == 24
+    assert easy.count() + queued.count() + decided.count() == 24 + MEDIA_PAIRS
+    assert queued.filter(task__in=MEDIA_TASKS).count() == MEDIA_PAIRS
     assert {p.metadata["difficulty"] for p in easy} == {"clear"}
     assert not pairs.filter(status=PairStatus.EASY, metadata__difficulty="close call").exists()
     assert all(p.ensemble_label in ("A", "B") for p in easy)
@@ -221,6 +228,46 @@ def test_load_demo_creates_the_project_users_and_queued_pairs(tmp_path, client):
     )
     assert response.status_code == 302
     assert project.name in client.get(reverse("home")).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_load_demo_shows_every_modality_with_its_media_served(tmp_path, client):
+    _load(tmp_path)
+    project = Project.objects.get(slug="demo")
+    pairs = Pair.objects.filter(project=project, task__in=MEDIA_TASKS)
+    counts = {task: pairs.filter(task=task).count() for task in MEDIA_TASKS}
+    assert counts == MEDIA_TASKS
+    flaws = {pair.external_id: pair.prior_label for pair in pairs}
+    assert set(flaws) == {
+        "t2v-colour", "t2v-stutter", "t2v-direction",
+        "t2a-pitch", "t2a-clipping", "t2a-silence",
+        "t23d-shape", "t23d-colour",
+    }  # fmt: skip
+    assert set(flaws.values()) <= {"A", "B"}
+    client.force_login(get_user_model().objects.get(username="annotator1"))
+    served = {}
+    for pair in pairs.select_related("response_a", "response_b"):
+        for response in (pair.response_a, pair.response_b):
+            [part] = response.content
+            media = Media.objects.get(pk=part["media"])
+            answer = client.get(reverse("media", args=[project.slug, media.sha256]))
+            assert answer.status_code == 200, pair.external_id
+            served[part["type"]] = answer["Content-Type"]
+            if part["type"] == "video":
+                assert media.duration_seconds == pytest.approx(2.0, abs=0.1)
+                assert media.poster_sha256
+            if part["type"] == "audio":
+                assert media.peaks
+                assert media.duration_seconds == pytest.approx(1.5, abs=0.05)
+    assert served == {"video": "video/mp4", "audio": "audio/wav", "model3d": "model/gltf-binary"}
+    # The rivals differ from the good side in what the flaw names.
+    silence = pairs.get(external_id="t2a-silence")
+    peaks = [
+        max(Media.objects.get(pk=r.content[0]["media"]).peaks)
+        for r in (silence.response_a, silence.response_b)
+    ]
+    assert sorted(peaks)[0] == 0.0
+    assert sorted(peaks)[1] > 0.4
 
 
 @pytest.mark.django_db(transaction=True)
@@ -256,3 +303,32 @@ def test_load_demo_refuses_production(tmp_path, settings):
     with pytest.raises(CommandError, match="not in production"):
         _load(tmp_path)
     assert not Project.objects.exists()
+
+
+def test_media_generator_gives_the_same_pairs_every_time(tmp_path):
+    first = demo_media_write(tmp_path / "one")
+    before = _hashes(first.parent)
+    assert _hashes(demo_media_write(tmp_path / "one").parent) == before  # videos kept
+    # Elsewhere: the same pairs file, tones and models (the videos are encoded afresh).
+    other = _hashes(demo_media_write(tmp_path / "two").parent)
+    assert {k: v for k, v in other.items() if not k.endswith(".mp4")} == {
+        k: v for k, v in before.items() if not k.endswith(".mp4")
+    }
+    records = _records(first)
+    assert {record["task"] for record in records} == set(MEDIA_TASKS)
+    for name in ("model-shape-good.glb", "model-shape-bad.glb"):
+        glb_inspect((first.parent / "media" / name).read_bytes())
+    # The stutter holds each position for three frames; the smooth clip moves every frame.
+    assert _distinct_frames(first.parent / "media" / "video-stutter-bad.mp4") == 8
+    assert _distinct_frames(first.parent / "media" / "video-stutter-good.mp4") == 24
+
+
+def _distinct_frames(path: Path) -> int:
+    import av
+
+    with av.open(str(path)) as container:
+        shown = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+    # x264 keeps a held frame near enough to the last one: compare coarsely.
+    return 1 + sum(
+        int(abs(a.astype(int) - b.astype(int)).mean() > 1.0) for a, b in itertools.pairwise(shown)
+    )

@@ -6,16 +6,20 @@ and WAV INFO tags, chapters, attachments, data and subtitle streams).
 The packets of the served copy are the original's, byte for byte: the copy is read back and
 its packets compared, so its frames and samples are the original's. A poster frame (video)
 and waveform peaks (audio) are made in the same decoding pass. Files are read from disk in
-packets, never whole. Only what a browser plays is accepted (MP4 or WebM video; MP4/M4A, MP3,
-WAV, Ogg, FLAC or WebM audio); other containers or codecs are refused with the reason (no
-transcoding). Limits: docs/operations.md ("Limits").
+packets, never whole. What a browser plays (MP4 or WebM video; MP4/M4A, MP3, WAV, Ogg, FLAC
+or WebM audio) is served as that copy; a file in another container or codec that FFmpeg
+decodes (``_TRANSCODED_*``: AVI, MPEG-4 Part 2 or Motion JPEG in Matroska, WMA, ...) is
+accepted with ``transcode`` set and gets a playable copy later (``annotation.imports.transcode``);
+anything else is refused with the reason. Limits: docs/operations.md ("Limits").
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import itertools
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +36,7 @@ _PEAK_DECIMALS = 3
 # Audio is summarised in blocks of this many seconds while decoding, then reduced to
 # WAVEFORM_PEAKS: memory stays small whatever the length.
 _PEAK_BLOCK_SECONDS = 0.01
+_POSTER_QUALITY = 90
 
 # What a browser plays, by FFmpeg's demuxer name and codec names.
 _MP4_FAMILY = "mov,mp4,m4a,3gp,3g2,mj2"
@@ -71,11 +76,38 @@ _MUXER_OPTIONS = {
     "wav": {"write_bext": "0"},
     "flac": {"write_header": "1"},
 }
+# What is decoded and re-encoded into a playable copy when a browser cannot play the file as
+# it is: containers and codecs FFmpeg reads well, nothing guessed from bytes (FFmpeg would
+# open a text file as "tty" video).
+_TRANSCODED_CONTAINERS = {
+    "avi", _MATROSKA, _MP4_FAMILY, "mpeg", "mpegts", "flv", "asf", "ogg", "wav", "aiff",
+}  # fmt: skip
+_TRANSCODED_VIDEO_CODECS = {
+    "mpeg4", "mjpeg", "mpeg1video", "mpeg2video", "h263", "msmpeg4v2", "msmpeg4v3", "wmv1",
+    "wmv2", "theora", "flv1", "prores", "dnxhd", "h264", "hevc", "vp8", "vp9", "av1",
+}  # fmt: skip
+_TRANSCODED_AUDIO_CODECS = {
+    "mp3", "aac", "ac3", "eac3", "vorbis", "opus", "flac", "alac", "wmav1", "wmav2",
+    "pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s24be", "pcm_s32le", "pcm_f32le", "pcm_u8",
+    "pcm_mulaw", "pcm_alaw", "adpcm_ima_wav", "adpcm_ms",
+}  # fmt: skip
+# The format of a transcoded copy: H.264 and AAC in MP4, or AAC alone in M4A.
+TRANSCODED_FORMATS: dict[str, str] = {
+    Media.Kind.VIDEO: Media.Format.MP4,
+    Media.Kind.AUDIO: Media.Format.M4A,
+}
+# The copy read back is in a format this module wrote, its streams declared in its header:
+# no need to read 5 MB of it to find them (which costs a WAV 25 ms).
+_READ_BACK_OPTIONS = {"probesize": "65536", "analyzeduration": "1"}
 _HTML_STARTS = (b"<!doctype", b"<html", b"<?xml", b"<head", b"<body")
 
 
 class AvMediaError(Exception):
     """The file was refused; the message says why."""
+
+
+class _NotPlayable(AvMediaError):
+    """A browser cannot play the file as it is; it may be transcoded."""
 
 
 @dataclass
@@ -98,8 +130,10 @@ class AvInfo:
     peaks: list[float] | None = None
     # Integrated loudness (BS.1770 / EBU R 128) of an audio file; None for silence.
     loudness_lufs: float | None = None
-    # The first frame as PNG bytes (video), stored as an image Media.
-    poster_png: bytes | None = field(default=None, repr=False)
+    # A browser cannot play it as it is: ``format`` is that of the copy still to be made.
+    transcode: bool = False
+    # The first frame as JPEG bytes (video), stored as an image Media.
+    poster_jpeg: bytes | None = field(default=None, repr=False)
 
 
 def av_limits() -> dict[str, int]:
@@ -119,10 +153,21 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def av_inspect(path: Path, *, kind: str) -> AvInfo:
+def av_inspect(
+    path: Path,
+    *,
+    kind: str,
+    limits: dict[str, int] | None = None,
+    strip_to: Path | None = None,
+) -> AvInfo:
     """Probes and fully decodes the file at ``path`` as a ``kind`` ("video" or "audio");
-    raises ``AvMediaError`` naming the reason it cannot be accepted."""
-    limits = av_limits()
+    raises ``AvMediaError`` naming the reason it cannot be accepted. ``limits``: those of
+    ``av_limits()``, passed by a caller in another process. With ``strip_to``, the served
+    copy is written there in the same pass, unless the file is to be transcoded: each
+    packet is remuxed, unchanged, into the same format with no metadata, chapters,
+    attachments or other streams as it is decoded; the copy is then read back, and
+    ``AvMediaError`` raised unless its packets are the original's."""
+    limits = limits or av_limits()
     size = path.stat().st_size
     if size == 0:
         raise AvMediaError("the file is empty")
@@ -136,11 +181,24 @@ def av_inspect(path: Path, *, kind: str) -> AvInfo:
         container = av.open(str(path), mode="r")
     except (av.FFmpegError, UnicodeDecodeError, ValueError) as exc:
         raise AvMediaError(
-            f"cannot be read as {kind} (corrupt, truncated or another kind of file): {_reason(exc)}"
+            f"cannot be read as {kind} (corrupt, truncated or another kind of file): "
+            f"{av_reason(exc)}"
         ) from None
-    with container:
-        info = _probe(container, kind=kind, size=size, limits=limits)
-        _decode(container, info, limits=limits)
+    remux = None
+    try:
+        with container:
+            info = _probe(container, kind=kind, size=size, limits=limits)
+            if strip_to is not None and not info.transcode:
+                remux = _Remux(strip_to, info, _served_streams(container, info))
+            _decode(container, info, limits=limits, remux=remux)
+            if remux is not None:
+                remux.close()
+        if remux is not None:
+            remux.check()
+    except BaseException:
+        if remux is not None:
+            remux.discard()
+        raise
     info.sha256 = file_sha256(path)
     return info
 
@@ -181,8 +239,21 @@ def _probe(container, *, kind: str, size: int, limits: dict[str, int]) -> AvInfo
             f"the header claims a duration of {claimed:,.0f} s, longer than the limit of "
             f"{limits['seconds']:,} s"
         )
-    info.format = _served_format(demuxer, info, container)
+    try:
+        info.format = _served_format(demuxer, info, container)
+    except _NotPlayable as exc:
+        if not _transcodable(demuxer, info):
+            raise AvMediaError(f"{exc}, and it cannot be transcoded") from None
+        info.format, info.transcode = TRANSCODED_FORMATS[kind], True
     return info
+
+
+def _transcodable(demuxer: str, info: AvInfo) -> bool:
+    if demuxer not in _TRANSCODED_CONTAINERS:
+        return False
+    if info.kind == Media.Kind.VIDEO and info.video_codec not in _TRANSCODED_VIDEO_CODECS:
+        return False
+    return not info.audio_codec or info.audio_codec in _TRANSCODED_AUDIO_CODECS
 
 
 def _claimed_seconds(container, stream) -> float | None:
@@ -202,39 +273,40 @@ def _served_format(demuxer: str, info: AvInfo, container) -> str:
             # Matroska holding WebM's codecs (checked below) is served as WebM: a remux.
             served = Media.Format.WEBM
         else:
-            raise AvMediaError(
+            raise _NotPlayable(
                 f"a browser cannot play this container ({demuxer}): give MP4 or WebM video"
             )
         if info.video_codec not in _VIDEO_CODECS[served]:
-            raise AvMediaError(
+            raise _NotPlayable(
                 f"a browser cannot play {info.video_codec} video in {served}: use one of "
                 f"{', '.join(sorted(_VIDEO_CODECS[served]))}"
             )
         allowed_audio = _AUDIO_CODECS_WITH_VIDEO[served]
         if info.audio_codec and info.audio_codec not in allowed_audio:
-            raise AvMediaError(
+            raise _NotPlayable(
                 f"a browser cannot play {info.audio_codec} audio in {served}: use one of "
                 f"{', '.join(sorted(allowed_audio))}"
             )
         return served
     entry = _AUDIO_FORMATS.get(demuxer)
     if entry is None:
-        raise AvMediaError(
+        raise _NotPlayable(
             f"a browser cannot play this container ({demuxer}): give MP3, WAV, Ogg, FLAC, "
             "M4A or WebM audio"
         )
     served, codecs = entry
     if info.audio_codec not in codecs:
-        raise AvMediaError(
+        raise _NotPlayable(
             f"a browser cannot play {info.audio_codec} audio in {served}: use one of "
             f"{', '.join(sorted(codecs))}"
         )
     return served
 
 
-def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
+def _decode(container, info: AvInfo, *, limits: dict[str, int], remux: _Remux | None) -> None:
     """Decodes every frame of the streams served, proving the file is whole; makes the poster
-    and the peaks on the way, and measures the real duration."""
+    and the peaks on the way, and measures the real duration. Each packet decoded is then
+    given to ``remux``."""
     video = container.streams.video[0] if info.kind == Media.Kind.VIDEO else None
     audio = container.streams.audio[0] if container.streams.audio else None
     streams = [s for s in (video, audio) if s is not None]
@@ -252,16 +324,18 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int]) -> None:
                     end_seconds = max(end_seconds, float(frame.time))
                     if end_seconds > limits["seconds"]:
                         raise AvMediaError(f"longer than the limit of {limits['seconds']:,} s")
-                if packet.stream is video and info.poster_png is None:
-                    info.poster_png = _poster(frame)
+                if packet.stream is video and info.poster_jpeg is None:
+                    info.poster_jpeg = _poster(frame)
                 elif peaks is not None and loudness is not None and packet.stream is audio:
                     samples = frame.to_ndarray()
                     peaks.add(samples)
                     loudness.add(frame, _as_float(samples))
+            if remux is not None:
+                remux.add(packet)
     except AvMediaError:
         raise
     except (av.FFmpegError, ValueError, MemoryError) as exc:
-        raise AvMediaError(f"corrupt or truncated: {_reason(exc)}") from None
+        raise AvMediaError(f"corrupt or truncated: {av_reason(exc)}") from None
     for stream in streams:
         if frames[stream.index] == 0:
             raise AvMediaError(f"corrupt or truncated: its {stream.type} stream decodes to nothing")
@@ -280,8 +354,9 @@ def _duration(container, stream, decoded_end: float) -> float:
 
 
 def _poster(frame) -> bytes:
+    # JPEG: a 480p frame takes 5 ms where PNG takes 300 ms, and a third of the bytes.
     out = io.BytesIO()
-    frame.to_image().save(out, format="PNG")
+    frame.to_image().save(out, format="JPEG", quality=_POSTER_QUALITY)
     return out.getvalue()
 
 
@@ -326,41 +401,74 @@ def _as_float(samples: np.ndarray) -> np.ndarray:
     return samples.astype(np.float32) / float(np.iinfo(samples.dtype).max)
 
 
-def av_strip(source: Path, dest: Path, *, info: AvInfo) -> None:
-    """Writes to ``dest`` the served copy of the verified file ``source``: its video and audio
-    packets remuxed unchanged into the same format, with no metadata, chapters, attachments
-    or other streams. Reads the copy back and raises ``AvMediaError`` unless its packets are
-    the original's."""
-    muxer = _MUXERS[info.format]
-    try:
-        with av.open(str(source), mode="r") as original:
-            streams = _served_streams(original, info)
-            with av.open(
+class _Remux:
+    """The served copy being written, packet by packet, with the digest of what went in."""
+
+    def __init__(self, dest: Path, info: AvInfo, streams: list):
+        muxer = _MUXERS[info.format]
+        self.dest = dest
+        self.expected = _PacketDigest()
+        try:
+            self.container = av.open(
                 str(dest), mode="w", format=muxer, options=_MUXER_OPTIONS.get(muxer, {})
-            ) as copy:
-                copy.metadata.clear()
-                outputs = {}
-                for stream in streams:
-                    output = copy.add_stream_from_template(stream)
-                    output.metadata.clear()
-                    outputs[stream.index] = output
-                expected = _PacketDigest()
-                for packet in original.demux(streams):
+            )
+            self.container.metadata.clear()
+            self.outputs = {}
+            for stream in streams:
+                output = self.container.add_stream_from_template(stream)
+                output.metadata.clear()
+                self.outputs[stream.index] = output
+        except av.FFmpegError as exc:
+            raise AvMediaError(
+                f"cannot be remuxed without its metadata: {av_reason(exc)}"
+            ) from None
+        self._open = True
+
+    def add(self, packet) -> None:
+        if packet.dts is None and packet.size == 0:
+            return  # the flush packet demux yields at the end
+        output = self.outputs[packet.stream.index]
+        self.expected.add(output.index, packet)
+        packet.stream = output
+        try:
+            self.container.mux(packet)
+        except av.FFmpegError as exc:
+            raise AvMediaError(
+                f"cannot be remuxed without its metadata: {av_reason(exc)}"
+            ) from None
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                self.container.close()
+            except av.FFmpegError as exc:
+                raise AvMediaError(
+                    f"cannot be remuxed without its metadata: {av_reason(exc)}"
+                ) from None
+
+    def check(self) -> None:
+        """Reads the copy back; raises ``AvMediaError`` unless its packets are the ones added."""
+        found = _PacketDigest()
+        try:
+            with av.open(str(self.dest), mode="r", options=_READ_BACK_OPTIONS) as served:
+                for packet in served.demux(list(served.streams)):
                     if packet.dts is None and packet.size == 0:
-                        continue  # the flush packet demux yields at the end
-                    expected.add(outputs[packet.stream.index].index, packet)
-                    packet.stream = outputs[packet.stream.index]
-                    copy.mux(packet)
-        with av.open(str(dest), mode="r") as served:
-            found = _PacketDigest()
-            for packet in served.demux(list(served.streams)):
-                if packet.dts is None and packet.size == 0:
-                    continue
-                found.add(packet.stream.index, packet)
-    except av.FFmpegError as exc:
-        raise AvMediaError(f"cannot be remuxed without its metadata: {_reason(exc)}") from None
-    if found.digests != expected.digests:
-        raise AvMediaError("its copy without metadata does not hold the same packets")
+                        continue
+                    found.add(packet.stream.index, packet)
+        except av.FFmpegError as exc:
+            raise AvMediaError(
+                f"cannot be remuxed without its metadata: {av_reason(exc)}"
+            ) from None
+        if found.digests != self.expected.digests:
+            raise AvMediaError("its copy without metadata does not hold the same packets")
+
+    def discard(self) -> None:
+        if self._open:
+            self._open = False
+            with contextlib.suppress(av.FFmpegError):
+                self.container.close()
+        self.dest.unlink(missing_ok=True)
 
 
 def _served_streams(container, info: AvInfo) -> list:
@@ -386,8 +494,32 @@ class _PacketDigest:
         return {index: digest.hexdigest() for index, digest in self._hashes.items()}
 
 
-def _reason(exc: BaseException) -> str:
+def av_reason(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, av.FFmpegError) and exc.strerror:
         text = exc.strerror
     return text[:200]
+
+
+@dataclass
+class AvPrepared:
+    """A file checked and its served copy made (``av_prepare``), or why it was refused."""
+
+    info: AvInfo | None = None
+    served: Path | None = None  # None when it waits for a transcode
+    served_sha256: str = ""
+    error: str = ""
+
+
+def av_prepare(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) -> AvPrepared:
+    """Checks the file at ``path`` and writes its served copy into the folder ``staging``
+    (unless it is to be transcoded): what an import does with each video and audio file,
+    in any process (it touches no database and no settings)."""
+    served = staging / f"served-{uuid.uuid4().hex}"
+    try:
+        info = av_inspect(path, kind=kind, limits=limits, strip_to=served)
+    except AvMediaError as exc:
+        return AvPrepared(error=str(exc))
+    if info.transcode:
+        return AvPrepared(info=info)
+    return AvPrepared(info=info, served=served, served_sha256=file_sha256(served))

@@ -11,19 +11,16 @@ without conflict handling (``writer``), while a reader thread prepares the next 
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from django.conf import settings
 from django.db import connection, transaction
 
 from annotation.agreement.consensus import ImportConsensus
@@ -39,13 +36,16 @@ from annotation.core.content import (
 from annotation.core.search import search_words
 from annotation.imports import progress as job_records
 from annotation.imports import sql
-from annotation.imports.archive import ArchiveError, archive_extract
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
 from annotation.imports.media import ImageInfo, MediaError, MediaRecord, MediaStore
+from annotation.imports.media_pool import MediaPool
 from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
+from annotation.imports.source import cyclic_gc_paused, open_source, unpack_archive
+from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.imports.threads import in_background
+from annotation.imports.transcode_jobs import transcode_jobs_create
 from annotation.imports.validate import TEXT, PairSpec, pair_spec
 from annotation.imports.writer import BulkWriter, RawJson
 from annotation.models import (
@@ -64,52 +64,11 @@ from annotation.pairs.lifecycle import Decision
 logger = logging.getLogger(__name__)
 
 BATCH_SIZE = 2000
+# Pairs whose video and audio files are checked together, in parallel.
+MEDIA_WINDOW_PAIRS = 16
 WRITTEN_IDS_LIMIT = 1_000_000  # about 70 MB of remembered prompt or response ids
 # Namespace of the PostgreSQL advisory lock that serialises imports into one project.
 _LOCK_NAMESPACE = 0x41524249
-
-
-@dataclass
-class ImportSummary:
-    created_pairs: int = 0
-    existing_pairs: int = 0
-    prompts_created: int = 0
-    responses_created: int = 0
-    media_created: int = 0
-    media_reused: int = 0
-    prior_annotations: int = 0
-    prior_ratings: int = 0
-    decided_consensus: int = 0
-    decided_disputed: int = 0
-    pairs_read: int = 0
-    seconds: float = 0.0
-
-    @property
-    def decided_pairs(self) -> int:
-        """New pairs whose prior votes reached their target and were decided at import."""
-        return self.decided_consensus + self.decided_disputed
-
-    @property
-    def pairs_per_second(self) -> float:
-        return self.pairs_read / self.seconds if self.seconds else 0.0
-
-    def describe(self) -> list[str]:
-        return [
-            f"Created pairs:      {self.created_pairs}",
-            f"Already present:    {self.existing_pairs}",
-            f"New prompts:        {self.prompts_created}",
-            f"New responses:      {self.responses_created}",
-            f"Media:              {self.media_created} new, {self.media_reused} reused",
-            f"Prior annotations:  {self.prior_annotations}",
-            f"Prior ratings:      {self.prior_ratings}",
-            f"Decided by priors:  {self.decided_pairs} ({self.decided_consensus} consensus, "
-            f"{self.decided_disputed} disputed)",
-            f"Seconds:            {self.seconds:.2f} ({self.pairs_per_second:,.0f} pairs/s)",
-        ]
-
-
-class ImportJobFinished(Exception):
-    """Another run of the same job finished it first (a redelivered task)."""
 
 
 def pairs_import(
@@ -128,20 +87,23 @@ def pairs_import(
     started = time.monotonic()
     try:
         with ExitStack() as stack:
-            stack.enter_context(_cyclic_gc_paused())
-            stream, name, total = _open_source(source, stack)
+            stack.enter_context(cyclic_gc_paused())
+            stream, name, total = open_source(source, stack)
             if job is not None:
                 job_records.job_started(job, total)
             if archive is not None:
-                media_root = _unpack(archive, stack)
-            store = MediaStore(media_root=Path(media_root) if media_root else None)
+                media_root = unpack_archive(archive, stack)
+            store = MediaStore(
+                media_root=Path(media_root) if media_root else None, pool=MediaPool()
+            )
+            stack.callback(store.close)
             stack.callback(store.discard)
             reporter = stack.enter_context(Progress(job, progress, total))
             with transaction.atomic():
                 _lock_project(project)
                 if job is not None and job_records.job_status(job) in job_records.FINISHED:
                     raise ImportJobFinished
-                importer = _Importer(project=project, store=store, batch_size=batch_size)
+                importer = _Importer(project=project, store=store, batch_size=batch_size, job=job)
                 importer.run(PairFileReader(stream, name=name), reporter)
                 if not importer.summary.pairs_read and not importer.issues:
                     importer.issues.add(ImportIssue(None, None, "the file holds no pairs"))
@@ -179,44 +141,6 @@ def pairs_import(
         },
     )
     return summary
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """An import allocates millions of short-lived objects that reference counting frees;
-    the cyclic collector would rescan them all again and again (a third of the CPU time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _open_source(source, stack: ExitStack) -> tuple[BinaryIO, str, int]:
-    if isinstance(source, str | os.PathLike):
-        path = Path(source)
-        try:
-            stream = stack.enter_context(open(path, "rb"))  # noqa: SIM115 - the stack closes it
-        except OSError as exc:
-            raise ImportFailed([ImportIssue(None, None, f"cannot read {path}: {exc}")]) from None
-        return stream, path.name, os.fstat(stream.fileno()).st_size
-    stream = source
-    stream.seek(0, os.SEEK_END)
-    total = stream.tell()
-    stream.seek(0)
-    return stream, os.path.basename(getattr(source, "name", "") or ""), total
-
-
-def _unpack(archive, stack: ExitStack) -> Path:
-    work = Path(settings.MEDIA_ROOT) / ".unpacked" / uuid.uuid4().hex
-    stack.callback(shutil.rmtree, work, ignore_errors=True)
-    try:
-        archive_extract(source=archive, dest=work)
-    except ArchiveError as exc:
-        raise ImportFailed([ImportIssue(None, "media archive", str(exc))]) from None
-    return work
 
 
 def _lock_project(project: Project) -> None:
@@ -285,14 +209,19 @@ class _WrittenIds:
 
 
 class _Importer:
-    def __init__(self, *, project: Project, store: MediaStore, batch_size: int):
+    def __init__(
+        self, *, project: Project, store: MediaStore, batch_size: int, job: ImportJob | None
+    ):
         self.project = project
+        self.job = job
         self.store = store
         self.batch_size = batch_size
         self.issues = IssueCollector()
         self.summary = ImportSummary()
         self.writer = BulkWriter()
         self.linked_media: set[str] = set()
+        # Video and audio without a playable copy yet: their pairs wait for it.
+        self.unplayable_media: set[str] = set()
         self.consensus = ImportConsensus(project=project)
         self._decided_columns: dict[Decision, dict] = {}
         self._analyze_at = 0
@@ -309,8 +238,33 @@ class _Importer:
         reporter.update(reader.bytes_read, self.summary.pairs_read, force=True)
 
     def _batches(self, reader: PairFileReader) -> Iterator[list[_PairRow]]:
-        """Checked pairs with their images resolved, in batches; touches no database."""
+        """Checked pairs with their images resolved, in batches; touches no database. The
+        video and audio files of a few pairs at a time are checked together (in parallel,
+        ``MediaStore.prefetch``) before their pairs are resolved one by one."""
         batch: list[_PairRow] = []
+        for specs in self._spec_windows(reader):
+            self.store.prefetch(
+                [
+                    part
+                    for spec in specs
+                    for parts in (spec.prompt_parts, spec.response_a.parts, spec.response_b.parts)
+                    for part in parts
+                    if part[0] in AV_PART_TYPES
+                ]
+            )
+            for spec in specs:
+                row = self._resolve(spec)
+                if row is not None:
+                    batch.append(row)
+                if len(batch) >= self.batch_size:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
+    def _spec_windows(self, reader: PairFileReader) -> Iterator[list[PairSpec]]:
+        """The file's valid pairs, MEDIA_WINDOW_PAIRS at a time; problems are collected."""
+        window: list[PairSpec] = []
         scale, allow_urls = self.project.scale, self.project.allow_media_urls
         # An Omni-RewardBench task file (text_to_video_preferences.json, ...) is read as it is.
         omni = omni_task(reader.name)
@@ -326,14 +280,12 @@ class _Importer:
             if spec is None:
                 self.issues.extend(problems)
                 continue
-            row = self._resolve(spec)
-            if row is not None:
-                batch.append(row)
-            if len(batch) >= self.batch_size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+            window.append(spec)
+            if len(window) >= MEDIA_WINDOW_PAIRS:
+                yield window
+                window = []
+        if window:
+            yield window
 
     def _resolve(self, spec: PairSpec) -> _PairRow | None:
         """Turns image references into stored media and derives the content ids."""
@@ -409,6 +361,7 @@ class _Importer:
             "metadata": encode(metadata),
             "target_votes": self.project.overlap,
             "prior_label": spec.chosen,
+            "media_pending": False,  # set as the batch is written (``_flush``)
             **self._decision(spec),
             "search_words": search_words(
                 external_id=spec.external_id,
@@ -444,6 +397,8 @@ class _Importer:
             # A refused import is rolled back anyway: keep checking, stop writing.
             return
         self._write_media(new_rows)
+        for row in new_rows:
+            row.pair["media_pending"] = not self.unplayable_media.isdisjoint(row.images)
         self._write_content(new_rows)
         self._write_pairs(new_rows)
         if connection.queries_logged:
@@ -514,7 +469,16 @@ class _Importer:
                     batch_media[sha] = info
         if not batch_media:
             return
-        known = set(Media.objects.filter(pk__in=list(batch_media)).values_list("pk", flat=True))
+        served = dict(
+            Media.objects.filter(pk__in=list(batch_media)).values_list("pk", "served_sha256")
+        )
+        known = set(served)
+        self.unplayable_media.update(
+            sha
+            for sha, info in batch_media.items()
+            if isinstance(info, MediaRecord)
+            and (info.transcode if sha not in known else served[sha] is None)
+        )
         self.summary.media_reused += len(known)
         self.summary.media_created += len(batch_media) - len(known)
         self.writer.insert_ignoring_conflicts(
@@ -526,6 +490,10 @@ class _Importer:
             [{"project_id": self.project.pk, "media_id": sha} for sha in batch_media],
         )
         self.linked_media.update(batch_media)
+        transcode_jobs_create(
+            media_ids=[sha for sha in batch_media if sha in self.unplayable_media],
+            import_job_id=self.job.pk if self.job is not None else None,
+        )
 
     def _write_content(self, rows: list[_PairRow]) -> None:
         prompts: dict[uuid.UUID, dict] = {}

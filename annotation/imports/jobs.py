@@ -21,8 +21,9 @@ from django.utils.text import get_valid_filename
 
 from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
 from annotation.imports.errors import ImportFailed
-from annotation.imports.importer import ImportJobFinished, ImportSummary, pairs_import
+from annotation.imports.importer import pairs_import
 from annotation.imports.progress import FINISHED, ProgressCallback, job_error, job_failed
+from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.models import ImportJob, Project
 
 _UNFINISHED = (ImportJob.Status.PENDING, ImportJob.Status.RUNNING)

@@ -26,10 +26,11 @@ from django.conf import settings
 from django.db import transaction
 from PIL import Image, UnidentifiedImageError
 
-from annotation.imports.av_media import AvMediaError, av_inspect, av_strip, file_sha256
+from annotation.imports.av_media import AvPrepared, av_limits, av_prepare
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.glb import GlbError, GlbInfo, glb_inspect, glb_strip
 from annotation.imports.glb_render import glb_render_views
+from annotation.imports.media_pool import MediaPool
 from annotation.imports.strip import metadata_strip
 from annotation.imports.validate import is_url
 from annotation.models import Media, ProjectMedia
@@ -37,6 +38,7 @@ from annotation.models import Media, ProjectMedia
 logger = logging.getLogger(__name__)
 
 ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP", "GIF")
+_AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
 # Pillow names some JPEG files by their extension standard; the bytes are still JPEG.
 _FORMAT_ALIASES = {"MPO": "JPEG"}
 
@@ -66,6 +68,8 @@ class MediaRecord:
     kind: str
     row: dict
     extra: tuple[ImageInfo, ...] = ()
+    # A browser cannot play it as it is: its served copy is made by a ``TranscodeJob``.
+    transcode: bool = False
 
 
 def image_inspect(data: bytes) -> ImageInfo:
@@ -226,9 +230,11 @@ class MediaStore:
         *,
         media_root: Path | None,
         fetch: Callable[[str], bytes] = fetch_image_bytes,
+        pool: MediaPool | None = None,
     ):
         self.media_root = Path(media_root).resolve() if media_root else None
         self.fetch = fetch
+        self.pool = pool
         self._cache: dict[str, ImageInfo | MediaError] = {}
         self._media_cache: dict[str, MediaRecord | MediaError] = {}
         self._staged: dict[str, tuple[Path, Path]] = {}
@@ -279,27 +285,57 @@ class MediaStore:
         name = f"{kind} {reference!r}"
         if kind == Media.Kind.MODEL3D:
             return self._model3d_record(path, name)
-        try:
-            info = av_inspect(path, kind=kind)
-        except AvMediaError as exc:
-            raise MediaError(f"{name} refused: {exc}") from None
-        served = self._staging() / f"served-{uuid.uuid4().hex}"
-        try:
-            av_strip(path, served, info=info)
-        except AvMediaError as exc:
-            served.unlink(missing_ok=True)
-            raise MediaError(f"{name} refused: {exc}") from None
-        served_sha256 = file_sha256(served)
+        prepared = av_prepare(path, kind=kind, staging=self._staging(), limits=av_limits())
+        return self._av_record(path, name, kind, prepared)
+
+    def prefetch(self, references: list[tuple[str, str]]) -> None:
+        """Checks at once, in the pool's processes, the video and audio files among
+        ``references`` (content parts: ``(kind, path)``) not resolved yet, so that
+        ``resolve_media`` finds them done; errors are kept for it to raise."""
+        if self.pool is None or self.pool.broken:
+            return
+        todo: dict[str, tuple[str, str, Path]] = {}
+        for kind, reference in references:
+            key = f"{kind}:{reference}"
+            if kind not in _AV_KINDS or key in self._media_cache or key in todo:
+                continue
+            if is_url(reference):
+                continue
+            try:
+                todo[key] = (reference, kind, self._checked_path(reference, kind=kind))
+            except MediaError as exc:
+                self._media_cache[key] = exc
+        if len(todo) < 2:
+            return
+        files = [(path, kind) for _, kind, path in todo.values()]
+        results = self.pool.prepare(files, staging=self._staging(), limits=av_limits())
+        if results is None:
+            return
+        for (key, (reference, kind, path)), prepared in zip(todo.items(), results, strict=True):
+            try:
+                self._media_cache[key] = self._av_record(
+                    path, f"{kind} {reference!r}", kind, prepared
+                )
+            except MediaError as exc:
+                self._media_cache[key] = exc
+
+    def _av_record(self, path: Path, name: str, kind: str, prepared: AvPrepared) -> MediaRecord:
+        if prepared.info is None:
+            raise MediaError(f"{name} refused: {prepared.error}")
+        info = prepared.info
+        served_columns = {"served_sha256": None, "strip_result": None}
+        if prepared.served is not None:
+            self._stage_file(prepared.served_sha256, info.format, prepared.served, copy=False)
+            served_columns = _served_columns(info.sha256, prepared.served_sha256)
         self._stage_file(info.sha256, info.format, path, copy=True)
-        self._stage_file(served_sha256, info.format, served, copy=False)
         extra: tuple[ImageInfo, ...] = ()
         poster_sha256 = None
-        if info.poster_png is not None:
-            poster = image_inspect(info.poster_png)
+        if info.poster_jpeg is not None:
+            poster = image_inspect(info.poster_jpeg)
             poster = dataclasses.replace(
                 poster, served_sha256=poster.sha256, strip_result=Media.StripResult.UNCHANGED
             )
-            self._stage(poster.sha256, poster.format, info.poster_png)
+            self._stage(poster.sha256, poster.format, info.poster_jpeg)
             extra, poster_sha256 = (poster,), poster.sha256
         row = {
             "sha256": info.sha256,
@@ -318,9 +354,9 @@ class MediaStore:
             "poster_sha256": poster_sha256,
             "peaks": info.peaks,
             "loudness_lufs": info.loudness_lufs,
-            **_served_columns(info.sha256, served_sha256),
+            **served_columns,
         }
-        return MediaRecord(info.sha256, kind, row, extra)
+        return MediaRecord(info.sha256, kind, row, extra, transcode=info.transcode)
 
     def _model3d_record(self, path: Path, name: str) -> MediaRecord:
         data = path.read_bytes()  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
@@ -441,6 +477,11 @@ class MediaStore:
             os.replace(staged, final)
         self._staged.clear()
         self.discard()
+
+    def close(self) -> None:
+        """Stops the pool's processes."""
+        if self.pool is not None:
+            self.pool.close()
 
     def discard(self) -> None:
         """Removes whatever is still staged (all of it when the import failed)."""

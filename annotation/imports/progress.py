@@ -14,7 +14,7 @@ from annotation.imports import sql
 from annotation.models import ImportJob
 
 if TYPE_CHECKING:
-    from annotation.imports.importer import ImportSummary
+    from annotation.imports.summary import ImportSummary
 
 _PROGRESS_INTERVAL_S = 0.5
 FINISHED = (ImportJob.Status.SUCCEEDED, ImportJob.Status.FAILED)

@@ -7,15 +7,19 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.core.access import CURATORS, get_project_for_user
+from annotation.core.errors import Conflict, Unavailable
 from annotation.core.middleware import allows_large_upload
 from annotation.imports.jobs import import_job_submit
-from annotation.models import ImportJob
+from annotation.imports.transcode_jobs import transcode_job_retry
+from annotation.models import ImportJob, ProjectMedia, TranscodeJob
 
 PAIR_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json")
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
@@ -93,3 +97,22 @@ def import_status(request, slug: str, job_id: int):
     return render(
         request, "annotation/imports.html#import_status", {"project": project, "job": job}
     )
+
+
+@login_required
+@require_POST
+def transcode_retry(request, slug: str, transcode_id: int):
+    project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
+    job = TranscodeJob.objects.filter(pk=transcode_id).first()
+    if job is None or not ProjectMedia.objects.filter(project=project, media=job.media_id).exists():
+        raise Http404("No such transcode in this project")
+    try:
+        transcode_job_retry(job=job)
+    except (Conflict, Unavailable) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "The transcode was sent to a worker again.")
+    target = reverse("imports", args=[project.slug])
+    if job.import_job_id is not None:
+        target += f"?job={job.import_job_id}"
+    return redirect(target)

@@ -60,6 +60,9 @@ def media_file(request, slug: str, sha256: str):
     if link is None:
         raise Http404("No such media in this project")
     media: Media = link.media
+    if media.served_sha256 is None and media.kind != Media.Kind.IMAGE:
+        # A video or audio file waiting for its playable copy (a TranscodeJob).
+        raise Http404("This media has no playable copy yet")
     try:
         if media.served_sha256 is None:
             media_strip_metadata(media=media)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from annotation.models.agreement import Adjudication, AgreementReport, ReportSource
 from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
-from annotation.models.imports import ImportJob
+from annotation.models.imports import ImportJob, TranscodeJob
 from annotation.models.pairs import Pair, PairStatus, PriorAnnotation
 from annotation.models.projects import (
     DEFAULT_GOLD_MIN_ACCURACY,
@@ -67,5 +67,6 @@ __all__ = [
     "Scale",
     "Side",
     "Skip",
+    "TranscodeJob",
     "Vote",
 ]

@@ -42,6 +42,7 @@ class Media(models.Model):
         UNCHANGED = "unchanged", "nothing to strip: the original is served"
         STRIPPED = "stripped", "metadata removed from the container, pixels untouched"
         REENCODED = "reencoded", "re-encoded losslessly without metadata"
+        TRANSCODED = "transcoded", "transcoded into a format browsers play, without metadata"
         FAILED = "failed", "could not be stripped: the original is served"
 
     sha256 = models.CharField(max_length=64, primary_key=True)
@@ -99,7 +100,10 @@ class Media(models.Model):
                 condition=Q(served_sha256__isnull=True, strip_result__isnull=True)
                 | Q(strip_result__in=["unchanged", "failed"], served_sha256=F("sha256"))
                 | (
-                    Q(strip_result__in=["stripped", "reencoded"], served_sha256__isnull=False)
+                    Q(
+                        strip_result__in=["stripped", "reencoded", "transcoded"],
+                        served_sha256__isnull=False,
+                    )
                     & ~Q(served_sha256=F("sha256"))
                 ),
                 name="media_served_copy_recorded",

@@ -1,5 +1,8 @@
 """Load the demo: generated pairs in a "demo" project, its users, and its judges.
 
+Beside them, video, audio and 3D pairs (``annotation.management.demo_media``), generated
+too, imported after the filter run and queued for the annotators directly.
+
 The judges are a heuristic sanity check and the two offline judges whose verdicts come with the
 generated pairs; a filter run over the new pairs (run here, in this process) marks the pairs
 they agree on easy and queues the rest for the annotators, so the curator's filter-run page has
@@ -24,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.db.models import Count
 
+from annotation.management.demo_media import demo_media_write
 from annotation.models import Pair, PairStatus, Project, Release, Role
 from annotation.pairs.lifecycle import pairs_enqueue
 from annotation.projects.services import member_add, project_create
@@ -116,6 +120,16 @@ class Command(BaseCommand):
             member_add(project=project, username=username, role=role, password=password)
         if self._register_judges():
             self._filter(project)
+        # After the filter run: the demo's judges read text and images only.
+        media_pairs = demo_media_write(options["out"])
+        self.stdout.write(f"Generated video, audio and 3D pairs in {media_pairs}")
+        call_command(
+            "import_pairs",
+            DEMO_SLUG,
+            str(media_pairs),
+            media_root=str(options["out"]),
+            stdout=self.stdout,
+        )
         queued = pairs_enqueue(project=project)
         if queued:
             self.stdout.write(f"Queued {queued} pairs for annotators")

@@ -26,7 +26,8 @@ class Command(BaseCommand):
         results: Counter[str] = Counter()
         missing: list[str] = []
         remake = options["all"]
-        pending = Media.objects.order_by("pk")
+        # Images only: a video's or audio clip's copy is made at import, or by its transcode.
+        pending = Media.objects.filter(kind=Media.Kind.IMAGE).order_by("pk")
         if not remake:
             pending = pending.filter(served_sha256__isnull=True)
         for media in pending.iterator():
