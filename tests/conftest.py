@@ -18,7 +18,13 @@ PASSWORD = "correct horse battery staple"
 ROOT = Path(__file__).resolve().parent.parent
 # What a test run may leave in the checkout: bytecode and tool caches, and the screenshots a
 # reviewer asks for (ARBITER_SCREENSHOTS=1, tests/browser/conftest.py).
-LEFT_BY_TOOLS = ("__pycache__/", ".pytest_cache/", ".ruff_cache/", ".mypy_cache/")
+LEFT_BY_TOOLS = (
+    "__pycache__/",
+    ".pytest_cache/",
+    ".ruff_cache/",
+    ".mypy_cache/",
+    ".import_linter_cache/",
+)
 SCREENSHOTS = "var/screenshots/"
 OUTPUT_FOLDERS = ("var", "media", "staticfiles")  # where the platform writes by default
 _BEFORE = pytest.StashKey[set[str]]()
