@@ -97,6 +97,7 @@ def audio_stats(media: Media) -> AudioStats:
 def video_stats(media: Media) -> VideoStats:
     """The probed figures and the motion over MOTION_FRAMES frames sampled uniformly;
     raises ``MediaUnavailable`` when the file cannot be decoded."""
+    # here, so the reward model (which imports this module) loads without Django's settings
     from judges.backends.media_parts import sampled_images
 
     images = sampled_images(media, count=MOTION_FRAMES)
@@ -117,7 +118,7 @@ def video_stats(media: Media) -> VideoStats:
 def media_stats_cached(hashes, cache: dict) -> None:
     """Fills ``cache`` with the VideoStats or AudioStats of each video or audio hash not in
     it yet (None: the row or its bytes are missing or unreadable). Media never change."""
-    from judges.core.images import MediaUnavailable, media_rows
+    from judges.core.images import MediaUnavailable, media_rows  # as above: no Django at import
 
     wanted = {sha for sha in hashes if sha not in cache}
     rows = media_rows(wanted)
