@@ -1,5 +1,5 @@
-"""The life of a background job, written once for every kind (imports, release builds,
-agreement refreshes, filter runs, judge evaluations, trainings):
+"""The life of a background job, written once for every kind (imports, transcodes, release
+builds, agreement refreshes, filter runs, judge evaluations, trainings):
 
 - ``job_publish`` sends a job's task once the current transaction commits (at once outside
   one), through ``annotation.core.broker``'s bounded retry; a broker that cannot take it becomes

@@ -229,7 +229,9 @@ def test_every_sweep_is_registered_once_and_scheduled_by_celery_beat():
 
     scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert set(jobs.SWEEPS) == scheduled
-    assert len(jobs.SWEEPS) == 6
+    # imports, transcodes, agreement refreshes, release builds; filter runs, evaluations,
+    # trainings
+    assert len(jobs.SWEEPS) == 7
     with pytest.raises(ValueError, match=r"annotation\.imports_resume_stalled is registered"):
         jobs.sweep_task(
             "annotation.imports_resume_stalled",
