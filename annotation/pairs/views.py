@@ -12,7 +12,6 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
-from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -24,7 +23,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from annotation.agreement.prior_ratings import ratings_by_response
 from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
-from annotation.core.errors import DomainError
+from annotation.core.actions import action_apply
 from annotation.core.limits import MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.core.pair_sections import pair_sections
 from annotation.core.scales import on_screen_vote, options_for
@@ -363,18 +362,11 @@ def pairs_browser(request, slug: str):
 def pairs_bulk(request, slug: str, action: str):
     """One bulk action on the chosen pairs: validate, call its service, back to the same view."""
     project, role = get_project_for_user(request.user, slug, roles=CURATORS)
-    if action not in BULK_ACTIONS:
-        raise Http404("No such bulk action")
-    form_class, apply = BULK_ACTIONS[action]
-    form = form_class(request.POST, project=project)
-    if form.is_valid():
-        try:
-            message = apply(project, form.cleaned_data)
-        except DomainError as exc:
-            form.add_error(None, str(exc))
-        else:
-            messages.success(request, message)
-            return redirect(f"{reverse('pairs', args=[project.slug])}?{form.query()}")
+    form, applied = action_apply(
+        request, project, BULK_ACTIONS, action, unknown="No such bulk action"
+    )
+    if applied:
+        return redirect(f"{reverse('pairs', args=[project.slug])}?{form.query()}")
     return _browser_page(
         request, project, role, QueryDict(form.query()), status=400, error=form_error_text(form)
     )

@@ -10,16 +10,14 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from django import forms
-from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.core.access import CURATORS, get_project_for_user
-from annotation.core.errors import DomainError
+from annotation.core.actions import action_apply
 from annotation.core.json_input import text_refusal
 from annotation.core.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.models import GOLD_MIN_VOTES, Pair, PairStatus, Project, Role
@@ -262,16 +260,9 @@ def curator_queue(request, slug: str):
 def curator_queue_action(request, slug: str, action: str):
     """One lever of the queue page: validate its form, call its service, come back."""
     project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
-    if action not in ACTIONS:
-        raise Http404("No such queue action")
-    form_class, apply = ACTIONS[action]
-    form = form_class(request.POST, project=project, prefix=action)
-    if form.is_valid():
-        try:
-            message = apply(project, form.cleaned_data)
-        except DomainError as exc:
-            form.add_error(None, str(exc))
-        else:
-            messages.success(request, message)
-            return redirect("curator-queue", slug=project.slug)
+    form, applied = action_apply(
+        request, project, ACTIONS, action, unknown="No such queue action", prefix=action
+    )
+    if applied:
+        return redirect("curator-queue", slug=project.slug)
     return _render_page(request, project, bound={action: form}, status=400)
