@@ -20,7 +20,7 @@ from datetime import datetime
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from annotation.core.jobs import StalledJobs, job_publish, stalled_before
@@ -44,18 +44,19 @@ Status = JudgeEvaluation.Status
 logger = logging.getLogger(__name__)
 
 
-def consensus_target(project: Project) -> list[TargetItem]:
-    """The project's pairs with a consensus (adjudicated ones included), gold pairs left out."""
+def _labelled_target(pairs: QuerySet[Pair], label_field: str) -> list[TargetItem]:
+    """``pairs`` with a non-blank ``label_field`` as target items (gold pairs left out), in
+    primary-key order."""
     rows = (
-        Pair.objects.filter(project=project, status=PairStatus.CONSENSUS, is_gold=False)
-        .exclude(consensus_label="")
+        pairs.filter(is_gold=False)
+        .exclude(**{label_field: ""})
         .order_by("pk")
         .values_list(
             "pk",
             "external_id",
             "task",
             "criterion",
-            "consensus_label",
+            label_field,
             "response_a__model_name",
             "response_b__model_name",
         )
@@ -64,6 +65,12 @@ def consensus_target(project: Project) -> list[TargetItem]:
         TargetItem(pk, external_id, task, criterion, label, bool(model_a) and model_a == model_b)
         for pk, external_id, task, criterion, label, model_a, model_b in rows
     ]
+
+
+def consensus_target(project: Project) -> list[TargetItem]:
+    """The project's pairs with a consensus (adjudicated ones included), gold pairs left out."""
+    pairs = Pair.objects.filter(project=project, status=PairStatus.CONSENSUS)
+    return _labelled_target(pairs, "consensus_label")
 
 
 def release_target(project: Project, version: str) -> list[TargetItem]:
@@ -104,24 +111,7 @@ def reference_target(project: Project) -> list[TargetItem]:
     """The project's pairs with a reference label (``Pair.prior_label``: MMRB2's ``chosen``,
     Omni-RewardBench's ``criteria_preference``), whatever Arbiter's own votes decided; gold
     pairs left out."""
-    rows = (
-        Pair.objects.filter(project=project, is_gold=False)
-        .exclude(prior_label="")
-        .order_by("pk")
-        .values_list(
-            "pk",
-            "external_id",
-            "task",
-            "criterion",
-            "prior_label",
-            "response_a__model_name",
-            "response_b__model_name",
-        )
-    )
-    return [
-        TargetItem(pk, external_id, task, criterion, label, bool(model_a) and model_a == model_b)
-        for pk, external_id, task, criterion, label, model_a, model_b in rows
-    ]
+    return _labelled_target(Pair.objects.filter(project=project), "prior_label")
 
 
 def evaluation_target(*, project: Project, release: str = "") -> list[TargetItem]:
