@@ -42,7 +42,7 @@ from annotation.pairs.selectors import (
     pairs_matching,
 )
 from annotation.projects.selectors import project_tasks
-from annotation.queue.presentation import shown_contents
+from annotation.queue.presentation import pair_page_context
 
 PAGE = "annotation/pairs.html"
 MAX_SEARCH_CHARS = 200
@@ -413,18 +413,10 @@ def pair_detail(request, slug: str, pair_id: int):
     previous_id = next_id = None
     if form.is_valid():
         previous_id, next_id = pair_neighbours(project=project, filters=form.filters(), pair=pair)
-    prompt, response_a, response_b = shown_contents(
-        [pair.prompt.content, pair.response_a.content, pair.response_b.content], project=project
-    )
     votes = list(pair.votes.select_related("annotator").order_by("created_at", "pk"))
     priors = list(pair.prior_annotations.all())
     context = {
-        "project": project,
-        "role": role,
-        "pair": pair,
-        "prompt": prompt,
-        "response_a": response_a,
-        "response_b": response_b,
+        **pair_page_context(project, role, pair),
         "votes": _vote_rows(project, votes),
         "priors": [prior for prior in priors if not prior.rating],
         "prior_ratings": ratings_by_response((p.response, p.rating) for p in priors),
