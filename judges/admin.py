@@ -18,7 +18,7 @@ from judges.models import FilterRun, Judge, Verdict
 from judges.roster.services import OPTIONS_HELP, judge_check
 
 # An OpenAI-compatible judge's settings, and a reward-model judge's.
-ENDPOINT_FIELDS = [
+ENDPOINT_FIELDS = (
     "base_url",
     "model",
     "api_key_env",
@@ -31,8 +31,8 @@ ENDPOINT_FIELDS = [
     "video_frames",
     "video_frame_side",
     "takes_audio",
-]
-REWARD_MODEL_FIELDS = ["checkpoint", "device", "batch_size"]
+)
+REWARD_MODEL_FIELDS = ("checkpoint", "device", "batch_size")
 JUDGE_FIELDS = [
     "name",
     "kind",
