@@ -14,20 +14,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from annotation.core.json_input import JsonRefused, json_loads
-from annotation.models import Pair, Project
+from annotation.models import Project
+from annotation.pairs.selectors import pair_pks_by_external_id
 from judges.evaluation.scoring import LABELS, ORDERS
 from judges.models import Judge, Judgement
 
 MAX_ERRORS = 50
-
-
-def _pair_ids(project: Project, external_ids: set[str]) -> dict[str, int]:
-    """The primary keys of the project's pairs with these external ids, by external id."""
-    return dict(
-        Pair.objects.filter(project=project, external_id__in=external_ids).values_list(
-            "external_id", "pk"
-        )
-    )
 
 
 def _refuse(errors: list[str]) -> NoReturn:
@@ -137,7 +129,7 @@ def judgements_import(*, judge: Judge, project: Project, lines: Iterable[str]) -
             )
             continue
         rows[key] = (number, row)
-    ids = _pair_ids(project, {pair for pair, _ in rows})
+    ids = pair_pks_by_external_id(project=project, external_ids={pair for pair, _ in rows})
     for (pair, _), (number, _) in rows.items():
         if pair not in ids:
             errors.append(f"line {number}: pair: no pair {pair!r} in project {project.slug}")
@@ -229,7 +221,7 @@ def judgements_import_mmrb2(*, judge: Judge, project: Project, data: dict) -> in
     ValidationError naming every bad pair, and then nothing is stored."""
     errors: list[str] = []
     rows = _mmrb2_rows(data, errors)
-    ids = _pair_ids(project, {row["pair"] for row in rows})
+    ids = pair_pks_by_external_id(project=project, external_ids={row["pair"] for row in rows})
     for pair in sorted({row["pair"] for row in rows} - set(ids)):
         errors.append(f"pair {pair}: no pair {pair!r} in project {project.slug}")
     if not rows and not errors:

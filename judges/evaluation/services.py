@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from annotation.core.jobs import StalledJobs, job_publish, stalled_before
 from annotation.models import Pair, PairStatus, Project, Release
+from annotation.pairs.selectors import pair_pks_by_external_id
 from annotation.releases.selectors import release_rows
 from judges.evaluation.scoring import (
     DEFAULT_SEED,
@@ -84,11 +85,7 @@ def release_target(project: Project, version: str) -> list[TargetItem]:
             {"release": f"Release {project.slug}@{version} is {release.status}, not published."}
         )
     rows = list(release_rows(release))
-    ids = dict(
-        Pair.objects.filter(
-            project=project, external_id__in=[row["id"] for row in rows]
-        ).values_list("external_id", "pk")
-    )
+    ids = pair_pks_by_external_id(project=project, external_ids=[row["id"] for row in rows])
     if missing := [row["id"] for row in rows if row["id"] not in ids]:
         raise ValidationError(
             {"release": f"{len(missing)} pairs of the release are gone from the project "

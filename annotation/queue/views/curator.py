@@ -22,6 +22,7 @@ from annotation.core.json_input import text_refusal
 from annotation.core.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.models import GOLD_MIN_VOTES, Pair, PairStatus, Project, Role
 from annotation.pairs import actions as pair_actions
+from annotation.pairs.selectors import pair_pks_by_external_id
 from annotation.projects.selectors import project_tasks
 from annotation.queue import levers as queue
 from annotation.queue.selectors import (
@@ -59,11 +60,7 @@ class ProjectForm(forms.Form):
 
     def pair_pks(self, external_ids: list[str]) -> list[int]:
         """The pairs' primary keys; an unknown id is an error that names it."""
-        found = dict(
-            Pair.objects.filter(project=self.project, external_id__in=external_ids).values_list(
-                "external_id", "pk"
-            )
-        )
+        found = pair_pks_by_external_id(project=self.project, external_ids=external_ids)
         unknown = [pair_id for pair_id in external_ids if pair_id not in found]
         if unknown:
             shown = ", ".join(unknown[:10]) + (" …" if len(unknown) > 10 else "")
