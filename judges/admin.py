@@ -17,10 +17,8 @@ from annotation.admin import ViewOnlyAdmin
 from judges.models import FilterRun, Judge, Verdict
 from judges.roster.services import OPTIONS_HELP, judge_check
 
-JUDGE_FIELDS = [
-    "name",
-    "kind",
-    "enabled",
+# An OpenAI-compatible judge's settings, and a reward-model judge's.
+ENDPOINT_FIELDS = (
     "base_url",
     "model",
     "api_key_env",
@@ -33,9 +31,14 @@ JUDGE_FIELDS = [
     "video_frames",
     "video_frame_side",
     "takes_audio",
-    "checkpoint",
-    "device",
-    "batch_size",
+)
+REWARD_MODEL_FIELDS = ("checkpoint", "device", "batch_size")
+JUDGE_FIELDS = [
+    "name",
+    "kind",
+    "enabled",
+    *ENDPOINT_FIELDS,
+    *REWARD_MODEL_FIELDS,
     "options",
     "projects",
 ]
@@ -72,26 +75,8 @@ class JudgeAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ["name", "kind", "enabled", "queue", "created_at"]}),
         ("Available to", {"fields": ["projects"]}),
-        (
-            "OpenAI-compatible endpoint",
-            {
-                "fields": [
-                    "base_url",
-                    "model",
-                    "api_key_env",
-                    "temperature",
-                    "max_tokens",
-                    "timeout_s",
-                    "concurrency",
-                    "requests_per_minute",
-                    "max_image_side",
-                    "video_frames",
-                    "video_frame_side",
-                    "takes_audio",
-                ]
-            },
-        ),
-        ("Reward model", {"fields": ["checkpoint", "device", "batch_size"]}),
+        ("OpenAI-compatible endpoint", {"fields": ENDPOINT_FIELDS}),
+        ("Reward model", {"fields": REWARD_MODEL_FIELDS}),
         ("Kind-specific options", {"fields": ["options"]}),
     )
 

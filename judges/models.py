@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotation.models import Pair, Project, Release
+from annotation.models import JobStatus, Pair, Project, Release
 from judges.ensemble import DEFAULT_EASY_THRESHOLD
 
 DEFAULT_VIDEO_FRAMES = 8
@@ -209,11 +209,7 @@ class JudgeEvaluation(models.Model):
     (judges.evaluation.scoring.TargetItem fields, as lists); ``results`` is what scoring them
     gave."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
+    Status = JobStatus
 
     judge = models.ForeignKey(Judge, on_delete=models.CASCADE, related_name="evaluations")
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="evaluations")
@@ -294,11 +290,7 @@ class TrainingRun(models.Model):
     """One reward-model training (judges.reward_model.services): what it learned from, its
     options, its progress and per-epoch metrics, and the checkpoint it wrote."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
+    Status = JobStatus
 
     class Source(models.TextChoices):
         CONSENSUS = "consensus", "The project's current consensus"

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
-
+from annotation.core.routes import routes
 from judges.best_of_n import views as best_of_n_views
 from judges.evaluation import views as evaluation_views
 from judges.reward_model import views as reward_model_views
@@ -10,30 +9,30 @@ from judges.runs import views as runs_views
 
 app_name = "judges"
 urlpatterns: list = [
-    path("", roster_views.judge_list, name="judge-list"),
-    path("<int:judge_id>/", roster_views.judge_edit, name="judge-edit"),
-    path("p/<slug:slug>/judges/", roster_views.project_judges, name="project-judges"),
-    path("p/<slug:slug>/best-of-n/", best_of_n_views.best_of_n_page, name="best-of-n"),
-    path(
-        "p/<slug:slug>/best-of-n/<int:run_id>/",
-        best_of_n_views.best_of_n_run_page,
-        name="best-of-n-run",
+    *routes(
+        "",
+        ("", roster_views.judge_list, "judge-list"),
+        ("<int:judge_id>/", roster_views.judge_edit, "judge-edit"),
+        ("p/<slug:slug>/judges/", roster_views.project_judges, "project-judges"),
     ),
-    path(
-        "p/<slug:slug>/best-of-n/<int:run_id>/<slug:fmt>/",
-        best_of_n_views.best_of_n_download,
-        name="best-of-n-download",
+    *routes(
+        "p/<slug:slug>/best-of-n/",
+        ("", best_of_n_views.best_of_n_page, "best-of-n"),
+        ("<int:run_id>/", best_of_n_views.best_of_n_run_page, "best-of-n-run"),
+        ("<int:run_id>/<slug:fmt>/", best_of_n_views.best_of_n_download, "best-of-n-download"),
     ),
-    path("p/<slug:slug>/runs/", runs_views.run_list, name="runs"),
-    path("p/<slug:slug>/runs/for-pairs/", runs_views.run_for_pairs, name="runs-for-pairs"),
-    path("p/<slug:slug>/runs/<int:run_id>/", runs_views.run_detail, name="run"),
-    path("p/<slug:slug>/runs/<int:run_id>/cancel/", runs_views.run_cancel, name="run-cancel"),
-    path("p/<slug:slug>/runs/<int:run_id>/resume/", runs_views.run_resume, name="run-resume"),
-    path("p/<slug:slug>/leaderboard/", evaluation_views.leaderboard_page, name="leaderboard"),
-    path("p/<slug:slug>/reward-models/", reward_model_views.training_list, name="training"),
-    path(
-        "p/<slug:slug>/reward-models/<int:run_id>/",
-        reward_model_views.training_detail,
-        name="training-run",
+    *routes(
+        "p/<slug:slug>/runs/",
+        ("", runs_views.run_list, "runs"),
+        ("for-pairs/", runs_views.run_for_pairs, "runs-for-pairs"),
+        ("<int:run_id>/", runs_views.run_detail, "run"),
+        ("<int:run_id>/cancel/", runs_views.run_cancel, "run-cancel"),
+        ("<int:run_id>/resume/", runs_views.run_resume, "run-resume"),
+    ),
+    *routes(
+        "p/<slug:slug>/",
+        ("leaderboard/", evaluation_views.leaderboard_page, "leaderboard"),
+        ("reward-models/", reward_model_views.training_list, "training"),
+        ("reward-models/<int:run_id>/", reward_model_views.training_detail, "training-run"),
     ),
 ]

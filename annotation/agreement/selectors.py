@@ -3,8 +3,6 @@ annotator's votes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.contrib.auth import get_user_model
 from django.db.models import (
     Count,
@@ -25,19 +23,6 @@ from annotation.models import (
     ReportSource,
     Vote,
 )
-
-if TYPE_CHECKING:
-    from typing import Any, TypedDict
-
-    from django_stubs_ext import WithAnnotations
-
-    class _BrowseAnnotations(TypedDict):
-        sort_value: Any  # the row's sort key (its type depends on the sort)
-        skip_count: int  # on the page's rows; neighbour lookups fetch only ids
-
-    # A pair as the browser's keyset query returns it.
-    AnnotatedPair = WithAnnotations[Pair, _BrowseAnnotations]
-
 
 ADJUDICATION_PAGE_SIZE = 100
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from annotation.models.agreement import Adjudication, AgreementReport, ReportSource
 from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
-from annotation.models.imports import ImportJob, TranscodeJob
+from annotation.models.imports import ImportJob, JobStatus, TranscodeJob
 from annotation.models.pairs import Pair, PairStatus, PriorAnnotation
 from annotation.models.projects import (
     DEFAULT_GOLD_MIN_ACCURACY,
@@ -48,6 +48,7 @@ __all__ = [
     "ConsensusRule",
     "ContentMixin",
     "ImportJob",
+    "JobStatus",
     "Media",
     "Membership",
     "OneTimePassword",

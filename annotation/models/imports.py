@@ -11,14 +11,19 @@ from annotation.models.content import Media
 from annotation.models.projects import Project
 
 
+class JobStatus(models.TextChoices):
+    """A background job's states: an import here, and the judges' evaluations and trainings."""
+
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
 class ImportJob(models.Model):
     """One import of a file: its progress while running and its outcome afterwards."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
+    Status = JobStatus
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="imports")
     created_by = models.ForeignKey(

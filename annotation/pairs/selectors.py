@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -226,6 +227,16 @@ def _keyset_rows(
     # The page's query also carries skip_count (_page_rows): the stubs lose it across calls.
     rows = cast("list[AnnotatedPair]", list(page))
     return rows if forward else rows[::-1]
+
+
+def pair_pks_by_external_id(*, project: Project, external_ids: Iterable[str]) -> dict[str, int]:
+    """The primary keys of the project's pairs with these external ids, by external id (an
+    id with no pair is left out)."""
+    return dict(
+        Pair.objects.filter(project=project, external_id__in=external_ids).values_list(
+            "external_id", "pk"
+        )
+    )
 
 
 def _page_rows(pairs: QuerySet[Pair]) -> QuerySet[Pair]:

@@ -12,7 +12,6 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
-from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -24,7 +23,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from annotation.agreement.prior_ratings import ratings_by_response
 from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
-from annotation.core.errors import DomainError
+from annotation.core.actions import action_apply
 from annotation.core.limits import MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.core.pair_sections import pair_sections
 from annotation.core.scales import on_screen_vote, options_for
@@ -43,7 +42,7 @@ from annotation.pairs.selectors import (
     pairs_matching,
 )
 from annotation.projects.selectors import project_tasks
-from annotation.queue.presentation import shown_contents
+from annotation.queue.presentation import pair_page_context
 
 PAGE = "annotation/pairs.html"
 MAX_SEARCH_CHARS = 200
@@ -363,18 +362,11 @@ def pairs_browser(request, slug: str):
 def pairs_bulk(request, slug: str, action: str):
     """One bulk action on the chosen pairs: validate, call its service, back to the same view."""
     project, role = get_project_for_user(request.user, slug, roles=CURATORS)
-    if action not in BULK_ACTIONS:
-        raise Http404("No such bulk action")
-    form_class, apply = BULK_ACTIONS[action]
-    form = form_class(request.POST, project=project)
-    if form.is_valid():
-        try:
-            message = apply(project, form.cleaned_data)
-        except DomainError as exc:
-            form.add_error(None, str(exc))
-        else:
-            messages.success(request, message)
-            return redirect(f"{reverse('pairs', args=[project.slug])}?{form.query()}")
+    form, applied = action_apply(
+        request, project, BULK_ACTIONS, action, unknown="No such bulk action"
+    )
+    if applied:
+        return redirect(f"{reverse('pairs', args=[project.slug])}?{form.query()}")
     return _browser_page(
         request, project, role, QueryDict(form.query()), status=400, error=form_error_text(form)
     )
@@ -421,18 +413,10 @@ def pair_detail(request, slug: str, pair_id: int):
     previous_id = next_id = None
     if form.is_valid():
         previous_id, next_id = pair_neighbours(project=project, filters=form.filters(), pair=pair)
-    prompt, response_a, response_b = shown_contents(
-        [pair.prompt.content, pair.response_a.content, pair.response_b.content], project=project
-    )
     votes = list(pair.votes.select_related("annotator").order_by("created_at", "pk"))
     priors = list(pair.prior_annotations.all())
     context = {
-        "project": project,
-        "role": role,
-        "pair": pair,
-        "prompt": prompt,
-        "response_a": response_a,
-        "response_b": response_b,
+        **pair_page_context(project, role, pair),
         "votes": _vote_rows(project, votes),
         "priors": [prior for prior in priors if not prior.rating],
         "prior_ratings": ratings_by_response((p.response, p.rating) for p in priors),

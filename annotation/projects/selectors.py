@@ -4,7 +4,6 @@ and criteria."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from django.db.models import (
     Count,
@@ -26,18 +25,6 @@ from annotation.models import (
 )
 from annotation.queue.selectors import WAITING_DISPUTE, local_midnight, pairs_left
 from annotation.queue.serving import ANNOTATION_STATUSES, OPEN_STATUSES
-
-if TYPE_CHECKING:
-    from typing import Any, TypedDict
-
-    from django_stubs_ext import WithAnnotations
-
-    class _BrowseAnnotations(TypedDict):
-        sort_value: Any  # the row's sort key (its type depends on the sort)
-        skip_count: int  # on the page's rows; neighbour lookups fetch only ids
-
-    # A pair as the browser's keyset query returns it.
-    AnnotatedPair = WithAnnotations[Pair, _BrowseAnnotations]
 
 
 def projects_for_user(user) -> list[dict]:

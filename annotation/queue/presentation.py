@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.urls import reverse
 
 from annotation.core.scales import on_screen_vote, option_label, options_for
-from annotation.models import Assignment, Media, Project
+from annotation.models import Assignment, Media, Pair, Project
 
 if TYPE_CHECKING:
     from annotation.queue.annotating import Undone
@@ -35,6 +35,24 @@ def assignment_payload(assignment: Assignment, *, request=None) -> dict:
         "right": right_parts,
         "criterion": pair.criterion,
         "options": options_for(project.scale),
+    }
+
+
+def pair_page_context(project: Project, role: str, pair: Pair, *, request=None) -> dict:
+    """What a page about one pair (the pair page, adjudication) starts its context with: the
+    project, the viewer's role, the pair, and its prompt and responses A and B as shown."""
+    prompt, response_a, response_b = shown_contents(
+        [pair.prompt.content, pair.response_a.content, pair.response_b.content],
+        project=project,
+        request=request,
+    )
+    return {
+        "project": project,
+        "role": role,
+        "pair": pair,
+        "prompt": prompt,
+        "response_a": response_a,
+        "response_b": response_b,
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from fractions import Fraction
 from statistics import median
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -48,18 +48,6 @@ from annotation.queue.serving import (
     free_annotators,
     next_pair_params,
 )
-
-if TYPE_CHECKING:
-    from typing import Any, TypedDict
-
-    from django_stubs_ext import WithAnnotations
-
-    class _BrowseAnnotations(TypedDict):
-        sort_value: Any  # the row's sort key (its type depends on the sort)
-        skip_count: int  # on the page's rows; neighbour lookups fetch only ids
-
-    # A pair as the browser's keyset query returns it.
-    AnnotatedPair = WithAnnotations[Pair, _BrowseAnnotations]
 
 
 def local_midnight(now):

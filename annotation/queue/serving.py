@@ -4,7 +4,6 @@ may claim now, the next one's statement, and who may still vote on a pair."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -25,19 +24,6 @@ from annotation.models import (
     Vote,
 )
 from annotation.queue.claim_key import CLAIM_KEY_MODULUS, CLAIM_KEY_TEMPLATE, claim_walk
-
-if TYPE_CHECKING:
-    from typing import Any, TypedDict
-
-    from django_stubs_ext import WithAnnotations
-
-    class _BrowseAnnotations(TypedDict):
-        sort_value: Any  # the row's sort key (its type depends on the sort)
-        skip_count: int  # on the page's rows; neighbour lookups fetch only ids
-
-    # A pair as the browser's keyset query returns it.
-    AnnotatedPair = WithAnnotations[Pair, _BrowseAnnotations]
-
 
 OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
 # Pairs that reached the annotators, whose votes count towards a task's progress.

@@ -91,10 +91,9 @@ class Selection:
 _FIELDS = set(Selection.__dataclass_fields__)
 
 
-def describe_selection(selection: Selection) -> str:
-    """The selection's sources and filters in words, for a refusal that names them
-    ("consensus and adjudicated pairs, ties left out, tasks: t2i, ...")."""
-    sources = [
+def selection_sources(selection: Selection) -> list[str]:
+    """The kinds of decided pairs the selection takes: consensus, adjudicated, ensemble-easy."""
+    return [
         name
         for name, included in (
             ("consensus", selection.include_consensus),
@@ -103,6 +102,12 @@ def describe_selection(selection: Selection) -> str:
         )
         if included
     ]
+
+
+def describe_selection(selection: Selection) -> str:
+    """The selection's sources and filters in words, for a refusal that names them
+    ("consensus and adjudicated pairs, ties left out, tasks: t2i, ...")."""
+    sources = selection_sources(selection)
     words = [" and ".join(sources) + " pairs", "ties in" if selection.include_ties else "no ties"]
     if selection.tasks:
         words.append("tasks: " + ", ".join(selection.tasks))

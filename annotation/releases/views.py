@@ -37,7 +37,7 @@ from annotation.releases.files import (
     HAS_FILES,
     release_files,
 )
-from annotation.releases.selection import MAX_FILTER_VALUES, check_selection
+from annotation.releases.selection import MAX_FILTER_VALUES, check_selection, selection_sources
 from annotation.releases.services import (
     check_version,
     release_build_start,
@@ -243,15 +243,7 @@ def split_front_matter(card: str) -> tuple[str, str]:
 def _release_context(release: Release, role: str) -> dict:
     front_matter, body = split_front_matter(release.card)
     selection = check_selection(release.selection)
-    sources = [
-        name
-        for name, included in (
-            ("consensus", selection.include_consensus),
-            ("adjudicated", selection.include_adjudicated),
-            ("ensemble-easy", selection.include_ensemble),
-        )
-        if included
-    ]
+    sources = selection_sources(selection)
     has_files = release.status in HAS_FILES
     others = (
         Release.objects.filter(project=release.project, status__in=HAS_FILES)

@@ -8,16 +8,54 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import NoReturn
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from annotation.core.json_input import JsonRefused, json_loads
-from annotation.models import Pair, Project
+from annotation.models import Project
+from annotation.pairs.selectors import pair_pks_by_external_id
 from judges.evaluation.scoring import LABELS, ORDERS
 from judges.models import Judge, Judgement
 
 MAX_ERRORS = 50
+
+
+def _refuse(errors: list[str]) -> NoReturn:
+    """Raises the errors, the first ``MAX_ERRORS`` of them and how many more there are."""
+    shown = errors[:MAX_ERRORS]
+    if len(errors) > MAX_ERRORS:
+        shown.append(f"... and {len(errors) - MAX_ERRORS} more errors")
+    raise ValidationError(shown)
+
+
+def _imported(judge: Judge, ids: dict[str, int], row: dict, **fields) -> Judgement:
+    """``row``'s judgement of its pair in its order, by ``judge``, imported."""
+    return Judgement(
+        judge=judge,
+        pair_id=ids[row["pair"]],
+        order=row["order"],
+        source=Judgement.Source.IMPORT,
+        side=row["side"],
+        **fields,
+    )
+
+
+def _judgements_replace(judge: Judge, judgements: list[Judgement]) -> int:
+    """Stores ``judgements`` in one transaction, replacing the judge's own for the same
+    (pair, order); returns how many."""
+    with transaction.atomic():
+        for order in ORDERS:
+            chosen = [j.pair_id for j in judgements if j.order == order]
+            for start in range(0, len(chosen), 2000):
+                Judgement.objects.filter(
+                    judge=judge, order=order, pair_id__in=chosen[start : start + 2000]
+                ).delete()
+        Judgement.objects.bulk_create(judgements, batch_size=2000)
+    return len(judgements)
+
+
 _FIELDS = {"pair", "order", "verdict", "score", "confidence"}
 
 
@@ -91,11 +129,7 @@ def judgements_import(*, judge: Judge, project: Project, lines: Iterable[str]) -
             )
             continue
         rows[key] = (number, row)
-    ids = dict(
-        Pair.objects.filter(
-            project=project, external_id__in={pair for pair, _ in rows}
-        ).values_list("external_id", "pk")
-    )
+    ids = pair_pks_by_external_id(project=project, external_ids={pair for pair, _ in rows})
     for (pair, _), (number, _) in rows.items():
         if pair not in ids:
             errors.append(f"line {number}: pair: no pair {pair!r} in project {project.slug}")
@@ -103,34 +137,19 @@ def judgements_import(*, judge: Judge, project: Project, lines: Iterable[str]) -
         errors.append("line 1: the file holds no judgements")
     if errors:
         errors.sort(key=lambda message: int(message.split(":")[0].split()[1]))
-        shown = errors[:MAX_ERRORS]
-        if len(errors) > MAX_ERRORS:
-            shown.append(f"... and {len(errors) - MAX_ERRORS} more errors")
-        raise ValidationError(shown)
+        _refuse(errors)
     judgements = [
-        Judgement(
-            judge=judge,
-            pair_id=ids[row["pair"]],
-            order=row["order"],
-            source=Judgement.Source.IMPORT,
+        _imported(
+            judge,
+            ids,
+            row,
             outcome=Judgement.Outcome.OK,
-            side=row["side"],
             confidence=row["confidence"],
             margin=row["margin"],
         )
         for _, row in rows.values()
     ]
-    with transaction.atomic():
-        for start in range(0, len(judgements), 2000):
-            chunk = judgements[start : start + 2000]
-            for order in ORDERS:
-                Judgement.objects.filter(
-                    judge=judge,
-                    order=order,
-                    pair_id__in=[j.pair_id for j in chunk if j.order == order],
-                ).delete()
-        Judgement.objects.bulk_create(judgements, batch_size=2000)
-    return len(judgements)
+    return _judgements_replace(judge, judgements)
 
 
 # ---- MMRB2's own prediction files ----
@@ -202,41 +221,17 @@ def judgements_import_mmrb2(*, judge: Judge, project: Project, data: dict) -> in
     ValidationError naming every bad pair, and then nothing is stored."""
     errors: list[str] = []
     rows = _mmrb2_rows(data, errors)
-    ids = dict(
-        Pair.objects.filter(
-            project=project, external_id__in={row["pair"] for row in rows}
-        ).values_list("external_id", "pk")
-    )
+    ids = pair_pks_by_external_id(project=project, external_ids={row["pair"] for row in rows})
     for pair in sorted({row["pair"] for row in rows} - set(ids)):
         errors.append(f"pair {pair}: no pair {pair!r} in project {project.slug}")
     if not rows and not errors:
         errors.append("the file holds no judgements")
     if errors:
-        shown = errors[:MAX_ERRORS]
-        if len(errors) > MAX_ERRORS:
-            shown.append(f"... and {len(errors) - MAX_ERRORS} more errors")
-        raise ValidationError(shown)
+        _refuse(errors)
     judgements = [
-        Judgement(
-            judge=judge,
-            pair_id=ids[row["pair"]],
-            order=row["order"],
-            source=Judgement.Source.IMPORT,
-            outcome=row["outcome"],
-            side=row["side"],
-            raw=row["raw"][:200],
-        )
-        for row in rows
+        _imported(judge, ids, row, outcome=row["outcome"], raw=row["raw"][:200]) for row in rows
     ]
-    with transaction.atomic():
-        for order in ORDERS:
-            chosen = [j.pair_id for j in judgements if j.order == order]
-            for start in range(0, len(chosen), 2000):
-                Judgement.objects.filter(
-                    judge=judge, order=order, pair_id__in=chosen[start : start + 2000]
-                ).delete()
-        Judgement.objects.bulk_create(judgements, batch_size=2000)
-    return len(judgements)
+    return _judgements_replace(judge, judgements)
 
 
 def judgements_import_text(*, judge: Judge, project: Project, text: str) -> int:

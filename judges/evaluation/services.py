@@ -20,11 +20,12 @@ from datetime import datetime
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from annotation.core.jobs import StalledJobs, job_publish, stalled_before
 from annotation.models import Pair, PairStatus, Project, Release
+from annotation.pairs.selectors import pair_pks_by_external_id
 from annotation.releases.selectors import release_rows
 from judges.evaluation.scoring import (
     DEFAULT_SEED,
@@ -44,18 +45,19 @@ Status = JudgeEvaluation.Status
 logger = logging.getLogger(__name__)
 
 
-def consensus_target(project: Project) -> list[TargetItem]:
-    """The project's pairs with a consensus (adjudicated ones included), gold pairs left out."""
+def _labelled_target(pairs: QuerySet[Pair], label_field: str) -> list[TargetItem]:
+    """``pairs`` with a non-blank ``label_field`` as target items (gold pairs left out), in
+    primary-key order."""
     rows = (
-        Pair.objects.filter(project=project, status=PairStatus.CONSENSUS, is_gold=False)
-        .exclude(consensus_label="")
+        pairs.filter(is_gold=False)
+        .exclude(**{label_field: ""})
         .order_by("pk")
         .values_list(
             "pk",
             "external_id",
             "task",
             "criterion",
-            "consensus_label",
+            label_field,
             "response_a__model_name",
             "response_b__model_name",
         )
@@ -64,6 +66,12 @@ def consensus_target(project: Project) -> list[TargetItem]:
         TargetItem(pk, external_id, task, criterion, label, bool(model_a) and model_a == model_b)
         for pk, external_id, task, criterion, label, model_a, model_b in rows
     ]
+
+
+def consensus_target(project: Project) -> list[TargetItem]:
+    """The project's pairs with a consensus (adjudicated ones included), gold pairs left out."""
+    pairs = Pair.objects.filter(project=project, status=PairStatus.CONSENSUS)
+    return _labelled_target(pairs, "consensus_label")
 
 
 def release_target(project: Project, version: str) -> list[TargetItem]:
@@ -77,11 +85,7 @@ def release_target(project: Project, version: str) -> list[TargetItem]:
             {"release": f"Release {project.slug}@{version} is {release.status}, not published."}
         )
     rows = list(release_rows(release))
-    ids = dict(
-        Pair.objects.filter(
-            project=project, external_id__in=[row["id"] for row in rows]
-        ).values_list("external_id", "pk")
-    )
+    ids = pair_pks_by_external_id(project=project, external_ids=[row["id"] for row in rows])
     if missing := [row["id"] for row in rows if row["id"] not in ids]:
         raise ValidationError(
             {"release": f"{len(missing)} pairs of the release are gone from the project "
@@ -104,24 +108,7 @@ def reference_target(project: Project) -> list[TargetItem]:
     """The project's pairs with a reference label (``Pair.prior_label``: MMRB2's ``chosen``,
     Omni-RewardBench's ``criteria_preference``), whatever Arbiter's own votes decided; gold
     pairs left out."""
-    rows = (
-        Pair.objects.filter(project=project, is_gold=False)
-        .exclude(prior_label="")
-        .order_by("pk")
-        .values_list(
-            "pk",
-            "external_id",
-            "task",
-            "criterion",
-            "prior_label",
-            "response_a__model_name",
-            "response_b__model_name",
-        )
-    )
-    return [
-        TargetItem(pk, external_id, task, criterion, label, bool(model_a) and model_a == model_b)
-        for pk, external_id, task, criterion, label, model_a, model_b in rows
-    ]
+    return _labelled_target(Pair.objects.filter(project=project), "prior_label")
 
 
 def evaluation_target(*, project: Project, release: str = "") -> list[TargetItem]:

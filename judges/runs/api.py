@@ -13,7 +13,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
-from annotation.models import Pair
+from annotation.pairs.selectors import pair_pks_by_external_id
 from judges.core.access import get_run_for_user
 from judges.core.api import BROKER_DOWN_RESPONSE
 from judges.ensemble import DEFAULT_EASY_THRESHOLD
@@ -161,11 +161,7 @@ class FilterRunListApi(APIView):
         pair_ids = None
         if "pairs" in data.validated_data:
             external = data.validated_data["pairs"]
-            found = dict(
-                Pair.objects.filter(project=project, external_id__in=external).values_list(
-                    "external_id", "pk"
-                )
-            )
+            found = pair_pks_by_external_id(project=project, external_ids=external)
             if missing := [e for e in external if e not in found]:
                 raise serializers.ValidationError({"pairs": f"Unknown pairs: {missing[:20]}"})
             pair_ids = list(found.values())

@@ -27,7 +27,7 @@ from annotation.core.errors import DomainError
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.core.scales import CANONICAL_WORDS
 from annotation.models import Pair, PairStatus, Project, Role, Scale, Side
-from annotation.queue.presentation import shown_contents
+from annotation.queue.presentation import pair_page_context
 from config.errors import status_for
 
 logger = logging.getLogger(__name__)
@@ -81,22 +81,12 @@ def _render_pair(
     revealed: bool = False,
     status: int = 200,
 ):
-    prompt, response_a, response_b = shown_contents(
-        [pair.prompt.content, pair.response_a.content, pair.response_b.content],
-        project=project,
-        request=request,
-    )
     words = CANONICAL_WORDS[project.scale]
     adjudications = list(pair.adjudications.all())
     priors = list(pair.prior_annotations.all())
     live = next((a for a in adjudications if a.superseded_at is None), None)
     context = {
-        "project": project,
-        "role": role,
-        "pair": pair,
-        "prompt": prompt,
-        "response_a": response_a,
-        "response_b": response_b,
+        **pair_page_context(project, role, pair, request=request),
         "votes": [{"vote": vote, "words": words[vote.value]} for vote in pair.votes.all()],
         "priors": [
             {"prior": prior, "words": words.get(prior.value or 0, prior.label)}

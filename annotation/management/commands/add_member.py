@@ -4,7 +4,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.management.errors import validation_message
-from annotation.models import Project, Role
+from annotation.management.projects import command_project
+from annotation.models import Role
 from annotation.projects.services import member_add
 
 
@@ -20,9 +21,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["slug"]).first()
-        if project is None:
-            raise CommandError(f"No project with slug {options['slug']!r}")
+        project = command_project(options["slug"])
         try:
             membership, created, _ = member_add(
                 project=project,

@@ -8,7 +8,8 @@ from annotation.agreement.refresh import agreement_report_recompute
 from annotation.agreement.selectors import agreement_report_cached
 from annotation.agreement.statistics import AlphaLevel
 from annotation.core.errors import DomainError
-from annotation.models import Project, ReportSource
+from annotation.management.projects import command_project
+from annotation.models import ReportSource
 
 
 def _figure(value: float | None, digits: int = 3) -> str:
@@ -40,9 +41,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["slug"]).first()
-        if project is None:
-            raise CommandError(f"No project with slug {options['slug']!r}")
+        project = command_project(options["slug"])
         source = options["source"]
         if options["cached"]:
             report = agreement_report_cached(project=project, source=source)

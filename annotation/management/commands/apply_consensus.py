@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from annotation.agreement.consensus import consensus_reapply
-from annotation.models import Project
+from annotation.management.projects import command_project
 
 
 class Command(BaseCommand):
@@ -20,9 +20,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["slug"]).first()
-        if project is None:
-            raise CommandError(f"slug: no project {options['slug']!r}")
+        project = command_project(options["slug"], refusal="slug: no project {slug!r}")
         result = consensus_reapply(project=project, dry_run=options["dry_run"])
         for change in result.changes:
             self.stdout.write(str(change))

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.core.errors import DomainError
 from annotation.management.progress import TerminalProgress
-from annotation.models import Project
+from annotation.management.projects import command_project
 from annotation.releases.selection import DEFAULT_SPLITS
 from annotation.releases.services import release_build, release_create, release_publish
 
@@ -75,9 +75,7 @@ class Command(BaseCommand):
         parser.add_argument("--publish", action="store_true", help="publish it once built")
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["slug"]).first()
-        if project is None:
-            raise CommandError(f"No project with slug {options['slug']!r}")
+        project = command_project(options["slug"])
         out = Path(options["out"]) if options["out"] else None
         if out is not None and out.exists() and not out.is_dir():
             raise CommandError(f"--out: {out} is not a folder")

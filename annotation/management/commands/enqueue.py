@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.models import Project
+from annotation.management.projects import command_project
 from annotation.pairs.lifecycle import pairs_enqueue
 from annotation.projects.selectors import project_tasks
 
@@ -18,9 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--task", help="only pairs of this task (t2i, edit, ...)")
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["slug"]).first()
-        if project is None:
-            raise CommandError(f"slug: no project {options['slug']!r}")
+        project = command_project(options["slug"], refusal="slug: no project {slug!r}")
         task = options["task"]
         if task is not None and task not in project_tasks(project=project):
             known = ", ".join(project_tasks(project=project)) or "none"

@@ -11,7 +11,7 @@ from django.db import InterfaceError, OperationalError
 from annotation.imports.errors import ImportFailed
 from annotation.imports.jobs import import_job_run_file
 from annotation.management.progress import TerminalProgress
-from annotation.models import Project
+from annotation.management.projects import command_project
 
 
 class Command(BaseCommand):
@@ -30,9 +30,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["slug"]).first()
-        if project is None:
-            raise CommandError(f"No project with slug {options['slug']!r}")
+        project = command_project(options["slug"])
         path = Path(options["file"])
         if not path.is_file():
             raise CommandError(f"No such file: {path}")

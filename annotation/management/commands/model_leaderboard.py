@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.leaderboard.bradley_terry import BOOTSTRAP_ROUNDS, BOOTSTRAP_SEED
 from annotation.leaderboard.selectors import MAX_BOOTSTRAP_ROUNDS, ModelSource, model_leaderboard
-from annotation.models import Project
+from annotation.management.projects import command_project
 
 
 def _bound(value: float | None) -> str:
@@ -41,9 +41,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the leaderboard as JSON")
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["slug"]).first()
-        if project is None:
-            raise CommandError(f"No project with slug {options['slug']!r}")
+        project = command_project(options["slug"])
         if not 0 <= options["rounds"] <= MAX_BOOTSTRAP_ROUNDS:
             raise CommandError(f"--rounds: between 0 and {MAX_BOOTSTRAP_ROUNDS}")
         if not 0 <= options["seed"] < 2**32:

@@ -10,20 +10,19 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from django import forms
-from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation.core.access import CURATORS, get_project_for_user
-from annotation.core.errors import DomainError
+from annotation.core.actions import action_apply
 from annotation.core.json_input import text_refusal
 from annotation.core.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.models import GOLD_MIN_VOTES, Pair, PairStatus, Project, Role
 from annotation.pairs import actions as pair_actions
+from annotation.pairs.selectors import pair_pks_by_external_id
 from annotation.projects.selectors import project_tasks
 from annotation.queue import levers as queue
 from annotation.queue.selectors import (
@@ -61,11 +60,7 @@ class ProjectForm(forms.Form):
 
     def pair_pks(self, external_ids: list[str]) -> list[int]:
         """The pairs' primary keys; an unknown id is an error that names it."""
-        found = dict(
-            Pair.objects.filter(project=self.project, external_id__in=external_ids).values_list(
-                "external_id", "pk"
-            )
-        )
+        found = pair_pks_by_external_id(project=self.project, external_ids=external_ids)
         unknown = [pair_id for pair_id in external_ids if pair_id not in found]
         if unknown:
             shown = ", ".join(unknown[:10]) + (" …" if len(unknown) > 10 else "")
@@ -262,16 +257,9 @@ def curator_queue(request, slug: str):
 def curator_queue_action(request, slug: str, action: str):
     """One lever of the queue page: validate its form, call its service, come back."""
     project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
-    if action not in ACTIONS:
-        raise Http404("No such queue action")
-    form_class, apply = ACTIONS[action]
-    form = form_class(request.POST, project=project, prefix=action)
-    if form.is_valid():
-        try:
-            message = apply(project, form.cleaned_data)
-        except DomainError as exc:
-            form.add_error(None, str(exc))
-        else:
-            messages.success(request, message)
-            return redirect("curator-queue", slug=project.slug)
+    form, applied = action_apply(
+        request, project, ACTIONS, action, unknown="No such queue action", prefix=action
+    )
+    if applied:
+        return redirect("curator-queue", slug=project.slug)
     return _render_page(request, project, bound={action: form}, status=400)

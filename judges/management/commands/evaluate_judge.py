@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.core.jobs import BrokerUnavailable
-from annotation.models import Project
+from annotation.management.projects import command_project
 from judges.evaluation.judgement_import import judgements_import_text
 from judges.evaluation.scoring import DEFAULT_SEED
 from judges.evaluation.selectors import evaluation_summary
@@ -63,9 +63,7 @@ class Command(BaseCommand):
             slug, sep, release = options["release"].partition("@")
             if not sep or not release:
                 raise CommandError("--release must be SLUG@X.Y.Z")
-        project = Project.objects.filter(slug=slug).first()
-        if project is None:
-            raise CommandError(f"No project with slug {slug!r}")
+        project = command_project(slug)
         judge = judges_for_project(project).filter(name=options["name"]).first()
         if judge is None:
             raise CommandError(f"No judge {options['name']!r} for project {slug}")

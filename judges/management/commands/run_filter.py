@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.core.jobs import BrokerUnavailable
+from annotation.management.projects import command_project
 from annotation.models import PairStatus, Project
 from judges.ensemble import DEFAULT_EASY_THRESHOLD, easy_rule
 from judges.models import FilterRun
@@ -52,9 +53,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        project = Project.objects.filter(slug=options["slug"]).first()
-        if project is None:
-            raise CommandError(f"No project with slug {options['slug']!r}")
+        project = command_project(options["slug"])
         try:
             run = self._run(project, options)
         except ValidationError as exc:
