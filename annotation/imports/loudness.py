@@ -18,9 +18,6 @@ import math
 
 import numpy as np
 
-# scipy ships no type hints, and mypy asks for the scipy-stubs package whatever the overrides say.
-from scipy.signal import sosfilt  # type: ignore[import-untyped]
-
 # BS.1770-4, Annex 1: block length and the step between blocks (75% overlap), in seconds.
 _BLOCK_SECONDS = 0.4
 _STEPS_PER_BLOCK = 4
@@ -72,6 +69,12 @@ class LoudnessMeter:
     def __init__(self, *, sample_rate: int, channels: list[str]):
         if sample_rate <= 0 or not channels:
             raise ValueError("a loudness meter needs a sample rate and at least one channel")
+        # scipy is imported by the first meter, not with this module: the module is imported
+        # wherever media are (a release build, every web process), and scipy costs ~60 MB.
+        # scipy ships no type hints; mypy asks for scipy-stubs whatever the overrides say.
+        from scipy.signal import sosfilt  # type: ignore[import-untyped]
+
+        self._sosfilt = sosfilt
         self.channels = len(channels)
         self.weights = np.array([channel_weight(name) for name in channels])
         self.sos = k_weighting(sample_rate)
@@ -87,7 +90,7 @@ class LoudnessMeter:
             raise ValueError(
                 f"expected samples shaped ({self.channels}, n), got {tuple(samples.shape)}"
             )
-        filtered, self.state = sosfilt(
+        filtered, self.state = self._sosfilt(
             self.sos, samples.astype(np.float64, copy=False), axis=-1, zi=self.state
         )
         power = self.weights @ np.square(filtered)
