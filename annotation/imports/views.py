@@ -83,7 +83,11 @@ def imports(request, slug: str):
     jobs = ImportJob.objects.filter(project=project).select_related("created_by")[:50]
     job = None
     if request.GET.get("job", "").isdigit():
-        job = ImportJob.objects.filter(project=project, pk=request.GET["job"]).first()
+        job = (
+            ImportJob.objects.filter(project=project, pk=request.GET["job"])
+            .prefetch_related("transcodes")
+            .first()
+        )
     context = {"project": project, "role": role, "form": form, "jobs": jobs, "job": job}
     return render(request, "annotation/imports.html", context, status=status)
 
@@ -93,7 +97,9 @@ def imports(request, slug: str):
 def import_status(request, slug: str, job_id: int):
     """The polled fragment: a progress bar while running, the outcome once finished."""
     project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
-    job = get_object_or_404(ImportJob, project=project, pk=job_id)
+    job = get_object_or_404(
+        ImportJob.objects.prefetch_related("transcodes"), project=project, pk=job_id
+    )
     return render(
         request, "annotation/imports.html#import_status", {"project": project, "job": job}
     )

@@ -70,7 +70,8 @@ class ImportJob(models.Model):
     @property
     def transcoding(self) -> bool:
         """Some of the files it brought still wait for their playable copy."""
-        return self.transcodes.filter(status__in=["pending", "running"]).exists()
+        # Read from the job's transcodes, which the import page prefetches and lists anyway.
+        return any(job.status in ("pending", "running") for job in self.transcodes.all())
 
 
 class TranscodeJob(models.Model):
