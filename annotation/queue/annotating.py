@@ -24,7 +24,7 @@ from annotation.core.limits import (
     MAX_SKIP_NOTE_CHARS,
     MAX_TIME_ON_TASK_MS,
 )
-from annotation.core.prepared import execute_prepared
+from annotation.core.prepared import execute_prepared, insert_prepared
 from annotation.core.scales import VoteInputError, canonical_vote
 from annotation.models import (
     Assignment,
@@ -38,13 +38,20 @@ from annotation.models import (
 )
 from annotation.queue.claim_key import claim_key
 from annotation.queue.playback import responses_play_seconds
-from annotation.queue.selectors import gold_below_threshold, gold_scores, live_assignments
+from annotation.queue.selectors import gold_below_threshold, gold_scores
 from annotation.queue.serving import (
     CLAIMABLE_WHERE,
     NEXT_PAIR_SQL,
     OPEN_STATUSES,
     claimable_params,
     next_pair_params,
+)
+from annotation.queue.statements import (
+    annotator_membership_lock,
+    any_expired_lease,
+    held_lease,
+    live_lease_close,
+    pair_with_content,
 )
 
 UNDO_SECONDS = 60
@@ -66,9 +73,7 @@ def assignment_claim(*, project: Project, annotator) -> Assignment | None:
     if held is not None:
         # Content in a query of its own, after the locks are gone: joined into the claim it
         # costs PostgreSQL more time to plan than the claim itself takes to run.
-        held.pair = Pair.objects.select_related("prompt", "response_a", "response_b").get(
-            pk=held.pair_id
-        )
+        held.pair = pair_with_content(held.pair_id)
         held.pair.project = project
     return held
 
@@ -78,18 +83,14 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
     # Locking the membership serialises one annotator's claims (two tabs racing) and checks
     # the role in the same query.
     # (A membership column must be selected, or Django drops "OF" and locks the project row.)
-    membership = list(
-        Membership.objects.select_for_update(of=("self",))
-        .filter(project=project, user=annotator, role=Role.ANNOTATOR)
-        .values_list("pk", "project__paused", "paused", "claim_cursor")[:1]
-    )
-    if not membership:
+    membership = annotator_membership_lock(project_id=project.pk, user_id=annotator.pk)
+    if membership is None:
         raise NotAllowed("Only annotators of this project can claim pairs.")
-    membership_id, project_paused, annotator_paused, cursor = membership[0]
+    membership_id, project_paused, annotator_paused, cursor = membership
     if project_paused or annotator_paused:
         return None
     now = timezone.now()
-    held = live_assignments(project=project, annotator=annotator, now=now).first()
+    held = held_lease(project_id=project.pk, user_id=annotator.pk, now=now)
     if held is None:
         if cursor is None:  # their first claim: the first block, where everyone starts
             cursor = 0
@@ -104,7 +105,7 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
         # annotator answers each one) never moves the block everyone works through.
         if not gold and claim_key(pair_id) != cursor:
             Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
-        held = Assignment.objects.create(
+        held = Assignment(
             pair_id=pair_id,
             annotator=annotator,
             left_is_a=bool(random.getrandbits(1)),
@@ -112,6 +113,8 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
             created_at=now,
             expires_at=now + timedelta(minutes=project.lease_minutes),
         )
+        with connection.cursor() as db:
+            insert_prepared(db, "arbiter_insert_assignment", held)
     return held
 
 
@@ -168,11 +171,12 @@ def _free_expired_leases(*, project: Project, now) -> int:
     another. A claimer that finds another one freeing the same leases waits for it (rows are
     locked in id order, so sweepers cannot deadlock) and then finds them released: each lease
     is freed exactly once, and the claim that follows sees the freed slots."""
+    # The usual answer, none, found without a transaction or a lock.
+    if not any_expired_lease(project_id=project.pk, now=now):
+        return 0
     expired = Assignment.objects.filter(
         pair__project=project, status=Assignment.Status.LIVE, expires_at__lte=now
     )
-    if not expired.exists():  # the usual answer, found without a transaction or a lock
-        return 0
     with transaction.atomic():
         return leases_free(
             list(
@@ -307,10 +311,7 @@ def vote_submit(
         _check_played_to_end(pair=pair, looked=looked)
     # The usual case, a vote on a live lease, closes it in one conditional update (which also
     # locks it); anything else is looked at under the row lock.
-    closed_live = Assignment.objects.filter(
-        pk=assignment.pk, annotator=annotator, status=Assignment.Status.LIVE
-    ).update(status=Assignment.Status.VOTED)
-    if closed_live:
+    if live_lease_close(assignment_id=assignment.pk, user_id=annotator.pk):
         freed = 1
         assignment.status = Assignment.Status.VOTED
     else:
@@ -336,7 +337,7 @@ def vote_submit(
     counted = slots is not None
     if not counted and freed:
         Pair.objects.filter(pk=pair.pk).update(lease_count=F("lease_count") - freed, updated_at=now)
-    vote = Vote.objects.create(
+    vote = Vote(
         pair=pair,
         annotator=annotator,
         assignment_id=assignment.pk,
@@ -348,6 +349,8 @@ def vote_submit(
         is_extra=not counted,
         created_at=now,
     )
+    with connection.cursor() as cursor:
+        insert_prepared(cursor, "arbiter_insert_vote", vote)
     if slots is not None:
         vote_count, target_votes, extra_slots, is_gold = slots
         # Gold pairs keep their gold label: votes never decide them.

@@ -144,6 +144,13 @@ class VoteApi(APIView):
         time_on_task_ms = serializers.IntegerField(
             required=False, allow_null=True, min_value=0, max_value=MAX_TIME_ON_TASK_MS
         )
+        next = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="Also claim the next pair: the answer's `next` holds its assignment (as "
+            "the claim answers it), or null when nothing is left for you. One round trip a "
+            "vote instead of two; the vote and the claim are the same as the two calls.",
+        )
 
         def validate(self, data):
             if "choice" not in data and "value" not in data:
@@ -159,11 +166,20 @@ class VoteApi(APIView):
         time_on_task_ms = serializers.IntegerField(allow_null=True)
         created_at = serializers.DateTimeField()
 
+    class AnswerSerializer(OutputSerializer):
+        """Documents the answer: ``OutputSerializer``'s fields, and ``next`` when asked."""
+
+        next = AssignmentSerializer(
+            required=False,
+            allow_null=True,
+            help_text='Only when the vote asked for "next": the next assignment, or null.',
+        )
+
     @extend_schema(
         request=InputSerializer,
         responses={
-            201: OutputSerializer,
-            200: OpenApiResponse(OutputSerializer, description="The same vote, sent again."),
+            201: AnswerSerializer,
+            200: OpenApiResponse(AnswerSerializer, description="The same vote, sent again."),
             400: _ERROR,
             409: OpenApiResponse(_ERROR, description="A different vote, or a skipped pair."),
         },
@@ -172,6 +188,7 @@ class VoteApi(APIView):
     def post(self, request, pk: int):
         assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
         data = _valid(self.InputSerializer, request)
+        wants_next = data.pop("next")
         vote, created = vote_submit(assignment=assignment, annotator=request.user, **data)
         shown = on_screen_vote(
             scale=assignment.pair.project.scale,
@@ -187,9 +204,16 @@ class VoteApi(APIView):
             "time_on_task_ms": vote.time_on_task_ms,
             "created_at": vote.created_at,
         }
+        answer = self.OutputSerializer(body).data
+        if wants_next:
+            # After the vote's transaction: the claim is the claim endpoint's, as it would run
+            # one request later (docs/api.md, "Vote and claim the next pair in one call").
+            upcoming = assignment_claim(project=assignment.pair.project, annotator=request.user)
+            answer["next"] = (
+                None if upcoming is None else assignment_payload(upcoming, request=request)
+            )
         return ApiResponse(
-            self.OutputSerializer(body).data,
-            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            answer, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )
 
 

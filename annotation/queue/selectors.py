@@ -10,6 +10,7 @@ from statistics import median
 from typing import cast
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.db.models import (
     Aggregate,
@@ -26,7 +27,6 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.core.access import get_project_for_user
 from annotation.core.prepared import execute_prepared
 from annotation.models import (
     GOLD_MIN_VOTES,
@@ -48,6 +48,7 @@ from annotation.queue.serving import (
     free_annotators,
     next_pair_params,
 )
+from annotation.queue.statements import assignment_with_role
 
 
 def local_midnight(now):
@@ -359,14 +360,16 @@ def pairs_left(*, project: Project, annotator, now=None) -> int:
 def assignment_for_annotator(*, user, assignment_id: int) -> Assignment:
     """The user's own assignment, with its pair and project: 404 for anyone else's, and the
     project's access check (outsiders 404, members who no longer annotate 403)."""
-    assignment = None
-    if user.is_authenticated:
-        assignment = (
-            Assignment.objects.select_related("pair__project")
-            .filter(pk=assignment_id, annotator=user)
-            .first()
-        )
-    if assignment is None:
+    if not user.is_authenticated:
         raise Http404("No such assignment")
-    get_project_for_user(user, assignment.pair.project.slug, roles=(Role.ANNOTATOR,))
+    try:
+        assignment, role = assignment_with_role(assignment_id=assignment_id, user_id=user.pk)
+    except Assignment.DoesNotExist:
+        raise Http404("No such assignment") from None
+    # ``get_project_for_user(..., roles=(ANNOTATOR,))`` on the role read with the assignment:
+    # members who no longer annotate get 403; superusers act as curators everywhere.
+    if role != Role.ANNOTATOR and not user.is_superuser:
+        if role is None:
+            raise Http404("No such project")
+        raise PermissionDenied("Your role in this project does not allow this")
     return assignment

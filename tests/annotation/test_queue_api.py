@@ -79,6 +79,64 @@ def test_vote_201_then_200_for_the_same_vote(api_for, alice, project, queued_pai
     assert "different answer" in changed.json()["detail"]
 
 
+def test_vote_with_next_answers_the_next_assignment_as_the_claim_would(
+    api_for, alice, project, queued_pairs
+):
+    api = api_for(alice)
+    first = claim(api).json()
+    answer = vote(api, first["id"], choice="left", next=True)
+    assert answer.status_code == 201
+    data = answer.json()
+    assert data["choice"] == "left"
+    assert data["assignment"] == first["id"]
+    upcoming = data["next"]
+    assert set(upcoming) == PAYLOAD_KEYS
+    lease = Assignment.objects.get(pk=upcoming["id"])
+    assert lease.status == Assignment.Status.LIVE
+    assert lease.annotator == alice
+    assert lease.pair_id != Assignment.objects.get(pk=first["id"]).pair_id
+    # The claim endpoint, asked now, answers the same assignment, byte for byte.
+    assert claim(api).json() == upcoming
+    # A retry of the same vote with next: 200, the same vote and the same live lease.
+    again = vote(api, first["id"], choice="left", next=True)
+    assert again.status_code == 200
+    assert again.json()["id"] == data["id"]
+    assert again.json()["next"]["id"] == upcoming["id"]
+    assert Assignment.objects.filter(annotator=alice).count() == 2
+    # Without next, the answer is as it always was.
+    plain = vote(api, upcoming["id"], choice="tie")
+    assert plain.status_code == 201
+    assert "next" not in plain.json()
+
+
+def test_vote_with_next_is_null_when_nothing_is_left(api_for, alice, project):
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    api = api_for(alice)
+    answer = vote(api, claim(api).json()["id"], choice="right", next=True)
+    assert answer.status_code == 201
+    assert answer.json()["next"] is None
+    project.paused = True
+    project.save(update_fields=["paused"])
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    again = vote(api, Assignment.objects.get().pk, choice="right", next=True)
+    assert again.status_code == 200
+    assert again.json()["next"] is None
+    assert Assignment.objects.count() == 1
+
+
+def test_a_refused_vote_with_next_claims_nothing(api_for, alice, project, queued_pairs):
+    api = api_for(alice)
+    assignment_id = claim(api).json()["id"]
+    bad = vote(api, assignment_id, choice="sideways", next=True)
+    assert bad.status_code == 400
+    assert vote(api, assignment_id, choice="left").status_code == 201
+    conflict = vote(api, assignment_id, choice="right", next=True)
+    assert conflict.status_code == 409
+    assert "next" not in conflict.json()
+    assert Assignment.objects.filter(annotator=alice).count() == 1
+    assert vote(api, assignment_id, choice="left", next="maybe").status_code == 400
+
+
 def test_likert6_vote_in_on_screen_terms(api_for, alice, project, queued_pairs):
     project.scale = "likert6"
     project.save(update_fields=["scale"])
@@ -247,7 +305,7 @@ def test_nothing_an_annotator_receives_reveals_models_sides_or_judges(
     received.append(vote(api, assignment_id, value=5))
     received.append(vote(api, assignment_id, value=5))
     received.append(api.post("/api/v1/projects/demo/undo/"))
-    received.append(vote(api, assignment_id, value=1))
+    received.append(vote(api, assignment_id, value=1, next=True))
     second = claim(api)
     received.append(second)
     received.append(

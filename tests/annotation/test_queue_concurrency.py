@@ -154,3 +154,60 @@ def test_six_undos_of_one_vote_at_once_undo_it_once(transactional_db):
     assert (pair.vote_count, pair.lease_count) == (0, 1)
     assert not Vote.objects.filter(pair=pair).exists()
     assert Assignment.objects.get(pk=assignment.pk).status == Assignment.Status.LIVE
+
+
+def test_racing_votes_that_claim_the_next_pair_fill_every_pair_exactly_once(
+    transactional_db, monkeypatch
+):
+    """The one-round-trip loop (vote with ``"next": true``) over the API, eight annotators in
+    two tabs each: the same invariants as the two calls, and each pair decided once."""
+    from rest_framework.test import APIClient
+
+    from annotation.agreement import consensus
+
+    project = ProjectFactory(slug="next-race", overlap=3)
+    pairs = PairFactory.create_batch(6, project=project, status=PairStatus.QUEUED)
+    users = [annotator(project, f"looper{i}") for i in range(THREADS // 2)]
+    decided: Counter[int] = Counter()
+    decide = consensus.pair_complete
+
+    def counting_pair_complete(**kwargs):
+        decided[kwargs["pair_id"]] += 1
+        return decide(**kwargs)
+
+    monkeypatch.setattr(queue, "pair_complete", counting_pair_complete)
+    statuses: Counter[int] = Counter()
+
+    def loop(user, seed: int):
+        rng = random.Random(seed)
+        api = APIClient()
+        api.force_authenticate(user)
+        claimed = api.post(f"/api/v1/projects/{project.slug}/claim/")
+        current = claimed.json() if claimed.status_code == 200 else None
+        while current is not None:
+            answer = api.post(
+                f"/api/v1/assignments/{current['id']}/vote/",
+                {"choice": rng.choice(["left", "right"]), "next": True},
+                format="json",
+            )
+            statuses[answer.status_code] += 1
+            if answer.status_code == 409:
+                # The other tab voted differently through the same lease first: refused, and
+                # nothing claimed; this tab asks for its next pair as the page would.
+                again = api.post(f"/api/v1/projects/{project.slug}/claim/")
+                current = again.json() if again.status_code == 200 else None
+                continue
+            current = answer.json()["next"]
+
+    workers = [lambda u=user, s=seed: loop(u, s) for seed, user in enumerate(users * 2)]
+    assert _race(workers) == []
+    assert set(statuses) <= {200, 201, 409}
+    assert statuses[201] == 18
+    for pair in Pair.objects.filter(pk__in=[p.pk for p in pairs]):
+        assert pair.votes.count() == pair.target_votes == 3, pair
+        assert (pair.vote_count, pair.lease_count) == (3, 0)
+        assert not pair.votes.filter(is_extra=True).exists()
+    duplicates = Vote.objects.values("pair", "annotator").annotate(n=Count("id")).filter(n__gt=1)
+    assert not duplicates.exists()
+    assert not Assignment.objects.filter(status=Assignment.Status.LIVE).exists()
+    assert decided == {p.pk: 1 for p in pairs}

@@ -1,0 +1,40 @@
+"""API token authentication in one prepared statement: DRF's ``TokenAuthentication``, with
+the token and its user read by a statement PostgreSQL planned once per connection instead of
+an ORM query compiled on every request (docs/architecture.md, "The annotators' hot path").
+The same answers: 401 "Invalid token." for an unknown key, "User inactive or deleted." for an
+inactive user; the NUL and header checks are DRF's own."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils.translation import gettext_lazy as _
+from rest_framework import exceptions
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.authtoken.models import Token
+
+from annotation.core.prepared import ModelColumns, execute_prepared
+
+_USER = ModelColumns(get_user_model(), "u")
+_TOKEN = ModelColumns(Token, "t")
+_TOKEN_USER_SQL = (
+    f"SELECT {_TOKEN.select_list()}, {_USER.select_list()} "
+    f'FROM "{Token._meta.db_table}" t '
+    f'JOIN "{get_user_model()._meta.db_table}" u ON u."id" = t."user_id" '
+    'WHERE t."key" = %s'
+)
+
+
+class PreparedTokenAuthentication(TokenAuthentication):
+    def authenticate_credentials(self, key):
+        with connection.cursor() as cursor:
+            execute_prepared(cursor, "arbiter_token_user", _TOKEN_USER_SQL, [key])
+            row = cursor.fetchone()
+        if row is None:
+            raise exceptions.AuthenticationFailed(_("Invalid token."))
+        token = _TOKEN.load(row)
+        user = _USER.load(row, _TOKEN.width)
+        token.user = user
+        if not user.is_active:
+            raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
+        return (user, token)

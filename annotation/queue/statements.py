@@ -1,0 +1,155 @@
+"""The annotators' hot path as prepared statements (docs/architecture.md, "The annotators'
+hot path"): the reads and writes every claim and vote makes, written once by hand and
+planned once per database connection (``annotation.core.prepared``), where the ORM would
+compile them in Python and PostgreSQL plan them again on every request. Each says which ORM
+query it stands for; the instances they return are the ones those queries would."""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from annotation.core.prepared import ModelColumns, execute_prepared
+from annotation.models import (
+    Assignment,
+    Membership,
+    Pair,
+    Project,
+    Prompt,
+    Response,
+    Role,
+)
+from annotation.queue.serving import OPEN_STATUSES
+
+_ASSIGNMENT = ModelColumns(Assignment, "a")
+_PAIR = ModelColumns(Pair, "p")
+_PROJECT = ModelColumns(Project, "j")
+_PROMPT = ModelColumns(Prompt, "q")
+_RESPONSE_A = ModelColumns(Response, "ra")
+_RESPONSE_B = ModelColumns(Response, "rb")
+
+_A, _P, _J = (model._meta.db_table for model in (Assignment, Pair, Project))
+_M = Membership._meta.db_table
+_OPEN = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
+
+# Assignment.objects.select_related("pair__project").filter(pk=..., annotator=...), with the
+# annotator's role in the project (NULL for none) for the access check.
+_ASSIGNMENT_SQL = f"""
+SELECT {_ASSIGNMENT.select_list()}, {_PAIR.select_list()}, {_PROJECT.select_list()},
+  (SELECT m."role" FROM "{_M}" m WHERE m."project_id" = p."project_id" AND m."user_id" = %s)
+FROM "{_A}" a JOIN "{_P}" p ON p."id" = a."pair_id" JOIN "{_J}" j ON j."id" = p."project_id"
+WHERE a."id" = %s AND a."annotator_id" = %s
+"""
+
+
+def assignment_with_role(*, assignment_id: int, user_id: int) -> tuple[Assignment, str | None]:
+    """The user's assignment with its pair and project loaded, and the user's role in that
+    project (None when not a member); raises ``Assignment.DoesNotExist`` for anyone else's."""
+    with connection.cursor() as cursor:
+        execute_prepared(
+            cursor, "arbiter_assignment_role", _ASSIGNMENT_SQL, [user_id, assignment_id, user_id]
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Assignment.DoesNotExist
+    assignment = _ASSIGNMENT.load(row)
+    at = _ASSIGNMENT.width
+    pair = _PAIR.load(row, at)
+    pair.project = _PROJECT.load(row, at + _PAIR.width)
+    assignment.pair = pair
+    return assignment, row[-1]
+
+
+# Membership.objects.select_for_update(of=("self",)).filter(project=..., user=...,
+# role=ANNOTATOR).values_list("pk", "project__paused", "paused", "claim_cursor")[:1]
+_MEMBERSHIP_LOCK_SQL = f"""
+SELECT m."id", j."paused", m."paused", m."claim_cursor"
+FROM "{_M}" m JOIN "{_J}" j ON j."id" = m."project_id"
+WHERE m."project_id" = %s AND m."user_id" = %s AND m."role" = '{Role.ANNOTATOR}'
+{{lock}}
+"""
+
+
+def annotator_membership_lock(*, project_id: int, user_id: int) -> tuple | None:
+    """Locks the annotator's membership (serialising one annotator's claims) and returns
+    (membership id, project paused, annotator paused, claim cursor), or None when the user
+    does not annotate the project. Caller holds a transaction."""
+    postgres = connection.vendor == "postgresql"
+    sql = _MEMBERSHIP_LOCK_SQL.format(lock="FOR UPDATE OF m" if postgres else "")
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "arbiter_membership_lock", sql, [project_id, user_id])
+        return cursor.fetchone()
+
+
+# live_assignments(project=..., annotator=..., now=...).first()
+_HELD_SQL = f"""
+SELECT {_ASSIGNMENT.select_list()}
+FROM "{_A}" a JOIN "{_P}" p ON p."id" = a."pair_id"
+WHERE a."annotator_id" = %s AND a."status" = '{Assignment.Status.LIVE}' AND a."expires_at" > %s
+  AND p."project_id" = %s AND p."status" IN ({_OPEN})
+ORDER BY a."expires_at" DESC, a."id" DESC
+LIMIT 1
+"""
+
+
+def held_lease(*, project_id: int, user_id: int, now) -> Assignment | None:
+    """The annotator's newest unexpired lease on an open pair of the project, or None."""
+    params = [user_id, connection.ops.adapt_datetimefield_value(now), project_id]
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "arbiter_held_lease", _HELD_SQL, params)
+        row = cursor.fetchone()
+    return None if row is None else _ASSIGNMENT.load(row)
+
+
+# Assignment.objects.filter(pair__project=..., status=LIVE, expires_at__lte=now).exists()
+_EXPIRED_SQL = f"""
+SELECT 1 FROM "{_A}" a JOIN "{_P}" p ON p."id" = a."pair_id"
+WHERE p."project_id" = %s AND a."status" = '{Assignment.Status.LIVE}' AND a."expires_at" <= %s
+LIMIT 1
+"""
+
+
+def any_expired_lease(*, project_id: int, now) -> bool:
+    params = [project_id, connection.ops.adapt_datetimefield_value(now)]
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "arbiter_any_expired", _EXPIRED_SQL, params)
+        return cursor.fetchone() is not None
+
+
+# Assignment.objects.filter(pk=..., annotator=..., status=LIVE).update(status=VOTED)
+_CLOSE_LIVE_SQL = f"""
+UPDATE "{_A}" SET "status" = '{Assignment.Status.VOTED}'
+WHERE "id" = %s AND "annotator_id" = %s AND "status" = '{Assignment.Status.LIVE}'
+"""
+
+
+def live_lease_close(*, assignment_id: int, user_id: int) -> bool:
+    """Marks the annotator's live lease voted; False when it is not live (or not theirs)."""
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "arbiter_close_live", _CLOSE_LIVE_SQL, [assignment_id, user_id])
+        return cursor.rowcount == 1
+
+
+# Pair.objects.select_related("prompt", "response_a", "response_b").get(pk=...)
+_CONTENT_SQL = f"""
+SELECT {_PAIR.select_list()}, {_PROMPT.select_list()}, {_RESPONSE_A.select_list()},
+  {_RESPONSE_B.select_list()}
+FROM "{_P}" p JOIN "{Prompt._meta.db_table}" q ON q."id" = p."prompt_id"
+  JOIN "{Response._meta.db_table}" ra ON ra."id" = p."response_a_id"
+  JOIN "{Response._meta.db_table}" rb ON rb."id" = p."response_b_id"
+WHERE p."id" = %s
+"""
+
+
+def pair_with_content(pair_id: int) -> Pair:
+    """The pair with its prompt and both responses loaded."""
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "arbiter_pair_content", _CONTENT_SQL, [pair_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Pair.DoesNotExist
+    pair = _PAIR.load(row)
+    at = _PAIR.width
+    pair.prompt = _PROMPT.load(row, at)
+    pair.response_a = _RESPONSE_A.load(row, at + _PROMPT.width)
+    pair.response_b = _RESPONSE_B.load(row, at + _PROMPT.width + _RESPONSE_A.width)
+    return pair
