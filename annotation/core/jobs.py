@@ -125,7 +125,11 @@ class StalledJobs(Generic[Job]):
         return None
 
     def key(self, job: Job) -> Any:
-        """What the sweep returns for ``job`` (its id)."""
+        """What the sweep returns for ``job``: its id, that is a model's pk, the first column
+        of a row (``values_list("pk", "progress_at")``, the claim's check) or the job itself
+        (an id already)."""
+        if isinstance(job, tuple):
+            return job[0]
         return getattr(job, "pk", job)
 
     def sweep(self) -> list:

@@ -10,12 +10,13 @@ from rest_framework import serializers
 
 
 class StrictInputSerializer(serializers.Serializer):
-    """A ``Serializer`` whose input may hold only its declared fields."""
+    """A ``Serializer`` whose input may hold only its declared fields; each unknown one is
+    refused with ``unknown_field_message``, formatted with the ``known`` fields."""
+
+    unknown_field_message = "Unknown field; this endpoint takes: {known}."
 
     def to_internal_value(self, data):
         if isinstance(data, Mapping) and (unknown := sorted(set(data) - set(self.fields))):
-            known = ", ".join(self.fields)
-            raise serializers.ValidationError(
-                {name: [f"Unknown field; this endpoint takes: {known}."] for name in unknown}
-            )
+            message = self.unknown_field_message.format(known=", ".join(self.fields))
+            raise serializers.ValidationError({name: [message] for name in unknown})
         return super().to_internal_value(data)

@@ -176,9 +176,6 @@ class _StalledImports(StalledJobs[tuple[int, datetime]]):
     def recover(self, job):
         _enqueue(job[0])
 
-    def key(self, job):
-        return job[0]
-
 
 STALLED_IMPORTS = _StalledImports()
 

@@ -216,9 +216,6 @@ class _StalledTranscodes(StalledJobs[tuple[int, datetime]]):
     def recover(self, job):
         _send(job[0])
 
-    def key(self, job):
-        return job[0]
-
 
 STALLED_TRANSCODES = _StalledTranscodes()
 

@@ -1,24 +1,30 @@
-"""Every model of the app, one module per feature's tables, re-exported here so that
-``from annotation.models import X`` and the migrations keep working."""
+"""Every model of the app, one module per feature's tables and the vocabularies of their
+columns in ``choices``, re-exported here so that ``from annotation.models import X`` and the
+migrations keep working."""
 
 from __future__ import annotations
 
-from annotation.models.agreement import Adjudication, AgreementReport, ReportSource
+from annotation.models.agreement import Adjudication, AgreementReport
+from annotation.models.choices import (
+    ConsensusRule,
+    JobStatus,
+    PairStatus,
+    ReportSource,
+    Role,
+    Scale,
+    Side,
+)
 from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
-from annotation.models.imports import ImportJob, JobStatus, TranscodeJob
-from annotation.models.pairs import Pair, PairStatus, PriorAnnotation
+from annotation.models.imports import ImportJob, TranscodeJob
+from annotation.models.pairs import Pair, PriorAnnotation
 from annotation.models.projects import (
     DEFAULT_GOLD_MIN_ACCURACY,
     DEFAULT_MIN_SECONDS_PER_VOTE,
     GOLD_MIN_VOTES,
     GOLD_TARGET_VOTES,
-    ConsensusRule,
     Membership,
     OneTimePassword,
     Project,
-    Role,
-    Scale,
-    Side,
 )
 from annotation.models.queue import Assignment, PairRestriction, Skip, Vote
 from annotation.models.releases import (

@@ -7,8 +7,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.models.choices import ReportSource, Side
 from annotation.models.pairs import Pair
-from annotation.models.projects import Project, Side
+from annotation.models.projects import Project
 
 
 class Adjudication(models.Model):
@@ -40,15 +41,6 @@ class Adjudication(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pair} adjudicated {self.label} by {self.curator}"
-
-
-class ReportSource(models.TextChoices):
-    """Which votes an agreement report counts: the project's own, its prior annotations (from
-    the import, as external raters), or both."""
-
-    ALL = "all", "Votes and prior annotations"
-    VOTES = "votes", "Votes"
-    PRIOR = "prior", "Prior annotations"
 
 
 class AgreementReport(models.Model):

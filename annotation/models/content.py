@@ -3,12 +3,13 @@ from what they are, see ``annotation.core.content``)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, TypeAlias
 
 from django.db import models
 from django.db.models import F, Q
 
 from annotation.core.search import text_parts
+from annotation.models.choices import MediaFormat, MediaKind, MediaStripResult
 from annotation.models.projects import Project
 
 
@@ -18,32 +19,9 @@ class Media(models.Model):
     samples without their metadata (``served_sha256``). Video and audio carry what PyAV probed
     at import (docs/import-format.md, "Video, audio and 3D")."""
 
-    class Kind(models.TextChoices):
-        IMAGE = "image", "image"
-        VIDEO = "video", "video"
-        AUDIO = "audio", "audio"
-        MODEL3D = "model3d", "3D model"
-
-    class Format(models.TextChoices):
-        JPEG = "JPEG", "JPEG"
-        PNG = "PNG", "PNG"
-        WEBP = "WEBP", "WebP"
-        GIF = "GIF", "GIF"
-        MP4 = "MP4", "MP4"
-        WEBM = "WEBM", "WebM"
-        M4A = "M4A", "M4A"
-        MP3 = "MP3", "MP3"
-        WAV = "WAV", "WAV"
-        OGG = "OGG", "Ogg"
-        FLAC = "FLAC", "FLAC"
-        GLB = "GLB", "binary glTF"
-
-    class StripResult(models.TextChoices):
-        UNCHANGED = "unchanged", "nothing to strip: the original is served"
-        STRIPPED = "stripped", "metadata removed from the container, pixels untouched"
-        REENCODED = "reencoded", "re-encoded losslessly without metadata"
-        TRANSCODED = "transcoded", "transcoded into a format browsers play, without metadata"
-        FAILED = "failed", "could not be stripped: the original is served"
+    Kind: TypeAlias = MediaKind
+    Format: TypeAlias = MediaFormat
+    StripResult: TypeAlias = MediaStripResult
 
     sha256 = models.CharField(max_length=64, primary_key=True)
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.IMAGE)

@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.models.choices import JobStatus, TranscodeStatus
 from annotation.models.content import Media
 from annotation.models.projects import Project
-
-
-class JobStatus(models.TextChoices):
-    """A background job's states: an import here, and the judges' evaluations and trainings."""
-
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
 
 
 class ImportJob(models.Model):
     """One import of a file: its progress while running and its outcome afterwards."""
 
-    Status = JobStatus
+    Status: TypeAlias = JobStatus
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="imports")
     created_by = models.ForeignKey(
@@ -78,11 +72,7 @@ class TranscodeJob(models.Model):
     """The making of the playable copy of a video or audio file that a browser cannot play as
     it is (``annotation.imports.transcode_jobs``): one per such media, retried after a failure."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Transcoding"
-        SUCCEEDED = "succeeded", "Playable"
-        FAILED = "failed", "Failed"
+    Status: TypeAlias = TranscodeStatus
 
     media = models.OneToOneField(Media, on_delete=models.CASCADE, related_name="transcode")
     # The import that brought the file first, where its progress is shown.

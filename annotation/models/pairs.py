@@ -1,4 +1,5 @@
-"""Pairs, their statuses, and the prior annotations imported with them."""
+"""Pairs (their statuses are ``choices.PairStatus``) and the prior annotations imported with
+them."""
 
 from __future__ import annotations
 
@@ -6,19 +7,10 @@ from django.db import models
 from django.db.models import F, Q
 
 from annotation.core.search import SearchWordsField
+from annotation.models.choices import PairStatus, Side
 from annotation.models.content import Prompt, Response
-from annotation.models.projects import Project, Side
+from annotation.models.projects import Project
 from annotation.queue.claim_key import ClaimKey
-
-
-class PairStatus(models.TextChoices):
-    IMPORTED = "imported", "Imported"
-    JUDGING = "judging", "Judging"
-    EASY = "easy", "Easy (filtered by judges)"
-    QUEUED = "queued", "Queued"
-    ANNOTATING = "annotating", "Annotating"
-    CONSENSUS = "consensus", "Consensus"
-    DISPUTED = "disputed", "Disputed"
 
 
 class Pair(models.Model):

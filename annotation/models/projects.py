@@ -1,5 +1,5 @@
-"""Projects, their members and settings' vocabularies (scales, consensus rules, roles, sides),
-and one-time passwords."""
+"""Projects, their members and settings (their vocabularies, scales, consensus rules, roles and
+sides, are in ``annotation.models.choices``), and one-time passwords."""
 
 from __future__ import annotations
 
@@ -8,32 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-
-class Scale(models.TextChoices):
-    BINARY = "binary", "Binary (left / right)"
-    TERNARY = "ternary", "Ternary (left / tie / right)"
-    LIKERT6 = "likert6", "Likert 1-6 (MMRB2)"
-
-
-class ConsensusRule(models.TextChoices):
-    MAJORITY = "majority", "Majority"
-    MMRB2 = "mmrb2", "MMRB2"
-    UNANIMOUS = "unanimous", "Unanimous"
-
-
-class Role(models.TextChoices):
-    ANNOTATOR = "annotator", "Annotator"
-    CURATOR = "curator", "Curator"
-    RESEARCHER = "researcher", "Researcher"
-
-
-class Side(models.TextChoices):
-    """A preference in canonical terms: which stored response is better."""
-
-    A = "A", "A"
-    B = "B", "B"
-    TIE = "tie", "Tie"
-
+from annotation.models.choices import ConsensusRule, Role, Scale
 
 # Gold pairs (quality control). Every annotator answers a gold pair once, so its target is
 # the column's largest value: more votes than a project has annotators, and the claim (and

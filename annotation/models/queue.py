@@ -3,23 +3,21 @@ annotators."""
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from annotation.models.choices import AssignmentStatus, Side, SkipReason
 from annotation.models.pairs import Pair
-from annotation.models.projects import Side
 
 
 class Assignment(models.Model):
     """A lease on one slot of a pair for one annotator, with the left/right order shown."""
 
-    class Status(models.TextChoices):
-        LIVE = "live", "Live"
-        VOTED = "voted", "Voted"
-        SKIPPED = "skipped", "Skipped"
-        RELEASED = "released", "Released"
+    Status: TypeAlias = AssignmentStatus
 
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="assignments")
     annotator = models.ForeignKey(
@@ -88,10 +86,7 @@ class Vote(models.Model):
 
 
 class Skip(models.Model):
-    class Reason(models.TextChoices):
-        CANNOT_JUDGE = "cannot_judge", "I cannot judge this"
-        BROKEN = "broken", "Broken content"
-        UNSAFE = "unsafe", "Unsafe content"
+    Reason: TypeAlias = SkipReason
 
     pair = models.ForeignKey(Pair, on_delete=models.CASCADE, related_name="skips")
     annotator = models.ForeignKey(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeAlias
 
 from django.conf import settings
 from django.db import models
@@ -10,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from annotation.core.errors import Conflict
+from annotation.models.choices import ReleaseStatus
 from annotation.models.projects import Project
 
 # X.Y.Z, each a number without leading zeros (semantic versioning's core, no pre-release tag)
@@ -59,13 +61,7 @@ class Release(models.Model):
     """A versioned export of a project's decided pairs (docs/releases.md). Built into a folder
     and one .tar.gz under ARBITER_RELEASE_ROOT; once published, it never changes."""
 
-    class Status(models.TextChoices):
-        DRAFT = "draft", "Draft"
-        QUEUED = "queued", "Build queued"
-        BUILDING = "building", "Building"
-        BUILT = "built", "Built"
-        FAILED = "failed", "Build failed"
-        PUBLISHED = "published", "Published"
+    Status: TypeAlias = ReleaseStatus
 
     # PROTECT: deleting the project or a user would otherwise delete or rewrite published
     # releases behind the model's back (the deletion collector runs its own SQL).

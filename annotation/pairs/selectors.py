@@ -134,6 +134,19 @@ def _label_filter(field: str, label: str) -> Q:
     return Q(**{field: "" if label == NO_LABEL else label})
 
 
+# The filters that compare one column with the value given (None: not filtered), and the lookup
+# each one is.
+_VALUE_FILTERS = (
+    ("votes_min", "vote_count__gte"),
+    ("votes_max", "vote_count__lte"),
+    ("agreement_min", "ensemble_agreement__gte"),
+    ("agreement_max", "ensemble_agreement__lte"),
+    ("is_gold", "is_gold"),
+)
+# The filters named after the label column they pick a value of (or none, NO_LABEL).
+_LABEL_FILTERS = ("ensemble_label", "consensus_label")
+
+
 def _filter_q(filters: PairFilters) -> Q:
     """Every filter but the status one, as one condition."""
     q = Q()
@@ -143,20 +156,12 @@ def _filter_q(filters: PairFilters) -> Q:
         q &= Q(task=filters.task)
     if filters.has_criterion is not None:
         q &= ~Q(criterion="") if filters.has_criterion else Q(criterion="")
-    if filters.votes_min is not None:
-        q &= Q(vote_count__gte=filters.votes_min)
-    if filters.votes_max is not None:
-        q &= Q(vote_count__lte=filters.votes_max)
-    if filters.ensemble_label:
-        q &= _label_filter("ensemble_label", filters.ensemble_label)
-    if filters.agreement_min is not None:
-        q &= Q(ensemble_agreement__gte=filters.agreement_min)
-    if filters.agreement_max is not None:
-        q &= Q(ensemble_agreement__lte=filters.agreement_max)
-    if filters.consensus_label:
-        q &= _label_filter("consensus_label", filters.consensus_label)
-    if filters.is_gold is not None:
-        q &= Q(is_gold=filters.is_gold)
+    for name, lookup in _VALUE_FILTERS:
+        if (value := getattr(filters, name)) is not None:
+            q &= Q(**{lookup: value})
+    for field in _LABEL_FILTERS:
+        if label := getattr(filters, field):
+            q &= _label_filter(field, label)
     if filters.skipped is not None:
         skipped = Exists(Skip.objects.filter(pair_id=OuterRef("pk")))
         q &= Q(skipped) if filters.skipped else ~Q(skipped)

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from annotation.core.access import STAFF_ROLES, get_project_for_user, get_release_for_user
 from annotation.core.errors import NotFound, Unavailable
+from annotation.core.strict import StrictInputSerializer
 from annotation.models import RELEASE_VERSION_PART_DIGITS, Release
 from annotation.releases.diff import releases_compare
 from annotation.releases.downloads import (
@@ -42,9 +43,12 @@ class SplitSerializer(serializers.Serializer):
     ratio = serializers.FloatField(help_text="Above 0, at most 1; the ratios add up to 1.")
 
 
-class SelectionSerializer(serializers.Serializer):
+class SelectionSerializer(StrictInputSerializer):
     """The fields of docs/releases.md ("Selection"); each one may be left out for its default.
     The service checks the whole (``check_selection``), naming the field it refuses."""
+
+    # A misspelt field would otherwise be dropped silently and its default used.
+    unknown_field_message = "Not a selection field (known: {known})."
 
     include_consensus = serializers.BooleanField(required=False, default=True)
     include_adjudicated = serializers.BooleanField(required=False, default=True)
@@ -63,15 +67,6 @@ class SelectionSerializer(serializers.Serializer):
         many=True, required=False, max_length=MAX_SPLITS
     )
     seed = serializers.IntegerField(required=False, default=0)
-
-    def to_internal_value(self, data):
-        # A misspelt field would otherwise be dropped silently and its default used.
-        if isinstance(data, dict) and (unknown := sorted(set(data) - set(self.fields))):
-            known = ", ".join(self.fields)
-            raise serializers.ValidationError(
-                {name: [f"Not a selection field (known: {known})."] for name in unknown}
-            )
-        return super().to_internal_value(data)
 
 
 class DiffRowSerializer(serializers.Serializer):

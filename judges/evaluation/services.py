@@ -355,9 +355,6 @@ class _StalledEvaluations(StalledJobs[tuple[int, datetime]]):
         evaluation = JudgeEvaluation.objects.select_related("judge", "project").get(pk=job[0])
         return _enqueue_missing(evaluation)
 
-    def key(self, job):
-        return job[0]
-
 
 STALLED_EVALUATIONS = _StalledEvaluations()
 

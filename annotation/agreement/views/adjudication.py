@@ -55,6 +55,12 @@ def _staff_project(request, slug: str) -> tuple[Project, str]:
     return get_project_for_user(request.user, slug, roles=STAFF_ROLES)
 
 
+def _staff_pair(request, slug: str, pair_id: int) -> tuple[Project, str, Pair]:
+    """The project, the user's role in it and the pair of it that staff may look at."""
+    project, role = _staff_project(request, slug)
+    return project, role, pair_for_adjudication(project=project, pair_id=pair_id)
+
+
 @require_GET
 @never_cache
 @login_required
@@ -109,8 +115,7 @@ def _render_pair(
 @never_cache
 @login_required
 def adjudication_pair(request, slug: str, pair_id: int):
-    project, role = _staff_project(request, slug)
-    pair = pair_for_adjudication(project=project, pair_id=pair_id)
+    project, role, pair = _staff_pair(request, slug, pair_id)
     return _render_pair(request, project, role, pair)
 
 
@@ -119,8 +124,7 @@ def adjudication_pair(request, slug: str, pair_id: int):
 @login_required
 def adjudication_reveal(request, slug: str, pair_id: int):
     """Shows the pair's model names: the names fragment for htmx, else the whole page."""
-    project, role = _staff_project(request, slug)
-    pair = pair_for_adjudication(project=project, pair_id=pair_id)
+    project, role, pair = _staff_pair(request, slug, pair_id)
     logger.info(
         "model names revealed",
         extra={"project": project.slug, "pair": pair.external_id, "user": request.user.pk},

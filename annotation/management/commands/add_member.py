@@ -1,27 +1,25 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.management.errors import validation_message
-from annotation.management.projects import command_project
+from annotation.management.projects import ProjectCommand
 from annotation.models import Role
 from annotation.projects.services import member_add
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = "Add a user to a project with a role, creating the user when new."
 
-    def add_arguments(self, parser):
-        parser.add_argument("slug")
+    def add_project_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--role", choices=Role.values, required=True)
         parser.add_argument(
             "--password", help="set this password (new users without one cannot log in)"
         )
 
-    def handle(self, *args, **options):
-        project = command_project(options["slug"])
+    def handle_project(self, project, **options):
         try:
             membership, created, _ = member_add(
                 project=project,

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.agreement.refresh import agreement_report_recompute
 from annotation.agreement.selectors import agreement_report_cached
 from annotation.agreement.statistics import AlphaLevel
 from annotation.core.errors import DomainError
-from annotation.management.projects import command_project
+from annotation.management.projects import ProjectCommand
 from annotation.models import ReportSource
 
 
@@ -20,14 +20,13 @@ def _interval(ci: list[float] | None) -> str:
     return "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = (
         "The agreement report of a project (docs/agreement.md, 'The report'): computed now "
         "and cached (what the API and the Agreement page serve), or the cached one."
     )
 
-    def add_arguments(self, parser):
-        parser.add_argument("slug")
+    def add_project_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
         parser.add_argument(
             "--source",
@@ -40,8 +39,7 @@ class Command(BaseCommand):
             "--cached", action="store_true", help="print the cached report instead of computing"
         )
 
-    def handle(self, *args, **options):
-        project = command_project(options["slug"])
+    def handle_project(self, project, **options):
         source = options["source"]
         if options["cached"]:
             report = agreement_report_cached(project=project, source=source)

@@ -7,18 +7,18 @@ import shutil
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.core.errors import DomainError
 from annotation.management.progress import TerminalProgress
-from annotation.management.projects import command_project
+from annotation.management.projects import ProjectCommand
 from annotation.releases.selection import DEFAULT_SPLITS
 from annotation.releases.services import release_build, release_create, release_publish
 
 _STAGES = {"reading": "pairs", "images": "images", "card": "card", "archive": "archive"}
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = (
         "Build a release of a project's decided pairs: Parquet and JSONL per split (TRL-ready "
         "prompt/chosen/rejected with provenance), MMRB2- and Omni-RewardBench-compatible files, "
@@ -31,8 +31,7 @@ class Command(BaseCommand):
         # option of that name (which prints Django's version).
         return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
 
-    def add_arguments(self, parser):
-        parser.add_argument("slug")
+    def add_project_arguments(self, parser):
         parser.add_argument("--version", required=True, help="X.Y.Z, new in the project")
         parser.add_argument("--out", help="also copy the folder and the .tar.gz into DIR")
         parser.add_argument(
@@ -74,8 +73,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--publish", action="store_true", help="publish it once built")
 
-    def handle(self, *args, **options):
-        project = command_project(options["slug"])
+    def handle_project(self, project, **options):
         out = Path(options["out"]) if options["out"] else None
         if out is not None and out.exists() and not out.is_dir():
             raise CommandError(f"--out: {out} is not a folder")

@@ -1,24 +1,24 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from annotation.management.projects import command_project
+from annotation.management.projects import ProjectCommand
 from annotation.pairs.lifecycle import pairs_enqueue
 from annotation.projects.selectors import project_tasks
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = (
         "Send the project's imported pairs to the annotators' queue without a filter run"
         " (all of them, or those of one task)."
     )
 
-    def add_arguments(self, parser):
-        parser.add_argument("slug")
+    refusal = "slug: no project {slug!r}"
+
+    def add_project_arguments(self, parser):
         parser.add_argument("--task", help="only pairs of this task (t2i, edit, ...)")
 
-    def handle(self, *args, **options):
-        project = command_project(options["slug"], refusal="slug: no project {slug!r}")
+    def handle_project(self, project, **options):
         task = options["task"]
         if task is not None and task not in project_tasks(project=project):
             known = ", ".join(project_tasks(project=project)) or "none"

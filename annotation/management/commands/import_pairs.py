@@ -5,32 +5,32 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import InterfaceError, OperationalError
 
 from annotation.imports.errors import ImportFailed
 from annotation.imports.jobs import import_job_run_file
 from annotation.management.progress import TerminalProgress
-from annotation.management.projects import command_project
+from annotation.management.projects import ProjectCommand
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = (
         'Import comparison pairs from a JSONL file or a JSON {"pairs": [...]} file '
         "(MMRB2's released files work as they are). All or nothing: on any bad line the "
         "errors are printed with their line numbers, the exit code is 1 and nothing is imported."
     )
 
-    def add_arguments(self, parser):
-        parser.add_argument("slug", help="the project to import into")
+    slug_help = "the project to import into"
+
+    def add_project_arguments(self, parser):
         parser.add_argument("file", help="a .jsonl or .json file")
         parser.add_argument(
             "--media-root",
             help="folder that image paths are relative to (default: the file's folder)",
         )
 
-    def handle(self, *args, **options):
-        project = command_project(options["slug"])
+    def handle_project(self, project, **options):
         path = Path(options["file"])
         if not path.is_file():
             raise CommandError(f"No such file: {path}")

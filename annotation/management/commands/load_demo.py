@@ -109,13 +109,7 @@ class Command(BaseCommand):
         project = Project.objects.filter(slug=DEMO_SLUG).first() or project_create(
             slug=DEMO_SLUG, name=DEMO_NAME, scale="ternary", overlap=3, guidelines=GUIDELINES
         )
-        call_command(
-            "import_pairs",
-            DEMO_SLUG,
-            str(jsonl),
-            media_root=str(options["out"]),
-            stdout=self.stdout,
-        )
+        self._import(jsonl, media_root=options["out"])
         for username, role, password in DEMO_USERS:
             member_add(project=project, username=username, role=role, password=password)
         if self._register_judges():
@@ -123,17 +117,18 @@ class Command(BaseCommand):
         # After the filter run: the demo's judges read text and images only.
         media_pairs = demo_media_write(options["out"])
         self.stdout.write(f"Generated video, audio and 3D pairs in {media_pairs}")
-        call_command(
-            "import_pairs",
-            DEMO_SLUG,
-            str(media_pairs),
-            media_root=str(options["out"]),
-            stdout=self.stdout,
-        )
+        self._import(media_pairs, media_root=options["out"])
         queued = pairs_enqueue(project=project)
         if queued:
             self.stdout.write(f"Queued {queued} pairs for annotators")
         self._print_summary(project)
+
+    def _import(self, path: Path, *, media_root: Path | str) -> None:
+        """Imports a generated pairs file into the demo project with ``import_pairs`` (its
+        media below ``media_root``), printing what that prints."""
+        call_command(
+            "import_pairs", DEMO_SLUG, str(path), media_root=str(media_root), stdout=self.stdout
+        )
 
     @transaction.atomic
     def _delete_project(self) -> None:

@@ -2,25 +2,24 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.leaderboard.bradley_terry import BOOTSTRAP_ROUNDS, BOOTSTRAP_SEED
 from annotation.leaderboard.selectors import MAX_BOOTSTRAP_ROUNDS, ModelSource, model_leaderboard
-from annotation.management.projects import command_project
+from annotation.management.projects import ProjectCommand
 
 
 def _bound(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = (
         "Ranks a project's response models by Bradley-Terry strength from the human "
         "judgements, with bootstrap 95% intervals (docs/leaderboard.md)."
     )
 
-    def add_arguments(self, parser):
-        parser.add_argument("slug")
+    def add_project_arguments(self, parser):
         parser.add_argument(
             "--source",
             choices=ModelSource.values,
@@ -40,8 +39,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--json", action="store_true", help="print the leaderboard as JSON")
 
-    def handle(self, *args, **options):
-        project = command_project(options["slug"])
+    def handle_project(self, project, **options):
         if not 0 <= options["rounds"] <= MAX_BOOTSTRAP_ROUNDS:
             raise CommandError(f"--rounds: between 0 and {MAX_BOOTSTRAP_ROUNDS}")
         if not 0 <= options["seed"] < 2**32:

@@ -150,10 +150,13 @@ def _curated(request, slug: str) -> Project:
     return project
 
 
-def _membership(project: Project, membership_id: int) -> Membership:
-    return get_object_or_404(
+def _curated_membership(request, slug: str, membership_id: int) -> tuple[Project, Membership]:
+    """The project its curator changes a member of, and that membership (404 in another)."""
+    project = _curated(request, slug)
+    membership = get_object_or_404(
         Membership.objects.select_related("user", "project"), pk=membership_id, project=project
     )
+    return project, membership
 
 
 @require_GET
@@ -235,8 +238,7 @@ def settings_member_add(request, slug: str):
 @never_cache
 @login_required
 def settings_member_role(request, slug: str, membership_id: int):
-    project = _curated(request, slug)
-    membership = _membership(project, membership_id)
+    project, membership = _curated_membership(request, slug, membership_id)
     form = MemberRoleForm(request.POST)
     try:
         if not form.is_valid():
@@ -252,8 +254,7 @@ def settings_member_role(request, slug: str, membership_id: int):
 @never_cache
 @login_required
 def settings_member_remove(request, slug: str, membership_id: int):
-    project = _curated(request, slug)
-    membership = _membership(project, membership_id)
+    project, membership = _curated_membership(request, slug, membership_id)
     try:
         member_remove(membership=membership)
     except ValidationError as exc:

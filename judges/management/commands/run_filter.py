@@ -4,10 +4,10 @@ import time
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from annotation.core.jobs import BrokerUnavailable
-from annotation.management.projects import command_project
+from annotation.management.projects import ProjectCommand
 from annotation.models import PairStatus, Project
 from judges.ensemble import DEFAULT_EASY_THRESHOLD, easy_rule
 from judges.models import FilterRun
@@ -18,14 +18,13 @@ from judges.runs.services import filter_run_create, filter_run_resume
 BAR_WIDTH = 30
 
 
-class Command(BaseCommand):
+class Command(ProjectCommand):
     help = (
         "Start a filter run: the judges vote on the project's imported pairs in both orders; "
         "easy pairs are filtered out, the rest are queued for annotators."
     )
 
-    def add_arguments(self, parser):
-        parser.add_argument("slug")
+    def add_project_arguments(self, parser):
         parser.add_argument(
             "--judges",
             help="comma-separated judge names (default: every enabled judge the project may use)",
@@ -52,8 +51,7 @@ class Command(BaseCommand):
             "(default: ARBITER_STALLED_AFTER_S)",
         )
 
-    def handle(self, *args, **options):
-        project = command_project(options["slug"])
+    def handle_project(self, project, **options):
         try:
             run = self._run(project, options)
         except ValidationError as exc:
