@@ -1,6 +1,13 @@
-"""Annotators under load (issue 3, "Speed"): N annotators each loop claim-then-vote over the
-REST API against gunicorn and PostgreSQL, then the database is checked for what must never
-happen. Prints votes/s, claim and vote latency (p50/p95), pairs over target, duplicate votes.
+"""Annotators under load: N annotators each loop over the REST API against gunicorn and
+PostgreSQL, then the database is checked for what must never happen. Prints votes/s, claim
+and vote latency (p50/p95), CPU per vote (gunicorn, PostgreSQL, the load generator),
+statements per claim, vote and vote-with-next, pairs over target, duplicate votes.
+
+Two loops (``--loop``): ``next`` (the default) votes with ``"next": true``, one request a vote
+whose answer carries the next assignment (docs/api.md); ``two-calls`` claims, then votes, as
+clients did before, and as older servers need. The first ``--warmup`` seconds run the loop
+without being measured: each gunicorn worker imports its URL modules on its first request,
+and a long-running server has done so long before.
 
 Targets (8 annotators, 30 s, gunicorn with 4 workers, a 2-core machine): >= 110 votes/s,
 claim p95 <= 50 ms, vote p95 <= 50 ms, 0 pairs over target, 0 duplicate votes.
@@ -98,7 +105,9 @@ def create_fixture(*, slug: str, pairs: int, overlap: int, annotators: int) -> l
     return tokens
 
 
-def start_server(*, port: int, workers: int, worker_class: str) -> subprocess.Popen:
+def start_server(
+    *, port: int, workers: int, worker_class: str, threads: int = 1
+) -> subprocess.Popen:
     env = {
         **os.environ,
         "ARBITER_ENV": "production",
@@ -119,6 +128,8 @@ def start_server(*, port: int, workers: int, worker_class: str) -> subprocess.Po
         str(workers),
         "--worker-class",
         worker_class,
+        "--threads",
+        str(threads),
         "--bind",
         f"127.0.0.1:{port}",
         "--log-level",
@@ -139,43 +150,72 @@ def start_server(*, port: int, workers: int, worker_class: str) -> subprocess.Po
 
 
 class Annotator(threading.Thread):
-    """Claims, votes, claims again, until the deadline or an empty queue."""
+    """Claims, votes, claims again (or votes with next), until the deadline or an empty
+    queue; latencies are recorded from ``measure_at`` on."""
 
-    def __init__(self, *, base_url: str, slug: str, token: str, start_at: float, stop_at: float):
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        slug: str,
+        token: str,
+        start_at: float,
+        measure_at: float,
+        stop_at: float,
+        loop: str,
+    ):
         super().__init__(daemon=True)
         self.client = httpx.Client(
             base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=30
         )
         self.slug, self.start_at, self.stop_at = slug, start_at, stop_at
+        self.measure_at, self.loop = measure_at, loop
         self.claim_ms: list[float] = []
         self.vote_ms: list[float] = []
         self.errors: list[str] = []
         self.ran_dry = False
         self.rng = random.Random(token)
 
+    def _timed(self, into: list[float], path: str, **body) -> httpx.Response:
+        clock = time.monotonic()
+        started = time.perf_counter()
+        answer = self.client.post(path, **body)
+        if self.measure_at <= clock < self.stop_at:
+            into.append((time.perf_counter() - started) * 1000)
+        return answer
+
+    def _claim(self) -> dict | None:
+        claim = self._timed(self.claim_ms, f"/api/v1/projects/{self.slug}/claim/")
+        if claim.status_code == 204:
+            self.ran_dry = True
+            return None
+        if claim.status_code != 200:
+            self.errors.append(f"claim {claim.status_code}")
+            return {}
+        return claim.json()
+
     def run(self) -> None:
         time.sleep(max(0.0, self.start_at - time.monotonic()))
         with self.client:
-            while time.monotonic() < self.stop_at:
-                started = time.perf_counter()
-                claim = self.client.post(f"/api/v1/projects/{self.slug}/claim/")
-                self.claim_ms.append((time.perf_counter() - started) * 1000)
-                if claim.status_code == 204:
-                    self.ran_dry = True
-                    return
-                if claim.status_code != 200:
-                    self.errors.append(f"claim {claim.status_code}")
-                    continue
-                assignment = claim.json()
-                choice = self.rng.choice(["left", "tie", "right"])
-                started = time.perf_counter()
-                vote = self.client.post(
-                    f"/api/v1/assignments/{assignment['id']}/vote/",
-                    json={"choice": choice, "time_on_task_ms": self.rng.randint(2000, 20000)},
+            assignment = self._claim() if self.loop == "next" else {}
+            while assignment is not None and time.monotonic() < self.stop_at:
+                if self.loop == "two-calls" or not assignment:
+                    assignment = self._claim()
+                    if not assignment:
+                        continue
+                body = {"choice": self.rng.choice(["left", "tie", "right"])}
+                body["time_on_task_ms"] = self.rng.randint(2000, 20000)
+                if self.loop == "next":
+                    body["next"] = True
+                vote = self._timed(
+                    self.vote_ms, f"/api/v1/assignments/{assignment['id']}/vote/", json=body
                 )
-                self.vote_ms.append((time.perf_counter() - started) * 1000)
                 if vote.status_code != 201:
                     self.errors.append(f"vote {vote.status_code}")
+                    assignment = {}
+                elif self.loop == "next":
+                    assignment = vote.json()["next"]
+                    self.ran_dry = assignment is None
 
 
 def process_tree_cpu(pid: int) -> float:
@@ -246,6 +286,50 @@ def audit(slug: str) -> dict:
     }
 
 
+def statements_per_call(slug: str) -> dict:
+    """The SQL statements (transaction control included) one claim, one vote and one vote
+    with next run, counted through Django's whole stack in this process for a fresh
+    annotator of the benchmark's project: the median of five of each, so the occasional
+    statements (preparing a statement on a new connection, moving to another block, asking
+    for an agreement refresh) do not count."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.authtoken.models import Token
+
+    from annotation.models import Project, Role
+    from annotation.projects.services import member_add
+
+    project = Project.objects.get(slug=slug)
+    user = member_add(project=project, username=f"{slug}-ann-count", role=Role.ANNOTATOR)
+    token = Token.objects.create(user=user.membership.user)
+    client = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="127.0.0.1")
+
+    def counted(path: str, **body) -> tuple[int, dict]:
+        with CaptureQueriesContext(connection) as captured:
+            answer = client.post(path, body, content_type="application/json")
+        if answer.status_code not in (200, 201):
+            raise SystemExit(f"statements: {path} answered {answer.status_code}")
+        return len(captured.captured_queries), answer.json()
+
+    found: dict[str, list[int]] = {"claim": [], "vote": [], "vote_with_next": []}
+    current = None
+    for _ in range(5):
+        n, claimed = counted(f"/api/v1/projects/{slug}/claim/")
+        found["claim"].append(n)
+        n, _answer = counted(f"/api/v1/assignments/{claimed['id']}/vote/", choice="left")
+        found["vote"].append(n)
+    current = counted(f"/api/v1/projects/{slug}/claim/")[1]
+    for _ in range(5):
+        n, answer = counted(f"/api/v1/assignments/{current['id']}/vote/", choice="tie", next=True)
+        found["vote_with_next"].append(n)
+        current = answer.get("next")
+        if current is None:
+            break
+    connection.close()
+    return {key: statistics.median(values) for key, values in found.items() if values}
+
+
 def delete_project(slug: str) -> None:
     """Removes the benchmark's project; content is protected, so children go first."""
     from django.contrib.auth import get_user_model
@@ -268,6 +352,13 @@ def main() -> None:
     parser.add_argument("--overlap", type=int, default=3, help="votes each pair gets")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
     parser.add_argument("--worker-class", default="sync", help="gunicorn worker class")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="gunicorn threads a worker (gthread when > 1)"
+    )
+    parser.add_argument(
+        "--loop", choices=["next", "two-calls"], default="next", help="see the docstring"
+    )
+    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds first")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--url", help="drive this running server instead of starting gunicorn")
     parser.add_argument("--keep", action="store_true", help="keep the project afterwards")
@@ -299,27 +390,43 @@ def main() -> None:
     if args.url:
         base_url = args.url.rstrip("/")
     else:
-        server = start_server(port=args.port, workers=args.workers, worker_class=args.worker_class)
+        server = start_server(
+            port=args.port,
+            workers=args.workers,
+            worker_class=args.worker_class,
+            threads=args.threads,
+        )
         base_url = f"http://127.0.0.1:{args.port}"
     server_cpu = database_cpu = None
     try:
-        started_cpu = process_tree_cpu(server.pid) if server else 0.0
-        client_cpu = time.process_time()
         start_at = time.monotonic() + 0.5
-        stop_at = start_at + args.duration
+        measure_at = start_at + args.warmup
+        stop_at = measure_at + args.duration
         annotators = [
-            Annotator(base_url=base_url, slug=slug, token=token, start_at=start_at, stop_at=stop_at)
+            Annotator(
+                base_url=base_url,
+                slug=slug,
+                token=token,
+                start_at=start_at,
+                measure_at=measure_at,
+                stop_at=stop_at,
+                loop=args.loop,
+            )
             for token in tokens
         ]
         for annotator in annotators:
             annotator.start()
+        time.sleep(max(0.0, measure_at - time.monotonic()))
+        started_cpu = process_tree_cpu(server.pid) if server else 0.0
+        started_database_cpu = database_backends_cpu() if server else 0.0
+        client_cpu = time.process_time()
         for annotator in annotators:
             annotator.join()
-        elapsed = min(time.monotonic(), stop_at) - start_at
+        elapsed = min(time.monotonic(), stop_at) - measure_at
         client_cpu = time.process_time() - client_cpu
         if server is not None:
             server_cpu = process_tree_cpu(server.pid) - started_cpu
-            database_cpu = database_backends_cpu()
+            database_cpu = database_backends_cpu() - started_database_cpu
     finally:
         if server is not None:
             server.terminate()
@@ -329,15 +436,24 @@ def main() -> None:
     votes = [ms for a in annotators for ms in a.vote_ms]
     errors = [e for a in annotators for e in a.errors]
     found = audit(slug)
-    served_by = f"gunicorn, {args.workers} {args.worker_class} workers" if server else base_url
+    served_by = (
+        f"gunicorn, {args.workers} {args.worker_class} workers x {args.threads} threads"
+        if server
+        else base_url
+    )
     dry = " (the queue ran dry)" if any(a.ran_dry for a in annotators) else ""
-    print(f"server: {served_by}; {args.annotators} annotators for {elapsed:.1f} s{dry}")
+    print(
+        f"server: {served_by}; {args.annotators} annotators, loop {args.loop}, for "
+        f"{elapsed:.1f} s after {args.warmup:.0f} s of warm-up{dry}"
+    )
     print(f"votes/s:            {len(votes) / elapsed:8.1f}   (target >= 110)")
     print(f"claims:             {len(claims):8d}")
     print(f"votes:              {len(votes):8d}")
     print(f"claim p50 / p95 ms: {percentile(claims, 0.5):8.1f} / {percentile(claims, 0.95):.1f}")
-    print(f"vote  p50 / p95 ms: {percentile(votes, 0.5):8.1f} / {percentile(votes, 0.95):.1f}")
-    print(f"mean claim+vote ms: {statistics.fmean(claims) + statistics.fmean(votes):8.1f}")
+    label = "vote+next" if args.loop == "next" else "vote     "
+    print(f"{label} p50 / p95 ms: {percentile(votes, 0.5):4.1f} / {percentile(votes, 0.95):.1f}")
+    per_vote_ms = sum(claims) / max(1, len(votes)) + statistics.fmean(votes or [float("nan")])
+    print(f"request ms a vote:  {per_vote_ms:8.1f} (claims and votes, mean)")
     if server_cpu is not None and votes:
         per_vote = [cpu / len(votes) * 1000 for cpu in (server_cpu, database_cpu, client_cpu)]
         cores = psutil.cpu_count() or 1
@@ -348,6 +464,13 @@ def main() -> None:
         # What the run would reach with the CPUs to itself: useful on a shared machine.
         print(f"idle-CPU capacity:  {cores * 1000 / sum(per_vote):8.1f} votes/s on {cores} cores")
     print(f"http errors:        {len(errors):8d} {sorted(set(errors))[:5] or ''}")
+    counted = statements_per_call(slug)
+    print(
+        "statements per call: claim {claim}, vote {vote}, vote with next {vote_with_next} "
+        "(one annotator, in this process, the same requests through Django's stack)".format(
+            **counted
+        )
+    )
     print(f"votes in database:  {found['votes']:8d} (extra: {found['extra_votes']})")
     print(f"pairs complete:     {found['pairs_complete']:8d}")
     print(f"pairs over target:  {found['pairs_over_target']:8d}   (must be 0)")

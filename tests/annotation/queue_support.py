@@ -81,3 +81,14 @@ def annotator(project, username: str):
     user = UserFactory(username=username)
     MembershipFactory(project=project, user=user, role=Role.ANNOTATOR)
     return user
+
+
+# Statements the hot path runs only now and then: preparing a statement (once per database
+# connection, annotation/core/prepared.py) and moving the annotator's cursor to another block
+# (once a block).
+OCCASIONAL_STATEMENTS = ("PREPARE ", 'UPDATE "annotation_membership" SET "claim_cursor"')
+
+
+def steady_statements(captured_queries) -> list[str]:
+    """The captured statements, leaving out the occasional ones."""
+    return [q["sql"] for q in captured_queries if not q["sql"].startswith(OCCASIONAL_STATEMENTS)]
