@@ -244,8 +244,8 @@ def start_label_studio(
     deadline = time.monotonic() + 180  # four workers importing Label Studio on busy cores
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            log = Path(data_dir, "gunicorn.log").read_text()[-3000:]
-            raise SystemExit(f"Label Studio's gunicorn exited during start-up:\n{log}")
+            logged = Path(data_dir, "gunicorn.log").read_text()[-3000:]
+            raise SystemExit(f"Label Studio's gunicorn exited during start-up:\n{logged}")
         # Only our gunicorn's answer counts: on a shared machine another server may take
         # the port between the check above and the bind (gunicorn then retries).
         if listens(server.pid, port):
@@ -382,7 +382,7 @@ class PostgresCpu:
         import psycopg
 
         self.connection = psycopg.connect(database_url, autocommit=True)
-        backend = self.connection.execute("SELECT pg_backend_pid()").fetchone()[0]
+        (backend,) = self.connection.execute("SELECT pg_backend_pid()").fetchall()[0]
         try:
             self.postmaster: psutil.Process | None = psutil.Process(backend).parent()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -430,7 +430,8 @@ def audit(database_url: str, project: int) -> dict:
         )
 
         def one(sql: str) -> int:
-            return connection.execute(sql, {"p": project}).fetchone()[0]
+            (value,) = connection.execute(sql, {"p": project}).fetchall()[0]
+            return value
 
         return {
             "votes": one(
