@@ -9,8 +9,10 @@ clients did before, and as older servers need. The first ``--warmup`` seconds ru
 without being measured: each gunicorn worker imports its URL modules on its first request,
 and a long-running server has done so long before.
 
-Targets (8 annotators, 30 s, gunicorn with 4 workers, a 2-core machine): >= 110 votes/s,
-claim p95 <= 50 ms, vote p95 <= 50 ms, 0 pairs over target, 0 duplicate votes.
+Targets (8 annotators, 30 s, gunicorn with 4 workers, a 2-core machine, 10,000 and 1,000,000
+queued pairs): >= 20x Label Studio's votes/s under the same load generator (``--label-studio``
+runs it right after, from ``benchmarks/label_studio_load.py``), claim and vote p95 each under a
+tenth of Label Studio's, CPU per vote <= 12 ms, 0 pairs over target, 0 duplicate votes.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench \\
         .venv/bin/python benchmarks/annotator_load.py            # the issue's sizes
@@ -58,14 +60,48 @@ def setup_django() -> None:
     django.setup()
 
 
+# Beyond this many pairs the fixture COPYs the rest, reusing the first pairs' content.
+DISTINCT_CONTENT = 20_000
+PAIR_COLUMNS = (
+    "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
+    "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
+    "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
+    "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words, "
+    "media_pending"
+)
+
+
+def copy_more_pairs(*, project, first: list, total: int) -> None:
+    """Queued pairs ``len(first)`` to ``total`` by COPY (a million in about a minute), each
+    with the content of one of ``first``: the claim's index lookups do not read content."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from annotation.models import Pair, PairStatus
+
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        copy_sql = f"COPY {Pair._meta.db_table} ({PAIR_COLUMNS}) FROM STDIN"
+        with cursor.cursor.copy(copy_sql) as copy:
+            for n in range(len(first), total):
+                like = first[n % len(first)]
+                copy.write_row(
+                    (project.pk, f"load-{n}", like.prompt_id, like.response_a_id,
+                     like.response_b_id, "", "", "{}", PairStatus.QUEUED, 0, like.target_votes,
+                     0, 0, False, False, "", "", "", "{}", "", "", 0, now, now, "", False)
+                )  # fmt: skip
+
+
 def create_fixture(*, slug: str, pairs: int, overlap: int, annotators: int) -> list[str]:
-    """The project, its queued text pairs and annotators; returns the annotators' API tokens."""
+    """The project, its queued text pairs and annotators; returns the annotators' API tokens.
+    Up to ``DISTINCT_CONTENT`` pairs have content of their own; more are COPYed."""
     from rest_framework.authtoken.models import Token
 
     from annotation.core.content import prompt_id, response_id, text_part
     from annotation.models import Pair, PairStatus, Prompt, Response, Role
     from annotation.projects.services import member_add, project_create
 
+    total, pairs = pairs, min(pairs, DISTINCT_CONTENT)
     project = project_create(slug=slug, name=f"Load benchmark {slug}", overlap=overlap)
     prompts, responses, rows = [], [], []
     for i in range(pairs):
@@ -98,6 +134,8 @@ def create_fixture(*, slug: str, pairs: int, overlap: int, annotators: int) -> l
     Prompt.objects.bulk_create(prompts, batch_size=2000)
     Response.objects.bulk_create(responses, batch_size=2000)
     Pair.objects.bulk_create(rows, batch_size=2000)
+    if total > pairs:
+        copy_more_pairs(project=project, first=rows, total=total)
     tokens = []
     for n in range(annotators):
         added = member_add(project=project, username=f"{slug}-ann{n}", role=Role.ANNOTATOR)
@@ -362,6 +400,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--url", help="drive this running server instead of starting gunicorn")
     parser.add_argument("--keep", action="store_true", help="keep the project afterwards")
+    parser.add_argument(
+        "--label-studio",
+        action="store_true",
+        help="then drive Label Studio the same way (benchmarks/label_studio_load.py)",
+    )
+    parser.add_argument("--ls-venv", default="/tmp/lsvenv", help="Label Studio's virtualenv")
     args = parser.parse_args()
 
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
@@ -446,7 +490,7 @@ def main() -> None:
         f"server: {served_by}; {args.annotators} annotators, loop {args.loop}, for "
         f"{elapsed:.1f} s after {args.warmup:.0f} s of warm-up{dry}"
     )
-    print(f"votes/s:            {len(votes) / elapsed:8.1f}   (target >= 110)")
+    print(f"votes/s:            {len(votes) / elapsed:8.1f}   (target: 20x Label Studio's)")
     print(f"claims:             {len(claims):8d}")
     print(f"votes:              {len(votes):8d}")
     print(f"claim p50 / p95 ms: {percentile(claims, 0.5):8.1f} / {percentile(claims, 0.95):.1f}")
@@ -478,6 +522,38 @@ def main() -> None:
     print(f"counter mismatches: {found['counter_mismatches']:8d}   (must be 0)")
     if not args.keep:
         delete_project(slug)
+    if args.label_studio:
+        compare_label_studio(
+            args,
+            votes_per_s=len(votes) / elapsed,
+            p95_ms=max(percentile(claims, 0.95) if claims else 0.0, percentile(votes, 0.95)),
+        )
+
+
+def compare_label_studio(args, *, votes_per_s: float, p95_ms: float) -> None:
+    """Label Studio under the same load generator, right after (``label_studio_load.py``:
+    4 sync workers, as it ships), and the ratios the targets are stated in."""
+    import label_studio_load
+
+    try:
+        figures = label_studio_load.run_label_studio(
+            ls_venv=args.ls_venv,
+            annotators=args.annotators,
+            duration=args.duration,
+            workers=args.workers,
+        )
+    except label_studio_load.LabelStudioUnavailable as missing:
+        print(f"Label Studio: {missing}")
+        return
+    print("--- Label Studio, the same load generator, in the same run")
+    label_studio_load.report(figures)
+    ratio = votes_per_s / figures["votes_per_s"] if figures["votes_per_s"] else float("inf")
+    tenth = min(figures["claim_p95_ms"], figures["vote_p95_ms"]) / 10
+    print(f"votes/s against Label Studio's: {ratio:6.1f}x   (target >= 20x)")
+    print(
+        f"slowest p95 {p95_ms:.1f} ms against a tenth of Label Studio's faster p95, "
+        f"{tenth:.1f} ms   (target: under)"
+    )
 
 
 if __name__ == "__main__":
