@@ -206,24 +206,46 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def backend_cpu_by_pid() -> dict[int, float]:
-    """CPU seconds so far of each PostgreSQL backend serving this database but this one."""
-    from django.db import connection
+class BackendCpu:
+    """CPU seconds the PostgreSQL backends serving this database (all but ours) spent since
+    ``start()``. The server's connections live 60 s (``DATABASE_CONN_MAX_AGE``) and a backend's
+    CPU is gone with it, so ``poll()`` reads them after every vote: a backend that ends loses
+    at most one vote's work, one that begins counts from zero."""
 
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-        )
-        pids = [row[0] for row in cursor.fetchall()]
-    found = {}
-    for pid in pids:
-        try:
-            times = psutil.Process(pid).cpu_times()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        found[pid] = times.user + times.system
-    return found
+    def __init__(self) -> None:
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+
+    def start(self) -> None:
+        self.first = self._read()
+        self.last = dict(self.first)
+
+    def poll(self) -> None:
+        for pid, cpu in self._read().items():
+            self.first.setdefault(pid, 0.0)
+            self.last[pid] = cpu
+
+    def seconds(self) -> float:
+        return sum(cpu - self.first[pid] for pid, cpu in self.last.items())
+
+    @staticmethod
+    def _read() -> dict[int, float]:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            )
+            pids = [row[0] for row in cursor.fetchall()]
+        found = {}
+        for pid in pids:
+            try:
+                times = psutil.Process(pid).cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            found[pid] = times.user + times.system
+        return found
 
 
 def run_loop(
@@ -233,11 +255,13 @@ def run_loop(
     seconds the loop cost the server, its database backends and the browser."""
     from playwright.sync_api import sync_playwright
 
-    def cpu_now() -> tuple[float, dict[int, float], float]:
+    def cpu_now() -> tuple[float, float]:
         gunicorn = process_tree_cpu(server.pid) if server else 0.0
         # Our children are gunicorn, Playwright's driver and the browser it started.
         everything = process_tree_cpu(os.getpid()) - time.process_time()
-        return gunicorn, backend_cpu_by_pid(), everything - gunicorn
+        return gunicorn, everything - gunicorn
+
+    database = BackendCpu()
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -271,12 +295,14 @@ def run_loop(
             page.evaluate(PROBE)
             page.evaluate("window.__sameDocument = true")  # gone if anything reloads the page
             started_cpu = cpu_now()
+            database.start()
             for n in range(votes):
                 page.wait_for_selector("[data-pair-card]:not(.wb-settling)")
                 if think_ms:
                     page.wait_for_timeout(think_ms)
                 page.keyboard.press(keys[n % len(keys)])
                 page.wait_for_function("n => window.__samples.length > n", arg=n, polling="raf")
+                database.poll()
                 if not page.query_selector("[data-vote-form]"):
                     break  # nothing left for this annotator
             ended_cpu = cpu_now()
@@ -284,16 +310,13 @@ def run_loop(
             same_document = page.evaluate("window.__sameDocument === true")
         finally:
             browser.close()
-    backends = sum(
-        cpu - started_cpu[1].get(pid, 0.0) for pid, cpu in ended_cpu[1].items()
-    )  # a backend opened during the loop counts from zero
     return {
         "samples": samples,
         "same_document": same_document,
         "failed": failed,
         "gunicorn_cpu": ended_cpu[0] - started_cpu[0],
-        "database_cpu": backends,
-        "browser_cpu": ended_cpu[2] - started_cpu[2],
+        "database_cpu": database.seconds(),
+        "browser_cpu": ended_cpu[1] - started_cpu[1],
     }
 
 
@@ -415,7 +438,8 @@ def main() -> None:
         ]
         print(
             f"CPU per vote ms:     {per_vote[0] + per_vote[1]:8.1f} server (gunicorn "
-            f"{per_vote[0]:.1f}, PostgreSQL {per_vote[1]:.1f}); browser {per_vote[2]:.1f}"
+            f"{per_vote[0]:.1f}, PostgreSQL {per_vote[1]:.1f}); browser {per_vote[2]:.1f} "
+            "(Chromium and Playwright's driver)"
         )
     if shown_images:
         print(
