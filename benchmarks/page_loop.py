@@ -324,7 +324,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--votes", type=int, default=200, help="votes to cast (and time)")
     parser.add_argument("--pairs", type=int, default=0, help="queued pairs (default: votes + 10)")
-    parser.add_argument("--images", action="store_true", help="an image on every side")
+    parser.add_argument(
+        "--images", action="store_true", help="an image on every prompt and response"
+    )
     parser.add_argument("--think-ms", type=int, default=0, help="wait after the key guard")
     # One annotator has at most the vote and the next pair's downloads in flight; two sync
     # workers serve that as four would, and boot in time on a busy machine.
@@ -354,26 +356,27 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     slug = f"bench-page-{int(time.time())}"
     pairs = args.pairs or args.votes + 10
-    built = time.perf_counter()
-    create_fixture(slug=slug, pairs=pairs, overlap=1, annotators=1)
-    username, password = f"{slug}-ann0", secrets.token_urlsafe(16)
-    member_add(
-        project=Project.objects.get(slug=slug),
-        username=username,
-        role=Role.ANNOTATOR,
-        password=password,
-    )
-    images = give_images(slug) if args.images else []
-    print(
-        f"fixture: {pairs} text pairs{f' with {len(images)} images' if images else ''}, "
-        f"1 annotator ({time.perf_counter() - built:.1f} s)"
-    )
-    with connections["default"].cursor() as cursor:
-        cursor.execute("ANALYZE annotation_pair, annotation_vote, annotation_assignment")
-
+    username, password = f"{slug}-ann0", secrets.token_urlsafe(16)  # create_fixture's name
     static_root = Path(tempfile.mkdtemp(prefix="arbiter-page-static-"))
+    images: list[str] = []
     server = None
     try:
+        built = time.perf_counter()
+        create_fixture(slug=slug, pairs=pairs, overlap=1, annotators=1)
+        member_add(
+            project=Project.objects.get(slug=slug),
+            username=username,
+            role=Role.ANNOTATOR,
+            password=password,
+        )
+        if args.images:
+            images = give_images(slug)
+        print(
+            f"fixture: {pairs} text pairs{f' with {len(images)} images' if images else ''}, "
+            f"1 annotator ({time.perf_counter() - built:.1f} s)"
+        )
+        with connections["default"].cursor() as cursor:
+            cursor.execute("ANALYZE annotation_pair, annotation_vote, annotation_assignment")
         collect_static(static_root)
         os.environ["DJANGO_STATIC_ROOT"] = str(static_root)
         port, server = boot(args)
@@ -393,7 +396,9 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=30)
         shutil.rmtree(static_root, ignore_errors=True)
-        if not args.keep:
+        if args.keep:
+            print(f"kept: project {slug}, annotator {username}, media under {media_root}")
+        else:
             delete_project(slug)
             delete_images(images)
             shutil.rmtree(media_root, ignore_errors=True)
