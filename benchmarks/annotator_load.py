@@ -174,17 +174,18 @@ def start_server(
         "warning",
     ]
     server = subprocess.Popen(command, cwd=ROOT, env=env)
-    deadline = time.monotonic() + 30
+    # Generous: on a loaded machine each worker's first request imports every URL module.
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
             return server
         except httpx.TransportError:
             if server.poll() is not None:
                 raise SystemExit("gunicorn exited during start-up") from None
             time.sleep(0.2)
     server.terminate()
-    raise SystemExit("gunicorn did not answer within 30 s")
+    raise SystemExit("gunicorn did not answer within 90 s")
 
 
 class Annotator(threading.Thread):
