@@ -387,7 +387,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--annotators", type=int, default=8)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
-    parser.add_argument("--pairs", type=int, default=3000, help="queued pairs (enough to last)")
+    parser.add_argument("--pairs", type=int, default=10_000, help="queued pairs (enough to last)")
     parser.add_argument("--overlap", type=int, default=3, help="votes each pair gets")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
     parser.add_argument("--worker-class", default="sync", help="gunicorn worker class")
