@@ -10,6 +10,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,24 +160,31 @@ def write_release(
     media_files = _MediaFiles(original=selection.original_media)
     writers: dict[str, SplitFiles] = {}
     done = 0
-    for read, chunk in release_rows.release_pairs(project, selection):
-        if multimodal:
-            media_files.add_media([pair for _, pair in chunk])
-        for split, pair in chunk:
-            if split not in writers:
-                writers[split] = SplitFiles(open_file, split, tables, media_files.source)
-            omni = omni_record(pair, files=media_files.files)
-            writers[split].add(
-                table_rows(pair, files=media_files.files, multimodal=multimodal, av_kinds=av_kinds),
-                mmrb2_record(pair, files=media_files.files),
-                None if omni is None else (pair.task, omni),
-            )
-            statistics.add(pair, split)
-        done += read
-        report(min(done, total), total, "reading")
     entries: dict[str, FileEntry] = {}
-    for split in sorted(writers):
-        entries |= writers[split].close()
+    # One thread writes the Parquet row groups (and their JSON lines) while this one reads
+    # and encodes the next rows (``TableFiles``).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-parquet") as flusher:
+        for read, chunk in release_rows.release_pairs(project, selection):
+            if multimodal:
+                media_files.add_media([pair for _, pair in chunk])
+            for split, pair in chunk:
+                if split not in writers:
+                    writers[split] = SplitFiles(
+                        open_file, split, tables, media_files.source, flusher
+                    )
+                omni = omni_record(pair, files=media_files.files)
+                writers[split].add(
+                    table_rows(
+                        pair, files=media_files.files, multimodal=multimodal, av_kinds=av_kinds
+                    ),
+                    mmrb2_record(pair, files=media_files.files),
+                    None if omni is None else (pair.task, omni),
+                )
+                statistics.add(pair, split)
+            done += read
+            report(min(done, total), total, "reading")
+        for split in sorted(writers):
+            entries |= writers[split].close()
     done = total  # pairs imported meanwhile are not in the count
     report(done, total, "images")
     entries |= media_files.write(open_file)

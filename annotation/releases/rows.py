@@ -117,6 +117,8 @@ def session_settings(settings: str, reset: str) -> Iterator[None]:
         raise
     with connection.cursor() as cursor:
         cursor.execute(reset)
+
+
 _PRIORS_SQL = f"""
 SELECT pair_id, position, value FROM {PriorAnnotation._meta.db_table}
 WHERE {{ids}} AND value IS NOT NULL ORDER BY pair_id, position
