@@ -3,9 +3,10 @@
 Starts the loopback OpenAI-compatible server (answering after ``--delay-ms``), creates text
 pairs and OpenAI-compatible judges in a throw-away project on the database named by
 DATABASE_URL, starts ONE Celery worker on the broker named by CELERY_BROKER_URL (Redis), runs a
-filter over judges x 2 orders x pairs calls and prints seconds and calls/s (target: 3 judges x
-2 orders x 2,000 pairs = 12,000 calls in <= 60 s, >= 200 calls/s). Then it times the
-reward-model judge backend on CPU in responses/s (target >= 2,000 with a small model).
+filter over judges x 2 orders x pairs calls and prints seconds, calls/s and the peak RSS of
+each of the worker's processes (target: 3 judges x 2 orders x 2,000 pairs = 12,000 calls in
+<= 45 s, issue 19; it was <= 60 s, >= 200 calls/s). Then it times the reward-model judge
+backend on CPU in responses/s (target >= 2,000 with a small model).
 
     DATABASE_URL=postgres://... CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
         python benchmarks/judge_filter.py --pairs 2000 --judges 3
@@ -139,6 +140,27 @@ def wait_for_worker(worker: subprocess.Popen, timeout: float = 60) -> None:
     raise SystemExit(f"no Celery worker answered within {timeout:.0f}s")
 
 
+def worker_peak_rss_mb(session: int) -> list[float]:
+    """The peak resident memory (Linux's VmHWM) of each process of the worker started in its
+    own session ``session`` (the main process first, then its pool's), in MB; read before the
+    worker is stopped. Empty where /proc is not there."""
+    peaks = []
+    for entry in sorted(Path("/proc").iterdir(), key=lambda path: path.name):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[3]) != session:  # the session id
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = int(line.split()[1]) / 1024
+                    peaks.append((int(entry.name) != session, peak))
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended meanwhile
+    return [peak for _, peak in sorted(peaks, key=lambda item: item[0])]
+
+
 def bench_filter(args) -> None:
     from django.db.models import Max
 
@@ -170,6 +192,7 @@ def bench_filter(args) -> None:
                 if run.finished:
                     break
             elapsed = time.perf_counter() - started
+            peaks = worker_peak_rss_mb(worker.pid)
         finally:
             os.killpg(worker.pid, 15)
             worker.wait(timeout=30)
@@ -188,6 +211,12 @@ def bench_filter(args) -> None:
             f"finishing (ensemble over all pairs) took {finalize:.2f} s"
         )
         print(f"  pairs: {run.summary.get('easy')} easy, {run.summary.get('queued')} queued")
+        if peaks:
+            print(
+                f"  worker peak RSS: {sum(peaks):.0f} MB in all (main process {peaks[0]:.0f} MB"
+                + "".join(f", pool process {peak:.0f} MB" for peak in peaks[1:])
+                + ")"
+            )
         if run.status != FilterRun.Status.SUCCEEDED:
             print(f"  error: {run.error}")
     if not args.keep:

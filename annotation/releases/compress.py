@@ -54,12 +54,25 @@ class GzipMember:
             self._out.write(self._pending.popleft().result())
 
     def write(self, data) -> int:
-        self._buffer += data
-        while len(self._buffer) >= BLOCK_BYTES:
-            block = bytes(self._buffer[:BLOCK_BYTES])
-            del self._buffer[:BLOCK_BYTES]
-            self._submit(block, last=False)
-        return len(data)
+        # Whole blocks are cut from ``data`` itself: a long write appended to the buffer and cut
+        # from its front moved the rest of it once per block. Each block is a copy (the
+        # caller may reuse its buffer once this returns).
+        view = memoryview(data).cast("B")
+        size = len(view)
+        if self._buffer:
+            taken = BLOCK_BYTES - len(self._buffer)
+            self._buffer += view[:taken]
+            view = view[taken:]
+            if len(self._buffer) < BLOCK_BYTES:
+                return size
+            self._submit(bytes(self._buffer), last=False)
+            self._buffer = bytearray()
+        start = 0
+        while len(view) - start >= BLOCK_BYTES:
+            self._submit(bytes(view[start : start + BLOCK_BYTES]), last=False)
+            start += BLOCK_BYTES
+        self._buffer += view[start:]
+        return size
 
     def close(self) -> None:
         """Deflates what is left and writes the trailer; ``out`` stays open."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -70,25 +71,30 @@ def check_released_parts(pair: ReleasePair) -> None:
         part["type"]
         for content in (pair.prompt, pair.response_a.content, pair.response_b.content)
         for part in content
-    } - RELEASED_PART_TYPES
-    if kinds:
+    }
+    if not kinds <= RELEASED_PART_TYPES:
+        kinds -= RELEASED_PART_TYPES
         raise InvalidInput(
             f"pair {pair.external_id} has {', '.join(sorted(kinds))} parts, which releases do "
             "not carry: leave its task out of the selection"
         )
 
 
+# A text-only message's files: none of any kind (``_media_row`` copies each into a new list).
+_NO_MEDIA: Mapping[str, Sequence[str]] = MappingProxyType({kind: () for kind in MEDIA_DIRS})
+
+
 def _message(
     role: str, parts: Sequence[Mapping], files: Mapping[str, str], multimodal: bool
-) -> tuple[dict, dict[str, list[str]]]:
+) -> tuple[dict, Mapping[str, Sequence[str]]]:
     """A TRL message from content parts, and the release paths of its placeholders' files in
     order, by kind. Text-only releases get a string content; others a list of text parts and
     ``{"type": "image"}`` (``video``, ``audio``, ``model3d``) placeholders (one schema: the
     placeholder's ``text`` is None). ``files`` maps a media hash to its path in the release."""
-    media: dict[str, list[str]] = {kind: [] for kind in MEDIA_DIRS}
     if not multimodal:
-        text = "\n\n".join(part["text"] for part in parts if part["type"] == "text")
-        return {"role": role, "content": text}, media
+        text = "\n\n".join([part["text"] for part in parts if part["type"] == "text"])
+        return {"role": role, "content": text}, _NO_MEDIA
+    media: dict[str, list[str]] = {kind: [] for kind in MEDIA_DIRS}
     content = []
     for part in parts:
         if part["type"] in MEDIA_DIRS:
@@ -159,9 +165,9 @@ def trl_row(
 
 
 def _media_row(
-    prompt: Mapping[str, list[str]],
-    first: Mapping[str, list[str]],
-    second: Mapping[str, list[str]],
+    prompt: Mapping[str, Sequence[str]],
+    first: Mapping[str, Sequence[str]],
+    second: Mapping[str, Sequence[str]],
     prefixes: tuple[str, str],
     av_kinds: Sequence[str],
 ) -> dict[str, list[str]]:
@@ -170,9 +176,9 @@ def _media_row(
     columns: dict[str, list[str]] = {}
     for kind in ("image", *av_kinds):
         name = MEDIA_COLUMNS[kind]
-        columns[name] = prompt[kind]
-        columns[f"{prefixes[0]}{name}"] = first[kind]
-        columns[f"{prefixes[1]}{name}"] = second[kind]
+        columns[name] = list(prompt[kind])
+        columns[f"{prefixes[0]}{name}"] = list(first[kind])
+        columns[f"{prefixes[1]}{name}"] = list(second[kind])
     return columns
 
 

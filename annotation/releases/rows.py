@@ -9,9 +9,10 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 
 import orjson
-from django.db import connection
+from django.db import Error, connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from annotation.agreement.prior_ratings import mmrb2_ratings
@@ -96,6 +97,28 @@ ORDER BY p.external_id{{bytewise}}
 # at this size instead of spilling to disk. Set on the build's own session, reset after.
 _POSTGRESQL_SESSION = "SET jit = off; SET work_mem = '64MB'"
 _POSTGRESQL_SESSION_RESET = "RESET jit; RESET work_mem"
+
+
+@contextmanager
+def session_settings(settings: str, reset: str) -> Iterator[None]:
+    """``settings`` (``SET`` statements) on this connection's PostgreSQL session for the
+    block, ``reset`` after it; nothing elsewhere. When the block failed, a reset that fails
+    too (the connection itself was what broke) leaves the block's error to propagate."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(settings)
+    try:
+        yield
+    except BaseException:
+        with suppress(Error), connection.cursor() as cursor:
+            cursor.execute(reset)
+        raise
+    with connection.cursor() as cursor:
+        cursor.execute(reset)
+
+
 _PRIORS_SQL = f"""
 SELECT pair_id, position, value FROM {PriorAnnotation._meta.db_table}
 WHERE {{ids}} AND value IS NOT NULL ORDER BY pair_id, position
@@ -201,7 +224,11 @@ def release_pairs(
     selected, params = selected_pairs(project, selection).values("pk").query.sql_with_params()
     bytewise = ' COLLATE "C"' if connection.vendor == "postgresql" else ""  # SQLite: BINARY
     size = chunk_size()
-    with connection.chunked_cursor() as stream, connection.cursor() as cursor:
+    with (
+        session_settings(_POSTGRESQL_SESSION, _POSTGRESQL_SESSION_RESET),
+        connection.chunked_cursor() as stream,
+        connection.cursor() as cursor,
+    ):
         # The label column: the reference label instead of the consensus when asked.
         label = "prior_label" if selection.reference_labels else "consensus_label"
         sql = _STREAM_SQL.format(selected=selected, bytewise=bytewise, label=label)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -290,7 +291,12 @@ ImageSource = Callable[[str], Path]
 class TableFiles:
     """One table's ``<parquet_dir>/<split>.parquet`` and ``<jsonl_dir>/<split>.jsonl``, written
     row group by row group. ``arrow_bytes``: the rows' size in memory (the card's
-    ``num_bytes``)."""
+    ``num_bytes``).
+
+    With ``flusher`` (an executor of one thread), each row group is written there while the
+    caller encodes the next: Arrow parses and compresses without the GIL, so the group's
+    Parquet costs the build's main thread little. At most one group of this table is in
+    flight (the next waits for it), and the groups of a file are written in order."""
 
     def __init__(
         self,
@@ -298,7 +304,10 @@ class TableFiles:
         table: Table,
         split: str,
         image_source: ImageSource | None = None,
+        flusher: Executor | None = None,
     ):
+        self._flusher = flusher
+        self._in_flight: Future | None = None
         self.table = table
         self.split = split
         self.rows = 0
@@ -366,12 +375,27 @@ class TableFiles:
     def flush(self) -> None:
         if not self._pending:
             return
-        self._jsonl.write(self._lines)
+        lines, rows = self._lines, self._pending
+        self._lines, self._pending, self._pending_image_bytes = bytearray(), 0, 0
+        self._wait()
+        if self._flusher is None:
+            self._write_group(lines, rows)
+        else:
+            self._in_flight = self._flusher.submit(self._write_group, lines, rows)
+
+    def _wait(self) -> None:
+        """Waits for the row group in flight, if any (raising what its writing raised)."""
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            in_flight.result()
+
+    def _write_group(self, lines: bytearray, rows: int) -> None:
+        self._jsonl.write(lines)
         # The Parquet rows are the JSON lines parsed back by Arrow's reader against the schema:
         # the two files cannot disagree, and it is several times faster than from_pylist.
         table = pa_json.read_json(
-            pa.BufferReader(pa.py_buffer(self._lines)),
-            read_options=pa_json.ReadOptions(use_threads=False, block_size=len(self._lines) + 1),
+            pa.BufferReader(pa.py_buffer(lines)),
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=len(lines) + 1),
             parse_options=pa_json.ParseOptions(
                 explicit_schema=self.table.json_schema, unexpected_field_behavior="error"
             ),
@@ -381,12 +405,12 @@ class TableFiles:
         self._parquet.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self.arrow_bytes += table.nbytes
         del table
-        self.rows += self._pending
-        self._lines, self._pending, self._pending_image_bytes = bytearray(), 0, 0
+        self.rows += rows
 
     def close(self) -> dict[str, FileEntry]:
         """Writes what is left and closes the files; their entries by path in the release."""
         self.flush()
+        self._wait()
         self._parquet.close()
         self._parquet_file.close()
         self._jsonl.close()
@@ -419,7 +443,9 @@ class SplitFiles:
         split: str,
         tables: Mapping[str, Table],
         image_source: ImageSource | None = None,
+        flusher: Executor | None = None,
     ):
+        self._flusher = flusher
         self.split = split
         self.tables = tables
         self.files: dict[str, TableFiles] = {}
@@ -446,7 +472,11 @@ class SplitFiles:
                 continue
             if config not in self.files:
                 self.files[config] = TableFiles(
-                    self._open_file, self.tables[config], self.split, self._image_source
+                    self._open_file,
+                    self.tables[config],
+                    self.split,
+                    self._image_source,
+                    self._flusher,
                 )
             self.files[config].add(row)
         if self._mmrb2_rows:
