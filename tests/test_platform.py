@@ -176,3 +176,42 @@ def test_api_schema_is_valid_without_warnings(tmp_path):
     text = out.read_text()
     for name in ("VoteInput:", "SkipInput:", "VoteOutput:", "ProjectListOutput:"):
         assert f"\n    {name}\n" in text
+
+
+# Run in a fresh interpreter: the test session itself has imported torch long before.
+_WEB_IMPORTS = """
+import importlib, sys
+from pathlib import Path
+
+import django
+
+django.setup()
+from django.urls import get_resolver
+
+get_resolver().url_patterns
+# The task modules too: a web process imports them to publish a job.
+names = {"views", "api", "urls", "api_urls", "forms", "tasks"}
+for path in sorted([*Path("annotation").rglob("*.py"), *Path("judges").rglob("*.py")]):
+    parts = path.with_suffix("").parts
+    if names & set(parts) and path.name != "__init__.py":
+        importlib.import_module(".".join(parts))
+loaded = [name for name in sys.modules if name == "torch" or name.startswith("torch.")]
+print(len(loaded))
+"""
+
+
+def test_the_web_side_does_not_import_torch():
+    """A web process (every URL, page, API, form and task module) leaves torch unimported: it
+    would cost each gunicorn worker over a second of CPU and about 180 MB, and only the
+    workers that train or run a reward-model judge need it."""
+    result = subprocess.run(
+        [sys.executable, "-c", _WEB_IMPORTS],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    loaded = result.stdout.strip()
+    assert loaded == "0", f"the web side imported torch ({loaded} torch modules)"

@@ -16,9 +16,9 @@ from annotation.core.strict import StrictInputSerializer
 from judges.core.access import get_training_run_for_user
 from judges.core.api import BROKER_DOWN_RESPONSE
 from judges.models import TrainingRun
+from judges.reward_model.options import DEVICES, FEATURE_KINDS, LIMITS, TrainingOptions
 from judges.reward_model.report import heldout_report
 from judges.reward_model.services import training_release, training_run_create
-from judges.reward_model.trainer import DEVICES, FEATURE_KINDS, LIMITS, TrainingOptions
 
 _DEFAULTS = TrainingOptions()
 

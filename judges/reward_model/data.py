@@ -18,7 +18,7 @@ from annotation.releases.selectors import release_rows
 from judges.backends.base import content_images, content_text
 from judges.backends.media_stats import media_hashes, media_stats_cached
 from judges.core.images import ImageStats, MediaUnavailable, image_stats, image_stats_cached
-from judges.reward_model.model import ScoringInput
+from judges.reward_model.checkpoint import ScoringInput
 
 TRAIN_SPLIT = "train"
 

@@ -7,7 +7,7 @@ from typing import cast
 from django import forms
 
 from annotation.models import Project, Release
-from judges.reward_model.trainer import DEVICES, LIMITS, TrainingOptions
+from judges.reward_model.options import DEVICES, LIMITS, TrainingOptions
 
 _DEFAULTS = TrainingOptions()
 

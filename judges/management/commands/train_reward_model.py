@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Project
 from judges.models import TrainingRun
+from judges.reward_model.options import DEVICES, FEATURE_KINDS, TrainingOptions
 from judges.reward_model.report import heldout_report
 from judges.reward_model.services import (
     training_release,
@@ -15,7 +16,6 @@ from judges.reward_model.services import (
     training_run_execute,
     training_run_fail,
 )
-from judges.reward_model.trainer import DEVICES, FEATURE_KINDS, TrainingOptions
 
 SOURCE = re.compile(r"^(?P<slug>[-a-zA-Z0-9_]+)(@(?P<version>\d+\.\d+\.\d+))?$")
 BAR_WIDTH = 30
