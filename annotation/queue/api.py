@@ -157,7 +157,9 @@ class VoteApi(APIView):
                 raise serializers.ValidationError('Send "choice" or, on likert6, "value".')
             return data
 
-    class OutputSerializer(serializers.Serializer):
+    class VoteSerializer(serializers.Serializer):
+        """The vote as the answer renders it (``OutputSerializer`` documents the answer)."""
+
         id = serializers.IntegerField()
         assignment = serializers.IntegerField()
         choice = serializers.CharField(allow_null=True)
@@ -166,8 +168,8 @@ class VoteApi(APIView):
         time_on_task_ms = serializers.IntegerField(allow_null=True)
         created_at = serializers.DateTimeField()
 
-    class AnswerSerializer(OutputSerializer):
-        """Documents the answer: ``OutputSerializer``'s fields, and ``next`` when asked."""
+    class OutputSerializer(VoteSerializer):
+        """Documents the answer: the vote, and ``next`` when asked for."""
 
         next = AssignmentSerializer(
             required=False,
@@ -178,8 +180,8 @@ class VoteApi(APIView):
     @extend_schema(
         request=InputSerializer,
         responses={
-            201: AnswerSerializer,
-            200: OpenApiResponse(AnswerSerializer, description="The same vote, sent again."),
+            201: OutputSerializer,
+            200: OpenApiResponse(OutputSerializer, description="The same vote, sent again."),
             400: _ERROR,
             409: OpenApiResponse(_ERROR, description="A different vote, or a skipped pair."),
         },
@@ -204,7 +206,7 @@ class VoteApi(APIView):
             "time_on_task_ms": vote.time_on_task_ms,
             "created_at": vote.created_at,
         }
-        answer = self.OutputSerializer(body).data
+        answer = self.VoteSerializer(body).data
         if wants_next:
             # After the vote's transaction: the claim is the claim endpoint's, as it would run
             # one request later (docs/api.md, "Vote and claim the next pair in one call").
