@@ -5,6 +5,7 @@ votes give (docs/agreement.md, "Consensus in the app")."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -12,6 +13,7 @@ from annotation.agreement.rules import consensus
 from annotation.core.errors import DomainError
 from annotation.models import Assignment, Pair, PairStatus, Vote
 from annotation.queue import annotating as queue
+from annotation.queue.serving import OPEN_STATUSES
 from tests.annotation.queue_support import annotator
 from tests.annotation.test_queue_concurrency import THREADS, _race
 from tests.conftest import requires_postgres
@@ -55,9 +57,17 @@ def test_racing_votes_on_disputed_pairs_stay_within_the_cap_and_decide_once(
 
     def annotate(user, seed: int):
         rng = random.Random(seed)
+        deadline = time.monotonic() + 30
         while True:
             assignment = queue.assignment_claim(project=project, annotator=user)
             if assignment is None:
+                # Nothing free now, but a vote still to come may dispute a pair and open an
+                # extra slot after this claim looked: an annotator comes back while any pair
+                # is open (else, on a loaded machine, every other annotator may have left).
+                still_open = Pair.objects.filter(project=project, status__in=OPEN_STATUSES).exists()
+                if still_open and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
                 return
             try:
                 queue.vote_submit(
