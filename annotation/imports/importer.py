@@ -26,11 +26,11 @@ from django.db import connection, transaction
 from annotation.agreement.consensus import ImportConsensus
 from annotation.core.content import (
     AV_PART_TYPES,
-    canonical_json,
     image_part,
     media_part,
-    prompt_id,
-    response_id,
+    parts_json,
+    prompt_key,
+    response_key,
     text_part,
 )
 from annotation.core.search import search_words
@@ -188,21 +188,22 @@ _FINGERPRINT_COLUMNS = ("prompt_id", "response_a_id", "response_b_id", "criterio
 
 
 class _WrittenIds:
-    """Ids of the rows this import wrote. When the project had no such rows before, the
-    memory is ``complete``: an id not in it is new, with no need to ask the database. Past
-    ``WRITTEN_IDS_LIMIT`` ids it is dropped and the database is asked again."""
+    """Ids of the rows this import wrote (as 32 hex digits, kept as integers: a third of the
+    memory). When the project had no such rows before, the memory is ``complete``: an id not
+    in it is new, with no need to ask the database. Past ``WRITTEN_IDS_LIMIT`` ids it is
+    dropped and the database is asked again."""
 
     def __init__(self, *, complete: bool):
         self.complete = complete
         self._ids: set[int] = set()
 
-    def __contains__(self, pk: uuid.UUID) -> bool:
-        return pk.int in self._ids
+    def __contains__(self, pk: str) -> bool:
+        return int(pk, 16) in self._ids
 
     def remember(self, ids) -> None:
         if not self.complete:
             return
-        self._ids.update(pk.int for pk in ids)
+        self._ids.update(int(pk, 16) for pk in ids)
         if len(self._ids) > WRITTEN_IDS_LIMIT:
             self.complete = False
             self._ids.clear()
@@ -327,11 +328,12 @@ class _Importer:
         responses = []
         for response in (spec.response_a, spec.response_b):
             content = content_of(response.parts, response.field)
-            # Encoded once: the same text is hashed into the id and written to the row.
-            encoded = canonical_json(content)
+            # Encoded once: the same text is hashed into the id and written to the row. Ids
+            # are hex text, which COPY writes as it is into the uuid columns.
+            encoded = parts_json(content)
             responses.append(
                 {
-                    "id": response_id(project_id, response.model_name, content, encoded=encoded),
+                    "id": response_key(project_id, response.model_name, encoded),
                     "project_id": project_id,
                     "content": RawJson(encoded) if postgres else content,
                     "model_name": response.model_name,
@@ -339,9 +341,9 @@ class _Importer:
             )
         if failed:
             return None
-        encoded = canonical_json(prompt_content)
+        encoded = parts_json(prompt_content)
         prompt = {
-            "id": prompt_id(project_id, prompt_content, encoded=encoded),
+            "id": prompt_key(project_id, encoded),
             "project_id": project_id,
             "content": RawJson(encoded) if postgres else prompt_content,
             "source": spec.prompt_source,
@@ -426,7 +428,7 @@ class _Importer:
             self.writer.refresh_statistics(Pair, ["project_id", "external_id"])
             self._analyze_at = max(2 * self.summary.created_pairs, 1)
         existing = {
-            external_id: tuple(rest)
+            external_id: _as_fingerprint(rest)
             for external_id, *rest in self.writer.existing(
                 Pair,
                 "external_id",
@@ -496,8 +498,8 @@ class _Importer:
         )
 
     def _write_content(self, rows: list[_PairRow]) -> None:
-        prompts: dict[uuid.UUID, dict] = {}
-        responses: dict[uuid.UUID, dict] = {}
+        prompts: dict[str, dict] = {}
+        responses: dict[str, dict] = {}
         for row in rows:
             prompts.setdefault(row.prompt["id"], row.prompt)
             for response in row.responses:
@@ -510,7 +512,7 @@ class _Importer:
                 del rows_by_id[pk]
             if not written.complete:
                 for pk in self.writer.existing(model, "id", list(rows_by_id)):
-                    del rows_by_id[pk]
+                    del rows_by_id[pk.hex]
             self.writer.insert(model, list(rows_by_id.values()))
             written.remember(rows_by_id)
         self.summary.prompts_created += len(prompts)
@@ -550,6 +552,11 @@ class _Importer:
                 self.summary.decided_disputed += 1
         self.summary.prior_annotations += len(priors)
         self.summary.prior_ratings += len(ratings)
+
+
+def _as_fingerprint(stored: list) -> tuple:
+    """A stored pair's fingerprint columns as a ``_PairRow`` has them (ids in hex)."""
+    return tuple(value.hex if isinstance(value, uuid.UUID) else value for value in stored)
 
 
 def _media_row(info: ImageInfo | MediaRecord) -> dict:

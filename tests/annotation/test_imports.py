@@ -789,3 +789,20 @@ def test_real_celery_worker_runs_a_large_import(celery_worker_process, settings,
     assert job.status == "succeeded", job.errors
     assert (job.created_pairs, job.bytes_done, job.bytes_total) == (50, len(data), len(data))
     assert Pair.objects.filter(project=project).count() == 50
+
+
+def test_a_second_file_reuses_the_prompts_and_responses_the_first_wrote(project, tmp_path):
+    """Ids found in the table (not remembered by this import) are matched as they are
+    stored: the second import writes only its new response."""
+    first = [text_pair("p1"), text_pair("p2")]
+    pairs_import(project=project, source=write_jsonl(tmp_path / "a.jsonl", first))
+    again = {
+        **text_pair("p3"),
+        "prompt_content": first[0]["prompt_content"],
+        "response_a": {"model_name": "m-new", "response_content": "new answer"},
+        "response_b": first[0]["response_b"],
+    }
+    summary = pairs_import(project=project, source=write_jsonl(tmp_path / "b.jsonl", [again]))
+    assert (summary.created_pairs, summary.prompts_created, summary.responses_created) == (1, 0, 1)
+    p1, p3 = (Pair.objects.get(project=project, external_id=e) for e in ("p1", "p3"))
+    assert (p3.prompt_id, p3.response_b_id) == (p1.prompt_id, p1.response_b_id)
