@@ -42,7 +42,12 @@ from annotation.imports.media_pool import MediaPool
 from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
-from annotation.imports.source import cyclic_gc_paused, open_source, unpack_archive
+from annotation.imports.source import (
+    cyclic_gc_paused,
+    open_source,
+    quick_thread_switches,
+    unpack_archive,
+)
 from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.imports.threads import in_background
 from annotation.imports.transcode_jobs import transcode_jobs_create
@@ -66,7 +71,7 @@ logger = logging.getLogger(__name__)
 BATCH_SIZE = 2000
 # Pairs whose video and audio files are checked together, in parallel.
 MEDIA_WINDOW_PAIRS = 16
-WRITTEN_IDS_LIMIT = 1_000_000  # about 70 MB of remembered prompt or response ids
+WRITTEN_IDS_LIMIT = 1_000_000  # about 70 MB of remembered pair, prompt or response ids
 # Namespace of the PostgreSQL advisory lock that serialises imports into one project.
 _LOCK_NAMESPACE = 0x41524249
 
@@ -88,6 +93,7 @@ def pairs_import(
     try:
         with ExitStack() as stack:
             stack.enter_context(cyclic_gc_paused())
+            stack.enter_context(quick_thread_switches())
             stream, name, total = open_source(source, stack)
             if job is not None:
                 job_records.job_started(job, total)
@@ -209,6 +215,28 @@ class _WrittenIds:
             self._ids.clear()
 
 
+class _WrittenPairIds:
+    """The pair ids this import wrote, as their hashes: an id whose hash is not among them is
+    new when the project had no pairs before (``complete``); one whose hash is (written
+    earlier in the file, or a collision) is looked up. Past ``WRITTEN_IDS_LIMIT`` ids every
+    id is looked up again."""
+
+    def __init__(self, *, complete: bool):
+        self.complete = complete
+        self._hashes: set[int] = set()
+
+    def __contains__(self, external_id: str) -> bool:
+        return hash(external_id) in self._hashes
+
+    def remember(self, external_ids) -> None:
+        if not self.complete:
+            return
+        self._hashes.update(map(hash, external_ids))
+        if len(self._hashes) > WRITTEN_IDS_LIMIT:
+            self.complete = False
+            self._hashes.clear()
+
+
 class _Importer:
     def __init__(
         self, *, project: Project, store: MediaStore, batch_size: int, job: ImportJob | None
@@ -230,6 +258,9 @@ class _Importer:
             model: _WrittenIds(complete=not model.objects.filter(project=project).exists())
             for model in (Prompt, Response)
         }
+        self.written_pairs = _WrittenPairIds(
+            complete=not Pair.objects.filter(project=project).exists()
+        )
 
     def run(self, reader: PairFileReader, reporter: Progress) -> None:
         # Reading, checking and hashing (Python) overlap with writing (the database).
@@ -421,22 +452,7 @@ class _Importer:
                 self.summary.existing_pairs += 1
             else:
                 self._conflict(row, earlier.fingerprint, f"on line {earlier.spec.line}")
-        if self.summary.created_pairs >= self._analyze_at:
-            # The planner picks the index for the lookup below from the table's statistics;
-            # refreshed each time this import has doubled the project's pairs, they stay
-            # true enough for it to use the unique index.
-            self.writer.refresh_statistics(Pair, ["project_id", "external_id"])
-            self._analyze_at = max(2 * self.summary.created_pairs, 1)
-        existing = {
-            external_id: _as_fingerprint(rest)
-            for external_id, *rest in self.writer.existing(
-                Pair,
-                "external_id",
-                list(first_in_batch),
-                project_id=self.project.pk,
-                fields=_FINGERPRINT_COLUMNS,
-            )
-        }
+        existing = self._stored_fingerprints(list(first_in_batch))
         new_rows = []
         for row in unique:
             stored = existing.get(row.spec.external_id)
@@ -447,6 +463,32 @@ class _Importer:
             else:
                 self._conflict(row, stored, "in this project (or earlier in this file)")
         return new_rows
+
+    def _stored_fingerprints(self, external_ids: list[str]) -> dict[str, tuple]:
+        """The fingerprints of the pairs among ``external_ids`` already in the project. In a
+        project that had no pairs before this import, only the ids this import may have
+        written already are looked up (usually none: no query)."""
+        written = self.written_pairs
+        if written.complete:
+            external_ids = [external_id for external_id in external_ids if external_id in written]
+            if not external_ids:
+                return {}
+        if self.summary.created_pairs >= self._analyze_at:
+            # The planner picks the index for the lookup below from the table's statistics;
+            # refreshed each time this import has doubled the project's pairs, they stay
+            # true enough for it to use the unique index.
+            self.writer.refresh_statistics(Pair, ["project_id", "external_id"])
+            self._analyze_at = max(2 * self.summary.created_pairs, 1)
+        return {
+            external_id: _as_fingerprint(rest)
+            for external_id, *rest in self.writer.existing(
+                Pair,
+                "external_id",
+                external_ids,
+                project_id=self.project.pk,
+                fields=_FINGERPRINT_COLUMNS,
+            )
+        }
 
     def _conflict(self, row: _PairRow, other: tuple, where: str) -> None:
         differs = [
@@ -521,6 +563,7 @@ class _Importer:
     def _write_pairs(self, rows: list[_PairRow]) -> None:
         pair_rows = [row.pair for row in rows]
         pair_ids = self.writer.insert_returning_ids(Pair, pair_rows)
+        self.written_pairs.remember(row.spec.external_id for row in rows)
         priors = [
             {"pair_id": pair_id, "position": position, "value": value, "label": label}
             for pair_id, row in zip(pair_ids, rows, strict=True)
