@@ -26,11 +26,11 @@ from django.db import connection, transaction
 from annotation.agreement.consensus import ImportConsensus
 from annotation.core.content import (
     AV_PART_TYPES,
-    canonical_json,
     image_part,
     media_part,
-    prompt_id,
-    response_id,
+    parts_json,
+    prompt_key,
+    response_key,
     text_part,
 )
 from annotation.core.search import search_words
@@ -42,7 +42,12 @@ from annotation.imports.media_pool import MediaPool
 from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
-from annotation.imports.source import cyclic_gc_paused, open_source, unpack_archive
+from annotation.imports.source import (
+    cyclic_gc_paused,
+    open_source,
+    quick_thread_switches,
+    unpack_archive,
+)
 from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.imports.threads import in_background
 from annotation.imports.transcode_jobs import transcode_jobs_create
@@ -66,7 +71,7 @@ logger = logging.getLogger(__name__)
 BATCH_SIZE = 2000
 # Pairs whose video and audio files are checked together, in parallel.
 MEDIA_WINDOW_PAIRS = 16
-WRITTEN_IDS_LIMIT = 1_000_000  # about 70 MB of remembered prompt or response ids
+WRITTEN_IDS_LIMIT = 1_000_000  # about 70 MB of remembered pair, prompt or response ids
 # Namespace of the PostgreSQL advisory lock that serialises imports into one project.
 _LOCK_NAMESPACE = 0x41524249
 
@@ -88,6 +93,7 @@ def pairs_import(
     try:
         with ExitStack() as stack:
             stack.enter_context(cyclic_gc_paused())
+            stack.enter_context(quick_thread_switches())
             stream, name, total = open_source(source, stack)
             if job is not None:
                 job_records.job_started(job, total)
@@ -188,24 +194,47 @@ _FINGERPRINT_COLUMNS = ("prompt_id", "response_a_id", "response_b_id", "criterio
 
 
 class _WrittenIds:
-    """Ids of the rows this import wrote. When the project had no such rows before, the
-    memory is ``complete``: an id not in it is new, with no need to ask the database. Past
-    ``WRITTEN_IDS_LIMIT`` ids it is dropped and the database is asked again."""
+    """Ids of the rows this import wrote (as 32 hex digits, kept as integers: a third of the
+    memory). When the project had no such rows before, the memory is ``complete``: an id not
+    in it is new, with no need to ask the database. Past ``WRITTEN_IDS_LIMIT`` ids it is
+    dropped and the database is asked again."""
 
     def __init__(self, *, complete: bool):
         self.complete = complete
         self._ids: set[int] = set()
 
-    def __contains__(self, pk: uuid.UUID) -> bool:
-        return pk.int in self._ids
+    def __contains__(self, pk: str) -> bool:
+        return int(pk, 16) in self._ids
 
     def remember(self, ids) -> None:
         if not self.complete:
             return
-        self._ids.update(pk.int for pk in ids)
+        self._ids.update(int(pk, 16) for pk in ids)
         if len(self._ids) > WRITTEN_IDS_LIMIT:
             self.complete = False
             self._ids.clear()
+
+
+class _WrittenPairIds:
+    """The pair ids this import wrote, as their hashes: an id whose hash is not among them is
+    new when the project had no pairs before (``complete``); one whose hash is (written
+    earlier in the file, or a collision) is looked up. Past ``WRITTEN_IDS_LIMIT`` ids every
+    id is looked up again."""
+
+    def __init__(self, *, complete: bool):
+        self.complete = complete
+        self._hashes: set[int] = set()
+
+    def __contains__(self, external_id: str) -> bool:
+        return hash(external_id) in self._hashes
+
+    def remember(self, external_ids) -> None:
+        if not self.complete:
+            return
+        self._hashes.update(map(hash, external_ids))
+        if len(self._hashes) > WRITTEN_IDS_LIMIT:
+            self.complete = False
+            self._hashes.clear()
 
 
 class _Importer:
@@ -229,6 +258,9 @@ class _Importer:
             model: _WrittenIds(complete=not model.objects.filter(project=project).exists())
             for model in (Prompt, Response)
         }
+        self.written_pairs = _WrittenPairIds(
+            complete=not Pair.objects.filter(project=project).exists()
+        )
 
     def run(self, reader: PairFileReader, reporter: Progress) -> None:
         # Reading, checking and hashing (Python) overlap with writing (the database).
@@ -327,11 +359,12 @@ class _Importer:
         responses = []
         for response in (spec.response_a, spec.response_b):
             content = content_of(response.parts, response.field)
-            # Encoded once: the same text is hashed into the id and written to the row.
-            encoded = canonical_json(content)
+            # Encoded once: the same text is hashed into the id and written to the row. Ids
+            # are hex text, which COPY writes as it is into the uuid columns.
+            encoded = parts_json(content)
             responses.append(
                 {
-                    "id": response_id(project_id, response.model_name, content, encoded=encoded),
+                    "id": response_key(project_id, response.model_name, encoded),
                     "project_id": project_id,
                     "content": RawJson(encoded) if postgres else content,
                     "model_name": response.model_name,
@@ -339,9 +372,9 @@ class _Importer:
             )
         if failed:
             return None
-        encoded = canonical_json(prompt_content)
+        encoded = parts_json(prompt_content)
         prompt = {
-            "id": prompt_id(project_id, prompt_content, encoded=encoded),
+            "id": prompt_key(project_id, encoded),
             "project_id": project_id,
             "content": RawJson(encoded) if postgres else prompt_content,
             "source": spec.prompt_source,
@@ -419,22 +452,7 @@ class _Importer:
                 self.summary.existing_pairs += 1
             else:
                 self._conflict(row, earlier.fingerprint, f"on line {earlier.spec.line}")
-        if self.summary.created_pairs >= self._analyze_at:
-            # The planner picks the index for the lookup below from the table's statistics;
-            # refreshed each time this import has doubled the project's pairs, they stay
-            # true enough for it to use the unique index.
-            self.writer.refresh_statistics(Pair, ["project_id", "external_id"])
-            self._analyze_at = max(2 * self.summary.created_pairs, 1)
-        existing = {
-            external_id: tuple(rest)
-            for external_id, *rest in self.writer.existing(
-                Pair,
-                "external_id",
-                list(first_in_batch),
-                project_id=self.project.pk,
-                fields=_FINGERPRINT_COLUMNS,
-            )
-        }
+        existing = self._stored_fingerprints(list(first_in_batch))
         new_rows = []
         for row in unique:
             stored = existing.get(row.spec.external_id)
@@ -445,6 +463,32 @@ class _Importer:
             else:
                 self._conflict(row, stored, "in this project (or earlier in this file)")
         return new_rows
+
+    def _stored_fingerprints(self, external_ids: list[str]) -> dict[str, tuple]:
+        """The fingerprints of the pairs among ``external_ids`` already in the project. In a
+        project that had no pairs before this import, only the ids this import may have
+        written already are looked up (usually none: no query)."""
+        written = self.written_pairs
+        if written.complete:
+            external_ids = [external_id for external_id in external_ids if external_id in written]
+            if not external_ids:
+                return {}
+        if self.summary.created_pairs >= self._analyze_at:
+            # The planner picks the index for the lookup below from the table's statistics;
+            # refreshed each time this import has doubled the project's pairs, they stay
+            # true enough for it to use the unique index.
+            self.writer.refresh_statistics(Pair, ["project_id", "external_id"])
+            self._analyze_at = max(2 * self.summary.created_pairs, 1)
+        return {
+            external_id: _as_fingerprint(rest)
+            for external_id, *rest in self.writer.existing(
+                Pair,
+                "external_id",
+                external_ids,
+                project_id=self.project.pk,
+                fields=_FINGERPRINT_COLUMNS,
+            )
+        }
 
     def _conflict(self, row: _PairRow, other: tuple, where: str) -> None:
         differs = [
@@ -496,8 +540,8 @@ class _Importer:
         )
 
     def _write_content(self, rows: list[_PairRow]) -> None:
-        prompts: dict[uuid.UUID, dict] = {}
-        responses: dict[uuid.UUID, dict] = {}
+        prompts: dict[str, dict] = {}
+        responses: dict[str, dict] = {}
         for row in rows:
             prompts.setdefault(row.prompt["id"], row.prompt)
             for response in row.responses:
@@ -510,7 +554,7 @@ class _Importer:
                 del rows_by_id[pk]
             if not written.complete:
                 for pk in self.writer.existing(model, "id", list(rows_by_id)):
-                    del rows_by_id[pk]
+                    del rows_by_id[pk.hex]
             self.writer.insert(model, list(rows_by_id.values()))
             written.remember(rows_by_id)
         self.summary.prompts_created += len(prompts)
@@ -519,6 +563,7 @@ class _Importer:
     def _write_pairs(self, rows: list[_PairRow]) -> None:
         pair_rows = [row.pair for row in rows]
         pair_ids = self.writer.insert_returning_ids(Pair, pair_rows)
+        self.written_pairs.remember(row.spec.external_id for row in rows)
         priors = [
             {"pair_id": pair_id, "position": position, "value": value, "label": label}
             for pair_id, row in zip(pair_ids, rows, strict=True)
@@ -550,6 +595,11 @@ class _Importer:
                 self.summary.decided_disputed += 1
         self.summary.prior_annotations += len(priors)
         self.summary.prior_ratings += len(ratings)
+
+
+def _as_fingerprint(stored: list) -> tuple:
+    """A stored pair's fingerprint columns as a ``_PairRow`` has them (ids in hex)."""
+    return tuple(value.hex if isinstance(value, uuid.UUID) else value for value in stored)
 
 
 def _media_row(info: ImageInfo | MediaRecord) -> dict:

@@ -135,6 +135,11 @@ class BulkWriter:
             cursor.cursor.copy(statement) as copy,
         ):
             write_row = copy.write_row
+            if not json_positions:
+                constant_tuple = tuple(constant_values)
+                for row in rows:
+                    write_row(pick(row) + constant_tuple)
+                return
             for row in rows:
                 values = [*pick(row), *constant_values]
                 for index in json_positions:

@@ -789,3 +789,45 @@ def test_real_celery_worker_runs_a_large_import(celery_worker_process, settings,
     assert job.status == "succeeded", job.errors
     assert (job.created_pairs, job.bytes_done, job.bytes_total) == (50, len(data), len(data))
     assert Pair.objects.filter(project=project).count() == 50
+
+
+def test_a_second_file_reuses_the_prompts_and_responses_the_first_wrote(project, tmp_path):
+    """Ids found in the table (not remembered by this import) are matched as they are
+    stored: the second import writes only its new response."""
+    first = [text_pair("p1"), text_pair("p2")]
+    pairs_import(project=project, source=write_jsonl(tmp_path / "a.jsonl", first))
+    again = {
+        **text_pair("p3"),
+        "prompt_content": first[0]["prompt_content"],
+        "response_a": {"model_name": "m-new", "response_content": "new answer"},
+        "response_b": first[0]["response_b"],
+    }
+    summary = pairs_import(project=project, source=write_jsonl(tmp_path / "b.jsonl", [again]))
+    assert (summary.created_pairs, summary.prompts_created, summary.responses_created) == (1, 0, 1)
+    p1, p3 = (Pair.objects.get(project=project, external_id=e) for e in ("p1", "p3"))
+    assert (p3.prompt_id, p3.response_b_id) == (p1.prompt_id, p1.response_b_id)
+
+
+@pytest.mark.parametrize("remembered_ids", [1_000_000, 1], ids=["remembered", "looked-up"])
+def test_a_pair_id_repeated_in_a_later_batch_is_found(
+    project, tmp_path, monkeypatch, remembered_ids
+):
+    """Pairs written by earlier batches are known without asking the database (or, past the
+    memory's limit, by asking it): the same pair again is counted, a changed one refused."""
+    from annotation.imports import importer
+
+    monkeypatch.setattr(importer, "WRITTEN_IDS_LIMIT", remembered_ids)
+    pairs = [text_pair("p1"), text_pair("p2"), text_pair("p3"), text_pair("p1")]
+    summary = pairs_import(
+        project=project, source=write_jsonl(tmp_path / "a.jsonl", pairs), batch_size=2
+    )
+    assert (summary.created_pairs, summary.existing_pairs) == (3, 1)
+    other = ProjectFactory()
+    changed = [*pairs[:3], text_pair("p2", criterion="only the style")]
+    with pytest.raises(ImportFailed) as info:
+        pairs_import(project=other, source=write_jsonl(tmp_path / "b.jsonl", changed), batch_size=2)
+    assert [str(issue) for issue in info.value.issues] == [
+        "line 4, field id: pair id 'p2' is already used in this project (or earlier in this "
+        "file) with a different criterion; give this pair a new id"
+    ]
+    assert not Pair.objects.filter(project=other).exists()
