@@ -49,6 +49,17 @@ def _race(workers) -> list[BaseException]:
     return errors
 
 
+def _assert_filled_exactly(pairs, *, votes: int) -> None:
+    """Each pair has exactly ``votes`` counted votes and no lease left, nobody voted twice."""
+    for pair in Pair.objects.filter(pk__in=[p.pk for p in pairs]):
+        assert pair.votes.count() == pair.target_votes == votes, pair
+        assert (pair.vote_count, pair.lease_count) == (votes, 0)
+        assert not pair.votes.filter(is_extra=True).exists()
+    duplicates = Vote.objects.values("pair", "annotator").annotate(n=Count("id")).filter(n__gt=1)
+    assert not duplicates.exists()
+    assert not Assignment.objects.filter(status=Assignment.Status.LIVE).exists()
+
+
 def test_racing_annotators_fill_every_pair_exactly_to_its_target(transactional_db):
     project = ProjectFactory(slug="race", overlap=3)
     pairs = PairFactory.create_batch(6, project=project, status=PairStatus.QUEUED)
@@ -73,13 +84,7 @@ def test_racing_annotators_fill_every_pair_exactly_to_its_target(transactional_d
     workers = [lambda u=user, s=seed: annotate(u, s) for seed, user in enumerate(users * 2)]
     assert _race(workers) == []
 
-    for pair in Pair.objects.filter(pk__in=[p.pk for p in pairs]):
-        assert pair.votes.count() == pair.target_votes == 3, pair
-        assert (pair.vote_count, pair.lease_count) == (3, 0)
-        assert not pair.votes.filter(is_extra=True).exists()
-    duplicates = Vote.objects.values("pair", "annotator").annotate(n=Count("id")).filter(n__gt=1)
-    assert not duplicates.exists()
-    assert not Assignment.objects.filter(status=Assignment.Status.LIVE).exists()
+    _assert_filled_exactly(pairs, votes=3)
     assert Vote.objects.count() == 18
 
 
@@ -203,11 +208,5 @@ def test_racing_votes_that_claim_the_next_pair_fill_every_pair_exactly_once(
     assert _race(workers) == []
     assert set(statuses) <= {200, 201, 409}
     assert statuses[201] == 18
-    for pair in Pair.objects.filter(pk__in=[p.pk for p in pairs]):
-        assert pair.votes.count() == pair.target_votes == 3, pair
-        assert (pair.vote_count, pair.lease_count) == (3, 0)
-        assert not pair.votes.filter(is_extra=True).exists()
-    duplicates = Vote.objects.values("pair", "annotator").annotate(n=Count("id")).filter(n__gt=1)
-    assert not duplicates.exists()
-    assert not Assignment.objects.filter(status=Assignment.Status.LIVE).exists()
+    _assert_filled_exactly(pairs, votes=3)
     assert decided == {p.pk: 1 for p in pairs}
