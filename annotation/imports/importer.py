@@ -15,7 +15,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,12 +42,7 @@ from annotation.imports.media_pool import MediaPool
 from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
-from annotation.imports.source import (
-    cyclic_gc_paused,
-    open_source,
-    quick_thread_switches,
-    unpack_archive,
-)
+from annotation.imports.source import cyclic_gc_paused, open_source, unpack_archive
 from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.imports.threads import in_background
 from annotation.imports.transcode_jobs import transcode_jobs_create
@@ -93,7 +88,6 @@ def pairs_import(
     try:
         with ExitStack() as stack:
             stack.enter_context(cyclic_gc_paused())
-            stack.enter_context(quick_thread_switches())
             stream, name, total = open_source(source, stack)
             if job is not None:
                 job_records.job_started(job, total)
@@ -194,47 +188,31 @@ _FINGERPRINT_COLUMNS = ("prompt_id", "response_a_id", "response_b_id", "criterio
 
 
 class _WrittenIds:
-    """Ids of the rows this import wrote (as 32 hex digits, kept as integers: a third of the
-    memory). When the project had no such rows before, the memory is ``complete``: an id not
-    in it is new, with no need to ask the database. Past ``WRITTEN_IDS_LIMIT`` ids it is
-    dropped and the database is asked again."""
+    """What this import wrote, as integer keys (``key``): content ids (32 hex digits, kept as
+    integers, a third of the memory) or pair ids (their hashes: one found among them, written
+    earlier or a collision, is looked up). When the project had no such rows before, the
+    memory is ``complete``: an id whose key is not in it is new, with no need to ask the
+    database. Past ``WRITTEN_IDS_LIMIT`` ids it is dropped and the database is asked again."""
 
-    def __init__(self, *, complete: bool):
+    def __init__(self, *, complete: bool, key: Callable[[str], int]):
         self.complete = complete
-        self._ids: set[int] = set()
+        self._key = key
+        self._keys: set[int] = set()
 
     def __contains__(self, pk: str) -> bool:
-        return int(pk, 16) in self._ids
+        return self._key(pk) in self._keys
 
     def remember(self, ids) -> None:
         if not self.complete:
             return
-        self._ids.update(int(pk, 16) for pk in ids)
-        if len(self._ids) > WRITTEN_IDS_LIMIT:
+        self._keys.update(map(self._key, ids))
+        if len(self._keys) > WRITTEN_IDS_LIMIT:
             self.complete = False
-            self._ids.clear()
+            self._keys.clear()
 
 
-class _WrittenPairIds:
-    """The pair ids this import wrote, as their hashes: an id whose hash is not among them is
-    new when the project had no pairs before (``complete``); one whose hash is (written
-    earlier in the file, or a collision) is looked up. Past ``WRITTEN_IDS_LIMIT`` ids every
-    id is looked up again."""
-
-    def __init__(self, *, complete: bool):
-        self.complete = complete
-        self._hashes: set[int] = set()
-
-    def __contains__(self, external_id: str) -> bool:
-        return hash(external_id) in self._hashes
-
-    def remember(self, external_ids) -> None:
-        if not self.complete:
-            return
-        self._hashes.update(map(hash, external_ids))
-        if len(self._hashes) > WRITTEN_IDS_LIMIT:
-            self.complete = False
-            self._hashes.clear()
+def _hex_key(pk: str) -> int:
+    return int(pk, 16)
 
 
 class _Importer:
@@ -255,11 +233,13 @@ class _Importer:
         self._decided_columns: dict[Decision, dict] = {}
         self._analyze_at = 0
         self.written = {
-            model: _WrittenIds(complete=not model.objects.filter(project=project).exists())
+            model: _WrittenIds(
+                complete=not model.objects.filter(project=project).exists(), key=_hex_key
+            )
             for model in (Prompt, Response)
         }
-        self.written_pairs = _WrittenPairIds(
-            complete=not Pair.objects.filter(project=project).exists()
+        self.written_pairs = _WrittenIds(
+            complete=not Pair.objects.filter(project=project).exists(), key=hash
         )
 
     def run(self, reader: PairFileReader, reporter: Progress) -> None:

@@ -1,13 +1,11 @@
 """An import's input: the pairs file opened (a path or an upload), its media archive
-unpacked into a work folder the import removes, and the interpreter set for it meanwhile (the
-cyclic collector paused, threads switching sooner)."""
+unpacked into a work folder the import removes, and the cyclic collector paused meanwhile."""
 
 from __future__ import annotations
 
 import gc
 import os
 import shutil
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -34,22 +32,6 @@ def cyclic_gc_paused() -> Iterator[None]:
 
 
 READ_BUFFER_BYTES = 1 << 20
-# Seconds a thread may hold the GIL while another waits for it (Python's default is 0.005).
-SWITCH_INTERVAL = 0.0005
-
-
-@contextmanager
-def quick_thread_switches() -> Iterator[None]:
-    """The writer thread spends the import waiting for the database; each time an answer
-    comes back it waits again for the GIL, which the reader thread (checking and hashing)
-    holds for up to the switch interval. At Python's 5 ms, the few hundred statements and
-    COPY flushes of a large import waited seconds in all, the database idle meanwhile."""
-    was = sys.getswitchinterval()
-    sys.setswitchinterval(min(was, SWITCH_INTERVAL))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(was)
 
 
 def open_source(source, stack: ExitStack) -> tuple[BinaryIO, str, int]:
