@@ -264,9 +264,9 @@ def process_tree_cpu(pid: int) -> float:
     return total
 
 
-def database_backends_cpu() -> float:
-    """CPU seconds used by the PostgreSQL backends serving this database (the server's
-    persistent connections, all opened during the run), read while they are still open."""
+def database_backends_cpu() -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving this database (the server's
+    persistent connections; ours left out), by pid, read while they are still open."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -275,15 +275,14 @@ def database_backends_cpu() -> float:
             "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
         )
         pids = [row[0] for row in cursor.fetchall()]
-    connection.close()
-    total = 0.0
+    found = {}
     for pid in pids:
         try:
             times = psutil.Process(pid).cpu_times()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        total += times.user + times.system
-    return total
+        found[pid] = times.user + times.system
+    return found
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -457,7 +456,7 @@ def main() -> None:
             annotator.start()
         time.sleep(max(0.0, measure_at - time.monotonic()))
         started_cpu = process_tree_cpu(server.pid) if server else 0.0
-        started_database_cpu = database_backends_cpu() if server else 0.0
+        started_database_cpu = database_backends_cpu() if server else {}
         client_cpu = time.process_time()
         for annotator in annotators:
             annotator.join()
@@ -465,7 +464,12 @@ def main() -> None:
         client_cpu = time.process_time() - client_cpu
         if server is not None:
             server_cpu = process_tree_cpu(server.pid) - started_cpu
-            database_cpu = database_backends_cpu() - started_database_cpu
+            # Per backend: one that began during the run counts from zero.
+            database_cpu = sum(
+                cpu - started_database_cpu.get(pid, 0.0)
+                for pid, cpu in database_backends_cpu().items()
+            )
+            connections["default"].close()
     finally:
         if server is not None:
             server.terminate()

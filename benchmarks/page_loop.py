@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from annotator_load import (
     ROOT,
     create_fixture,
+    database_backends_cpu,
     delete_project,
     percentile,
     process_tree_cpu,
@@ -230,22 +231,7 @@ class BackendCpu:
 
     @staticmethod
     def _read() -> dict[int, float]:
-        from django.db import connection
-
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-            )
-            pids = [row[0] for row in cursor.fetchall()]
-        found = {}
-        for pid in pids:
-            try:
-                times = psutil.Process(pid).cpu_times()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            found[pid] = times.user + times.system
-        return found
+        return database_backends_cpu()
 
 
 def run_loop(

@@ -15,6 +15,7 @@ Behind a pooler that resets sessions (PgBouncer in transaction mode), set
 
 from __future__ import annotations
 
+import functools
 import re
 import weakref
 
@@ -98,16 +99,23 @@ class ModelColumns:
         return self.model.from_db(connection.alias, self.attnames, values)
 
 
+@functools.cache
+def _insert_statement(model) -> tuple[list, str]:
+    """A model's non-key fields and its ``INSERT ... RETURNING`` statement, built once."""
+    meta = model._meta
+    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    sql = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES ({marks}) RETURNING "{meta.pk.column}"'
+    return fields, sql
+
+
 def insert_prepared(cursor, name: str, instance) -> None:
     """Inserts an unsaved ``instance`` with one prepared ``INSERT ... RETURNING`` (named
     ``name``), as ``Model.save()`` would write it (each field's ``pre_save`` and database
     value; the model has no save signals or overridden ``save`` on this path), and sets its
     primary key."""
-    meta = instance._meta
-    fields = [field for field in meta.concrete_fields if not field.primary_key]
-    columns = ", ".join(f'"{field.column}"' for field in fields)
-    marks = ", ".join(["%s"] * len(fields))
-    sql = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES ({marks}) RETURNING "{meta.pk.column}"'
+    fields, sql = _insert_statement(type(instance))
     params = [
         field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields
     ]
