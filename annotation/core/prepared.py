@@ -15,7 +15,6 @@ Behind a pooler that resets sessions (PgBouncer in transaction mode), set
 
 from __future__ import annotations
 
-import functools
 import re
 import weakref
 
@@ -99,14 +98,19 @@ class ModelColumns:
         return self.model.from_db(connection.alias, self.attnames, values)
 
 
-@functools.cache
-def _insert_statement(model) -> tuple[list, str]:
+_INSERTS: dict[type, tuple[list, str]] = {}
+
+
+def _insert_statement(model: type) -> tuple[list, str]:
     """A model's non-key fields and its ``INSERT ... RETURNING`` statement, built once."""
-    meta = model._meta
+    if (known := _INSERTS.get(model)) is not None:
+        return known
+    meta = model._meta  # type: ignore[attr-defined]
     fields = [field for field in meta.concrete_fields if not field.primary_key]
     columns = ", ".join(f'"{field.column}"' for field in fields)
     marks = ", ".join(["%s"] * len(fields))
     sql = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES ({marks}) RETURNING "{meta.pk.column}"'
+    _INSERTS[model] = fields, sql
     return fields, sql
 
 
