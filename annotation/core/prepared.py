@@ -24,6 +24,10 @@ from django.db import connection
 _PREPARED: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
 # "%%" is a literal "%", "%s" a parameter, in the driver's format that the statements use.
 _PLACEHOLDER = re.compile(r"%%|%s")
+# "%(name)s" a named parameter (pyformat), which may stand in several places.
+_NAMED = re.compile(r"%%|%\((\w+)\)s")
+# Per statement text with named parameters: PostgreSQL's text and the names in $1, $2... order.
+_NAMED_TEXTS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
 def dollar_placeholders(sql: str) -> tuple[str, int]:
@@ -41,22 +45,68 @@ def dollar_placeholders(sql: str) -> tuple[str, int]:
     return _PLACEHOLDER.sub(replace, sql), count
 
 
-def execute_prepared(cursor, name: str, sql: str, params: list) -> None:
-    """Runs ``sql`` (driver placeholders) with ``params`` on ``cursor``: on PostgreSQL as the
-    prepared statement ``name`` (a fixed identifier, one per statement text), preparing it
-    first on a connection that has not; elsewhere as it is."""
+def named_dollar_placeholders(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its ``%(name)s`` parameters as PostgreSQL's ``$1, $2, ...``, one number
+    per name however often it stands, and ``%%`` as ``%``; and the names in number order. The
+    claim's statement repeats the annotator's conditions six times: sent once each, its eight
+    values are bound (and quoted by the driver) once, not 45 times."""
+    if (known := _NAMED_TEXTS.get(sql)) is not None:
+        return known
+    if "%s" in _NAMED.sub("", sql):
+        raise ValueError("a statement with named parameters has a positional one")
+    names: list[str] = []
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1)
+        if name is None:
+            return "%"
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    known = _NAMED.sub(replace, sql), tuple(names)
+    _NAMED_TEXTS[sql] = known
+    return known
+
+
+def positional(sql: str, params: dict) -> tuple[str, list]:
+    """``sql``'s named parameters as ``%s`` and their values in order, for an ORM
+    expression (``RawSQL``) that takes positional ones."""
+    values: list = []
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1)
+        if name is None:
+            return "%%"
+        values.append(params[name])
+        return "%s"
+
+    return _NAMED.sub(replace, sql), values
+
+
+def execute_prepared(cursor, name: str, sql: str, params: list | dict) -> None:
+    """Runs ``sql`` (driver placeholders: ``%s`` with a list, ``%(name)s`` with a dict) with
+    ``params`` on ``cursor``: on PostgreSQL as the prepared statement ``name`` (a fixed
+    identifier, one per statement text), preparing it first on a connection that has not;
+    elsewhere as it is."""
     if connection.vendor != "postgresql" or not settings.ARBITER_PREPARED_STATEMENTS:
         cursor.execute(sql, params)
         return
-    raw = connection.connection
-    names = _PREPARED.setdefault(raw, set())
-    if name not in names:
-        text, count = dollar_placeholders(sql)
-        if count != len(params):
-            raise ValueError(f"{name}: {count} placeholders for {len(params)} parameters")
+    named = isinstance(params, dict)
+    if named:
+        text, names = named_dollar_placeholders(sql)
+        values = [params[key] for key in names]
+    else:
+        values = params
+    prepared = _PREPARED.setdefault(connection.connection, set())
+    if name not in prepared:
+        if not named:
+            text, count = dollar_placeholders(sql)
+            if count != len(params):
+                raise ValueError(f"{name}: {count} placeholders for {len(params)} parameters")
         cursor.execute(f"PREPARE {name} AS {text}")
-        names.add(name)
-    cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(params))})", params)
+        prepared.add(name)
+    cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(values))})", values)
 
 
 class ModelColumns:

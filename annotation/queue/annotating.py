@@ -125,13 +125,15 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
 # condition makes the update change exactly one row or none.
 _TAKE_SLOT_SQL = f"""
 UPDATE {Pair._meta.db_table}
-SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %s
+SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %(now)s
 WHERE id = {NEXT_PAIR_SQL}
   AND target_votes > (vote_count + lease_count)
 RETURNING id
 """
+_TAKE_SLOT_LOCKED = _TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED")
+_TAKE_SLOT_UNLOCKED = _TAKE_SLOT_SQL.format(lock="")
 _ANY_CLAIMABLE_SQL = f"""
-SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %s LIMIT 1
+SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %(is_gold)s LIMIT 1
 """
 # PostgreSQL: how often a claim that found every free pair locked looks again. Waiting on the
 # locks instead would deadlock: a waiter keeps the locks of rows it stepped past.
@@ -141,13 +143,12 @@ LOCKED_RETRY_S = 0.005
 
 def _take_slot(*, project: Project, annotator, is_gold: bool, cursor: int, now) -> int | None:
     """The id of the pair on which a slot was taken for ``annotator``, or None."""
-    claimable = [*claimable_params(project=project, annotator=annotator), is_gold]
     postgres = connection.vendor == "postgresql"
-    take = _TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED" if postgres else "")
-    params = [
-        connection.ops.adapt_datetimefield_value(now),
-        *next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
-    ]
+    take = _TAKE_SLOT_LOCKED if postgres else _TAKE_SLOT_UNLOCKED
+    params = {
+        "now": connection.ops.adapt_datetimefield_value(now),
+        **next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
+    }
     with connection.cursor() as db:
         for attempt in range(LOCKED_RETRIES + 1):
             execute_prepared(db, "arbiter_take_slot", take, params)
@@ -158,7 +159,8 @@ def _take_slot(*, project: Project, annotator, is_gold: bool, cursor: int, now) 
                 return None
             # None free, or the last free slots sit on pairs racing claimers hold for an
             # instant: a plain read (no lock) tells which; only the latter is worth a retry.
-            db.execute(_ANY_CLAIMABLE_SQL, claimable)
+            claimable = claimable_params(project=project, annotator=annotator)
+            db.execute(_ANY_CLAIMABLE_SQL, {**claimable, "is_gold": is_gold})
             if db.fetchone() is None:
                 return None
             time.sleep(LOCKED_RETRY_S * (attempt + 1))

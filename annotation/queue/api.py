@@ -25,6 +25,7 @@ from annotation.queue.presentation import assignment_payload, undone_answer
 from annotation.queue.selectors import assignment_for_annotator
 
 _ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
+_DATETIME = serializers.DateTimeField()
 
 
 def _annotated_project(request, slug: str) -> Project:
@@ -198,15 +199,16 @@ class VoteApi(APIView):
             side=vote.side,
             value=vote.value,
         )
-        body = {
+        # As VoteSerializer renders it, built directly: every value is already its JSON type
+        # but the time (a test holds the two equal).
+        answer = {
             "id": vote.pk,
             "assignment": assignment.pk,
             **shown,
             "rationale": vote.rationale,
             "time_on_task_ms": vote.time_on_task_ms,
-            "created_at": vote.created_at,
+            "created_at": _DATETIME.to_representation(vote.created_at),
         }
-        answer = self.VoteSerializer(body).data
         if wants_next:
             # After the vote's transaction: the claim is the claim endpoint's, as it would run
             # one request later (docs/api.md, "Vote and claim the next pair in one call").

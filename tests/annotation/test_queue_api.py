@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from annotation.agreement import refresh
 from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
+from annotation.queue.api import VoteApi
 from tests.annotation.queue_support import (
     SECRET_EXTERNAL,
     SECRET_JUDGE,
@@ -50,6 +51,28 @@ def test_claim_returns_the_blinded_assignment(api_for, alice, project, queued_pa
     assert data["right"] == right.content
     assert data["prompt"] == pair.prompt.content
     assert [o["value"] for o in data["options"]] == ["left", "tie", "right"]
+
+
+def test_the_vote_answers_as_its_serializer_renders_it(api_for, alice, project, queued_pairs):
+    api = api_for(alice)
+    assignment_id = claim(api).json()["id"]
+    answer = vote(api, assignment_id, choice="right", rationale="sharper", time_on_task_ms=900)
+    assert answer.status_code == 201
+    saved = Vote.objects.get(pk=answer.json()["id"])
+    assignment = saved.assignment
+    rendered = VoteApi.VoteSerializer(
+        {
+            "id": saved.pk,
+            "assignment": assignment.pk,
+            "choice": "right",
+            "value": None,
+            "rationale": "sharper",
+            "time_on_task_ms": 900,
+            "created_at": saved.created_at,
+        }
+    ).data
+    assert answer.json() == json.loads(json.dumps(rendered))
+    assert answer.json()["created_at"].endswith("Z")
 
 
 def test_claim_again_returns_the_same_assignment(api_for, alice, project, queued_pairs):
