@@ -95,7 +95,14 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
         if cursor is None:  # their first claim: the first block, where everyone starts
             cursor = 0
         gold_first = random.random() < project.gold_rate
-        take = {"project": project, "annotator": annotator, "cursor": cursor, "now": now}
+        lease = Assignment(
+            annotator=annotator,
+            left_is_a=bool(random.getrandbits(1)),
+            status=Assignment.Status.LIVE,
+            created_at=now,
+            expires_at=now + timedelta(minutes=project.lease_minutes),
+        )
+        take = {"project": project, "lease": lease, "cursor": cursor}
         pair_id, gold = _take_slot(is_gold=gold_first, **take), gold_first
         if pair_id is None:
             pair_id, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
@@ -105,16 +112,11 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
         # annotator answers each one) never moves the block everyone works through.
         if not gold and claim_key(pair_id) != cursor:
             Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
-        held = Assignment(
-            pair_id=pair_id,
-            annotator=annotator,
-            left_is_a=bool(random.getrandbits(1)),
-            status=Assignment.Status.LIVE,
-            created_at=now,
-            expires_at=now + timedelta(minutes=project.lease_minutes),
-        )
-        with connection.cursor() as db:
-            insert_prepared(db, "arbiter_insert_assignment", held)
+        held = lease
+        if held.pk is None:  # SQLite: the lease is written after its slot is taken
+            held.pair_id = pair_id
+            with connection.cursor() as db:
+                insert_prepared(db, "arbiter_insert_assignment", held)
     return held
 
 
@@ -130,8 +132,19 @@ WHERE id = {NEXT_PAIR_SQL}
   AND target_votes > (vote_count + lease_count)
 RETURNING id
 """
-_TAKE_SLOT_LOCKED = _TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED")
 _TAKE_SLOT_UNLOCKED = _TAKE_SLOT_SQL.format(lock="")
+# PostgreSQL: the slot and the lease on it in one statement, one round trip fewer a claim. The
+# lease's columns as insert_prepared() writes them, its pair the slot's.
+_LEASE_FIELDS = [field for field in Assignment._meta.concrete_fields if not field.primary_key]
+_LEASE_COLUMNS = ", ".join(f'"{field.column}"' for field in _LEASE_FIELDS)
+_LEASE_VALUES = ", ".join(
+    "slot.id" if field.name == "pair" else f"%(lease_{field.attname})s" for field in _LEASE_FIELDS
+)
+_TAKE_SLOT_AND_LEASE_SQL = f"""
+WITH slot AS ({_TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED")})
+INSERT INTO {Assignment._meta.db_table} ({_LEASE_COLUMNS}) SELECT {_LEASE_VALUES} FROM slot
+RETURNING id, pair_id
+"""
 _ANY_CLAIMABLE_SQL = f"""
 SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %(is_gold)s LIMIT 1
 """
@@ -141,20 +154,33 @@ LOCKED_RETRIES = 12
 LOCKED_RETRY_S = 0.005
 
 
-def _take_slot(*, project: Project, annotator, is_gold: bool, cursor: int, now) -> int | None:
-    """The id of the pair on which a slot was taken for ``annotator``, or None."""
+def _take_slot(*, project: Project, lease: Assignment, is_gold: bool, cursor: int) -> int | None:
+    """The id of the pair on which a slot was taken for ``lease``'s annotator, or None. On
+    PostgreSQL the lease is written with it (its pk set); elsewhere the caller writes it."""
     postgres = connection.vendor == "postgresql"
-    take = _TAKE_SLOT_LOCKED if postgres else _TAKE_SLOT_UNLOCKED
+    annotator = lease.annotator
     params = {
-        "now": connection.ops.adapt_datetimefield_value(now),
+        "now": connection.ops.adapt_datetimefield_value(lease.created_at),
         **next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
     }
+    take = _TAKE_SLOT_AND_LEASE_SQL if postgres else _TAKE_SLOT_UNLOCKED
+    if postgres:
+        for field in _LEASE_FIELDS:
+            if field.name != "pair":
+                value = field.get_db_prep_save(field.pre_save(lease, True), connection)
+                params[f"lease_{field.attname}"] = value
     with connection.cursor() as db:
         for attempt in range(LOCKED_RETRIES + 1):
             execute_prepared(db, "arbiter_take_slot", take, params)
             row = db.fetchone()
             if row is not None:
-                return row[0]
+                if not postgres:
+                    return row[0]
+                lease.pk, pair_id = row
+                lease.pair_id = pair_id
+                lease._state.adding = False
+                lease._state.db = connection.alias
+                return pair_id
             if not postgres or attempt == LOCKED_RETRIES:
                 return None
             # None free, or the last free slots sit on pairs racing claimers hold for an

@@ -35,10 +35,11 @@ ANNOTATION_STATUSES = (*OPEN_STATUSES, PairStatus.CONSENSUS, PairStatus.DISPUTED
 # them (an expired lease another claim is freeing right now keeps the pair out till then), not
 # restricted to others. SQL, not the ORM: the claim runs it on every request and the ORM spends
 # longer building the query than PostgreSQL takes to run it. Params: claimable_params().
-# Each NOT EXISTS ends in OFFSET 0, which keeps it a probe of its unique index per pair the
-# claim looks at. Without it PostgreSQL may turn it into an anti-join, and on a vote table
-# analysed while small (a new project's first minutes, before autovacuum analyses it again) it
-# read all the project's votes for every claim, four times: 4,400 buffers a claim, not 200.
+# Each EXISTS ends in OFFSET 0 (LIMIT 1 beside it, as SQLite needs), which keeps it a probe of
+# its unique index per pair the claim looks at. Without it PostgreSQL may turn it into an
+# anti-join, and on a vote table analysed while small (a new project's first minutes, before
+# autovacuum analyses it again) it read all the project's votes for every claim, four times:
+# 4,400 buffers a claim, not 200.
 CLAIMABLE_WHERE = f"""
     p.project_id = %(project)s
     AND p.status IN ('{PairStatus.QUEUED}', '{PairStatus.ANNOTATING}')
@@ -46,17 +47,17 @@ CLAIMABLE_WHERE = f"""
     AND NOT p.media_pending
     AND (NOT p.restricted OR EXISTS (
         SELECT 1 FROM {PairRestriction._meta.db_table} r
-        WHERE r.pair_id = p.id AND r.annotator_id = %(annotator)s OFFSET 0))
+        WHERE r.pair_id = p.id AND r.annotator_id = %(annotator)s LIMIT 1 OFFSET 0))
     AND NOT EXISTS (
         SELECT 1 FROM {Vote._meta.db_table} v
-        WHERE v.pair_id = p.id AND v.annotator_id = %(annotator)s OFFSET 0)
+        WHERE v.pair_id = p.id AND v.annotator_id = %(annotator)s LIMIT 1 OFFSET 0)
     AND NOT EXISTS (
         SELECT 1 FROM {Skip._meta.db_table} s
-        WHERE s.pair_id = p.id AND s.annotator_id = %(annotator)s OFFSET 0)
+        WHERE s.pair_id = p.id AND s.annotator_id = %(annotator)s LIMIT 1 OFFSET 0)
     AND NOT EXISTS (
         SELECT 1 FROM {Assignment._meta.db_table} a
         WHERE a.pair_id = p.id AND a.annotator_id = %(annotator)s
-          AND a.status = '{Assignment.Status.LIVE}' OFFSET 0)
+          AND a.status = '{Assignment.Status.LIVE}' LIMIT 1 OFFSET 0)
 """
 
 
