@@ -290,6 +290,64 @@ RETURNING vote_count, target_votes, extra_slots, is_gold
 """
 
 
+# PostgreSQL: a vote through a live lease in one statement, in the order the statements above
+# run it: the lease closed (and locked), the vote counted if a slot is left (the pair locked),
+# the vote written, extra when it was not counted. No row: the lease was not live, and nothing
+# was written.
+_VOTE_FIELDS = [field for field in Vote._meta.concrete_fields if not field.primary_key]
+_VOTE_COLUMNS = ", ".join(f'"{field.column}"' for field in _VOTE_FIELDS)
+_VOTE_VALUES = ", ".join(
+    "NOT EXISTS (SELECT 1 FROM counted)"
+    if field.name == "is_extra"
+    else f"%(vote_{field.attname})s"
+    for field in _VOTE_FIELDS
+)
+_LIVE_VOTE_SQL = f"""
+WITH closed AS (
+  UPDATE {Assignment._meta.db_table} SET status = '{Assignment.Status.VOTED}'
+  WHERE id = %(assignment)s AND annotator_id = %(annotator)s
+    AND status = '{Assignment.Status.LIVE}'
+  RETURNING id
+), counted AS (
+  UPDATE {Pair._meta.db_table}
+  SET vote_count = vote_count + 1, lease_count = lease_count - 1, updated_at = %(now)s
+  WHERE id = %(pair)s AND vote_count < target_votes AND EXISTS (SELECT 1 FROM closed)
+  RETURNING vote_count, target_votes, extra_slots, is_gold
+), written AS (
+  INSERT INTO {Vote._meta.db_table} ({_VOTE_COLUMNS}) SELECT {_VOTE_VALUES} FROM closed
+  RETURNING id
+)
+SELECT written.id, counted.* FROM written LEFT JOIN counted ON TRUE
+"""
+
+
+def _vote_through_live_lease(vote: Vote, *, now) -> tuple[bool, tuple | None]:
+    """Writes ``vote`` through its live lease (PostgreSQL, ``_LIVE_VOTE_SQL``): (True, the
+    pair's counters when the vote was counted, else None), or (False, None) when the lease
+    is not live."""
+    params = {
+        "assignment": vote.assignment_id,
+        "annotator": vote.annotator_id,
+        "pair": vote.pair_id,
+        "now": connection.ops.adapt_datetimefield_value(now),
+    }
+    for field in _VOTE_FIELDS:
+        if field.name != "is_extra":
+            value = field.get_db_prep_save(field.pre_save(vote, True), connection)
+            params[f"vote_{field.attname}"] = value
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "arbiter_live_vote", _LIVE_VOTE_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        return False, None
+    vote.pk = row[0]
+    vote._state.adding = False
+    vote._state.db = connection.alias
+    slots = None if row[1] is None else tuple(row[1:])
+    vote.is_extra = slots is None
+    return True, slots
+
+
 @transaction.atomic
 def vote_submit(
     *,
@@ -337,12 +395,34 @@ def vote_submit(
         )
     if project.play_to_end:
         _check_played_to_end(pair=pair, looked=looked)
-    # The usual case, a vote on a live lease, closes it in one conditional update (which also
-    # locks it); anything else is looked at under the row lock.
-    if live_lease_close(assignment_id=assignment.pk, user_id=annotator.pk):
+    vote = Vote(
+        pair=pair,
+        annotator=annotator,
+        assignment_id=assignment.pk,
+        side=side,
+        value=canonical,
+        left_is_a=assignment.left_is_a,
+        rationale=rationale,
+        time_on_task_ms=time_on_task_ms,
+        is_extra=False,
+        created_at=now,
+    )
+    # The usual case, a vote on a live lease: on PostgreSQL one statement closes the lease,
+    # counts the vote and writes it.
+    written, slots = (
+        _vote_through_live_lease(vote, now=now)
+        if connection.vendor == "postgresql"
+        else (False, None)
+    )
+    if written:
+        freed = 1
+        assignment.status = Assignment.Status.VOTED
+    elif live_lease_close(assignment_id=assignment.pk, user_id=annotator.pk):
+        # The same on SQLite, a statement at a time (it locks the lease, then the pair).
         freed = 1
         assignment.status = Assignment.Status.VOTED
     else:
+        # Anything else is looked at under the row lock.
         locked = _lock_assignment(assignment=assignment, annotator=annotator)
         if locked.status == Assignment.Status.SKIPPED:
             raise Conflict("You skipped this pair, so it cannot take your vote.")
@@ -357,28 +437,19 @@ def vote_submit(
             )
         freed = _close_leases(locked=locked, others=others, status=Assignment.Status.VOTED)
         assignment.status = locked.status
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _COUNT_VOTE_SQL, [freed, connection.ops.adapt_datetimefield_value(now), pair.pk]
-        )
-        slots = cursor.fetchone()
+    if not written:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _COUNT_VOTE_SQL, [freed, connection.ops.adapt_datetimefield_value(now), pair.pk]
+            )
+            slots = cursor.fetchone()
     counted = slots is not None
     if not counted and freed:
         Pair.objects.filter(pk=pair.pk).update(lease_count=F("lease_count") - freed, updated_at=now)
-    vote = Vote(
-        pair=pair,
-        annotator=annotator,
-        assignment_id=assignment.pk,
-        side=side,
-        value=canonical,
-        left_is_a=assignment.left_is_a,
-        rationale=rationale,
-        time_on_task_ms=time_on_task_ms,
-        is_extra=not counted,
-        created_at=now,
-    )
-    with connection.cursor() as cursor:
-        insert_prepared(cursor, "arbiter_insert_vote", vote)
+    if not written:
+        vote.is_extra = not counted
+        with connection.cursor() as cursor:
+            insert_prepared(cursor, "arbiter_insert_vote", vote)
     if slots is not None:
         vote_count, target_votes, extra_slots, is_gold = slots
         # Gold pairs keep their gold label: votes never decide them.

@@ -428,16 +428,16 @@ def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monk
     api = api_for(alice)
     # A claim: the token, the project's access check, then the claim's own (test_queue.py).
     assert _queries(lambda: claim(api)) <= 9
-    # A vote: the token, the assignment with its access check, the vote's three statements
-    # and its transaction, and the refresh asked for.
+    # A vote: the token, the assignment with its access check, the vote's one statement and
+    # its transaction, and the refresh asked for.
     lease = Assignment.objects.latest("pk").pk
-    assert _queries(lambda: vote(api, lease, choice="left")) <= 8
+    assert _queries(lambda: vote(api, lease, choice="left")) <= 6
     # More pairs, votes and annotators do not add queries.
     small_claim = _queries(lambda: claim(api))
     lease = Assignment.objects.latest("pk").pk
     small_vote = _queries(lambda: vote(api, lease, choice="tie"))
     assert small_claim <= 9
-    assert small_vote <= 7
+    assert small_vote <= 5
     PairFactory.create_batch(50, project=project, status=PairStatus.QUEUED)
     for i in range(5):
         other = api_for(annotator(project, f"busy{i}"))
