@@ -92,15 +92,15 @@ def execute_prepared(cursor, name: str, sql: str, params: list | dict) -> None:
     if connection.vendor != "postgresql" or not settings.ARBITER_PREPARED_STATEMENTS:
         cursor.execute(sql, params)
         return
-    named = isinstance(params, dict)
-    if named:
+    values: list
+    if isinstance(params, dict):
         text, names = named_dollar_placeholders(sql)
         values = [params[key] for key in names]
     else:
         values = params
     prepared = _PREPARED.setdefault(connection.connection, set())
     if name not in prepared:
-        if not named:
+        if not isinstance(params, dict):
             text, count = dollar_placeholders(sql)
             if count != len(params):
                 raise ValueError(f"{name}: {count} placeholders for {len(params)} parameters")
