@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from annotation.core.prepared import named_dollar_placeholders
 from annotation.models import (
     GOLD_TARGET_VOTES,
     Assignment,
@@ -203,9 +204,14 @@ def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bo
         assert any(sql.startswith("EXECUTE arbiter_take_slot") for sql in sqls)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_prepared_statements WHERE name = 'arbiter_take_slot'"
+            "SELECT count(*), max(array_length(parameter_types, 1)) FROM pg_prepared_statements"
+            " WHERE name = 'arbiter_take_slot'"
         )
-        assert cursor.fetchone() == (1,)
+        # Each named value bound once: the annotator's conditions name it six times over.
+        _, names = named_dollar_placeholders(queue._TAKE_SLOT_AND_LEASE_SQL)
+        assert cursor.fetchone() == (1, len(names))
+        assert len(names) == 12
+        assert queue._TAKE_SLOT_AND_LEASE_SQL.count("%(") > 40
 
 
 def test_prepared_and_planned_claims_take_the_same_pairs(project, alice, settings):
