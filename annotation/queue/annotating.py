@@ -24,7 +24,7 @@ from annotation.core.limits import (
     MAX_SKIP_NOTE_CHARS,
     MAX_TIME_ON_TASK_MS,
 )
-from annotation.core.prepared import execute_prepared, insert_prepared
+from annotation.core.prepared import InsertSelect, execute_prepared, insert_prepared
 from annotation.core.scales import VoteInputError, canonical_vote
 from annotation.models import (
     Assignment,
@@ -135,14 +135,10 @@ RETURNING id
 _TAKE_SLOT_UNLOCKED = _TAKE_SLOT_SQL.format(lock="")
 # PostgreSQL: the slot and the lease on it in one statement, one round trip fewer a claim. The
 # lease's columns as insert_prepared() writes them, its pair the slot's.
-_LEASE_FIELDS = [field for field in Assignment._meta.concrete_fields if not field.primary_key]
-_LEASE_COLUMNS = ", ".join(f'"{field.column}"' for field in _LEASE_FIELDS)
-_LEASE_VALUES = ", ".join(
-    "slot.id" if field.name == "pair" else f"%(lease_{field.attname})s" for field in _LEASE_FIELDS
-)
+_LEASE = InsertSelect(Assignment, prefix="lease_", computed={"pair": "slot.id"})
 _TAKE_SLOT_AND_LEASE_SQL = f"""
 WITH slot AS ({_TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED")})
-INSERT INTO {Assignment._meta.db_table} ({_LEASE_COLUMNS}) SELECT {_LEASE_VALUES} FROM slot
+INSERT INTO {Assignment._meta.db_table} ({_LEASE.columns}) SELECT {_LEASE.values} FROM slot
 RETURNING id, pair_id
 """
 _ANY_CLAIMABLE_SQL = f"""
@@ -165,10 +161,7 @@ def _take_slot(*, project: Project, lease: Assignment, is_gold: bool, cursor: in
     }
     take = _TAKE_SLOT_AND_LEASE_SQL if postgres else _TAKE_SLOT_UNLOCKED
     if postgres:
-        for field in _LEASE_FIELDS:
-            if field.name != "pair":
-                value = field.get_db_prep_save(field.pre_save(lease, True), connection)
-                params[f"lease_{field.attname}"] = value
+        params.update(_LEASE.params(lease))
     with connection.cursor() as db:
         for attempt in range(LOCKED_RETRIES + 1):
             execute_prepared(db, "arbiter_take_slot", take, params)
@@ -176,11 +169,9 @@ def _take_slot(*, project: Project, lease: Assignment, is_gold: bool, cursor: in
             if row is not None:
                 if not postgres:
                     return row[0]
-                lease.pk, pair_id = row
-                lease.pair_id = pair_id
-                lease._state.adding = False
-                lease._state.db = connection.alias
-                return pair_id
+                lease_id, lease.pair_id = row
+                _LEASE.saved(lease, lease_id)
+                return lease.pair_id
             if not postgres or attempt == LOCKED_RETRIES:
                 return None
             # None free, or the last free slots sit on pairs racing claimers hold for an
@@ -294,13 +285,8 @@ RETURNING vote_count, target_votes, extra_slots, is_gold
 # run it: the lease closed (and locked), the vote counted if a slot is left (the pair locked),
 # the vote written, extra when it was not counted. No row: the lease was not live, and nothing
 # was written.
-_VOTE_FIELDS = [field for field in Vote._meta.concrete_fields if not field.primary_key]
-_VOTE_COLUMNS = ", ".join(f'"{field.column}"' for field in _VOTE_FIELDS)
-_VOTE_VALUES = ", ".join(
-    "NOT EXISTS (SELECT 1 FROM counted)"
-    if field.name == "is_extra"
-    else f"%(vote_{field.attname})s"
-    for field in _VOTE_FIELDS
+_VOTE = InsertSelect(
+    Vote, prefix="vote_", computed={"is_extra": "NOT EXISTS (SELECT 1 FROM counted)"}
 )
 _LIVE_VOTE_SQL = f"""
 WITH closed AS (
@@ -314,7 +300,7 @@ WITH closed AS (
   WHERE id = %(pair)s AND vote_count < target_votes AND EXISTS (SELECT 1 FROM closed)
   RETURNING vote_count, target_votes, extra_slots, is_gold
 ), written AS (
-  INSERT INTO {Vote._meta.db_table} ({_VOTE_COLUMNS}) SELECT {_VOTE_VALUES} FROM closed
+  INSERT INTO {Vote._meta.db_table} ({_VOTE.columns}) SELECT {_VOTE.values} FROM closed
   RETURNING id
 )
 SELECT written.id, counted.* FROM written LEFT JOIN counted ON TRUE
@@ -330,19 +316,14 @@ def _vote_through_live_lease(vote: Vote, *, now) -> tuple[bool, tuple | None]:
         "annotator": vote.annotator_id,
         "pair": vote.pair_id,
         "now": connection.ops.adapt_datetimefield_value(now),
+        **_VOTE.params(vote),
     }
-    for field in _VOTE_FIELDS:
-        if field.name != "is_extra":
-            value = field.get_db_prep_save(field.pre_save(vote, True), connection)
-            params[f"vote_{field.attname}"] = value
     with connection.cursor() as cursor:
         execute_prepared(cursor, "arbiter_live_vote", _LIVE_VOTE_SQL, params)
         row = cursor.fetchone()
     if row is None:
         return False, None
-    vote.pk = row[0]
-    vote._state.adding = False
-    vote._state.db = connection.alias
+    _VOTE.saved(vote, row[0])
     slots = None if row[1] is None else tuple(row[1:])
     vote.is_extra = slots is None
     return True, slots
@@ -408,17 +389,13 @@ def vote_submit(
         created_at=now,
     )
     # The usual case, a vote on a live lease: on PostgreSQL one statement closes the lease,
-    # counts the vote and writes it.
-    written, slots = (
-        _vote_through_live_lease(vote, now=now)
-        if connection.vendor == "postgresql"
-        else (False, None)
-    )
-    if written:
-        freed = 1
-        assignment.status = Assignment.Status.VOTED
-    elif live_lease_close(assignment_id=assignment.pk, user_id=annotator.pk):
-        # The same on SQLite, a statement at a time (it locks the lease, then the pair).
+    # counts the vote and writes it; on SQLite the lease is closed first (which locks it), and
+    # the vote counted and written after.
+    postgres = connection.vendor == "postgresql"
+    written, slots = _vote_through_live_lease(vote, now=now) if postgres else (False, None)
+    if written or (
+        not postgres and live_lease_close(assignment_id=assignment.pk, user_id=annotator.pk)
+    ):
         freed = 1
         assignment.status = Assignment.Status.VOTED
     else:
