@@ -6,6 +6,8 @@ PY := $(BIN)/python
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# The suite runs in this many processes (pytest-xdist; tests/settings_env.py keeps them apart).
+TEST_PROCESSES ?= 2
 
 .PHONY: demo test lint install browser clean
 
@@ -46,7 +48,7 @@ test: $(STAMP) browser
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(PY) manage.py makemigrations --check --dry-run
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_PROCESSES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

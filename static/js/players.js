@@ -275,6 +275,27 @@
     render(state);
   }
 
+  // A seek takes time (tens of ms on a loaded machine) while the clock plays on, so a
+  // follower moved to the clock's time lands behind it by that much, and a muted one, moved
+  // at half a frame's drift, would be moved again and again without catching up. Each
+  // follower's last seek time is measured and the next seek aims that far ahead.
+  const seekLead = new WeakMap(); // element -> seconds of media time a seek costs
+
+  function hardSync(state, element, at) {
+    const started = performance.now();
+    element.addEventListener(
+      "seeked",
+      () => {
+        const took = ((performance.now() - started) / 1000) * state.speed;
+        const before = seekLead.get(element);
+        const lead = before === undefined ? took : (before + took) / 2;
+        seekLead.set(element, Math.min(lead, HARD_SYNC_SECONDS));
+      },
+      {once: true},
+    );
+    element.currentTime = at + (seekLead.get(element) || 0);
+  }
+
   // Keeps the followers on the clock, loops, and redraws, once a frame while playing.
   function run(state) {
     cancelAnimationFrame(state.loop);
@@ -294,8 +315,9 @@
         let rate = state.speed;
         // A side not heard is moved at once: its stutter is neither seen (audio) nor heard.
         const hard = element.muted && element.tagName === "AUDIO" ? state.frame / 2 : HARD_SYNC_SECONDS;
+        if (element.seeking) continue; // a hard sync still under way
         if (Math.abs(drift) > hard) {
-          element.currentTime = at;
+          hardSync(state, element, at);
         } else if (Math.abs(drift) > state.frame / 4) {
           const nudge = Math.max(-MAX_NUDGE, Math.min(MAX_NUDGE, drift / CATCH_UP_SECONDS));
           rate = state.speed * (1 - nudge);

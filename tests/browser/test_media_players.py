@@ -193,12 +193,22 @@ def test_the_audio_switch_keeps_the_position(
     for previous, now in zip(before, after, strict=True):
         assert previous <= now["time"] < previous + 0.5
     # Muting moves Chromium's player to another output, which shifts its clock by some tens
-    # of ms: the sync loop keeps the two within 0.05 s (the step of the , and . keys).
+    # of ms: the sync loop keeps the two within 0.05 s (the step of the , and . keys), its
+    # seeks aimed ahead by what a seek costs, so a loaded machine does not leave the muted
+    # side a seek behind. Sampled over a second, the typical drift is within that step.
     page.wait_for_timeout(600)
-    assert abs(page.evaluate(
-        "() => { const a = document.querySelectorAll('.wb-response audio');"
-        " return a[0].currentTime - a[1].currentTime; }"
-    )) < 0.05  # fmt: skip
+    drifts = page.evaluate(
+        """async () => {
+            const a = document.querySelectorAll('.wb-response audio');
+            const drifts = [];
+            for (let i = 0; i < 10; i++) {
+                drifts.push(Math.abs(a[0].currentTime - a[1].currentTime));
+                await new Promise((done) => setTimeout(done, 100));
+            }
+            return drifts;
+        }"""
+    )
+    assert sorted(drifts)[len(drifts) // 2] < 0.05, drifts
     # The waveforms' playheads follow the shared clock.
     page.wait_for_timeout(200)
     heads = [float(v) for v in page.eval_on_selector_all(
