@@ -311,11 +311,11 @@
         if (element === clockElement) continue;
         if (element.ended || !playable(element, at)) continue; // it ends on its own
         if (element.paused && !clockElement.paused) element.play().catch(() => undefined);
+        if (element.seeking) continue; // a hard sync still under way
         const drift = element.currentTime - at;
         let rate = state.speed;
         // A side not heard is moved at once: its stutter is neither seen (audio) nor heard.
         const hard = element.muted && element.tagName === "AUDIO" ? state.frame / 2 : HARD_SYNC_SECONDS;
-        if (element.seeking) continue; // a hard sync still under way
         if (Math.abs(drift) > hard) {
           hardSync(state, element, at);
         } else if (Math.abs(drift) > state.frame / 4) {

@@ -170,6 +170,35 @@ def test_a_loop_brings_both_videos_back_to_its_start(page, live_server, project,
     assert page.text_content("[data-deck-loop]") == "No loop"
 
 
+def test_on_a_slow_cpu_the_muted_side_stays_on_the_clock(
+    page, live_server, project, alice, tmp_path
+):
+    """Chromium's CPU slowed twelvefold makes each seek cost tens of ms of playing. Seeks
+    aimed ahead by that cost keep the muted side on the clock (a median drift of about
+    0.01 s); seeks aimed at the clock's time left it a seek behind (0.047 s measured)."""
+    _import_pairs(project, tmp_path, "audio", seconds=8.0)
+    _open(page, live_server, project)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Emulation.setCPUThrottlingRate", {"rate": 12})
+    page.keyboard.press(" ")
+    _wait_playing_past(page, 1.0)
+    page.keyboard.press("x")  # the right heard, the left muted: the left follows the clock
+    page.wait_for_timeout(1000)
+    drifts = page.evaluate(
+        """async () => {
+            const a = document.querySelectorAll('.wb-response audio');
+            const drifts = [];
+            for (let i = 0; i < 20; i++) {
+                drifts.push(Math.abs(a[0].currentTime - a[1].currentTime));
+                await new Promise((done) => setTimeout(done, 100));
+            }
+            return drifts;
+        }"""
+    )
+    cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
+    assert sorted(drifts)[len(drifts) // 2] < 0.03, drifts
+
+
 def test_the_audio_switch_keeps_the_position(
     page, live_server, project, alice, tmp_path, screenshot
 ):
