@@ -156,6 +156,9 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's, skipping the health check on a connection that answered a moment ago.
+    DATABASES["default"]["ENGINE"] = "config.postgresql"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server and the Celery worker share the file without "database is locked".
     DATABASES["default"]["OPTIONS"] = {

@@ -24,7 +24,12 @@ from annotation.core.limits import (
     MAX_SKIP_NOTE_CHARS,
     MAX_TIME_ON_TASK_MS,
 )
-from annotation.core.prepared import InsertSelect, execute_prepared, insert_prepared
+from annotation.core.prepared import (
+    InsertSelect,
+    ModelColumns,
+    execute_prepared,
+    insert_prepared,
+)
 from annotation.core.scales import VoteInputError, canonical_vote
 from annotation.models import (
     Assignment,
@@ -32,6 +37,8 @@ from annotation.models import (
     Pair,
     PairStatus,
     Project,
+    Prompt,
+    Response,
     Role,
     Skip,
     Vote,
@@ -52,6 +59,7 @@ from annotation.queue.statements import (
     held_lease,
     live_lease_close,
     pair_with_content,
+    pair_with_content_row,
 )
 
 UNDO_SECONDS = 60
@@ -64,33 +72,47 @@ SWEEP_BATCH = 200
 
 
 def assignment_claim(*, project: Project, annotator) -> Assignment | None:
-    """A live lease on the next pair for ``annotator``, or None when nothing is left for them
-    (or the project, or their annotation, is paused). A live lease they already hold is
-    returned again, so a reload or a second tab never takes a second slot."""
+    """A live lease on the next pair for ``annotator``, with the pair's content loaded, or
+    None when nothing is left for them (or the project, or their annotation, is paused). A
+    live lease they already hold is returned again, so a reload or a second tab never takes
+    a second slot."""
     _free_expired_leases(project=project, now=timezone.now())
     with transaction.atomic():
         held = _claim(project=project, annotator=annotator)
+    return _with_content(held, project=project)
+
+
+def _with_content(held: Assignment | None, *, project: Project) -> Assignment | None:
+    """``held`` with its pair's content loaded, if the claim did not load it (SQLite); in a
+    query of its own, after the claim's locks are gone."""
     if held is not None:
-        # Content in a query of its own, after the locks are gone: joined into the claim it
-        # costs PostgreSQL more time to plan than the claim itself takes to run.
-        held.pair = pair_with_content(held.pair_id)
+        if not _content_loaded(held):
+            held.pair = pair_with_content(held.pair_id)
         held.pair.project = project
     return held
 
 
-def _claim(*, project: Project, annotator) -> Assignment | None:
-    """The lease the annotator holds, or a new one. Caller holds a transaction."""
+def _content_loaded(assignment: Assignment) -> bool:
+    pair = assignment._state.fields_cache.get("pair")
+    return pair is not None and "prompt" in pair._state.fields_cache
+
+
+def _claim(*, project: Project, annotator, membership: tuple | None = None) -> Assignment | None:
+    """The lease the annotator holds, or a new one. Caller holds a transaction, and
+    ``membership`` when it locked it already (``annotator_membership_lock``)."""
     # Locking the membership serialises one annotator's claims (two tabs racing) and checks
     # the role in the same query.
-    # (A membership column must be selected, or Django drops "OF" and locks the project row.)
-    membership = annotator_membership_lock(project_id=project.pk, user_id=annotator.pk)
+    if membership is None:
+        membership = annotator_membership_lock(project_id=project.pk, user_id=annotator.pk)
     if membership is None:
         raise NotAllowed("Only annotators of this project can claim pairs.")
     membership_id, project_paused, annotator_paused, cursor = membership
     if project_paused or annotator_paused:
         return None
     now = timezone.now()
-    held = held_lease(project_id=project.pk, user_id=annotator.pk, now=now)
+    postgres = connection.vendor == "postgresql"
+    # PostgreSQL looks for the held lease in the statement that takes a slot (_TAKE_SQL).
+    held = None if postgres else held_lease(project_id=project.pk, user_id=annotator.pk, now=now)
     if held is None:
         if cursor is None:  # their first claim: the first block, where everyone starts
             cursor = 0
@@ -103,18 +125,20 @@ def _claim(*, project: Project, annotator) -> Assignment | None:
             expires_at=now + timedelta(minutes=project.lease_minutes),
         )
         take = {"project": project, "lease": lease, "cursor": cursor}
-        pair_id, gold = _take_slot(is_gold=gold_first, **take), gold_first
-        if pair_id is None:
-            pair_id, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
-        if pair_id is None:
+        found, gold = _take_slot(is_gold=gold_first, **take), gold_first
+        if found is None:
+            found, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
+        if found is None:
             return None
+        if found is not lease:  # PostgreSQL: the lease they held already
+            return found
+        pair_id = lease.pair_id
         # On to another block: written once a block, not once a claim. A gold pair (every
         # annotator answers each one) never moves the block everyone works through.
         if not gold and claim_key(pair_id) != cursor:
             Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
         held = lease
         if held.pk is None:  # SQLite: the lease is written after its slot is taken
-            held.pair_id = pair_id
             with connection.cursor() as db:
                 insert_prepared(db, "arbiter_insert_assignment", held)
     return held
@@ -130,17 +154,54 @@ UPDATE {Pair._meta.db_table}
 SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %(now)s
 WHERE id = {NEXT_PAIR_SQL}
   AND target_votes > (vote_count + lease_count)
-RETURNING id
+  {{held}}
+RETURNING {{returning}}
 """
-_TAKE_SLOT_UNLOCKED = _TAKE_SLOT_SQL.format(lock="")
-# PostgreSQL: the slot and the lease on it in one statement, one round trip fewer a claim. The
-# lease's columns as insert_prepared() writes them, its pair the slot's.
+_TAKE_SLOT_UNLOCKED = _TAKE_SLOT_SQL.format(lock="", held="", returning="id")
+# PostgreSQL, one round trip a claim: the annotator's held lease looked for (``held``, as
+# ``annotation.queue.statements.held_lease`` reads it), and when there is none a slot taken
+# (``slot``) and the lease on it written (``lease``, its columns as insert_prepared() writes
+# them, its pair the slot's); the row is the lease (held or new), whether it is new, its pair
+# (as the slot left it) and the pair's prompt and responses, as
+# ``annotation.queue.statements.pair_with_content`` reads them. Prepared, it is planned once
+# a connection, so the content joined in costs no planning on every claim.
 _LEASE = InsertSelect(Assignment, prefix="lease_", computed={"pair": "slot.id"})
-_TAKE_SLOT_AND_LEASE_SQL = f"""
-WITH slot AS ({_TAKE_SLOT_SQL.format(lock="FOR UPDATE SKIP LOCKED")})
-INSERT INTO {Assignment._meta.db_table} ({_LEASE.columns}) SELECT {_LEASE.values} FROM slot
-RETURNING id, pair_id
+_A_COLUMNS = ModelColumns(Assignment, "a")
+_P_COLUMNS = ModelColumns(Pair, "p")
+_CONTENT_JOINS = f"""
+JOIN {Prompt._meta.db_table} q ON q.id = p.prompt_id
+JOIN {Response._meta.db_table} ra ON ra.id = p.response_a_id
+JOIN {Response._meta.db_table} rb ON rb.id = p.response_b_id"""
+_CONTENT_COLUMNS = ", ".join(
+    ModelColumns(model, alias).select_list()
+    for model, alias in ((Prompt, "q"), (Response, "ra"), (Response, "rb"))
+)
+_TAKE_SQL = f"""
+WITH held AS (
+  SELECT {_A_COLUMNS.select_list()} FROM {Assignment._meta.db_table} a
+  JOIN {Pair._meta.db_table} p ON p.id = a.pair_id
+  WHERE a.annotator_id = %(annotator)s AND a.status = '{Assignment.Status.LIVE}'
+    AND a.expires_at > %(now)s AND p.project_id = %(project)s
+    AND p.status IN ({", ".join(f"'{status}'" for status in OPEN_STATUSES)})
+  ORDER BY a.expires_at DESC, a.id DESC
+  LIMIT 1
+), slot AS ({
+    _TAKE_SLOT_SQL.format(
+        lock="FOR UPDATE SKIP LOCKED",
+        held="AND NOT EXISTS (SELECT 1 FROM held)",
+        returning=ModelColumns(Pair, Pair._meta.db_table).select_list(),
+    )
+}), lease AS (
+  INSERT INTO {Assignment._meta.db_table} AS a ({_LEASE.columns})
+  SELECT {_LEASE.values} FROM slot
+  RETURNING {_A_COLUMNS.select_list()}
+)
+SELECT lease.*, TRUE, p.*, {_CONTENT_COLUMNS} FROM lease CROSS JOIN slot p {_CONTENT_JOINS}
+UNION ALL
+SELECT held.*, FALSE, {_P_COLUMNS.select_list()}, {_CONTENT_COLUMNS}
+FROM held JOIN {Pair._meta.db_table} p ON p.id = held.pair_id {_CONTENT_JOINS}
 """
+_LEASE_PAIR_AT = _A_COLUMNS.attnames.index("pair_id")
 _ANY_CLAIMABLE_SQL = f"""
 SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %(is_gold)s LIMIT 1
 """
@@ -150,28 +211,43 @@ LOCKED_RETRIES = 12
 LOCKED_RETRY_S = 0.005
 
 
-def _take_slot(*, project: Project, lease: Assignment, is_gold: bool, cursor: int) -> int | None:
-    """The id of the pair on which a slot was taken for ``lease``'s annotator, or None. On
-    PostgreSQL the lease is written with it (its pk set); elsewhere the caller writes it."""
+def _taken(row, *, lease: Assignment) -> Assignment:
+    """The lease in a row of ``_TAKE_SQL``, ``lease`` itself when it was written, with its
+    pair and the pair's content loaded."""
+    if row[_A_COLUMNS.width]:
+        _LEASE.saved(lease, row[0])
+        lease.pair_id = row[_LEASE_PAIR_AT]
+        found = lease
+    else:
+        found = _A_COLUMNS.load(row)
+    found.pair = pair_with_content_row(row, at=_A_COLUMNS.width + 1)
+    return found
+
+
+def _take_slot(
+    *, project: Project, lease: Assignment, is_gold: bool, cursor: int
+) -> Assignment | None:
+    """``lease`` with a slot taken for it (its pair set), or None. On PostgreSQL the lease is
+    written with it (its pk set) and its pair's content loaded, or the live lease the
+    annotator already holds is returned instead; elsewhere the caller writes it."""
     postgres = connection.vendor == "postgresql"
     annotator = lease.annotator
     params = {
         "now": connection.ops.adapt_datetimefield_value(lease.created_at),
         **next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
     }
-    take = _TAKE_SLOT_AND_LEASE_SQL if postgres else _TAKE_SLOT_UNLOCKED
+    take = _TAKE_SQL if postgres else _TAKE_SLOT_UNLOCKED
     if postgres:
         params.update(_LEASE.params(lease))
     with connection.cursor() as db:
         for attempt in range(LOCKED_RETRIES + 1):
-            execute_prepared(db, "arbiter_take_slot", take, params)
+            execute_prepared(db, "arbiter_take", take, params)
             row = db.fetchone()
             if row is not None:
                 if not postgres:
-                    return row[0]
-                lease_id, lease.pair_id = row
-                _LEASE.saved(lease, lease_id)
-                return lease.pair_id
+                    lease.pair_id = row[0]
+                    return lease
+                return _taken(row, lease=lease)
             if not postgres or attempt == LOCKED_RETRIES:
                 return None
             # None free, or the last free slots sit on pairs racing claimers hold for an
@@ -330,7 +406,17 @@ def _vote_through_live_lease(vote: Vote, *, now) -> tuple[bool, tuple | None]:
 
 
 @transaction.atomic
-def vote_submit(
+def vote_submit(*, assignment: Assignment, annotator, **answer) -> tuple[Vote, bool]:
+    """Records the annotator's vote through ``assignment`` (``choice`` left/right/tie, or on
+    likert6 ``value`` 1..6, in on-screen terms) in canonical A/B terms; returns (vote, created).
+    The same vote again returns the first one. A late vote (lease expired) is kept and counted;
+    one that arrives when the pair already has its target is kept as an extra vote. The vote
+    that fills the pair's last slot decides the pair by the project's rule, in this
+    transaction (``annotation.agreement.consensus.pair_complete``)."""
+    return _vote_write(assignment=assignment, annotator=annotator, **answer)
+
+
+def _vote_write(
     *,
     assignment: Assignment,
     annotator,
@@ -339,12 +425,7 @@ def vote_submit(
     rationale: str = "",
     time_on_task_ms: int | None = None,
 ) -> tuple[Vote, bool]:
-    """Records the annotator's vote through ``assignment`` (``choice`` left/right/tie, or on
-    likert6 ``value`` 1..6, in on-screen terms) in canonical A/B terms; returns (vote, created).
-    The same vote again returns the first one. A late vote (lease expired) is kept and counted;
-    one that arrives when the pair already has its target is kept as an extra vote. The vote
-    that fills the pair's last slot decides the pair by the project's rule, in this
-    transaction (``annotation.agreement.consensus.pair_complete``)."""
+    """``vote_submit``'s work; the caller holds the transaction."""
     if assignment.annotator_id != annotator.pk:
         raise NotFound("No such assignment.")
     # The pair and project as the caller loaded them: only their settings are read here.
@@ -445,6 +526,37 @@ def vote_submit(
         lambda: agreement_report_request_refresh(project_id=project.pk), robust=True
     )
     return vote, True
+
+
+def vote_submit_and_claim(
+    *, assignment: Assignment, annotator, **answer
+) -> tuple[Vote, bool, Assignment | None]:
+    """``vote_submit``, then ``assignment_claim`` for the annotator's next pair, in one
+    transaction: (vote, created, the next lease or None). What each writes and answers is
+    what the two calls would, one after the other (docs/api.md, "Vote and claim the next
+    pair in one call"); only their order against expired leases differs, freed before the
+    vote rather than after it, as a claim racing the vote may free them anyway.
+
+    The membership is locked first, then the vote's lease and pair, then the pair claimed
+    (a claim skips locked pairs, never waits on one): a curator pausing the annotator locks
+    the membership before the pairs whose disputes it settles, so the two cannot deadlock.
+    Expired leases are freed before the transaction: freeing them locks others' leases and
+    pairs, which must not be waited on while this holds its own locks."""
+    project = assignment.pair.project
+    _free_expired_leases(project=project, now=timezone.now())
+    with transaction.atomic():
+        membership = annotator_membership_lock(project_id=project.pk, user_id=annotator.pk)
+        vote, created = _vote_write(assignment=assignment, annotator=annotator, **answer)
+        if membership is not None and assignment.pair.is_gold and project.gold_pause:
+            # The vote may have paused them (membership_gold_check): read it again.
+            membership = annotator_membership_lock(project_id=project.pk, user_id=annotator.pk)
+        # Not an annotator any more (removed while voting): the vote stands, no next pair.
+        held = (
+            None
+            if membership is None
+            else _claim(project=project, annotator=annotator, membership=membership)
+        )
+    return vote, created, _with_content(held, project=project)
 
 
 def membership_gold_check(*, project: Project, annotator) -> bool:

@@ -20,6 +20,7 @@ from annotation.queue.annotating import (
     assignment_skip,
     last_action_undo,
     vote_submit,
+    vote_submit_and_claim,
 )
 from annotation.queue.presentation import assignment_payload, undone_answer
 from annotation.queue.selectors import assignment_for_annotator
@@ -192,7 +193,13 @@ class VoteApi(APIView):
         assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
         data = _valid(self.InputSerializer, request)
         wants_next = data.pop("next")
-        vote, created = vote_submit(assignment=assignment, annotator=request.user, **data)
+        upcoming = None
+        if wants_next:
+            vote, created, upcoming = vote_submit_and_claim(
+                assignment=assignment, annotator=request.user, **data
+            )
+        else:
+            vote, created = vote_submit(assignment=assignment, annotator=request.user, **data)
         shown = on_screen_vote(
             scale=assignment.pair.project.scale,
             left_is_a=assignment.left_is_a,
@@ -210,9 +217,8 @@ class VoteApi(APIView):
             "created_at": _DATETIME.to_representation(vote.created_at),
         }
         if wants_next:
-            # After the vote's transaction: the claim is the claim endpoint's, as it would run
-            # one request later (docs/api.md, "Vote and claim the next pair in one call").
-            upcoming = assignment_claim(project=assignment.pair.project, annotator=request.user)
+            # The claim endpoint's claim, in the vote's transaction (docs/api.md, "Vote and
+            # claim the next pair in one call").
             answer["next"] = (
                 None if upcoming is None else assignment_payload(upcoming, request=request)
             )

@@ -147,8 +147,14 @@ def pair_with_content(pair_id: int) -> Pair:
         row = cursor.fetchone()
     if row is None:
         raise Pair.DoesNotExist
-    pair = _PAIR.load(row)
-    at = _PAIR.width
+    return pair_with_content_row(row)
+
+
+def pair_with_content_row(row, at: int = 0) -> Pair:
+    """The pair with its prompt and responses from ``row[at:]``: the pair's columns, then
+    the prompt's, response A's and response B's, as ``_CONTENT_SQL`` selects them."""
+    pair = _PAIR.load(row, at)
+    at += _PAIR.width
     pair.prompt = _PROMPT.load(row, at)
     pair.response_a = _RESPONSE_A.load(row, at + _PROMPT.width)
     pair.response_b = _RESPONSE_B.load(row, at + _PROMPT.width + _RESPONSE_A.width)

@@ -204,6 +204,27 @@ def test_below_threshold_pauses_when_the_project_says_so_until_unpaused(
     assert claim(api, gold_project).status_code in (200, 204)
 
 
+def test_the_vote_with_next_that_pauses_claims_no_next_pair(api_for, gold_project):
+    """The one-call loop answers as the two calls would: the vote that pauses the annotator
+    is kept, and the claim in its transaction sees the pause (next is null)."""
+    gold_project.gold_pause = True
+    gold_project.save(update_fields=["gold_pause"])
+    user = annotator(gold_project, "annotator3")
+    api = api_for(user)
+    for right in (True, False, True, False):
+        answer(api, gold_project, right=right)
+    held = Assignment.objects.select_related("pair").get(pk=claim(api, gold_project).json()["id"])
+    wrong = "right" if held.left_is_a == (held.pair.gold_label == "A") else "left"
+    voted = api.post(
+        f"/api/v1/assignments/{held.pk}/vote/", {"choice": wrong, "next": True}, format="json"
+    )
+    assert voted.status_code == 201, voted.content
+    assert voted.json()["next"] is None
+    assert Membership.objects.get(user=user).paused
+    assert Vote.objects.filter(annotator=user).count() == GOLD_MIN_VOTES
+    assert not Assignment.objects.filter(annotator=user, status=Assignment.Status.LIVE).exists()
+
+
 def test_the_vote_that_pauses_shows_the_message_on_the_comparison_page(client_for, gold_project):
     gold_project.gold_pause = True
     gold_project.save(update_fields=["gold_pause"])

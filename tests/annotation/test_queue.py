@@ -201,17 +201,17 @@ def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bo
         with CaptureQueriesContext(connection) as queries:
             claim_and_vote(project, user)
         sqls = [q["sql"] for q in queries.captured_queries]
-        assert any(sql.startswith("EXECUTE arbiter_take_slot") for sql in sqls)
+        assert any(sql.startswith("EXECUTE arbiter_take ") for sql in sqls)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*), max(array_length(parameter_types, 1)) FROM pg_prepared_statements"
-            " WHERE name = 'arbiter_take_slot'"
+            " WHERE name = 'arbiter_take'"
         )
         # Each named value bound once: the annotator's conditions name it six times over.
-        _, names = named_dollar_placeholders(queue._TAKE_SLOT_AND_LEASE_SQL)
+        _, names = named_dollar_placeholders(queue._TAKE_SQL)
         assert cursor.fetchone() == (1, len(names))
         assert len(names) == 12
-        assert queue._TAKE_SLOT_AND_LEASE_SQL.count("%(") > 40
+        assert queue._TAKE_SQL.count("%(") > 40
 
 
 def test_prepared_and_planned_claims_take_the_same_pairs(project, alice, settings):
