@@ -172,7 +172,7 @@ def main() -> None:
     print(f"statements:          {statements} a request, by turn")
     if profiler:
         stats = pstats.Stats(profiler, stream=sys.stdout)
-        stats.sort_stats("tottime").print_stats(args.profile)
+        stats.sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(args.profile)
 
 
 if __name__ == "__main__":

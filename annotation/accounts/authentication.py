@@ -15,10 +15,10 @@ from rest_framework.authtoken.models import Token
 
 from annotation.core.prepared import ModelColumns, execute_prepared
 
-_USER = ModelColumns(get_user_model(), "u")
-_TOKEN = ModelColumns(Token, "t")
+USER_COLUMNS = ModelColumns(get_user_model(), "u")
+TOKEN_COLUMNS = ModelColumns(Token, "t")
 _TOKEN_USER_SQL = (
-    f"SELECT {_TOKEN.select_list()}, {_USER.select_list()} "
+    f"SELECT {TOKEN_COLUMNS.select_list()}, {USER_COLUMNS.select_list()} "
     f'FROM "{Token._meta.db_table}" t '
     f'JOIN "{get_user_model()._meta.db_table}" u ON u."id" = t."user_id" '
     'WHERE t."key" = %s'
@@ -29,12 +29,17 @@ class PreparedTokenAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key):
         with connection.cursor() as cursor:
             execute_prepared(cursor, "arbiter_token_user", _TOKEN_USER_SQL, [key])
-            row = cursor.fetchone()
-        if row is None:
-            raise exceptions.AuthenticationFailed(_("Invalid token."))
-        token = _TOKEN.load(row)
-        user = _USER.load(row, _TOKEN.width)
-        token.user = user
-        if not user.is_active:
-            raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
-        return (user, token)
+            return token_user_checked(cursor.fetchone())
+
+
+def token_user_checked(row) -> tuple:
+    """(user, token) from a row that starts with ``TOKEN_COLUMNS`` then ``USER_COLUMNS``
+    (None when no token has the key), with DRF's refusals."""
+    if row is None:
+        raise exceptions.AuthenticationFailed(_("Invalid token."))
+    token = TOKEN_COLUMNS.load(row)
+    user = USER_COLUMNS.load(row, TOKEN_COLUMNS.width)
+    token.user = user
+    if not user.is_active:
+        raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
+    return (user, token)

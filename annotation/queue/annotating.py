@@ -260,14 +260,15 @@ def _take_slot(
     return None
 
 
-def _free_expired_leases(*, project: Project, now) -> int:
+def _free_expired_leases(*, project: Project, now, known: bool | None = None) -> int:
     """Releases expired leases in the project, freeing their slots, in a transaction of its
     own: the claim after it then holds at most one pair lock and never waits while holding
     another. A claimer that finds another one freeing the same leases waits for it (rows are
     locked in id order, so sweepers cannot deadlock) and then finds them released: each lease
     is freed exactly once, and the claim that follows sees the freed slots."""
-    # The usual answer, none, found without a transaction or a lock.
-    if not any_expired_lease(project_id=project.pk, now=now):
+    # The usual answer, none, found without a transaction or a lock (``known``: when the
+    # caller looked already).
+    if not (known or any_expired_lease(project_id=project.pk, now=now)):
         return 0
     expired = Assignment.objects.filter(
         pair__project=project, status=Assignment.Status.LIVE, expires_at__lte=now
@@ -529,7 +530,7 @@ def _vote_write(
 
 
 def vote_submit_and_claim(
-    *, assignment: Assignment, annotator, **answer
+    *, assignment: Assignment, annotator, expired: bool | None = None, **answer
 ) -> tuple[Vote, bool, Assignment | None]:
     """``vote_submit``, then ``assignment_claim`` for the annotator's next pair, in one
     transaction: (vote, created, the next lease or None). What each writes and answers is
@@ -541,9 +542,11 @@ def vote_submit_and_claim(
     (a claim skips locked pairs, never waits on one): a curator pausing the annotator locks
     the membership before the pairs whose disputes it settles, so the two cannot deadlock.
     Expired leases are freed before the transaction: freeing them locks others' leases and
-    pairs, which must not be waited on while this holds its own locks."""
+    pairs, which must not be waited on while this holds its own locks. ``expired``: whether
+    the project has expired leases, when the caller read it already (None: look)."""
     project = assignment.pair.project
-    _free_expired_leases(project=project, now=timezone.now())
+    if expired is not False:
+        _free_expired_leases(project=project, now=timezone.now(), known=expired)
     with transaction.atomic():
         membership = annotator_membership_lock(project_id=project.pk, user_id=annotator.pk)
         vote, created = _vote_write(assignment=assignment, annotator=annotator, **answer)

@@ -4,11 +4,14 @@ the blinded view (``annotation.queue.presentation``): left and right, never A/B 
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
+from annotation.accounts.authentication import PreparedTokenAuthentication
 from annotation.core.access import get_project_for_user
 from annotation.core.content import MEDIA_PART_TYPES
 from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
@@ -23,7 +26,8 @@ from annotation.queue.annotating import (
     vote_submit_and_claim,
 )
 from annotation.queue.presentation import assignment_payload, undone_answer
-from annotation.queue.selectors import assignment_for_annotator
+from annotation.queue.selectors import assignment_access_checked, assignment_for_annotator
+from annotation.queue.statements import token_with_assignment
 
 _ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
 _DATETIME = serializers.DateTimeField()
@@ -132,7 +136,28 @@ class ClaimApi(APIView):
         return ApiResponse(assignment_payload(assignment, request=request))
 
 
+class VoteTokenAuthentication(PreparedTokenAuthentication):
+    """The API token, read with the assignment the vote is for (``token_with_assignment``):
+    one statement where the token, the assignment and the expired-leases check were three.
+    The same answers as the token authentication; the assignment waits on the request
+    (``voted_assignment``) for the view's own access check."""
+
+    def authenticate(self, request):
+        self._request = request
+        return super().authenticate(request)
+
+    def authenticate_credentials(self, key):
+        request = self._request
+        found = token_with_assignment(
+            key=key, assignment_id=request.parser_context["kwargs"]["pk"], now=timezone.now()
+        )
+        request.voted_assignment = found
+        return found.user, found.token
+
+
 class VoteApi(APIView):
+    authentication_classes = (VoteTokenAuthentication, SessionAuthentication)
+
     class InputSerializer(serializers.Serializer):
         choice = serializers.CharField(
             required=False, help_text="binary: left|right; ternary: left|tie|right."
@@ -188,15 +213,25 @@ class VoteApi(APIView):
             409: OpenApiResponse(_ERROR, description="A different vote, or a skipped pair."),
         },
         summary="Vote on an assignment",
+        # The schemes every other endpoint names: VoteTokenAuthentication is the token's.
+        auth=[{"tokenAuth": []}, {"cookieAuth": []}],
     )
     def post(self, request, pk: int):
-        assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
+        found = getattr(request, "voted_assignment", None)
+        if found is None:  # a session, not a token
+            assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
+            expired = None
+        else:
+            assignment = assignment_access_checked(
+                found.assignment, role=found.role, user=request.user
+            )
+            expired = found.expired
         data = _valid(self.InputSerializer, request)
         wants_next = data.pop("next")
         upcoming = None
         if wants_next:
             vote, created, upcoming = vote_submit_and_claim(
-                assignment=assignment, annotator=request.user, **data
+                assignment=assignment, annotator=request.user, expired=expired, **data
             )
         else:
             vote, created = vote_submit(assignment=assignment, annotator=request.user, **data)

@@ -366,8 +366,16 @@ def assignment_for_annotator(*, user, assignment_id: int) -> Assignment:
         assignment, role = assignment_with_role(assignment_id=assignment_id, user_id=user.pk)
     except Assignment.DoesNotExist:
         raise Http404("No such assignment") from None
-    # ``get_project_for_user(..., roles=(ANNOTATOR,))`` on the role read with the assignment:
-    # members who no longer annotate get 403; superusers act as curators everywhere.
+    return assignment_access_checked(assignment, role=role, user=user)
+
+
+def assignment_access_checked(assignment: Assignment | None, *, role: str | None, user):
+    """``assignment`` (the user's, read with their ``role`` in its project) past the
+    project's access check: ``get_project_for_user(..., roles=(ANNOTATOR,))`` on the role
+    read with it. None (not theirs) is 404; members who no longer annotate get 403;
+    superusers act as curators everywhere."""
+    if assignment is None:
+        raise Http404("No such assignment")
     if role != Role.ANNOTATOR and not user.is_superuser:
         if role is None:
             raise Http404("No such project")

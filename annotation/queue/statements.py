@@ -6,8 +6,13 @@ query it stands for; the instances they return are the ones those queries would.
 
 from __future__ import annotations
 
-from django.db import connection
+from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from annotation.accounts.authentication import TOKEN_COLUMNS, USER_COLUMNS, token_user_checked
 from annotation.core.prepared import ModelColumns, execute_prepared
 from annotation.models import (
     Assignment,
@@ -51,12 +56,64 @@ def assignment_with_role(*, assignment_id: int, user_id: int) -> tuple[Assignmen
         row = cursor.fetchone()
     if row is None:
         raise Assignment.DoesNotExist
-    assignment = _ASSIGNMENT.load(row)
-    at = _ASSIGNMENT.width
+    return _assignment_loaded(row), row[-1]
+
+
+def _assignment_loaded(row, at: int = 0) -> Assignment:
+    """The assignment, its pair and project from ``row[at:]``, as ``_ASSIGNMENT_SQL`` selects
+    them."""
+    assignment = _ASSIGNMENT.load(row, at)
+    at += _ASSIGNMENT.width
     pair = _PAIR.load(row, at)
     pair.project = _PROJECT.load(row, at + _PAIR.width)
     assignment.pair = pair
-    return assignment, row[-1]
+    return assignment
+
+
+# The API token and its user (annotation.accounts.authentication), the user's assignment as
+# _ASSIGNMENT_SQL reads it (NULLs when it is not theirs), their role in its project, and
+# whether the project has expired leases to free (_EXPIRED_SQL): the first statement of a
+# vote, in place of three.
+_TOKEN_ASSIGNMENT_SQL = f"""
+SELECT {TOKEN_COLUMNS.select_list()}, {USER_COLUMNS.select_list()},
+  {_ASSIGNMENT.select_list()}, {_PAIR.select_list()}, {_PROJECT.select_list()},
+  (SELECT m."role" FROM "{_M}" m WHERE m."project_id" = p."project_id" AND m."user_id" = u."id"),
+  EXISTS (
+    SELECT 1 FROM "{_A}" x JOIN "{_P}" y ON y."id" = x."pair_id"
+    WHERE y."project_id" = p."project_id" AND x."status" = '{Assignment.Status.LIVE}'
+      AND x."expires_at" <= %s LIMIT 1)
+FROM "{Token._meta.db_table}" t JOIN "{get_user_model()._meta.db_table}" u ON u."id" = t."user_id"
+LEFT JOIN ("{_A}" a JOIN "{_P}" p ON p."id" = a."pair_id" JOIN "{_J}" j ON j."id" = p."project_id")
+  ON a."id" = %s AND a."annotator_id" = u."id"
+WHERE t."key" = %s
+"""
+
+
+@dataclass
+class TokenAssignment:
+    """``token_with_assignment``'s answer: the token's user, the token, and the user's
+    assignment (None when it is not theirs) with their role and whether expired leases wait
+    in its project."""
+
+    user: object
+    token: Token
+    assignment: Assignment | None
+    role: str | None
+    expired: bool
+
+
+def token_with_assignment(*, key: str, assignment_id: int, now) -> TokenAssignment:
+    """The API token's user (DRF's refusals for an unknown key or an inactive user) and
+    their assignment, in one statement."""
+    params = [connection.ops.adapt_datetimefield_value(now), assignment_id, key]
+    with connection.cursor() as cursor:
+        execute_prepared(cursor, "arbiter_token_assignment", _TOKEN_ASSIGNMENT_SQL, params)
+        row = cursor.fetchone()
+    user, token = token_user_checked(row)
+    at = TOKEN_COLUMNS.width + USER_COLUMNS.width
+    if row[at] is None:
+        return TokenAssignment(user, token, None, None, False)
+    return TokenAssignment(user, token, _assignment_loaded(row, at), row[-2], row[-1])
 
 
 # Membership.objects.select_for_update(of=("self",)).filter(project=..., user=...,

@@ -390,6 +390,47 @@ def test_outsiders_get_404_and_other_roles_403(api_for, project, carol, dave, ev
     assert not Assignment.objects.exists()
 
 
+@pytest.mark.parametrize("wants_next", [False, True])
+def test_the_votes_token_read_with_its_assignment_refuses_as_the_token_check_does(
+    api_for, alice, project, queued_pairs, wants_next
+):
+    """The vote reads the token with the assignment (VoteTokenAuthentication): the same 401s
+    as every other endpoint, 404 for an assignment that is not the voter's (or none), 403
+    once the voter no longer annotates the project; the session sees the same."""
+    from annotation.models import Membership, Role
+
+    assignment = claim(api_for(alice)).json()["id"]
+    body = {"choice": "left", "next": True} if wants_next else {"choice": "left"}
+
+    def vote_as(api, pk=assignment):
+        return api.post(f"/api/v1/assignments/{pk}/vote/", body, format="json")
+
+    stranger = APIClient()
+    stranger.credentials(HTTP_AUTHORIZATION="Token " + "0" * 40)
+    refused = vote_as(stranger)
+    assert refused.status_code == 401
+    assert refused.json()["detail"] == "Invalid token."
+    assert vote_as(api_for(alice), pk=assignment + 1000).status_code == 404
+    api = api_for(alice)
+    Membership.objects.filter(user=alice).update(role=Role.CURATOR)
+    assert vote_as(api).status_code == 403
+    session = APIClient()
+    session.force_login(alice)
+    assert vote_as(session).status_code == 403
+    Membership.objects.filter(user=alice).update(role=Role.ANNOTATOR)
+    alice.is_active = False
+    alice.save(update_fields=["is_active"])
+    inactive = vote_as(api)
+    assert inactive.status_code == 401
+    assert inactive.json()["detail"] == "User inactive or deleted."
+    assert not Vote.objects.exists()
+    alice.is_active = True
+    alice.save(update_fields=["is_active"])
+    accepted = vote_as(api)
+    assert accepted.status_code == 201, accepted.content
+    assert ("next" in accepted.json()) == wants_next
+
+
 def test_superuser_who_is_not_an_annotator_cannot_claim(api_for, project, queued_pairs):
     from tests.factories import UserFactory
 
@@ -430,16 +471,16 @@ def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monk
     # expired leases looked for, and in its transaction the membership locked and the
     # held lease, or a slot with its lease and content, in one statement.
     assert _queries(lambda: claim(api)) <= 7
-    # A vote: the token, the assignment with its access check, the vote's one statement and
-    # its transaction, and the refresh asked for.
+    # A vote: the token with the assignment and its access check (one statement), the
+    # vote's one statement and its transaction, and the refresh asked for.
     lease = Assignment.objects.latest("pk").pk
-    assert _queries(lambda: vote(api, lease, choice="left")) <= 6
+    assert _queries(lambda: vote(api, lease, choice="left")) <= 5
     # More pairs, votes and annotators do not add queries.
     small_claim = _queries(lambda: claim(api))
     lease = Assignment.objects.latest("pk").pk
     small_vote = _queries(lambda: vote(api, lease, choice="tie"))
     assert small_claim <= 7
-    assert small_vote <= 5
+    assert small_vote <= 4
     PairFactory.create_batch(50, project=project, status=PairStatus.QUEUED)
     for i in range(5):
         other = api_for(annotator(project, f"busy{i}"))
@@ -449,10 +490,11 @@ def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monk
     lease = Assignment.objects.latest("pk").pk
     assert _queries(lambda: vote(api, lease, choice="tie")) == small_vote
     # The vote that claims the next pair runs both in one request and one transaction: less
-    # the second request's token and access lookups, and one BEGIN and COMMIT.
+    # the second request's token and access lookups, the claim's look for expired leases
+    # (read with the token), and one BEGIN and COMMIT. Six statements in all.
     lease = claim(api).json()["id"]
     with_next = _queries(lambda: vote(api, lease, choice="left", next=True))
-    assert with_next == small_claim + small_vote - 4
+    assert with_next == small_claim + small_vote - 5 == 6
 
 
 def test_schema_documents_the_queue_endpoints(client, alice):
