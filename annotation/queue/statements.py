@@ -46,12 +46,25 @@ WHERE a."id" = %s AND a."annotator_id" = %s
 """
 
 
+# The largest id a bigint column holds: a path's id beyond it names no row (and bound to the
+# prepared statement's bigint parameter it would fail the statement).
+_MAX_ID = 2**63 - 1
+
+
+def _stored_id(value: int) -> int:
+    """``value``, or 0 (which no row has) when no row can have it."""
+    return value if 0 < value <= _MAX_ID else 0
+
+
 def assignment_with_role(*, assignment_id: int, user_id: int) -> tuple[Assignment, str | None]:
     """The user's assignment with its pair and project loaded, and the user's role in that
     project (None when not a member); raises ``Assignment.DoesNotExist`` for anyone else's."""
     with connection.cursor() as cursor:
         execute_prepared(
-            cursor, "arbiter_assignment_role", _ASSIGNMENT_SQL, [user_id, assignment_id, user_id]
+            cursor,
+            "arbiter_assignment_role",
+            _ASSIGNMENT_SQL,
+            [user_id, _stored_id(assignment_id), user_id],
         )
         row = cursor.fetchone()
     if row is None:
@@ -105,7 +118,7 @@ class TokenAssignment:
 def token_with_assignment(*, key: str, assignment_id: int, now) -> TokenAssignment:
     """The API token's user (DRF's refusals for an unknown key or an inactive user) and
     their assignment, in one statement."""
-    params = [connection.ops.adapt_datetimefield_value(now), assignment_id, key]
+    params = [connection.ops.adapt_datetimefield_value(now), _stored_id(assignment_id), key]
     with connection.cursor() as cursor:
         execute_prepared(cursor, "arbiter_token_assignment", _TOKEN_ASSIGNMENT_SQL, params)
         row = cursor.fetchone()

@@ -411,6 +411,7 @@ def test_the_votes_token_read_with_its_assignment_refuses_as_the_token_check_doe
     assert refused.status_code == 401
     assert refused.json()["detail"] == "Invalid token."
     assert vote_as(api_for(alice), pk=assignment + 1000).status_code == 404
+    assert vote_as(api_for(alice), pk=10**30).status_code == 404  # beyond any bigint id
     api = api_for(alice)
     Membership.objects.filter(user=alice).update(role=Role.CURATOR)
     assert vote_as(api).status_code == 403
