@@ -37,8 +37,6 @@ from annotation.models import (
     Pair,
     PairStatus,
     Project,
-    Prompt,
-    Response,
     Role,
     Skip,
     Vote,
@@ -54,6 +52,9 @@ from annotation.queue.serving import (
     next_pair_params,
 )
 from annotation.queue.statements import (
+    CONTENT_COLUMNS,
+    CONTENT_JOINS,
+    HELD_SQL,
     annotator_membership_lock,
     any_expired_lease,
     held_lease,
@@ -93,8 +94,7 @@ def _with_content(held: Assignment | None, *, project: Project) -> Assignment | 
 
 
 def _content_loaded(assignment: Assignment) -> bool:
-    pair = assignment._state.fields_cache.get("pair")
-    return pair is not None and "prompt" in pair._state.fields_cache
+    return Assignment.pair.is_cached(assignment) and Pair.prompt.is_cached(assignment.pair)
 
 
 def _claim(*, project: Project, annotator, membership: tuple | None = None) -> Assignment | None:
@@ -168,24 +168,8 @@ _TAKE_SLOT_UNLOCKED = _TAKE_SLOT_SQL.format(lock="", held="", returning="id")
 _LEASE = InsertSelect(Assignment, prefix="lease_", computed={"pair": "slot.id"})
 _A_COLUMNS = ModelColumns(Assignment, "a")
 _P_COLUMNS = ModelColumns(Pair, "p")
-_CONTENT_JOINS = f"""
-JOIN {Prompt._meta.db_table} q ON q.id = p.prompt_id
-JOIN {Response._meta.db_table} ra ON ra.id = p.response_a_id
-JOIN {Response._meta.db_table} rb ON rb.id = p.response_b_id"""
-_CONTENT_COLUMNS = ", ".join(
-    ModelColumns(model, alias).select_list()
-    for model, alias in ((Prompt, "q"), (Response, "ra"), (Response, "rb"))
-)
 _TAKE_SQL = f"""
-WITH held AS (
-  SELECT {_A_COLUMNS.select_list()} FROM {Assignment._meta.db_table} a
-  JOIN {Pair._meta.db_table} p ON p.id = a.pair_id
-  WHERE a.annotator_id = %(annotator)s AND a.status = '{Assignment.Status.LIVE}'
-    AND a.expires_at > %(now)s AND p.project_id = %(project)s
-    AND p.status IN ({", ".join(f"'{status}'" for status in OPEN_STATUSES)})
-  ORDER BY a.expires_at DESC, a.id DESC
-  LIMIT 1
-), slot AS ({
+WITH held AS ({HELD_SQL}), slot AS ({
     _TAKE_SLOT_SQL.format(
         lock="FOR UPDATE SKIP LOCKED",
         held="AND NOT EXISTS (SELECT 1 FROM held)",
@@ -196,10 +180,10 @@ WITH held AS (
   SELECT {_LEASE.values} FROM slot
   RETURNING {_A_COLUMNS.select_list()}
 )
-SELECT lease.*, TRUE, p.*, {_CONTENT_COLUMNS} FROM lease CROSS JOIN slot p {_CONTENT_JOINS}
+SELECT lease.*, TRUE, p.*, {CONTENT_COLUMNS} FROM lease CROSS JOIN slot p {CONTENT_JOINS}
 UNION ALL
-SELECT held.*, FALSE, {_P_COLUMNS.select_list()}, {_CONTENT_COLUMNS}
-FROM held JOIN {Pair._meta.db_table} p ON p.id = held.pair_id {_CONTENT_JOINS}
+SELECT held.*, FALSE, {_P_COLUMNS.select_list()}, {CONTENT_COLUMNS}
+FROM held JOIN {Pair._meta.db_table} p ON p.id = held.pair_id {CONTENT_JOINS}
 """
 _LEASE_PAIR_AT = _A_COLUMNS.attnames.index("pair_id")
 _ANY_CLAIMABLE_SQL = f"""

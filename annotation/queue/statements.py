@@ -150,12 +150,13 @@ def annotator_membership_lock(*, project_id: int, user_id: int) -> tuple | None:
         return cursor.fetchone()
 
 
-# live_assignments(project=..., annotator=..., now=...).first()
-_HELD_SQL = f"""
+# live_assignments(project=..., annotator=..., now=...).first(); also the claim's ``held``
+# (annotation.queue.annotating._TAKE_SQL).
+HELD_SQL = f"""
 SELECT {_ASSIGNMENT.select_list()}
 FROM "{_A}" a JOIN "{_P}" p ON p."id" = a."pair_id"
-WHERE a."annotator_id" = %s AND a."status" = '{Assignment.Status.LIVE}' AND a."expires_at" > %s
-  AND p."project_id" = %s AND p."status" IN ({_OPEN})
+WHERE a."annotator_id" = %(annotator)s AND a."status" = '{Assignment.Status.LIVE}'
+  AND a."expires_at" > %(now)s AND p."project_id" = %(project)s AND p."status" IN ({_OPEN})
 ORDER BY a."expires_at" DESC, a."id" DESC
 LIMIT 1
 """
@@ -163,9 +164,13 @@ LIMIT 1
 
 def held_lease(*, project_id: int, user_id: int, now) -> Assignment | None:
     """The annotator's newest unexpired lease on an open pair of the project, or None."""
-    params = [user_id, connection.ops.adapt_datetimefield_value(now), project_id]
+    params = {
+        "annotator": user_id,
+        "now": connection.ops.adapt_datetimefield_value(now),
+        "project": project_id,
+    }
     with connection.cursor() as cursor:
-        execute_prepared(cursor, "arbiter_held_lease", _HELD_SQL, params)
+        execute_prepared(cursor, "arbiter_held_lease", HELD_SQL, params)
         row = cursor.fetchone()
     return None if row is None else _ASSIGNMENT.load(row)
 
@@ -200,12 +205,19 @@ def live_lease_close(*, assignment_id: int, user_id: int) -> bool:
 
 
 # Pair.objects.select_related("prompt", "response_a", "response_b").get(pk=...)
+# The pair's content after its columns, joined to the pair ``p``: also the claim's
+# (annotation.queue.annotating._TAKE_SQL); pair_with_content_row() reads it.
+CONTENT_COLUMNS = (
+    f"{_PROMPT.select_list()}, {_RESPONSE_A.select_list()}, {_RESPONSE_B.select_list()}"
+)
+CONTENT_JOINS = (
+    f'JOIN "{Prompt._meta.db_table}" q ON q."id" = p."prompt_id" '
+    f'JOIN "{Response._meta.db_table}" ra ON ra."id" = p."response_a_id" '
+    f'JOIN "{Response._meta.db_table}" rb ON rb."id" = p."response_b_id"'
+)
 _CONTENT_SQL = f"""
-SELECT {_PAIR.select_list()}, {_PROMPT.select_list()}, {_RESPONSE_A.select_list()},
-  {_RESPONSE_B.select_list()}
-FROM "{_P}" p JOIN "{Prompt._meta.db_table}" q ON q."id" = p."prompt_id"
-  JOIN "{Response._meta.db_table}" ra ON ra."id" = p."response_a_id"
-  JOIN "{Response._meta.db_table}" rb ON rb."id" = p."response_b_id"
+SELECT {_PAIR.select_list()}, {CONTENT_COLUMNS}
+FROM "{_P}" p {CONTENT_JOINS}
 WHERE p."id" = %s
 """
 
