@@ -33,6 +33,7 @@ from annotation.queue.annotating import (
     assignment_skip,
     last_action_undo,
     vote_submit,
+    vote_submit_and_claim,
 )
 from annotation.queue.presentation import assignment_payload, undone_answer
 from annotation.queue.selectors import annotator_progress, upcoming_media_urls
@@ -96,18 +97,33 @@ def _restored(undone: Undone, scale: str) -> dict:
     return restored
 
 
+_CLAIM = object()  # _workbench_context's default: claim the pair to show
+
+
 def _workbench_context(
-    request, project: Project, *, notice: str = "", error: str = "", restored: dict | None = None
+    request,
+    project: Project,
+    *,
+    notice: str = "",
+    error: str = "",
+    restored: dict | None = None,
+    claimed: Any = _CLAIM,
 ) -> dict:
-    """The page's state: the pair leased to this annotator (claimed now if none is held),
-    their progress, what to prefetch for the pair after it, and ``restored``, the earlier
-    answer when an undo brought this pair back."""
-    try:
-        assignment = (
-            None if project.paused else assignment_claim(project=project, annotator=request.user)
-        )
-    except NotAllowed as exc:  # a superuser who is not an annotator here
-        raise PermissionDenied(str(exc)) from None
+    """The page's state: the pair leased to this annotator (claimed now if none is held, or
+    ``claimed``, the lease a vote claimed in its own transaction, None for none), their
+    progress, what to prefetch for the pair after it, and ``restored``, the earlier answer
+    when an undo brought this pair back."""
+    if claimed is not _CLAIM:
+        assignment = claimed
+    else:
+        try:
+            assignment = (
+                None
+                if project.paused
+                else assignment_claim(project=project, annotator=request.user)
+            )
+        except NotAllowed as exc:  # a superuser who is not an annotator here
+            raise PermissionDenied(str(exc)) from None
     # After the claim, so "left for you" counts the pair on screen exactly once.
     progress = annotator_progress(project=project, annotator=request.user)
     context = {
@@ -147,7 +163,13 @@ def _workbench_context(
 
 
 def _respond(
-    request, project: Project, *, notice: str = "", error: str = "", restored: dict | None = None
+    request,
+    project: Project,
+    *,
+    notice: str = "",
+    error: str = "",
+    restored: dict | None = None,
+    claimed: Any = _CLAIM,
 ) -> HttpResponse:
     """The next pair: the ``#workbench`` fragment for htmx, else a redirect to the page."""
     if not request.htmx:
@@ -156,7 +178,9 @@ def _respond(
         elif notice:
             messages.success(request, notice)
         return redirect("annotate", slug=project.slug)
-    context = _workbench_context(request, project, notice=notice, error=error, restored=restored)
+    context = _workbench_context(
+        request, project, notice=notice, error=error, restored=restored, claimed=claimed
+    )
     return render(request, f"{TEMPLATE}#workbench", context)
 
 
@@ -191,19 +215,29 @@ def vote(request, slug: str, assignment_id: int):
     if not form.is_valid():
         return _respond(request, project, error=_form_error(form))
     data = form.cleaned_data
+    answer = {
+        "assignment": assignment,
+        "annotator": request.user,
+        "choice": data["choice"] or None,
+        "value": data["value"],
+        "rationale": data["rationale"],
+        "time_on_task_ms": data["time_on_task_ms"],
+    }
+    claimed: Any = _CLAIM
     try:
-        vote_submit(
-            assignment=assignment,
-            annotator=request.user,
-            choice=data["choice"] or None,
-            value=data["value"],
-            rationale=data["rationale"],
-            time_on_task_ms=data["time_on_task_ms"],
-        )
+        if request.htmx:  # the next pair is shown in this answer: claimed in the vote's transaction
+            claimed = vote_submit_and_claim(**answer)[2]
+        else:  # the redirect's page claims it
+            vote_submit(**answer)
     except DomainError as exc:
         return _respond(request, project, error=str(exc))
     label = _option_label(project.scale, choice=data["choice"] or None, value=data["value"])
-    return _respond(request, project, notice=f"Saved: {label}. Press u within a minute to undo.")
+    return _respond(
+        request,
+        project,
+        notice=f"Saved: {label}. Press u within a minute to undo.",
+        claimed=claimed,
+    )
 
 
 @require_POST
