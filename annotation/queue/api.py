@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from annotation.accounts.authentication import PreparedTokenAuthentication
 from annotation.core.access import get_project_for_user
 from annotation.core.content import MEDIA_PART_TYPES
+from annotation.core.json_input import text_refusal
 from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.core.scales import on_screen_vote
 from annotation.models import Project, Role, Skip
@@ -227,7 +228,9 @@ class VoteApi(APIView):
                 found.assignment, role=found.role, user=request.user
             )
             expired = found.expired
-        data = _valid(self.InputSerializer, request)
+        data = vote_input(request.data)
+        if data is None:  # anything but the plain input: the serializer's answer and errors
+            data = dict(_valid(self.InputSerializer, request))
         wants_next = data.pop("next")
         upcoming = None
         if wants_next:
@@ -314,6 +317,49 @@ class UndoApi(APIView):
         body = assignment_payload(undone.assignment, request=request)
         body["undone"] = undone_answer(undone, scale=project.scale)
         return ApiResponse(body)
+
+
+_VOTE_FIELDS = frozenset({"choice", "value", "rationale", "time_on_task_ms", "next"})
+_INT64 = 2**63
+
+
+def vote_input(data) -> dict | None:
+    """What ``VoteApi.InputSerializer`` validates ``data`` to, for the plain JSON every client
+    sends (strings, integers, booleans, each in its range), or None for anything else, which
+    the serializer then answers (its errors included). The vote's own check at a fraction of
+    the serializer's cost; a test holds the two equal on every input it accepts."""
+    if type(data) is not dict or not data.keys() <= _VOTE_FIELDS:
+        return None
+    if "choice" not in data and "value" not in data:
+        return None
+    valid: dict = {}
+    if "choice" in data:
+        choice = data["choice"]
+        if type(choice) is not str or not (choice := choice.strip()) or text_refusal(choice):
+            return None
+        valid["choice"] = choice
+    if "value" in data:
+        value = data["value"]
+        if type(value) is not int or not -_INT64 <= value < _INT64:
+            return None
+        valid["value"] = value
+    rationale = data.get("rationale", "")
+    if type(rationale) is not str:
+        return None
+    rationale = rationale.strip()
+    if len(rationale) > MAX_RATIONALE_CHARS or text_refusal(rationale):
+        return None
+    valid["rationale"] = rationale
+    if "time_on_task_ms" in data:
+        ms = data["time_on_task_ms"]
+        if ms is not None and (type(ms) is not int or not 0 <= ms <= MAX_TIME_ON_TASK_MS):
+            return None
+        valid["time_on_task_ms"] = ms
+    wants_next = data.get("next", False)
+    if type(wants_next) is not bool:
+        return None
+    valid["next"] = wants_next
+    return valid
 
 
 def _valid(serializer_class, request) -> dict:
