@@ -117,7 +117,7 @@ MIDDLEWARE = [
     "annotation.core.middleware.RequestBodyLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
+    "config.csp.CSPMiddleware",  # django-csp's, the policy built once (config/csp.py)
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
     # After authentication and messages: a one-time password is changed before anything else.

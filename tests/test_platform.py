@@ -52,6 +52,67 @@ def test_csp_forbids_inline_and_eval_script(client):
     assert response.headers["X-Frame-Options"] == "DENY"
 
 
+def _directives(policy: str) -> set[str]:
+    """A policy's directives, in whatever order it lists them."""
+    return {part.strip() for part in policy.split(";")}
+
+
+def test_the_policy_built_once_is_django_csps_own(client, api_for, alice, project, settings):
+    """config.csp.CSPMiddleware reuses the header django-csp builds from the settings, on
+    pages and API answers alike, follows a change of the settings, and leaves a response a
+    view changed the policy of (or asked a nonce for) to django-csp's own code."""
+    from csp.constants import NONCE
+    from csp.middleware import CSPMiddleware as DjangoCSPMiddleware
+    from csp.utils import build_policy
+    from django.http import HttpRequest, HttpResponse
+
+    expected = _directives(build_policy())
+    assert "frame-ancestors 'none'" in expected
+    api = api_for(alice)
+    for response in (
+        client.get(reverse("login")),
+        client.get(reverse("login")),
+        api.post(f"/api/v1/projects/{project.slug}/claim/"),
+    ):
+        assert _directives(response.headers["Content-Security-Policy"]) == expected
+        assert "Content-Security-Policy-Report-Only" not in response.headers
+    from config.csp import CSPMiddleware
+
+    def answer(request, response):
+        return CSPMiddleware(lambda _: response).process_response(request, response)
+
+    def django_csp(request, response):
+        return DjangoCSPMiddleware(lambda _: response).process_response(request, response)
+
+    for changed in ("_csp_update", "_csp_replace"):
+        ours, theirs = HttpResponse(), HttpResponse()
+        for one in (ours, theirs):
+            setattr(one, changed, {"img-src": ["https://cdn.example"]})
+        request = HttpRequest()
+        request.path_info = "/"
+        assert (
+            answer(request, ours).headers["Content-Security-Policy"]
+            == (django_csp(request, theirs).headers["Content-Security-Policy"])
+        )
+        assert "cdn.example" in ours.headers["Content-Security-Policy"]
+    exempt = HttpResponse()
+    exempt._csp_exempt = True
+    assert "Content-Security-Policy" not in answer(HttpRequest(), exempt).headers
+    settings.CONTENT_SECURITY_POLICY = {"DIRECTIVES": {"script-src": ["'self'", NONCE]}}
+    request = HttpRequest()
+    request.path_info = "/"
+    request._csp_nonce = "abc123"
+    nonced = answer(request, HttpResponse()).headers["Content-Security-Policy"]
+    assert "script-src 'self' 'nonce-abc123'" in _directives(nonced)
+    settings.CONTENT_SECURITY_POLICY = {"DIRECTIVES": {"default-src": ["'none'"]}}
+    settings.CONTENT_SECURITY_POLICY_REPORT_ONLY = {"DIRECTIVES": {"img-src": ["'self'"]}}
+    response = client.get(reverse("login"))
+    assert response.headers["Content-Security-Policy"] == "default-src 'none'"
+    report_only = _directives(response.headers["Content-Security-Policy-Report-Only"])
+    assert report_only == _directives(build_policy(report_only=True))
+    assert "img-src 'self'" in report_only
+
+
 def test_pages_carry_no_inline_script(client_for, carol, project):
     for url in (reverse("home"), reverse("project-detail", args=[project.slug]), reverse("login")):
         body = client_for(carol).get(url).content.decode()
