@@ -437,6 +437,31 @@ def test_voting_takes_a_small_fixed_number_of_queries(
     client, _ = page
     for _ in range(2):
         assignment = Assignment.objects.get(annotator=alice, status=Assignment.Status.LIVE)
-        with django_assert_max_num_queries(18):  # 16 once its statements are prepared
+        with django_assert_max_num_queries(17):  # 14 once its statements are prepared
             client.post(vote_url(project, assignment.pk), {"choice": "left"}, **HTMX)
     assert Pair.objects.filter(status=PairStatus.ANNOTATING).count() >= 2
+
+
+def test_vote_and_skip_answer_outsiders_roles_and_odd_ids_as_the_page_does(
+    client_for, alice, carol, eve, project, pairs
+):
+    """The vote and the skip read the assignment, its project and the voter's role in one
+    statement; whoever may not act on it gets the page's answer: outsiders 404, curators
+    403, an id no assignment has (one beyond any bigint included) 404."""
+    client = client_for(alice)
+    client.get(reverse("annotate", args=[project.slug]))
+    held = Assignment.objects.get(annotator=alice)
+    for user, code in ((eve, 404), (carol, 403)):
+        other = client_for(user)
+        assert other.post(vote_url(project, held.pk), {"choice": "left"}).status_code == code
+        assert other.post(skip_url(project, held.pk), {"reason": "broken"}).status_code == code
+    client = client_for(alice)  # the one test client, logged in as each in turn
+    for missing in (held.pk + 1000, 10**30):
+        assert client.post(vote_url(project, missing), {"choice": "left"}).status_code == 404
+        assert client.post(skip_url(project, missing), {"reason": "broken"}).status_code == 404
+    elsewhere = reverse("annotate-vote", args=["no-such-project", held.pk])
+    assert client.post(elsewhere, {"choice": "left"}).status_code == 404
+    assert not Vote.objects.exists()
+    assert not Skip.objects.exists()
+    assert client.post(vote_url(project, held.pk), {"choice": "left"}).status_code == 302
+    assert Vote.objects.filter(annotator=alice, assignment=held).count() == 1

@@ -36,7 +36,11 @@ from annotation.queue.annotating import (
     vote_submit_and_claim,
 )
 from annotation.queue.presentation import assignment_payload, undone_answer
-from annotation.queue.selectors import annotator_progress, upcoming_media_urls
+from annotation.queue.selectors import (
+    annotator_progress,
+    assignment_for_annotator,
+    upcoming_media_urls,
+)
 
 ANNOTATORS = (Role.ANNOTATOR,)
 TEMPLATE = "annotation/workbench.html"
@@ -184,16 +188,19 @@ def _respond(
     return render(request, f"{TEMPLATE}#workbench", context)
 
 
-def _own_assignment(request, project: Project, assignment_id: int) -> Assignment:
-    """The annotator's own assignment in this project; anyone else's is a 404."""
-    assignment = (
-        Assignment.objects.select_related("pair")
-        .filter(pk=assignment_id, pair__project=project, annotator=request.user)
-        .first()
-    )
-    if assignment is None:
+def _annotated_assignment(request, slug: str, assignment_id: int) -> tuple[Project, Assignment]:
+    """The project and the annotator's own assignment in it, with its pair, read in one
+    prepared statement (``assignment_for_annotator``). Anything else answers as the project's
+    page would, then 404 for the assignment: outsiders 404, members who do not annotate 403,
+    anyone else's assignment (or one in another project) 404."""
+    try:
+        assignment = assignment_for_annotator(user=request.user, assignment_id=assignment_id)
+    except (Http404, PermissionDenied):
+        assignment = None
+    if assignment is None or assignment.pair.project.slug != slug:
+        get_project_for_user(request.user, slug, roles=ANNOTATORS)
         raise Http404("No such assignment")
-    return assignment
+    return assignment.pair.project, assignment
 
 
 @require_GET
@@ -209,8 +216,7 @@ def annotate(request, slug: str):
 @never_cache
 @login_required
 def vote(request, slug: str, assignment_id: int):
-    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
-    assignment = _own_assignment(request, project, assignment_id)
+    project, assignment = _annotated_assignment(request, slug, assignment_id)
     form = VoteForm(request.POST)
     if not form.is_valid():
         return _respond(request, project, error=_form_error(form))
@@ -244,8 +250,7 @@ def vote(request, slug: str, assignment_id: int):
 @never_cache
 @login_required
 def skip(request, slug: str, assignment_id: int):
-    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
-    assignment = _own_assignment(request, project, assignment_id)
+    project, assignment = _annotated_assignment(request, slug, assignment_id)
     form = SkipForm(request.POST)
     if not form.is_valid():
         return _respond(request, project, error=_form_error(form))
