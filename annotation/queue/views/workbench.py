@@ -167,24 +167,17 @@ def _workbench_context(
 
 
 def _respond(
-    request,
-    project: Project,
-    *,
-    notice: str = "",
-    error: str = "",
-    restored: dict | None = None,
-    claimed: Any = _CLAIM,
+    request, project: Project, *, notice: str = "", error: str = "", **state
 ) -> HttpResponse:
-    """The next pair: the ``#workbench`` fragment for htmx, else a redirect to the page."""
+    """The next pair: the ``#workbench`` fragment for htmx (``state``: the rest of
+    ``_workbench_context``'s keywords), else a redirect to the page."""
     if not request.htmx:
         if error:
             messages.error(request, error)
         elif notice:
             messages.success(request, notice)
         return redirect("annotate", slug=project.slug)
-    context = _workbench_context(
-        request, project, notice=notice, error=error, restored=restored, claimed=claimed
-    )
+    context = _workbench_context(request, project, notice=notice, error=error, **state)
     return render(request, f"{TEMPLATE}#workbench", context)
 
 
