@@ -175,8 +175,10 @@ def test_without_webgl_the_page_says_so_and_shows_the_rendered_views(
     assert "rendered at import" in status
     views = page.locator("[data-model3d-views][open] img")
     assert views.count() == 12
-    views.first.wait_for()
-    assert page.evaluate("(img) => img.complete && img.naturalWidth", views.first.element_handle())
+    # Visible is not loaded: wait for the first view's pixels (fails on timeout if never decoded).
+    page.wait_for_function(
+        "(img) => img.complete && img.naturalWidth > 0", arg=views.first.element_handle()
+    )
 
 
 def _visible_views(page) -> dict[str, list[str]]:
