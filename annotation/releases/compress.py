@@ -1,5 +1,5 @@
-"""gzip written by threads (zlib lets go of the GIL), as pigz does, with bytes that depend only
-on the data: it is cut into BLOCK_BYTES blocks, each deflated on its own with the 32 KiB
+"""gzip written by threads (the deflate lets go of the GIL), as pigz does, with bytes that
+depend only on the data and the compressor: it is cut into BLOCK_BYTES blocks, each deflated on its own with the 32 KiB
 before it as its dictionary and ended by a sync flush, and the pieces are joined in order into
 one deflate stream; the header has no file name and mtime 0. A release's archive is such
 gzip members one after the other (``annotation.releases.archive``), which every gzip reader
@@ -9,24 +9,31 @@ from __future__ import annotations
 
 import io
 import struct
-import zlib
 from collections import deque
 from concurrent.futures import Executor, ThreadPoolExecutor
 
-# gzip's level: fixed (the bytes depend on it). 1: on release text it is about three times as
-# fast as zlib's default 6 for archives about a tenth larger (benchmarks/release_speed.py).
+from isal import isal_zlib
+
+# The deflate is ISA-L's (python-isal, pinned exactly in pyproject.toml: the archive's bytes
+# depend on its version as on the level). Its level 1, on a release's JSON, is about four
+# times as fast as zlib's level 1 for archives a little smaller, and about ten times on
+# Parquet, which neither can shrink (docs/releases.md, "Speed").
 GZIP_LEVEL = 1
+# ISA-L's buffer size (memLevel), fixed: the bytes depend on it.
+_MEM_LEVEL = isal_zlib.DEF_MEM_LEVEL
 BLOCK_BYTES = 1024 * 1024
 _WINDOW = 32 * 1024
 _HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, OS unknown
 
 
 def _deflate(level: int, block: bytes, dictionary: bytes, last: bool) -> bytes:
+    settings = (level, isal_zlib.DEFLATED, -isal_zlib.MAX_WBITS, _MEM_LEVEL)
     if dictionary:
-        deflate = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, zdict=dictionary)
+        deflate = isal_zlib.compressobj(*settings, zdict=dictionary)
     else:
-        deflate = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
-    return deflate.compress(block) + deflate.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
+        deflate = isal_zlib.compressobj(*settings)
+    flush = isal_zlib.Z_FINISH if last else isal_zlib.Z_SYNC_FLUSH
+    return deflate.compress(block) + deflate.flush(flush)
 
 
 class GzipMember:
@@ -45,7 +52,7 @@ class GzipMember:
         out.write(_HEADER)
 
     def _submit(self, block: bytes, last: bool) -> None:
-        self._crc = zlib.crc32(block, self._crc)
+        self._crc = isal_zlib.crc32(block, self._crc)
         self.size += len(block)
         deflated = self._pool.submit(_deflate, self._level, block, self._previous_tail, last)
         self._pending.append(deflated)
