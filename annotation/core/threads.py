@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from django.db import connections
 
@@ -19,7 +19,7 @@ class _Raised:
 _DONE = object()
 
 
-def in_background(items: Iterator, *, depth: int = 2, name: str = "import-reader") -> Iterator:
+def in_background(items: Iterator, *, depth: int = 2, name: str = "import-reader") -> Generator:
     """Runs the generator ``items`` in a thread, at most ``depth`` items ahead of the
     consumer; its exceptions are raised in the consumer, and it stops when the consumer does.
     The generator is closed in its own thread (its ``finally`` and ``with`` blocks run there),

@@ -34,6 +34,7 @@ from annotation.core.content import (
     text_part,
 )
 from annotation.core.search import search_words
+from annotation.core.threads import in_background
 from annotation.imports import progress as job_records
 from annotation.imports import sql
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
@@ -44,7 +45,6 @@ from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
 from annotation.imports.source import cyclic_gc_paused, open_source, unpack_archive
 from annotation.imports.summary import ImportJobFinished, ImportSummary
-from annotation.imports.threads import in_background
 from annotation.imports.transcode_jobs import transcode_jobs_create
 from annotation.imports.validate import TEXT, PairSpec, pair_spec
 from annotation.imports.writer import BulkWriter, RawJson

@@ -1,9 +1,9 @@
 """gzip written by threads (the deflate lets go of the GIL), as pigz does, with bytes that
-depend only on the data and the compressor: it is cut into BLOCK_BYTES blocks, each deflated on its own with the 32 KiB
-before it as its dictionary and ended by a sync flush, and the pieces are joined in order into
-one deflate stream; the header has no file name and mtime 0. A release's archive is such
-gzip members one after the other (``annotation.releases.archive``), which every gzip reader
-reads as one stream."""
+depend only on the data and the compressor: it is cut into BLOCK_BYTES blocks, each deflated
+on its own with the 32 KiB before it as its dictionary and ended by a sync flush, and the
+pieces are joined in order into one deflate stream; the header has no file name and mtime 0.
+A release's archive is such gzip members one after the other
+(``annotation.releases.archive``), which every gzip reader reads as one stream."""
 
 from __future__ import annotations
 

@@ -1,0 +1,129 @@
+"""How a build reads its rows (docs/releases.md, "Speed"): on PostgreSQL outside a
+transaction, on a thread of its own with its own connection, a chunk ahead, in one snapshot;
+inside a transaction, in the caller's thread. Both give the same pairs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection, transaction
+
+from annotation.models import Pair, PriorAnnotation, Vote
+from annotation.releases import rows
+from annotation.releases.rows import release_pairs
+from annotation.releases.selection import check_selection
+from tests.annotation.release_support import CONSENSUS_VOTES, releasable_project
+from tests.conftest import requires_postgres
+
+pytestmark = [requires_postgres(), pytest.mark.django_db(transaction=True)]
+
+SELECTION = {"splits": "train=0.5,test=0.5", "include_ensemble": True, "include_ties": True}
+
+
+def _read(project) -> list[tuple[int, list]]:
+    return list(release_pairs(project, check_selection(SELECTION)))
+
+
+def _readers() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "release-reader"]
+
+
+def _backends() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def _backends_back_to(count: int) -> bool:
+    """Whether the other sessions on the database come back to ``count`` (a closed
+    connection's backend takes a moment to leave pg_stat_activity)."""
+    for _ in range(50):
+        if _backends() == count:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def released(project, alice, bob, carol, monkeypatch):
+    releasable_project(project, alice, bob, carol)
+    first = Pair.objects.get(project=project, external_id="rel-00")
+    PriorAnnotation.objects.create(pair=first, position=0, value=3, response="A", rating="7")
+    monkeypatch.setattr(rows, "CHUNK_PAIRS", 3)  # several chunks of a dozen pairs
+    return project
+
+
+def test_the_thread_reads_the_pairs_the_callers_thread_reads(released, monkeypatch):
+    threads = []
+    real_read = rows._read_pairs
+
+    def read(*args):
+        threads.append(threading.current_thread().name)
+        yield from real_read(*args)
+
+    monkeypatch.setattr(rows, "_read_pairs", read)
+    background = _read(released)
+    with transaction.atomic():
+        here = _read(released)
+    assert threads == ["release-reader", threading.current_thread().name]
+    assert len(background) > 2
+    assert background == here
+    pairs = [pair for _, chunk in background for _, pair in chunk]
+    ids = [pair.external_id for pair in pairs]
+    assert ids == sorted(ids, key=str.encode)
+    assert {"rel-00", "rel-tie", "rel-adjudicated", "rel-easy"} <= set(ids)
+    first = next(pair for pair in pairs if pair.external_id == "rel-00")
+    assert first.votes == [3, *CONSENSUS_VOTES["rel-00"]]  # the prior first, then the votes
+    assert first.ratings is not None
+
+
+def test_every_chunk_is_read_in_the_snapshot_of_the_first(released):
+    chunks = iter(release_pairs(released, check_selection(SELECTION)))
+    _, first = next(chunks)
+    # The last pair is in the last chunk, which the thread, a chunk ahead, has not read yet:
+    # changed now, it is still read as it was when the first chunk was.
+    last = Pair.objects.filter(project=released, is_gold=False).latest("external_id")
+    votes = Vote.objects.filter(pair=last).count()
+    assert votes
+    assert last.external_id not in {pair.external_id for _, pair in first}
+    flipped = "A" if last.consensus_label == "B" else "B"
+    Pair.objects.filter(pk=last.pk).update(consensus_label=flipped)
+    Vote.objects.filter(pair=last).delete()
+    later = [pair for _, chunk in chunks for _, pair in chunk]
+    read = next(pair for pair in later if pair.pk == last.pk)
+    assert read.label == last.consensus_label != flipped
+    assert len(read.votes) == votes
+
+
+def test_a_consumer_that_stops_early_stops_the_thread_and_closes_its_connection(released):
+    backends = _backends()
+    chunks = release_pairs(released, check_selection(SELECTION))
+    next(chunks)
+    assert _readers()
+    chunks.close()
+    assert _readers() == []
+    assert _backends_back_to(backends)
+
+
+def test_an_error_while_reading_reaches_the_consumer_and_the_thread_ends(released, monkeypatch):
+    backends = _backends()
+    calls = []
+
+    def failing(cursor, pair_ids):
+        calls.append(len(pair_ids))
+        if len(calls) == 2:
+            raise RuntimeError("votes unreadable")
+        return {}
+
+    monkeypatch.setattr(rows, "_human_values", failing)
+    chunks = release_pairs(released, check_selection(SELECTION))
+    next(chunks)
+    with pytest.raises(RuntimeError, match="votes unreadable"):
+        next(chunks)
+    assert _readers() == []
+    assert _backends_back_to(backends)
