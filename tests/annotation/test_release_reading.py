@@ -127,3 +127,15 @@ def test_an_error_while_reading_reaches_the_consumer_and_the_thread_ends(release
         next(chunks)
     assert _readers() == []
     assert _backends_back_to(backends)
+
+
+def test_the_lateral_lookups_give_the_rows_the_joins_give(released):
+    ids = list(Pair.objects.filter(project=released).values_list("pk", flat=True))
+    condition, params = rows._ids_in("p.id", ids)
+    found = {}
+    for kind, sql in rows._ROWS_SQL.items():
+        with connection.cursor() as cursor:
+            cursor.execute(sql.format(label="consensus_label", ids=condition), params)
+            found[kind] = sorted(cursor.fetchall())
+    assert len(found["postgresql"]) == len(ids) > 10
+    assert found["postgresql"] == found["joins"]
