@@ -19,8 +19,8 @@ class _Raised:
 _DONE = object()
 
 
-def in_background(items: Iterator, *, depth: int = 2, name: str = "import-reader") -> Generator:
-    """Runs the generator ``items`` in a thread, at most ``depth`` items ahead of the
+def in_background(items: Iterator, *, name: str, depth: int = 2) -> Generator:
+    """Runs the generator ``items`` in a thread named ``name``, at most ``depth`` items ahead of the
     consumer; its exceptions are raised in the consumer, and it stops when the consumer does.
     The generator is closed in its own thread (its ``finally`` and ``with`` blocks run there),
     then the database connections that thread opened are closed."""

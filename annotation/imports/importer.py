@@ -244,7 +244,7 @@ class _Importer:
 
     def run(self, reader: PairFileReader, reporter: Progress) -> None:
         # Reading, checking and hashing (Python) overlap with writing (the database).
-        for batch in in_background(self._batches(reader)):
+        for batch in in_background(self._batches(reader), name="import-reader"):
             self._flush(batch)
             reporter.update(reader.bytes_read, self.summary.pairs_read)
         reporter.update(reader.bytes_read, self.summary.pairs_read, force=True)

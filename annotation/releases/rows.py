@@ -239,7 +239,9 @@ def selection_is_empty(project: Project, selection: Selection) -> bool:
         return True
     if selection.min_agreement is None:
         return False
-    return not any(pairs for _, pairs in release_pairs(project, selection))
+    # Read here, in the caller's thread: the first chunk with a pair ends it, nothing to
+    # overlap.
+    return not any(pairs for _, pairs in _read_pairs(project, selection))
 
 
 def release_pairs(project: Project, selection: Selection) -> Generator[Chunk, None, None]:
