@@ -52,6 +52,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from annotator_load import (
     ROOT,
+    analyze_as_autovacuum_would,
     create_fixture,
     database_backends_cpu,
     delete_project,
@@ -362,7 +363,7 @@ def main() -> None:
             f"1 annotator ({time.perf_counter() - built:.1f} s)"
         )
         with connections["default"].cursor() as cursor:
-            cursor.execute("ANALYZE annotation_pair, annotation_vote, annotation_assignment")
+            analyze_as_autovacuum_would(cursor)
         collect_static(static_root)
         os.environ["DJANGO_STATIC_ROOT"] = str(static_root)
         port, server = boot(args)

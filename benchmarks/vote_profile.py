@@ -98,7 +98,12 @@ def main() -> None:
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         raise SystemExit("Set DATABASE_URL=postgres://... : the figures are about PostgreSQL.")
     production_environment()
-    from annotator_load import create_fixture, delete_project, setup_django
+    from annotator_load import (
+        analyze_as_autovacuum_would,
+        create_fixture,
+        delete_project,
+        setup_django,
+    )
 
     setup_django()
     from django.core.management import call_command
@@ -111,7 +116,7 @@ def main() -> None:
     pairs = args.votes + args.warmup + 10
     tokens = create_fixture(slug=slug, pairs=pairs, overlap=args.overlap, annotators=args.overlap)
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE annotation_pair, annotation_vote, annotation_assignment")
+        analyze_as_autovacuum_would(cursor)
     application = get_wsgi_application()
     try:
         # The annotators take turns, so one vote in ``overlap`` completes its pair.
