@@ -45,10 +45,9 @@ from annotation.queue.claim_key import claim_key
 from annotation.queue.playback import responses_play_seconds
 from annotation.queue.selectors import gold_below_threshold, gold_scores
 from annotation.queue.serving import (
-    CLAIMABLE_WHERE,
+    BLOCK_FROM_CURSOR,
     NEXT_PAIR_SQL,
     OPEN_STATUSES,
-    claimable_params,
     next_pair_params,
 )
 from annotation.queue.statements import (
@@ -97,9 +96,12 @@ def _content_loaded(assignment: Assignment) -> bool:
     return Assignment.pair.is_cached(assignment) and Pair.prompt.is_cached(assignment.pair)
 
 
-def _claim(*, project: Project, annotator, membership: tuple | None = None) -> Assignment | None:
+def _claim(
+    *, project: Project, annotator, membership: tuple | None = None, wait: bool = True
+) -> Assignment | None:
     """The lease the annotator holds, or a new one. Caller holds a transaction, and
-    ``membership`` when it locked it already (``annotator_membership_lock``)."""
+    ``membership`` when it locked it already (``annotator_membership_lock``). ``wait``: as
+    ``_take_slot``'s."""
     # Locking the membership serialises one annotator's claims (two tabs racing) and checks
     # the role in the same query.
     if membership is None:
@@ -124,7 +126,7 @@ def _claim(*, project: Project, annotator, membership: tuple | None = None) -> A
             created_at=now,
             expires_at=now + timedelta(minutes=project.lease_minutes),
         )
-        take = {"project": project, "lease": lease, "cursor": cursor}
+        take = {"project": project, "lease": lease, "cursor": cursor, "wait": wait}
         found, gold = _take_slot(is_gold=gold_first, **take), gold_first
         if found is None:
             found, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
@@ -186,13 +188,22 @@ SELECT held.*, FALSE, {_P_COLUMNS.select_list()}, {CONTENT_COLUMNS}
 FROM held JOIN {Pair._meta.db_table} p ON p.id = held.pair_id {CONTENT_JOINS}
 """
 _LEASE_PAIR_AT = _A_COLUMNS.attnames.index("pair_id")
-_ANY_CLAIMABLE_SQL = f"""
-SELECT 1 FROM {Pair._meta.db_table} p WHERE {CLAIMABLE_WHERE} AND p.is_gold = %(is_gold)s LIMIT 1
-"""
-# PostgreSQL: how often a claim that found every free pair locked looks again. Waiting on the
-# locks instead would deadlock: a waiter keeps the locks of rows it stepped past.
+# The block the take looks in (its first claimable pair's), read without locks; NULL when the
+# annotator has nothing left to claim.
+_CLAIMABLE_BLOCK_SQL = f"SELECT {BLOCK_FROM_CURSOR}"
+_BLOCK_PARAMS = ("project", "annotator", "is_gold", "cursor")
+# PostgreSQL: a claim that found every free slot in its block on pairs racing transactions
+# hold tries the blocks after it, up to BLOCK_SKIPS, at once; then it looks again in a while,
+# up to LOCKED_RETRIES times. Waiting on the locks instead would deadlock: a waiter keeps the
+# locks of rows it stepped past.
+BLOCK_SKIPS = 3
 LOCKED_RETRIES = 12
 LOCKED_RETRY_S = 0.005
+
+
+class FreeSlotsLocked(Exception):
+    """Every free slot the claim found sits on a pair a racing transaction holds, and the
+    claim was told not to wait (``_take_slot(wait=False)``)."""
 
 
 def _taken(row, *, lease: Assignment) -> Assignment:
@@ -209,11 +220,13 @@ def _taken(row, *, lease: Assignment) -> Assignment:
 
 
 def _take_slot(
-    *, project: Project, lease: Assignment, is_gold: bool, cursor: int
+    *, project: Project, lease: Assignment, is_gold: bool, cursor: int, wait: bool = True
 ) -> Assignment | None:
     """``lease`` with a slot taken for it (its pair set), or None. On PostgreSQL the lease is
     written with it (its pk set) and its pair's content loaded, or the live lease the
-    annotator already holds is returned instead; elsewhere the caller writes it."""
+    annotator already holds is returned instead; elsewhere the caller writes it. Without
+    ``wait``, raises FreeSlotsLocked where it would sleep: a caller holding row locks of its
+    own (a vote's pair) must not sleep on others' locks, which may be waiting on its own."""
     postgres = connection.vendor == "postgresql"
     annotator = lease.annotator
     params = {
@@ -232,15 +245,23 @@ def _take_slot(
                     lease.pair_id = row[0]
                     return lease
                 return _taken(row, lease=lease)
-            if not postgres or attempt == LOCKED_RETRIES:
+            if not postgres:
                 return None
-            # None free, or the last free slots sit on pairs racing claimers hold for an
-            # instant: a plain read (no lock) tells which; only the latter is worth a retry.
-            claimable = claimable_params(project=project, annotator=annotator)
-            db.execute(_ANY_CLAIMABLE_SQL, {**claimable, "is_gold": is_gold})
-            if db.fetchone() is None:
+            # None free, or the free slots of the block it looked in sit on pairs racing
+            # transactions hold (a claim's for an instant, a vote with next's till its own
+            # claim is done): a plain read (no lock) of that block tells which.
+            db.execute(_CLAIMABLE_BLOCK_SQL, {key: params[key] for key in _BLOCK_PARAMS})
+            (block,) = db.fetchone()
+            if block is None:
                 return None
-            time.sleep(LOCKED_RETRY_S * (attempt + 1))
+            if attempt < BLOCK_SKIPS:
+                params["cursor"] = block + 1  # the next block that has a free slot for them
+                continue
+            if not wait:
+                raise FreeSlotsLocked
+            if attempt == LOCKED_RETRIES:
+                return None
+            time.sleep(LOCKED_RETRY_S * (attempt + 1 - BLOCK_SKIPS))
     return None
 
 
@@ -531,6 +552,7 @@ def vote_submit_and_claim(
     project = assignment.pair.project
     if expired is not False:
         _free_expired_leases(project=project, now=timezone.now(), known=expired)
+    claim_after = False
     with transaction.atomic():
         membership = annotator_membership_lock(project_id=project.pk, user_id=annotator.pk)
         vote, created = _vote_write(assignment=assignment, annotator=annotator, **answer)
@@ -538,11 +560,19 @@ def vote_submit_and_claim(
             # The vote may have paused them (membership_gold_check): read it again.
             membership = annotator_membership_lock(project_id=project.pk, user_id=annotator.pk)
         # Not an annotator any more (removed while voting): the vote stands, no next pair.
-        held = (
-            None
-            if membership is None
-            else _claim(project=project, annotator=annotator, membership=membership)
-        )
+        held = None
+        if membership is not None:
+            try:
+                held = _claim(
+                    project=project, annotator=annotator, membership=membership, wait=False
+                )
+            except FreeSlotsLocked:
+                claim_after = True
+    if claim_after:
+        # Every free slot sat on a pair a racing transaction holds, perhaps another vote with
+        # next whose claim wants this vote's pair: committed, the vote lets go of it, and the
+        # claim waits for the others as a claim does.
+        return vote, created, assignment_claim(project=project, annotator=annotator)
     return vote, created, _with_content(held, project=project)
 
 

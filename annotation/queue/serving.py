@@ -86,13 +86,13 @@ _CLAIMABLE_NOW = f"{CLAIMABLE_WHERE} AND p.is_gold = %(is_gold)s"
 _IN_TOP_PRIORITY = f"""{_CLAIMABLE_NOW} AND p.priority = (
         SELECT p.priority FROM {Pair._meta.db_table} p
         WHERE {_CLAIMABLE_NOW} ORDER BY p.priority DESC LIMIT 1)"""
-_BLOCK_FROM_CURSOR = f"""COALESCE(
+BLOCK_FROM_CURSOR = f"""COALESCE(
     (SELECT {CLAIM_KEY_SQL} FROM {Pair._meta.db_table} p
      WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} >= %(cursor)s ORDER BY {CLAIM_KEY_SQL} LIMIT 1),
     (SELECT {CLAIM_KEY_SQL} FROM {Pair._meta.db_table} p
      WHERE {_IN_TOP_PRIORITY} ORDER BY {CLAIM_KEY_SQL} LIMIT 1))"""
 NEXT_PAIR_SQL = f"""(SELECT p.id FROM {Pair._meta.db_table} p
-    WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} = {_BLOCK_FROM_CURSOR}
+    WHERE {_IN_TOP_PRIORITY} AND {CLAIM_KEY_SQL} = {BLOCK_FROM_CURSOR}
     ORDER BY {CLAIM_RANK_SQL} LIMIT 1 {{lock}})"""
 
 

@@ -210,3 +210,92 @@ def test_racing_votes_that_claim_the_next_pair_fill_every_pair_exactly_once(
     assert statuses[201] == 18
     _assert_filled_exactly(pairs, votes=3)
     assert decided == {p.pk: 1 for p in pairs}
+
+
+def _hold_lock(pair_ids: list[int], *, locked: threading.Event, release: threading.Event):
+    """A transaction on its own connection holding the row locks of ``pair_ids`` (as another
+    annotator's vote holds its pair's) until ``release``."""
+
+    def run():
+        from django.db import transaction
+
+        try:
+            with transaction.atomic():
+                list(Pair.objects.select_for_update().filter(pk__in=pair_ids))
+                locked.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert locked.wait(timeout=10), "the lock holder never started"
+    return thread
+
+
+def test_a_claim_whose_block_is_all_locked_takes_a_pair_of_the_next_block(
+    transactional_db, monkeypatch
+):
+    # The annotator's block has one pair left for them, held for a while by another
+    # transaction; another block has free pairs. The claim takes one of those at once: it
+    # answered "nothing left" after a dozen retries on the held block before.
+    from annotation.queue.claim_key import CLAIM_BLOCK_PAIRS, claim_key
+
+    project = ProjectFactory(slug="locked-block", overlap=1)
+    pairs = [
+        PairFactory(id=block * CLAIM_BLOCK_PAIRS, project=project, status=PairStatus.QUEUED)
+        for block in (3, 5)
+    ]
+    first, second = sorted(pairs, key=lambda pair: claim_key(pair.pk))
+    user = annotator(project, "blocked")
+    locked, release = threading.Event(), threading.Event()
+    holder = _hold_lock([first.pk], locked=locked, release=release)
+    slept: list[float] = []
+    monkeypatch.setattr(queue.time, "sleep", slept.append)
+    try:
+        assignment = queue.assignment_claim(project=project, annotator=user)
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert assignment is not None
+    assert assignment.pair_id == second.pk
+    assert slept == []  # taken at once, not after waiting on the held block
+
+
+def test_two_votes_with_next_each_wanting_the_pair_the_other_holds_both_get_it(
+    transactional_db, monkeypatch
+):
+    # Two annotators vote at once, each on the pair the other may still vote on, and nothing
+    # else is left: each vote's transaction holds its own pair while its claim looks at the
+    # other's. Both answered "nothing left" before, each retrying till the other gave up.
+    project = ProjectFactory(slug="crossed", overlap=2)
+    pairs = PairFactory.create_batch(2, project=project, status=PairStatus.QUEUED)
+    users = [annotator(project, f"crossed{i}") for i in range(2)]
+    project.refresh_from_db()
+    leases = []
+    for user, other in zip(users, reversed(pairs), strict=True):
+        # Each annotator's lease on a pair of their own: the other pair kept out meanwhile.
+        Pair.objects.filter(pk=other.pk).update(media_pending=True)
+        leases.append(queue.assignment_claim(project=project, annotator=user))
+        Pair.objects.filter(pk=other.pk).update(media_pending=False)
+    assert [lease.pair_id for lease in leases] == [pair.pk for pair in pairs]
+    both_voted = threading.Barrier(2, timeout=10)
+    first_claim = threading.local()
+    claim = queue._claim
+
+    def claim_once_both_voted(**kwargs):
+        if not getattr(first_claim, "seen", False):
+            first_claim.seen = True
+            both_voted.wait()  # both votes written, both pairs locked
+        return claim(**kwargs)
+
+    monkeypatch.setattr(queue, "_claim", claim_once_both_voted)
+    nexts: dict[int, int | None] = {}
+
+    def vote(user, lease):
+        _, _, held = queue.vote_submit_and_claim(assignment=lease, annotator=user, choice="left")
+        nexts[user.pk] = held.pair_id if held else None
+
+    assert _race([lambda u=u, a=a: vote(u, a) for u, a in zip(users, leases, strict=True)]) == []
+    assert nexts == {users[0].pk: leases[1].pair_id, users[1].pk: leases[0].pair_id}
+    assert set(Pair.objects.values_list("vote_count", "lease_count")) == {(1, 1)}
