@@ -288,9 +288,9 @@ def database_backends_cpu() -> dict[int, float]:
 QUEUE_TABLES = ("annotation_pair", "annotation_vote", "annotation_assignment")
 
 
-def analyze_as_autovacuum_would(cursor) -> list[str]:
+def analyze_as_autovacuum_would(cursor) -> None:
     """ANALYZE the queue's tables that have ever held a row, as autovacuum does after a
-    bulk write; returns them. A table still empty is left unanalysed, as autovacuum leaves
+    bulk write. A table still empty is left unanalysed, as autovacuum leaves
     it: statistics that say "no rows" make the prepared claim plan sequential scans of the
     vote and assignment tables, which it keeps while they grow to thousands of rows (the
     first run on a new database, docs/architecture.md)."""
@@ -301,7 +301,6 @@ def analyze_as_autovacuum_would(cursor) -> list[str]:
             filled.append(table)
     if filled:
         cursor.execute(f"ANALYZE {', '.join(filled)}")
-    return filled
 
 
 def percentile(values: list[float], share: float) -> float:

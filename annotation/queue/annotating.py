@@ -237,7 +237,7 @@ def _take_slot(
     if postgres:
         params.update(_LEASE.params(lease))
     with connection.cursor() as db:
-        for attempt in range(LOCKED_RETRIES + 1):
+        for attempt in range(BLOCK_SKIPS + LOCKED_RETRIES + 1):
             execute_prepared(db, "arbiter_take", take, params)
             row = db.fetchone()
             if row is not None:
@@ -259,7 +259,7 @@ def _take_slot(
                 continue
             if not wait:
                 raise FreeSlotsLocked
-            if attempt == LOCKED_RETRIES:
+            if attempt == BLOCK_SKIPS + LOCKED_RETRIES:
                 return None
             time.sleep(LOCKED_RETRY_S * (attempt + 1 - BLOCK_SKIPS))
     return None
