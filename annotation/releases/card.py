@@ -41,32 +41,61 @@ _AV_CATEGORIES = {"video": "text-to-video", "audio": "text-to-audio", "model3d":
 TAGS = ("preference", "reward-modeling", "human-feedback", "arbiter")
 
 
+# Rows a release's statistics take before counting them (``Statistics.add``).
+_COUNT_EVERY = 10_000
+
+
 @dataclass
 class Statistics:
     """Counts of the rows written, and their human values for the agreement figures."""
 
     scale: str
-    splits: Counter[str] = field(default_factory=Counter)
-    by_task: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    labels: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    sources: Counter[str] = field(default_factory=Counter)
-    # (model of A, model of B, label) of the pairs between two different named models
-    comparisons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    # (split, task, label, source) -> rows, and (model of A, model of B, label) -> rows of the
+    # pairs between two different named models; each row is noted, then counted in batches
+    # (Counter's update counts in C, where a row's own four increments cost more than the
+    # rest of its statistics).
+    _rows: Counter[tuple[str, str, str, str]] = field(default_factory=Counter)
+    _comparisons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    _noted_rows: list[tuple[str, str, str, str]] = field(default_factory=list)
+    _noted_comparisons: list[tuple[str, str, str]] = field(default_factory=list)
     _units: list[int] = field(default_factory=list)
     _raters: list[int] = field(default_factory=list)
     _values: list[int] = field(default_factory=list)
 
     def add(self, pair: ReleasePair, split: str) -> None:
-        self.splits[split] += 1
-        self.by_task[pair.task][split] += 1
-        self.labels[split][pair.label] += 1
-        self.sources[pair.source] += 1
-        models = (pair.response_a.model_name, pair.response_b.model_name)
-        if all(models) and models[0] != models[1]:
-            self.comparisons[(*models, pair.label)] += 1
-        self._units.extend([pair.pk] * len(pair.votes))
-        self._raters.extend(pair.raters)
-        self._values.extend(pair.votes)
+        label = pair.label
+        self._noted_rows.append((split, pair.task, label, pair.source))
+        model_a, model_b = pair.response_a.model_name, pair.response_b.model_name
+        if model_a and model_b and model_a != model_b:
+            self._noted_comparisons.append((model_a, model_b, label))
+        if votes := pair.votes:
+            self._units.extend([pair.pk] * len(votes))
+            self._raters.extend(pair.raters)
+            self._values.extend(votes)
+        if len(self._noted_rows) >= _COUNT_EVERY:
+            self._count()
+
+    def _count(self) -> None:
+        self._rows.update(self._noted_rows)
+        self._comparisons.update(self._noted_comparisons)
+        self._noted_rows.clear()
+        self._noted_comparisons.clear()
+
+    def counts(
+        self,
+    ) -> tuple[Counter[str], dict[str, Counter[str]], dict[str, Counter[str]], Counter[str]]:
+        """Rows by split, by task and split, by split and label, and by source."""
+        self._count()
+        splits: Counter[str] = Counter()
+        by_task: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        labels: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        sources: Counter[str] = Counter()
+        for (split, task, label, source), rows in self._rows.items():
+            splits[split] += rows
+            by_task[task][split] += rows
+            labels[split][label] += rows
+            sources[source] += rows
+        return splits, by_task, labels, sources
 
     def agreement(self) -> dict[str, Any]:
         """Side alpha with its 95% bootstrap interval and MMRB2's pairwise agreement over the
@@ -106,17 +135,18 @@ class Statistics:
         """The figures; ``media`` counts the files of each kind (images, and the other kinds
         the release has), ``omni_files`` the Omni-RewardBench-compatible files."""
         others = {kind: count for kind, count in media.items() if kind != "image"}
+        splits, by_task, labels, sources = self.counts()
         return {
-            "pairs": sum(self.splits.values()),
-            "splits": {name: self.splits[name] for name in split_order},
+            "pairs": sum(splits.values()),
+            "splits": {name: splits[name] for name in split_order},
             # per config ("default", "ties", "image_preference"): split -> [rows, bytes]
             "configs": configs,
             "by_task": {
                 task: {name: counts[name] for name in split_order if counts[name]}
-                for task, counts in sorted(self.by_task.items())
+                for task, counts in sorted(by_task.items())
             },
-            "labels": {name: dict(sorted(self.labels[name].items())) for name in split_order},
-            "sources": dict(sorted(self.sources.items())),
+            "labels": {name: dict(sorted(labels[name].items())) for name in split_order},
+            "sources": dict(sorted(sources.items())),
             "images": media.get("image", 0),
             # Only in releases with video, audio or 3D: earlier ones keep their figures.
             **({"media": others} if others else {}),
@@ -124,7 +154,7 @@ class Statistics:
             "ensemble_removed": ensemble_removed,
             "scale": self.scale,
             **self.agreement(),
-            "models": release_models(self.comparisons),
+            "models": release_models(self._comparisons),
         }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from types import MappingProxyType
 from typing import Any
 
@@ -67,6 +68,13 @@ RELEASED_PART_TYPES = frozenset({"text", *MEDIA_DIRS})
 
 
 def check_released_parts(pair: ReleasePair) -> None:
+    for content in (pair.prompt, pair.response_a.content, pair.response_b.content):
+        for part in content:
+            if part["type"] not in RELEASED_PART_TYPES:
+                _refuse_parts(pair)
+
+
+def _refuse_parts(pair: ReleasePair) -> None:
     kinds = {
         part["type"]
         for content in (pair.prompt, pair.response_a.content, pair.response_b.content)
@@ -80,13 +88,15 @@ def check_released_parts(pair: ReleasePair) -> None:
         )
 
 
-# A text-only message's files: none of any kind (``_media_row`` copies each into a new list).
-_NO_MEDIA: Mapping[str, Sequence[str]] = MappingProxyType({kind: () for kind in MEDIA_DIRS})
+# A message's files in the release, by kind.
+MessageFiles = Mapping[str, Sequence[str]]
+# A text-only message's files: none of any kind (``_add_media`` copies each into a new list).
+_NO_MEDIA: MessageFiles = MappingProxyType({kind: () for kind in MEDIA_DIRS})
 
 
 def _message(
     role: str, parts: Sequence[Mapping], files: Mapping[str, str], multimodal: bool
-) -> tuple[dict, Mapping[str, Sequence[str]]]:
+) -> tuple[dict, MessageFiles]:
     """A TRL message from content parts, and the release paths of its placeholders' files in
     order, by kind. Text-only releases get a string content; others a list of text parts and
     ``{"type": "image"}`` (``video``, ``audio``, ``model3d``) placeholders (one schema: the
@@ -105,30 +115,28 @@ def _message(
     return {"role": role, "content": content}, media
 
 
-def _provenance(pair: ReleasePair) -> dict[str, Any]:
-    return {
-        "task": pair.task,
-        "criterion": pair.criterion,
-    }
+# The labels as plain strings: a row is built per pair, and each lookup of an enum member
+# on its class costs more than the comparison.
+_A, _B, _TIE = Side.A.value, Side.B.value, Side.TIE.value
 
 
-def _ensemble(pair: ReleasePair) -> dict[str, Any]:
-    return {
-        "preferred_side": pair.label,
-        "votes": pair.votes,
-        "agreement": pair.agreement,
-        "source": pair.source,
-        "ensemble_label": pair.ensemble_label,
-        "ensemble_agreement": pair.ensemble_agreement,
-        "ensemble_summary": (
-            orjson.dumps(pair.ensemble_summary, option=orjson.OPT_SORT_KEYS).decode()
-            if pair.ensemble_summary
-            else ""
-        ),
-        "prior_ratings": (
-            orjson.dumps(pair.ratings, option=orjson.OPT_SORT_KEYS).decode() if pair.ratings else ""
-        ),
-    }
+def _add_ensemble(row: dict[str, Any], pair: ReleasePair) -> dict[str, Any]:
+    """The row's label columns, after its others."""
+    row["preferred_side"] = pair.label
+    row["votes"] = pair.votes
+    row["agreement"] = pair.agreement
+    row["source"] = pair.source
+    row["ensemble_label"] = pair.ensemble_label
+    row["ensemble_agreement"] = pair.ensemble_agreement
+    row["ensemble_summary"] = (
+        orjson.dumps(pair.ensemble_summary, option=orjson.OPT_SORT_KEYS).decode()
+        if pair.ensemble_summary
+        else ""
+    )
+    row["prior_ratings"] = (
+        orjson.dumps(pair.ratings, option=orjson.OPT_SORT_KEYS).decode() if pair.ratings else ""
+    )
+    return row
 
 
 def trl_row(
@@ -141,45 +149,56 @@ def trl_row(
     """The pair's row of ``data/<split>.{parquet,jsonl}``: a preference, A or B (ties have
     rows of their own, ``tie_row``). ``files`` maps a media hash to its path in the release;
     ``av_kinds`` are the kinds beyond images whose columns the release has."""
-    if pair.label == Side.TIE:
+    if pair.label == _TIE:
         raise ValueError(f"pair {pair.external_id} is a tie: it has no chosen response")
     chosen, rejected = (
         (pair.response_b, pair.response_a)
-        if pair.label == Side.B
+        if pair.label == _B
         else (pair.response_a, pair.response_b)
     )
     prompt, media = _message("user", pair.prompt, files, multimodal)
     chosen_message, chosen_media = _message("assistant", chosen.content, files, multimodal)
     rejected_message, rejected_media = _message("assistant", rejected.content, files, multimodal)
-    return {
+    row = {
         "id": pair.external_id,
         "prompt": [prompt],
         "chosen": [chosen_message],
         "rejected": [rejected_message],
-        **_media_row(media, chosen_media, rejected_media, ("chosen_", "rejected_"), av_kinds),
-        **_provenance(pair),
-        "chosen_model": chosen.model_name,
-        "rejected_model": rejected.model_name,
-        **_ensemble(pair),
     }
+    _add_media(row, (media, chosen_media, rejected_media), _media_columns(_CHOSEN, tuple(av_kinds)))
+    row["task"] = pair.task
+    row["criterion"] = pair.criterion
+    row["chosen_model"] = chosen.model_name
+    row["rejected_model"] = rejected.model_name
+    return _add_ensemble(row, pair)
 
 
-def _media_row(
-    prompt: Mapping[str, Sequence[str]],
-    first: Mapping[str, Sequence[str]],
-    second: Mapping[str, Sequence[str]],
-    prefixes: tuple[str, str],
-    av_kinds: Sequence[str],
-) -> dict[str, list[str]]:
-    """The media columns of a row: the files of the prompt and of each response, the images
+_CHOSEN, _RESPONSES = ("chosen_", "rejected_"), ("response_a_", "response_b_")
+
+
+@cache
+def _media_columns(
+    prefixes: tuple[str, str], av_kinds: tuple[str, ...]
+) -> tuple[tuple[str, tuple[str, str, str]], ...]:
+    """Each media kind's three columns (the prompt's, then each response's): the images
     first, then each other kind the release has (``videos``, ``chosen_videos``, ...)."""
-    columns: dict[str, list[str]] = {}
-    for kind in ("image", *av_kinds):
-        name = MEDIA_COLUMNS[kind]
-        columns[name] = list(prompt[kind])
-        columns[f"{prefixes[0]}{name}"] = list(first[kind])
-        columns[f"{prefixes[1]}{name}"] = list(second[kind])
-    return columns
+    first, second = prefixes
+    names = [(kind, MEDIA_COLUMNS[kind]) for kind in ("image", *av_kinds)]
+    return tuple((kind, (name, f"{first}{name}", f"{second}{name}")) for kind, name in names)
+
+
+def _add_media(
+    row: dict[str, Any],
+    messages: tuple[MessageFiles, MessageFiles, MessageFiles],
+    columns: tuple[tuple[str, tuple[str, str, str]], ...],
+) -> None:
+    """The media columns of a row: the files of the prompt and of each response, by kind, in
+    ``_media_columns``' order."""
+    prompt, first, second = messages
+    for kind, (prompt_column, first_column, second_column) in columns:
+        row[prompt_column] = list(prompt[kind])
+        row[first_column] = list(first[kind])
+        row[second_column] = list(second[kind])
 
 
 def tie_row(
@@ -195,17 +214,18 @@ def tie_row(
     prompt, media = _message("user", pair.prompt, files, multimodal)
     message_a, media_a = _message("assistant", pair.response_a.content, files, multimodal)
     message_b, media_b = _message("assistant", pair.response_b.content, files, multimodal)
-    return {
+    row = {
         "id": pair.external_id,
         "prompt": [prompt],
         "response_a": [message_a],
         "response_b": [message_b],
-        **_media_row(media, media_a, media_b, ("response_a_", "response_b_"), av_kinds),
-        **_provenance(pair),
-        "model_a": pair.response_a.model_name,
-        "model_b": pair.response_b.model_name,
-        **_ensemble(pair),
     }
+    _add_media(row, (media, media_a, media_b), _media_columns(_RESPONSES, tuple(av_kinds)))
+    row["task"] = pair.task
+    row["criterion"] = pair.criterion
+    row["model_a"] = pair.response_a.model_name
+    row["model_b"] = pair.response_b.model_name
+    return _add_ensemble(row, pair)
 
 
 def _only_image(parts: Sequence[Mapping]) -> Mapping | None:
@@ -232,7 +252,8 @@ def image_preference_row(pair: ReleasePair, *, files: Mapping[str, str]) -> dict
         "jpg_1": files[image_b["media"]],
         "label_0": 1.0 if won_a else 0.0,
         "label_1": 0.0 if won_a else 1.0,
-        **_provenance(pair),
+        "task": pair.task,
+        "criterion": pair.criterion,
         "model_0": pair.response_a.model_name,
         "model_1": pair.response_b.model_name,
         "agreement": pair.agreement,
@@ -250,7 +271,7 @@ def table_rows(
     """The pair's row in each config: a preference or a tie, and, for image-output pairs of
     a release with images, the image-preference row."""
     check_released_parts(pair)
-    tie = pair.label == Side.TIE
+    tie = pair.label == _TIE
     row = (tie_row if tie else trl_row)(pair, files=files, multimodal=multimodal, av_kinds=av_kinds)
     rows = {DEFAULT_CONFIG: None if tie else row, TIES_CONFIG: row if tie else None}
     if multimodal:
@@ -269,7 +290,7 @@ def _mmrb2_content(parts: Sequence[Mapping], files: Mapping[str, str]) -> list[l
 
 def mmrb2_record(pair: ReleasePair, *, files: Mapping[str, str]) -> dict[str, Any]:
     """The pair in MMRB2's format (docs/import-format.md), which Arbiter imports back."""
-    return {
+    record = {
         "id": pair.external_id,
         "task": pair.task,
         "prompt_content": _mmrb2_content(pair.prompt, files),
@@ -285,5 +306,7 @@ def mmrb2_record(pair: ReleasePair, *, files: Mapping[str, str]) -> dict[str, An
         # MMRB2's reasoning file gives per-response ratings here instead of votes.
         "human_annotations": pair.votes or pair.ratings or [],
         "chosen": pair.label,
-        **({"prior_ratings": pair.ratings} if pair.votes and pair.ratings else {}),
     }
+    if pair.votes and pair.ratings:
+        record["prior_ratings"] = pair.ratings
+    return record

@@ -11,6 +11,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 
 import orjson
 from django.db import Error, connection, transaction
@@ -34,6 +35,10 @@ from annotation.releases.formats import ReleasePair, ReleaseResponse
 from annotation.releases.selection import Selection
 
 CHUNK_PAIRS = 5000
+# The first chunk is smaller: the build encodes nothing until it comes, and a full chunk
+# takes its three stages (the database, the pairs, the encoding) about a third of a second
+# at 100,000 pairs, with no work to overlap.
+FIRST_CHUNK_PAIRS = 500
 # A chunk: how many rows it read, and its pairs with their splits.
 Chunk = tuple[int, list[tuple[str, ReleasePair]]]
 
@@ -91,7 +96,7 @@ _ORDER_SQL = f"""
 SELECT p.id FROM {_PAIR} p WHERE p.id IN ({{selected}}) ORDER BY p.external_id{{bytewise}}
 """
 _ROWS_SELECT = f"""
-SELECT p.id, p.external_id, p.prompt_id, p.status, p.task, p.criterion, p.{{label}},
+SELECT p.id, p.external_id, {{prompt_key}}, p.status, p.task, p.criterion, p.{{label}},
        p.ensemble_label, p.ensemble_agreement, p.ensemble_summary,
        EXISTS (SELECT 1 FROM {Adjudication._meta.db_table} j WHERE j.pair_id = p.id
                AND j.superseded_at IS NULL),
@@ -102,7 +107,9 @@ _ROWS_SQL = {
     # PostgreSQL: each pair's prompt and responses looked up by key (OFFSET 0 keeps each LATERAL
     # subquery a lookup): as plain joins, PostgreSQL hashed every chunk against a parallel scan
     # of all the prompts, 1.5 s more of its CPU a 100,000-pair build for the same rows.
-    "postgresql": _ROWS_SELECT
+    # The prompt's id as the 32 hex digits its split is drawn from: as text, no UUID object
+    # made for each pair.
+    "postgresql": _ROWS_SELECT.replace("{prompt_key}", "replace(p.prompt_id::text, '-', '')")
     + f"""CROSS JOIN LATERAL (SELECT content FROM {_PROMPT} WHERE id = p.prompt_id OFFSET 0) q
 CROSS JOIN LATERAL (SELECT model_name, content FROM {_RESPONSE}
                     WHERE id = p.response_a_id OFFSET 0) a
@@ -111,7 +118,7 @@ CROSS JOIN LATERAL (SELECT model_name, content FROM {_RESPONSE}
 WHERE {{ids}}
 """,
     # Elsewhere (SQLite, which has no LATERAL and joins by looking each row up anyway).
-    "joins": _ROWS_SELECT
+    "joins": _ROWS_SELECT.replace("{prompt_key}", "p.prompt_id")
     + f"""JOIN {_PROMPT} q ON q.id = p.prompt_id
 JOIN {_RESPONSE} a ON a.id = p.response_a_id
 JOIN {_RESPONSE} b ON b.id = p.response_b_id
@@ -173,31 +180,40 @@ def _ids_in(column: str, ids: list[int]) -> tuple[str, list]:
     return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
 
 
-def _human_values(cursor, pair_ids: list[int]) -> dict[int, list[tuple[int, int]]]:
+@dataclass(slots=True)
+class _ChunkRows:
+    """What the database gives for a chunk of pair ids, as read: the pairs' rows, their
+    prior values ``(pair_id, position, value)`` and votes ``(pair_id, annotator_id, value)``
+    in the order they were given, and their prior ratings ``(pair_id, response, rating)``."""
+
+    ids: list[int]
+    rows: list[tuple]
+    priors: list[tuple]
+    votes: list[tuple]
+    ratings: list[tuple]
+
+
+def _human_values(chunk: _ChunkRows) -> dict[int, list[tuple[int, int]]]:
     """Each pair's human values as ``(rater, value)``: prior annotations in position order
     (rater -N for the import's "prior #N"), then votes (never an adjudication) in the order
     they were given (rater: the annotator's id)."""
     values: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    condition, params = _ids_in("pair_id", pair_ids)
-    cursor.execute(_PRIORS_SQL.format(ids=condition), params)
-    for pair_id, position, prior in cursor.fetchall():
+    for pair_id, position, prior in chunk.priors:
         values[pair_id].append((-(position + 1), prior))
-    cursor.execute(_VOTES_SQL.format(ids=condition), params)
-    for pair_id, annotator_id, value in cursor.fetchall():
+    for pair_id, annotator_id, value in chunk.votes:
         values[pair_id].append((annotator_id, value))
     return values
 
 
-def _add_ratings(cursor, pairs: list[ReleasePair]) -> None:
+def _add_ratings(chunk: _ChunkRows, pairs: list[ReleasePair]) -> None:
     """Sets each pair's prior ratings of its responses (MMRB2's reasoning file), if any."""
-    if not pairs:
+    if not pairs or not chunk.ratings:
         return
     by_pk = {pair.pk: pair for pair in pairs}
-    clause, params = _ids_in("pair_id", list(by_pk))
-    cursor.execute(_RATINGS_SQL.format(ids=clause), params)
     rated: dict[int, list[tuple[str, str]]] = defaultdict(list)
-    for pair_id, response, rating in cursor.fetchall():
-        rated[pair_id].append((response, rating))
+    for pair_id, response, rating in chunk.ratings:
+        if pair_id in by_pk:
+            rated[pair_id].append((response, rating))
     for pair_id, rows in rated.items():
         by_pk[pair_id].ratings = mmrb2_ratings(rows)
 
@@ -249,15 +265,18 @@ def release_pairs(project: Project, selection: Selection) -> Generator[Chunk, No
     read, and its pairs with their splits; pairs ``min_agreement`` leaves out are skipped.
 
     On PostgreSQL outside a transaction (a build, in a worker), the chunks are read on a
-    thread of their own with its own connection, one chunk ahead of the consumer, so the
-    database's work overlaps the build's encoding, and all in one REPEATABLE READ snapshot:
-    every row, vote and label as of one moment. Inside a transaction (whose rows another
-    connection might not see) and on SQLite, they are read here, as the caller asks."""
+    thread of their own with its own connection, all in one REPEATABLE READ snapshot (every
+    row, vote and label as of one moment), and made into pairs on a second thread, each
+    stage a chunk ahead of the next: the database's work for one chunk overlaps the making
+    of the chunk before it, and both the build's encoding. Inside a transaction (whose rows
+    another connection might not see) and on SQLite, they are read here, as the caller
+    asks."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         return _read_pairs(project, selection)
-    return in_background(
-        _in_one_snapshot(_read_pairs(project, selection)), depth=1, name="release-reader"
+    read = in_background(
+        _in_one_snapshot(_chunk_rows(project, selection)), depth=1, name="release-reader"
     )
+    return in_background(_made_pairs(project, selection, read), depth=1, name="release-rows")
 
 
 _SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
@@ -271,32 +290,65 @@ def _in_one_snapshot(chunks: Iterator) -> Iterator:
 
 
 def _read_pairs(project: Project, selection: Selection) -> Generator[Chunk, None, None]:
+    """The chunks read and made into pairs here, in the caller's thread."""
+    return _made_pairs(project, selection, _chunk_rows(project, selection))
+
+
+def _made_pairs(
+    project: Project, selection: Selection, chunks: Iterator[_ChunkRows]
+) -> Generator[Chunk, None, None]:
+    try:
+        for chunk in chunks:
+            yield _pairs_of(project, selection, chunk)
+    finally:
+        if (close := getattr(chunks, "close", None)) is not None:
+            close()
+
+
+def _chunk_rows(project: Project, selection: Selection) -> Generator[_ChunkRows, None, None]:
     selected, params = selected_pairs(project, selection).values("pk").query.sql_with_params()
     bytewise = ' COLLATE "C"' if connection.vendor == "postgresql" else ""  # SQLite: BINARY
     # The label column: the reference label instead of the consensus when asked.
     label = "prior_label" if selection.reference_labels else "consensus_label"
+    rows_sql = _ROWS_SQL["postgresql" if connection.vendor == "postgresql" else "joins"]
+    # What a chunk reads, in the order of ``_ChunkRows``' fields after its ids: each
+    # statement with the column its ids are matched on.
+    statements = (
+        (rows_sql, "p.id"),
+        (_PRIORS_SQL, "pair_id"),
+        (_VOTES_SQL, "pair_id"),
+        (_RATINGS_SQL, "pair_id"),
+    )
     size = chunk_size()
+    first = min(FIRST_CHUNK_PAIRS, size)
     with (
         session_settings(_POSTGRESQL_SESSION, _POSTGRESQL_SESSION_RESET),
         connection.chunked_cursor() as stream,
         connection.cursor() as cursor,
     ):
         stream.execute(_ORDER_SQL.format(selected=selected, bytewise=bytewise), params)
-        while ids := [pk for (pk,) in stream.fetchmany(size)]:
-            condition, id_params = _ids_in("p.id", ids)
-            rows_sql = _ROWS_SQL["postgresql" if connection.vendor == "postgresql" else "joins"]
-            cursor.execute(rows_sql.format(label=label, ids=condition), id_params)
-            by_id = {row[0]: row for row in cursor.fetchall()}
-            # A pair deleted since the ids were read (outside a snapshot) is left out.
-            rows = [by_id[pk] for pk in ids if pk in by_id]
-            values = _human_values(cursor, ids)
-            chunk = [
-                pair
-                for row in rows
-                if (pair := _pair(project, selection, row, values.get(row[0], []))) is not None
-            ]
-            _add_ratings(cursor, [pair for _, pair in chunk])
-            yield len(ids), chunk
+        while ids := [pk for (pk,) in stream.fetchmany(first or size)]:
+            first = 0
+            found = []
+            for sql, ids_column in statements:
+                condition, id_params = _ids_in(ids_column, ids)
+                cursor.execute(sql.format(label=label, ids=condition), id_params)
+                found.append(cursor.fetchall())
+            yield _ChunkRows(ids, *found)
+
+
+def _pairs_of(project: Project, selection: Selection, chunk: _ChunkRows) -> Chunk:
+    by_id = {row[0]: row for row in chunk.rows}
+    # A pair deleted since the ids were read (outside a snapshot) is left out.
+    rows = [by_id[pk] for pk in chunk.ids if pk in by_id]
+    values = _human_values(chunk)
+    pairs = [
+        pair
+        for row in rows
+        if (pair := _pair(project, selection, row, values.get(row[0], []))) is not None
+    ]
+    _add_ratings(chunk, [pair for _, pair in pairs])
+    return len(chunk.ids), pairs
 
 
 def _pair(project: Project, selection: Selection, row: tuple, rated: list[tuple[int, int]]):

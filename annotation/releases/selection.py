@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from annotation.core.errors import InvalidInput
@@ -80,12 +81,22 @@ class Selection:
         and seed, however many other pairs come and go."""
         digest = hashlib.sha256(f"{self.seed}:{prompt_key}".encode()).digest()
         point = int.from_bytes(digest[:8], "big") / 2**64
-        cumulative = 0.0
-        for split in self.splits:
-            cumulative += split.ratio
-            if point < cumulative:
-                return split.name
+        for bound, name in _bounds(self.splits):
+            if point < bound:
+                return name
         return self.splits[-1].name
+
+
+@cache
+def _bounds(splits: tuple[Split, ...]) -> tuple[tuple[float, str], ...]:
+    """Each split's upper bound in [0, 1): the ratios added up in order (a build draws a
+    split for every pair)."""
+    bounds = []
+    cumulative = 0.0
+    for split in splits:
+        cumulative += split.ratio
+        bounds.append((cumulative, split.name))
+    return tuple(bounds)
 
 
 _FIELDS = set(Selection.__dataclass_fields__)

@@ -180,7 +180,7 @@ class Table:
 
 
 def _media_fields(prefixes: tuple[str, str], av_kinds: Sequence[str]) -> list[tuple[str, Any]]:
-    """The media columns of a row, as ``formats._media_row`` fills them: for the images, then
+    """The media columns of a row, as ``formats._add_media`` fills them: for the images, then
     each other kind the release has, the prompt's files and each response's."""
     paths = pa.list_(pa.string())
     return [

@@ -1,6 +1,7 @@
 """How a build reads its rows (docs/releases.md, "Speed"): on PostgreSQL outside a
-transaction, on a thread of its own with its own connection, a chunk ahead, in one snapshot;
-inside a transaction, in the caller's thread. Both give the same pairs."""
+transaction, on a thread of its own with its own connection, in one snapshot, made into
+pairs on a second thread, each a chunk ahead; inside a transaction, in the caller's thread.
+Both give the same pairs."""
 
 from __future__ import annotations
 
@@ -26,8 +27,11 @@ def _read(project) -> list[tuple[int, list]]:
     return list(release_pairs(project, check_selection(SELECTION)))
 
 
+READERS = ("release-reader", "release-rows")
+
+
 def _readers() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name == "release-reader"]
+    return [thread for thread in threading.enumerate() if thread.name in READERS]
 
 
 def _backends() -> int:
@@ -58,19 +62,28 @@ def released(project, alice, bob, carol, monkeypatch):
     return project
 
 
-def test_the_thread_reads_the_pairs_the_callers_thread_reads(released, monkeypatch):
-    threads = []
-    real_read = rows._read_pairs
+def test_the_threads_read_the_pairs_the_callers_thread_reads(released, monkeypatch):
+    reading, making = [], []
+    real_read, real_make = rows._chunk_rows, rows._pairs_of
 
     def read(*args):
-        threads.append(threading.current_thread().name)
+        reading.append(threading.current_thread().name)
         yield from real_read(*args)
 
-    monkeypatch.setattr(rows, "_read_pairs", read)
+    def make(*args):
+        making.append(threading.current_thread().name)
+        return real_make(*args)
+
+    monkeypatch.setattr(rows, "_chunk_rows", read)
+    monkeypatch.setattr(rows, "_pairs_of", make)
     background = _read(released)
+    made_in_background, making[:] = list(making), []
     with transaction.atomic():
         here = _read(released)
-    assert threads == ["release-reader", threading.current_thread().name]
+    caller = threading.current_thread().name
+    assert reading == ["release-reader", caller]
+    assert set(made_in_background) == {"release-rows"}
+    assert set(making) == {caller}
     assert len(background) > 2
     assert background == here
     pairs = [pair for _, chunk in background for _, pair in chunk]
@@ -110,23 +123,40 @@ def test_a_consumer_that_stops_early_stops_the_thread_and_closes_its_connection(
     assert _backends_back_to(backends)
 
 
-def test_an_error_while_reading_reaches_the_consumer_and_the_thread_ends(released, monkeypatch):
+@pytest.mark.parametrize("stage", ["_ChunkRows", "_human_values"])
+def test_an_error_in_either_thread_reaches_the_consumer_and_both_end(stage, released, monkeypatch):
+    """The reading thread's (its chunk's rows) or the pairs' thread's (their votes)."""
     backends = _backends()
     calls = []
+    real = getattr(rows, stage)
 
-    def failing(cursor, pair_ids):
-        calls.append(len(pair_ids))
+    def failing(*args):
+        calls.append(threading.current_thread().name)
         if len(calls) == 2:
             raise RuntimeError("votes unreadable")
-        return {}
+        return real(*args)
 
-    monkeypatch.setattr(rows, "_human_values", failing)
+    monkeypatch.setattr(rows, stage, failing)
     chunks = release_pairs(released, check_selection(SELECTION))
     next(chunks)
     with pytest.raises(RuntimeError, match="votes unreadable"):
-        next(chunks)
+        for _ in chunks:
+            pass
+    assert set(calls) == {"release-reader" if stage == "_ChunkRows" else "release-rows"}
     assert _readers() == []
     assert _backends_back_to(backends)
+
+
+def test_the_first_chunk_is_a_small_one(released, monkeypatch):
+    """The build encodes nothing until the first chunk comes: it is read and made first."""
+    monkeypatch.setattr(rows, "FIRST_CHUNK_PAIRS", 1)
+    background = _read(released)
+    with transaction.atomic():
+        here = _read(released)
+    for chunks in (background, here):
+        sizes = [read for read, _ in chunks]
+        assert sizes[:3] == [1, 3, 3]
+        assert sum(sizes) == rows.pairs_total(released, check_selection(SELECTION))
 
 
 def test_the_lateral_lookups_give_the_rows_the_joins_give(released):
@@ -136,6 +166,9 @@ def test_the_lateral_lookups_give_the_rows_the_joins_give(released):
     for kind, sql in rows._ROWS_SQL.items():
         with connection.cursor() as cursor:
             cursor.execute(sql.format(label="consensus_label", ids=condition), params)
-            found[kind] = sorted(cursor.fetchall())
+            # The prompt's id: its 32 hex digits on PostgreSQL, a UUID through the joins.
+            found[kind] = sorted(
+                (*row[:2], rows._prompt_key(row[2]), *row[3:]) for row in cursor.fetchall()
+            )
     assert len(found["postgresql"]) == len(ids) > 10
     assert found["postgresql"] == found["joins"]
