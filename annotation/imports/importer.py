@@ -243,10 +243,12 @@ class _Importer:
         )
 
     def run(self, reader: PairFileReader, reporter: Progress) -> None:
-        # Reading, checking and hashing (Python) overlap with writing (the database).
-        for batch in in_background(self._batches(reader), name="import-reader"):
-            self._flush(batch)
-            reporter.update(reader.bytes_read, self.summary.pairs_read)
+        # Reading, checking and hashing (Python) overlap with writing (the database), and
+        # the database writes one batch while this thread prepares the next.
+        with self.writer.in_order():
+            for batch in in_background(self._batches(reader), name="import-reader"):
+                self._flush(batch)
+                reporter.update(reader.bytes_read, self.summary.pairs_read)
         reporter.update(reader.bytes_read, self.summary.pairs_read, force=True)
 
     def _batches(self, reader: PairFileReader) -> Iterator[list[_PairRow]]:
@@ -493,6 +495,7 @@ class _Importer:
                     batch_media[sha] = info
         if not batch_media:
             return
+        self.writer.settle()  # the queries below run on this thread
         served = dict(
             Media.objects.filter(pk__in=list(batch_media)).values_list("pk", "served_sha256")
         )
