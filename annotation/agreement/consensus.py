@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
+from annotation.core.prepared import execute_prepared
 from annotation.models import (
     Adjudication,
     Pair,
@@ -53,7 +54,7 @@ def pair_complete(
     holds the pair's row lock, in the transaction of that vote (already saved); the pair is
     not gold."""
     with connection.cursor() as cursor:
-        cursor.execute(_PAIR_VALUES_SQL, [pair_id, pair_id])
+        execute_prepared(cursor, "arbiter_pair_values", _PAIR_VALUES_SQL, [pair_id, pair_id])
         values = [row[0] for row in cursor.fetchall()]
     decision = lifecycle.pair_decision(
         project=project, values=values, target_votes=target_votes, extra_slots=extra_slots

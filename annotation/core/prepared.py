@@ -20,6 +20,10 @@ import weakref
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
+from django.utils.functional import cached_property
 
 _PREPARED: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
 # "%%" is a literal "%", "%s" a parameter, in the driver's format that the statements use.
@@ -128,24 +132,49 @@ class ModelColumns:
         return ", ".join(f'{self.alias}."{field.column}"' for field in self.fields)
 
     def _converters_for(self, vendor: str) -> list:
+        """(index, column, converters) for each column that has converters on ``vendor``."""
         converters = self._converters.get(vendor)
         if converters is None:
             converters = []
-            for field in self.fields:
+            for index, field in enumerate(self.fields):
                 column = field.get_col(self.alias)
                 found = connection.ops.get_db_converters(column) + column.get_db_converters(
                     connection
                 )
-                converters.append((column, found))
+                if found:
+                    converters.append((index, column, found))
             self._converters[vendor] = converters
         return converters
 
     def load(self, row, at: int = 0):
         values = list(row[at : at + self.width])
-        for index, (column, found) in enumerate(self._converters_for(connection.vendor)):
+        for index, column, found in self._converters_for(connection.vendor):
             for convert in found:
                 values[index] = convert(values[index], column, connection)
-        return self.model.from_db(connection.alias, self.attnames, values)
+        if not self._plain or pre_init.receivers or post_init.receivers:
+            return self.model.from_db(connection.alias, self.attnames, values)
+        # What ``from_db`` builds, without ``Model.__init__``'s per-field work (every
+        # concrete field is given; nothing listens to the init signals; the model keeps
+        # Django's ``__init__`` and ``from_db``): a third of the time, on every claim and vote.
+        instance = self.model.__new__(self.model)
+        instance.__dict__.update(zip(self.attnames, values, strict=True))
+        state = instance._state = ModelState()
+        state.adding = False
+        state.db = connection.alias
+        return instance
+
+    @cached_property
+    def _plain(self) -> bool:
+        # from_db is a classmethod: compare the functions under it, not the bound methods.
+        model = self.model
+        return model.__init__ is Model.__init__ and vars(Model)["from_db"] is _class_attr(
+            model, "from_db"
+        )
+
+
+def _class_attr(cls: type, name: str):
+    """``name`` as the first class in ``cls``'s method resolution order defines it."""
+    return next(vars(klass)[name] for klass in cls.__mro__ if name in vars(klass))
 
 
 def _written_fields(model) -> list:

@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from annotation.models import Pair, PairStatus
 from annotation.pairs.lifecycle import (
+    _DECISION_FIELDS,
+    Decision,
     EnsembleOutcome,
+    _decision_changes,
+    pair_record_decision,
     pairs_apply_ensemble,
     pairs_enqueue,
     pairs_return_to_imported,
@@ -128,3 +133,46 @@ def test_annotation_never_imports_judges():
     result = subprocess.run([str(LINT_IMPORTS)], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "annotation never imports judges KEPT" in result.stdout
+
+
+def _decision_columns(pair_id: int) -> dict:
+    return Pair.objects.filter(pk=pair_id).values(*_DECISION_FIELDS, "vote_count").get()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "decision",
+    [
+        Decision(PairStatus.CONSENSUS, "A", "", 3, 0),
+        Decision(PairStatus.ANNOTATING, "", "split 1-1-1", 4, 1),
+        Decision(PairStatus.DISPUTED, "", "tie against A", 3, 1),
+    ],
+)
+def test_record_decision_writes_what_the_orm_update_wrote(project, decision):
+    """pair_record_decision's prepared statement against the ORM update it stands for."""
+    now = timezone.now()
+    by_statement, by_orm = (
+        PairFactory(project=project, status=PairStatus.ANNOTATING, vote_count=3, target_votes=3)
+        for _ in range(2)
+    )
+    assert pair_record_decision(pair_id=by_statement.pk, decision=decision, now=now)
+    Pair.objects.filter(pk=by_orm.pk).update(**_decision_changes(decision, now))
+    assert _decision_columns(by_statement.pk) == _decision_columns(by_orm.pk)
+    assert _decision_columns(by_statement.pk)["decided_at"] == now
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"status": PairStatus.CONSENSUS, "vote_count": 3, "consensus_label": "A"},  # decided
+        {"status": PairStatus.DISPUTED, "vote_count": 3},
+        {"status": PairStatus.ANNOTATING, "vote_count": 2},  # not at its target
+    ],
+)
+def test_record_decision_leaves_pairs_not_open_at_their_target(project, state):
+    pair = PairFactory(project=project, target_votes=3, **state)
+    before = _decision_columns(pair.pk)
+    decision = Decision(PairStatus.CONSENSUS, "B", "", 3, 0)
+    assert not pair_record_decision(pair_id=pair.pk, decision=decision, now=timezone.now())
+    assert _decision_columns(pair.pk) == before
