@@ -35,6 +35,8 @@ is deleted afterwards unless ``--keep``.
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import random
 import statistics
@@ -42,7 +44,9 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -182,6 +186,75 @@ def start_server(
     raise SystemExit("gunicorn did not answer within 90 s")
 
 
+@dataclass
+class LoopAnswer:
+    status_code: int
+    content: bytes
+
+    def json(self):
+        return json.loads(self.content)
+
+
+class LoopClient:
+    """The annotators' HTTP client, here and in label_studio_load.py: the standard library's
+    ``http.client`` on one connection, opened again when the server closed it (gunicorn's
+    sync workers close each after its answer). The load generator shares the machine's cores
+    with the server it measures, so what it spends is taken from the server: measured alone
+    against a WSGI application that answers at once, this takes 158 µs of CPU a request
+    where ``httpx.Client`` took 410 (docs/architecture.md, "The load generator")."""
+
+    def __init__(self, base_url: str, token: str, timeout: float = 30):
+        parts = urlsplit(base_url)
+        self.connection = http.client.HTTPConnection(
+            parts.hostname or "127.0.0.1", parts.port or 80, timeout=timeout
+        )
+        self.headers = {"Authorization": f"Token {token}"}
+        self.json_headers = {**self.headers, "Content-Type": "application/json"}
+
+    def request(self, method: str, path: str, body: dict | None = None) -> LoopAnswer:
+        raw = None if body is None else json.dumps(body).encode()
+        headers = self.headers if raw is None else self.json_headers
+        try:
+            self.connection.request(method, path, raw, headers)
+            answer = self.connection.getresponse()
+            return LoopAnswer(answer.status, answer.read())
+        except (http.client.HTTPException, OSError):
+            self.connection.close()  # the next request opens a new one
+            raise
+
+    def post(self, path: str, json: dict | None = None) -> LoopAnswer:
+        return self.request("POST", path, json)
+
+    def get(self, path: str) -> LoopAnswer:
+        return self.request("GET", path)
+
+    def __enter__(self) -> LoopClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.connection.close()
+
+
+class HttpxLoopClient(LoopClient):
+    """``LoopClient`` on ``httpx.Client``, the load generator before (``--client httpx``),
+    to compare what each costs."""
+
+    def __init__(self, base_url: str, token: str, timeout: float = 30):
+        self.client = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=timeout
+        )
+
+    def request(self, method: str, path: str, body: dict | None = None) -> LoopAnswer:
+        answer = self.client.request(method, path, json=body)
+        return LoopAnswer(answer.status_code, answer.content)
+
+    def __exit__(self, *exc) -> None:
+        self.client.close()
+
+
+CLIENTS = {"stdlib": LoopClient, "httpx": HttpxLoopClient}
+
+
 class Annotator(threading.Thread):
     """Claims, votes, claims again (or votes with next), until the deadline or an empty
     queue; latencies are recorded from ``measure_at`` on."""
@@ -196,11 +269,10 @@ class Annotator(threading.Thread):
         measure_at: float,
         stop_at: float,
         loop: str,
+        client: str = "stdlib",
     ):
         super().__init__(daemon=True)
-        self.client = httpx.Client(
-            base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=30
-        )
+        self.client = CLIENTS[client](base_url, token)
         self.slug, self.start_at, self.stop_at = slug, start_at, stop_at
         self.measure_at, self.loop = measure_at, loop
         self.claim_ms: list[float] = []
@@ -209,7 +281,7 @@ class Annotator(threading.Thread):
         self.ran_dry = False
         self.rng = random.Random(token)
 
-    def _timed(self, into: list[float], path: str, **body) -> httpx.Response:
+    def _timed(self, into: list[float], path: str, **body) -> LoopAnswer:
         clock = time.monotonic()
         started = time.perf_counter()
         answer = self.client.post(path, **body)
@@ -408,6 +480,9 @@ def main() -> None:
     parser.add_argument(
         "--loop", choices=["next", "two-calls"], default="next", help="see the docstring"
     )
+    parser.add_argument(
+        "--client", choices=sorted(CLIENTS), default="stdlib", help="the annotators' HTTP client"
+    )
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds first")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--url", help="drive this running server instead of starting gunicorn")
@@ -467,6 +542,7 @@ def main() -> None:
                 measure_at=measure_at,
                 stop_at=stop_at,
                 loop=args.loop,
+                client=args.client,
             )
             for token in tokens
         ]
@@ -504,8 +580,8 @@ def main() -> None:
     )
     dry = " (the queue ran dry)" if any(a.ran_dry for a in annotators) else ""
     print(
-        f"server: {served_by}; {args.annotators} annotators, loop {args.loop}, for "
-        f"{elapsed:.1f} s after {args.warmup:.0f} s of warm-up{dry}"
+        f"server: {served_by}; {args.annotators} annotators ({args.client} client), "
+        f"loop {args.loop}, for {elapsed:.1f} s after {args.warmup:.0f} s of warm-up{dry}"
     )
     print(f"votes/s:            {len(votes) / elapsed:8.1f}   (target: 20x Label Studio's)")
     print(f"claims:             {len(claims):8d}")
@@ -558,6 +634,7 @@ def compare_label_studio(args, *, votes_per_s: float, p95_ms: float) -> None:
             annotators=args.annotators,
             duration=args.duration,
             workers=args.workers,
+            client=args.client,
         )
     except label_studio_load.LabelStudioUnavailable as missing:
         print(f"Label Studio: {missing}")

@@ -342,11 +342,18 @@ class Annotator(threading.Thread):
     """Asks for the next task, annotates it, asks again, until the deadline or no task is
     left: annotator_load.Annotator's loop on Label Studio's API."""
 
-    def __init__(self, *, base_url: str, project: int, token: str, start_at: float, stop_at: float):
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        project: int,
+        token: str,
+        start_at: float,
+        stop_at: float,
+        client: str = "stdlib",
+    ):
         super().__init__(daemon=True)
-        self.client = httpx.Client(
-            base_url=base_url, headers={"Authorization": f"Token {token}"}, timeout=30
-        )
+        self.client = load.CLIENTS[client](base_url, token)  # annotator_load.py's clients
         self.project, self.start_at, self.stop_at = project, start_at, stop_at
         self.claim_ms: list[float] = []
         self.vote_ms: list[float] = []
@@ -377,8 +384,7 @@ class Annotator(threading.Thread):
                 }
                 started = time.perf_counter()
                 vote = self.client.post(
-                    f"/api/tasks/{task['id']}/annotations/",
-                    params={"project": self.project},
+                    f"/api/tasks/{task['id']}/annotations/?project={self.project}",
                     json={"result": [result], "lead_time": self.rng.randint(2000, 20000) / 1000},
                 )
                 self.vote_ms.append((time.perf_counter() - started) * 1000)
@@ -484,6 +490,7 @@ def run_label_studio(
     persistent_connections: bool = False,
     keep: bool = False,
     import_batch: int | None = None,
+    client: str = "stdlib",
 ) -> dict:
     """One Label Studio run: sets it up, loads it for ``duration`` seconds, stops it; returns
     the figures (latencies in ms, CPU in ms per vote; ``None`` where not measurable).
@@ -529,6 +536,7 @@ def run_label_studio(
                         token=token,
                         start_at=start_at,
                         stop_at=stop_at,
+                        client=client,
                     )
                     for token in setup["tokens"]
                 ]
@@ -685,6 +693,9 @@ def main() -> None:
     parser.add_argument("--worker-class", default="sync", help="gunicorn worker class")
     parser.add_argument("--port", type=int, default=8766)
     parser.add_argument(
+        "--client", choices=sorted(load.CLIENTS), default="stdlib", help="the annotators' client"
+    )
+    parser.add_argument(
         "--persistent-connections",
         action="store_true",
         help="CONN_MAX_AGE=600 (Label Studio ships a connection per request)",
@@ -705,6 +716,7 @@ def main() -> None:
             persistent_connections=args.persistent_connections,
             keep=args.keep,
             import_batch=args.import_batch,
+            client=args.client,
         )
     except LabelStudioUnavailable as missing:
         print(missing)
