@@ -375,6 +375,21 @@ def analyze_as_autovacuum_would(cursor) -> None:
         cursor.execute(f"ANALYZE {', '.join(filled)}")
 
 
+def warn_without_autovacuum(cursor) -> None:
+    """Says so when the server runs without autovacuum: each run then leaves its project's
+    deleted rows behind, dead, never analysed again, and runs slow down one after another
+    (PostgreSQL's CPU a vote from 2.2 to about 4 ms over eight runs, and a project's delete
+    from a second to over a minute, measured here). docs/operations.md, "PostgreSQL's
+    statistics": production keeps it on; ``ALTER SYSTEM SET autovacuum = on`` and
+    ``SELECT pg_reload_conf()`` for a measurement."""
+    cursor.execute("SHOW autovacuum")
+    if cursor.fetchone()[0] != "on":
+        print(
+            "warning: PostgreSQL's autovacuum is off: dead rows of earlier runs pile up and "
+            "the figures drift from run to run (see this function's docstring)"
+        )
+
+
 def percentile(values: list[float], share: float) -> float:
     if not values:
         return float("nan")
@@ -515,6 +530,7 @@ def main() -> None:
         # Fresh statistics, as autovacuum gives a table soon after a bulk import; without
         # them the planner guesses one queued pair and sorts instead of walking the index.
         analyze_as_autovacuum_would(cursor)
+        warn_without_autovacuum(cursor)
     connections.close_all()  # the server's workers need the connections more than we do
 
     server = None

@@ -155,7 +155,7 @@ class ModelColumns:
             return self.model.from_db(connection.alias, self.attnames, values)
         # What ``from_db`` builds, without ``Model.__init__``'s per-field work (every
         # concrete field is given; nothing listens to the init signals; the model keeps
-        # Django's ``__init__`` and ``from_db``): a third of the time, on every claim and vote.
+        # Django's ``__init__`` and ``from_db``): 4 µs a Pair where from_db takes 10.
         instance = self.model.__new__(self.model)
         instance.__dict__.update(zip(self.attnames, values, strict=True))
         state = instance._state = ModelState()
