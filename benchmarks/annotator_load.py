@@ -201,7 +201,7 @@ class LoopClient:
     sync workers close each after its answer). The load generator shares the machine's cores
     with the server it measures, so what it spends is taken from the server: measured alone
     against a WSGI application that answers at once, this takes 158 µs of CPU a request
-    where ``httpx.Client`` took 410 (docs/architecture.md, "The load generator")."""
+    where ``httpx.Client`` took 410 (docs/architecture.md, "... a lighter load generator")."""
 
     def __init__(self, base_url: str, token: str, timeout: float = 30):
         parts = urlsplit(base_url)
