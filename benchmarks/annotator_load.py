@@ -386,7 +386,8 @@ def warn_without_autovacuum(cursor) -> None:
     if cursor.fetchone()[0] != "on":
         print(
             "warning: PostgreSQL's autovacuum is off: dead rows of earlier runs pile up and "
-            "the figures drift from run to run (see this function's docstring)"
+            "the figures drift from run to run (docs/operations.md, \"PostgreSQL's "
+            'statistics": ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf())'
         )
 
 
