@@ -15,8 +15,10 @@ Behind a pooler that resets sessions (PgBouncer in transaction mode), set
 
 from __future__ import annotations
 
+import inspect
 import re
 import weakref
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import connection
@@ -165,16 +167,17 @@ class ModelColumns:
 
     @cached_property
     def _plain(self) -> bool:
-        # from_db is a classmethod: compare the functions under it, not the bound methods.
+        static = inspect.getattr_static  # the classmethod objects, not bound methods
         model = self.model
-        return model.__init__ is Model.__init__ and vars(Model)["from_db"] is _class_attr(
-            model, "from_db"
+        return model.__init__ is Model.__init__ and static(model, "from_db") is static(
+            Model, "from_db"
         )
 
 
-def _class_attr(cls: type, name: str):
-    """``name`` as the first class in ``cls``'s method resolution order defines it."""
-    return next(vars(klass)[name] for klass in cls.__mro__ if name in vars(klass))
+def sql_literals(values: Iterable[str]) -> str:
+    """``'a', 'b'``: the code's own constants (statuses, roles) as SQL string literals, for
+    a statement written once; never for anything a user sent."""
+    return ", ".join(f"'{value}'" for value in values)
 
 
 def _written_fields(model) -> list:

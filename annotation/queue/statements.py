@@ -13,7 +13,7 @@ from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from annotation.accounts.authentication import TOKEN_COLUMNS, USER_COLUMNS, token_user_checked
-from annotation.core.prepared import ModelColumns, execute_prepared
+from annotation.core.prepared import ModelColumns, execute_prepared, sql_literals
 from annotation.models import (
     Assignment,
     Membership,
@@ -34,7 +34,7 @@ _RESPONSE_B = ModelColumns(Response, "rb")
 
 _A, _P, _J = (model._meta.db_table for model in (Assignment, Pair, Project))
 _M = Membership._meta.db_table
-_OPEN = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
+_OPEN = sql_literals(OPEN_STATUSES)
 
 # Assignment.objects.select_related("pair__project").filter(pk=..., annotator=...), with the
 # annotator's role in the project (NULL for none) for the access check.

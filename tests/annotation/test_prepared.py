@@ -93,3 +93,22 @@ def test_load_still_sends_the_init_signals_when_something_listens():
         post_init.disconnect(listener, sender=Pair)
     assert seen == [pair.pk]
     assert loaded.pk == pair.pk
+
+
+@pytest.mark.django_db
+def test_load_goes_through_a_models_own_from_db(monkeypatch):
+    """A model that builds its instances itself keeps doing so: only Django's own from_db is
+    stood in for."""
+    pair = PairFactory()
+    row = _row(ModelColumns(Pair, "t"), pair.pk)
+    built = []
+    django_from_db = Pair.from_db.__func__  # type: ignore[attr-defined]  # a classmethod
+
+    def own_from_db(cls, db, field_names, values):
+        built.append(values[0])
+        return django_from_db(cls, db, field_names, values)
+
+    monkeypatch.setattr(Pair, "from_db", classmethod(own_from_db))
+    loaded = ModelColumns(Pair, "t").load(row)
+    assert built == [pair.pk]
+    assert loaded.pk == pair.pk
