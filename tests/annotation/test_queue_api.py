@@ -6,6 +6,7 @@ import json
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
@@ -21,6 +22,7 @@ from tests.annotation.queue_support import (
     secret_pair,
     steady_statements,
 )
+from tests.conftest import requires_postgres
 from tests.factories import PairFactory
 
 PAYLOAD_KEYS = {"id", "expires_at", "prompt", "left", "right", "criterion", "options"}
@@ -462,6 +464,9 @@ def _queries(call) -> int:
     return len(steady_statements(ctx.captured_queries))
 
 
+# The counts are PostgreSQL's: SQLite, without data-modifying WITH, claims a statement at a
+# time (test_queue_sqlite.py).
+@requires_postgres()
 def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monkeypatch):
     # One clock reading for the whole test: the agreement refresh is asked for once, by the
     # first vote, however slowly the test runs (annotation/agreement/refresh.py).
@@ -493,9 +498,23 @@ def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monk
     # The vote that claims the next pair runs both in one request and one transaction: less
     # the second request's token and access lookups, the claim's look for expired leases
     # (read with the token), and one BEGIN and COMMIT. Six statements in all.
+    # Whether a vote ends its pair depends on the order each annotator meets the pairs in
+    # (their ids): the pair is given room for more votes, so this one does not.
     lease = claim(api).json()["id"]
+    Pair.objects.filter(assignments__pk=lease).update(target_votes=10)
     with_next = _queries(lambda: vote(api, lease, choice="left", next=True))
     assert with_next == small_claim + small_vote - 5 == 6
+    # A vote that ends its pair adds the decision's two: the pair's values read, the
+    # decision written (annotation/agreement/consensus.py, pair_complete). With no extra
+    # votes allowed, a split goes to adjudication without asking who is left to vote.
+    project.max_extra_votes = 0
+    project.save(update_fields=["max_extra_votes"])
+    lease = Assignment.objects.latest("pk").pk
+    Pair.objects.filter(assignments__pk=lease).update(target_votes=F("vote_count") + 1)
+    ending = _queries(lambda: vote(api, lease, choice="left", next=True))
+    assert ending == with_next + 2
+    decided = Pair.objects.get(assignments__pk=lease).status
+    assert decided in (PairStatus.CONSENSUS, PairStatus.DISPUTED)
 
 
 def test_schema_documents_the_queue_endpoints(client, alice):
