@@ -511,8 +511,6 @@ def main() -> None:
     parser.add_argument("--ls-venv", default="/tmp/lsvenv", help="Label Studio's virtualenv")
     args = parser.parse_args()
 
-    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        raise SystemExit("Set DATABASE_URL=postgres://... : the targets are about PostgreSQL.")
     setup_django()
     from django.core.management import call_command
     from django.db import connections

@@ -179,8 +179,6 @@ def backend_cpu_seconds() -> float | None:
     says what an import costs where wall time says mostly how busy the machine was."""
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        return None
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         (pid,) = cursor.fetchone()
@@ -263,8 +261,6 @@ def main() -> None:
 
         call_command("migrate", verbosity=0)
         print(f"database: {connection.vendor} ({connection.settings_dict['NAME']})")
-        if connection.vendor != "postgresql":
-            print("note: the targets are for PostgreSQL; set DATABASE_URL=postgres://...")
 
         if ARGS.text_pairs:
             path = folder / "text_pairs.jsonl"

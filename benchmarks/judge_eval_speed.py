@@ -13,7 +13,7 @@ spread (max - min).
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench \\
         .venv/bin/python benchmarks/judge_eval_speed.py [--pairs 10000] [--runs 3] [--keep]
 
-Without DATABASE_URL it runs on the SQLite database in var/. The project and judge are
+Without DATABASE_URL it runs on Arbiter's own PostgreSQL in var/postgres. The project and judge are
 deleted afterwards unless ``--keep``.
 """
 

@@ -220,8 +220,6 @@ def main() -> None:
     if args.child:
         child(args.child)
         return
-    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        raise SystemExit("Set DATABASE_URL=postgres://... : the targets are about PostgreSQL.")
     scratch = Path(tempfile.mkdtemp(prefix="arbiter-media-import-"))
     os.environ["ARBITER_MEDIA_ROOT"] = str(scratch / "store")
     try:

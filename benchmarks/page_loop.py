@@ -323,8 +323,6 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the project afterwards")
     args = parser.parse_args()
 
-    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        raise SystemExit("Set DATABASE_URL=postgres://... : production runs on PostgreSQL.")
     if not CHROMIUM.exists():
         raise SystemExit(f"needs Debian's Chromium at {CHROMIUM} (apt-get install chromium)")
     # Playwright's sync API runs an event loop in this thread; the ORM calls made meanwhile

@@ -95,8 +95,6 @@ def main() -> None:
     )
     parser.add_argument("--profile", type=int, default=0, help="print this many functions")
     args = parser.parse_args()
-    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        raise SystemExit("Set DATABASE_URL=postgres://... : the figures are about PostgreSQL.")
     production_environment()
     from annotator_load import (
         analyze_as_autovacuum_would,

@@ -1,7 +1,8 @@
 """Arbiter settings, read from the environment.
 
 Every value comes through a small typed helper that fails loudly on a bad value. Development
-(the default) needs nothing set: SQLite and a file-system Celery broker under ``var/``.
+(the default) needs nothing set: Arbiter's own PostgreSQL and a file-system Celery broker
+under ``var/``.
 Production (``ARBITER_ENV=production``) refuses to start without a secret key and hosts.
 """
 
@@ -13,6 +14,8 @@ from typing import Any, overload
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from config.local_postgres import LocalServer
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -147,25 +150,33 @@ TEMPLATES = [
     }
 ]
 
+# With no DATABASE_URL: Arbiter's own PostgreSQL under var/postgres, started by the first
+# connection that needs it (config/local_postgres.py, docs/database.md). Production names its
+# server.
+ARBITER_LOCAL_POSTGRES: Path | None = None
+_database_url = env_str("DATABASE_URL")
+if _database_url is None:
+    if PRODUCTION:
+        raise ImproperlyConfigured("DATABASE_URL must be set in production")
+    ARBITER_LOCAL_POSTGRES = VAR_DIR / "postgres"
+    _database_url = LocalServer(ARBITER_LOCAL_POSTGRES).url()
+if not _database_url.startswith(("postgres://", "postgresql://", "pgsql://")):
+    raise ImproperlyConfigured(
+        "DATABASE_URL must name a PostgreSQL server (postgres://user:pass@host:5432/db): "
+        "Arbiter runs on PostgreSQL only (docs/database.md)"
+    )
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'arbiter.sqlite3'}"),
+        _database_url,
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60 if PRODUCTION else 0),
         # A persistent connection the server has dropped (a restart, a failover) is noticed
         # before the request uses it, instead of failing that request with a 500.
         conn_health_checks=True,
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Django's, skipping the health check on a connection that answered a moment ago.
-    DATABASES["default"]["ENGINE"] = "config.postgresql"
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets the web server and the Celery worker share the file without "database is locked".
-    DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
-    }
+# Django's, skipping the health check on a connection that answered a moment ago, and
+# starting the local server when there is one to start.
+DATABASES["default"]["ENGINE"] = "config.postgresql"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if ENVIRONMENT == "test":

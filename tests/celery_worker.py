@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
@@ -21,10 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def database_url_for_tests() -> str:
     db = connection.settings_dict
-    if db["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{db['NAME']}"
     user = db.get("USER") or "postgres"
-    host = db.get("HOST") or "127.0.0.1"
+    # A socket folder (the session's own server, config/local_postgres.py) is escaped.
+    host = quote(db.get("HOST") or "127.0.0.1", safe="")
     port = db.get("PORT") or 5432
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"

@@ -85,13 +85,6 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def requires_postgres():
-    return pytest.mark.skipif(
-        not os.environ.get("DATABASE_URL", "").startswith("postgres"),
-        reason="needs PostgreSQL: set DATABASE_URL=postgres://... (CI does)",
-    )
-
-
 def requires_redis():
     return pytest.mark.skipif(
         not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"),
@@ -190,8 +183,6 @@ def celery_worker_process(transactional_db, settings):
     """Starts a real Celery worker process on Redis; yields a factory for more (or kills)."""
     if not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"):
         pytest.skip("needs Redis: set CELERY_BROKER_URL=redis://... (CI does)")
-    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        pytest.skip("needs PostgreSQL: a worker process cannot share an in-memory SQLite database")
     from tests.celery_worker import WorkerProcess, purge_broker
 
     settings.CELERY_TASK_ALWAYS_EAGER = False

@@ -7,7 +7,11 @@ the checkout; the workers and servers the tests start inherit it.
 Under pytest-xdist (``make test`` runs two processes) each process has its own test database
 (pytest-django names it after the process), its own folder for ``var/`` and its own Redis
 database: the Celery workers a test starts would otherwise take the other process's tasks, on
-the other database."""
+the other database.
+
+With no ``DATABASE_URL`` (a fresh clone's ``make test``), the session starts a PostgreSQL of
+its own in a temporary folder (config/local_postgres.py, docs/database.md) before pytest-xdist
+starts its processes, which inherit its URL, and removes it at the end."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import os
 import re
 import shutil
 import tempfile
+
+from config.local_postgres import LocalServer, throwaway_server
 
 os.environ.setdefault("ARBITER_ENV", "test")
 
@@ -31,6 +37,11 @@ def _redis_database_for(url: str, worker: str) -> str:
 
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+_SESSION_SERVER: LocalServer | None = None
+if not os.environ.get("DATABASE_URL") and not _WORKER:
+    _SESSION_SERVER = throwaway_server()
+    os.environ["DATABASE_URL"] = _SESSION_SERVER.url()
 if _WORKER.startswith("gw") and "CELERY_BROKER_URL" in os.environ:
     os.environ["CELERY_BROKER_URL"] = _redis_database_for(os.environ["CELERY_BROKER_URL"], _WORKER)
 
@@ -45,5 +56,7 @@ if _WORKER.startswith("gw"):  # each process its own var/ (the file-system broke
 
 
 def pytest_unconfigure(config) -> None:
+    if _SESSION_SERVER is not None:
+        _SESSION_SERVER.remove()
     if _SESSION_VAR_DIR is not None:
         shutil.rmtree(_SESSION_VAR_DIR, ignore_errors=True)

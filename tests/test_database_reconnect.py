@@ -16,11 +16,8 @@ from rest_framework.authtoken.models import Token
 
 from config.postgresql import base as postgresql_base
 from tests.celery_worker import database_url_for_tests
-from tests.conftest import requires_postgres
 from tests.factories import UserFactory
 from tests.live_gunicorn import LiveGunicorn
-
-pytestmark = [requires_postgres(), pytest.mark.postgres]
 
 APPLICATION_NAME = "arbiter-reconnect-test"
 PERSISTENT_S = "600"

@@ -34,7 +34,6 @@ def test_the_development_server_prints_one_json_line_per_request(tmp_path):
     port = _free_port()
     env = {
         **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "CELERY_BROKER_URL": "memory://",
         "ARBITER_ENV": "development",
         "ARBITER_LOG_LEVEL": "INFO",

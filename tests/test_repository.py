@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 from pathlib import Path
@@ -41,3 +42,13 @@ def test_the_suite_keeps_var_outside_the_checkout(settings):
     ]
     inside = [str(place) for place in places if Path(place).resolve().is_relative_to(ROOT)]
     assert inside == []
+
+
+def test_the_migrations_match_the_models(db):
+    """What ``makemigrations --check`` says before a commit: no model change lacks its
+    migration (exit code 1 and the missing operations otherwise)."""
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("makemigrations", "--check", "--dry-run", stdout=out)
+    assert out.getvalue().strip() == "No changes detected"

@@ -187,7 +187,7 @@ def gunicorn_with_spool(tmp_path):
     spool = tmp_path / "spool"
     spool.mkdir()
     env = {"TMPDIR": str(spool), "ARBITER_VAR_DIR": str(tmp_path / "var")}
-    with LiveGunicorn(database_url=f"sqlite:///{tmp_path / 'unused.sqlite3'}", extra_env=env) as s:
+    with LiveGunicorn(database_url=os.environ["DATABASE_URL"], extra_env=env) as s:
         yield s, spool
 
 

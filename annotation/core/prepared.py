@@ -5,7 +5,7 @@ PostgreSQL runs in well under a millisecond, but planning its nested subqueries 
 than running them, on every claim. Prepared once per database connection, it is planned once
 (PostgreSQL keeps a custom plan for the first executions and a generic one after, when that is
 no dearer). Django binds parameters on the client, so the statement is prepared with
-``PREPARE`` and run with ``EXECUTE``; on SQLite, and anywhere else, it simply runs.
+``PREPARE`` and run with ``EXECUTE``.
 
 A connection remembers the names it prepared (``_PREPARED``, keyed by the driver's connection
 object, which a reconnect replaces), and a statement is prepared again on a new connection.
@@ -92,10 +92,10 @@ def positional(sql: str, params: dict) -> tuple[str, list]:
 
 def execute_prepared(cursor, name: str, sql: str, params: list | dict) -> None:
     """Runs ``sql`` (driver placeholders: ``%s`` with a list, ``%(name)s`` with a dict) with
-    ``params`` on ``cursor``: on PostgreSQL as the prepared statement ``name`` (a fixed
-    identifier, one per statement text), preparing it first on a connection that has not;
-    elsewhere as it is."""
-    if connection.vendor != "postgresql" or not settings.ARBITER_PREPARED_STATEMENTS:
+    ``params`` on ``cursor`` as the prepared statement ``name`` (a fixed identifier, one per
+    statement text), preparing it first on a connection that has not; as it is when prepared
+    statements are turned off (``ARBITER_PREPARED_STATEMENTS``)."""
+    if not settings.ARBITER_PREPARED_STATEMENTS:
         cursor.execute(sql, params)
         return
     values: list
@@ -119,7 +119,7 @@ class ModelColumns:
     """A model's concrete columns in a hand-written statement, and its instances back from
     the rows: ``select_list()`` names them (``t."id", t."name", ...``) and ``load(row, at)``
     builds the instance from ``row[at:]`` with the converters Django's own compiler would
-    apply (JSON decoded, SQLite's dates parsed), marked as loaded from the database. For the
+    apply (JSON decoded), marked as loaded from the database. For the
     few statements on the annotators' hot path that the ORM would compile on every request."""
 
     def __init__(self, model, alias: str):
@@ -128,14 +128,14 @@ class ModelColumns:
         self.fields = list(model._meta.concrete_fields)
         self.attnames = [field.attname for field in self.fields]
         self.width = len(self.fields)
-        self._converters: dict[str, list] = {}
+        self._converters: list | None = None
 
     def select_list(self) -> str:
         return ", ".join(f'{self.alias}."{field.column}"' for field in self.fields)
 
-    def _converters_for(self, vendor: str) -> list:
-        """(index, column, converters) for each column that has converters on ``vendor``."""
-        converters = self._converters.get(vendor)
+    def _converters_for(self) -> list:
+        """(index, column, converters) for each column that has converters."""
+        converters = self._converters
         if converters is None:
             converters = []
             for index, field in enumerate(self.fields):
@@ -145,12 +145,12 @@ class ModelColumns:
                 )
                 if found:
                     converters.append((index, column, found))
-            self._converters[vendor] = converters
+            self._converters = converters
         return converters
 
     def load(self, row, at: int = 0):
         values = list(row[at : at + self.width])
-        for index, column, found in self._converters_for(connection.vendor):
+        for index, column, found in self._converters_for():
             for convert in found:
                 values[index] = convert(values[index], column, connection)
         if not self._plain or pre_init.receivers or post_init.receivers:

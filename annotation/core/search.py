@@ -2,10 +2,9 @@
 
 ``search_words`` turns a pair's id, its prompt's text and its models' names into one string
 of lower-case words, which the importer writes into ``Pair.search_words`` in the rows it
-copies anyway. On PostgreSQL that column is a ``tsvector`` (the string is its input syntax)
-with a GIN index, and a search is a prefix match of every word it holds; elsewhere it is plain
-text and each word is looked for with ``icontains``. Both sides split words the same way here,
-so what is written and what is asked for always agree.
+copies anyway. That column is a ``tsvector`` (the string is its input syntax) with a GIN
+index, and a search is a prefix match of every word it holds. Both sides split words the same
+way here, so what is written and what is asked for always agree.
 """
 
 from __future__ import annotations
@@ -46,18 +45,16 @@ def text_parts(content: list[dict]) -> list[str]:
 
 
 class SearchWordsField(models.TextField):
-    """``search_words`` output: a ``tsvector`` on PostgreSQL, text elsewhere."""
+    """``search_words`` output: a ``tsvector``."""
 
     def db_type(self, connection) -> str | None:
-        if connection.vendor == "postgresql":
-            return "tsvector"
-        return super().db_type(connection)
+        return "tsvector"
 
 
 @SearchWordsField.register_lookup
 class _Matches(models.Lookup):
     """``search_words__matches=TSQUERY``: the tsvector matches a tsquery given in its input
-    syntax (PostgreSQL only)."""
+    syntax."""
 
     lookup_name = "matches"
 
@@ -67,17 +64,12 @@ class _Matches(models.Lookup):
         return f"{lhs} @@ ({rhs})::tsquery", [*lhs_params, *rhs_params]
 
 
-def search_condition(*, text: str, vendor: str) -> Q | None:
-    """Pairs whose ``search_words`` hold every word of ``text`` (PostgreSQL: a word starting
-    with it; elsewhere: containing it). None when ``text`` has no words."""
+def search_condition(*, text: str) -> Q | None:
+    """Pairs whose ``search_words`` hold, for every word of ``text``, a word starting with
+    it. None when ``text`` has no words."""
     words = _words(text)
     if not words:
         return None
-    if vendor == "postgresql":
-        # Words hold no quote, backslash or operator character; quoted all the same.
-        query = " & ".join(f"'{word}':*" for word in dict.fromkeys(words))
-        return Q(search_words__matches=query)
-    condition = Q()
-    for word in dict.fromkeys(words):
-        condition &= Q(search_words__icontains=word)
-    return condition
+    # Words hold no quote, backslash or operator character; quoted all the same.
+    query = " & ".join(f"'{word}':*" for word in dict.fromkeys(words))
+    return Q(search_words__matches=query)

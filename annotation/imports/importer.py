@@ -145,25 +145,23 @@ def pairs_import(
 
 def _lock_project(project: Project) -> None:
     """Imports into one project run one at a time, so "is this pair id new?" stays true
-    until the batch is written. SQLite serialises writers already."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(*sql.project_lock(namespace=_LOCK_NAMESPACE, key=project.pk % 2**31))
-            # Foreign keys are checked as each batch is written, while the reader thread
-            # prepares the next one, instead of all at once in the commit.
-            cursor.execute(*sql.constraints_immediate())
+    until the batch is written."""
+    with connection.cursor() as cursor:
+        cursor.execute(*sql.project_lock(namespace=_LOCK_NAMESPACE, key=project.pk % 2**31))
+        # Foreign keys are checked as each batch is written, while the reader thread prepares
+        # the next one, instead of all at once in the commit.
+        cursor.execute(*sql.constraints_immediate())
 
 
 def _restore_constraint_checks() -> None:
     """Back to Django's deferred checks, for a caller whose transaction goes on."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(*sql.constraints_deferred())
+    with connection.cursor() as cursor:
+        cursor.execute(*sql.constraints_deferred())
 
 
 @dataclass
 class _PairRow:
-    """A checked pair as the rows it becomes (JSON already encoded on PostgreSQL), built by
+    """A checked pair as the rows it becomes (JSON already encoded), built by
     the reader thread so that the writer only writes."""
 
     spec: PairSpec
@@ -336,7 +334,6 @@ class _Importer:
 
         project_id = self.project.pk
         encode = self.writer.encode
-        postgres = self.writer.postgres
         prompt_content = content_of(spec.prompt_parts, spec.prompt_field)
         responses = []
         for response in (spec.response_a, spec.response_b):
@@ -348,7 +345,7 @@ class _Importer:
                 {
                     "id": response_key(project_id, response.model_name, encoded),
                     "project_id": project_id,
-                    "content": RawJson(encoded) if postgres else content,
+                    "content": RawJson(encoded),
                     "model_name": response.model_name,
                 }
             )
@@ -358,7 +355,7 @@ class _Importer:
         prompt = {
             "id": prompt_key(project_id, encoded),
             "project_id": project_id,
-            "content": RawJson(encoded) if postgres else prompt_content,
+            "content": RawJson(encoded),
             "source": spec.prompt_source,
             "metadata": encode(spec.prompt_metadata),
         }

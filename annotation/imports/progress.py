@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.utils import timezone
 
 from annotation.imports import sql
@@ -25,8 +25,7 @@ ProgressCallback = Callable[[int, int, int], None]
 
 class Progress:
     """Reports progress to the caller's callback and to the job row. The import runs in a
-    transaction, so job progress goes through a second connection that commits at once
-    (PostgreSQL only: SQLite has a single writer, and there the bar fills at the end)."""
+    transaction, so job progress goes through a second connection that commits at once."""
 
     def __init__(self, job: ImportJob | None, callback: ProgressCallback | None, total: int):
         self.job = job
@@ -34,7 +33,7 @@ class Progress:
         self.total = total
         self._last = 0.0
         self._side = None
-        if job is not None and connection.vendor == "postgresql":
+        if job is not None:
             self._side = connections.create_connection(DEFAULT_DB_ALIAS)
 
     def __enter__(self) -> Progress:

@@ -1,8 +1,8 @@
 """Every raw SQL statement of an import, one function each, returning ``(sql, params)``.
 
-They are PostgreSQL's (SQLite takes the ORM's path). Table and column names come from the
-models' metadata and are always quoted, so tests/annotation/test_import_sql.py can check that
-each name a statement uses exists in the schema.
+Table and column names come from the models' metadata and are always quoted, so
+tests/annotation/test_import_sql.py can check that each name a statement uses exists in the
+schema.
 """
 
 from __future__ import annotations

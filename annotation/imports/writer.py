@@ -1,6 +1,5 @@
-"""Writing an import's rows in bulk: COPY on PostgreSQL, ``bulk_create`` elsewhere; on
-PostgreSQL, in order on a thread of their own while the import prepares its next batch
-(``BulkWriter.in_order``)."""
+"""Writing an import's rows in bulk: COPY, in order on a thread of its own while the import
+prepares its next batch (``BulkWriter.in_order``)."""
 
 from __future__ import annotations
 
@@ -36,10 +35,6 @@ _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _EMPTY_OBJECT = RawJson("{}")
 
 
-def _as_is(value: Any) -> Any:
-    return value
-
-
 def _json(value: Any) -> str:
     return value if isinstance(value, RawJson) else RawJson.of(value)
 
@@ -51,24 +46,20 @@ class BulkWriter:
     def __init__(self):
         # This thread's connection, which the statements' thread shares (``in_order``).
         self.connection = connections[DEFAULT_DB_ALIAS]
-        self.postgres = self.connection.vendor == "postgresql"
         self.now = timezone.now()
-        self.encode = RawJson.of if self.postgres else _as_is
+        self.encode = RawJson.of
         self._statements: InOrder | None = None
         # Inside ``in_order``: the connection of this thread's own (ids, COPY's encoding).
         self._side: BaseDatabaseWrapper | None = None
 
     @contextmanager
     def in_order(self) -> Iterator[None]:
-        """For the block, on PostgreSQL, ``later`` hands its calls to a thread of their own,
+        """For the block, ``later`` hands its calls to a thread of their own,
         which runs them in order on this connection, in its transaction, while the caller
         prepares the next: the database works on one batch while Python reads the next. Every
         other statement of this writer waits for them first (``settle``), and so must the
         caller's own. At the end of the block they have all run (their first error raised);
         on an error, those still waiting are dropped."""
-        if not self.postgres:
-            yield
-            return
         self.connection.inc_thread_sharing()
         self._statements = InOrder(name="import-writer")
         self._side = connections.create_connection(DEFAULT_DB_ALIAS)
@@ -104,13 +95,6 @@ class BulkWriter:
         if not values:
             return []
         self.settle()
-        if not self.postgres:
-            found = model._default_manager.filter(**{f"{column}__in": values})
-            if project_id is not None:
-                found = found.filter(project_id=project_id)
-            if fields:
-                return list(found.values_list(column, *fields))
-            return list(found.values_list(column, flat=True))
         with self.connection.cursor() as cursor:
             cursor.execute(*sql.sequential_scans(allowed=False))
             cursor.execute(
@@ -122,20 +106,15 @@ class BulkWriter:
 
     def refresh_statistics(self, model: type[models.Model], fields: list[str]) -> None:
         """ANALYZE, seeing this transaction's rows; skipped while another import holds it."""
-        if self.postgres:
-            self.settle()
-            with self.connection.cursor() as cursor:
-                cursor.execute(*sql.statistics_refresh(model, fields))
+        self.settle()
+        with self.connection.cursor() as cursor:
+            cursor.execute(*sql.statistics_refresh(model, fields))
 
     def insert(self, model: type[models.Model], rows: list[dict]) -> None:
-        """Inserts rows that must all be new (a conflict fails the import). On PostgreSQL the
-        rows are encoded here and sent by ``later``: inside ``in_order``, on its thread."""
-        if not rows:
-            return
-        if self.postgres:
+        """Inserts rows that must all be new (a conflict fails the import). The rows are
+        encoded here and sent by ``later``: inside ``in_order``, on its thread."""
+        if rows:
             self.later(self._send, *self._copy_data(model, rows))
-        else:
-            model._default_manager.bulk_create([model(**row) for row in rows], batch_size=500)
 
     def insert_ignoring_conflicts(self, model: type[models.Model], rows: list[dict]) -> None:
         """For rows another transaction may insert at the same time (media are shared)."""
@@ -149,11 +128,6 @@ class BulkWriter:
         """Inserts rows that must all be new; returns their primary keys in order."""
         if not rows:
             return []
-        if not self.postgres:
-            created = model._default_manager.bulk_create(
-                [model(**row) for row in rows], batch_size=500
-            )
-            return [obj.pk for obj in created]
         # The sequence's values are not part of any transaction: inside ``in_order`` they are
         # taken on a connection of their own, so this thread need not wait for the statements'.
         side = self._side or self.connection

@@ -125,14 +125,12 @@ def _counted_pairs(project: Project, source: str, task: str) -> int:
 
 @contextmanager
 def _grouping():
-    """On PostgreSQL, memory enough to group a million votes by hashing instead of sorting
-    them on disk, and no JIT compilation (it took longer than the query): for this
-    transaction only."""
+    """Memory enough to group a million votes by hashing instead of sorting them on disk, and
+    no JIT compilation (it took longer than the query): for this transaction only."""
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL jit = off")
-                cursor.execute("SET LOCAL work_mem = '64MB'")
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+            cursor.execute("SET LOCAL work_mem = '64MB'")
         yield
 
 

@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from django.db import connection
 from django.db.models import (
     Case,
     Count,
@@ -122,11 +121,11 @@ class PairPage:
 
 
 def _search_filter(text: str) -> Q:
-    """Pairs with every word of ``text`` in their id, prompt text or model names (PostgreSQL:
-    words starting with them, through the GIN index on ``search_words``; elsewhere: words
-    containing them), or whose id is ``text`` exactly (docs/curators.md)."""
+    """Pairs with every word of ``text`` starting a word of their id, prompt text or model
+    names (through the GIN index on ``search_words``), or whose id is ``text`` exactly
+    (docs/curators.md)."""
     exact = Q(external_id=text)
-    words = search_condition(text=text, vendor=connection.vendor)
+    words = search_condition(text=text)
     return exact if words is None else exact | words
 
 

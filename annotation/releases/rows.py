@@ -93,53 +93,39 @@ _PAIR, _PROMPT, _RESPONSE = Pair._meta.db_table, Prompt._meta.db_table, Response
 # pair's content sorted hundreds of MB before its first row came back (2 s of the build
 # waiting, at 100,000 pairs); ids alone sort in a few milliseconds.
 _ORDER_SQL = f"""
-SELECT p.id FROM {_PAIR} p WHERE p.id IN ({{selected}}) ORDER BY p.external_id{{bytewise}}
+SELECT p.id FROM {_PAIR} p WHERE p.id IN ({{selected}}) ORDER BY p.external_id COLLATE "C"
 """
-_ROWS_SELECT = f"""
-SELECT p.id, p.external_id, {{prompt_key}}, p.status, p.task, p.criterion, p.{{label}},
+# Each pair's prompt and responses looked up by key (OFFSET 0 keeps each LATERAL subquery a
+# lookup): as plain joins, PostgreSQL hashed every chunk against a parallel scan of all the
+# prompts, 1.5 s more of its CPU a 100,000-pair build for the same rows. The prompt's id as
+# the 32 hex digits its split is drawn from: as text, no UUID object made for each pair.
+_ROWS_SQL = f"""
+SELECT p.id, p.external_id, replace(p.prompt_id::text, '-', ''), p.status, p.task,
+       p.criterion, p.{{label}},
        p.ensemble_label, p.ensemble_agreement, p.ensemble_summary,
        EXISTS (SELECT 1 FROM {Adjudication._meta.db_table} j WHERE j.pair_id = p.id
                AND j.superseded_at IS NULL),
        q.content, a.model_name, a.content, b.model_name, b.content
 FROM {_PAIR} p
-"""
-_ROWS_SQL = {
-    # PostgreSQL: each pair's prompt and responses looked up by key (OFFSET 0 keeps each LATERAL
-    # subquery a lookup): as plain joins, PostgreSQL hashed every chunk against a parallel scan
-    # of all the prompts, 1.5 s more of its CPU a 100,000-pair build for the same rows.
-    # The prompt's id as the 32 hex digits its split is drawn from: as text, no UUID object
-    # made for each pair.
-    "postgresql": _ROWS_SELECT.replace("{prompt_key}", "replace(p.prompt_id::text, '-', '')")
-    + f"""CROSS JOIN LATERAL (SELECT content FROM {_PROMPT} WHERE id = p.prompt_id OFFSET 0) q
+CROSS JOIN LATERAL (SELECT content FROM {_PROMPT} WHERE id = p.prompt_id OFFSET 0) q
 CROSS JOIN LATERAL (SELECT model_name, content FROM {_RESPONSE}
                     WHERE id = p.response_a_id OFFSET 0) a
 CROSS JOIN LATERAL (SELECT model_name, content FROM {_RESPONSE}
                     WHERE id = p.response_b_id OFFSET 0) b
 WHERE {{ids}}
-""",
-    # Elsewhere (SQLite, which has no LATERAL and joins by looking each row up anyway).
-    "joins": _ROWS_SELECT.replace("{prompt_key}", "p.prompt_id")
-    + f"""JOIN {_PROMPT} q ON q.id = p.prompt_id
-JOIN {_RESPONSE} a ON a.id = p.response_a_id
-JOIN {_RESPONSE} b ON b.id = p.response_b_id
-WHERE {{ids}}
-""",
-}
+"""
 # PostgreSQL's JIT compiler spent longer optimising the stream's queries than running them
 # takes (seconds, at 100,000 pairs), and the sort by external id fits in memory at this size
 # instead of spilling to disk. Set on the reading session, reset after.
-_POSTGRESQL_SESSION = "SET jit = off; SET work_mem = '64MB'"
-_POSTGRESQL_SESSION_RESET = "RESET jit; RESET work_mem"
+_READING_SESSION = "SET jit = off; SET work_mem = '64MB'"
+_READING_SESSION_RESET = "RESET jit; RESET work_mem"
 
 
 @contextmanager
 def session_settings(settings: str, reset: str) -> Iterator[None]:
-    """``settings`` (``SET`` statements) on this connection's PostgreSQL session for the
-    block, ``reset`` after it; nothing elsewhere. When the block failed, a reset that fails
-    too (the connection itself was what broke) leaves the block's error to propagate."""
-    if connection.vendor != "postgresql":
-        yield
-        return
+    """``settings`` (``SET`` statements) on this connection's session for the block,
+    ``reset`` after it. When the block failed, a reset that fails too (the connection itself
+    was what broke) leaves the block's error to propagate."""
     with connection.cursor() as cursor:
         cursor.execute(settings)
     try:
@@ -166,18 +152,10 @@ WHERE {{ids}} AND NOT is_adjudication ORDER BY pair_id, created_at, id
 """
 
 
-def chunk_size() -> int:
-    """Pairs per chunk: CHUNK_PAIRS, or fewer where the database takes fewer parameters."""
-    return min(CHUNK_PAIRS, connection.features.max_query_params or CHUNK_PAIRS)
-
-
 def _ids_in(column: str, ids: list[int]) -> tuple[str, list]:
-    """``column`` among ``ids``: one array parameter on PostgreSQL (one plan whatever the
-    count), a list of parameters elsewhere (chunks fit SQLite's limit, ``chunk_size``)."""
-    if connection.vendor == "postgresql":
-        # An array literal is one short text to send; a list parameter is adapted per item.
-        return f"{column} = ANY(%s::bigint[])", ["{" + ",".join(map(str, ids)) + "}"]
-    return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
+    """``column`` among ``ids``: one array parameter (one plan whatever the count)."""
+    # An array literal is one short text to send; a list parameter is adapted per item.
+    return f"{column} = ANY(%s::bigint[])", ["{" + ",".join(map(str, ids)) + "}"]
 
 
 @dataclass(slots=True)
@@ -264,14 +242,13 @@ def release_pairs(project: Project, selection: Selection) -> Generator[Chunk, No
     """The selected pairs a chunk at a time, in external id order: how many rows the chunk
     read, and its pairs with their splits; pairs ``min_agreement`` leaves out are skipped.
 
-    On PostgreSQL outside a transaction (a build, in a worker), the chunks are read on a
-    thread of their own with its own connection, all in one REPEATABLE READ snapshot (every
-    row, vote and label as of one moment), and made into pairs on a second thread, each
-    stage a chunk ahead of the next: the database's work for one chunk overlaps the making
-    of the chunk before it, and both the build's encoding. Inside a transaction (whose rows
-    another connection might not see) and on SQLite, they are read here, as the caller
-    asks."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    Outside a transaction (a build, in a worker), the chunks are read on a thread of their own
+    with its own connection, all in one REPEATABLE READ snapshot (every row, vote and label as
+    of one moment), and made into pairs on a second thread, each stage a chunk ahead of the
+    next: the database's work for one chunk overlaps the making of the chunk before it, and
+    both the build's encoding. Inside a transaction (whose rows another connection might not
+    see), they are read here, as the caller asks."""
+    if connection.in_atomic_block:
         return _read_pairs(project, selection)
     read = in_background(
         _in_one_snapshot(_chunk_rows(project, selection)), depth=1, name="release-reader"
@@ -307,26 +284,24 @@ def _made_pairs(
 
 def _chunk_rows(project: Project, selection: Selection) -> Generator[_ChunkRows, None, None]:
     selected, params = selected_pairs(project, selection).values("pk").query.sql_with_params()
-    bytewise = ' COLLATE "C"' if connection.vendor == "postgresql" else ""  # SQLite: BINARY
     # The label column: the reference label instead of the consensus when asked.
     label = "prior_label" if selection.reference_labels else "consensus_label"
-    rows_sql = _ROWS_SQL["postgresql" if connection.vendor == "postgresql" else "joins"]
     # What a chunk reads, in the order of ``_ChunkRows``' fields after its ids: each
     # statement with the column its ids are matched on.
     statements = (
-        (rows_sql, "p.id"),
+        (_ROWS_SQL, "p.id"),
         (_PRIORS_SQL, "pair_id"),
         (_VOTES_SQL, "pair_id"),
         (_RATINGS_SQL, "pair_id"),
     )
-    size = chunk_size()
+    size = CHUNK_PAIRS
     first = min(FIRST_CHUNK_PAIRS, size)
     with (
-        session_settings(_POSTGRESQL_SESSION, _POSTGRESQL_SESSION_RESET),
+        session_settings(_READING_SESSION, _READING_SESSION_RESET),
         connection.chunked_cursor() as stream,
         connection.cursor() as cursor,
     ):
-        stream.execute(_ORDER_SQL.format(selected=selected, bytewise=bytewise), params)
+        stream.execute(_ORDER_SQL.format(selected=selected), params)
         while ids := [pk for (pk,) in stream.fetchmany(first or size)]:
             first = 0
             found = []

@@ -17,9 +17,12 @@ from __future__ import annotations
 import select
 import time
 
+from django.conf import settings
 from django.core.signals import request_finished
 from django.db import connections
 from django.db.backends.postgresql import base
+
+from config.local_postgres import LocalServer
 
 # A connection idle longer than this gets Django's SELECT 1 before its next request.
 TRUSTED_FOR_S = 1.0
@@ -43,6 +46,10 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self.answered_at = None
         super().connect()
 
+    def get_new_connection(self, conn_params):
+        _local_server_started()
+        return super().get_new_connection(conn_params)
+
     def close_if_health_check_failed(self) -> None:
         raw = self.connection
         if (
@@ -56,6 +63,19 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self.health_check_done = True
             return
         super().close_if_health_check_failed()
+
+
+_local_server_checked = False
+
+
+def _local_server_started() -> None:
+    """With no DATABASE_URL, starts Arbiter's own server (var/postgres) before this process's
+    first connection, when no other process has (config/local_postgres.py)."""
+    global _local_server_checked
+    if _local_server_checked or settings.ARBITER_LOCAL_POSTGRES is None:
+        return
+    LocalServer(settings.ARBITER_LOCAL_POSTGRES).start()
+    _local_server_checked = True
 
 
 def _requests_answered(**kwargs) -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import random
 import time
 
-import pytest
-
 from annotation.agreement.rules import consensus
 from annotation.core.errors import DomainError
 from annotation.models import Assignment, Pair, PairStatus, Vote
@@ -16,10 +14,7 @@ from annotation.queue import annotating as queue
 from annotation.queue.serving import OPEN_STATUSES
 from tests.annotation.queue_support import annotator
 from tests.annotation.test_queue_concurrency import THREADS, _race
-from tests.conftest import requires_postgres
 from tests.factories import PairFactory, ProjectFactory
-
-pytestmark = [requires_postgres(), pytest.mark.postgres]
 
 MAX_EXTRA = 2
 

@@ -7,7 +7,6 @@ from datetime import timedelta
 from html import unescape
 
 import pytest
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -117,8 +116,7 @@ def test_page_stats_take_a_fixed_number_of_queries(
         extra_slots=1,
     )
     client.get(page_url(busy_project))  # caches that a process fills once (content types)
-    # SQLite has no median aggregate: one more query reads the times on task.
-    with django_assert_max_num_queries(18 if connection.vendor == "postgresql" else 19) as captured:
+    with django_assert_max_num_queries(18) as captured:
         client.get(page_url(busy_project))
     before = len(captured)
     for n in range(6, 12):

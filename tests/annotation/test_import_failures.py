@@ -28,7 +28,6 @@ from tests.annotation.import_support import (
     upload,
     write_jsonl,
 )
-from tests.conftest import requires_postgres
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -137,7 +136,6 @@ def test_import_pairs_command_reports_hostile_lines(project, tmp_path, capsys):
     assert leftover_uploads() == []
 
 
-@requires_postgres()
 @pytest.mark.django_db(transaction=True)
 def test_import_pairs_process_prints_hostile_lines_without_a_traceback(tmp_path):
     project = ProjectFactory(slug="cli-hostile")
@@ -269,8 +267,6 @@ def _backend_in_a_long_transaction() -> int | None:
     return row[0] if row else None
 
 
-@requires_postgres()
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_import_pairs_reports_a_lost_database_in_one_line(tmp_path):
     project = ProjectFactory(slug="cli-lost")

@@ -15,7 +15,6 @@ from django.db import IntegrityError, connection, transaction
 from annotation.core.threads import InOrder, quick_thread_switches
 from annotation.imports.writer import BulkWriter, RawJson
 from annotation.models import Prompt
-from tests.conftest import requires_postgres
 
 
 def _thread_names() -> set[str]:
@@ -137,7 +136,6 @@ def _backends_back_to(count: int) -> bool:
     return False
 
 
-@requires_postgres()
 @pytest.mark.django_db(transaction=True)
 def test_rows_written_in_order_are_the_rows_given_and_nothing_is_left_open(project):
     backends = _backends()
@@ -168,7 +166,6 @@ def test_rows_written_in_order_are_the_rows_given_and_nothing_is_left_open(proje
     assert _backends_back_to(backends)  # the connection taking the ids is closed
 
 
-@requires_postgres()
 @pytest.mark.django_db(transaction=True)
 def test_a_statement_that_fails_on_its_thread_fails_the_callers_block(project):
     backends = _backends()

@@ -1,5 +1,5 @@
 """The raw SQL of imports (annotation/imports/sql.py): every table and column a statement
-names exists in the schema the migrations built, on PostgreSQL and on SQLite."""
+names exists in the schema the migrations built."""
 
 from __future__ import annotations
 

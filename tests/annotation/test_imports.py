@@ -40,7 +40,6 @@ from tests.annotation.import_support import (
     upload,
     write_jsonl,
 )
-from tests.conftest import requires_postgres
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -498,7 +497,6 @@ def test_import_pairs_command_fails_with_line_numbers(project, tmp_path, capsys)
     assert_nothing_imported(project)
 
 
-@requires_postgres()
 @pytest.mark.django_db(transaction=True)
 def test_import_pairs_exit_code_is_1_on_bad_input(tmp_path):
     project = ProjectFactory(slug="cli")

@@ -16,7 +16,6 @@ from django.utils import timezone
 from annotation.imports.jobs import import_jobs_resume_stalled
 from annotation.models import ImportJob, Membership, Role
 from tests.annotation.import_support import import_pairs_process, text_pair, write_jsonl
-from tests.conftest import requires_postgres
 from tests.factories import ProjectFactory, UserFactory
 
 
@@ -26,7 +25,6 @@ def import_page(client, project) -> str:
     return re.sub(r"\s+", " ", response.content.decode())
 
 
-@requires_postgres()
 @pytest.mark.django_db(transaction=True)
 def test_a_command_line_import_is_listed_on_the_import_page(client, tmp_path):
     project = ProjectFactory(slug="cli-listed")

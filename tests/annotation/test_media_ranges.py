@@ -25,7 +25,6 @@ from annotation.imports.importer import pairs_import
 from annotation.models import Media, ProjectMedia
 from tests.annotation.import_support import image_bytes, image_pair, write_jsonl
 from tests.celery_worker import database_url_for_tests
-from tests.conftest import requires_postgres
 from tests.factories import UserFactory
 from tests.live_gunicorn import LiveGunicorn
 
@@ -347,8 +346,6 @@ def _peak(process: psutil.Process) -> int:
     return process.memory_info().rss
 
 
-@requires_postgres()
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_gunicorn_serves_a_large_file_by_ranges_with_the_worker_rss_flat(project, alice):
     """Over real HTTP, as a browser seeking in a video: HEAD, 206 slices to the end, 416; the

@@ -36,7 +36,7 @@ def test_positional_gives_a_value_per_mention_for_the_orm():
 def _loaded_by_django(columns: ModelColumns, row):
     """What ``ModelColumns.load`` stands for: Django's own ``from_db`` with the converters."""
     values = list(row)
-    for index, column, found in columns._converters_for(connection.vendor):
+    for index, column, found in columns._converters_for():
         for convert in found:
             values[index] = convert(values[index], column, connection)
     return columns.model.from_db(connection.alias, columns.attnames, values)

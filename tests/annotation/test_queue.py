@@ -194,8 +194,6 @@ def test_a_gold_pair_never_moves_the_block_everyone_works_through(project, alice
 
 
 def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bob):
-    if connection.vendor != "postgresql":
-        pytest.skip("prepared statements are PostgreSQL's (annotation/core/prepared.py)")
     pairs_in_blocks(project, 4)
     for user in (alice, bob):
         with CaptureQueriesContext(connection) as queries:

@@ -22,7 +22,6 @@ from tests.annotation.queue_support import (
     secret_pair,
     steady_statements,
 )
-from tests.conftest import requires_postgres
 from tests.factories import PairFactory
 
 PAYLOAD_KEYS = {"id", "expires_at", "prompt", "left", "right", "criterion", "options"}
@@ -464,9 +463,6 @@ def _queries(call) -> int:
     return len(steady_statements(ctx.captured_queries))
 
 
-# The counts are PostgreSQL's: SQLite, without data-modifying WITH, claims a statement at a
-# time (test_queue_sqlite.py).
-@requires_postgres()
 def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monkeypatch):
     # One clock reading for the whole test: the agreement refresh is asked for once, by the
     # first vote, however slowly the test runs (annotation/agreement/refresh.py).

@@ -8,7 +8,6 @@ import threading
 from collections import Counter
 from datetime import timedelta
 
-import pytest
 from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
@@ -17,10 +16,7 @@ from annotation.core.errors import DomainError
 from annotation.models import Assignment, Pair, PairStatus, Vote
 from annotation.queue import annotating as queue
 from tests.annotation.queue_support import annotator
-from tests.conftest import requires_postgres
 from tests.factories import PairFactory, ProjectFactory
-
-pytestmark = [requires_postgres(), pytest.mark.postgres]
 
 THREADS = 16
 

@@ -78,8 +78,6 @@ def _terminate(backend_pid: int) -> None:
 
 @pytest.mark.django_db(transaction=True)  # the build runs outside a transaction, as a worker's
 def test_a_database_restart_during_a_build_is_recorded_as_the_database_error(project, dave):
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (DATABASE_URL)")
     release = _release(project, dave)
     terminated = []
 
@@ -106,8 +104,6 @@ def test_a_database_restart_during_a_build_is_recorded_as_the_database_error(pro
 
 @pytest.mark.django_db(transaction=True)
 def test_a_task_that_failed_on_a_lost_connection_records_it_on_a_new_one(project, tmp_path):
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (DATABASE_URL)")
     from judges import tasks
     from judges.models import TrainingRun
     from judges.reward_model.services import training_run_create

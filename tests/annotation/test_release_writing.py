@@ -19,7 +19,6 @@ from annotation.releases.compress import BLOCK_BYTES, GzipMember, gzip_member
 from annotation.releases.rows import release_pairs
 from annotation.releases.selection import check_selection
 from annotation.releases.writer import ROW_GROUP_ROWS, HashingFile, TableFiles, preference_table
-from tests.conftest import requires_postgres
 from tests.factories import PairFactory
 
 
@@ -106,7 +105,6 @@ def test_a_row_group_that_fails_on_the_thread_fails_the_writing(tmp_path):
         _write(tmp_path, rows, flusher)
 
 
-@requires_postgres()
 @pytest.mark.django_db
 def test_the_stream_runs_without_jit_and_with_its_work_mem_reset_after(project):
     PairFactory.create_batch(3, project=project, status="consensus", consensus_label="A")

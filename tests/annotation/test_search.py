@@ -19,10 +19,7 @@ from annotation.pairs.selectors import PairFilters, pairs_browse
 from tests.annotation.import_support import text_pair, write_jsonl
 from tests.annotation.queue_support import make_image
 from tests.annotation.test_pairs_browser import browser_url, shown_ids
-from tests.conftest import requires_postgres
 from tests.factories import PairFactory, make_prompt, make_response
-
-POSTGRES = connection.vendor == "postgresql"
 
 
 def test_search_words_are_the_id_prompt_text_and_model_names_folded_to_lower_case():
@@ -101,18 +98,14 @@ def test_a_search_finds_nothing_in_another_project(client_for, carol, project, o
     assert shown_ids(client_for(carol).get(browser_url(project), {"q": "lighthouse"})) == []
 
 
-@requires_postgres()
-def test_on_postgresql_a_search_word_matches_the_start_of_words_only(
-    client_for, carol, project, library
-):
+def test_a_search_word_matches_the_start_of_words_only(client_for, carol, project, library):
     client = client_for(carol)
     assert shown_ids(client.get(browser_url(project), {"q": "ighthouse"})) == []
     # Searching an id's number finds that id and the ids it starts.
     assert shown_ids(client.get(browser_url(project), {"q": "7"})) == ["cat-7", "cat-70"]
 
 
-@requires_postgres()
-def test_on_postgresql_the_search_column_is_a_gin_indexed_tsvector(db):
+def test_the_search_column_is_a_gin_indexed_tsvector(db):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = 'pair_search_idx'",
@@ -145,10 +138,9 @@ def test_the_migration_fills_the_words_of_pairs_already_there(project, library):
         texts=["A lighthouse at night"],
         model_names=("painter-x", pair.response_b.model_name),
     )
-    if POSTGRES:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT %s::tsvector::text", [expected])
-            (expected,) = cursor.fetchone()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::tsvector::text", [expected])
+        (expected,) = cursor.fetchone()
     assert pair.search_words == expected
 
 

@@ -16,7 +16,6 @@ from django.urls import reverse
 from annotation.models import Membership, Pair, PairStatus, Role
 from annotation.projects.services import member_add, member_role_change, project_update
 from tests.annotation.test_queue_concurrency import _race
-from tests.conftest import requires_postgres
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory, VoteFactory
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -417,8 +416,6 @@ def test_add_member_command_keeps_an_existing_password_unless_given(project):
     assert Membership.objects.get(user=zed).role == Role.CURATOR
 
 
-@requires_postgres()
-@pytest.mark.postgres
 def test_two_curators_demoting_each_other_at_once_leave_one(transactional_db):
     project = ProjectFactory(slug="race")
     curators = [

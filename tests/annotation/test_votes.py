@@ -341,7 +341,7 @@ def test_vote_takes_a_small_constant_number_of_queries(project, alice, queued_pa
     lease = queue.assignment_claim(project=project, annotator=alice)
     with CaptureQueriesContext(connection) as ctx:
         queue.vote_submit(assignment=lease, annotator=alice, choice="left")
-    # The lease closed, the pair's count and the vote in one statement (PostgreSQL; three on
-    # SQLite), and the agreement refresh asked for (once per process a few seconds), inside a
-    # savepoint of the test's transaction.
+    # The lease closed, the pair's count and the vote in one statement, and the agreement
+    # refresh asked for (once per process a few seconds), inside a savepoint of the test's
+    # transaction.
     assert len(steady_statements(ctx.captured_queries)) <= 4

@@ -16,7 +16,6 @@ from django.utils import timezone
 from judges import tasks
 from judges.models import FilterRun, Verdict
 from judges.runs import services as runs
-from tests.conftest import requires_postgres
 from tests.factories import PairFactory
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
     canonical,
@@ -94,7 +93,6 @@ def test_the_run_page_offers_resume_after_the_same_time(
     assert "No new verdict for a while" in client_for(carol).get(page).content.decode()
 
 
-@requires_postgres()
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_beats_resume_a_stalled_run_once(project, resumes):
     run = make_run(project, idle_s=2 * STALLED_AFTER_S)

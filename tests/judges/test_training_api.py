@@ -67,7 +67,6 @@ def test_bad_options_are_named(api_for, carol, project, consensus):
     assert not TrainingRun.objects.exists()
 
 
-@pytest.mark.postgres
 @pytest.mark.redis
 def test_a_real_worker_on_judges_gpu_trains_and_records_each_epoch(
     celery_worker_process, project, settings, tmp_path
