@@ -15,8 +15,8 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from PIL import Image
 
-from annotation.imports.glb import glb_inspect
 from annotation.management.demo_media import demo_media_write
+from annotation.media.glb import glb_inspect
 from annotation.models import Media, Membership, Pair, PairStatus, Project, Prompt, Response, Role
 from fixtures.make_demo import generate_demo, task_counts
 from judges.models import FilterRun, Judge

@@ -1,2 +1,11 @@
-"""Media bytes served to a project's members (the served copy, with range requests); imports core,
-models and imports (metadata stripping)."""
+"""Media: the bytes behind ``Media`` rows, checked, stripped, rendered and served.
+
+``views`` serves a project's members the served copy (with range requests). ``services``
+verifies images with Pillow, makes the served copy without metadata (``strip``,
+``strip_chunks``, ``icc`` and ``jpeg_scan`` for images; ``glb`` for 3D models) and stores it;
+``av_media`` probes video and audio with PyAV and remuxes them without metadata (``loudness``
+measures a clip), ``media_pool`` does that in worker processes, ``transcode`` and
+``transcode_jobs`` make the playable copy of a file a browser cannot play; ``glb_render``
+renders a 3D model's views.
+Imports core and models only; ``annotation.imports`` reads import files and calls this package.
+"""
