@@ -106,7 +106,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         setup_django(root / "media")
-        from judges.backends.media_parts import _wav, video_frames
+        from annotation.media.judge_parts import _wav, video_frames
 
         video = root / "clip.mp4"
         write_video(video, seconds=args.seconds, height=args.height)
