@@ -9,7 +9,7 @@ from annotation.agreement.refresh import agreement_report_recompute
 from annotation.core.errors import Conflict
 from annotation.core.jobs import JobTask, sweep_task
 from annotation.imports.jobs import STALLED_IMPORTS, import_job_fail, import_job_run
-from annotation.imports.transcode_jobs import (
+from annotation.media.transcode_jobs import (
     STALLED_TRANSCODES,
     transcode_job_fail,
     transcode_job_run,

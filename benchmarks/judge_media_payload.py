@@ -70,7 +70,7 @@ def write_flac(path: Path, *, seconds: int, rate: int = 44100) -> None:
 
 def stored(path: Path, media_root: Path, *, kind: str, fmt: str):
     """An unsaved Media row for ``path``, copied where the media store keeps originals."""
-    from annotation.imports.av_media import av_inspect
+    from annotation.media.av_media import av_inspect
     from annotation.models import Media
 
     info = av_inspect(path, kind=kind)
@@ -106,7 +106,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         setup_django(root / "media")
-        from judges.backends.media_parts import _wav, video_frames
+        from annotation.media.judge_parts import _wav, video_frames
 
         video = root / "clip.mp4"
         write_video(video, seconds=args.seconds, height=args.height)

@@ -1,6 +1,6 @@
 """How fast video and audio are ingested at import, and in how much memory (issue 17, "Speed"):
 each file probed, decoded in full, stripped of its metadata by a remux whose packets are
-compared, its poster or waveform made (annotation/imports/av_media.py).
+compared, its poster or waveform made (annotation/media/av_media.py).
 
 Writes once, into a temporary folder, ``--pairs`` pairs (1,000 by default) holding two
 five-second 480p videos (H.264 and AAC in MP4, 25 frames a second) and two five-second audio

@@ -138,7 +138,7 @@ def give_images(slug: str) -> list[str]:
     from PIL import Image
 
     from annotation.core.content import image_part
-    from annotation.imports.media import media_strip_metadata
+    from annotation.media.services import media_strip_metadata
     from annotation.models import Media, Project, ProjectMedia, Prompt, Response
 
     project_id = Project.objects.get(slug=slug).pk

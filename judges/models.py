@@ -47,7 +47,7 @@ class Judge(models.Model):
     requests_per_minute = models.PositiveIntegerField(default=0, help_text="0 means no limit.")
     max_image_side = models.PositiveIntegerField(default=1024)
     # A video goes to the judge as this many frames sampled uniformly, each scaled so its
-    # longest side is at most video_frame_side (judges/backends/media_parts.py).
+    # longest side is at most video_frame_side (annotation/media/judge_parts.py).
     video_frames = models.PositiveSmallIntegerField(
         default=DEFAULT_VIDEO_FRAMES, help_text="Frames sampled uniformly from each video."
     )

@@ -15,14 +15,14 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from PIL import Image
 
-from annotation.imports.glb import glb_inspect
-from annotation.management.demo_media import demo_media_write
+from annotation.media.demo import demo_media_write
+from annotation.media.glb import glb_inspect
 from annotation.models import Media, Membership, Pair, PairStatus, Project, Prompt, Response, Role
 from fixtures.make_demo import generate_demo, task_counts
 from judges.models import FilterRun, Judge
 
 TASKS = {"t2i", "edit", "interleaved", "text"}
-# Video, audio and 3D pairs (annotation/management/demo_media.py): one per flaw.
+# Video, audio and 3D pairs (annotation/media/demo.py): one per flaw.
 MEDIA_TASKS = {"t2v": 3, "t2a": 3, "t23d": 2}
 MEDIA_PAIRS = sum(MEDIA_TASKS.values())
 DEMO_USERS = {

@@ -38,16 +38,17 @@ from annotation.core.threads import in_background
 from annotation.imports import progress as job_records
 from annotation.imports import sql
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
-from annotation.imports.media import ImageInfo, MediaError, MediaRecord, MediaStore
-from annotation.imports.media_pool import MediaPool
+from annotation.imports.media import MediaRecord, MediaStore
 from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
 from annotation.imports.source import cyclic_gc_paused, open_source, unpack_archive
 from annotation.imports.summary import ImportJobFinished, ImportSummary
-from annotation.imports.transcode_jobs import transcode_jobs_create
 from annotation.imports.validate import TEXT, PairSpec, pair_spec
 from annotation.imports.writer import BulkWriter, RawJson
+from annotation.media.media_pool import MediaPool
+from annotation.media.services import ImageInfo, MediaError
+from annotation.media.transcode_jobs import transcode_jobs_create
 from annotation.models import (
     ImportJob,
     Media,

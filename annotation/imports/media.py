@@ -1,6 +1,6 @@
-"""Images for an import: read (from the media folder or by URL), verified with Pillow, and
-kept byte for byte, once per sha256, at ``MEDIA_ROOT/Media.relative_path``; beside each one,
-under its own sha256, the copy without metadata that the app serves (``annotation.imports.strip``).
+"""An import's media: the images, videos, audio clips and 3D models its pairs name, read from
+the media folder (or the unpacked archive) or, for an image, fetched by URL; verified, stripped
+and rendered by ``annotation.media``, and staged until the import commits.
 
 During an import new files wait in a staging folder under MEDIA_ROOT; ``publish`` moves them
 into place (an atomic rename each) just before the transaction commits, ``discard`` drops them
@@ -11,52 +11,31 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
-import logging
 import os
 import shutil
-import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import cast
 
 from django.conf import settings
-from django.db import transaction
-from PIL import Image, UnidentifiedImageError
 
-from annotation.imports.av_media import AvPrepared, av_limits, av_prepare
 from annotation.imports.fetch import FetchError, fetch_image_bytes
-from annotation.imports.glb import GlbError, GlbInfo, glb_inspect, glb_strip
-from annotation.imports.glb_render import glb_render_views
-from annotation.imports.media_pool import MediaPool
-from annotation.imports.strip import metadata_strip
 from annotation.imports.validate import is_url
-from annotation.models import Media, ProjectMedia
+from annotation.media.av_media import AvPrepared, av_limits, av_prepare
+from annotation.media.glb import GlbError, GlbInfo, glb_inspect, glb_strip
+from annotation.media.glb_render import glb_render_views
+from annotation.media.media_pool import MediaPool
+from annotation.media.services import (
+    ImageInfo,
+    MediaError,
+    image_inspect,
+    served_copy_make,
+    write_synced,
+)
+from annotation.models import Media
 
-logger = logging.getLogger(__name__)
-
-ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP", "GIF")
 _AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
-# Pillow names some JPEG files by their extension standard; the bytes are still JPEG.
-_FORMAT_ALIASES = {"MPO": "JPEG"}
-
-
-class MediaError(Exception):
-    """The image was refused; the message says why."""
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-    sha256: str
-    format: str
-    width: int
-    height: int
-    size_bytes: int
-    # Set by ``MediaStore.resolve`` once the served copy is made.
-    served_sha256: str | None = None
-    strip_result: Media.StripResult | None = None
 
 
 @dataclass(frozen=True)
@@ -72,133 +51,6 @@ class MediaRecord:
     transcode: bool = False
 
 
-def image_inspect(data: bytes) -> ImageInfo:
-    """Opens and fully decodes ``data`` with Pillow; refuses non-images, other formats,
-    decompression bombs (more than ARBITER_MAX_IMAGE_PIXELS pixels) and corrupt files."""
-    max_pixels = settings.ARBITER_MAX_IMAGE_PIXELS
-    try:
-        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
-            # Image.open names the format of the plugin that read the file (only images made
-            # in memory have none).
-            opened_format = cast(str, image.format)
-            image_format = _FORMAT_ALIASES.get(opened_format, opened_format)
-            width, height = image.size
-            # Checked before decoding anything: the header alone names the pixel count.
-            if width * height > max_pixels:
-                raise MediaError(_bomb_message(width, height, max_pixels))
-            image.verify()
-        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
-            image.load()
-    except MediaError:
-        raise
-    except Image.DecompressionBombError as exc:
-        raise MediaError(f"refused as a decompression bomb: {exc}") from None
-    except UnidentifiedImageError:
-        raise MediaError(
-            "not an image Arbiter accepts (JPEG, PNG, WebP or GIF): Pillow cannot read it"
-        ) from None
-    except (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error) as exc:
-        raise MediaError(f"corrupt image: {exc or type(exc).__name__}") from None
-    if image_format not in ACCEPTED_FORMATS or width <= 0 or height <= 0:
-        raise MediaError(f"unsupported image ({image_format}, {width}x{height})")
-    return ImageInfo(
-        sha256=hashlib.sha256(data).hexdigest(),
-        format=image_format,
-        width=width,
-        height=height,
-        size_bytes=len(data),
-    )
-
-
-def _bomb_message(width: int, height: int, limit: int) -> str:
-    return (
-        f"refused as a decompression bomb: {width}x{height} is {width * height:,} pixels, "
-        f"more than the limit of {limit:,}"
-    )
-
-
-@dataclass(frozen=True)
-class ServedCopy:
-    sha256: str
-    result: Media.StripResult
-    data: bytes
-
-
-def served_copy_make(*, sha256: str, image_format: str, data: bytes) -> ServedCopy:
-    """The copy of a verified image that the app serves: its bytes without metadata. Logs a
-    warning when the metadata could not be removed (the copy is then the original)."""
-    stripped = metadata_strip(data, image_format=image_format)
-    if stripped.result == Media.StripResult.FAILED:
-        logger.warning(
-            "image %s (%s): metadata not stripped, its original bytes are served: %s",
-            sha256,
-            image_format,
-            stripped.problem,
-        )
-    served_sha256 = sha256 if stripped.data == data else hashlib.sha256(stripped.data).hexdigest()
-    return ServedCopy(sha256=served_sha256, result=stripped.result, data=stripped.data)
-
-
-def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
-    """Makes and stores the served copy of ``media``, imported before served copies existed
-    (or, with ``remake``, made by an earlier stripper), and records it on the row. Raises
-    ``FileNotFoundError`` when the original is missing. Two calls at once for one image write
-    the same file and the same values."""
-    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
-    served = served_copy_make(sha256=media.sha256, image_format=media.format, data=data)
-    _store(served.sha256, media.format, served.data)
-    rows = Media.objects.filter(pk=media.pk)
-    if not remake:
-        rows = rows.filter(served_sha256__isnull=True)
-    rows.update(served_sha256=served.sha256, strip_result=served.result)
-    media.served_sha256, media.strip_result = served.sha256, served.result
-
-
-def media_render_views(*, media: Media) -> list[str]:
-    """Renders the views of a 3D model imported before views were rendered at import, stores
-    them as image media linked to every project that uses the model, and records them on its
-    row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered and
-    ``FileNotFoundError`` when its original is missing."""
-    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
-    pngs = glb_render_views(glb_inspect(data))
-    views = [image_inspect(png) for png in pngs]
-    for view, png in zip(views, pngs, strict=True):
-        _store(view.sha256, view.format, png)
-    hashes = [view.sha256 for view in views]
-    with transaction.atomic():
-        Media.objects.bulk_create(
-            [
-                Media(sha256=view.sha256, kind=Media.Kind.IMAGE, format=view.format,
-                      width=view.width, height=view.height, size_bytes=view.size_bytes,
-                      served_sha256=view.sha256, strip_result=Media.StripResult.UNCHANGED)
-                for view in views
-            ],
-            ignore_conflicts=True,
-        )  # fmt: skip
-        projects = ProjectMedia.objects.filter(media=media).values_list("project_id", flat=True)
-        ProjectMedia.objects.bulk_create(
-            [
-                ProjectMedia(project_id=project, media_id=sha)
-                for project in projects
-                for sha in hashes
-            ],
-            ignore_conflicts=True,
-        )
-        Media.objects.filter(pk=media.pk).update(rendered_views=hashes)
-    media.rendered_views = hashes
-    return hashes
-
-
-def _store(sha256: str, media_format: str, data: bytes) -> None:
-    """Writes a file into the store under its hash, whole or not at all; kept if there."""
-    path = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, media_format)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-        _write_synced(partial, data)
-        os.replace(partial, path)
-
-
 def _byte_limits() -> dict[str, int]:
     return {
         "image": settings.ARBITER_MAX_IMAGE_BYTES,
@@ -212,13 +64,6 @@ def _served_columns(sha256: str, served_sha256: str) -> dict:
     if served_sha256 == sha256:
         return {"served_sha256": sha256, "strip_result": Media.StripResult.UNCHANGED}
     return {"served_sha256": served_sha256, "strip_result": Media.StripResult.STRIPPED}
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 class MediaStore:
@@ -441,7 +286,7 @@ class MediaStore:
             self._staging_dir = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
             self._staging_dir.mkdir(parents=True)
         staged = self._staging_dir / sha256
-        _write_synced(staged, data)
+        write_synced(staged, data)
         self._staged[sha256] = (staged, final)
 
     def _staging(self) -> Path:

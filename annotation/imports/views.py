@@ -18,7 +18,7 @@ from annotation.core.access import CURATORS, get_project_for_user
 from annotation.core.errors import Conflict, Unavailable
 from annotation.core.middleware import allows_large_upload
 from annotation.imports.jobs import import_job_submit
-from annotation.imports.transcode_jobs import transcode_job_retry
+from annotation.media.transcode_jobs import transcode_job_retry
 from annotation.models import ImportJob, ProjectMedia, TranscodeJob
 
 PAIR_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json")

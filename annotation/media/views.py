@@ -25,7 +25,7 @@ from rest_framework.authentication import TokenAuthentication
 
 from annotation.core.access import get_project_for_user
 from annotation.core.downloads import handed_off_response, ranged_file_response
-from annotation.imports.media import media_strip_metadata
+from annotation.media.services import media_strip_metadata
 from annotation.models import Media, ProjectMedia
 
 SHA256 = re.compile(r"[0-9a-f]{64}")

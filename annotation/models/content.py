@@ -42,11 +42,11 @@ class Media(models.Model):
     poster_sha256 = models.CharField(max_length=64, null=True, blank=True)
     # An audio track's loudness outline: WAVEFORM_PEAKS maxima of |sample| in 0..1.
     peaks = models.JSONField(null=True, blank=True)
-    # A 3D model's views rendered at import (annotation/imports/glb_render.py): the hashes of
+    # A 3D model's views rendered at import (annotation/media/glb_render.py): the hashes of
     # image ``Media`` (PNG), in the order of ``glb_render.VIEWS``.
     rendered_views = models.JSONField(null=True, blank=True)
     # An audio file's integrated loudness in LUFS (ITU-R BS.1770, EBU R 128), measured at
-    # import (annotation/imports/loudness.py); NULL for silence and for other kinds.
+    # import (annotation/media/loudness.py); NULL for silence and for other kinds.
     loudness_lufs = models.FloatField(null=True, blank=True)
     # Made once at import; NULL for media imported before served copies existed, until
     # ``strip_media_metadata`` (or the first request for it) makes the copy.

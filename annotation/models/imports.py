@@ -70,7 +70,7 @@ class ImportJob(models.Model):
 
 class TranscodeJob(models.Model):
     """The making of the playable copy of a video or audio file that a browser cannot play as
-    it is (``annotation.imports.transcode_jobs``): one per such media, retried after a failure."""
+    it is (``annotation.media.transcode_jobs``): one per such media, retried after a failure."""
 
     Status: TypeAlias = TranscodeStatus
 

@@ -81,7 +81,7 @@ class _MediaFiles:
             return
         # Imported by the first release with media: the import's media module brings its
         # HTTP client and codecs, a second's start of every text release's build otherwise.
-        from annotation.imports.media import media_strip_metadata
+        from annotation.media.services import media_strip_metadata
 
         for media in Media.objects.filter(sha256__in=wanted):
             if self._original:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import time
 
+from annotation.media.judge_images import MediaUnavailable, media_path
 from judges.backends.base import (
     JudgeBackend,
     JudgeItem,
@@ -14,7 +15,7 @@ from judges.backends.base import (
     content_images,
     content_text,
 )
-from judges.core.images import ImageStats, MediaUnavailable, image_stats, media_path, media_rows
+from judges.core.images import ImageStats, image_stats, media_rows
 from judges.prompts import task_family
 
 DEFAULT_CONFIDENCE = 0.95

@@ -98,14 +98,9 @@ def video_stats(media: Media) -> VideoStats:
     """The probed figures and the motion over MOTION_FRAMES frames sampled uniformly;
     raises ``MediaUnavailable`` when the file cannot be decoded."""
     # here, so the reward model (which imports this module) loads without Django's settings
-    from judges.backends.media_parts import sampled_images
+    from annotation.media.judge_parts import sampled_greys
 
-    images = sampled_images(media, count=MOTION_FRAMES)
-    greys = [
-        np.asarray(image.convert("L").resize((_MOTION_THUMB, _MOTION_THUMB)), dtype=np.float32)
-        / 255.0
-        for _, image in images
-    ]
+    greys = sampled_greys(media, count=MOTION_FRAMES, side=_MOTION_THUMB)
     differences = [float(np.abs(b - a).mean()) for a, b in itertools.pairwise(greys)]
     return VideoStats(
         duration_s=float(media.duration_seconds or 0.0),
@@ -118,7 +113,8 @@ def video_stats(media: Media) -> VideoStats:
 def media_stats_cached(hashes, cache: dict) -> None:
     """Fills ``cache`` with the VideoStats or AudioStats of each video or audio hash not in
     it yet (None: the row or its bytes are missing or unreadable). Media never change."""
-    from judges.core.images import MediaUnavailable, media_rows  # as above: no Django at import
+    from annotation.media.judge_images import MediaUnavailable  # as above: no Django at import
+    from judges.core.images import media_rows
 
     wanted = {sha for sha in hashes if sha not in cache}
     rows = media_rows(wanted)

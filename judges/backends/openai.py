@@ -23,10 +23,11 @@ from typing import Any
 
 import httpx
 
+from annotation.media.judge_images import MediaUnavailable, image_data_url
+from annotation.media.judge_parts import audio_input, video_frames
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
-from judges.backends.media_parts import audio_input, video_frames
 from judges.backends.model3d import MODEL3D, items_with_rendered_views
-from judges.core.images import MediaUnavailable, image_data_url, media_rows
+from judges.core.images import media_rows
 from judges.core.keys import api_key_env_allowed, api_key_env_refusal, redact
 from judges.parsing import UnparseableAnswer, parse_verdict
 from judges.prompts import PromptSpec, build_prompt

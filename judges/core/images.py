@@ -1,27 +1,17 @@
-"""Reading stored media for judges: data URLs for HTTP judges, cheap statistics for the
-heuristic and reward-model judges. Bytes live at ``MEDIA_ROOT / Media.relative_path``.
+"""Stored media for judges: their rows in one query, cheap statistics for the heuristic and
+reward-model judges (the images themselves are read by ``annotation.media.judge_images``).
 Importable without Django set up (the reward model's trainer uses the statistics)."""
 
 from __future__ import annotations
 
-import base64
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from django.conf import settings
-from PIL import Image, ImageOps
+from annotation.media.judge_images import MediaUnavailable, image_thumbnail_pixels, media_path
 
 if TYPE_CHECKING:
     from annotation.models import Media
-
-# Pillow's own guard against decompression bombs applies; judges never see larger images.
-_REENCODE = {"JPEG": ("JPEG", "image/jpeg"), "WEBP": ("WEBP", "image/webp")}
-
-
-class MediaUnavailable(Exception):
-    """An image part whose media row or bytes are missing or unreadable."""
 
 
 def media_rows(hashes) -> dict[str, Media]:
@@ -30,36 +20,6 @@ def media_rows(hashes) -> dict[str, Media]:
 
     hashes = set(hashes)
     return Media.objects.in_bulk(hashes) if hashes else {}
-
-
-def media_path(media: Media) -> Path:
-    return Path(settings.MEDIA_ROOT) / media.relative_path
-
-
-def image_data_url(media: Media, *, max_side: int) -> str:
-    """The image as a data URL: the original bytes, or a re-encoded copy whose longest side is
-    ``max_side`` when the original is larger."""
-    try:
-        data = media_path(media).read_bytes()
-    except OSError as exc:
-        raise MediaUnavailable(f"image {media.sha256[:12]} is missing ({exc.strerror})") from None
-    content_type = media.content_type
-    if max_side and max(media.width, media.height) > max_side:
-        try:
-            with Image.open(io.BytesIO(data)) as original:
-                image = ImageOps.exif_transpose(original)
-                image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
-                pil_format, content_type = _REENCODE.get(media.format, ("PNG", "image/png"))
-                if pil_format == "JPEG" and image.mode not in ("RGB", "L"):
-                    image = image.convert("RGB")
-                out = io.BytesIO()
-                image.save(
-                    out, format=pil_format, **({"quality": 90} if pil_format != "PNG" else {})
-                )
-                data = out.getvalue()
-        except (OSError, ValueError, Image.DecompressionBombError) as exc:
-            raise MediaUnavailable(f"image {media.sha256[:12]} is unreadable ({exc})") from None
-    return f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 @dataclass(frozen=True)
@@ -94,13 +54,7 @@ def image_stats(path: Path) -> ImageStats:
     """Statistics of the image at ``path``; raises ``MediaUnavailable`` when it cannot be read."""
     import numpy as np
 
-    try:
-        with Image.open(path) as image:
-            image.draft("RGB", (_THUMB * 2, _THUMB * 2))  # JPEG decodes at a reduced scale
-            thumb = image.convert("RGB").resize((_THUMB, _THUMB), Image.Resampling.BILINEAR)
-    except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise MediaUnavailable(f"image {path.name[:12]} is unreadable ({exc})") from None
-    pixels = np.asarray(thumb, dtype=np.float32) / 255.0
+    pixels = image_thumbnail_pixels(path, side=_THUMB)
     luminance = pixels @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
     edges = np.abs(np.diff(luminance, axis=0)).mean() + np.abs(np.diff(luminance, axis=1)).mean()
     return ImageStats(

@@ -12,12 +12,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from annotation.media.judge_images import MediaUnavailable
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from annotation.releases.read import release_splits
 from annotation.releases.selectors import release_rows
 from judges.backends.base import content_images, content_text
 from judges.backends.media_stats import media_hashes, media_stats_cached
-from judges.core.images import ImageStats, MediaUnavailable, image_stats, image_stats_cached
+from judges.core.images import ImageStats, image_stats, image_stats_cached
 from judges.reward_model.checkpoint import ScoringInput
 
 TRAIN_SPLIT = "train"

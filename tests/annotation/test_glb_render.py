@@ -13,8 +13,8 @@ from django.core.management import call_command
 from PIL import Image
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.glb import GlbError, glb_inspect
-from annotation.imports.glb_render import (
+from annotation.media.glb import GlbError, glb_inspect
+from annotation.media.glb_render import (
     AMBIENT,
     BACKGROUND,
     FILL,

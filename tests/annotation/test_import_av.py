@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.glb import GlbError, glb_inspect, glb_strip
 from annotation.imports.importer import pairs_import
+from annotation.media.glb import GlbError, glb_inspect, glb_strip
 from annotation.models import Media, Pair, ProjectMedia
 from tests.annotation.av_support import (
     PLANTED,
@@ -403,7 +403,7 @@ def test_worker_processes_check_the_files_as_the_importer_would(
 ):
     """A window of pairs' video and audio files is checked in forked worker processes: the
     same rows, and the same line error for a bad file, as when checked in the importer."""
-    from annotation.imports.media_pool import MediaPool
+    from annotation.media.media_pool import MediaPool
 
     pooled = []
     prepare = MediaPool.prepare

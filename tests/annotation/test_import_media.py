@@ -14,7 +14,8 @@ import pytest
 from annotation.imports.archive import ArchiveError, archive_extract
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import pairs_import
-from annotation.imports.media import MediaError, MediaStore, image_inspect
+from annotation.imports.media import MediaStore
+from annotation.media.services import MediaError, image_inspect
 from annotation.models import Media, ProjectMedia
 from tests.annotation.import_support import (
     assert_nothing_imported,

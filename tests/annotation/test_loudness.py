@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from annotation.imports.importer import pairs_import
-from annotation.imports.loudness import LoudnessMeter, integrated_loudness, k_weighting
+from annotation.media.loudness import LoudnessMeter, integrated_loudness, k_weighting
 from annotation.models import Media
 from tests.annotation.import_support import text_pair, write_jsonl
 

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from PIL import Image, ImageCms, ImageSequence, PngImagePlugin
 
-from annotation.imports.jpeg_scan import jpeg_scan_data
+from annotation.media.jpeg_scan import jpeg_scan_data
 from annotation.models import Media, ProjectMedia
 from tests.annotation.import_support import image_pair, write_jsonl
 from tests.annotation.queue_support import make_image
@@ -373,7 +373,7 @@ def test_jpeg_that_cannot_be_stripped_keeps_its_original_and_warns(
     jpeg = encode(picture(), "JPEG", comment=SECRET)
     after_jfif = 4 + int.from_bytes(jpeg[4:6], "big")
     original = jpeg[:after_jfif] + b"\x00\x00stray" + jpeg[after_jfif:]
-    with caplog.at_level(logging.WARNING, logger="annotation.imports.media"):
+    with caplog.at_level(logging.WARNING, logger="annotation.media.services"):
         stored = import_images(project, tmp_path, {"stray.jpg": original})["stray.jpg"]
     assert stored.strip_result == Media.StripResult.FAILED
     assert stored.served_sha256 == stored.sha256
@@ -701,7 +701,7 @@ def test_strip_media_metadata_all_remakes_copies_an_earlier_stripper_made(
 def test_a_jpeg_whose_walked_scans_decode_otherwise_is_still_stripped(monkeypatch):
     """Should the walk of the codes cut a scan short (a coding it misreads), the check
     catches it and the JPEG is stripped with its scans' data kept up to the next marker."""
-    from annotation.imports import strip
+    from annotation.media import strip
 
     def cut_short(data, start, **context):
         kept, end = jpeg_scan_data(data, start, **context)

@@ -10,10 +10,10 @@ import io
 import pytest
 from PIL import Image
 
+from annotation.media.judge_parts import sample_times, video_frames
 from annotation.models import Media
 from judges.backends import get_backend
 from judges.backends.base import judge_judgeable
-from judges.backends.media_parts import sample_times, video_frames
 from judges.models import Judge
 from judges.runs.services import judge_item
 from tests.annotation.av_support import PLANTED, audio_write, video_write

@@ -1,6 +1,6 @@
 """Load the demo: generated pairs in a "demo" project, its users, and its judges.
 
-Beside them, video, audio and 3D pairs (``annotation.management.demo_media``), generated
+Beside them, video, audio and 3D pairs (``annotation.media.demo``), generated
 too, imported after the filter run and queued for the annotators directly.
 
 The judges are a heuristic sanity check and the two offline judges whose verdicts come with the
@@ -27,7 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.db.models import Count
 
-from annotation.management.demo_media import demo_media_write
+from annotation.media.demo import demo_media_write
 from annotation.models import Pair, PairStatus, Project, Release, Role
 from annotation.pairs.lifecycle import pairs_enqueue
 from annotation.projects.services import member_add, project_create

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.imports.glb import GlbError
-from annotation.imports.media import media_render_views
+from annotation.media.glb import GlbError
+from annotation.media.services import media_render_views
 from annotation.models import Media
 
 

@@ -4,7 +4,7 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.imports.media import media_strip_metadata
+from annotation.media.services import media_strip_metadata
 from annotation.models import Media
 
 

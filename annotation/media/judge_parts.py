@@ -22,8 +22,8 @@ import numpy as np
 from django.conf import settings
 from PIL import Image
 
+from annotation.media.judge_images import MediaUnavailable, media_path
 from annotation.models import Media
-from judges.core.images import MediaUnavailable, media_path
 
 # A gap between sampled times shorter than this is decoded through rather than sought.
 _SEEK_GAP_S = 1.0
@@ -83,6 +83,15 @@ def sampled_images(media: Media, *, count: int) -> list[tuple[float, Image.Image
     if not images:
         raise MediaUnavailable(f"video {media.sha256[:12]} decodes to no frame")
     return images
+
+
+def sampled_greys(media: Media, *, count: int, side: int) -> list[np.ndarray]:
+    """The frames ``sampled_images`` samples, as grey ``side`` x ``side`` thumbnails, float32
+    in [0, 1]."""
+    return [
+        np.asarray(image.convert("L").resize((side, side)), dtype=np.float32) / 255.0
+        for _, image in sampled_images(media, count=count)
+    ]
 
 
 def _container_seconds(container) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotation.imports.av_media import AvPrepared, av_prepare
+from annotation.media.av_media import AvPrepared, av_prepare
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from PIL import Image, ImageSequence
 
-from annotation.imports.icc import icc_neutral, icc_same_colours
-from annotation.imports.jpeg_scan import (
+from annotation.media.icc import icc_neutral, icc_same_colours
+from annotation.media.jpeg_scan import (
     WALKED_FRAMES,
     Frame,
     ScanError,
@@ -33,7 +33,7 @@ from annotation.imports.jpeg_scan import (
     jpeg_scan_data,
     scan_parse,
 )
-from annotation.imports.strip_chunks import (
+from annotation.media.strip_chunks import (
     DEFAULT_ORIENTATION,
     EXIF_ORIENTATION_TAG,
     PILLOW_ERRORS,

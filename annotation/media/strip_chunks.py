@@ -1,4 +1,4 @@
-"""Metadata stripping for the chunked containers (``annotation.imports.strip``): PNG chunks,
+"""Metadata stripping for the chunked containers (``annotation.media.strip``): PNG chunks,
 WebP's RIFF chunks and GIF blocks, kept or dropped by kind, image data copied byte for byte;
 and the EXIF orientation rewritten as a TIFF block holding nothing else."""
 
@@ -9,7 +9,7 @@ import zlib
 
 from PIL import Image
 
-from annotation.imports.icc import icc_neutral
+from annotation.media.icc import icc_neutral
 
 EXIF_ORIENTATION_TAG = 0x0112
 DEFAULT_ORIENTATION = 1

@@ -9,7 +9,7 @@ and waveform peaks (audio) are made in the same decoding pass. Files are read fr
 packets, never whole. What a browser plays (MP4 or WebM video; MP4/M4A, MP3, WAV, Ogg, FLAC
 or WebM audio) is served as that copy; a file in another container or codec that FFmpeg
 decodes (``_TRANSCODED_*``: AVI, MPEG-4 Part 2 or Motion JPEG in Matroska, WMA, ...) is
-accepted with ``transcode`` set and gets a playable copy later (``annotation.imports.transcode``);
+accepted with ``transcode`` set and gets a playable copy later (``annotation.media.transcode``);
 anything else is refused with the reason. Limits: docs/operations.md ("Limits").
 """
 
@@ -27,7 +27,7 @@ import av
 import numpy as np
 from django.conf import settings
 
-from annotation.imports.loudness import FrameLoudness
+from annotation.media.loudness import FrameLoudness
 from annotation.models import Media
 
 # Number of maxima kept for an audio track's waveform, and decimals kept of each.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import av
 
-from annotation.imports.av_media import AvInfo, AvMediaError, av_inspect, av_reason
+from annotation.media.av_media import AvInfo, AvMediaError, av_inspect, av_reason
 from annotation.models import Media
 
 # H.264 nearly indistinguishable from the source, at a speed a worker keeps up with.

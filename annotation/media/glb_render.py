@@ -19,7 +19,7 @@ import numpy as np
 from django.conf import settings
 from PIL import Image
 
-from annotation.imports.glb import GlbError, GlbInfo
+from annotation.media.glb import GlbError, GlbInfo
 
 # (name, azimuth, elevation) in degrees; azimuth 0 looks at the model's front (from +z),
 # 90 from its right (+x); elevation 90 looks down from +y, glTF's up.

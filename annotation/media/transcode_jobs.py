@@ -28,8 +28,8 @@ from annotation.core.jobs import (
     job_publish,
     stalled_before,
 )
-from annotation.imports.av_media import AvMediaError, file_sha256
-from annotation.imports.transcode import av_transcode
+from annotation.media.av_media import AvMediaError, file_sha256
+from annotation.media.transcode import av_transcode
 from annotation.models import Media, Pair, ProjectMedia, TranscodeJob
 
 logger = logging.getLogger(__name__)

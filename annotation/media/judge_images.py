@@ -1,0 +1,70 @@
+"""Reading stored images for judges: data URLs for HTTP judges, the pixels of a small
+thumbnail for the statistics of the heuristic and reward-model judges. Bytes live at
+``MEDIA_ROOT / Media.relative_path``. Importable without Django set up (the reward model's
+trainer uses the statistics)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from PIL import Image, ImageOps
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from annotation.models import Media
+
+# Pillow's own guard against decompression bombs applies; judges never see larger images.
+_REENCODE = {"JPEG": ("JPEG", "image/jpeg"), "WEBP": ("WEBP", "image/webp")}
+
+
+class MediaUnavailable(Exception):
+    """An image part whose media row or bytes are missing or unreadable."""
+
+
+def media_path(media: Media) -> Path:
+    return Path(settings.MEDIA_ROOT) / media.relative_path
+
+
+def image_data_url(media: Media, *, max_side: int) -> str:
+    """The image as a data URL: the original bytes, or a re-encoded copy whose longest side is
+    ``max_side`` when the original is larger."""
+    try:
+        data = media_path(media).read_bytes()
+    except OSError as exc:
+        raise MediaUnavailable(f"image {media.sha256[:12]} is missing ({exc.strerror})") from None
+    content_type = media.content_type
+    if max_side and max(media.width, media.height) > max_side:
+        try:
+            with Image.open(io.BytesIO(data)) as original:
+                image = ImageOps.exif_transpose(original)
+                image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+                pil_format, content_type = _REENCODE.get(media.format, ("PNG", "image/png"))
+                if pil_format == "JPEG" and image.mode not in ("RGB", "L"):
+                    image = image.convert("RGB")
+                out = io.BytesIO()
+                image.save(
+                    out, format=pil_format, **({"quality": 90} if pil_format != "PNG" else {})
+                )
+                data = out.getvalue()
+        except (OSError, ValueError, Image.DecompressionBombError) as exc:
+            raise MediaUnavailable(f"image {media.sha256[:12]} is unreadable ({exc})") from None
+    return f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def image_thumbnail_pixels(path: Path, *, side: int) -> np.ndarray:
+    """The image at ``path`` as a ``side`` x ``side`` RGB thumbnail, float32 in [0, 1]; raises
+    ``MediaUnavailable`` when it cannot be read."""
+    import numpy as np
+
+    try:
+        with Image.open(path) as image:
+            image.draft("RGB", (side * 2, side * 2))  # JPEG decodes at a reduced scale
+            thumb = image.convert("RGB").resize((side, side), Image.Resampling.BILINEAR)
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise MediaUnavailable(f"image {path.name[:12]} is unreadable ({exc})") from None
+    return np.asarray(thumb, dtype=np.float32) / 255.0
