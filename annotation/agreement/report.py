@@ -23,7 +23,6 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from annotation.agreement.statistics import (
-    SCALE_VALUES,
     AlphaLevel,
     Ratings,
     bootstrap_alpha_ci,
@@ -36,6 +35,7 @@ from annotation.agreement.statistics import (
 )
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.report_sections import report_sections
+from annotation.core.scales import SCALE_VALUES
 from annotation.models import (
     Pair,
     PairStatus,

@@ -59,7 +59,7 @@ class Pair(models.Model):
     ensemble_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
     ensemble_agreement = models.FloatField(null=True, blank=True)
     ensemble_summary = models.JSONField(default=dict, blank=True)
-    # Consensus (annotation/pairs/lifecycle.py writes these; docs/agreement.md)
+    # Consensus (annotation/decisions/lifecycle.py writes these; docs/agreement.md)
     consensus_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
     dispute_reason = models.CharField(
         max_length=32, blank=True, help_text="Why the rule found no consensus, the last time."

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from annotation.decisions import lifecycle as pairs
 from annotation.models import Project
-from annotation.pairs import lifecycle as pairs
 from annotation.queue import levers as queue
 
 # The gold choice that makes gold pairs ordinary again.

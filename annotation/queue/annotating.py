@@ -16,7 +16,6 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.agreement.consensus import disputes_settle, pair_complete
 from annotation.agreement.refresh import agreement_report_request_refresh
 from annotation.core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from annotation.core.limits import (
@@ -31,6 +30,7 @@ from annotation.core.prepared import (
     insert_prepared,
 )
 from annotation.core.scales import VoteInputError, canonical_vote
+from annotation.decisions.services import disputes_settle, pair_complete
 from annotation.models import (
     Assignment,
     Membership,
@@ -418,7 +418,7 @@ def vote_submit(*, assignment: Assignment, annotator, **answer) -> tuple[Vote, b
     The same vote again returns the first one. A late vote (lease expired) is kept and counted;
     one that arrives when the pair already has its target is kept as an extra vote. The vote
     that fills the pair's last slot decides the pair by the project's rule, in this
-    transaction (``annotation.agreement.consensus.pair_complete``)."""
+    transaction (``annotation.decisions.services.pair_complete``)."""
     return _vote_write(assignment=assignment, annotator=annotator, **answer)
 
 

@@ -9,13 +9,14 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.agreement.consensus import disputes_settle
 from annotation.core.errors import InvalidInput
 from annotation.core.limits import (
     MAX_LEASE_AGE_MINUTES,
     MAX_PRIORITY,
     MIN_PRIORITY,
 )
+from annotation.decisions import lifecycle
+from annotation.decisions.services import disputes_settle
 from annotation.models import (
     Assignment,
     Membership,
@@ -28,7 +29,6 @@ from annotation.models import (
     Side,
     Vote,
 )
-from annotation.pairs import lifecycle
 from annotation.queue.annotating import leases_free
 
 

@@ -28,6 +28,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.core.prepared import execute_prepared
+from annotation.decisions.selectors import free_annotators
 from annotation.models import (
     GOLD_MIN_VOTES,
     Assignment,
@@ -45,7 +46,6 @@ from annotation.queue.serving import (
     NEXT_PAIR_SQL,
     OPEN_STATUSES,
     claimable_pairs,
-    free_annotators,
     next_pair_params,
 )
 from annotation.queue.statements import assignment_with_role

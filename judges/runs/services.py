@@ -25,13 +25,13 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
-from annotation.models import Pair, PairStatus, Project
-from annotation.pairs.lifecycle import (
+from annotation.decisions.lifecycle import (
     EnsembleOutcome,
     pairs_apply_ensemble,
     pairs_return_to_imported,
     pairs_start_judging,
 )
+from annotation.models import Pair, PairStatus, Project
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order, judge_judgeable
 from judges.ensemble import (

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from annotation.agreement.rules import consensus
 from annotation.core.errors import DomainError
+from annotation.decisions.rules import consensus
 from annotation.models import Assignment, Pair, PairStatus, Vote
 from annotation.queue import annotating as queue
 from annotation.queue.serving import OPEN_STATUSES

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation.core.prepared import named_dollar_placeholders
+from annotation.decisions import lifecycle as pairs
 from annotation.models import (
     GOLD_TARGET_VOTES,
     Assignment,
@@ -21,7 +22,6 @@ from annotation.models import (
     PairStatus,
     Project,
 )
-from annotation.pairs import lifecycle as pairs
 from annotation.queue import annotating as queue
 from annotation.queue import levers
 from annotation.queue.claim_key import CLAIM_BLOCK_PAIRS, claim_key, claim_rank, claim_walk

@@ -505,7 +505,7 @@ def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monk
     with_next = _queries(lambda: vote(api, lease, choice="left", next=True))
     assert with_next == small_claim + small_vote - 5 == 6
     # A vote that ends its pair adds the decision's two: the pair's values read, the
-    # decision written (annotation/agreement/consensus.py, pair_complete). With no extra
+    # decision written (annotation/decisions/services.py, pair_complete). With no extra
     # votes allowed, a split goes to adjudication without asking who is left to vote.
     project.max_extra_votes = 0
     project.save(update_fields=["max_extra_votes"])

@@ -168,7 +168,7 @@ def test_racing_votes_that_claim_the_next_pair_fill_every_pair_exactly_once(
     two tabs each: the same invariants as the two calls, and each pair decided once."""
     from rest_framework.test import APIClient
 
-    from annotation.agreement import consensus
+    from annotation.decisions import services as consensus
 
     project = ProjectFactory(slug="next-race", overlap=3)
     pairs = PairFactory.create_batch(6, project=project, status=PairStatus.QUEUED)
