@@ -1,4 +1,6 @@
-"""Celery tasks of the annotation app: thin, they take ids and call a service."""
+"""Celery tasks of the annotation app: thin, they take ids and call a service. A service sends
+its task by the name given here (``annotation.core.jobs.job_publish``), so none imports this
+module."""
 
 from __future__ import annotations
 
