@@ -6,11 +6,11 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import F, Q
 
+from annotation.core.claim_key import ClaimKey
 from annotation.core.search import SearchWordsField
 from annotation.models.choices import PairStatus, Side
 from annotation.models.content import Prompt, Response
 from annotation.models.projects import Project
-from annotation.queue.claim_key import ClaimKey
 
 
 class Pair(models.Model):

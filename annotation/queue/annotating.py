@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from annotation.agreement.refresh import agreement_report_request_refresh
+from annotation.core.claim_key import claim_key
 from annotation.core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from annotation.core.limits import (
     MAX_RATIONALE_CHARS,
@@ -41,7 +42,6 @@ from annotation.models import (
     Skip,
     Vote,
 )
-from annotation.queue.claim_key import claim_key
 from annotation.queue.playback import responses_play_seconds
 from annotation.queue.selectors import gold_below_threshold, gold_scores
 from annotation.queue.serving import (

@@ -27,6 +27,7 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation.core.claim_key import claim_key
 from annotation.core.prepared import execute_prepared
 from annotation.decisions.selectors import free_annotators
 from annotation.models import (
@@ -41,7 +42,6 @@ from annotation.models import (
     Skip,
     Vote,
 )
-from annotation.queue.claim_key import claim_key
 from annotation.queue.serving import (
     NEXT_PAIR_SQL,
     OPEN_STATUSES,

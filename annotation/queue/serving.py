@@ -9,6 +9,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 
+from annotation.core.claim_key import CLAIM_KEY_MODULUS, CLAIM_KEY_TEMPLATE, claim_walk
 from annotation.core.prepared import positional
 from annotation.decisions.lifecycle import OPEN_STATUSES
 from annotation.models import (
@@ -20,7 +21,6 @@ from annotation.models import (
     Skip,
     Vote,
 )
-from annotation.queue.claim_key import CLAIM_KEY_MODULUS, CLAIM_KEY_TEMPLATE, claim_walk
 
 # Pairs that reached the annotators, whose votes count towards a task's progress.
 ANNOTATION_STATUSES = (*OPEN_STATUSES, PairStatus.CONSENSUS, PairStatus.DISPUTED)

@@ -12,6 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from annotation.core.claim_key import CLAIM_BLOCK_PAIRS, claim_key, claim_rank, claim_walk
 from annotation.core.prepared import named_dollar_placeholders
 from annotation.decisions import lifecycle as pairs
 from annotation.models import (
@@ -24,7 +25,6 @@ from annotation.models import (
 )
 from annotation.queue import annotating as queue
 from annotation.queue import levers
-from annotation.queue.claim_key import CLAIM_BLOCK_PAIRS, claim_key, claim_rank, claim_walk
 from annotation.queue.selectors import annotator_progress
 from tests.annotation.queue_support import annotator, steady_statements
 from tests.factories import PairFactory

@@ -239,7 +239,7 @@ def test_a_claim_whose_block_is_all_locked_takes_a_pair_of_the_next_block(
     # The annotator's block has one pair left for them, held for a while by another
     # transaction; another block has free pairs. The claim takes one of those at once: it
     # answered "nothing left" after a dozen retries on the held block before.
-    from annotation.queue.claim_key import CLAIM_BLOCK_PAIRS, claim_key
+    from annotation.core.claim_key import CLAIM_BLOCK_PAIRS, claim_key
 
     project = ProjectFactory(slug="locked-block", overlap=1)
     pairs = [
