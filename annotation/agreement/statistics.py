@@ -17,6 +17,7 @@ import krippendorff
 import numpy as np
 
 from annotation.core.scales import (
+    MIN_SHARED_PAIRS_FOR_KAPPA,
     SCALE_VALUES,
     SIDE_CODES,
     SIDES,
@@ -31,7 +32,6 @@ _B, _TIE, _A = range(len(SIDES))
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 CONFIDENCE = 0.95
-MIN_SHARED_PAIRS_FOR_KAPPA = 20
 
 
 class AlphaLevel(enum.StrEnum):

@@ -63,6 +63,10 @@ UNSURE_VALUES: dict[str, frozenset[int]] = {
     Scale.TERNARY: frozenset({2}),
     Scale.LIKERT6: frozenset({3, 4}),
 }
+# Cohen's kappa between two raters is taken on the sides of their votes on at least this many
+# shared pairs: the agreement statistics (annotation/agreement/statistics.py) compute it so, and
+# the charts (annotation/charts/heatmap.py) say so of a cell without one.
+MIN_SHARED_PAIRS_FOR_KAPPA = 20
 
 
 class VoteInputError(ValueError):

@@ -6,5 +6,5 @@ images by URL behind an SSRF guard, ``archive`` unpacks uploaded media safely, a
 ``importer.pairs_import`` writes everything in one transaction or nothing at all, through
 ``writer`` (bulk rows; its raw SQL in ``sql``) with a reader thread (``threads``). ``jobs``
 runs uploads as ``ImportJob``s, and ``progress`` records on the job how far an import got.
-Imports core, models, agreement and pairs.
+Imports core, models, agreement and decisions.
 """

@@ -14,6 +14,7 @@ from annotation.core.limits import (
     MIN_PRIORITY,
 )
 from annotation.models import Vote
+from annotation.pairs import services as pair_services
 from annotation.queue import annotating as queue
 from annotation.queue import levers
 
@@ -51,7 +52,9 @@ def test_the_service_refuses_a_time_on_task_over_a_day(lease, alice):
 @pytest.mark.parametrize("priority", [MIN_PRIORITY - 1, MAX_PRIORITY + 1, 32767])
 def test_the_service_refuses_a_priority_the_form_refuses(project, queued_pairs, priority):
     with pytest.raises(InvalidInput, match=f"from {MIN_PRIORITY} to {MAX_PRIORITY}"):
-        levers.pairs_set_priority(project=project, pair_ids=[queued_pairs[0].pk], priority=priority)
+        pair_services.pairs_set_priority(
+            project=project, pair_ids=[queued_pairs[0].pk], priority=priority
+        )
 
 
 def test_the_service_refuses_a_lease_age_the_form_refuses(project):

@@ -23,6 +23,7 @@ from annotation.models import (
     PairStatus,
     Project,
 )
+from annotation.pairs import services as pair_services
 from annotation.queue import annotating as queue
 from annotation.queue import levers
 from annotation.queue.selectors import annotator_progress
@@ -261,7 +262,7 @@ def test_enqueue_given_pairs_only_and_only_this_projects(project, other_project)
 
 def test_restricted_pairs_go_only_to_the_chosen_annotators(project, alice, bob):
     p1, p2 = PairFactory.create_batch(2, project=project, status=PairStatus.QUEUED, target_votes=1)
-    assert levers.pairs_restrict(project=project, pair_ids=[p1.pk], annotators=[bob]) == 1
+    assert pair_services.pairs_restrict(project=project, pair_ids=[p1.pk], annotators=[bob]) == 1
     assert queue.assignment_claim(project=project, annotator=alice).pair_id == p2.pk
     assert queue.assignment_claim(project=project, annotator=bob).pair_id == p1.pk
     assert set(PairRestriction.objects.values_list("pair_id", "annotator_id")) == {(p1.pk, bob.pk)}
@@ -269,9 +270,9 @@ def test_restricted_pairs_go_only_to_the_chosen_annotators(project, alice, bob):
 
 def test_lifting_a_restriction_opens_the_pair_to_everyone(project, alice, bob):
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
-    levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[bob])
+    pair_services.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[bob])
     assert queue.assignment_claim(project=project, annotator=alice) is None
-    assert levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[]) == 1
+    assert pair_services.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[]) == 1
     assert queue.assignment_claim(project=project, annotator=alice).pair_id == pair.pk
     assert not PairRestriction.objects.exists()
 
@@ -279,7 +280,7 @@ def test_lifting_a_restriction_opens_the_pair_to_everyone(project, alice, bob):
 def test_restrict_only_to_annotators_of_the_project(project, carol, eve):
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
     with pytest.raises(queue.InvalidInput, match=r"annotators: users .* not annotators"):
-        levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[carol, eve])
+        pair_services.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[carol, eve])
     assert not Pair.objects.get(pk=pair.pk).restricted
 
 
@@ -348,11 +349,12 @@ def test_set_priority_changes_only_this_projects_pairs(project, other_project):
     mine = PairFactory(project=project)
     theirs = PairFactory(project=other_project)
     assert (
-        levers.pairs_set_priority(project=project, pair_ids=[mine.pk, theirs.pk], priority=7) == 1
+        pair_services.pairs_set_priority(project=project, pair_ids=[mine.pk, theirs.pk], priority=7)
+        == 1
     )
     assert dict(Pair.objects.values_list("pk", "priority")) == {mine.pk: 7, theirs.pk: 0}
     with pytest.raises(queue.InvalidInput, match="priority"):
-        levers.pairs_set_priority(project=project, pair_ids=[mine.pk], priority=10**6)
+        pair_services.pairs_set_priority(project=project, pair_ids=[mine.pk], priority=10**6)
 
 
 def test_release_stuck_leases_frees_their_slots(project, alice, bob):

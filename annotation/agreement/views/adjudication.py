@@ -25,9 +25,9 @@ from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.core.errors import DomainError
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.core.scales import CANONICAL_WORDS
+from annotation.core.shown import pair_page_context
 from annotation.decisions.services import consensus_reapply, pair_adjudicate
 from annotation.models import Pair, PairStatus, Project, Role, Scale, Side
-from annotation.queue.presentation import pair_page_context
 from config.errors import status_for
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from django.core.management.base import CommandError
 
 from annotation.decisions.lifecycle import pairs_enqueue
 from annotation.management.projects import ProjectCommand
-from annotation.projects.selectors import project_tasks
+from annotation.pairs.selectors import project_tasks
 
 
 class Command(ProjectCommand):

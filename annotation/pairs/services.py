@@ -1,0 +1,135 @@
+"""Curators' writes on chosen pairs: gold pairs and their known answers, the serving
+priority, and restricting pairs to some annotators (docs/curators.md). The pages say what
+each did through ``annotation.pairs.actions``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.core.errors import InvalidInput
+from annotation.core.limits import MAX_PRIORITY, MIN_PRIORITY
+from annotation.decisions import lifecycle
+from annotation.decisions.services import disputes_settle
+from annotation.models import (
+    Membership,
+    Pair,
+    PairRestriction,
+    PairStatus,
+    Project,
+    Role,
+    Scale,
+    Side,
+    Vote,
+)
+
+# Pairs that may become gold: not yet past the queue (a filter run's easy pairs can be
+# enqueued first). Pairs in a filter run are left to it.
+GOLD_STATUSES = (PairStatus.IMPORTED, PairStatus.QUEUED, PairStatus.ANNOTATING)
+
+
+def gold_labels(scale: str) -> list[str]:
+    """The gold labels a scale can be answered with: a tie only where annotators can vote one."""
+    return [Side.A, Side.B, Side.TIE] if scale == Scale.TERNARY else [Side.A, Side.B]
+
+
+def _lock_pairs(*, project: Project, pair_ids: Iterable[int]) -> list[Pair]:
+    """The project's pairs among ``pair_ids``, locked in id order (no deadlock between two
+    curators). Caller holds a transaction."""
+    return list(
+        Pair.objects.select_for_update()
+        .filter(project=project, pk__in=list(pair_ids))
+        .order_by("pk")
+        .only("pk", "external_id", "status", "is_gold", "lease_count")
+    )
+
+
+def _voted_on(pairs: list[Pair]) -> set[int]:
+    return set(
+        Vote.objects.filter(pair_id__in=[p.pk for p in pairs]).values_list("pair_id", flat=True)
+    )
+
+
+def _refuse(pairs: list[Pair], why: str) -> None:
+    if pairs:
+        shown = ", ".join(p.external_id for p in pairs[:10]) + (" …" if len(pairs) > 10 else "")
+        raise InvalidInput(f"pair_ids: {shown}: {why}")
+
+
+@transaction.atomic
+def pairs_set_gold(*, project: Project, pair_ids: Iterable[int], label: str) -> int:
+    """Makes the project's pairs gold pairs with the known answer ``label`` (A, B, or tie on
+    a ternary scale), or corrects the label of gold pairs; returns how many. Every annotator
+    may answer a gold pair once. A pair someone already voted on as an ordinary pair, or one
+    past the queue, is refused (nothing changes)."""
+    allowed = gold_labels(project.scale)
+    if label not in allowed:
+        raise InvalidInput(
+            f"label: must be one of {', '.join(allowed)} on the {project.scale} scale."
+        )
+    pairs = _lock_pairs(project=project, pair_ids=pair_ids)
+    voted = _voted_on(pairs)
+    _refuse(
+        [p for p in pairs if not p.is_gold and (p.status not in GOLD_STATUSES or p.pk in voted)],
+        "only pairs nobody has voted on, imported or queued, can become gold.",
+    )
+    return lifecycle.pairs_make_gold(
+        pair_ids=[p.pk for p in pairs], label=label, now=timezone.now()
+    )
+
+
+@transaction.atomic
+def pairs_clear_gold(*, project: Project, pair_ids: Iterable[int]) -> int:
+    """Makes gold pairs ordinary pairs again, with the project's overlap as target; returns
+    how many. A gold pair with votes is refused: they were scored as gold answers."""
+    pairs = [p for p in _lock_pairs(project=project, pair_ids=pair_ids) if p.is_gold]
+    voted = _voted_on(pairs)
+    _refuse(
+        [p for p in pairs if p.pk in voted],
+        "annotators answered them as gold pairs; correct the label instead.",
+    )
+    return lifecycle.pairs_make_ordinary(
+        pair_ids=[p.pk for p in pairs], overlap=project.overlap, now=timezone.now()
+    )
+
+
+def pairs_set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> int:
+    """Sets the serving priority (higher first) of the project's pairs; returns how many."""
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not MIN_PRIORITY <= priority <= MAX_PRIORITY
+    ):
+        raise InvalidInput(f"priority: must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}.")
+    return Pair.objects.filter(project=project, pk__in=list(pair_ids)).update(
+        priority=priority, updated_at=timezone.now()
+    )
+
+
+@transaction.atomic
+def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Iterable) -> int:
+    """Only ``annotators`` (users or user ids, annotators of the project) may claim these
+    pairs from now on; an empty list lifts the restriction. Returns how many pairs."""
+    user_ids = {getattr(user, "pk", user) for user in annotators}
+    members = set(
+        Membership.objects.filter(
+            project=project, role=Role.ANNOTATOR, user_id__in=user_ids
+        ).values_list("user_id", flat=True)
+    )
+    if user_ids - members:
+        unknown = ", ".join(str(pk) for pk in sorted(user_ids - members))
+        raise InvalidInput(f"annotators: users {unknown} are not annotators of this project.")
+    pks = list(
+        Pair.objects.filter(project=project, pk__in=list(pair_ids)).values_list("pk", flat=True)
+    )
+    PairRestriction.objects.filter(pair_id__in=pks).delete()
+    PairRestriction.objects.bulk_create(
+        PairRestriction(pair_id=pair_id, annotator_id=user_id)
+        for pair_id in pks
+        for user_id in sorted(user_ids)
+    )
+    Pair.objects.filter(pk__in=pks).update(restricted=bool(user_ids), updated_at=timezone.now())
+    disputes_settle(project=project, pair_ids=pks)
+    return len(pks)
