@@ -11,7 +11,7 @@ from annotation.core.shown import shown_contents
 from annotation.models import Assignment
 
 if TYPE_CHECKING:
-    from annotation.queue.annotating import Undone
+    from annotation.queue.services.undo import Undone
 
 
 def assignment_payload(assignment: Assignment, *, request=None) -> dict:

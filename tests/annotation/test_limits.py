@@ -15,18 +15,19 @@ from annotation.core.limits import (
 )
 from annotation.models import Vote
 from annotation.pairs import services as pair_services
-from annotation.queue import annotating as queue
-from annotation.queue import levers
+from annotation.queue.services import claim as queue_claim
+from annotation.queue.services import levers
+from annotation.queue.services import votes as queue_votes
 
 
 @pytest.fixture
 def lease(project, alice, queued_pairs):
-    return queue.assignment_claim(project=project, annotator=alice)
+    return queue_claim.assignment_claim(project=project, annotator=alice)
 
 
 def test_the_service_refuses_a_rationale_over_the_limit(lease, alice):
     with pytest.raises(InvalidInput, match=f"rationale: at most {MAX_RATIONALE_CHARS}"):
-        queue.vote_submit(
+        queue_votes.vote_submit(
             assignment=lease,
             annotator=alice,
             choice="left",
@@ -37,13 +38,13 @@ def test_the_service_refuses_a_rationale_over_the_limit(lease, alice):
 
 def test_the_service_refuses_a_time_on_task_over_a_day(lease, alice):
     with pytest.raises(InvalidInput, match="time_on_task_ms"):
-        queue.vote_submit(
+        queue_votes.vote_submit(
             assignment=lease,
             annotator=alice,
             choice="left",
             time_on_task_ms=MAX_TIME_ON_TASK_MS + 1,
         )
-    vote, _ = queue.vote_submit(
+    vote, _ = queue_votes.vote_submit(
         assignment=lease, annotator=alice, choice="left", time_on_task_ms=MAX_TIME_ON_TASK_MS
     )
     assert vote.time_on_task_ms == MAX_TIME_ON_TASK_MS

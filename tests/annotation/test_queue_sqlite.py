@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 # nothing left; the leases and votes are as the claim and the vote wrote them.
 SCRIPT = """
 from annotation.models import Assignment, PairStatus, Role, Vote
-from annotation.queue.annotating import assignment_claim, vote_submit
+from annotation.queue.services.claim import assignment_claim
+from annotation.queue.services.votes import vote_submit
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
 
 project = ProjectFactory(slug="sqlite-demo", overlap=2)

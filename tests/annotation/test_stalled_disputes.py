@@ -21,7 +21,7 @@ from annotation.models import (
 )
 from annotation.pairs import services as pair_services
 from annotation.projects.services import member_remove, member_role_change
-from annotation.queue import levers as queue
+from annotation.queue.services import levers as queue
 from tests.annotation.consensus_support import vote_via_api
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory

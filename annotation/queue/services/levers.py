@@ -10,16 +10,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.core.errors import InvalidInput
-from annotation.core.limits import (
-    MAX_LEASE_AGE_MINUTES,
-)
-from annotation.models import (
-    Assignment,
-    Membership,
-    Project,
-    Role,
-)
-from annotation.queue.annotating import leases_free
+from annotation.core.limits import MAX_LEASE_AGE_MINUTES
+from annotation.models import Assignment, Membership, Project, Role
+from annotation.queue.services.leases import leases_free
 
 
 def project_pause(*, project: Project, paused: bool) -> Project:
