@@ -1,5 +1,5 @@
 """The agreement report of a project, built over the database (docs/agreement.md, "The
-report"); its cache is ``annotation.agreement.refresh``.
+report"); its cache is ``annotation.agreement.services``.
 
 Votes are read in one pass with ``values_list`` into numpy arrays, never as model instances,
 and every figure comes from ``annotation.agreement.statistics`` on the whole project and on

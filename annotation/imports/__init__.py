@@ -4,7 +4,7 @@
 media (``strip`` and ``strip_chunks`` remove images' metadata), ``fetch`` gets
 images by URL behind an SSRF guard, ``archive`` unpacks uploaded media safely, and
 ``importer.pairs_import`` writes everything in one transaction or nothing at all, through
-``writer`` (bulk rows; its raw SQL in ``sql``) with a reader thread (``threads``). ``jobs``
+``writer`` (bulk rows; its raw SQL in ``sql``) with a reader thread (``threads``). ``services``
 runs uploads as ``ImportJob``s, and ``progress`` records on the job how far an import got.
 Imports core, models, agreement and decisions.
 """

@@ -17,12 +17,12 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
-from annotation.agreement.refresh import REFRESH_TASK
+from annotation.agreement.services import REFRESH_TASK
 from annotation.core import jobs
 from annotation.core.broker import registered_task
 from annotation.core.errors import Unavailable
 from annotation.core.jobs import BrokerUnavailable, JobTask, StalledJobs, job_publish
-from annotation.imports.jobs import IMPORT_RUN_TASK
+from annotation.imports.services import IMPORT_RUN_TASK
 from annotation.imports.transcode_jobs import TRANSCODE_RUN_TASK
 from annotation.releases.services import RELEASE_BUILD_TASK
 from judges.evaluation.services import EVALUATION_BATCH_TASK

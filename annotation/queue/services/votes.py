@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation.agreement.refresh import agreement_report_request_refresh
+from annotation.agreement.services import agreement_report_request_refresh
 from annotation.core.errors import Conflict, InvalidInput, NotFound
 from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.core.prepared import InsertSelect, execute_prepared, insert_prepared

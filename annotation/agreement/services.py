@@ -1,5 +1,6 @@
-"""The agreement report's cache (docs/agreement.md, "The report"): recomputing it, refreshes
-asked for after votes (debounced) or on demand, and those lost while the broker was down."""
+"""The agreement's services, the report's cache (docs/agreement.md, "The report"): recomputing
+it, refreshes asked for after votes (debounced) or on demand, and those lost while the broker
+was down."""
 
 from __future__ import annotations
 
