@@ -397,7 +397,7 @@ def test_claim_takes_a_small_constant_number_of_queries(project):
     PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
     # Five statements and a transaction (a savepoint inside the test's transaction): the
     # expired-lease check, the membership lock, the held lease (annotation/queue/statements.py),
-    # the slot and the new lease in one statement (annotation/queue/annotating.py), then the
+    # the slot and the new lease in one statement (annotation/queue/services/claim.py), then the
     # pair's content.
     assert _claim_queries(project, annotator(project, "first")) <= 7
     small = _claim_queries(project, annotator(project, "second"))

@@ -1,5 +1,5 @@
 """The claim and the vote on SQLite, as ``make demo`` runs them: the suite's database is
-PostgreSQL, where the claim's statements take other forms (annotation/queue/annotating.py)."""
+PostgreSQL, where the claim's statements take other forms (annotation/queue/services/)."""
 
 from __future__ import annotations
 
