@@ -1,14 +1,16 @@
-"""Celery tasks of the annotation app: thin, they take ids and call a service."""
+"""Celery tasks of the annotation app: thin, they take ids and call a service. A service sends
+its task by the name given here (``annotation.core.jobs.job_publish``), so none imports this
+module."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from annotation.agreement import refresh as agreement_refresh
-from annotation.agreement.refresh import agreement_report_recompute
+from annotation.agreement import services as agreement
+from annotation.agreement.services import agreement_report_recompute
 from annotation.core.errors import Conflict
 from annotation.core.jobs import JobTask, sweep_task
-from annotation.imports.jobs import STALLED_IMPORTS, import_job_fail, import_job_run
+from annotation.imports.services import STALLED_IMPORTS, import_job_fail, import_job_run
 from annotation.media.transcode_jobs import (
     STALLED_TRANSCODES,
     transcode_job_fail,
@@ -89,7 +91,7 @@ def agreement_report_refresh(project_id: int, source: str) -> None:
 
 agreement_refreshes_send_lost = sweep_task(
     "annotation.agreement_refreshes_send_lost",
-    agreement_refresh.LOST_REFRESHES,
+    agreement.LOST_REFRESHES,
     doc="Periodic (Celery beat): asks again for the refreshes asked for while the broker was "
     "down, which would otherwise wait for the next vote.",
 )

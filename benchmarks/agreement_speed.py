@@ -147,7 +147,7 @@ def measure(slug: str) -> dict:
     from django.test import Client
     from rest_framework.test import APIClient
 
-    from annotation.agreement.refresh import agreement_report_recompute
+    from annotation.agreement.services import agreement_report_recompute
     from annotation.models import Project
 
     project = Project.objects.get(slug=slug)

@@ -72,8 +72,8 @@ def main() -> None:
     parser.add_argument("--consensus-sample", type=int, default=20_000)
     args = parser.parse_args()
     setup_django()
-    from annotation.agreement import rules
     from annotation.agreement import statistics as agreement
+    from annotation.decisions import rules
 
     votes = synthetic_votes(pairs=args.pairs, annotators=args.annotators, seed=args.seed)
     print(f"{len(votes['values']):,} votes on {args.pairs:,} pairs by {args.annotators} annotators")

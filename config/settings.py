@@ -396,7 +396,7 @@ ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
 # (annotation/core/prepared.py); off behind a pooler that resets sessions.
 ARBITER_PREPARED_STATEMENTS = env_bool("ARBITER_PREPARED_STATEMENTS", True)
 
-# Agreement reports (annotation/agreement/refresh.py, docs/agreement.md "The report"):
+# Agreement reports (annotation/agreement/services.py, docs/agreement.md "The report"):
 # after a vote, a cached report is refreshed once this many seconds have passed, by one task
 # for all the votes of that window.
 ARBITER_AGREEMENT_DEBOUNCE_S = env_int("ARBITER_AGREEMENT_DEBOUNCE_S", 30)

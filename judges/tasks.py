@@ -1,5 +1,5 @@
 """Thin Celery tasks for filter runs, judge evaluations and reward-model trainings: take ids,
-call a service.
+call a service. A service sends its task by the name given here, so none imports this module.
 ``acks_late`` plus the unique verdict and judgement keys make every task safe to run again
 after a crash; a task that raises marks its run, evaluation or training failed (the kernel's
 ``JobTask``), so none hangs in "running"; Celery beat resumes those whose queued work was

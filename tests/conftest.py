@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from annotation.agreement.refresh import agreement_report_forget_requests
+from annotation.agreement.services import agreement_report_forget_requests
 from annotation.models import Role
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
 
@@ -101,7 +101,7 @@ def _media_root(settings, tmp_path):
 @pytest.fixture(autouse=True)
 def _fresh_refresh_requests():
     # Project ids are reused across tests: a request remembered from another test's project
-    # would hold back this test's (annotation/agreement/refresh.py, REQUEST_GAP_S).
+    # would hold back this test's (annotation/agreement/services.py, REQUEST_GAP_S).
     agreement_report_forget_requests()
 
 

@@ -27,7 +27,7 @@ from rest_framework.authtoken.models import Token
 from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.models import Assignment, ImportJob, ProjectMedia, Release, TranscodeJob
 from annotation.pairs.views import BULK_ACTIONS
-from annotation.queue import annotating as queue
+from annotation.queue.services import claim as queue_claim
 from annotation.queue.views.curator import ACTIONS
 from judges.best_of_n.services import best_of_n_run
 from judges.evaluation.services import judge_evaluation_create
@@ -182,7 +182,7 @@ class World:
         self.best_of_n = best_of_n_run(
             project=project, judge=self.judge, items=[], method="scores", created_by=carol
         )
-        self.assignment = queue.assignment_claim(project=project, annotator=alice)
+        self.assignment = queue_claim.assignment_claim(project=project, annotator=alice)
         assert isinstance(self.assignment, Assignment)
         self.extra = MembershipFactory(project=project, user=UserFactory(username="zed"))
         self.pair = project.pairs.get(external_id="rel-disputed")

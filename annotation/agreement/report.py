@@ -1,5 +1,5 @@
 """The agreement report of a project, built over the database (docs/agreement.md, "The
-report"); its cache is ``annotation.agreement.refresh``.
+report"); its cache is ``annotation.agreement.services``.
 
 Votes are read in one pass with ``values_list`` into numpy arrays, never as model instances,
 and every figure comes from ``annotation.agreement.statistics`` on the whole project and on
@@ -23,7 +23,6 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from annotation.agreement.statistics import (
-    SCALE_VALUES,
     AlphaLevel,
     Ratings,
     bootstrap_alpha_ci,
@@ -36,6 +35,7 @@ from annotation.agreement.statistics import (
 )
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.report_sections import report_sections
+from annotation.core.scales import SCALE_VALUES
 from annotation.models import (
     Pair,
     PairStatus,

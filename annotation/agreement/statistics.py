@@ -16,37 +16,22 @@ from typing import Literal
 import krippendorff
 import numpy as np
 
-from annotation.models import Scale, Side
+from annotation.core.scales import (
+    MIN_SHARED_PAIRS_FOR_KAPPA,
+    SCALE_VALUES,
+    SIDE_CODES,
+    SIDES,
+    UNSURE_VALUES,
+    check_choice,
+)
+from annotation.models import Scale
 
-# Canonical values each scale stores (annotation/core/scales.py): binary and ternary 1 = B,
-# 2 = tie, 3 = A; likert6 1..6 with 6 = A much better.
-SCALE_VALUES: dict[str, tuple[int, ...]] = {
-    Scale.BINARY: (1, 3),
-    Scale.TERNARY: (1, 2, 3),
-    Scale.LIKERT6: (1, 2, 3, 4, 5, 6),
-}
-# Side codes index SIDES; a vote's side is the side it leans to (likert6: 4-6 A, 1-3 B, as
-# MMRB2's rubric defines 4 and 3).
-SIDES: tuple[str, ...] = (Side.B, Side.TIE, Side.A)
+# Side codes, each an index into SIDES.
 _B, _TIE, _A = range(len(SIDES))
-_SIDE_OF_VALUE: dict[str, dict[int, int]] = {
-    Scale.BINARY: {1: _B, 3: _A},
-    Scale.TERNARY: {1: _B, 2: _TIE, 3: _A},
-    Scale.LIKERT6: {1: _B, 2: _B, 3: _B, 4: _A, 5: _A, 6: _A},
-}
-# Votes MMRB2's pairwise agreement leaves out: likert6 3 and 4 ("slightly better, or unsure"),
-# ternary ties.
-UNSURE_VALUES: dict[str, frozenset[int]] = {
-    Scale.BINARY: frozenset(),
-    Scale.TERNARY: frozenset({2}),
-    Scale.LIKERT6: frozenset({3, 4}),
-}
-
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 CONFIDENCE = 0.95
-MIN_SHARED_PAIRS_FOR_KAPPA = 20
 
 
 class AlphaLevel(enum.StrEnum):
@@ -75,12 +60,6 @@ def _lookup_table(mapping: Mapping[int, int], *, missing: int) -> np.ndarray:
     for value, mapped in mapping.items():
         table[value] = mapped
     return table
-
-
-def check_choice(field: str, value: str, allowed: Iterable[str]) -> None:
-    allowed = tuple(allowed)
-    if value not in allowed:
-        raise ValueError(f"{field}: must be one of {', '.join(allowed)} (got {value!r})")
 
 
 def _off_scale_rows(values: np.ndarray, allowed: tuple[int, ...]) -> np.ndarray | list[int]:
@@ -230,7 +209,7 @@ class Ratings:
     @cached_property
     def sides(self) -> np.ndarray:
         """Side code (an index into ``SIDES``) of each vote."""
-        return _lookup_table(_SIDE_OF_VALUE[self.scale], missing=-1)[self.values]
+        return _lookup_table(SIDE_CODES[self.scale], missing=-1)[self.values]
 
     @cached_property
     def per_unit(self) -> np.ndarray:
@@ -533,9 +512,3 @@ def _partner_kappas(ratings: Ratings) -> dict[int, dict[Hashable, float | None]]
         result.setdefault(low, {})[ratings.rater_keys[high]] = kappa
         result.setdefault(high, {})[ratings.rater_keys[low]] = kappa
     return result
-
-
-def side_of_value(scale: str, value: int) -> str:
-    """The side (A, tie, B) a canonical value leans to: likert6 4-6 A and 1-3 B, as MMRB2's
-    rubric defines 4 and 3; binary and ternary 3 A, 2 tie, 1 B."""
-    return SIDES[_SIDE_OF_VALUE[scale][value]]

@@ -1,2 +1,2 @@
-"""Server-side SVG charts, each with the table of its numbers; imports agreement.statistics (the
-kappa threshold), nothing else."""
+"""Server-side SVG charts, each with the table of its numbers; imports core.scales (the kappa
+threshold), nothing else."""

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 from django.utils.safestring import SafeString
 
-from annotation.agreement.statistics import MIN_SHARED_PAIRS_FOR_KAPPA
 from annotation.charts.markup import (
     AXIS_COLOR,
     CHAR_WIDTH_EM,
@@ -46,6 +45,7 @@ from annotation.charts.markup import (
     _tag,
     _text,
 )
+from annotation.core.scales import MIN_SHARED_PAIRS_FOR_KAPPA
 
 
 def heatmap(

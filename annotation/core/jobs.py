@@ -1,8 +1,9 @@
 """The life of a background job, written once for every kind (imports, transcodes, release
 builds, agreement refreshes, filter runs, judge evaluations, trainings):
 
-- ``job_publish`` sends a job's task once the current transaction commits (at once outside
-  one), through ``annotation.core.broker``'s bounded retry; a broker that cannot take it becomes
+- ``job_publish`` sends a job's task, named as it is registered (``annotation.core.broker.
+  registered_task``), once the current transaction commits (at once outside one), through
+  ``annotation.core.broker``'s bounded retry; a broker that cannot take it becomes
   ``BrokerUnavailable`` (an ``Unavailable``), after the kind has recorded what that means
   for its job (``on_refused``);
 - ``JobTask``, the base of every task that works on a job, records the task's final failure
@@ -26,7 +27,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.core.broker import task_publish
+from annotation.core.broker import registered_task, task_publish
 from annotation.core.errors import Unavailable
 from annotation.core.failures import record_failure
 
@@ -54,11 +55,14 @@ def job_publish(
     after_commit: bool = True,
     **options: Any,
 ) -> None:
-    """Sends ``task`` (``apply_async`` options in ``options``) once the current transaction
-    commits, or at once outside one (or when ``after_commit`` is false: a task sent by a
-    task or a sweep). When the broker cannot take it, ``on_refused(error)`` records that on
-    the job (it may raise a ``BrokerUnavailable`` that says more), and the error is raised
-    or logged as ``refusal`` says."""
+    """Sends ``task`` (its registered name, or the task itself; ``apply_async`` options in
+    ``options``) once the current transaction commits, or at once outside one (or when
+    ``after_commit`` is false: a task sent by a task or a sweep). When the broker cannot
+    take it, ``on_refused(error)`` records that on the job (it may raise a
+    ``BrokerUnavailable`` that says more), and the error is raised or logged as ``refusal``
+    says."""
+    if isinstance(task, str):
+        task = registered_task(task)
 
     def send(*, at_commit: bool) -> None:
         try:

@@ -1,6 +1,6 @@
 """Server-side prepared statements for the few raw statements on the annotators' hot path.
 
-The claim's statement (``annotation.queue.annotating``) is a handful of index lookups that
+The claim's statement (``annotation.queue.services.claim``) is a handful of index lookups that
 PostgreSQL runs in well under a millisecond, but planning its nested subqueries takes longer
 than running them, on every claim. Prepared once per database connection, it is planned once
 (PostgreSQL keeps a custom plan for the first executions and a generic one after, when that is

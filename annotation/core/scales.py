@@ -7,6 +7,8 @@ Canonical values: binary and ternary 1 = B, 2 = tie, 3 = A; likert6 1..6 with 6 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from annotation.models import Scale, Side
 
 # Keyed by the stored scale value: a project's ``scale`` is a plain string.
@@ -38,6 +40,33 @@ CANONICAL_WORDS: dict[str, dict[int, str]] = {
 }
 _CHOICE_ARROWS = {"left": "left", "tie": "down", "right": "right"}
 _SIDE_VALUE = {Side.B: 1, Side.TIE: 2, Side.A: 3}
+# Canonical values each scale stores.
+SCALE_VALUES: dict[str, tuple[int, ...]] = {
+    Scale.BINARY: (1, 3),
+    Scale.TERNARY: (1, 2, 3),
+    Scale.LIKERT6: (1, 2, 3, 4, 5, 6),
+}
+# Side codes index SIDES; a vote's side is the side it leans to (likert6: 4-6 A, 1-3 B, as
+# MMRB2's rubric defines 4 and 3). The consensus rules (annotation/decisions/rules.py) and the
+# agreement statistics (annotation/agreement/statistics.py) both read votes by them.
+SIDES: tuple[str, ...] = (Side.B, Side.TIE, Side.A)
+_B, _TIE, _A = range(len(SIDES))
+SIDE_CODES: dict[str, dict[int, int]] = {
+    Scale.BINARY: {1: _B, 3: _A},
+    Scale.TERNARY: {1: _B, 2: _TIE, 3: _A},
+    Scale.LIKERT6: {1: _B, 2: _B, 3: _B, 4: _A, 5: _A, 6: _A},
+}
+# Votes MMRB2's pairwise agreement leaves out: likert6 3 and 4 ("slightly better, or unsure"),
+# ternary ties.
+UNSURE_VALUES: dict[str, frozenset[int]] = {
+    Scale.BINARY: frozenset(),
+    Scale.TERNARY: frozenset({2}),
+    Scale.LIKERT6: frozenset({3, 4}),
+}
+# Cohen's kappa between two raters is taken on the sides of their votes on at least this many
+# shared pairs: the agreement statistics (annotation/agreement/statistics.py) compute it so, and
+# the charts (annotation/charts/heatmap.py) say so of a cell without one.
+MIN_SHARED_PAIRS_FOR_KAPPA = 20
 
 
 class VoteInputError(ValueError):
@@ -120,3 +149,16 @@ def on_screen_words(*, scale: str, left_is_a: bool, side: str, value: int) -> st
     if shown["value"] is not None:
         return f"{shown['value']} \u00b7 {LIKERT6_LABELS[shown['value'] - 1]}"
     return _CHOICE_LABELS[shown["choice"]]
+
+
+def check_choice(field: str, value: str, allowed: Iterable[str]) -> None:
+    """A ``ValueError`` naming ``field`` unless ``value`` is one of ``allowed``."""
+    allowed = tuple(allowed)
+    if value not in allowed:
+        raise ValueError(f"{field}: must be one of {', '.join(allowed)} (got {value!r})")
+
+
+def side_of_value(scale: str, value: int) -> str:
+    """The side (A, tie, B) a canonical value leans to: likert6 4-6 A and 1-3 B, as MMRB2's
+    rubric defines 4 and 3; binary and ternary 3 A, 2 tie, 1 B."""
+    return SIDES[SIDE_CODES[scale][value]]

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from annotation.core.access import CURATORS, get_project_for_user
 from annotation.core.middleware import allows_large_upload
-from annotation.imports.jobs import import_job_submit
+from annotation.imports.services import import_job_submit
 from annotation.imports.views import ImportForm
 from annotation.models import ImportJob
 

@@ -23,7 +23,6 @@ from typing import BinaryIO
 
 from django.db import connection, transaction
 
-from annotation.agreement.consensus import ImportConsensus
 from annotation.core.content import (
     AV_PART_TYPES,
     image_part,
@@ -35,6 +34,8 @@ from annotation.core.content import (
 )
 from annotation.core.search import search_words
 from annotation.core.threads import in_background
+from annotation.decisions.lifecycle import Decision
+from annotation.decisions.services import ImportConsensus
 from annotation.imports import progress as job_records
 from annotation.imports import sql
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
@@ -60,7 +61,6 @@ from annotation.models import (
     Prompt,
     Response,
 )
-from annotation.pairs.lifecycle import Decision
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from annotation.core.access import CURATORS, get_project_for_user
 from annotation.core.errors import Conflict, Unavailable
 from annotation.core.middleware import allows_large_upload
-from annotation.imports.jobs import import_job_submit
+from annotation.imports.services import import_job_submit
 from annotation.media.transcode_jobs import transcode_job_retry
 from annotation.models import ImportJob, ProjectMedia, TranscodeJob
 

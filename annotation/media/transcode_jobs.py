@@ -38,6 +38,8 @@ Status = TranscodeJob.Status
 _UNFINISHED = (Status.PENDING, Status.RUNNING)
 _PROGRESS_INTERVAL_S = 0.5
 NOT_QUEUED_MESSAGE = "The transcode was not started: {reason} Retry it when the queue is back."
+# The task that runs a transcode (annotation/tasks.py registers it by this name).
+TRANSCODE_RUN_TASK = "annotation.tasks.transcode_run"
 
 
 def transcode_jobs_create(*, media_ids: Iterable[str], import_job_id: int | None) -> None:
@@ -64,7 +66,6 @@ def _send(job_id: int, *, after_commit: bool = False, refusal: Refusal = "raise"
     """Publishes the task; when the broker cannot take it the job is marked failed with the
     reason (so it can be retried) and ``BrokerUnavailable`` is raised (or logged, as
     ``refusal`` says)."""
-    from annotation.tasks import transcode_run  # the task module imports this one
 
     def refused(exc: BrokerUnavailable) -> None:
         TranscodeJob.objects.filter(pk=job_id, status=Status.PENDING).update(
@@ -74,7 +75,7 @@ def _send(job_id: int, *, after_commit: bool = False, refusal: Refusal = "raise"
         )
 
     job_publish(
-        transcode_run,
+        TRANSCODE_RUN_TASK,
         args=(job_id,),
         on_refused=refused,
         refusal=refusal,

@@ -4,6 +4,7 @@ migrations keep working."""
 
 from __future__ import annotations
 
+from annotation.core.claim_key import ClaimKey
 from annotation.models.agreement import Adjudication, AgreementReport
 from annotation.models.choices import (
     ConsensusRule,
@@ -36,7 +37,6 @@ from annotation.models.releases import (
     ReleaseFrozen,
     ReleaseQuerySet,
 )
-from annotation.queue.claim_key import ClaimKey
 
 __all__ = [
     "DEFAULT_GOLD_MIN_ACCURACY",

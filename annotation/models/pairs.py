@@ -6,11 +6,11 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import F, Q
 
+from annotation.core.claim_key import ClaimKey
 from annotation.core.search import SearchWordsField
 from annotation.models.choices import PairStatus, Side
 from annotation.models.content import Prompt, Response
 from annotation.models.projects import Project
-from annotation.queue.claim_key import ClaimKey
 
 
 class Pair(models.Model):
@@ -59,7 +59,7 @@ class Pair(models.Model):
     ensemble_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
     ensemble_agreement = models.FloatField(null=True, blank=True)
     ensemble_summary = models.JSONField(default=dict, blank=True)
-    # Consensus (annotation/pairs/lifecycle.py writes these; docs/agreement.md)
+    # Consensus (annotation/decisions/lifecycle.py writes these; docs/agreement.md)
     consensus_label = models.CharField(max_length=4, choices=Side.choices, blank=True)
     dispute_reason = models.CharField(
         max_length=32, blank=True, help_text="Why the rule found no consensus, the last time."

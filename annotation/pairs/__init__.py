@@ -1,3 +1,3 @@
-"""Pairs: the one owner of Pair.status and Pair.target_votes (lifecycle), the pairs browser and
-the pair page, and curators' actions on chosen pairs; imports core, models, agreement, projects
-and queue."""
+"""Pairs: the pairs browser and the pair page, curators' actions on chosen pairs (``actions``)
+and their writes (``services``: gold pairs, priority, restriction), and reading pairs
+(``selectors``); imports core, models, agreement and decisions."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from annotation.decisions import lifecycle
 from annotation.models import Project
-from annotation.pairs import lifecycle as pairs
-from annotation.queue import levers as queue
+from annotation.pairs import services
 
 # The gold choice that makes gold pairs ordinary again.
 CLEAR_GOLD = "clear"
@@ -20,25 +20,25 @@ def plural(count: int, noun: str) -> str:
 
 def gold_label_choices(project: Project) -> list[tuple[str, str]]:
     """The known answers a gold pair of this project can have, and clearing gold."""
-    labels = [(label, _GOLD_LABEL_NAMES[label]) for label in queue.gold_labels(project.scale)]
+    labels = [(label, _GOLD_LABEL_NAMES[label]) for label in services.gold_labels(project.scale)]
     return [*labels, (CLEAR_GOLD, "Not gold (clear)")]
 
 
 def enqueue(*, project: Project, pair_ids: Sequence[int] | None) -> str:
     """Sends the chosen imported pairs (all imported ones for None) to the annotators."""
-    count = pairs.pairs_enqueue(project=project, pair_ids=pair_ids)
+    count = lifecycle.pairs_enqueue(project=project, pair_ids=pair_ids)
     chosen = "" if pair_ids is None or len(pair_ids) == count else f" (of {len(pair_ids)} chosen)"
     return f"Sent {plural(count, 'imported pair')} to the annotators' queue{chosen}."
 
 
 def set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> str:
-    count = queue.pairs_set_priority(project=project, pair_ids=pair_ids, priority=priority)
+    count = services.pairs_set_priority(project=project, pair_ids=pair_ids, priority=priority)
     return f"Priority {priority} set on {plural(count, 'pair')}."
 
 
 def restrict(*, project: Project, pair_ids: Iterable[int], annotators: Sequence) -> str:
     """Only ``annotators`` may claim the pairs from now on; none lifts the restriction."""
-    count = queue.pairs_restrict(project=project, pair_ids=pair_ids, annotators=annotators)
+    count = services.pairs_restrict(project=project, pair_ids=pair_ids, annotators=annotators)
     if not annotators:
         return f"Restriction lifted on {plural(count, 'pair')}."
     names = ", ".join(user.get_username() for user in annotators)
@@ -48,7 +48,7 @@ def restrict(*, project: Project, pair_ids: Iterable[int], annotators: Sequence)
 def set_gold(*, project: Project, pair_ids: Iterable[int], label: str) -> str:
     """Makes the pairs gold with the known answer ``label``, or ordinary for CLEAR_GOLD."""
     if label == CLEAR_GOLD:
-        count = queue.pairs_clear_gold(project=project, pair_ids=pair_ids)
+        count = services.pairs_clear_gold(project=project, pair_ids=pair_ids)
         return f"{plural(count, 'pair')} no longer gold."
-    count = queue.pairs_set_gold(project=project, pair_ids=pair_ids, label=label)
+    count = services.pairs_set_gold(project=project, pair_ids=pair_ids, label=label)
     return f"{plural(count, 'gold pair')} with the answer {label}."

@@ -243,6 +243,28 @@ def pair_pks_by_external_id(*, project: Project, external_ids: Iterable[str]) ->
     )
 
 
+def project_tasks(*, project: Project) -> list[str]:
+    """The task slugs used by the project's pairs, for choosing pairs by task."""
+    return list(
+        Pair.objects.filter(project=project)
+        .exclude(task="")
+        .values_list("task", flat=True)
+        .distinct()
+        .order_by("task")
+    )
+
+
+def project_criteria(*, project: Project, limit: int) -> list[str]:
+    """Up to ``limit`` distinct criteria of the project's pairs ("" for none among them), for
+    choosing pairs by criterion."""
+    return list(
+        Pair.objects.filter(project=project)
+        .values_list("criterion", flat=True)
+        .distinct()
+        .order_by("criterion")[:limit]
+    )
+
+
 def _page_rows(pairs: QuerySet[Pair]) -> QuerySet[Pair]:
     """What a row of the table needs, in the one query that fetches the page."""
     skips = (

@@ -27,6 +27,7 @@ from annotation.core.actions import action_apply
 from annotation.core.limits import MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.core.pair_sections import pair_sections
 from annotation.core.scales import on_screen_vote, options_for
+from annotation.core.shown import pair_page_context
 from annotation.models import Pair, PairStatus, Project, Role, Side, Vote
 from annotation.pairs import actions as pair_actions
 from annotation.pairs.selectors import (
@@ -40,9 +41,8 @@ from annotation.pairs.selectors import (
     pair_neighbours,
     pairs_browse,
     pairs_matching,
+    project_tasks,
 )
-from annotation.projects.selectors import project_tasks
-from annotation.queue.presentation import pair_page_context
 
 PAGE = "annotation/pairs.html"
 MAX_SEARCH_CHARS = 200

@@ -192,25 +192,3 @@ def overview_next_steps(
     if by_status and not steps:
         steps.append(_step("Every pair is decided"))
     return steps
-
-
-def project_tasks(*, project: Project) -> list[str]:
-    """The task slugs used by the project's pairs, for choosing pairs by task."""
-    return list(
-        Pair.objects.filter(project=project)
-        .exclude(task="")
-        .values_list("task", flat=True)
-        .distinct()
-        .order_by("task")
-    )
-
-
-def project_criteria(*, project: Project, limit: int) -> list[str]:
-    """Up to ``limit`` distinct criteria of the project's pairs ("" for none among them), for
-    choosing pairs by criterion."""
-    return list(
-        Pair.objects.filter(project=project)
-        .values_list("criterion", flat=True)
-        .distinct()
-        .order_by("criterion")[:limit]
-    )

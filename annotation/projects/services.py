@@ -16,7 +16,8 @@ from django.db.models import F, Max
 from django.db.models.functions import Least
 
 from annotation.accounts.services import one_time_password_mark
-from annotation.agreement.consensus import Reapplied, consensus_reapply, disputes_settle
+from annotation.decisions import lifecycle
+from annotation.decisions.services import Reapplied, consensus_reapply, disputes_settle
 from annotation.models import (
     ConsensusRule,
     Membership,
@@ -27,7 +28,6 @@ from annotation.models import (
     Scale,
     Vote,
 )
-from annotation.pairs import lifecycle
 
 # Inclusive bounds of the numeric settings, shared by the settings form and the services.
 SETTING_RANGES: dict[str, tuple[float, float]] = {

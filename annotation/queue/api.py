@@ -18,16 +18,12 @@ from annotation.core.json_input import text_refusal
 from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.core.scales import on_screen_vote
 from annotation.models import Project, Role, Skip
-from annotation.queue.annotating import (
-    NOTHING_TO_UNDO,
-    assignment_claim,
-    assignment_skip,
-    last_action_undo,
-    vote_submit,
-    vote_submit_and_claim,
-)
 from annotation.queue.presentation import assignment_payload, undone_answer
 from annotation.queue.selectors import assignment_access_checked, assignment_for_annotator
+from annotation.queue.services.claim import assignment_claim
+from annotation.queue.services.skips import assignment_skip
+from annotation.queue.services.undo import NOTHING_TO_UNDO, last_action_undo
+from annotation.queue.services.votes import vote_submit, vote_submit_and_claim
 from annotation.queue.statements import token_with_assignment
 
 _ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})

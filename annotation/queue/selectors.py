@@ -27,7 +27,9 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation.core.claim_key import claim_key
 from annotation.core.prepared import execute_prepared
+from annotation.decisions.selectors import free_annotators
 from annotation.models import (
     GOLD_MIN_VOTES,
     Assignment,
@@ -40,12 +42,10 @@ from annotation.models import (
     Skip,
     Vote,
 )
-from annotation.queue.claim_key import claim_key
 from annotation.queue.serving import (
     NEXT_PAIR_SQL,
     OPEN_STATUSES,
     claimable_pairs,
-    free_annotators,
     next_pair_params,
 )
 from annotation.queue.statements import assignment_with_role

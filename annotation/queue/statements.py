@@ -151,7 +151,7 @@ def annotator_membership_lock(*, project_id: int, user_id: int) -> tuple | None:
 
 
 # live_assignments(project=..., annotator=..., now=...).first(); also the claim's ``held``
-# (annotation.queue.annotating._TAKE_SQL).
+# (annotation.queue.services.claim._TAKE_SQL).
 HELD_SQL = f"""
 SELECT {_ASSIGNMENT.select_list()}
 FROM "{_A}" a JOIN "{_P}" p ON p."id" = a."pair_id"
@@ -206,7 +206,7 @@ def live_lease_close(*, assignment_id: int, user_id: int) -> bool:
 
 # Pair.objects.select_related("prompt", "response_a", "response_b").get(pk=...)
 # The pair's content after its columns, joined to the pair ``p``: also the claim's
-# (annotation.queue.annotating._TAKE_SQL); pair_with_content_row() reads it.
+# (annotation.queue.services.claim._TAKE_SQL); pair_with_content_row() reads it.
 CONTENT_COLUMNS = (
     f"{_PROMPT.select_list()}, {_RESPONSE_A.select_list()}, {_RESPONSE_B.select_list()}"
 )

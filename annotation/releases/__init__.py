@@ -4,4 +4,4 @@ the manifest and archive (``archive``), a built release read back (``read``)
 and its files listed for downloads (``files``). The services
 that create, build and publish a ``Release`` are ``services``, its reads ``selectors``, and
 ``diff`` and ``downloads`` serve the pages and API; imports core, models, agreement, imports,
-leaderboard and projects."""
+leaderboard and pairs."""

@@ -18,7 +18,7 @@ from django.db import Error, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from annotation.agreement.prior_ratings import mmrb2_ratings
-from annotation.agreement.statistics import SCALE_VALUES, side_of_value
+from annotation.core.scales import SCALE_VALUES, side_of_value
 from annotation.core.threads import in_background
 from annotation.models import (
     Adjudication,

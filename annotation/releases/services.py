@@ -38,6 +38,8 @@ BUILDABLE = (Status.DRAFT, Status.BUILT, Status.FAILED)
 _VERSION = re.compile(RELEASE_VERSION_PATTERN)
 # A build writes its progress onto the release at most this often.
 PROGRESS_INTERVAL_S = 0.5
+# The task that builds a release (annotation/tasks.py registers it by this name).
+RELEASE_BUILD_TASK = "annotation.tasks.release_build_run"
 
 ReleaseProgress = Callable[[int, int, str], None]
 
@@ -120,8 +122,6 @@ def release_build_start(*, release: Release) -> Release:
     the task broker cannot take it the release goes
     back to its status with the reason in ``error``: outside a transaction Unavailable is
     raised; inside one the task is sent once it commits, and a failure then is logged."""
-    from annotation.tasks import release_build_run  # the task module imports this one
-
     previous = release.status
     if previous in BUILDABLE:
         check_selection_not_empty(
@@ -141,7 +141,7 @@ def release_build_start(*, release: Release) -> Release:
         )
         release.refresh_from_db()
 
-    job_publish(release_build_run, args=(release.pk,), on_refused=refused, refusal="log_at_commit")
+    job_publish(RELEASE_BUILD_TASK, args=(release.pk,), on_refused=refused, refusal="log_at_commit")
     return release
 
 

@@ -26,7 +26,7 @@ from annotation.core.access import STAFF_ROLES, get_project_for_user, get_releas
 from annotation.core.errors import Conflict, DomainError, InvalidInput, Unavailable
 from annotation.core.markdown import render_markdown
 from annotation.models import RELEASE_VERSION_PART_DIGITS, Project, Release
-from annotation.projects.selectors import project_criteria, project_tasks
+from annotation.pairs.selectors import project_criteria, project_tasks
 from annotation.releases.diff import releases_compare
 from annotation.releases.downloads import (
     release_archive_response,

@@ -12,8 +12,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.core.shown import shown_contents
 from annotation.core.spreadsheets import csv_response
-from annotation.queue.presentation import shown_contents
 from judges.best_of_n.forms import BestOfNForm
 from judges.best_of_n.services import MAX_API_CALLS, best_of_n_run, parse_jsonl
 from judges.core.forms import add_service_errors

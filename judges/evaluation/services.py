@@ -42,6 +42,8 @@ from judges.roster.services import check_judge_enabled, disabled_judges_message
 from judges.runs import services as runs
 
 Status = JudgeEvaluation.Status
+# The task that judges a batch (judges/tasks.py registers it by this name).
+EVALUATION_BATCH_TASK = "judges.judge_evaluation_batch"
 logger = logging.getLogger(__name__)
 
 
@@ -252,10 +254,8 @@ def _enqueue_batch(
     countdown: float = 0,
     on_refused=None,
 ) -> None:
-    from judges import tasks
-
     job_publish(
-        tasks.judge_evaluation_batch,
+        EVALUATION_BATCH_TASK,
         kwargs={"evaluation_id": evaluation.pk, "items": items, "attempt": attempt},
         queue=evaluation.judge.queue,
         countdown=countdown or None,

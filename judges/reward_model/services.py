@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 QUEUE = "judges_gpu"  # torch work goes where the GPU workers listen (docs/operations.md)
+# The task that trains (judges/tasks.py registers it by this name).
+TRAINING_TASK = "judges.training_run_execute"
 CHECKPOINT_FILE = "model.pt"
 METRICS_FILE = "metrics.json"
 STATE_FILE = "resume-{run}.pt"  # the state after the last epoch, removed once the run is over
@@ -189,10 +191,8 @@ def training_run_create(
 
 def _publish_training(run: TrainingRun, *, after_commit: bool = False, on_refused=None) -> None:
     """Sends the run's job to the ``judges_gpu`` queue, at once unless ``after_commit``."""
-    from judges import tasks
-
     job_publish(
-        tasks.training_run_execute,
+        TRAINING_TASK,
         kwargs={"run_id": run.pk},
         queue=QUEUE,
         after_commit=after_commit,

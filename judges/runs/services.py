@@ -25,13 +25,13 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
-from annotation.models import Pair, PairStatus, Project
-from annotation.pairs.lifecycle import (
+from annotation.decisions.lifecycle import (
     EnsembleOutcome,
     pairs_apply_ensemble,
     pairs_return_to_imported,
     pairs_start_judging,
 )
+from annotation.models import Pair, PairStatus, Project
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order, judge_judgeable
 from judges.ensemble import (
@@ -49,6 +49,10 @@ from judges.runs.selectors import ACTIVE, stalled_filter_runs, verdict_rows
 logger = logging.getLogger(__name__)
 
 Status = FilterRun.Status
+# The tasks of a run (judges/tasks.py registers them by these names).
+START_TASK = "judges.filter_run_start"
+BATCH_TASK = "judges.filter_run_batch"
+FINISH_TASK = "judges.filter_run_finish"
 # Publishing a task tries the broker twice, briefly, so a request never hangs on a broker that
 # is down (docs/judges-runs.md, "Broker down"): annotation.core.jobs.job_publish.
 
@@ -92,7 +96,6 @@ def filter_run_create(
         created_by=created_by,
         pair_ids=pair_ids,
     )
-    from judges import tasks
 
     def refused(exc: BrokerUnavailable) -> None:
         error = f"{exc} The run did not start; its pairs are imported again."
@@ -104,7 +107,7 @@ def filter_run_create(
             f"Filter run {run.number} failed: {error} Try again once the task queue is back."
         ) from exc
 
-    job_publish(tasks.filter_run_start, kwargs={"run_id": run.pk}, on_refused=refused)
+    job_publish(START_TASK, kwargs={"run_id": run.pk}, on_refused=refused)
     return run
 
 
@@ -169,9 +172,7 @@ def filter_run_resume(*, run: FilterRun) -> int:
     try:
         enqueued = _enqueue_missing(run)
         if not enqueued:
-            from judges import tasks
-
-            job_publish(tasks.filter_run_finish, kwargs={"run_id": run.pk}, after_commit=False)
+            job_publish(FINISH_TASK, kwargs={"run_id": run.pk}, after_commit=False)
     except BrokerUnavailable as exc:
         FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(**before)
         run.refresh_from_db()
@@ -270,10 +271,8 @@ def _enqueue_missing(run: FilterRun) -> int:
 def _enqueue_batch(
     *, run_id: int, judge: Judge, items: list[list], attempt: int = 1, countdown: float = 0
 ) -> None:
-    from judges import tasks
-
     job_publish(
-        tasks.filter_run_batch,
+        BATCH_TASK,
         kwargs={"run_id": run_id, "judge_id": judge.pk, "items": items, "attempt": attempt},
         queue=judge.queue,
         countdown=countdown or None,

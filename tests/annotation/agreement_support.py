@@ -4,7 +4,7 @@ for low agreement and for speed). Shared by the page tests and the browser test.
 
 from __future__ import annotations
 
-from annotation.agreement.refresh import agreement_report_recompute
+from annotation.agreement.services import agreement_report_recompute
 from annotation.models import AgreementReport, PairStatus, Vote
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory

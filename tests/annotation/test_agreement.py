@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from annotation.agreement import statistics as agreement
-from annotation.agreement.rules import Consensus, DisputeReason, consensus
 from annotation.agreement.statistics import (
     Ratings,
     bootstrap_alpha_ci,
@@ -19,6 +18,7 @@ from annotation.agreement.statistics import (
     per_annotator,
     unanimous_share,
 )
+from annotation.decisions.rules import Consensus, DisputeReason, consensus
 
 RAW_LEVELS = ("nominal", "ordinal", "interval")
 

@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import tasks
-from annotation.agreement import refresh as agreement_report
-from annotation.agreement.refresh import (
+from annotation.agreement import services as agreement_report
+from annotation.agreement.services import (
     agreement_refreshes_send_lost,
     agreement_report_recompute,
 )

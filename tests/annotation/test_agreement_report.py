@@ -14,8 +14,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotation.agreement import statistics as agreement
-from annotation.agreement.refresh import agreement_report_recompute
 from annotation.agreement.report import HISTORY_POINTS, agreement_report_build
+from annotation.agreement.services import agreement_report_recompute
 from annotation.core.errors import Conflict
 from annotation.core.report_sections import REPORT_KEYS
 from annotation.models import AgreementReport, PairStatus, PriorAnnotation, Vote

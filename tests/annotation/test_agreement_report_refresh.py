@@ -11,8 +11,8 @@ import pytest
 from kombu.exceptions import OperationalError
 
 from annotation import tasks
-from annotation.agreement import refresh
-from annotation.agreement.refresh import agreement_report_recompute
+from annotation.agreement import services as refresh
+from annotation.agreement.services import agreement_report_recompute
 from annotation.models import AgreementReport
 from tests.factories import PairFactory
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation.agreement.consensus import pair_adjudicate
+from annotation.decisions.services import pair_adjudicate
 from annotation.imports.importer import pairs_import
 from annotation.models import Adjudication, Pair, PairStatus, PriorAnnotation, Project, Vote
 from tests.annotation.consensus_support import vote_via_api

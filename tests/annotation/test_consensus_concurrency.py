@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 import time
 
-from annotation.agreement.rules import consensus
 from annotation.core.errors import DomainError
+from annotation.decisions.rules import consensus
 from annotation.models import Assignment, Pair, PairStatus, Vote
-from annotation.queue import annotating as queue
+from annotation.queue.services import claim as queue_claim
+from annotation.queue.services import votes as queue_votes
 from annotation.queue.serving import OPEN_STATUSES
 from tests.annotation.queue_support import annotator
 from tests.annotation.test_queue_concurrency import THREADS, _race
@@ -54,7 +55,7 @@ def test_racing_votes_on_disputed_pairs_stay_within_the_cap_and_decide_once(
         rng = random.Random(seed)
         deadline = time.monotonic() + 30
         while True:
-            assignment = queue.assignment_claim(project=project, annotator=user)
+            assignment = queue_claim.assignment_claim(project=project, annotator=user)
             if assignment is None:
                 # Nothing free now, but a vote still to come may dispute a pair and open an
                 # extra slot after this claim looked: an annotator comes back while any pair
@@ -65,7 +66,7 @@ def test_racing_votes_on_disputed_pairs_stay_within_the_cap_and_decide_once(
                     continue
                 return
             try:
-                queue.vote_submit(
+                queue_votes.vote_submit(
                     assignment=assignment,
                     annotator=user,
                     choice=rng.choice(["left", "right", "tie"]),

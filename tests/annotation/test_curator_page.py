@@ -12,8 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Assignment, Pair, PairRestriction, PairStatus, Skip, Vote
-from annotation.queue.annotating import assignment_claim, assignment_skip, vote_submit
 from annotation.queue.selectors import FAST_MIN_VOTES, annotator_throughput, queue_overview
+from annotation.queue.services.claim import assignment_claim
+from annotation.queue.services.skips import assignment_skip
+from annotation.queue.services.votes import vote_submit
 from tests.annotation.queue_support import annotator, secret_pair
 from tests.factories import PairFactory
 

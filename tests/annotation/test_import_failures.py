@@ -14,10 +14,11 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.imports import importer, jobs, parse, validate
+from annotation.imports import importer, parse, validate
+from annotation.imports import services as jobs
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import pairs_import
-from annotation.imports.jobs import import_job_submit, import_jobs_resume_stalled
+from annotation.imports.services import import_job_submit, import_jobs_resume_stalled
 from annotation.models import ImportJob, Pair, Role
 from tests.annotation.import_support import (
     assert_nothing_imported,

@@ -18,7 +18,7 @@ from kombu.exceptions import OperationalError
 
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import pairs_import
-from annotation.imports.jobs import import_job_submit
+from annotation.imports.services import import_job_submit
 from annotation.models import (
     ImportJob,
     Media,

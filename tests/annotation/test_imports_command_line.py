@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.imports.jobs import import_jobs_resume_stalled
+from annotation.imports.services import import_jobs_resume_stalled
 from annotation.models import ImportJob, Membership, Role
 from tests.annotation.import_support import import_pairs_process, text_pair, write_jsonl
 from tests.factories import ProjectFactory, UserFactory
@@ -63,7 +63,7 @@ def test_a_refused_command_line_import_shows_its_errors(client_for, carol, proje
 
 @pytest.mark.django_db
 def test_an_interrupted_command_leaves_its_job_failed(project, tmp_path, monkeypatch):
-    from annotation.imports import jobs
+    from annotation.imports import services as jobs
 
     def interrupted(**kwargs):
         raise KeyboardInterrupt
@@ -79,7 +79,7 @@ def test_an_interrupted_command_leaves_its_job_failed(project, tmp_path, monkeyp
 
 @pytest.mark.django_db
 def test_the_stalled_sweep_leaves_command_line_jobs_alone(project, settings, monkeypatch):
-    from annotation.imports import jobs
+    from annotation.imports import services as jobs
 
     settings.ARBITER_STALLED_AFTER_S = 60
     ImportJob.objects.create(

@@ -5,7 +5,10 @@ a task's final failure recorded on its job, and the stalled-job sweep each kind 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +17,17 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
+from annotation.agreement.services import REFRESH_TASK
 from annotation.core import jobs
+from annotation.core.broker import registered_task
 from annotation.core.errors import Unavailable
 from annotation.core.jobs import BrokerUnavailable, JobTask, StalledJobs, job_publish
+from annotation.imports.services import IMPORT_RUN_TASK
+from annotation.media.transcode_jobs import TRANSCODE_RUN_TASK
+from annotation.releases.services import RELEASE_BUILD_TASK
+from judges.evaluation.services import EVALUATION_BATCH_TASK
+from judges.reward_model.services import TRAINING_TASK
+from judges.runs.services import BATCH_TASK, FINISH_TASK, START_TASK
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,6 +141,82 @@ def test_log_records_the_refusal_on_the_job_and_raises_nothing(caplog):
         job_publish(RecordingTask(refuse=True), on_refused=recorded.append, refusal="log")
     assert [str(exc) for exc in recorded] == ["The task queue is unreachable."]
     assert "tests.recording not queued" in caplog.text
+
+
+PUBLISHED: list[int] = []
+
+
+@shared_task(name="tests.jobs.published_by_name")
+def published_by_name(job_id: int) -> None:
+    PUBLISHED.append(job_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_named_as_registered_is_sent_through_the_task_and_runs_eagerly_in_tests():
+    PUBLISHED.clear()
+    with transaction.atomic():
+        job_publish("tests.jobs.published_by_name", args=(8,))
+        assert PUBLISHED == []  # after the commit, as a task passed itself
+    assert PUBLISHED == [8]  # CELERY_TASK_ALWAYS_EAGER: send_task would have queued it
+
+
+# Every task a service sends by name (the services import no task module).
+SENT_BY_NAME = [
+    IMPORT_RUN_TASK,
+    TRANSCODE_RUN_TASK,
+    REFRESH_TASK,
+    RELEASE_BUILD_TASK,
+    START_TASK,
+    BATCH_TASK,
+    FINISH_TASK,
+    EVALUATION_BATCH_TASK,
+    TRAINING_TASK,
+]
+
+
+def test_the_names_the_services_send_are_the_tasks_registered_names():
+    import annotation.tasks
+    import judges.tasks
+
+    tasks = [
+        annotation.tasks.import_run,
+        annotation.tasks.transcode_run,
+        annotation.tasks.agreement_report_refresh,
+        annotation.tasks.release_build_run,
+        judges.tasks.filter_run_start,
+        judges.tasks.filter_run_batch,
+        judges.tasks.filter_run_finish,
+        judges.tasks.judge_evaluation_batch,
+        judges.tasks.training_run_execute,
+    ]
+    assert [task.name for task in tasks] == SENT_BY_NAME
+    assert [registered_task(name) for name in SENT_BY_NAME] == tasks
+
+
+_FRESH_PROCESS = f"""
+import django
+django.setup()
+from celery import current_app
+from annotation.core.broker import registered_task
+names = {SENT_BY_NAME!r}
+print(sum(name in current_app.tasks for name in names))
+print(sum(registered_task(name).name == name for name in names))
+"""
+
+
+def test_a_process_that_has_not_loaded_the_task_modules_finds_the_tasks_by_name():
+    """A web process imports no task module of its own: the first send loads them, as a
+    worker does when it starts."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.split() == ["0", str(len(SENT_BY_NAME))]
 
 
 FAILED: list[tuple[int, str]] = []  # what the failing task's kind recorded: (job id, error)

@@ -14,18 +14,20 @@ from annotation.core.limits import (
     MIN_PRIORITY,
 )
 from annotation.models import Vote
-from annotation.queue import annotating as queue
-from annotation.queue import levers
+from annotation.pairs import services as pair_services
+from annotation.queue.services import claim as queue_claim
+from annotation.queue.services import levers
+from annotation.queue.services import votes as queue_votes
 
 
 @pytest.fixture
 def lease(project, alice, queued_pairs):
-    return queue.assignment_claim(project=project, annotator=alice)
+    return queue_claim.assignment_claim(project=project, annotator=alice)
 
 
 def test_the_service_refuses_a_rationale_over_the_limit(lease, alice):
     with pytest.raises(InvalidInput, match=f"rationale: at most {MAX_RATIONALE_CHARS}"):
-        queue.vote_submit(
+        queue_votes.vote_submit(
             assignment=lease,
             annotator=alice,
             choice="left",
@@ -36,13 +38,13 @@ def test_the_service_refuses_a_rationale_over_the_limit(lease, alice):
 
 def test_the_service_refuses_a_time_on_task_over_a_day(lease, alice):
     with pytest.raises(InvalidInput, match="time_on_task_ms"):
-        queue.vote_submit(
+        queue_votes.vote_submit(
             assignment=lease,
             annotator=alice,
             choice="left",
             time_on_task_ms=MAX_TIME_ON_TASK_MS + 1,
         )
-    vote, _ = queue.vote_submit(
+    vote, _ = queue_votes.vote_submit(
         assignment=lease, annotator=alice, choice="left", time_on_task_ms=MAX_TIME_ON_TASK_MS
     )
     assert vote.time_on_task_ms == MAX_TIME_ON_TASK_MS
@@ -51,7 +53,9 @@ def test_the_service_refuses_a_time_on_task_over_a_day(lease, alice):
 @pytest.mark.parametrize("priority", [MIN_PRIORITY - 1, MAX_PRIORITY + 1, 32767])
 def test_the_service_refuses_a_priority_the_form_refuses(project, queued_pairs, priority):
     with pytest.raises(InvalidInput, match=f"from {MIN_PRIORITY} to {MAX_PRIORITY}"):
-        levers.pairs_set_priority(project=project, pair_ids=[queued_pairs[0].pk], priority=priority)
+        pair_services.pairs_set_priority(
+            project=project, pair_ids=[queued_pairs[0].pk], priority=priority
+        )
 
 
 def test_the_service_refuses_a_lease_age_the_form_refuses(project):

@@ -1,4 +1,4 @@
-"""The pair lifecycle's transitions (annotation/pairs/lifecycle.py): each moves pairs only from
+"""The pair lifecycle's transitions (annotation/decisions/lifecycle.py): each moves pairs only from
 the states it allows, so a move made meanwhile by someone else stands; and the dependency rule
 that keeps annotation free of judges (docs/architecture.md)."""
 
@@ -12,8 +12,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation.models import Pair, PairStatus
-from annotation.pairs.lifecycle import (
+from annotation.decisions.lifecycle import (
     _DECISION_FIELDS,
     Decision,
     EnsembleOutcome,
@@ -24,6 +23,7 @@ from annotation.pairs.lifecycle import (
     pairs_return_to_imported,
     pairs_start_judging,
 )
+from annotation.models import Pair, PairStatus
 from tests.factories import PairFactory
 
 ROOT = Path(__file__).resolve().parents[2]

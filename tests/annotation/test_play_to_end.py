@@ -13,10 +13,12 @@ from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation.core.errors import InvalidInput
 from annotation.imports.importer import pairs_import
 from annotation.models import Assignment, Pair, Vote
-from annotation.queue import annotating as queue
 from annotation.queue.playback import responses_play_seconds
+from annotation.queue.services import claim as queue_claim
+from annotation.queue.services import votes as queue_votes
 from tests.annotation.av_support import audio_write, video_write
 from tests.annotation.import_support import text_pair, write_jsonl
 from tests.annotation.test_settings_page import settings_data
@@ -57,16 +59,18 @@ def test_the_time_needed_is_the_longest_timed_part(media_pair, queued_pairs):
 
 
 def test_the_service_refuses_a_vote_before_the_end_and_takes_it_after(alice, media_pair):
-    lease = queue.assignment_claim(project=media_pair.project, annotator=alice)
+    lease = queue_claim.assignment_claim(project=media_pair.project, annotator=alice)
     # The client's own clock says a minute: the server times from the lease.
-    with pytest.raises(queue.InvalidInput, match=r"Not played to the end yet.*2\.0 s.*wait"):
-        queue.vote_submit(assignment=lease, annotator=alice, choice="left", time_on_task_ms=60_000)
+    with pytest.raises(InvalidInput, match=r"Not played to the end yet.*2\.0 s.*wait"):
+        queue_votes.vote_submit(
+            assignment=lease, annotator=alice, choice="left", time_on_task_ms=60_000
+        )
     _age(lease, 1.5)
-    with pytest.raises(queue.InvalidInput, match="wait 1 s more"):
-        queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    with pytest.raises(InvalidInput, match="wait 1 s more"):
+        queue_votes.vote_submit(assignment=lease, annotator=alice, choice="left")
     assert not Vote.objects.exists()
     _age(lease, 2.1)
-    _, created = queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    _, created = queue_votes.vote_submit(assignment=lease, annotator=alice, choice="left")
     assert created
 
 
@@ -74,8 +78,8 @@ def test_the_option_off_takes_the_vote_at_once(alice, media_pair):
     project = media_pair.project
     project.play_to_end = False
     project.save(update_fields=["play_to_end"])
-    lease = queue.assignment_claim(project=project, annotator=alice)
-    _, created = queue.vote_submit(assignment=lease, annotator=alice, choice="left")
+    lease = queue_claim.assignment_claim(project=project, annotator=alice)
+    _, created = queue_votes.vote_submit(assignment=lease, annotator=alice, choice="left")
     assert created
 
 

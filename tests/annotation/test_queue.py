@@ -12,7 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from annotation.core.claim_key import CLAIM_BLOCK_PAIRS, claim_key, claim_rank, claim_walk
+from annotation.core.errors import InvalidInput, NotAllowed
 from annotation.core.prepared import named_dollar_placeholders
+from annotation.decisions import lifecycle as pairs
 from annotation.models import (
     GOLD_TARGET_VOTES,
     Assignment,
@@ -21,19 +24,20 @@ from annotation.models import (
     PairStatus,
     Project,
 )
-from annotation.pairs import lifecycle as pairs
-from annotation.queue import annotating as queue
-from annotation.queue import levers
-from annotation.queue.claim_key import CLAIM_BLOCK_PAIRS, claim_key, claim_rank, claim_walk
+from annotation.pairs import services as pair_services
 from annotation.queue.selectors import annotator_progress
+from annotation.queue.services import claim as queue_claim
+from annotation.queue.services import levers
+from annotation.queue.services import skips as queue_skips
+from annotation.queue.services import votes as queue_votes
 from tests.annotation.queue_support import annotator, steady_statements
 from tests.factories import PairFactory
 
 
 def claim_and_vote(project, user, choice: str = "left") -> Pair:
-    assignment = queue.assignment_claim(project=project, annotator=user)
+    assignment = queue_claim.assignment_claim(project=project, annotator=user)
     assert assignment is not None, f"{user} got nothing"
-    queue.vote_submit(assignment=assignment, annotator=user, choice=choice)
+    queue_votes.vote_submit(assignment=assignment, annotator=user, choice=choice)
     return assignment.pair
 
 
@@ -41,7 +45,7 @@ def test_claim_leases_a_slot_for_the_projects_lease_time(project, alice, queued_
     project.lease_minutes = 20
     project.save(update_fields=["lease_minutes"])
     before = timezone.now()
-    assignment = queue.assignment_claim(project=project, annotator=alice)
+    assignment = queue_claim.assignment_claim(project=project, annotator=alice)
     assert assignment.status == Assignment.Status.LIVE
     assert (
         before + timedelta(minutes=20)
@@ -53,8 +57,8 @@ def test_claim_leases_a_slot_for_the_projects_lease_time(project, alice, queued_
 
 
 def test_second_tab_gets_the_same_assignment_and_no_second_slot(project, alice, queued_pairs):
-    first = queue.assignment_claim(project=project, annotator=alice)
-    again = queue.assignment_claim(project=project, annotator=alice)
+    first = queue_claim.assignment_claim(project=project, annotator=alice)
+    again = queue_claim.assignment_claim(project=project, annotator=alice)
     assert again.pk == first.pk
     assert again.left_is_a == first.left_is_a
     assert Assignment.objects.filter(annotator=alice).count() == 1
@@ -64,26 +68,26 @@ def test_second_tab_gets_the_same_assignment_and_no_second_slot(project, alice, 
 def test_a_pair_gets_exactly_its_target_in_leases(project):
     pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=3)
     users = [annotator(project, f"ann{i}") for i in range(4)]
-    claims = [queue.assignment_claim(project=project, annotator=u) for u in users]
+    claims = [queue_claim.assignment_claim(project=project, annotator=u) for u in users]
     assert [c.pair_id if c else None for c in claims] == [pair.pk, pair.pk, pair.pk, None]
     assert Pair.objects.get(pk=pair.pk).lease_count == 3
 
 
 def test_expired_lease_frees_its_slot(project, alice, bob):
     pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
-    lease = queue.assignment_claim(project=project, annotator=alice)
-    assert queue.assignment_claim(project=project, annotator=bob) is None
+    lease = queue_claim.assignment_claim(project=project, annotator=alice)
+    assert queue_claim.assignment_claim(project=project, annotator=bob) is None
     Assignment.objects.filter(pk=lease.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    taken = queue.assignment_claim(project=project, annotator=bob)
+    taken = queue_claim.assignment_claim(project=project, annotator=bob)
     assert taken.pair_id == pair.pk
     assert Assignment.objects.get(pk=lease.pk).status == Assignment.Status.RELEASED
     assert Pair.objects.get(pk=pair.pk).lease_count == 1
 
 
 def test_own_expired_lease_is_replaced_by_a_fresh_one(project, alice, queued_pairs):
-    lease = queue.assignment_claim(project=project, annotator=alice)
+    lease = queue_claim.assignment_claim(project=project, annotator=alice)
     Assignment.objects.filter(pk=lease.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    fresh = queue.assignment_claim(project=project, annotator=alice)
+    fresh = queue_claim.assignment_claim(project=project, annotator=alice)
     assert fresh.pk != lease.pk
     assert fresh.expires_at > timezone.now()
     assert sum(Pair.objects.values_list("lease_count", flat=True)) == 1
@@ -206,10 +210,10 @@ def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bo
             " WHERE name = 'arbiter_take'"
         )
         # Each named value bound once: the annotator's conditions name it six times over.
-        _, names = named_dollar_placeholders(queue._TAKE_SQL)
+        _, names = named_dollar_placeholders(queue_claim._TAKE_SQL)
         assert cursor.fetchone() == (1, len(names))
         assert len(names) == 12
-        assert queue._TAKE_SQL.count("%(") > 40
+        assert queue_claim._TAKE_SQL.count("%(") > 40
 
 
 def test_prepared_and_planned_claims_take_the_same_pairs(project, alice, settings):
@@ -224,28 +228,28 @@ def test_prepared_and_planned_claims_take_the_same_pairs(project, alice, setting
 def test_voted_and_skipped_pairs_are_never_offered_again(project, alice):
     PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
     voted = claim_and_vote(project, alice).pk
-    lease = queue.assignment_claim(project=project, annotator=alice)
+    lease = queue_claim.assignment_claim(project=project, annotator=alice)
     assert lease.pair_id != voted
-    queue.assignment_skip(assignment=lease, annotator=alice, reason="broken")
-    assert queue.assignment_claim(project=project, annotator=alice).pair_id not in {
+    queue_skips.assignment_skip(assignment=lease, annotator=alice, reason="broken")
+    assert queue_claim.assignment_claim(project=project, annotator=alice).pair_id not in {
         voted,
         lease.pair_id,
     }
-    queue.assignment_skip(
-        assignment=queue.assignment_claim(project=project, annotator=alice),
+    queue_skips.assignment_skip(
+        assignment=queue_claim.assignment_claim(project=project, annotator=alice),
         annotator=alice,
         reason="cannot_judge",
     )
-    assert queue.assignment_claim(project=project, annotator=alice) is None
+    assert queue_claim.assignment_claim(project=project, annotator=alice) is None
 
 
 def test_only_open_pairs_are_served_and_enqueue_opens_imported_ones(project, alice):
     imported = PairFactory(project=project, status=PairStatus.IMPORTED)
     PairFactory(project=project, status=PairStatus.EASY)
     PairFactory(project=project, status=PairStatus.CONSENSUS, consensus_label="A")
-    assert queue.assignment_claim(project=project, annotator=alice) is None
+    assert queue_claim.assignment_claim(project=project, annotator=alice) is None
     assert pairs.pairs_enqueue(project=project) == 1
-    assert queue.assignment_claim(project=project, annotator=alice).pair_id == imported.pk
+    assert queue_claim.assignment_claim(project=project, annotator=alice).pair_id == imported.pk
 
 
 def test_enqueue_given_pairs_only_and_only_this_projects(project, other_project):
@@ -259,39 +263,41 @@ def test_enqueue_given_pairs_only_and_only_this_projects(project, other_project)
 
 def test_restricted_pairs_go_only_to_the_chosen_annotators(project, alice, bob):
     p1, p2 = PairFactory.create_batch(2, project=project, status=PairStatus.QUEUED, target_votes=1)
-    assert levers.pairs_restrict(project=project, pair_ids=[p1.pk], annotators=[bob]) == 1
-    assert queue.assignment_claim(project=project, annotator=alice).pair_id == p2.pk
-    assert queue.assignment_claim(project=project, annotator=bob).pair_id == p1.pk
+    assert pair_services.pairs_restrict(project=project, pair_ids=[p1.pk], annotators=[bob]) == 1
+    assert queue_claim.assignment_claim(project=project, annotator=alice).pair_id == p2.pk
+    assert queue_claim.assignment_claim(project=project, annotator=bob).pair_id == p1.pk
     assert set(PairRestriction.objects.values_list("pair_id", "annotator_id")) == {(p1.pk, bob.pk)}
 
 
 def test_lifting_a_restriction_opens_the_pair_to_everyone(project, alice, bob):
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
-    levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[bob])
-    assert queue.assignment_claim(project=project, annotator=alice) is None
-    assert levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[]) == 1
-    assert queue.assignment_claim(project=project, annotator=alice).pair_id == pair.pk
+    pair_services.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[bob])
+    assert queue_claim.assignment_claim(project=project, annotator=alice) is None
+    assert pair_services.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[]) == 1
+    assert queue_claim.assignment_claim(project=project, annotator=alice).pair_id == pair.pk
     assert not PairRestriction.objects.exists()
 
 
 def test_restrict_only_to_annotators_of_the_project(project, carol, eve):
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
-    with pytest.raises(queue.InvalidInput, match=r"annotators: users .* not annotators"):
-        levers.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[carol, eve])
+    with pytest.raises(InvalidInput, match=r"annotators: users .* not annotators"):
+        pair_services.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[carol, eve])
     assert not Pair.objects.get(pk=pair.pk).restricted
 
 
 def test_paused_project_serves_nothing_until_resumed(project, alice, queued_pairs):
-    held = queue.assignment_claim(project=project, annotator=alice)
+    held = queue_claim.assignment_claim(project=project, annotator=alice)
     levers.project_pause(project=project, paused=True)
-    assert queue.assignment_claim(project=project, annotator=alice) is None
-    assert queue.assignment_claim(project=project, annotator=annotator(project, "zed")) is None
+    assert queue_claim.assignment_claim(project=project, annotator=alice) is None
+    assert (
+        queue_claim.assignment_claim(project=project, annotator=annotator(project, "zed")) is None
+    )
     # A lease held before the pause still takes its vote.
-    vote, created = queue.vote_submit(assignment=held, annotator=alice, choice="tie")
+    vote, created = queue_votes.vote_submit(assignment=held, annotator=alice, choice="tie")
     assert created
     assert vote.side == "tie"
     levers.project_pause(project=project, paused=False)
-    assert queue.assignment_claim(project=project, annotator=alice) is not None
+    assert queue_claim.assignment_claim(project=project, annotator=alice) is not None
 
 
 def _gold(project, n: int):
@@ -309,36 +315,36 @@ def test_gold_pairs_come_after_the_rest_at_rate_zero(project, alice):
 
 
 def test_gold_pairs_are_mixed_in_at_the_projects_rate(project, alice, monkeypatch):
-    monkeypatch.setattr(queue, "random", random.Random(20251130))
+    monkeypatch.setattr(queue_claim, "random", random.Random(20251130))
     project.gold_rate = 0.25
     project.save(update_fields=["gold_rate"])
     PairFactory.create_batch(80, project=project, status=PairStatus.QUEUED)
     _gold(project, 80)
     served_gold = []
     for _ in range(80):
-        lease = queue.assignment_claim(project=project, annotator=alice)
+        lease = queue_claim.assignment_claim(project=project, annotator=alice)
         served_gold.append(lease.pair.is_gold)
-        queue.assignment_skip(assignment=lease, annotator=alice, reason="cannot_judge")
+        queue_skips.assignment_skip(assignment=lease, annotator=alice, reason="cannot_judge")
     assert 12 <= sum(served_gold) <= 28, sum(served_gold)
     assert served_gold[0] in (True, False)
     assert not all(served_gold[:10])
 
 
 def test_left_is_randomised_per_assignment(project, alice, monkeypatch):
-    monkeypatch.setattr(queue, "random", random.Random(7))
+    monkeypatch.setattr(queue_claim, "random", random.Random(7))
     PairFactory.create_batch(20, project=project, status=PairStatus.QUEUED)
     sides = []
     for _ in range(20):
-        lease = queue.assignment_claim(project=project, annotator=alice)
+        lease = queue_claim.assignment_claim(project=project, annotator=alice)
         sides.append(lease.left_is_a)
-        queue.assignment_skip(assignment=lease, annotator=alice, reason="cannot_judge")
+        queue_skips.assignment_skip(assignment=lease, annotator=alice, reason="cannot_judge")
     assert 5 <= sum(sides) <= 15
 
 
 def test_only_annotators_can_claim(project, carol, dave, queued_pairs):
     for user in (carol, dave):
-        with pytest.raises(queue.NotAllowed):
-            queue.assignment_claim(project=project, annotator=user)
+        with pytest.raises(NotAllowed):
+            queue_claim.assignment_claim(project=project, annotator=user)
     assert not Assignment.objects.exists()
 
 
@@ -346,18 +352,19 @@ def test_set_priority_changes_only_this_projects_pairs(project, other_project):
     mine = PairFactory(project=project)
     theirs = PairFactory(project=other_project)
     assert (
-        levers.pairs_set_priority(project=project, pair_ids=[mine.pk, theirs.pk], priority=7) == 1
+        pair_services.pairs_set_priority(project=project, pair_ids=[mine.pk, theirs.pk], priority=7)
+        == 1
     )
     assert dict(Pair.objects.values_list("pk", "priority")) == {mine.pk: 7, theirs.pk: 0}
-    with pytest.raises(queue.InvalidInput, match="priority"):
-        levers.pairs_set_priority(project=project, pair_ids=[mine.pk], priority=10**6)
+    with pytest.raises(InvalidInput, match="priority"):
+        pair_services.pairs_set_priority(project=project, pair_ids=[mine.pk], priority=10**6)
 
 
 def test_release_stuck_leases_frees_their_slots(project, alice, bob):
     pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=2)
-    old = queue.assignment_claim(project=project, annotator=alice)
+    old = queue_claim.assignment_claim(project=project, annotator=alice)
     Assignment.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=45))
-    recent = queue.assignment_claim(project=project, annotator=bob)
+    recent = queue_claim.assignment_claim(project=project, annotator=bob)
     assert levers.leases_release(project=project, older_than_minutes=30) == 1
     statuses = dict(Assignment.objects.values_list("pk", "status"))
     assert statuses == {old.pk: "released", recent.pk: "live"}
@@ -372,7 +379,7 @@ def test_progress_counts_todays_votes_and_what_is_left_for_me(project, alice, bo
     PairFactory.create_batch(4, project=project, status=PairStatus.QUEUED, target_votes=1)
     claim_and_vote(project, alice)
     claim_and_vote(project, alice)
-    queue.assignment_claim(project=project, annotator=bob)  # bob holds one slot
+    queue_claim.assignment_claim(project=project, annotator=bob)  # bob holds one slot
     progress = annotator_progress(project=project, annotator=alice)
     assert progress == {"done_today": 2, "done_total": 2, "left": 1}
     assert annotator_progress(project=project, annotator=bob)["left"] == 2
@@ -380,7 +387,7 @@ def test_progress_counts_todays_votes_and_what_is_left_for_me(project, alice, bo
 
 def _claim_queries(project, user) -> int:
     with CaptureQueriesContext(connection) as ctx:
-        assert queue.assignment_claim(project=project, annotator=user) is not None
+        assert queue_claim.assignment_claim(project=project, annotator=user) is not None
     return len(steady_statements(ctx.captured_queries))
 
 
@@ -388,7 +395,7 @@ def test_claim_takes_a_small_constant_number_of_queries(project):
     PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
     # Five statements and a transaction (a savepoint inside the test's transaction): the
     # expired-lease check, the membership lock, the held lease (annotation/queue/statements.py),
-    # the slot and the new lease in one statement (annotation/queue/annotating.py), then the
+    # the slot and the new lease in one statement (annotation/queue/services/claim.py), then the
     # pair's content.
     assert _claim_queries(project, annotator(project, "first")) <= 7
     small = _claim_queries(project, annotator(project, "second"))

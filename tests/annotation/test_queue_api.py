@@ -10,7 +10,7 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from annotation.agreement import refresh
+from annotation.agreement import services as refresh
 from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
 from annotation.queue.api import VoteApi
 from tests.annotation.queue_support import (
@@ -465,7 +465,7 @@ def _queries(call) -> int:
 
 def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monkeypatch):
     # One clock reading for the whole test: the agreement refresh is asked for once, by the
-    # first vote, however slowly the test runs (annotation/agreement/refresh.py).
+    # first vote, however slowly the test runs (annotation/agreement/services.py).
     monkeypatch.setattr(refresh.time, "monotonic", lambda: 1000.0)
     PairFactory.create_batch(3, project=project, status=PairStatus.QUEUED)
     api = api_for(alice)
@@ -501,7 +501,7 @@ def test_claim_and_vote_queries_stay_constant(api_for, alice, bob, project, monk
     with_next = _queries(lambda: vote(api, lease, choice="left", next=True))
     assert with_next == small_claim + small_vote - 5 == 6
     # A vote that ends its pair adds the decision's two: the pair's values read, the
-    # decision written (annotation/agreement/consensus.py, pair_complete). With no extra
+    # decision written (annotation/decisions/services.py, pair_complete). With no extra
     # votes allowed, a split goes to adjudication without asking who is left to vote.
     project.max_extra_votes = 0
     project.save(update_fields=["max_extra_votes"])

@@ -14,7 +14,9 @@ from django.utils import timezone
 
 from annotation.core.errors import DomainError
 from annotation.models import Assignment, Pair, PairStatus, Vote
-from annotation.queue import annotating as queue
+from annotation.queue.services import claim as queue_claim
+from annotation.queue.services import undo as queue_undo
+from annotation.queue.services import votes as queue_votes
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory, ProjectFactory
 
@@ -66,11 +68,11 @@ def test_racing_annotators_fill_every_pair_exactly_to_its_target(transactional_d
     def annotate(user, seed: int):
         rng = random.Random(seed)
         while True:
-            assignment = queue.assignment_claim(project=project, annotator=user)
+            assignment = queue_claim.assignment_claim(project=project, annotator=user)
             if assignment is None:
                 return
             try:
-                queue.vote_submit(
+                queue_votes.vote_submit(
                     assignment=assignment, annotator=user, choice=rng.choice(["left", "right"])
                 )
             except DomainError:
@@ -91,7 +93,7 @@ def test_racing_claims_never_lease_a_pair_beyond_its_target(transactional_db):
     granted: list[int | None] = []
 
     def claim(user):
-        assignment = queue.assignment_claim(project=project, annotator=user)
+        assignment = queue_claim.assignment_claim(project=project, annotator=user)
         granted.append(assignment.pair_id if assignment else None)
 
     assert _race([lambda u=user: claim(u) for user in users]) == []
@@ -108,7 +110,7 @@ def test_two_tabs_claiming_at_once_share_one_lease(transactional_db):
     got: list[int] = []
 
     def claim():
-        got.append(queue.assignment_claim(project=project, annotator=user).pk)
+        got.append(queue_claim.assignment_claim(project=project, annotator=user).pk)
 
     assert _race([claim for _ in range(8)]) == []
     assert len(set(got)) == 1
@@ -119,14 +121,14 @@ def test_racing_claims_free_each_expired_lease_exactly_once(transactional_db):
     project = ProjectFactory(slug="expiry", overlap=2)
     pairs = PairFactory.create_batch(4, project=project, status=PairStatus.QUEUED)
     leavers = [annotator(project, f"leaver{i}") for i in range(8)]
-    stale = [queue.assignment_claim(project=project, annotator=u) for u in leavers]
+    stale = [queue_claim.assignment_claim(project=project, annotator=u) for u in leavers]
     assert set(Pair.objects.values_list("lease_count", flat=True)) == {2}
     Assignment.objects.update(expires_at=timezone.now() - timedelta(minutes=1))
     users = [annotator(project, f"taker{i}") for i in range(THREADS)]
     granted: list[int | None] = []
 
     def claim(user):
-        assignment = queue.assignment_claim(project=project, annotator=user)
+        assignment = queue_claim.assignment_claim(project=project, annotator=user)
         granted.append(assignment.pair_id if assignment else None)
 
     assert _race([lambda u=user: claim(u) for user in users]) == []
@@ -142,12 +144,12 @@ def test_six_undos_of_one_vote_at_once_undo_it_once(transactional_db):
     project = ProjectFactory(slug="undo", overlap=3)
     pair = PairFactory(project=project, status=PairStatus.QUEUED)
     user = annotator(project, "undoer")
-    assignment = queue.assignment_claim(project=project, annotator=user)
-    queue.vote_submit(assignment=assignment, annotator=user, choice="left")
+    assignment = queue_claim.assignment_claim(project=project, annotator=user)
+    queue_votes.vote_submit(assignment=assignment, annotator=user, choice="left")
     undone: list[object] = []
 
     def undo():
-        undone.append(queue.last_action_undo(annotator=user, project=project))
+        undone.append(queue_undo.last_action_undo(annotator=user, project=project))
 
     assert _race([undo for _ in range(6)]) == []
     assert sum(result is not None for result in undone) == 1
@@ -164,7 +166,7 @@ def test_racing_votes_that_claim_the_next_pair_fill_every_pair_exactly_once(
     two tabs each: the same invariants as the two calls, and each pair decided once."""
     from rest_framework.test import APIClient
 
-    from annotation.agreement import consensus
+    from annotation.decisions import services as consensus
 
     project = ProjectFactory(slug="next-race", overlap=3)
     pairs = PairFactory.create_batch(6, project=project, status=PairStatus.QUEUED)
@@ -176,7 +178,7 @@ def test_racing_votes_that_claim_the_next_pair_fill_every_pair_exactly_once(
         decided[kwargs["pair_id"]] += 1
         return decide(**kwargs)
 
-    monkeypatch.setattr(queue, "pair_complete", counting_pair_complete)
+    monkeypatch.setattr(queue_votes, "pair_complete", counting_pair_complete)
     statuses: Counter[int] = Counter()
 
     def loop(user, seed: int):
@@ -235,7 +237,7 @@ def test_a_claim_whose_block_is_all_locked_takes_a_pair_of_the_next_block(
     # The annotator's block has one pair left for them, held for a while by another
     # transaction; another block has free pairs. The claim takes one of those at once: it
     # answered "nothing left" after a dozen retries on the held block before.
-    from annotation.queue.claim_key import CLAIM_BLOCK_PAIRS, claim_key
+    from annotation.core.claim_key import CLAIM_BLOCK_PAIRS, claim_key
 
     project = ProjectFactory(slug="locked-block", overlap=1)
     pairs = [
@@ -247,9 +249,9 @@ def test_a_claim_whose_block_is_all_locked_takes_a_pair_of_the_next_block(
     locked, release = threading.Event(), threading.Event()
     holder = _hold_lock([first.pk], locked=locked, release=release)
     slept: list[float] = []
-    monkeypatch.setattr(queue.time, "sleep", slept.append)
+    monkeypatch.setattr(queue_claim.time, "sleep", slept.append)
     try:
-        assignment = queue.assignment_claim(project=project, annotator=user)
+        assignment = queue_claim.assignment_claim(project=project, annotator=user)
     finally:
         release.set()
         holder.join(timeout=30)
@@ -272,12 +274,12 @@ def test_two_votes_with_next_each_wanting_the_pair_the_other_holds_both_get_it(
     for user, other in zip(users, reversed(pairs), strict=True):
         # Each annotator's lease on a pair of their own: the other pair kept out meanwhile.
         Pair.objects.filter(pk=other.pk).update(media_pending=True)
-        leases.append(queue.assignment_claim(project=project, annotator=user))
+        leases.append(queue_claim.assignment_claim(project=project, annotator=user))
         Pair.objects.filter(pk=other.pk).update(media_pending=False)
     assert [lease.pair_id for lease in leases] == [pair.pk for pair in pairs]
     both_voted = threading.Barrier(2, timeout=10)
     first_claim = threading.local()
-    claim = queue._claim
+    claim = queue_votes.lease_claim
 
     def claim_once_both_voted(**kwargs):
         if not getattr(first_claim, "seen", False):
@@ -285,11 +287,13 @@ def test_two_votes_with_next_each_wanting_the_pair_the_other_holds_both_get_it(
             both_voted.wait()  # both votes written, both pairs locked
         return claim(**kwargs)
 
-    monkeypatch.setattr(queue, "_claim", claim_once_both_voted)
+    monkeypatch.setattr(queue_votes, "lease_claim", claim_once_both_voted)
     nexts: dict[int, int | None] = {}
 
     def vote(user, lease):
-        _, _, held = queue.vote_submit_and_claim(assignment=lease, annotator=user, choice="left")
+        _, _, held = queue_votes.vote_submit_and_claim(
+            assignment=lease, annotator=user, choice="left"
+        )
         nexts[user.pk] = held.pair_id if held else None
 
     assert _race([lambda u=u, a=a: vote(u, a) for u, a in zip(users, leases, strict=True)]) == []

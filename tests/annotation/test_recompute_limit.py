@@ -13,7 +13,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from annotation import tasks
-from annotation.agreement.refresh import RECOMPUTE_PENDING_S, agreement_report_recompute
+from annotation.agreement.services import RECOMPUTE_PENDING_S, agreement_report_recompute
 from annotation.models import AgreementReport
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from annotation.agreement.consensus import pair_adjudicate
+from annotation.decisions.services import pair_adjudicate
 from annotation.models import Pair, PairStatus, Vote
 from annotation.projects.services import project_setting_limits
 from tests.annotation.consensus_support import vote_via_api

@@ -19,8 +19,9 @@ from annotation.models import (
     Project,
     Role,
 )
+from annotation.pairs import services as pair_services
 from annotation.projects.services import member_remove, member_role_change
-from annotation.queue import levers as queue
+from annotation.queue.services import levers as queue
 from tests.annotation.consensus_support import vote_via_api
 from tests.annotation.queue_support import annotator
 from tests.factories import PairFactory
@@ -106,7 +107,7 @@ def test_a_dispute_goes_to_adjudication_when_its_last_possible_voter_goes(projec
         assert Membership.objects.get(pk=membership.pk).paused
     else:
         voter = Pair.objects.get(pk=pair.pk).votes.first().annotator
-        queue.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[voter])
+        pair_services.pairs_restrict(project=project, pair_ids=[pair.pk], annotators=[voter])
     pair.refresh_from_db()
     assert (pair.status, pair.target_votes, pair.extra_slots) == ("disputed", 3, 0)
 

@@ -19,7 +19,7 @@ from kombu.exceptions import OperationalError
 
 from annotation import tasks
 from annotation.core.errors import Unavailable
-from annotation.imports.jobs import import_job_submit
+from annotation.imports.services import import_job_submit
 from annotation.media.transcode_jobs import transcode_job_retry, transcode_job_run
 from annotation.models import Media, Pair, PairStatus, Role, TranscodeJob
 from annotation.queue.serving import claimable_pairs

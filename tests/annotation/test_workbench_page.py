@@ -300,7 +300,8 @@ def test_no_annotator_facing_html_reveals_models_sides_judges_or_other_votes(
     # Bob voted on every pair first, with a telling rationale.
     bob_client = Client()
     bob_client.force_login(bob)
-    from annotation.queue.annotating import assignment_claim, vote_submit
+    from annotation.queue.services.claim import assignment_claim
+    from annotation.queue.services.votes import vote_submit
 
     for _ in pairs:
         bob_assignment = assignment_claim(project=project, annotator=bob)
@@ -410,7 +411,7 @@ def test_who_may_reach_the_page(client_for, alice, bob, carol, dave, eve, projec
         client.post(skip_url(project, bob_assignment.pk), {"reason": "broken"}).status_code == 404
     )
     stranger = annotator(other_project, "oscar")
-    from annotation.queue.annotating import assignment_claim
+    from annotation.queue.services.claim import assignment_claim
 
     foreign = assignment_claim(project=other_project, annotator=stranger)
     assert foreign.pair_id == other.pk

@@ -1,5 +1,5 @@
 """A curator's decision on a disputed pair over REST (docs/api.md, "Adjudication"): the same
-service as the adjudication page, ``annotation.agreement.consensus.pair_adjudicate``."""
+service as the adjudication page, ``annotation.decisions.services.pair_adjudicate``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.agreement.consensus import pair_adjudicate
 from annotation.core.access import CURATORS, get_project_for_user
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
+from annotation.decisions.services import pair_adjudicate
 from annotation.models import Pair, Side
 
 _ERROR = inline_serializer("AdjudicationError", fields={"detail": serializers.CharField()})

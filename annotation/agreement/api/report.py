@@ -8,11 +8,11 @@ from rest_framework import serializers, status
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.agreement.refresh import (
+from annotation.agreement.selectors import agreement_report_cached
+from annotation.agreement.services import (
     agreement_report_queue_refresh,
     agreement_report_recompute,
 )
-from annotation.agreement.selectors import agreement_report_cached
 from annotation.core.access import STAFF_ROLES, get_project_for_user
 from annotation.models import ReportSource
 

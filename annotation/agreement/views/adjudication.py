@@ -15,7 +15,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.agreement.consensus import consensus_reapply, pair_adjudicate
 from annotation.agreement.prior_ratings import ratings_by_response
 from annotation.agreement.selectors import (
     ADJUDICATION_PAGE_SIZE,
@@ -26,8 +25,9 @@ from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.core.errors import DomainError
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.core.scales import CANONICAL_WORDS
+from annotation.core.shown import pair_page_context
+from annotation.decisions.services import consensus_reapply, pair_adjudicate
 from annotation.models import Pair, PairStatus, Project, Role, Scale, Side
-from annotation.queue.presentation import pair_page_context
 from config.errors import status_for
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,6 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation.agreement.refresh import agreement_report_queue_refresh, agreement_report_recompute
 from annotation.agreement.report import LOW_AGREEMENT_BELOW, check_report_source
 from annotation.agreement.selectors import (
     ANNOTATOR_VOTES_PAGE_SIZE,
@@ -33,6 +32,7 @@ from annotation.agreement.selectors import (
     annotator_votes,
     report_votes_exceed,
 )
+from annotation.agreement.services import agreement_report_queue_refresh, agreement_report_recompute
 from annotation.charts.bars import bars, histogram, stacked_bar
 from annotation.charts.heatmap import heatmap
 from annotation.charts.line import line_with_band

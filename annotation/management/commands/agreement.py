@@ -4,8 +4,8 @@ import json
 
 from django.core.management.base import CommandError
 
-from annotation.agreement.refresh import agreement_report_recompute
 from annotation.agreement.selectors import agreement_report_cached
+from annotation.agreement.services import agreement_report_recompute
 from annotation.agreement.statistics import AlphaLevel
 from annotation.core.errors import DomainError
 from annotation.management.projects import ProjectCommand

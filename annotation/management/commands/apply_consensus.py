@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from annotation.agreement.consensus import consensus_reapply
+from annotation.decisions.services import consensus_reapply
 from annotation.management.projects import ProjectCommand
 
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from django.core.management.base import CommandError
 
+from annotation.decisions.lifecycle import pairs_enqueue
 from annotation.management.projects import ProjectCommand
-from annotation.pairs.lifecycle import pairs_enqueue
-from annotation.projects.selectors import project_tasks
+from annotation.pairs.selectors import project_tasks
 
 
 class Command(ProjectCommand):

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from django.db import InterfaceError, OperationalError
 
 from annotation.imports.errors import ImportFailed
-from annotation.imports.jobs import import_job_run_file
+from annotation.imports.services import import_job_run_file
 from annotation.management.progress import TerminalProgress
 from annotation.management.projects import ProjectCommand
 

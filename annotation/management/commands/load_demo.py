@@ -27,9 +27,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.db.models import Count
 
+from annotation.decisions.lifecycle import pairs_enqueue
 from annotation.media.demo import demo_media_write
 from annotation.models import Pair, PairStatus, Project, Release, Role
-from annotation.pairs.lifecycle import pairs_enqueue
 from annotation.projects.services import member_add, project_create
 from fixtures.make_demo import OFFLINE_JUDGES, generate_demo
 

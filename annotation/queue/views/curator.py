@@ -22,9 +22,7 @@ from annotation.core.json_input import text_refusal
 from annotation.core.limits import MAX_LEASE_AGE_MINUTES, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.models import GOLD_MIN_VOTES, Pair, PairStatus, Project, Role
 from annotation.pairs import actions as pair_actions
-from annotation.pairs.selectors import pair_pks_by_external_id
-from annotation.projects.selectors import project_tasks
-from annotation.queue import levers as queue
+from annotation.pairs.selectors import pair_pks_by_external_id, project_tasks
 from annotation.queue.selectors import (
     annotator_throughput,
     disputes_waiting,
@@ -32,6 +30,7 @@ from annotation.queue.selectors import (
     gold_quality,
     queue_overview,
 )
+from annotation.queue.services import levers as queue
 
 _ID_SEPARATORS = re.compile(r"[\s,]+")
 

@@ -25,22 +25,16 @@ from annotation.core.errors import DomainError, NotAllowed
 from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.core.scales import option_label, options_for
 from annotation.models import Assignment, Membership, Project, Role, Skip
-from annotation.queue.annotating import (
-    NOTHING_TO_UNDO,
-    UNDO_SECONDS,
-    Undone,
-    assignment_claim,
-    assignment_skip,
-    last_action_undo,
-    vote_submit,
-    vote_submit_and_claim,
-)
 from annotation.queue.presentation import assignment_payload, undone_answer
 from annotation.queue.selectors import (
     annotator_progress,
     assignment_for_annotator,
     upcoming_media_urls,
 )
+from annotation.queue.services.claim import assignment_claim
+from annotation.queue.services.skips import assignment_skip
+from annotation.queue.services.undo import NOTHING_TO_UNDO, UNDO_SECONDS, Undone, last_action_undo
+from annotation.queue.services.votes import vote_submit, vote_submit_and_claim
 
 ANNOTATORS = (Role.ANNOTATOR,)
 TEMPLATE = "annotation/workbench.html"

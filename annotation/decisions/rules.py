@@ -7,7 +7,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from annotation.agreement.statistics import (
+from annotation.core.scales import (
     SCALE_VALUES,
     SIDES,
     UNSURE_VALUES,

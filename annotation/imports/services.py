@@ -27,6 +27,8 @@ from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.models import ImportJob, Project
 
 _UNFINISHED = (ImportJob.Status.PENDING, ImportJob.Status.RUNNING)
+# The task that runs an import (annotation/tasks.py registers it by this name).
+IMPORT_RUN_TASK = "annotation.tasks.import_run"
 
 
 def _uploads_root() -> Path:
@@ -47,9 +49,7 @@ def _save_upload(upload: UploadedFile, folder: Path, prefix: str) -> str:
 def _enqueue(job_id: int, *, after_commit: bool = False, **how: Any) -> None:
     """Sends the job's task (at once, unless ``after_commit``; ``job_publish``'s other options
     in ``how``)."""
-    from annotation.tasks import import_run  # the task module imports this one
-
-    job_publish(import_run, args=(job_id,), after_commit=after_commit, **how)
+    job_publish(IMPORT_RUN_TASK, args=(job_id,), after_commit=after_commit, **how)
 
 
 def import_job_submit(

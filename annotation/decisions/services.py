@@ -1,6 +1,8 @@
-"""Consensus in the app (docs/agreement.md, "Consensus in the app"): deciding a pair when its
-last vote arrives, a curator's adjudication of a disputed pair, and re-applying the project's
-rule to every decided pair. The status moves themselves are ``annotation.pairs.lifecycle``'s.
+"""Deciding pairs (docs/agreement.md, "Consensus in the app"): a pair when its last vote
+arrives and at import, by the project's rule (``annotation.decisions.rules``); a curator's
+adjudication of a disputed pair; re-applying the project's rule to every decided pair; and
+sending to adjudication the disputes nobody left can answer. The status moves themselves are
+``annotation.decisions.lifecycle``'s.
 
 What a pair's consensus reads: every human vote on it (late, extra votes included: they are
 real judgements) and its prior annotations from the import, as votes of external raters.
@@ -21,6 +23,8 @@ from django.utils import timezone
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.core.prepared import execute_prepared
+from annotation.decisions import lifecycle
+from annotation.decisions.selectors import free_annotators
 from annotation.models import (
     Adjudication,
     Pair,
@@ -31,8 +35,6 @@ from annotation.models import (
     Side,
     Vote,
 )
-from annotation.pairs import lifecycle
-from annotation.queue.serving import OPEN_STATUSES, free_annotators
 
 # Pairs re-applied per batch: their votes and prior annotations are read in one go.
 REAPPLY_BATCH = 2000
@@ -315,7 +317,7 @@ def disputes_settle(
     waiting = Pair.objects.filter(
         project=project,
         is_gold=False,
-        status__in=OPEN_STATUSES,
+        status__in=lifecycle.OPEN_STATUSES,
         lease_count=0,
         extra_slots__gt=0,
         # Only the extra slots are left open: every base vote is in.

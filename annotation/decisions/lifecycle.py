@@ -22,8 +22,8 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from annotation.agreement.rules import consensus
 from annotation.core.prepared import execute_prepared, sql_literals
+from annotation.decisions.rules import consensus
 from annotation.models import GOLD_TARGET_VOTES, Pair, PairStatus, Project
 
 # Where the ensemble may send a pair it judged: filtered out, to the annotators, or back
@@ -115,7 +115,8 @@ def pairs_enqueue(
 
 # Pairs the consensus step has decided; re-applying the rule may decide them again.
 DECIDED_STATUSES = (PairStatus.CONSENSUS, PairStatus.DISPUTED)
-_OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
+# Pairs with the annotators: the queue serves them, and a vote may decide them.
+OPEN_STATUSES = (PairStatus.QUEUED, PairStatus.ANNOTATING)
 _DECISION_FIELDS = [
     "status",
     "consensus_label",
@@ -180,7 +181,7 @@ def _decision_changes(decision: Decision, now: datetime) -> dict:
     }
 
 
-# Pair.objects.filter(pk=..., status__in=_OPEN_STATUSES, vote_count=F("target_votes"))
+# Pair.objects.filter(pk=..., status__in=OPEN_STATUSES, vote_count=F("target_votes"))
 # .update(**_decision_changes(decision, now)), prepared: a third of the votes end a pair, and
 # the ORM took longer to compile the update than the rest of the vote's Python.
 _DECISION_COLUMNS = [
@@ -189,7 +190,7 @@ _DECISION_COLUMNS = [
 _RECORD_DECISION_SQL = f"""
 UPDATE "{Pair._meta.db_table}"
 SET {", ".join(f'"{field.column}" = %s' for field in _DECISION_COLUMNS)}
-WHERE "id" = %s AND "status" IN ({sql_literals(_OPEN_STATUSES)})
+WHERE "id" = %s AND "status" IN ({sql_literals(OPEN_STATUSES)})
   AND "vote_count" = "target_votes"
 """
 
@@ -233,7 +234,7 @@ def pairs_send_to_adjudication(*, pair_ids: Iterable[int], now: datetime) -> int
     holds the pairs' row locks."""
     return Pair.objects.filter(
         pk__in=list(pair_ids),
-        status__in=_OPEN_STATUSES,
+        status__in=OPEN_STATUSES,
         is_gold=False,
         lease_count=0,
         extra_slots__gte=F("target_votes") - F("vote_count"),

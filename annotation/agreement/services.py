@@ -1,5 +1,6 @@
-"""The agreement report's cache (docs/agreement.md, "The report"): recomputing it, refreshes
-asked for after votes (debounced) or on demand, and those lost while the broker was down."""
+"""The agreement's services, the report's cache (docs/agreement.md, "The report"): recomputing
+it, refreshes asked for after votes (debounced) or on demand, and those lost while the broker
+was down."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from annotation.models import (
     ReportSource,
 )
 
+# The task that recomputes a report (annotation/tasks.py registers it by this name).
 # Publishing a refresh tries the broker twice, briefly, so a request never hangs on it.
+REFRESH_TASK = "annotation.agreement_report_refresh"
 # The sources whose reports a new vote changes.
 _VOTE_SOURCES = (ReportSource.ALL, ReportSource.VOTES)
 
@@ -66,8 +69,6 @@ def agreement_report_queue_refresh(*, project: Project, source: str = ReportSour
     the task broker cannot take it. One at a time per project and source: Conflict while the
     last one queued has not run, for up to ``RECOMPUTE_PENDING_S`` (then it counts as lost).
     A project without a report yet has no row to hold the stamp: its first build is queued."""
-    from annotation.tasks import agreement_report_refresh  # the task module imports this one
-
     check_report_source(source)
     now = timezone.now()
     with transaction.atomic():  # the stamp stays only when the task was queued
@@ -83,7 +84,7 @@ def agreement_report_queue_refresh(*, project: Project, source: str = ReportSour
                 "reload the report in a moment."
             )
         try:
-            job_publish(agreement_report_refresh, args=(project.pk, source), after_commit=False)
+            job_publish(REFRESH_TASK, args=(project.pk, source), after_commit=False)
         except BrokerUnavailable as exc:
             raise BrokerUnavailable(f"{exc} The report was not recomputed.") from exc
 
@@ -101,8 +102,6 @@ def agreement_report_request_refresh(*, project_id: int) -> list[str]:
     window: a vote this process did not ask for came less than the gap after it last asked,
     and the refresh that asking found or queued has not run yet when that vote commits
     (docs/agreement.md, "The cache and its refresh")."""
-    from annotation.tasks import agreement_report_refresh  # the task module imports this one
-
     clock = time.monotonic()
     last = _ASKED.get(project_id)
     if last is not None and clock - last < REQUEST_GAP_S:
@@ -119,7 +118,7 @@ def agreement_report_request_refresh(*, project_id: int) -> list[str]:
         sources = [row[0] for row in cursor.fetchall()]
     for source in sources:
         job_publish(
-            agreement_report_refresh,
+            REFRESH_TASK,
             args=(project_id, source),
             countdown=window + REQUEST_GAP_S,
             after_commit=False,
@@ -158,11 +157,9 @@ class _LostRefreshes(StalledJobs[tuple[int, int, str, datetime]]):
         return now if stamped else None
 
     def recover(self, job):
-        from annotation.tasks import agreement_report_refresh  # the task module imports this one
-
         _, project_id, source, _ = job
         job_publish(
-            agreement_report_refresh,
+            REFRESH_TASK,
             args=(project_id, source),
             countdown=settings.ARBITER_AGREEMENT_DEBOUNCE_S + REQUEST_GAP_S,
             after_commit=False,

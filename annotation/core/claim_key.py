@@ -1,6 +1,8 @@
 """The claim key (docs/architecture.md, "Serving order"): pairs are served in blocks of
 ``CLAIM_BLOCK_PAIRS`` consecutive ids, the blocks in a scrambled order the same for everyone,
-the pairs within a block in an order of each annotator's own."""
+the pairs within a block in an order of each annotator's own. The queue's claim statements
+(annotation/queue/serving.py) and the Pair index they walk (``pair_claim_idx``, in
+annotation/models/pairs.py) share it, so it lives in the kernel the models may import."""
 
 from __future__ import annotations
 

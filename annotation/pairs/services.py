@@ -1,23 +1,19 @@
-"""The curators' levers on the queue: pausing a project or an annotator, gold pairs, priority,
-releasing leases and restricting pairs to annotators."""
+"""Curators' writes on chosen pairs: gold pairs and their known answers, the serving
+priority, and restricting pairs to some annotators (docs/curators.md). The pages say what
+each did through ``annotation.pairs.actions``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.agreement.consensus import disputes_settle
 from annotation.core.errors import InvalidInput
-from annotation.core.limits import (
-    MAX_LEASE_AGE_MINUTES,
-    MAX_PRIORITY,
-    MIN_PRIORITY,
-)
+from annotation.core.limits import MAX_PRIORITY, MIN_PRIORITY
+from annotation.decisions import lifecycle
+from annotation.decisions.services import disputes_settle
 from annotation.models import (
-    Assignment,
     Membership,
     Pair,
     PairRestriction,
@@ -28,30 +24,6 @@ from annotation.models import (
     Side,
     Vote,
 )
-from annotation.pairs import lifecycle
-from annotation.queue.annotating import leases_free
-
-
-def project_pause(*, project: Project, paused: bool) -> Project:
-    """Pauses (no new claims; votes on held leases are still taken) or resumes the project."""
-    project.paused = paused
-    project.save(update_fields=["paused"])
-    return project
-
-
-def membership_unpause(*, project: Project, annotator) -> Membership:
-    """Lets a paused annotator claim pairs again. Their gold accuracy is judged afresh from
-    now on, so the votes that paused them do not pause them again at their next gold vote."""
-    membership = Membership.objects.filter(
-        project=project, user=annotator, role=Role.ANNOTATOR
-    ).first()
-    if membership is None:
-        raise InvalidInput(f"annotator: {annotator} is not an annotator of this project.")
-    membership.paused = False
-    membership.gold_judged_since = timezone.now()
-    membership.save(update_fields=["paused", "gold_judged_since"])
-    return membership
-
 
 # Pairs that may become gold: not yet past the queue (a filter run's easy pairs can be
 # enqueued first). Pairs in a filter run are left to it.
@@ -133,32 +105,6 @@ def pairs_set_priority(*, project: Project, pair_ids: Iterable[int], priority: i
         raise InvalidInput(f"priority: must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}.")
     return Pair.objects.filter(project=project, pk__in=list(pair_ids)).update(
         priority=priority, updated_at=timezone.now()
-    )
-
-
-@transaction.atomic
-def leases_release(
-    *,
-    project: Project,
-    older_than_minutes: int | None = None,
-    assignment_ids: Iterable[int] | None = None,
-) -> int:
-    """Releases live leases (all, those taken more than ``older_than_minutes`` ago, or the
-    given assignments), freeing their slots; a vote that still arrives on one is kept."""
-    leases = Assignment.objects.filter(pair__project=project, status=Assignment.Status.LIVE)
-    if older_than_minutes is not None:
-        if not 0 <= older_than_minutes <= MAX_LEASE_AGE_MINUTES:
-            raise InvalidInput(
-                f"older_than_minutes: must be from 0 to {MAX_LEASE_AGE_MINUTES} minutes."
-            )
-        leases = leases.filter(
-            created_at__lte=timezone.now() - timedelta(minutes=older_than_minutes)
-        )
-    if assignment_ids is not None:
-        leases = leases.filter(pk__in=list(assignment_ids))
-    return leases_free(
-        list(leases.select_for_update(of=("self",)).order_by("pk").values_list("pk", "pair_id")),
-        project=project,
     )
 
 
