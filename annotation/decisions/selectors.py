@@ -26,7 +26,7 @@ FREE_ANNOTATOR_WHERE = f"""
     AND NOT EXISTS (
         SELECT 1 FROM {Skip._meta.db_table} s WHERE s.pair_id = p.id AND s.annotator_id = m.user_id)
 """
-# Pair ids per query of the annotators left on pairs (SQLite's limit on parameters).
+# Pair ids per query of the annotators left on pairs: a statement of bounded size.
 _FREE_BATCH = 500
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 from fractions import Fraction
-from statistics import median
-from typing import cast
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
@@ -68,7 +66,7 @@ def fast_median_seconds(project: Project) -> int:
 
 
 class _Median(Aggregate):
-    """PostgreSQL's continuous median; other databases get the median computed in Python."""
+    """PostgreSQL's continuous median."""
 
     function = "PERCENTILE_CONT"
     template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
@@ -128,19 +126,8 @@ def annotator_throughput(*, project: Project, now=None) -> list[dict]:
         "last_hour": Count("id", filter=Q(created_at__gte=now - timedelta(hours=1))),
         "last_vote_at": Max("created_at"),
     }
-    postgres = connection.vendor == "postgresql"
-    if postgres:
-        vote_aggregates["median_ms"] = _Median("time_on_task_ms")
+    vote_aggregates["median_ms"] = _Median("time_on_task_ms")
     vote_rows = {row["annotator_id"]: row for row in votes.annotate(**vote_aggregates)}
-    if not postgres:
-        times: dict[int, list[int]] = {}
-        for annotator_id, ms in Vote.objects.filter(
-            pair__project=project, time_on_task_ms__isnull=False
-        ).values_list("annotator_id", "time_on_task_ms"):
-            # The filter excludes nulls, which the row type cannot say.
-            times.setdefault(annotator_id, []).append(cast(int, ms))
-        for annotator_id, row in vote_rows.items():
-            row["median_ms"] = median(times[annotator_id]) if annotator_id in times else None
     skips = dict(
         Skip.objects.filter(pair__project=project)
         .values("annotator_id")

@@ -30,7 +30,7 @@ ANNOTATION_STATUSES = (*OPEN_STATUSES, PairStatus.CONSENSUS, PairStatus.DISPUTED
 # them (an expired lease another claim is freeing right now keeps the pair out till then), not
 # restricted to others. SQL, not the ORM: the claim runs it on every request and the ORM spends
 # longer building the query than PostgreSQL takes to run it. Params: claimable_params().
-# Each EXISTS ends in OFFSET 0 (LIMIT 1 beside it, as SQLite needs), which keeps it a probe of
+# Each EXISTS ends in OFFSET 0 (LIMIT 1 beside it), which keeps it a probe of
 # its unique index per pair the claim looks at. Without it PostgreSQL may turn it into an
 # anti-join, and on a vote table analysed while small (a new project's first minutes, before
 # autovacuum analyses it again) it read all the project's votes for every claim, four times:

@@ -135,7 +135,7 @@ _MEMBERSHIP_LOCK_SQL = f"""
 SELECT m."id", j."paused", m."paused", m."claim_cursor"
 FROM "{_M}" m JOIN "{_J}" j ON j."id" = m."project_id"
 WHERE m."project_id" = %s AND m."user_id" = %s AND m."role" = '{Role.ANNOTATOR}'
-{{lock}}
+FOR UPDATE OF m
 """
 
 
@@ -143,10 +143,10 @@ def annotator_membership_lock(*, project_id: int, user_id: int) -> tuple | None:
     """Locks the annotator's membership (serialising one annotator's claims) and returns
     (membership id, project paused, annotator paused, claim cursor), or None when the user
     does not annotate the project. Caller holds a transaction."""
-    postgres = connection.vendor == "postgresql"
-    sql = _MEMBERSHIP_LOCK_SQL.format(lock="FOR UPDATE OF m" if postgres else "")
     with connection.cursor() as cursor:
-        execute_prepared(cursor, "arbiter_membership_lock", sql, [project_id, user_id])
+        execute_prepared(
+            cursor, "arbiter_membership_lock", _MEMBERSHIP_LOCK_SQL, [project_id, user_id]
+        )
         return cursor.fetchone()
 
 
@@ -162,19 +162,6 @@ LIMIT 1
 """
 
 
-def held_lease(*, project_id: int, user_id: int, now) -> Assignment | None:
-    """The annotator's newest unexpired lease on an open pair of the project, or None."""
-    params = {
-        "annotator": user_id,
-        "now": connection.ops.adapt_datetimefield_value(now),
-        "project": project_id,
-    }
-    with connection.cursor() as cursor:
-        execute_prepared(cursor, "arbiter_held_lease", HELD_SQL, params)
-        row = cursor.fetchone()
-    return None if row is None else _ASSIGNMENT.load(row)
-
-
 # Assignment.objects.filter(pair__project=..., status=LIVE, expires_at__lte=now).exists()
 _EXPIRED_SQL = f"""
 SELECT 1 FROM "{_A}" a JOIN "{_P}" p ON p."id" = a."pair_id"
@@ -188,20 +175,6 @@ def any_expired_lease(*, project_id: int, now) -> bool:
     with connection.cursor() as cursor:
         execute_prepared(cursor, "arbiter_any_expired", _EXPIRED_SQL, params)
         return cursor.fetchone() is not None
-
-
-# Assignment.objects.filter(pk=..., annotator=..., status=LIVE).update(status=VOTED)
-_CLOSE_LIVE_SQL = f"""
-UPDATE "{_A}" SET "status" = '{Assignment.Status.VOTED}'
-WHERE "id" = %s AND "annotator_id" = %s AND "status" = '{Assignment.Status.LIVE}'
-"""
-
-
-def live_lease_close(*, assignment_id: int, user_id: int) -> bool:
-    """Marks the annotator's live lease voted; False when it is not live (or not theirs)."""
-    with connection.cursor() as cursor:
-        execute_prepared(cursor, "arbiter_close_live", _CLOSE_LIVE_SQL, [assignment_id, user_id])
-        return cursor.rowcount == 1
 
 
 # Pair.objects.select_related("prompt", "response_a", "response_b").get(pk=...)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from annotation.core.claim_key import claim_key
 from annotation.core.errors import NotAllowed
-from annotation.core.prepared import InsertSelect, ModelColumns, execute_prepared, insert_prepared
+from annotation.core.prepared import InsertSelect, ModelColumns, execute_prepared
 from annotation.models import Assignment, Membership, Pair, PairStatus, Project
 from annotation.queue.services.leases import expired_leases_free
 from annotation.queue.serving import BLOCK_FROM_CURSOR, NEXT_PAIR_SQL, next_pair_params
@@ -24,7 +24,6 @@ from annotation.queue.statements import (
     CONTENT_JOINS,
     HELD_SQL,
     annotator_membership_lock,
-    held_lease,
     pair_with_content,
     pair_with_content_row,
 )
@@ -42,8 +41,8 @@ def assignment_claim(*, project: Project, annotator) -> Assignment | None:
 
 
 def with_content(held: Assignment | None, *, project: Project) -> Assignment | None:
-    """``held`` with its pair's content loaded, if the claim did not load it (SQLite); in a
-    query of its own, after the claim's locks are gone."""
+    """``held`` with its pair's content loaded, if the claim did not load it; in a query of
+    its own, after the claim's locks are gone."""
     if held is not None:
         if not _content_loaded(held):
             held.pair = pair_with_content(held.pair_id)
@@ -71,45 +70,38 @@ def lease_claim(
     if project_paused or annotator_paused:
         return None
     now = timezone.now()
-    postgres = connection.vendor == "postgresql"
-    # PostgreSQL looks for the held lease in the statement that takes a slot (_TAKE_SQL).
-    held = None if postgres else held_lease(project_id=project.pk, user_id=annotator.pk, now=now)
-    if held is None:
-        if cursor is None:  # their first claim: the first block, where everyone starts
-            cursor = 0
-        gold_first = random.random() < project.gold_rate
-        lease = Assignment(
-            annotator=annotator,
-            left_is_a=bool(random.getrandbits(1)),
-            status=Assignment.Status.LIVE,
-            created_at=now,
-            expires_at=now + timedelta(minutes=project.lease_minutes),
-        )
-        take = {"project": project, "lease": lease, "cursor": cursor, "wait": wait}
-        found, gold = _take_slot(is_gold=gold_first, **take), gold_first
-        if found is None:
-            found, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
-        if found is None:
-            return None
-        if found is not lease:  # PostgreSQL: the lease they held already
-            return found
-        pair_id = lease.pair_id
-        # On to another block: written once a block, not once a claim. A gold pair (every
-        # annotator answers each one) never moves the block everyone works through.
-        if not gold and claim_key(pair_id) != cursor:
-            Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
-        held = lease
-        if held.pk is None:  # SQLite: the lease is written after its slot is taken
-            with connection.cursor() as db:
-                insert_prepared(db, "arbiter_insert_assignment", held)
-    return held
+    # The held lease is looked for in the statement that takes a slot (_TAKE_SQL).
+    if cursor is None:  # their first claim: the first block, where everyone starts
+        cursor = 0
+    gold_first = random.random() < project.gold_rate
+    lease = Assignment(
+        annotator=annotator,
+        left_is_a=bool(random.getrandbits(1)),
+        status=Assignment.Status.LIVE,
+        created_at=now,
+        expires_at=now + timedelta(minutes=project.lease_minutes),
+    )
+    take = {"project": project, "lease": lease, "cursor": cursor, "wait": wait}
+    found, gold = _take_slot(is_gold=gold_first, **take), gold_first
+    if found is None:
+        found, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
+    if found is None:
+        return None
+    if found is not lease:  # the lease they held already
+        return found
+    pair_id = lease.pair_id
+    # On to another block: written once a block, not once a claim. A gold pair (every
+    # annotator answers each one) never moves the block everyone works through.
+    if not gold and claim_key(pair_id) != cursor:
+        Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
+    return lease
 
 
 # One statement takes a slot on the first claimable pair in the annotator's serving order
 # (priority, then block, then their own order within the block:
-# ``annotation.queue.serving.NEXT_PAIR_SQL`` says why). PostgreSQL locks the chosen row,
-# skipping rows racing claimers hold; SQLite, one writer at a time, needs no lock. The outer
-# condition makes the update change exactly one row or none.
+# ``annotation.queue.serving.NEXT_PAIR_SQL`` says why), locking the chosen row and skipping
+# rows racing claimers hold. The outer condition makes the update change exactly one row or
+# none.
 _TAKE_SLOT_SQL = f"""
 UPDATE {Pair._meta.db_table}
 SET lease_count = lease_count + 1, status = '{PairStatus.ANNOTATING}', updated_at = %(now)s
@@ -118,8 +110,7 @@ WHERE id = {NEXT_PAIR_SQL}
   {{held}}
 RETURNING {{returning}}
 """
-_TAKE_SLOT_UNLOCKED = _TAKE_SLOT_SQL.format(lock="", held="", returning="id")
-# PostgreSQL, one round trip a claim: the annotator's held lease looked for (``held``, as
+# One round trip a claim: the annotator's held lease looked for (``held``, as
 # ``annotation.queue.statements.held_lease`` reads it), and when there is none a slot taken
 # (``slot``) and the lease on it written (``lease``, its columns as insert_prepared() writes
 # them, its pair the slot's); the row is the lease (held or new), whether it is new, its pair
@@ -151,7 +142,7 @@ _LEASE_PAIR_AT = _A_COLUMNS.attnames.index("pair_id")
 # annotator has nothing left to claim.
 _CLAIMABLE_BLOCK_SQL = f"SELECT {BLOCK_FROM_CURSOR}"
 _BLOCK_PARAMS = ("project", "annotator", "is_gold", "cursor")
-# PostgreSQL: a claim that found every free slot in its block on pairs racing transactions
+# A claim that found every free slot in its block on pairs racing transactions
 # hold tries the blocks after it, up to BLOCK_SKIPS, at once; then it looks again in a while,
 # up to LOCKED_RETRIES times. Waiting on the locks instead would deadlock: a waiter keeps the
 # locks of rows it stepped past.
@@ -181,31 +172,22 @@ def _taken(row, *, lease: Assignment) -> Assignment:
 def _take_slot(
     *, project: Project, lease: Assignment, is_gold: bool, cursor: int, wait: bool = True
 ) -> Assignment | None:
-    """``lease`` with a slot taken for it (its pair set), or None. On PostgreSQL the lease is
-    written with it (its pk set) and its pair's content loaded, or the live lease the
-    annotator already holds is returned instead; elsewhere the caller writes it. Without
+    """``lease`` with a slot taken for it, written with it (its pk and pair set) and its pair's
+    content loaded, or the live lease the annotator already holds instead, or None. Without
     ``wait``, raises FreeSlotsLocked where it would sleep: a caller holding row locks of its
     own (a vote's pair) must not sleep on others' locks, which may be waiting on its own."""
-    postgres = connection.vendor == "postgresql"
     annotator = lease.annotator
     params = {
         "now": connection.ops.adapt_datetimefield_value(lease.created_at),
         **next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
+        **_LEASE.params(lease),
     }
-    take = _TAKE_SQL if postgres else _TAKE_SLOT_UNLOCKED
-    if postgres:
-        params.update(_LEASE.params(lease))
     with connection.cursor() as db:
         for attempt in range(BLOCK_SKIPS + LOCKED_RETRIES + 1):
-            execute_prepared(db, "arbiter_take", take, params)
+            execute_prepared(db, "arbiter_take", _TAKE_SQL, params)
             row = db.fetchone()
             if row is not None:
-                if not postgres:
-                    lease.pair_id = row[0]
-                    return lease
                 return _taken(row, lease=lease)
-            if not postgres:
-                return None
             # None free, or the free slots of the block it looked in sit on pairs racing
             # transactions hold (a claim's for an instant, a vote with next's till its own
             # claim is done): a plain read (no lock) of that block tells which.

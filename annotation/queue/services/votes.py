@@ -31,7 +31,7 @@ from annotation.queue.services.leases import (
     leases_close,
     other_leases_lock,
 )
-from annotation.queue.statements import annotator_membership_lock, live_lease_close
+from annotation.queue.statements import annotator_membership_lock
 
 
 def _check_played_to_end(*, pair: Pair, looked: float) -> None:
@@ -169,14 +169,10 @@ def _vote_write(
         is_extra=False,
         created_at=now,
     )
-    # The usual case, a vote on a live lease: on PostgreSQL one statement closes the lease,
-    # counts the vote and writes it; on SQLite the lease is closed first (which locks it), and
-    # the vote counted and written after.
-    postgres = connection.vendor == "postgresql"
-    written, slots = _vote_through_live_lease(vote, now=now) if postgres else (False, None)
-    if written or (
-        not postgres and live_lease_close(assignment_id=assignment.pk, user_id=annotator.pk)
-    ):
+    # The usual case, a vote on a live lease: one statement closes the lease, counts the vote
+    # and writes it.
+    written, slots = _vote_through_live_lease(vote, now=now)
+    if written:
         freed = 1
         assignment.status = Assignment.Status.VOTED
     else:
