@@ -32,7 +32,7 @@ from annotation.queue.views.curator import ACTIONS
 from judges.best_of_n.services import best_of_n_run
 from judges.evaluation.services import judge_evaluation_create
 from judges.models import TrainingRun
-from tests.annotation.release_support import built_release, releasable_project
+from tests.annotation.releases.conftest import built_release, releasable_project
 from tests.factories import FilterRunFactory, JudgeFactory, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -14,8 +14,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotation.models import Pair
-from tests.annotation.import_support import image_bytes, image_pair, text_pair
-from tests.annotation.test_imports import jsonl_bytes, upload, zip_bytes
+from tests.annotation.imports.conftest import image_bytes, image_pair, text_pair
+from tests.annotation.imports.test_imports import jsonl_bytes, upload, zip_bytes
 from tests.factories import UserFactory
 from tests.live_gunicorn import ROOT, LiveGunicorn
 

@@ -28,7 +28,7 @@ def canonical_json(value: Any) -> str:
 def parts_json(parts: list[dict[str, str]]) -> str:
     """``canonical_json(parts)`` for content parts, whose keys and values are all strings:
     orjson writes strings exactly as ``json`` does without ``ensure_ascii`` (the same escapes,
-    every other character as it is; tests/annotation/test_content.py checks each code point).
+    every other character as it is; tests/annotation/core/test_content.py checks each code point).
     A lone surrogate, which orjson refuses, goes through ``json`` as before."""
     try:
         return orjson.dumps(parts, option=orjson.OPT_SORT_KEYS).decode()

@@ -1,7 +1,7 @@
 """Every raw SQL statement of an import, one function each, returning ``(sql, params)``.
 
 Table and column names come from the models' metadata and are always quoted, so
-tests/annotation/test_import_sql.py can check that each name a statement uses exists in the
+tests/annotation/imports/test_import_sql.py can check that each name a statement uses exists in the
 schema.
 """
 

@@ -1,4 +1,5 @@
-"""Fixtures of the release pages' and API's tests (docs/releases.md)."""
+"""Fixtures shared by the annotation packages' tests: a project with something of every kind to
+release, its published release, and a task broker that refuses (docs/releases.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from annotation.core.jobs import BrokerUnavailable
 from annotation.releases.services import release_publish
-from tests.annotation.release_support import built_release, releasable_project
+from tests.annotation.releases.conftest import built_release, releasable_project
 
 
 @pytest.fixture

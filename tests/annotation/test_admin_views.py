@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Media, Project
-from tests.annotation.queue_support import make_image
+from tests.annotation.queue.conftest import make_image
 from tests.factories import ProjectFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from annotation.models import PairStatus, Vote
-from tests.annotation.queue_support import annotator, secret_pair
+from tests.annotation.queue.conftest import annotator, secret_pair
 from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

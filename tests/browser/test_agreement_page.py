@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.annotation.agreement_support import cached_report, voted_pairs
+from tests.annotation.agreement.conftest import cached_report, voted_pairs
 from tests.browser.conftest import log_in, page_errors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from annotation.models import Assignment, Vote
-from tests.annotation.queue_support import secret_pair
+from tests.annotation.queue.conftest import secret_pair
 from tests.browser.conftest import wait_for_keys
 from tests.conftest import PASSWORD
 

@@ -9,7 +9,7 @@ import pytest
 
 from annotation.core.content import image_part, text_part
 from annotation.models import PairStatus
-from tests.annotation.queue_support import make_image
+from tests.annotation.queue.conftest import make_image
 from tests.browser.conftest import log_in, wait_for_keys
 from tests.factories import PairFactory, make_prompt, make_response
 

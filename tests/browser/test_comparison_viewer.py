@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from annotation.models import Assignment, Skip, Vote
-from tests.annotation.queue_support import secret_pair
+from tests.annotation.queue.conftest import secret_pair
 from tests.browser.conftest import wait_for_keys
 from tests.conftest import PASSWORD
 

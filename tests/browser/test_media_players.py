@@ -14,8 +14,8 @@ from django.urls import reverse
 
 from annotation.imports.importer import pairs_import
 from annotation.models import Assignment, Pair, Vote
-from tests.annotation.av_support import audio_write, video_write
-from tests.annotation.import_support import text_pair, write_jsonl
+from tests.annotation.imports.conftest import text_pair, write_jsonl
+from tests.annotation.media.conftest import audio_write, video_write
 from tests.browser.conftest import log_in, page_errors, wait_for_keys
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

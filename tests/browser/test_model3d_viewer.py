@@ -14,8 +14,8 @@ from PIL import Image
 
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair
-from tests.annotation.glb_support import mesh_glb, sphere_glb, textured_glb
-from tests.annotation.import_support import text_pair, write_jsonl
+from tests.annotation.imports.conftest import text_pair, write_jsonl
+from tests.annotation.media.conftest import mesh_glb, sphere_glb, textured_glb
 from tests.browser.conftest import log_in, page_errors, wait_for_keys
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.annotation.queue_support import annotator
+from tests.annotation.queue.conftest import annotator
 from tests.browser.conftest import log_in
 from tests.factories import PairFactory
 

@@ -13,7 +13,7 @@ import pytest
 
 from annotation.models import Release
 from annotation.tasks import release_build_run
-from tests.annotation.release_support import releasable_project
+from tests.annotation.releases.conftest import releasable_project
 from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -13,7 +13,7 @@ from PIL import Image
 
 from annotation.imports.importer import pairs_import
 from annotation.models import Pair
-from tests.annotation.import_support import text_pair, write_jsonl
+from tests.annotation.imports.conftest import text_pair, write_jsonl
 
 # A grey video's frame n is uniformly this many levels times n, so a frame shows its index.
 GREY_STEP = 6

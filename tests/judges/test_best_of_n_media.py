@@ -12,9 +12,9 @@ from django.urls import reverse
 from annotation.imports.importer import pairs_import
 from annotation.models import Media
 from judges.models import BestOfNRun, Judge
-from tests.annotation.av_support import audio_write, glb_bytes, video_write
-from tests.annotation.import_support import text_pair, write_jsonl
-from tests.annotation.test_workbench_page import assert_csp_clean
+from tests.annotation.imports.conftest import text_pair, write_jsonl
+from tests.annotation.media.conftest import audio_write, glb_bytes, video_write
+from tests.annotation.queue.test_workbench_page import assert_csp_clean
 from tests.judges.test_best_of_n_page import GOOD, prompt, run
 
 pytestmark = pytest.mark.django_db

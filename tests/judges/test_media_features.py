@@ -34,8 +34,8 @@ from judges.reward_model.model import (
 )
 from judges.reward_model.trainer import TrainingOptions, train
 from judges.runs import services as runs
-from tests.annotation.av_support import audio_write
-from tests.annotation.import_support import image_bytes
+from tests.annotation.imports.conftest import image_bytes
+from tests.annotation.media.conftest import audio_write
 from tests.judges.av_judge_support import (
     GREY_STEP,
     grey_video,

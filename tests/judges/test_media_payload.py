@@ -16,7 +16,7 @@ from judges.backends import get_backend
 from judges.backends.base import judge_judgeable
 from judges.models import Judge
 from judges.runs.services import judge_item
-from tests.annotation.av_support import PLANTED, audio_write, video_write
+from tests.annotation.media.conftest import PLANTED, audio_write, video_write
 from tests.judges.av_judge_support import (
     decoded_audio,
     frame_index,

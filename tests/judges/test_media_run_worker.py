@@ -14,8 +14,8 @@ import pytest
 from judges.models import FilterRun, Judge, Verdict
 from judges.reward_model.model import init_checkpoint
 from judges.runs import services as runs
-from tests.annotation.av_support import PLANTED, audio_write
-from tests.annotation.import_support import image_bytes
+from tests.annotation.imports.conftest import image_bytes
+from tests.annotation.media.conftest import PLANTED, audio_write
 from tests.judges.av_judge_support import grey_video, import_pairs, media_pair
 from tests.judges.fake_openai import FakeOpenAI, verdict
 from tests.judges.test_run_worker import WORKER_ENV, assert_one_verdict_per_key, wait_for

@@ -15,8 +15,8 @@ from annotation.models import Media, Pair
 from judges.backends import get_backend
 from judges.backends.base import JudgeBackend, JudgeResult, judge_judgeable
 from judges.models import Judge
-from tests.annotation.glb_support import mesh_glb
-from tests.annotation.test_import_av import import_media, media_pair
+from tests.annotation.media.conftest import mesh_glb
+from tests.annotation.media.test_import_av import import_media, media_pair
 from tests.judges.backend_helpers import item, noisy_image, store_image
 from tests.judges.fake_openai import FakeOpenAI, verdict
 

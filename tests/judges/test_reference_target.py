@@ -14,8 +14,8 @@ from annotation.imports.importer import pairs_import
 from annotation.models import Pair, PairStatus
 from judges.evaluation.judgement_import import judgements_import_text
 from judges.models import Judge, JudgeEvaluation, Judgement
-from tests.annotation.import_support import text_pair, write_jsonl
-from tests.annotation.mmrb2_scorer import mmrb2_accuracy
+from tests.annotation.imports.conftest import text_pair, write_jsonl
+from tests.annotation.releases.mmrb2_scorer import mmrb2_accuracy
 from tests.factories import JudgeFactory
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +55,7 @@ def offline() -> Judge:
 
 
 def scorer_answers(predictions: dict) -> dict:
-    """The predictions as tests/annotation/mmrb2_scorer.py takes them."""
+    """The predictions as tests/annotation/releases/mmrb2_scorer.py takes them."""
     return {
         pair_id: {
             order: (answers[0].get("judgement") if answers else None)

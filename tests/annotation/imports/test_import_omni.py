@@ -1,0 +1,168 @@
+"""Omni-RewardBench's task files import as they are: the task from the file name, the
+criterion from ``criteria``, ``criteria_preference`` kept as the reference label
+(``Pair.prior_label``), media paths relative to the media folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from annotation.imports.errors import ImportFailed
+from annotation.imports.importer import pairs_import
+from annotation.imports.omni import omni_task
+from annotation.models import Media, Pair
+from tests.annotation.imports.conftest import assert_nothing_imported
+from tests.annotation.media.conftest import audio_write, glb_bytes, video_write
+
+pytestmark = pytest.mark.django_db
+
+
+def _image(path: Path, colour: tuple[int, int, int]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (16, 12), colour).save(path)
+    return path.name
+
+
+def _record(number: int, preference: str, **fields) -> dict:
+    return {
+        "id": f"omni-{number}",
+        "prompt": f"Prompt {number}",
+        "model1": "alpha-model",
+        "model2": "beta-model",
+        "criteria": f"Criterion {number}: faithful to the prompt",
+        "criteria_preference": preference,
+        **fields,
+    }
+
+
+def _media(root: Path) -> None:
+    video_write(root / "v1.mp4")
+    video_write(root / "v2.mp4", frames=3)
+    audio_write(root / "a1.wav")
+    audio_write(root / "a2.wav", seconds=0.3)
+    (root / "m1.glb").write_bytes(glb_bytes())
+    (root / "m2.glb").write_bytes(glb_bytes(generator="x"))
+    _image(root / "i1.png", (200, 0, 0))
+    _image(root / "i2.png", (0, 200, 0))
+    _image(root / "views" / "r1.png", (0, 0, 200))
+    _image(root / "views" / "r2.png", (9, 9, 9))
+
+
+# file stem, task, the fields of each task's records beside the common ones, the part types
+# of (prompt, response 1)
+TASKS = [
+    ("text_to_text", "t2t", {"response1": "Text one", "response2": "Text two"},
+     (["text"], ["text"])),
+    ("text_image_to_text", "ti2t",
+     {"image_path": "i1.png", "response1": "It is red", "response2": "It is green"},
+     (["image", "text"], ["text"])),
+    ("text_video_to_text", "tv2t",
+     {"video": "v1.mp4", "response1": "A bar moves", "response2": "Nothing moves"},
+     (["video", "text"], ["text"])),
+    ("text_audio_to_text", "ta2t",
+     {"audio_path": "a1.wav", "response1": "A tone", "response2": "Speech"},
+     (["audio", "text"], ["text"])),
+    ("text_to_image", "t2i", {"response1_path": "i1.png", "response2_path": "i2.png"},
+     (["text"], ["image"])),
+    ("text_to_video", "t2v", {"response1": "v1.mp4", "response2": "v2.mp4"},
+     (["text"], ["video"])),
+    ("text_to_audio", "t2a", {"response1_path": "a1.wav", "response2_path": "a2.wav"},
+     (["text"], ["audio"])),
+    ("text_to_3D", "t23d", {"response1_path": "m1.glb", "response2_path": "m2.glb"},
+     (["text"], ["model3d"])),
+    ("text_image_to_image", "ti2i",
+     {"image_path": "i1.png", "response1_path": "i2.png", "response2_path": "views/r1.png"},
+     (["image", "text"], ["image"])),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("stem", "task", "fields", "types"), TASKS, ids=[t[1] for t in TASKS])
+def test_each_task_file_imports_as_it_is(project, tmp_path, stem, task, fields, types):
+    _media(tmp_path)
+    records = [
+        _record(1, "response1", **fields),
+        _record(2, "response2", **fields, id_suffix="x"),
+        _record(3, "tie", **fields),
+    ]
+    records[1]["prompt"] = "Prompt two"
+    source = tmp_path / f"{stem}_preferences.json"
+    source.write_text(json.dumps(records, indent=2))
+    summary = pairs_import(project=project, source=source, media_root=tmp_path)
+    assert summary.created_pairs == 3
+    pairs = {pair.external_id: pair for pair in Pair.objects.filter(project=project)}
+    assert {external: pair.prior_label for external, pair in pairs.items()} == {
+        "omni-1": "A",
+        "omni-2": "B",
+        "omni-3": "tie",
+    }
+    first = pairs["omni-1"]
+    assert first.task == task
+    assert first.criterion == "Criterion 1: faithful to the prompt"
+    assert (first.response_a.model_name, first.response_b.model_name) == (
+        "alpha-model",
+        "beta-model",
+    )
+    prompt_types, response_types = types
+    assert [part["type"] for part in first.prompt.content] == prompt_types
+    assert first.prompt.content[-1] == {"type": "text", "text": "Prompt 1"}
+    assert [part["type"] for part in first.response_a.content] == response_types
+    # Fields the import format does not know are kept with the pair, as for any file.
+    assert pairs["omni-2"].metadata.get("id_suffix") == "x"
+
+
+def test_rendered_views_of_a_3d_response_are_images(project, tmp_path):
+    _media(tmp_path)
+    record = _record(
+        1, "response2", response1_path=["views/r1.png", "views/r2.png"], response2_path="m1.glb"
+    )
+    source = tmp_path / "text_to_3D_preferences.json"
+    source.write_text(json.dumps([record]))
+    pairs_import(project=project, source=source, media_root=tmp_path)
+    pair = Pair.objects.get(project=project)
+    assert [part["type"] for part in pair.response_a.content] == ["image", "image"]
+    assert [part["type"] for part in pair.response_b.content] == ["model3d"]
+    assert Media.objects.filter(kind="model3d").count() == 1
+
+
+def test_a_missing_media_file_is_a_line_error_naming_it(project, tmp_path):
+    _media(tmp_path)
+    records = [
+        _record(1, "tie", response1="v1.mp4", response2="v2.mp4"),
+        _record(2, "response1", response1="v1.mp4", response2="gone.mp4"),
+    ]
+    source = tmp_path / "text_to_video_preferences.json"
+    source.write_text(json.dumps(records, indent=2))
+    with pytest.raises(ImportFailed) as refused:
+        pairs_import(project=project, source=source, media_root=tmp_path)
+    [issue] = refused.value.issues
+    assert issue.line > 1
+    assert "gone.mp4" in issue.message
+    assert_nothing_imported(project)
+
+
+def test_an_unknown_preference_is_refused(project, tmp_path):
+    source = tmp_path / "text_to_text_preferences.json"
+    source.write_text(json.dumps([_record(1, "both", response1="a", response2="b")]))
+    with pytest.raises(ImportFailed, match="'both' is not one of A, B or tie"):
+        pairs_import(project=project, source=source)
+
+
+def test_task_names_follow_the_paper():
+    assert omni_task("text_to_video_preferences.json") == "t2v"
+    assert omni_task("path/to/text_audio_to_text_preferences.json") == "ta2t"
+    assert omni_task("text_to_3D_preferences.json") == "t23d"
+    assert omni_task("pairs.jsonl") is None
+
+
+def test_media_exported_by_datasets_are_read_by_their_path(project, tmp_path):
+    _media(tmp_path)
+    record = _record(1, "response1", image={"bytes": None, "path": "i1.png"})
+    record.update(response1="Red", response2="Green")
+    source = tmp_path / "text_image_to_text_preferences.json"
+    source.write_text(json.dumps([record]))
+    pairs_import(project=project, source=source, media_root=tmp_path)
+    pair = Pair.objects.get(project=project)
+    assert [part["type"] for part in pair.prompt.content] == ["image", "text"]

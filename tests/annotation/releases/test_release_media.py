@@ -1,0 +1,330 @@
+"""Releases carry video, audio and 3D parts (docs/releases.md, "Video, audio and 3D"): each
+file once by the hash of its bytes, the served copy (metadata stripped) unless the originals
+were asked for, ``datasets.Video`` and ``datasets.Audio`` columns that ``load_dataset``
+reads, 3D models as paths, and an Omni-RewardBench file per task that Arbiter's own import
+reads back with the same pairs and labels."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import av
+import datasets
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.urls import reverse
+from PIL import Image
+
+from annotation.core.errors import InvalidInput
+from annotation.imports.importer import pairs_import
+from annotation.models import Media, Pair, PairStatus, Release
+from annotation.releases.downloads import message_text
+from annotation.releases.selectors import release_rows
+from annotation.releases.services import release_build, release_create
+from tests.annotation.media.conftest import (
+    PLANTED,
+    audio_write,
+    decoded_digests,
+    glb_bytes,
+    video_write,
+)
+from tests.factories import ProjectFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _omni_files(root: Path) -> dict[str, Path]:
+    """Four of Omni-RewardBench's task files, as the benchmark ships them, with their media."""
+    video_write(root / "v1.mp4")
+    video_write(root / "v2.mp4", frames=3)
+    audio_write(root / "a1.wav")
+    audio_write(root / "a2.wav", seconds=0.3)
+    (root / "m1.glb").write_bytes(glb_bytes())
+    (root / "m2.glb").write_bytes(glb_bytes(generator="other"))
+    (root / "views").mkdir()
+    for n, colour in enumerate(((200, 0, 0), (0, 0, 200))):
+        Image.new("RGB", (16, 12), colour).save(root / "views" / f"r{n}.png")
+
+    def record(number: int, preference: str, **fields) -> dict:
+        return {
+            "id": f"{fields.pop('prefix')}-{number}",
+            "prompt": f"Prompt {number}",
+            "model1": "alpha-model",
+            "model2": "beta-model",
+            "criteria": f"Criterion {number}",
+            "criteria_preference": preference,
+            **fields,
+        }
+
+    tasks = {
+        "text_to_video": {"prefix": "t2v", "response1": "v1.mp4", "response2": "v2.mp4"},
+        "text_to_audio": {"prefix": "t2a", "response1_path": "a1.wav", "response2_path": "a2.wav"},
+        "text_audio_to_text": {
+            "prefix": "ta2t",
+            "audio_path": "a1.wav",
+            "response1": "A tone",
+            "response2": "Speech",
+        },
+        "text_to_3d": {
+            "prefix": "t23d",
+            "response1_path": "m1.glb",
+            "response2_path": ["views/r0.png", "views/r1.png"],
+        },
+    }
+    files = {}
+    for stem, fields in tasks.items():
+        records = [
+            record(n, preference, **dict(fields))
+            for n, preference in enumerate(("response1", "response2", "tie"))
+        ]
+        files[stem] = root / f"{stem}_preferences.json"
+        files[stem].write_text(json.dumps(records, indent=1))
+    return files
+
+
+def _import(project, files: dict[str, Path], root: Path) -> None:
+    for source in files.values():
+        pairs_import(project=project, source=source, media_root=root)
+
+
+def _build(project, user, version: str, **selection):
+    release = release_create(
+        project=project,
+        version=version,
+        selection={"reference_labels": True, "include_ties": True, **selection},
+        user=user,
+    )
+    return release_build(release=release)
+
+
+def _pairs(project) -> dict[str, tuple]:
+    """What a pair is, apart from its media's hashes: id, task, criterion, reference label,
+    models and the kinds of its parts."""
+
+    def kinds(content):
+        return [part["type"] for part in content]
+
+    return {
+        pair.external_id: (
+            pair.task,
+            pair.criterion,
+            pair.prior_label,
+            pair.response_a.model_name,
+            pair.response_b.model_name,
+            kinds(pair.prompt.content),
+            kinds(pair.response_a.content),
+            kinds(pair.response_b.content),
+        )
+        for pair in Pair.objects.filter(project=project).select_related(
+            "prompt", "response_a", "response_b"
+        )
+    }
+
+
+@pytest.fixture
+def released(project, dave, tmp_path):
+    root = tmp_path / "omni"
+    root.mkdir()
+    _import(project, _omni_files(root), root)
+    return _build(project, dave, "1.0.0")
+
+
+def test_media_files_are_the_stripped_copies_by_their_hash(released):
+    folder = released.folder
+    manifest = json.loads((folder / "manifest.json").read_text())["files"]
+    by_dir = {
+        kind: sorted(p for p in manifest if p.startswith(f"{kind}/"))
+        for kind in ("videos", "audio", "models", "images")
+    }
+    assert len(by_dir["videos"]) == 2
+    assert len(by_dir["audio"]) == 2
+    assert len(by_dir["models"]) == 1
+    assert len(by_dir["images"]) == 2
+    for paths in by_dir.values():
+        for path in paths:
+            data = (folder / path).read_bytes()
+            assert Path(path).stem == hashlib.sha256(data).hexdigest()
+            assert PLANTED.encode() not in data
+    # The served copy's frames and samples are the original's.
+    for path in by_dir["videos"] + by_dir["audio"]:
+        served = Media.objects.get(served_sha256=Path(path).stem)
+        assert decoded_digests(folder / path) == decoded_digests(
+            Path(settings.MEDIA_ROOT) / served.relative_path
+        )
+    assert released.statistics["media"] == {"video": 2, "audio": 2, "model3d": 1}
+    assert "Videos: 2 files under `videos/`" in released.card
+
+
+def test_load_dataset_reads_video_and_audio(released):
+    folder = released.folder
+    features = datasets.load_dataset(
+        "parquet", data_dir=str(folder / "data"), split="test"
+    ).features
+    assert isinstance(features["chosen_videos"].feature, datasets.Video)
+    assert isinstance(features["audios"].feature, datasets.Audio)
+    assert features["chosen_models3d"].feature.dtype == "string"
+    # Through the card's configs too; decoding wants torchcodec, so the raw bytes are read.
+    pairs = datasets.load_dataset(str(folder), split="test")
+    assert isinstance(pairs.features["rejected_audios"].feature, datasets.Audio)
+    for column, feature in pairs.features.items():
+        inner = getattr(feature, "feature", None)
+        if isinstance(inner, datasets.Video | datasets.Audio):
+            pairs = pairs.cast_column(column, datasets.Sequence(type(inner)(decode=False)))
+    rows = {row["id"]: row for row in pairs}
+    video = rows["t2v-0"]["chosen_videos"][0]
+    assert video["path"].startswith("videos/")
+    assert video["bytes"] == (folder / video["path"]).read_bytes()
+    with av.open(io.BytesIO(video["bytes"])) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 4
+    clip = rows["t2a-0"]["chosen_audios"][0]
+    with av.open(io.BytesIO(clip["bytes"])) as container:
+        samples = sum(frame.samples for frame in container.decode(audio=0))
+    assert samples == int(16000 * 0.2)
+    prompt_audio = rows["ta2t-1"]["audios"]
+    assert [part["type"] for part in rows["ta2t-1"]["prompt"][0]["content"]] == ["audio", "text"]
+    assert len(prompt_audio) == 1
+    assert prompt_audio[0]["path"].startswith("audio/")
+    # 3D models are paths in the release folder; rendered views are images.
+    model = rows["t23d-0"]["chosen_models3d"]
+    assert len(model) == 1
+    assert (folder / model[0]).read_bytes()[:4] == b"glTF"
+    assert len(rows["t23d-0"]["rejected_images"]) == 2
+
+
+def test_the_jsonl_rows_hold_paths(released):
+    rows = {row["id"]: row for row in release_rows(released)}
+    assert rows["t2v-1"]["chosen"][0]["content"] == [{"type": "video", "text": None}]
+    assert rows["t2v-1"]["chosen_videos"][0].startswith("videos/")
+    assert rows["t2v-2"]["label"] == "tie"
+    # The CSV marks each placeholder by its kind.
+    assert message_text(rows["t2v-1"]["chosen"]) == "[video]"
+    assert message_text(rows["ta2t-1"]["prompt"]) == "[audio]\nPrompt 1"
+
+
+def test_originals_on_request(project, dave, released):
+    original = _build(project, dave, "1.1.0", original_media=True)
+    assert original.selection["original_media"] is True
+    manifest = json.loads((original.folder / "manifest.json").read_text())["files"]
+    videos = [path for path in manifest if path.startswith("videos/")]
+    originals = set(Media.objects.filter(kind="video").values_list("sha256", flat=True))
+    assert {Path(path).stem for path in videos} == originals
+    assert all(PLANTED.encode() in (original.folder / path).read_bytes() for path in videos)
+    assert "as they were imported" in original.card
+    assert original.manifest_sha256 != released.manifest_sha256
+
+
+def test_a_rebuild_gives_the_same_bytes(project, dave, released):
+    again = _build(project, dave, "2.0.0")
+    assert again.manifest_sha256 == released.manifest_sha256
+    assert again.archive_sha256 == released.archive_sha256
+
+
+def test_omni_files_import_back_with_the_same_pairs_and_labels(project, dave, released):
+    folder = released.folder
+    omni = sorted(path.relative_to(folder) for path in (folder / "omni" / "test").iterdir())
+    assert [str(path) for path in omni] == [
+        "omni/test/text_audio_to_text_preferences.json",
+        "omni/test/text_to_3d_preferences.json",
+        "omni/test/text_to_audio_preferences.json",
+        "omni/test/text_to_video_preferences.json",
+    ]
+    records = json.loads((folder / omni[3]).read_text())
+    assert records[0]["criteria_preference"] == "response1"
+    assert records[0]["response1_path"].startswith("videos/")
+    assert records[0]["criteria"] == "Criterion 0"
+    again = ProjectFactory(slug="again", name="Again", scale="ternary")
+    for path in omni:
+        pairs_import(project=again, source=folder / path, media_root=folder)
+    assert _pairs(again) == _pairs(project)
+    assert {pair.prior_label for pair in Pair.objects.filter(project=again)} == {"A", "B", "tie"}
+
+
+def test_a_pair_with_another_part_kind_is_still_refused(project, dave, released):
+    pair = Pair.objects.get(project=project, external_id="t2v-0")
+    content = pair.response_a.content
+    pair.response_a.content = [*content, {"type": "pointcloud", "media": "x"}]
+    pair.response_a.save(update_fields=["content"])
+    release = release_create(
+        project=project, version="3.0.0", selection={"reference_labels": True}, user=dave
+    )
+    with pytest.raises(InvalidInput, match="t2v-0 has pointcloud parts"):
+        release_build(release=release)
+
+
+# ---- The originals, asked for where a release is made ----
+
+
+@pytest.fixture
+def decided(project, tmp_path):
+    """The Omni pairs decided by consensus, as their reference labels say."""
+    root = tmp_path / "omni"
+    root.mkdir()
+    _import(project, _omni_files(root), root)
+    for label in ("A", "B", "tie"):
+        Pair.objects.filter(project=project, prior_label=label).update(
+            status=PairStatus.CONSENSUS, consensus_label=label
+        )
+    return project
+
+
+def _video_files(release) -> set[str]:
+    release.refresh_from_db()
+    assert release.status == release.Status.BUILT, release.error
+    manifest = json.loads((release.folder / "manifest.json").read_text())["files"]
+    return {Path(path).stem for path in manifest if path.startswith("videos/")}
+
+
+def _originals() -> set[str]:
+    return set(Media.objects.filter(kind="video").values_list("sha256", flat=True))
+
+
+def test_the_command_takes_original_media(decided):
+    call_command("create_release", "demo", "--version", "1.0.0", "--original-media")
+    release = Release.objects.get(project=decided, version="1.0.0")
+    assert release.selection["original_media"] is True
+    assert _video_files(release) == _originals()
+    call_command("create_release", "demo", "--version", "1.1.0")
+    served = Release.objects.get(project=decided, version="1.1.0")
+    assert "original_media" not in served.selection
+    assert _video_files(served).isdisjoint(_originals())
+
+
+def test_the_api_takes_original_media(api_for, decided, dave, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = api_for(dave).post(
+            f"/api/v1/projects/{decided.slug}/releases/",
+            {"version": "1.0.0", "selection": {"original_media": True, "include_ties": True}},
+            format="json",
+        )
+    assert response.status_code == 201, response.json()
+    release = Release.objects.get(project=decided, version="1.0.0")
+    assert release.selection["original_media"] is True
+    assert _video_files(release) == _originals()
+
+
+def test_the_release_form_takes_original_media(
+    client_for, decided, dave, django_capture_on_commit_callbacks
+):
+    client = client_for(dave)
+    page = client.get(reverse("release-create", args=[decided.slug]))
+    assert b'name="original_media"' in page.content
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("release-create", args=[decided.slug]),
+            {
+                "version": "1.0.0",
+                "include_consensus": "on",
+                "original_media": "on",
+                "splits": "test=1",
+                "seed": "0",
+            },
+        )
+    assert response.status_code == 302
+    release = Release.objects.get(project=decided, version="1.0.0")
+    assert _video_files(release) == _originals()
+    detail = client.get(reverse("release", args=[decided.slug, "1.0.0"]))
+    assert b"the originals as imported" in detail.content
