@@ -201,7 +201,7 @@ class LoopClient:
     sync workers close each after its answer). The load generator shares the machine's cores
     with the server it measures, so what it spends is taken from the server: measured alone
     against a WSGI application that answers at once, this takes 158 µs of CPU a request
-    where ``httpx.Client`` took 410 (docs/architecture.md, "... a lighter load generator")."""
+    where ``httpx.Client`` took 410 (benchmarks/README.md, "... a lighter load generator")."""
 
     def __init__(self, base_url: str, token: str, timeout: float = 30):
         parts = urlsplit(base_url)
@@ -365,7 +365,7 @@ def analyze_as_autovacuum_would(cursor) -> None:
     bulk write. A table still empty is left unanalysed, as autovacuum leaves
     it: statistics that say "no rows" make the prepared claim plan sequential scans of the
     vote and assignment tables, which it keeps while they grow to thousands of rows (the
-    first run on a new database, docs/architecture.md)."""
+    first run on a new database, benchmarks/README.md)."""
     filled = []
     for table in QUEUE_TABLES:
         cursor.execute("SELECT pg_relation_size(%s::regclass) > 0", [table])
