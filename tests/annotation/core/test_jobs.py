@@ -29,7 +29,7 @@ from judges.evaluation.services import EVALUATION_BATCH_TASK
 from judges.reward_model.services import TRAINING_TASK
 from judges.runs.services import BATCH_TASK, FINISH_TASK, START_TASK
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class RecordingTask:

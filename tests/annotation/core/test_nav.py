@@ -167,7 +167,7 @@ def test_every_page_links_the_favicon_and_favicon_ico_leads_to_it(client, client
     assert response.status_code == 301
     assert response.url == icon
     assert (
-        (Path(__file__).resolve().parents[2] / "static" / "favicon.svg")
+        (Path(__file__).resolve().parents[3] / "static" / "favicon.svg")
         .read_text()
         .startswith("<svg")
     )
@@ -193,7 +193,7 @@ def test_every_page_under_a_tab_marks_it(client_for, carol, dave, alice, project
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/curators.md"])
 def test_the_docs_list_every_tab_in_the_headers_order(doc):
-    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    text = (Path(__file__).resolve().parents[3] / doc).read_text()
     [listed] = re.findall(r"\*\*(Overview \|[^*]+)\*\*", text)
     assert [label.strip() for label in re.split(r"\s*\|\s*", listed)] == [
         tab.label for tab in PROJECT_TABS

@@ -19,7 +19,7 @@ from tests.annotation.decisions.conftest import vote_via_api
 from tests.annotation.queue.conftest import annotator
 from tests.factories import PairFactory, ProjectFactory
 
-MMRB2 = Path(__file__).resolve().parents[2] / "fixtures" / "mmrb2_sample"
+MMRB2 = Path(__file__).resolve().parents[3] / "fixtures" / "mmrb2_sample"
 
 pytestmark = pytest.mark.django_db
 

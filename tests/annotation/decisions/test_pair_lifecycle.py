@@ -26,7 +26,7 @@ from annotation.decisions.lifecycle import (
 from annotation.models import Pair, PairStatus
 from tests.factories import PairFactory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"  # import-linter, a dev dependency
 
 

@@ -42,7 +42,7 @@ from tests.annotation.imports.conftest import (
 )
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MMRB2 = ROOT / "fixtures" / "mmrb2_sample"
 
 pytestmark = pytest.mark.django_db

@@ -30,7 +30,7 @@ from tests.live_gunicorn import LiveGunicorn
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BODY = bytes(range(256)) * 40  # 10,240 bytes, each offset recognisable
 MIB = 1024 * 1024
 

@@ -17,7 +17,7 @@ from tests.factories import ProjectFactory
 
 pytestmark = pytest.mark.django_db
 
-MMRB2 = Path(__file__).resolve().parents[2] / "fixtures" / "mmrb2_sample"
+MMRB2 = Path(__file__).resolve().parents[3] / "fixtures" / "mmrb2_sample"
 
 
 @pytest.fixture
