@@ -269,3 +269,27 @@ def test_a_release_keeps_both_and_writes_the_benchmarks_ids(project, shared_ids,
     assert set(Pair.objects.filter(project=again).values_list("external_id", "prior_label")) == set(
         Pair.objects.filter(project=project).values_list("external_id", "prior_label")
     )
+
+
+def test_the_api_reaches_each_pair_and_adjudicates_it(project, shared_ids, carol, eve, api_for):
+    for task in ("t2t", "t2a"):
+        answer = api_for(carol).get(f"/api/v1/projects/demo/pairs/{task}/omni-1/")
+        assert answer.status_code == 200, answer.content
+        assert (answer.json()["id"], answer.json()["task"]) == (f"{task}/omni-1", task)
+    assert api_for(eve).get("/api/v1/projects/demo/pairs/t2a/omni-1/").status_code == 404
+    # The adjudication route takes the id with its "/": the pair is not disputed, 409.
+    Pair.objects.filter(project=project, external_id="t2t/omni-1").update(status="disputed")
+    decided = api_for(carol).post(
+        "/api/v1/projects/demo/pairs/t2a/omni-1/adjudicate/",
+        {"label": "A", "note": "clearer"},
+        format="json",
+    )
+    assert decided.status_code == 409, decided.content
+    decided = api_for(carol).post(
+        "/api/v1/projects/demo/pairs/t2t/omni-1/adjudicate/",
+        {"label": "B", "note": "clearer"},
+        format="json",
+    )
+    assert decided.status_code == 201, decided.content
+    assert Pair.objects.get(project=project, external_id="t2t/omni-1").consensus_label == "B"
+    assert Pair.objects.get(project=project, external_id="t2a/omni-1").consensus_label == ""
