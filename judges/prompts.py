@@ -238,6 +238,20 @@ def omni_task(task: str) -> str:
     return _OMNI_TASK_OF_FAMILY.get(task_family(slug), "t2t")
 
 
+# The order in which Omni-RewardBench's released script for a task shows the pair, in
+# Arbiter's terms (AB: response1, the pair's A, first). Every task's run_exp.py branch shows
+# response1 first; run_exp_t2a.py joins the two clips into one with response2's first and maps
+# the verdict back, so its one answer per pair is the answer with B shown first.
+_OMNI_ORDER_OF_TASK = {"t2a": "BA"}
+
+
+def omni_order(task: str) -> str:
+    """The order (``AB`` or ``BA``) whose answer is a pair's one prediction in
+    Omni-RewardBench's scoring: ``BA`` for text-to-audio (``t2a``), ``AB`` for the others."""
+    slug = (task or "").strip().lower()
+    return _OMNI_ORDER_OF_TASK.get(slug, "AB")
+
+
 def _omni_verdict_instruction(*, ties: bool) -> str:
     verdicts = '"[[A]]" if Response A is better, "[[B]]" if Response B is better'
     if not ties:

@@ -16,12 +16,14 @@ urlpatterns = [
         ("", projects.ProjectListApi.as_view(), "api-projects"),
         ("<slug:slug>/", projects.ProjectDetailApi.as_view(), "api-project"),
         ("<slug:slug>/pairs/", projects.PairListApi.as_view(), "api-pairs"),
-        ("<slug:slug>/pairs/<str:external_id>/", projects.PairDetailApi.as_view(), "api-pair"),
+        # A pair's id may hold "/" (an Omni-RewardBench pair's is "<task>/<id>",
+        # docs/import-format.md): a path, the longer route first.
         (
-            "<slug:slug>/pairs/<str:external_id>/adjudicate/",
+            "<slug:slug>/pairs/<path:external_id>/adjudicate/",
             adjudication.AdjudicateApi.as_view(),
             "api-adjudicate",
         ),
+        ("<slug:slug>/pairs/<path:external_id>/", projects.PairDetailApi.as_view(), "api-pair"),
         ("<slug:slug>/imports/", imports.ImportListApi.as_view(), "api-imports"),
         ("<slug:slug>/imports/<int:pk>/", imports.ImportDetailApi.as_view(), "api-import"),
         ("<slug:slug>/agreement/", agreement.AgreementApi.as_view(), "api-agreement"),

@@ -6,7 +6,9 @@ Each task ships one JSON list, ``<task>_preferences.json``, of records with ``id
 ``tie``) and the prompt's media (``image``/``image_path``, ``video``, ``audio``/``audio_path``).
 Each record becomes a pair of the import format: the task from the file name (the paper's
 short names), the criterion from ``criteria``, and ``criteria_preference`` as the pair's
-reference label (``chosen``); media paths are relative to the media folder.
+reference label (``chosen``); media paths are relative to the media folder. The benchmark's
+ids are unique within a task, not across its nine files, so a pair's id is ``<task>/<id>``
+(``t2a/12``), the record's own id kept in the pair's metadata as ``omni_id``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ _CONSUMED = {
     "video_path", "audio", "audio_path",
 }  # fmt: skip
 _MARKERS = {"criteria_preference", "response1", "response1_path"}
+# The metadata key that keeps a record's own id (its pair's id is "<task>/<id>").
+OMNI_ID = "omni_id"
 _EXTENSION_KIND = {
     ".jpg": IMAGE, ".jpeg": IMAGE, ".png": IMAGE, ".webp": IMAGE, ".gif": IMAGE,
     ".mp4": VIDEO, ".webm": VIDEO, ".mov": VIDEO, ".avi": VIDEO, ".mkv": VIDEO,
@@ -66,6 +70,10 @@ def omni_record(data: Any, *, task: str | None) -> dict | None:
     response_kind = _RESPONSE_KIND.get(task or "")
     pair: dict[str, Any] = {key: value for key, value in data.items() if key not in _CONSUMED}
     pair["id"] = data.get("id")
+    if response_kind is not None and _is_id(pair["id"]):
+        # Ids repeat across the benchmark's task files: the task makes them unique.
+        pair[OMNI_ID] = pair["id"]
+        pair["id"] = omni_pair_id(task or "", pair["id"])
     if task:
         pair["task"] = task
     pair["prompt_content"] = _prompt(data)
@@ -81,6 +89,23 @@ def omni_record(data: Any, *, task: str | None) -> dict | None:
         key = preference.strip().lower() if isinstance(preference, str) else preference
         pair["chosen"] = _PREFERENCES.get(key, preference)
     return pair
+
+
+def omni_pair_id(task: str, record_id: str | int) -> str:
+    """The id of the pair a record of ``task`` with ``record_id`` becomes: ``t2a/12``."""
+    return f"{task}/{record_id}"
+
+
+def omni_record_id(task: str, external_id: str) -> str:
+    """The benchmark's own id of a pair of ``task``: its id without the ``<task>/`` an
+    Omni-RewardBench import put before it (any other id as it is)."""
+    return external_id.removeprefix(f"{task}/")
+
+
+def _is_id(value: Any) -> bool:
+    """An id the import format takes (a string or an integer, not empty); anything else is
+    left for its own check to refuse."""
+    return not isinstance(value, bool) and isinstance(value, str | int) and value != ""
 
 
 def _prompt(data: dict) -> list | Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from annotation.imports.omni import OMNI_TASKS
+from annotation.imports.omni import OMNI_TASKS, omni_record_id
 from annotation.models import Side
 from annotation.releases.formats import ReleasePair
 
@@ -63,7 +63,8 @@ def omni_record(pair: ReleasePair, *, files: Mapping[str, str]) -> dict[str, Any
     prompt = _visible(pair.prompt)
     if any(part["type"] not in ("text", *_PROMPT_FIELDS) for part in prompt):
         return None
-    record: dict[str, Any] = {"id": pair.external_id}
+    # The benchmark's own id: an imported task file's pair is "<task>/<id>".
+    record: dict[str, Any] = {"id": omni_record_id(pair.task, pair.external_id)}
     texts = [part["text"] for part in prompt if part["type"] == "text"]
     if texts:
         record["prompt"] = "\n\n".join(texts)

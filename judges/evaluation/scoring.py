@@ -11,7 +11,9 @@ seeded bootstrap 95% interval over pairs.
   answer counts as wrong. **Strict dual accuracy**: the same, a missing answer counting as
   wrong.
 - **Accuracy without ties / with ties** (Omni-RewardBench's ``evaluation_experiments/
-  run_exp.py``): one prediction per pair, the judge's answer with the pair as given (order AB);
+  run_exp.py`` and ``run_exp_t2a.py``): one prediction per pair, the judge's answer in the
+  order the task's released script shows the pair (``judges.prompts.omni_order``: AB, response1
+  first, for every task but text-to-audio, whose script shows response2 first: BA);
   no answer is wrong; without ties over the pairs labelled A or B (a tie prediction is wrong),
   with ties over every labelled pair (a tie prediction on a tie label is right).
 - Beside each accuracy, ``answered`` (the share of its answers the judge gave) and
@@ -30,6 +32,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+
+from judges.prompts import omni_order
 
 ORDERS = ("AB", "BA")
 LABELS = ("A", "B", "tie")
@@ -151,9 +155,12 @@ def _arrays(items: list[TargetItem], answers: Mapping[tuple[int, str], Answer]) 
     voted = sides != _NONE
     decisive = label != 0
     dual = ((sides == label[:, None]) & decisive[:, None]).sum(axis=1)
-    # Omni-RewardBench asks once, the pair as given: the AB answer is the pair's prediction.
-    prediction = sides[:, 0]
-    predicted = voted[:, 0]
+    # Omni-RewardBench asks once per pair, in the order its task's script shows it: that
+    # order's answer is the pair's prediction (BA for text-to-audio, AB for the rest).
+    column = np.array([ORDERS.index(omni_order(item.task)) for item in items], dtype=np.intp)
+    rows = np.arange(n)
+    prediction = sides[rows, column]
+    predicted = voted[rows, column]
     both = voted.all(axis=1)
     # The response shown first is A in order AB (a vote of +1) and B in order BA (-1).
     first_sign = np.array([1, -1], dtype=np.int8)

@@ -77,6 +77,21 @@ def test_missing_and_tie_answers_as_mmrb2_and_omni_rewardbench_score_them():
     assert overall["accuracy_with_ties"]["on_answered"] == pytest.approx(2 / 3)
 
 
+def test_the_worked_case_as_text_to_audio_is_scored_on_its_ba_answers():
+    """The same answers on t2a pairs: Omni-RewardBench's run_exp_t2a.py shows response2
+    first, so the prediction is the BA answer (A, B, B, A)."""
+    items = [item(pk, label, task="t2a") for pk, label in ((1, "A"), (2, "B"), (3, "A"))]
+    items.append(item(4, "tie", task="t2a"))
+    given = answers({1: ("A", "A"), 2: ("tie", "B"), 3: (None, "B"), 4: ("tie", "A")})
+    overall = evaluate(items, given, resamples=0)["overall"]
+    # Without ties: 1 A right, 2 B right, 3 B wrong; with ties pair 4's A is wrong too.
+    assert overall["accuracy_without_ties"]["value"] == pytest.approx(2 / 3)
+    assert overall["accuracy_without_ties"]["answered"] == pytest.approx(3 / 3)
+    assert overall["accuracy_with_ties"]["value"] == pytest.approx(2 / 4)
+    # The dual accuracy reads both orders whatever the task.
+    assert overall["dual_accuracy"]["value"] == pytest.approx(3 / 5)
+
+
 def test_a_judge_that_mostly_abstains_shows_how_little_it_answered():
     items = [item(pk, "A") for pk in range(10)]
     given = answers({0: ("A", "A"), 1: ("B", "B"), **{pk: ("", "") for pk in range(2, 10)}})

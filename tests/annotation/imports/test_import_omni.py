@@ -1,6 +1,7 @@
 """Omni-RewardBench's task files import as they are: the task from the file name, the
 criterion from ``criteria``, ``criteria_preference`` kept as the reference label
-(``Pair.prior_label``), media paths relative to the media folder."""
+(``Pair.prior_label``), media paths relative to the media folder, and the pair's id
+``<task>/<id>``, since the benchmark's ids repeat across its task files."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import json
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 from PIL import Image
 
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import pairs_import
 from annotation.imports.omni import omni_task
 from annotation.models import Media, Pair
+from annotation.releases.selectors import release_rows
+from annotation.releases.services import release_build, release_create
 from tests.annotation.imports.conftest import assert_nothing_imported
 from tests.annotation.media.conftest import audio_write, glb_bytes, video_write
+from tests.factories import ProjectFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -93,12 +98,14 @@ def test_each_task_file_imports_as_it_is(project, tmp_path, stem, task, fields, 
     summary = pairs_import(project=project, source=source, media_root=tmp_path)
     assert summary.created_pairs == 3
     pairs = {pair.external_id: pair for pair in Pair.objects.filter(project=project)}
+    # The benchmark's ids are unique within a task only: the task is put before them.
     assert {external: pair.prior_label for external, pair in pairs.items()} == {
-        "omni-1": "A",
-        "omni-2": "B",
-        "omni-3": "tie",
+        f"{task}/omni-1": "A",
+        f"{task}/omni-2": "B",
+        f"{task}/omni-3": "tie",
     }
-    first = pairs["omni-1"]
+    first = pairs[f"{task}/omni-1"]
+    assert first.metadata["omni_id"] == "omni-1"
     assert first.task == task
     assert first.criterion == "Criterion 1: faithful to the prompt"
     assert (first.response_a.model_name, first.response_b.model_name) == (
@@ -110,7 +117,7 @@ def test_each_task_file_imports_as_it_is(project, tmp_path, stem, task, fields, 
     assert first.prompt.content[-1] == {"type": "text", "text": "Prompt 1"}
     assert [part["type"] for part in first.response_a.content] == response_types
     # Fields the import format does not know are kept with the pair, as for any file.
-    assert pairs["omni-2"].metadata.get("id_suffix") == "x"
+    assert pairs[f"{task}/omni-2"].metadata.get("id_suffix") == "x"
 
 
 def test_rendered_views_of_a_3d_response_are_images(project, tmp_path):
@@ -166,3 +173,123 @@ def test_media_exported_by_datasets_are_read_by_their_path(project, tmp_path):
     pairs_import(project=project, source=source, media_root=tmp_path)
     pair = Pair.objects.get(project=project)
     assert [part["type"] for part in pair.prompt.content] == ["image", "text"]
+
+
+# ---- Ids repeat across the benchmark's task files (unique per task only) ----
+
+
+def _shared_id_files(root: Path) -> list[Path]:
+    """A text-to-text and a text-to-audio file whose records have the same ids, omni-1 and
+    omni-2, as the benchmark's nine files do."""
+    _media(root)
+    records = {
+        "text_to_text": [
+            _record(1, "response1", response1="Text one", response2="Text two"),
+            _record(2, "response2", response1="Text three", response2="Text four"),
+        ],
+        "text_to_audio": [
+            _record(1, "response2", response1_path="a1.wav", response2_path="a2.wav"),
+            _record(2, "tie", response1_path="a2.wav", response2_path="a1.wav"),
+        ],
+    }
+    paths = []
+    for stem, rows in records.items():
+        path = root / f"{stem}_preferences.json"
+        path.write_text(json.dumps(rows, indent=1))
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture
+def shared_ids(project, tmp_path) -> list[Path]:
+    paths = _shared_id_files(tmp_path)
+    for path in paths:
+        pairs_import(project=project, source=path, media_root=tmp_path)
+    return paths
+
+
+def test_two_task_files_sharing_ids_import_into_one_project(project, shared_ids, tmp_path):
+    pairs = {pair.external_id: pair for pair in Pair.objects.filter(project=project)}
+    assert {external: (pair.task, pair.prior_label) for external, pair in pairs.items()} == {
+        "t2t/omni-1": ("t2t", "A"),
+        "t2t/omni-2": ("t2t", "B"),
+        "t2a/omni-1": ("t2a", "B"),
+        "t2a/omni-2": ("t2a", "tie"),
+    }
+    assert {pair.metadata["omni_id"] for pair in pairs.values()} == {"omni-1", "omni-2"}
+    assert [part["type"] for part in pairs["t2a/omni-1"].response_a.content] == ["audio"]
+    # Importing the same files again adds nothing.
+    for path in shared_ids:
+        summary = pairs_import(project=project, source=path, media_root=tmp_path)
+        assert (summary.created_pairs, summary.existing_pairs) == (0, 2)
+    assert Pair.objects.filter(project=project).count() == 4
+
+
+def test_each_pair_is_reached_by_its_url(project, shared_ids, carol, eve, client_for):
+    for task in ("t2t", "t2a"):
+        url = reverse("pair-by-external-id", args=[project.slug, f"{task}/omni-1"])
+        assert url.endswith(f"/pairs/id/{task}/omni-1")
+        response = client_for(carol).get(url)
+        pair = Pair.objects.get(project=project, external_id=f"{task}/omni-1")
+        assert response.status_code == 302
+        assert response["Location"] == reverse("pair", args=[project.slug, pair.pk])
+    # The benchmark's bare id names no pair: it is ambiguous.
+    bare = reverse("pair-by-external-id", args=[project.slug, "omni-1"])
+    assert client_for(carol).get(bare).status_code == 404
+    # An outsider learns nothing, not even that the pair exists.
+    outsider = client_for(eve).get(
+        reverse("pair-by-external-id", args=[project.slug, "t2a/omni-1"])
+    )
+    assert outsider.status_code == 404
+
+
+def test_a_release_keeps_both_and_writes_the_benchmarks_ids(project, shared_ids, dave):
+    release = release_create(
+        project=project,
+        version="1.0.0",
+        selection={"reference_labels": True, "include_ties": True},
+        user=dave,
+    )
+    release = release_build(release=release)
+    assert release.status == release.Status.BUILT, release.error
+    rows = {row["id"]: row["label"] for row in release_rows(release)}
+    assert rows == {"t2t/omni-1": "A", "t2t/omni-2": "B", "t2a/omni-1": "B", "t2a/omni-2": "tie"}
+    folder = release.folder / "omni" / "test"
+    for stem in ("text_to_text", "text_to_audio"):
+        records = json.loads((folder / f"{stem}_preferences.json").read_text())
+        assert [record["id"] for record in records] == ["omni-1", "omni-2"]
+    # The release's task files import into another project with the same pairs.
+    again = ProjectFactory(slug="again", name="Again", scale="ternary")
+    for stem in ("text_to_text", "text_to_audio"):
+        pairs_import(
+            project=again,
+            source=folder / f"{stem}_preferences.json",
+            media_root=release.folder,
+        )
+    assert set(Pair.objects.filter(project=again).values_list("external_id", "prior_label")) == set(
+        Pair.objects.filter(project=project).values_list("external_id", "prior_label")
+    )
+
+
+def test_the_api_reaches_each_pair_and_adjudicates_it(project, shared_ids, carol, eve, api_for):
+    for task in ("t2t", "t2a"):
+        answer = api_for(carol).get(f"/api/v1/projects/demo/pairs/{task}/omni-1/")
+        assert answer.status_code == 200, answer.content
+        assert (answer.json()["id"], answer.json()["task"]) == (f"{task}/omni-1", task)
+    assert api_for(eve).get("/api/v1/projects/demo/pairs/t2a/omni-1/").status_code == 404
+    # The adjudication route takes the id with its "/": the pair is not disputed, 409.
+    Pair.objects.filter(project=project, external_id="t2t/omni-1").update(status="disputed")
+    decided = api_for(carol).post(
+        "/api/v1/projects/demo/pairs/t2a/omni-1/adjudicate/",
+        {"label": "A", "note": "clearer"},
+        format="json",
+    )
+    assert decided.status_code == 409, decided.content
+    decided = api_for(carol).post(
+        "/api/v1/projects/demo/pairs/t2t/omni-1/adjudicate/",
+        {"label": "B", "note": "clearer"},
+        format="json",
+    )
+    assert decided.status_code == 201, decided.content
+    assert Pair.objects.get(project=project, external_id="t2t/omni-1").consensus_label == "B"
+    assert Pair.objects.get(project=project, external_id="t2a/omni-1").consensus_label == ""

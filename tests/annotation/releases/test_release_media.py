@@ -175,34 +175,37 @@ def test_load_dataset_reads_video_and_audio(released):
         if isinstance(inner, datasets.Video | datasets.Audio):
             pairs = pairs.cast_column(column, datasets.Sequence(type(inner)(decode=False)))
     rows = {row["id"]: row for row in pairs}
-    video = rows["t2v-0"]["chosen_videos"][0]
+    video = rows["t2v/t2v-0"]["chosen_videos"][0]
     assert video["path"].startswith("videos/")
     assert video["bytes"] == (folder / video["path"]).read_bytes()
     with av.open(io.BytesIO(video["bytes"])) as container:
         assert sum(1 for _ in container.decode(video=0)) == 4
-    clip = rows["t2a-0"]["chosen_audios"][0]
+    clip = rows["t2a/t2a-0"]["chosen_audios"][0]
     with av.open(io.BytesIO(clip["bytes"])) as container:
         samples = sum(frame.samples for frame in container.decode(audio=0))
     assert samples == int(16000 * 0.2)
-    prompt_audio = rows["ta2t-1"]["audios"]
-    assert [part["type"] for part in rows["ta2t-1"]["prompt"][0]["content"]] == ["audio", "text"]
+    prompt_audio = rows["ta2t/ta2t-1"]["audios"]
+    assert [part["type"] for part in rows["ta2t/ta2t-1"]["prompt"][0]["content"]] == [
+        "audio",
+        "text",
+    ]
     assert len(prompt_audio) == 1
     assert prompt_audio[0]["path"].startswith("audio/")
     # 3D models are paths in the release folder; rendered views are images.
-    model = rows["t23d-0"]["chosen_models3d"]
+    model = rows["t23d/t23d-0"]["chosen_models3d"]
     assert len(model) == 1
     assert (folder / model[0]).read_bytes()[:4] == b"glTF"
-    assert len(rows["t23d-0"]["rejected_images"]) == 2
+    assert len(rows["t23d/t23d-0"]["rejected_images"]) == 2
 
 
 def test_the_jsonl_rows_hold_paths(released):
     rows = {row["id"]: row for row in release_rows(released)}
-    assert rows["t2v-1"]["chosen"][0]["content"] == [{"type": "video", "text": None}]
-    assert rows["t2v-1"]["chosen_videos"][0].startswith("videos/")
-    assert rows["t2v-2"]["label"] == "tie"
+    assert rows["t2v/t2v-1"]["chosen"][0]["content"] == [{"type": "video", "text": None}]
+    assert rows["t2v/t2v-1"]["chosen_videos"][0].startswith("videos/")
+    assert rows["t2v/t2v-2"]["label"] == "tie"
     # The CSV marks each placeholder by its kind.
-    assert message_text(rows["t2v-1"]["chosen"]) == "[video]"
-    assert message_text(rows["ta2t-1"]["prompt"]) == "[audio]\nPrompt 1"
+    assert message_text(rows["t2v/t2v-1"]["chosen"]) == "[video]"
+    assert message_text(rows["ta2t/ta2t-1"]["prompt"]) == "[audio]\nPrompt 1"
 
 
 def test_originals_on_request(project, dave, released):
@@ -233,6 +236,8 @@ def test_omni_files_import_back_with_the_same_pairs_and_labels(project, dave, re
         "omni/test/text_to_video_preferences.json",
     ]
     records = json.loads((folder / omni[3]).read_text())
+    # The benchmark's own id, without the task an import put before it.
+    assert records[0]["id"] == "t2v-0"
     assert records[0]["criteria_preference"] == "response1"
     assert records[0]["response1_path"].startswith("videos/")
     assert records[0]["criteria"] == "Criterion 0"
@@ -244,14 +249,14 @@ def test_omni_files_import_back_with_the_same_pairs_and_labels(project, dave, re
 
 
 def test_a_pair_with_another_part_kind_is_still_refused(project, dave, released):
-    pair = Pair.objects.get(project=project, external_id="t2v-0")
+    pair = Pair.objects.get(project=project, external_id="t2v/t2v-0")
     content = pair.response_a.content
     pair.response_a.content = [*content, {"type": "pointcloud", "media": "x"}]
     pair.response_a.save(update_fields=["content"])
     release = release_create(
         project=project, version="3.0.0", selection={"reference_labels": True}, user=dave
     )
-    with pytest.raises(InvalidInput, match="t2v-0 has pointcloud parts"):
+    with pytest.raises(InvalidInput, match="t2v/t2v-0 has pointcloud parts"):
         release_build(release=release)
 
 
