@@ -155,7 +155,7 @@ def test_resuming_a_run_with_the_broker_down_answers_503_and_changes_nothing(
     before = FilterRun.objects.filter(pk=run.pk).values().get()
 
     broker.stop()
-    resume = reverse("judges:run-resume", args=[project.slug, run.pk])
+    resume = reverse("judges:run-resume", args=[project.slug, run.number])
     response = _timed(lambda: client_for(carol).post(resume))
     assert response.status_code == 503
     assert "task queue is unreachable" in response.content.decode()
@@ -163,7 +163,7 @@ def test_resuming_a_run_with_the_broker_down_answers_503_and_changes_nothing(
     assert FilterRun.objects.filter(pk=run.pk).values().get() == before
 
     response = _timed(
-        lambda: api.post(f"/api/v1/projects/{project.slug}/filter-runs/{run.pk}/resume/")
+        lambda: api.post(f"/api/v1/projects/{project.slug}/filter-runs/{run.number}/resume/")
     )
     assert response.status_code == 503
     assert f"Run {run.number} was not resumed" in response.json()["detail"]
