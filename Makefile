@@ -30,6 +30,8 @@ browser:
 # With no DATABASE_URL the demo runs on Arbiter's own PostgreSQL under var/postgres
 # (config/local_postgres.py, docs/database.md), started by the first connection.
 # The demo's one worker also runs Celery beat (-B), which resumes stalled runs and imports.
+# The web server runs with DEBUG off, as production does (the site's own 404 and 500 pages,
+# static files served by WhiteNoise); DJANGO_DEBUG=1 make demo shows Django's debug pages.
 # Ctrl-C stops the web server; the trap then stops the worker and waits for its warm shutdown,
 # so none outlives `make demo`, and then the local PostgreSQL. It clears itself first: a trap
 # that signals its own shell recurses until the shell crashes.

@@ -72,7 +72,10 @@ if ENVIRONMENT not in {"development", "test", "production"}:
     raise ImproperlyConfigured(f"ARBITER_ENV={ENVIRONMENT!r}: use development, test or production")
 PRODUCTION = ENVIRONMENT == "production"
 
-DEBUG = env_bool("DJANGO_DEBUG", not PRODUCTION)
+# Off unless asked for, in every environment: Django's debug pages list every URL pattern on a
+# 404 and the settings on a 500, so the demo shows the site's own error pages, as production
+# does. DJANGO_DEBUG=1 brings the debug pages back for a developer (docs/operations.md).
+DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = env_str("DJANGO_SECRET_KEY")
 if not SECRET_KEY:
     if PRODUCTION:
@@ -94,6 +97,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: runserver leaves static files to WhiteNoise, in every mode.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
@@ -127,9 +132,12 @@ MIDDLEWARE = [
     "annotation.accounts.password_change.PasswordChangeMiddleware",
 ]
 
-if PRODUCTION:
-    # runserver serves static files in development; gunicorn needs WhiteNoise.
-    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+# WhiteNoise serves the static files in every mode: with DEBUG off, runserver (`make demo`)
+# serves none. In production from collectstatic's folder; elsewhere from where they are
+# written (the finders), a changed file served at once.
+MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+WHITENOISE_USE_FINDERS = not PRODUCTION
+WHITENOISE_AUTOREFRESH = not PRODUCTION
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

@@ -14,17 +14,17 @@ urlpatterns: list = [
         name="api-filter-runs",
     ),
     path(
-        "projects/<slug:slug>/filter-runs/<int:run_id>/",
+        "projects/<slug:slug>/filter-runs/<int:number>/",
         runs_api.FilterRunDetailApi.as_view(),
         name="api-filter-run",
     ),
     path(
-        "projects/<slug:slug>/filter-runs/<int:run_id>/cancel/",
+        "projects/<slug:slug>/filter-runs/<int:number>/cancel/",
         runs_api.FilterRunCancelApi.as_view(),
         name="api-filter-run-cancel",
     ),
     path(
-        "projects/<slug:slug>/filter-runs/<int:run_id>/resume/",
+        "projects/<slug:slug>/filter-runs/<int:number>/resume/",
         runs_api.FilterRunResumeApi.as_view(),
         name="api-filter-run-resume",
     ),

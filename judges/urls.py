@@ -21,13 +21,22 @@ urlpatterns: list = [
         ("<int:run_id>/", best_of_n_views.best_of_n_run_page, "best-of-n-run"),
         ("<int:run_id>/<slug:fmt>/", best_of_n_views.best_of_n_download, "best-of-n-download"),
     ),
+    # A run's URL carries its number in the project, as its page and the runs list name it.
     *routes(
-        "p/<slug:slug>/runs/",
+        "p/<slug:slug>/filter-runs/",
         ("", runs_views.run_list, "runs"),
         ("for-pairs/", runs_views.run_for_pairs, "runs-for-pairs"),
-        ("<int:run_id>/", runs_views.run_detail, "run"),
-        ("<int:run_id>/cancel/", runs_views.run_cancel, "run-cancel"),
-        ("<int:run_id>/resume/", runs_views.run_resume, "run-resume"),
+        ("<int:number>/", runs_views.run_detail, "run"),
+        ("<int:number>/cancel/", runs_views.run_cancel, "run-cancel"),
+        ("<int:number>/resume/", runs_views.run_resume, "run-resume"),
+    ),
+    # The URLs from before, which carried the run's database id: sent on to the new ones.
+    *routes(
+        "p/<slug:slug>/runs/",
+        ("", runs_views.runs_moved, "runs-moved"),
+        ("for-pairs/", runs_views.runs_moved, "runs-for-pairs-moved"),
+        ("<int:run_id>/", runs_views.run_moved, "run-moved"),
+        ("<int:run_id>/<slug:action>/", runs_views.run_moved, "run-action-moved"),
     ),
     *routes(
         "p/<slug:slug>/",

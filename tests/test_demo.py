@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from io import StringIO
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db.models import Count
 from django.urls import reverse
 from PIL import Image
 
@@ -332,3 +334,63 @@ def _distinct_frames(path: Path) -> int:
     return 1 + sum(
         int(abs(a.astype(int) - b.astype(int)).mean() > 1.0) for a, b in itertools.pairwise(shown)
     )
+
+
+# --- the README's account of the demo --------------------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+NUMBER_WORDS = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+
+def _readme_demo() -> dict:
+    """What the README says ``make demo`` loads: the pairs, the tasks by name and number, the
+    pairs drawn and those made with media, and the logins of its table."""
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    shows = text[text.index("**What the demo shows.**") : text.index("**Where to click.**")]
+    holds = re.search(r"The demo project holds (\d+) pairs over (\w+) tasks", shows)
+    drawn = re.search(r"(\d+) are drawn with Pillow over (\w+) of them", shows)
+    made = re.search(r"The other (\d+) are made when the demo loads", shows)
+    step = re.search(r"then it makes (\d+) video, audio and 3D pairs", text)
+    assert holds, "the README no longer says how many pairs and tasks the demo holds"
+    assert drawn, "the README no longer says how many of the demo's pairs are drawn"
+    assert made, "the README no longer says how many of the demo's pairs are media pairs"
+    assert step, "make demo's steps no longer say how many media pairs load_demo makes"
+    table = README.read_text(encoding="utf-8")
+    logins = re.findall(r"^\| (\w+) \| `(\w+)` \| `([^`]+)` \|$", table, re.MULTILINE)
+    return {
+        "pairs": int(holds.group(1)),
+        "task_count": NUMBER_WORDS[holds.group(2)],
+        "tasks": re.findall(r"\(`(\w+)`: ", shows),
+        "drawn": int(drawn.group(1)),
+        "drawn_tasks": NUMBER_WORDS[drawn.group(2)],
+        "made": {int(made.group(1)), int(step.group(1))},
+        "users": {username: (role, password) for role, username, password in logins},
+    }
+
+
+@pytest.mark.django_db(transaction=True)  # the filter run starts on commit
+def test_the_readme_describes_the_demo_load_demo_makes(tmp_path):
+    said = _readme_demo()
+    # As `make demo` runs it: the default number of pairs.
+    call_command("load_demo", "--out", str(tmp_path / "demo"), stdout=StringIO())
+    pairs = Pair.objects.filter(project__slug="demo")
+    by_task = dict(pairs.values_list("task").annotate(n=Count("id")).order_by())
+    assert said["pairs"] == pairs.count()
+    assert said["task_count"] == len(by_task)
+    assert sorted(said["tasks"]) == sorted(by_task)
+    made = sum(n for task, n in by_task.items() if task in MEDIA_TASKS)
+    assert said["made"] == {made}
+    assert said["drawn"] == pairs.count() - made
+    assert said["drawn_tasks"] == len(set(by_task) - set(MEDIA_TASKS))
+    members = Membership.objects.filter(project__slug="demo").select_related("user")
+    assert {m.user.username: m.role for m in members} == {
+        username: role for username, (role, _) in said["users"].items()
+    }
+    for member in members:
+        assert member.user.check_password(said["users"][member.user.username][1])
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    assert f"creates {_word(len(said['users']))} users" in readme
+
+
+def _word(number: int) -> str:
+    return {n: word for word, n in NUMBER_WORDS.items()}[number]

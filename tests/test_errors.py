@@ -106,6 +106,12 @@ def test_a_server_error_under_api_answers_json_and_elsewhere_the_page(db):
     page = client.get("/explode/")
     assert page.status_code == 500
     assert page["Content-Type"].startswith("text/html")
+    # The site's own page (templates/500.html), never a traceback or the settings.
+    body = page.content.decode()
+    assert 'class="card error-page"' in body
+    assert "Error 500" in body
+    assert '<link rel="stylesheet" href="/static/css/arbiter.css">' in body
+    assert "a bug in a view" not in body
 
 
 LAYOUT = '<link rel="stylesheet" href="/static/css/arbiter.css">'

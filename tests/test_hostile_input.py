@@ -225,6 +225,8 @@ class World:
             return [str(self.best_of_n.pk)]
         if name == "fmt":
             return ["json", "csv", "nope"]
+        if name == "number":  # a filter run's, by its number in the project
+            return [str(self.run.number)]
         if name == "run_id":
             training = "training" in route or "reward-models" in route
             return [str((self.training if training else self.run).pk)]
@@ -244,6 +246,8 @@ class World:
             return ["alice"]
         if name == "chart":
             return [spec.name for spec in CHARTS] + list(TABLES)
+        if name == "action" and "/runs/" in route:  # a filter run's old URLs, by id
+            return ["cancel", "resume", "nope"]
         if name == "action":
             return list(BULK_ACTIONS if "bulk" in route else ACTIONS)
         if name == "unmatched":

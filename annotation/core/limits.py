@@ -14,3 +14,6 @@ MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 MAX_PAIR_IDS = 10_000
 # "Release leases older than N minutes": a week at most.
 MAX_LEASE_AGE_MINUTES = 7 * 24 * 60
+# How long an annotator's last vote or skip can be undone (annotation/queue/services/undo.py);
+# the vote's refusal of a changed reason says so too.
+UNDO_SECONDS = 60

@@ -10,6 +10,10 @@ quality. Two methods, every comparison judged in both orders:
   goes to the candidate with more votes, then to the higher summed confidence, then to the
   earlier one. 2(N-1) calls per prompt.
 
+A prompt on which the judge gave no valid vote (every answer an error, an abstention or
+unreadable; by knockout, on any one match, which then has no winner and ends the bracket) has
+no winner: ``best`` is None and ``no_winner`` says why, naming what the judge gave instead.
+
 Input, one prompt per JSONL line (or a list for the API): ``{"id": "...", "prompt": content,
 "task": "...", "criterion": "...", "candidates": [{"id": "...", "content": content}, ...]}``,
 where content is a string or a list of ``["text", "..."]`` and ``["image", "<sha256 of a stored
@@ -22,6 +26,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from django.core.exceptions import ValidationError
 
@@ -39,6 +44,8 @@ MIN_CANDIDATES = 2
 # What one API request may ask of a judge; the command line has no limit.
 MAX_API_CALLS = 2000
 MAX_ERRORS = 50
+# An error's or an abstention's reason, as far as a result without a winner quotes it.
+MAX_REASON_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -66,11 +73,41 @@ class _Match:
     votes: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     strength: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     answers: list[str] = field(default_factory=list)
+    # Why an order gave no vote: the error, or what the judge answered instead of a vote.
+    failures: list[str] = field(default_factory=list)
 
-    def winner(self) -> Candidate:
+    @property
+    def valid(self) -> int:
+        return sum(1 for answer in self.answers if answer in VOTES)
+
+    def winner(self) -> Candidate | None:
+        """The candidate the votes favour; None when neither order gave a valid vote."""
+        if not self.valid:
+            return None
         a, b = self.first, self.second
         key = lambda c: (self.votes[c.id], self.strength[c.id])  # noqa: E731
         return b if key(b) > key(a) else a
+
+
+# The answers that are votes; "error", "unparseable" and "abstain" are not.
+VOTES = ("A", "B", "tie")
+_NO_VOTE = {
+    "error": "an error",
+    "unparseable": "an answer that could not be read",
+    "abstain": "an abstention",
+}
+
+
+def _no_winner(failures: list[str], *, judged: str) -> str:
+    """Why a prompt has no best candidate: the judge gave no valid vote on ``judged``, and
+    what it gave instead, each distinct reason once with how often ("an error (...) twice")."""
+    counted: dict[str, int] = {}
+    for failure in failures:
+        counted[failure] = counted.get(failure, 0) + 1
+    gave = "; ".join(
+        what + {1: "", 2: " twice"}.get(n, f" {n} times") for what, n in counted.items()
+    )
+    return f"No winner: the judge gave no valid vote on {judged}, only {gave}."
 
 
 def calls_needed(items: Iterable[BestOfNItem], method: str) -> int:
@@ -216,7 +253,12 @@ def _judge(backend, matches: list[_Match]) -> int:
     results: list[JudgeResult] = judge_judgeable(backend, items) if todo else []
     for (match, item), result in zip(todo, results, strict=True):
         if result.outcome != "ok" or result.preferred not in ("first", "second", "tie"):
-            match.answers.append(result.outcome)
+            outcome = result.outcome if result.outcome in _NO_VOTE else "unparseable"
+            match.answers.append(outcome)
+            why = {"error": result.error, "abstain": result.reasoning}.get(outcome, "").strip()
+            if len(why) > MAX_REASON_CHARS:
+                why = why[: MAX_REASON_CHARS - 1] + "…"
+            match.failures.append(f"{_NO_VOTE[outcome]} ({why})" if why else _NO_VOTE[outcome])
             continue
         side = item.canonical_side(result.preferred)
         match.answers.append(side)
@@ -246,10 +288,9 @@ def _by_scores(backend, items: list[BestOfNItem]) -> tuple[list[dict], int]:
         strength: dict[str, float] = defaultdict(float)
         votes: dict[str, int] = defaultdict(int)
         for match in (m for m in matches if m.item is item):
-            valid = sum(1 for answer in match.answers if answer in ("A", "B", "tie"))
             for candidate in (match.first, match.second):
                 strength[candidate.id] += match.strength[candidate.id]
-                votes[candidate.id] += valid
+                votes[candidate.id] += match.valid
         scores = {
             c.id: (strength[c.id] / votes[c.id] if votes[c.id] else None) for c in item.candidates
         }
@@ -258,13 +299,23 @@ def _by_scores(backend, items: list[BestOfNItem]) -> tuple[list[dict], int]:
             item.candidates,
             key=lambda c: (scores[c.id] is None, -(scores[c.id] or 0), order[c.id]),
         )
-        out.append({"id": item.id, "best": best.id, "method": "scores", "scores": scores})
+        result: dict = {"id": item.id, "best": best.id, "no_winner": None, "method": "scores"}
+        result["scores"] = scores
+        if scores[best.id] is None:  # not one valid vote: no candidate is better than another
+            played = [m for m in matches if m.item is item]
+            comparisons = f"any of its {len(played)} comparisons in either order"
+            failures = [failure for match in played for failure in match.failures]
+            result.update(best=None, no_winner=_no_winner(failures, judged=comparisons))
+        out.append(result)
     return out, calls
 
 
 def _knockout(backend, items: list[BestOfNItem]) -> tuple[list[dict], int]:
     alive = {item.id: list(item.candidates) for item in items}
     rounds: dict[str, list[list[dict]]] = {item.id: [] for item in items}
+    # A match without a valid vote has no winner, so its bracket cannot be finished: the
+    # prompt stops there, with no winner and the reason.
+    undecided: dict[str, str] = {}
     calls = 0
     while any(len(entrants) > 1 for entrants in alive.values()):
         matches = []
@@ -279,30 +330,44 @@ def _knockout(backend, items: list[BestOfNItem]) -> tuple[list[dict], int]:
             if len(field_) < 2:
                 continue
             played = [m for m in matches if m.item is item]
-            winners = [match.winner() for match in played]
-            if len(field_) % 2:
-                winners.append(field_[-1])  # the odd one out advances
             rounds[item.id].append(
                 [
                     {
                         "first": m.first.id,
                         "second": m.second.id,
                         "answers": dict(zip(ORDERS, m.answers, strict=True)),
-                        "winner": m.winner().id,
+                        "winner": None if (winner := m.winner()) is None else winner.id,
                     }
                     for m in played
                 ]
             )
+            if stuck := [m for m in played if m.winner() is None]:
+                number = len(rounds[item.id])
+                names = " and ".join(f"{m.first.id} vs {m.second.id}" for m in stuck)
+                where = f"round {number}'s match{'es' if len(stuck) > 1 else ''} {names}"
+                failures = [failure for match in stuck for failure in match.failures]
+                them = "them" if len(stuck) > 1 else "it"
+                undecided[item.id] = (
+                    f"{_no_winner(failures, judged=where)} The bracket cannot go on without {them}."
+                )
+                alive[item.id] = []
+                continue
+            winners = [cast(Candidate, match.winner()) for match in played]
+            if len(field_) % 2:
+                winners.append(field_[-1])  # the odd one out advances
             alive[item.id] = winners
-    out = [
-        {
-            "id": item.id,
-            "best": alive[item.id][0].id,
-            "method": "knockout",
-            "rounds": rounds[item.id],
-        }
-        for item in items
-    ]
+    out = []
+    for item in items:
+        best = None if item.id in undecided else alive[item.id][0].id
+        out.append(
+            {
+                "id": item.id,
+                "best": best,
+                "no_winner": undecided.get(item.id),
+                "method": "knockout",
+                "rounds": rounds[item.id],
+            }
+        )
     return out, calls
 
 

@@ -52,7 +52,12 @@ def best_of_n_page(request, slug: str):
         except ValidationError as exc:
             add_service_errors(form, exc)
         else:
-            messages.success(request, f"Best-of-N run {run.pk}: {run.outcome['calls']} calls.")
+            missing = sum(1 for result in run.outcome["results"] if result["best"] is None)
+            messages.success(
+                request,
+                f"Best-of-N run {run.pk}: {run.outcome['calls']} calls."
+                + (f" {missing} of {run.prompts} prompts have no winner." if missing else ""),
+            )
             return redirect("judges:best-of-n-run", slug=project.slug, run_id=run.pk)
     runs = BestOfNRun.objects.filter(project=project).select_related("judge", "created_by")
     context = {
@@ -132,7 +137,7 @@ def best_of_n_run_page(request, slug: str, run_id: int):
 @login_required
 def best_of_n_download(request, slug: str, run_id: int, fmt: str):
     """The run's results as JSON (what the API answers) or CSV (one row per candidate by
-    scores, one per match in a knockout)."""
+    scores, one per match in a knockout), a prompt without a winner saying why in each."""
     run, _ = _run(request.user, slug, run_id)
     name = f"{run.project.slug}-best-of-n-{run.pk}"
     if fmt == "json":
@@ -142,15 +147,25 @@ def best_of_n_download(request, slug: str, run_id: int, fmt: str):
     if fmt != "csv":
         raise Http404("Download as json or csv")
     results = run.outcome["results"]
+    # ``no_winner``: why a prompt has none (runs from before it was kept have no key).
     if run.method == "scores":
-        header = ["prompt_id", "candidate_id", "score", "best"]
+        header = ["prompt_id", "candidate_id", "score", "best", "no_winner"]
         rows = [
-            [r["id"], candidate, score, candidate == r["best"]]
+            [r["id"], candidate, score, candidate == r["best"], r.get("no_winner") or ""]
             for r in results
             for candidate, score in r["scores"].items()
         ]
     else:
-        header = ["prompt_id", "round", "first", "second", "answer_AB", "answer_BA", "winner"]
+        header = [
+            "prompt_id",
+            "round",
+            "first",
+            "second",
+            "answer_AB",
+            "answer_BA",
+            "winner",
+            "no_winner",
+        ]
         rows = [
             [
                 r["id"],
@@ -159,7 +174,8 @@ def best_of_n_download(request, slug: str, run_id: int, fmt: str):
                 m["second"],
                 m["answers"]["AB"],
                 m["answers"]["BA"],
-                m["winner"],
+                m["winner"] or "",
+                r.get("no_winner") or "",
             ]
             for r in results
             for number, matches in enumerate(r["rounds"], start=1)

@@ -12,10 +12,23 @@ from judges.models import FilterRun, JudgeEvaluation, TrainingRun
 
 
 def get_run_for_user(
+    user, slug: str, number: int, roles: Iterable[str] = STAFF_ROLES
+) -> tuple[FilterRun, str]:
+    """The run numbered ``number`` in the user's project (``FilterRun.number``, the number
+    its pages, URLs and the API go by) and their role: 404 for outsiders and for numbers the
+    project has not reached, 403 for members without one of ``roles``."""
+    project, role = get_project_for_user(user, slug, roles=roles)
+    run = FilterRun.objects.filter(project=project, number=number).select_related("project").first()
+    if run is None:
+        raise Http404("No such filter run")
+    return run, role
+
+
+def get_run_by_id_for_user(
     user, slug: str, run_id: int, roles: Iterable[str] = STAFF_ROLES
 ) -> tuple[FilterRun, str]:
-    """The run in the user's project and their role: 404 for outsiders and for runs of other
-    projects, 403 for members without one of ``roles``."""
+    """``get_run_for_user`` by the run's database id, which URLs carried before runs went by
+    their number: only to send those URLs on to the run's own."""
     project, role = get_project_for_user(user, slug, roles=roles)
     run = FilterRun.objects.filter(project=project, pk=run_id).select_related("project").first()
     if run is None:

@@ -79,12 +79,14 @@ class FilterRunSerializer(serializers.ModelSerializer):
         slug_field="name", many=True, read_only=True
     )
     created_by = serializers.CharField(source="created_by.get_username", default=None)
+    # A run goes by its number in its project everywhere: its pages, their URLs, the
+    # messages, and here, where ``id`` (what a client puts in the run's URL) is that number.
+    id = serializers.IntegerField(source="number", read_only=True)
 
     class Meta:
         model = FilterRun
         fields: tuple[str, ...] = (
             "id",
-            # The run's number in its project, as the pages and messages name it.
             "number",
             "status",
             "judges",
@@ -178,15 +180,15 @@ class FilterRunListApi(APIView):
 
 class FilterRunDetailApi(APIView):
     @extend_schema(responses=FilterRunDetailSerializer)
-    def get(self, request, slug: str, run_id: int):
-        run, _ = get_run_for_user(request.user, slug, run_id)
+    def get(self, request, slug: str, number: int):
+        run, _ = get_run_for_user(request.user, slug, number)
         return ApiResponse(FilterRunDetailSerializer(run).data)
 
 
 class FilterRunCancelApi(APIView):
     @extend_schema(request=None, responses={200: FilterRunDetailSerializer})
-    def post(self, request, slug: str, run_id: int):
-        run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+    def post(self, request, slug: str, number: int):
+        run, _ = get_run_for_user(request.user, slug, number, roles=CURATORS)
         if not filter_run_cancel(run=run):
             raise serializers.ValidationError({"status": f"The run had already {run.status}."})
         return ApiResponse(FilterRunDetailSerializer(run).data)
@@ -196,7 +198,7 @@ class FilterRunResumeApi(APIView):
     @extend_schema(
         request=None, responses={200: FilterRunDetailSerializer, 503: BROKER_DOWN_RESPONSE}
     )
-    def post(self, request, slug: str, run_id: int):
-        run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+    def post(self, request, slug: str, number: int):
+        run, _ = get_run_for_user(request.user, slug, number, roles=CURATORS)
         filter_run_resume(run=run)
         return ApiResponse(FilterRunDetailSerializer(run).data)

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.forms import ModelMultipleChoiceField
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -18,7 +19,7 @@ from annotation.core.jobs import BrokerUnavailable
 from annotation.models import PairStatus, Role
 from annotation.pairs.views import PairSelectionForm, form_error_text
 from config.errors import status_for
-from judges.core.access import get_run_for_user
+from judges.core.access import get_run_by_id_for_user, get_run_for_user
 from judges.core.views import submit
 from judges.ensemble import easy_rule, easy_votes
 from judges.runs.forms import FilterRunForm
@@ -69,7 +70,7 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
         )
         if run is not None:
             messages.success(request, f"Run {run.number} started.")
-            return redirect("judges:run", slug=project.slug, run_id=run.pk)
+            return redirect("judges:run", slug=project.slug, number=run.number)
     waiting = project.pairs.filter(status=PairStatus.IMPORTED)
     imported = (waiting.filter(pk__in=pks) if pks else waiting).count()
     context = {
@@ -101,8 +102,8 @@ def _start_blocked(*, form: FilterRunForm, imported: int) -> str:
 
 @login_required
 @vary_on_headers("HX-Request")
-def run_detail(request, slug: str, run_id: int):
-    run, role = get_run_for_user(request.user, slug, run_id)
+def run_detail(request, slug: str, number: int):
+    run, role = get_run_for_user(request.user, slug, number)
     return _render_run(request, run, role)
 
 
@@ -122,19 +123,19 @@ def _render_run(request, run, role: str, status: int = 200):
 
 @login_required
 @require_POST
-def run_cancel(request, slug: str, run_id: int):
-    run, _ = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+def run_cancel(request, slug: str, number: int):
+    run, _ = get_run_for_user(request.user, slug, number, roles=CURATORS)
     if filter_run_cancel(run=run):
         messages.success(request, f"Run {run.number} cancelled; its pairs are imported again.")
     else:
         messages.error(request, f"Run {run.number} had already {run.status}.")
-    return redirect("judges:run", slug=slug, run_id=run.pk)
+    return redirect("judges:run", slug=slug, number=run.number)
 
 
 @login_required
 @require_POST
-def run_resume(request, slug: str, run_id: int):
-    run, role = get_run_for_user(request.user, slug, run_id, roles=CURATORS)
+def run_resume(request, slug: str, number: int):
+    run, role = get_run_for_user(request.user, slug, number, roles=CURATORS)
     try:
         enqueued = filter_run_resume(run=run)
     except ValidationError as exc:
@@ -144,4 +145,36 @@ def run_resume(request, slug: str, run_id: int):
         return _render_run(request, run, role, status=status_for(exc))
     else:
         messages.success(request, f"Run {run.number} resumed: {enqueued} calls enqueued.")
-    return redirect("judges:run", slug=slug, run_id=run.pk)
+    return redirect("judges:run", slug=slug, number=run.number)
+
+
+# The pages a run's URL named by database id, before runs went by their number.
+_MOVED_ACTIONS = {"": "judges:run", "cancel": "judges:run-cancel", "resume": "judges:run-resume"}
+
+
+def _moved(url: str) -> HttpResponseRedirect:
+    """A permanent redirect that keeps the request's method (308): a form posted to an old
+    URL is posted again to the new one, its CSRF token with it."""
+    response = HttpResponseRedirect(url)
+    response.status_code = 308
+    return response
+
+
+def runs_moved(request, slug: str):
+    """``/runs/`` and ``/runs/for-pairs/``, the runs list's old URLs: the same under
+    ``/filter-runs/``, with the query string; the page there checks who may see it."""
+    url = request.get_full_path().replace(f"/p/{slug}/runs/", f"/p/{slug}/filter-runs/", 1)
+    return _moved(url)
+
+
+@login_required
+def run_moved(request, slug: str, run_id: int, action: str = ""):
+    """A run's old URL, by its database id: sent on to the URL of its number, to those who
+    may see the run (outsiders 404, annotators 403, as on the run's page)."""
+    if action not in _MOVED_ACTIONS:
+        raise Http404("No such page")
+    run, _ = get_run_by_id_for_user(request.user, slug, run_id)
+    url = reverse(_MOVED_ACTIONS[action], args=[slug, run.number])
+    if request.META.get("QUERY_STRING"):
+        url += "?" + request.META["QUERY_STRING"]
+    return _moved(url)

@@ -70,7 +70,7 @@ def test_a_curator_moves_through_the_project_with_one_header(live_server, page, 
     screenshot(page, "overview-curator")
 
     page.get_by_role("link", name="run the judges").click()
-    page.wait_for_url(f"{live_server.url}/judges/p/{slug}/runs/")
+    page.wait_for_url(f"{live_server.url}/judges/p/{slug}/filter-runs/")
     assert current_tab(page) == "Filter runs"
     assert tabs(page) == header
     assert "Nothing to judge" not in page.content()  # 12 pairs are waiting

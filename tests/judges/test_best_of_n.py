@@ -15,7 +15,7 @@ from annotation.models import ProjectMedia
 from judges.best_of_n.services import best_of_n, parse_jsonl
 from tests.factories import JudgeFactory
 from tests.judges.backend_helpers import noisy_image, store_image
-from tests.judges.fake_openai import FakeOpenAI, verdict
+from tests.judges.fake_openai import FakeOpenAI, malformed, status, verdict
 
 pytestmark = pytest.mark.django_db
 
@@ -89,6 +89,62 @@ def test_a_judge_that_always_picks_the_first_shown_keeps_the_input_order():
             assert best_of_n(judge=judge, items=items, method=method)["results"][0]["best"] == "c0"
 
 
+def test_no_valid_vote_names_no_winner_and_why():
+    """A judge that never votes (here every call refused) picks no candidate: "best" is None,
+    never the first in input order, and "no_winner" says what the judge gave instead."""
+    with FakeOpenAI(status(400, body="model not found")) as server:
+        judge = JudgeFactory(name="broken", kind="openai", base_url=server.base_url, model="m")
+        items = parse_jsonl([line("p1", [1, 9, 5])])
+        for method in ("knockout", "scores"):
+            result = best_of_n(judge=judge, items=items, method=method)["results"][0]
+            assert result["best"] is None, method
+            assert result["no_winner"].startswith("No winner: the judge gave no valid vote on ")
+            assert "an error (HTTP 400: model not found)" in result["no_winner"]
+        scores = best_of_n(judge=judge, items=items, method="scores")["results"][0]
+        assert scores["scores"] == {"c0": None, "c1": None, "c2": None}
+        assert "any of its 3 comparisons" in scores["no_winner"]
+        assert "6 times" in scores["no_winner"]
+        knockout = best_of_n(judge=judge, items=items, method="knockout")["results"][0]
+        assert "round 1's match c0 vs c1" in knockout["no_winner"]
+        # The bracket stops at the match it cannot decide: no second round is played.
+        assert knockout["rounds"] == [
+            [
+                {
+                    "first": "c0",
+                    "second": "c1",
+                    "answers": {"AB": "error", "BA": "error"},
+                    "winner": None,
+                }
+            ]
+        ]
+
+
+def test_a_knockout_match_without_a_vote_ends_only_its_prompt():
+    """Unreadable answers on one prompt leave that prompt without a winner; the others are
+    decided as before."""
+
+    def unsure(request):
+        return malformed() if "unsure" in request.text else verdict("1")
+
+    with FakeOpenAI(unsure) as server:
+        judge = JudgeFactory(name="shy", kind="openai", base_url=server.base_url, model="m")
+        items = parse_jsonl(
+            [
+                json.dumps(
+                    {
+                        "id": "p1",
+                        "prompt": "unsure",
+                        "candidates": [{"id": "a", "content": "x"}, {"id": "b", "content": "y"}],
+                    }
+                ),
+                line("p2", [5, 6]),
+            ]
+        )
+        results = best_of_n(judge=judge, items=items, method="knockout")["results"]
+    assert [(r["best"], r["no_winner"] is None) for r in results] == [(None, False), ("c0", True)]
+    assert "an answer that could not be read twice" in results[0]["no_winner"]
+
+
 def test_bad_input_is_refused_by_line_and_field():
     lines = [
         "{nope",
@@ -132,6 +188,7 @@ def test_the_api_for_curators_and_researchers_with_a_call_limit(
     answer = api_for(dave).post(url, body, format="json")
     assert answer.status_code == 200, answer.content
     assert answer.json()["results"][0]["best"] == "c1"
+    assert answer.json()["results"][0]["no_winner"] is None
     assert api_for(alice).post(url, body, format="json").status_code == 403
     assert api_for(eve).post(url, body, format="json").status_code == 404
     monkeypatch.setattr("judges.best_of_n.api.MAX_API_CALLS", 1)

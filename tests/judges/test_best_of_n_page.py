@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from html import unescape
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -104,6 +105,41 @@ def test_scores_rank_every_candidate(client_for, dave, project, heuristic):
     download = reverse("judges:best-of-n-download", args=[project.slug, saved.pk, "csv"])
     rows = list(csv.DictReader(io.StringIO(client.get(download).content.decode())))
     assert {(r["candidate_id"], r["best"]) for r in rows} == {("c0", "False"), ("c1", "True")}
+
+
+def test_a_prompt_without_a_valid_vote_shows_no_winner_and_why(
+    client_for, carol, project, heuristic
+):
+    """The heuristic judge abstains when neither candidate is broken: no vote, so no winner
+    (never "best is c0"), on the page, in the message and in both downloads."""
+    client = client_for(carol)
+    other = "A calm poem about the hills, with sheep and a stone wall."
+    for method in ("knockout", "scores"):
+        response = run(client, project, heuristic, method, prompt("p1", GOOD, other, GOOD))
+        assert response.status_code == 302
+        saved = BestOfNRun.objects.get(method=method)
+        result = saved.outcome["results"][0]
+        assert result["best"] is None
+        assert result["no_winner"].startswith("No winner: the judge gave no valid vote on ")
+        assert "only an abstention" in result["no_winner"]
+        shown = client.get(response["Location"])
+        body = unescape(shown.content.decode())
+        assert "best is" not in body
+        assert 'class="badge">best' not in body
+        assert "Prompt p1: no winner" in body
+        assert result["no_winner"] in body
+        assert "1 of 1 prompts have no winner" in body
+        download = reverse("judges:best-of-n-download", args=[project.slug, saved.pk, "json"])
+        assert client.get(download).json()["results"][0]["best"] is None
+        as_csv = client.get(download.replace("/json/", "/csv/")).content.decode()
+        rows = list(csv.DictReader(io.StringIO(as_csv)))
+        assert rows
+        assert {r["no_winner"] for r in rows} == {result["no_winner"]}
+        if method == "scores":
+            assert {r["best"] for r in rows} == {"False"}
+        else:  # the first match had no vote: the bracket ends there
+            assert [(r["first"], r["second"], r["winner"]) for r in rows] == [("c0", "c1", "")]
+            assert "none: no valid vote" in body
 
 
 def test_a_bad_file_is_refused_line_by_line(client_for, carol, project, heuristic):

@@ -115,7 +115,7 @@ def test_starting_a_run_with_the_broker_down_answers_503_and_returns_its_pairs(
     broker.stop()
     response = _timed(lambda: page.post(start_url, {"judges": [judges[0].pk], "threshold": 0.9}))
     assert response.status_code == 503
-    run = FilterRun.objects.exclude(pk=up.data["id"]).get()
+    run = FilterRun.objects.exclude(number=up.data["id"]).get()  # the API's id is the number
     assert run.status == FilterRun.Status.FAILED
     assert "task queue is unreachable" in run.error
     assert "imported again" in run.error
@@ -150,12 +150,12 @@ def test_resuming_a_run_with_the_broker_down_answers_503_and_changes_nothing(
         f"/api/v1/projects/{project.slug}/filter-runs/", {"judges": ["steady"]}, format="json"
     )
     assert created.status_code == 201
-    run = FilterRun.objects.get(pk=created.data["id"])
+    run = FilterRun.objects.get(project=project, number=created.data["id"])
     FilterRun.objects.filter(pk=run.pk).update(status=FilterRun.Status.FAILED, error="Boom")
     before = FilterRun.objects.filter(pk=run.pk).values().get()
 
     broker.stop()
-    resume = reverse("judges:run-resume", args=[project.slug, run.pk])
+    resume = reverse("judges:run-resume", args=[project.slug, run.number])
     response = _timed(lambda: client_for(carol).post(resume))
     assert response.status_code == 503
     assert "task queue is unreachable" in response.content.decode()
@@ -163,7 +163,7 @@ def test_resuming_a_run_with_the_broker_down_answers_503_and_changes_nothing(
     assert FilterRun.objects.filter(pk=run.pk).values().get() == before
 
     response = _timed(
-        lambda: api.post(f"/api/v1/projects/{project.slug}/filter-runs/{run.pk}/resume/")
+        lambda: api.post(f"/api/v1/projects/{project.slug}/filter-runs/{run.number}/resume/")
     )
     assert response.status_code == 503
     assert f"Run {run.number} was not resumed" in response.json()["detail"]

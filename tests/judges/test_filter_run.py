@@ -393,7 +393,7 @@ def test_run_filter_command_without_wait_prints_the_run(monkeypatch, project, ca
     call_command("run_filter", project.slug)
     run = FilterRun.objects.get()
     out = capsys.readouterr().out
-    assert f"Filter run {run.pk} on {project.slug}" in out
+    assert f"Filter run {run.number} on {project.slug}" in out
     # the default threshold, 90%, in votes: both of one judge's two
     assert "at least 90% of the valid votes: 2 of 2 with 1 judge in both orders" in out
     assert run.status == FilterRun.Status.PENDING  # nothing ran: the enqueue waits for commit
@@ -466,8 +466,8 @@ def test_run_filter_wait_resumes_a_stalled_run(monkeypatch, project, capsys):
 
     PairFactory(project=project)
     run = runs.filter_run_create(project=project, judges=list(Judge.objects.all()))
-    call_command("run_filter", project.slug, "--resume", str(run.pk))
+    call_command("run_filter", project.slug, "--resume", str(run.number))
     run.refresh_from_db()
     assert run.status == FilterRun.Status.SUCCEEDED
     with pytest.raises(CommandError, match="succeeded; it cannot resume"):
-        call_command("run_filter", project.slug, "--resume", str(run.pk))
+        call_command("run_filter", project.slug, "--resume", str(run.number))

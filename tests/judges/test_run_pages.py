@@ -69,12 +69,12 @@ def running_run(project, judges):
 
 
 def urls(run: FilterRun) -> dict[str, str]:
-    args = [run.project.slug, run.pk]
+    args = [run.project.slug, run.number]
     return {
         "detail": reverse("judges:run", args=args),
         "cancel": reverse("judges:run-cancel", args=args),
         "resume": reverse("judges:run-resume", args=args),
-        "api": f"/api/v1/projects/{run.project.slug}/filter-runs/{run.pk}/",
+        "api": f"/api/v1/projects/{run.project.slug}/filter-runs/{run.number}/",
     }
 
 
@@ -144,7 +144,7 @@ def test_a_run_is_only_reachable_through_its_own_project(
     from tests.factories import MembershipFactory
 
     MembershipFactory(project=other_project, user=carol, role="curator")
-    url = reverse("judges:run", args=[other_project.slug, finished_run.pk])
+    url = reverse("judges:run", args=[other_project.slug, finished_run.number])
     assert client_for(carol).get(url).status_code == 404
 
 
@@ -342,7 +342,7 @@ def test_api_curator_starts_lists_and_reads_runs(
     assert created.status_code == 201, created.content
     run = FilterRun.objects.get()
     assert list(run.pairs.all()) == [named]
-    detail = api.get(f"{base}{run.pk}/").json()
+    detail = api.get(f"{base}{run.number}/").json()
     assert detail["status"] == "succeeded"
     assert detail["judges"] == sorted(JUDGES)
     assert detail["progress"]["done"] == detail["progress"]["expected"] == 4
@@ -351,7 +351,7 @@ def test_api_curator_starts_lists_and_reads_runs(
     assert per_judge["zeta-grader"]["agreement"] == 1.0
     assert detail["progress"]["pairs"]["pairs"] == 1
     listing = api.get(base).json()
-    assert [r["id"] for r in listing] == [run.pk]
+    assert [r["id"] for r in listing] == [run.number]
     assert listing[0]["progress"]["percent"] == 100
 
 

@@ -87,7 +87,7 @@ def test_the_run_page_offers_resume_after_the_same_time(
     project, carol, client_for, resumes, settings
 ):
     run = make_run(project, idle_s=STALLED_AFTER_S / 2)
-    page = reverse("judges:run", args=[project.slug, run.pk])
+    page = reverse("judges:run", args=[project.slug, run.number])
     assert "No new verdict for a while" not in client_for(carol).get(page).content.decode()
     settings.ARBITER_STALLED_AFTER_S = STALLED_AFTER_S / 4
     assert "No new verdict for a while" in client_for(carol).get(page).content.decode()

@@ -10,11 +10,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from annotation.core.limits import UNDO_SECONDS
 from annotation.models import Assignment, Pair, Project, Skip, Vote
 from annotation.queue.services.leases import assignment_lock
 from annotation.queue.serving import OPEN_STATUSES
 
-UNDO_SECONDS = 60
 NOTHING_TO_UNDO = (
     f"Nothing to undo: a vote or a skip can be undone for {UNDO_SECONDS} seconds,"
     " while its pair is open and has room for you."

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from annotation.agreement.services import agreement_report_request_refresh
 from annotation.core.errors import Conflict, InvalidInput, NotFound
-from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_TIME_ON_TASK_MS, UNDO_SECONDS
 from annotation.core.prepared import InsertSelect, execute_prepared, insert_prepared
 from annotation.core.scales import VoteInputError, canonical_vote
 from annotation.decisions.services import disputes_settle, pair_complete
@@ -32,6 +32,17 @@ from annotation.queue.services.leases import (
     other_leases_lock,
 )
 from annotation.queue.statements import annotator_membership_lock
+
+
+def _reason_kept(project: Project) -> str:
+    """The refusal of a vote sent again with the same choice and another reason: the choice
+    is recorded, and a reason is changed by undoing the vote (``services/undo.py``)."""
+    return (
+        "Your choice on this pair is already recorded, with the reason you gave first. To "
+        "change the reason, undo the vote (u on the comparison page, or POST "
+        f"/api/v1/projects/{project.slug}/undo/, within {UNDO_SECONDS} seconds and before the "
+        "pair is decided) and vote again with the new reason."
+    )
 
 
 def _check_played_to_end(*, pair: Pair, looked: float) -> None:
@@ -184,11 +195,13 @@ def _vote_write(
         # Voted already, or the lease expired or was released: the pair may hold our vote.
         existing = Vote.objects.filter(pair=pair, annotator=annotator).first()
         if existing is not None:
-            if (existing.side, existing.value, existing.rationale) == (side, canonical, rationale):
-                return existing, False
-            raise Conflict(
-                "You already voted on this pair with a different answer; undo it to change it."
-            )
+            if (existing.side, existing.value) != (side, canonical):
+                raise Conflict(
+                    "You already voted on this pair with a different answer; undo it to change it."
+                )
+            if existing.rationale != rationale:
+                raise Conflict(_reason_kept(project))
+            return existing, False
         freed = leases_close(locked=locked, others=others, status=Assignment.Status.VOTED)
         assignment.status = locked.status
     if not written:

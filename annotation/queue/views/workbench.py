@@ -22,7 +22,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.core.access import get_project_for_user
 from annotation.core.errors import DomainError, NotAllowed
-from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.limits import (
+    MAX_RATIONALE_CHARS,
+    MAX_SKIP_NOTE_CHARS,
+    MAX_TIME_ON_TASK_MS,
+    UNDO_SECONDS,
+)
 from annotation.core.scales import option_label, options_for
 from annotation.models import Assignment, Membership, Project, Role, Skip
 from annotation.queue.presentation import assignment_payload, undone_answer
@@ -33,7 +38,7 @@ from annotation.queue.selectors import (
 )
 from annotation.queue.services.claim import assignment_claim
 from annotation.queue.services.skips import assignment_skip
-from annotation.queue.services.undo import NOTHING_TO_UNDO, UNDO_SECONDS, Undone, last_action_undo
+from annotation.queue.services.undo import NOTHING_TO_UNDO, Undone, last_action_undo
 from annotation.queue.services.votes import vote_submit, vote_submit_and_claim
 
 ANNOTATORS = (Role.ANNOTATOR,)

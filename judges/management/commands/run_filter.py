@@ -40,7 +40,10 @@ class Command(ProjectCommand):
         )
         parser.add_argument("--wait", action="store_true", help="show progress until it ends")
         parser.add_argument(
-            "--resume", type=int, metavar="RUN_ID", help="resume this run instead of a new one"
+            "--resume",
+            type=int,
+            metavar="NUMBER",
+            help="resume the project's run of this number (Run 3: 3) instead of a new one",
         )
         parser.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
         parser.add_argument(
@@ -61,7 +64,7 @@ class Command(ProjectCommand):
         progress = filter_run_progress(run)
         judges = len(progress["judges"])
         self.stdout.write(
-            f"Filter run {run.pk} on {project.slug}: {run.pairs.count()} pairs x "
+            f"Filter run {run.number} on {project.slug}: {run.pairs.count()} pairs x "
             f"{judges} judges x 2 orders = {progress['expected']} verdicts; a pair is "
             f"{easy_rule(threshold=run.threshold, judges=judges)}"
         )
@@ -72,7 +75,7 @@ class Command(ProjectCommand):
 
     def _run(self, project: Project, options) -> FilterRun:
         if options["resume"]:
-            run = FilterRun.objects.filter(project=project, pk=options["resume"]).first()
+            run = FilterRun.objects.filter(project=project, number=options["resume"]).first()
             if run is None:
                 raise CommandError(f"No filter run {options['resume']} in {project.slug}")
             filter_run_resume(run=run)
@@ -126,11 +129,11 @@ class Command(ProjectCommand):
     def _summary(self, run: FilterRun) -> None:
         report = filter_run_report(run)
         if run.status != FilterRun.Status.SUCCEEDED:
-            raise CommandError(f"Filter run {run.pk} {run.status}. {run.error}".strip())
+            raise CommandError(f"Filter run {run.number} {run.status}. {run.error}".strip())
         pairs = report["pairs"]
         self.stdout.write(
             self.style.SUCCESS(
-                f"Filter run {run.pk} succeeded: {pairs['pairs']} pairs, {pairs['easy']} easy, "
+                f"Filter run {run.number} succeeded: {pairs['pairs']} pairs, {pairs['easy']} easy, "
                 f"{pairs['queued']} queued, {pairs['returned']} over budget (imported again), "
                 f"{pairs['no_votes']} without a valid vote"
             )

@@ -92,7 +92,7 @@ def test_curator_pages_all_carry_the_same_header_with_their_tab_current(client_f
         reverse("adjudication-pair", args=[project.slug, pair.pk]): "Queue",
         reverse("imports", args=[project.slug]): "Import",
         reverse("judges:runs", args=[project.slug]): "Filter runs",
-        reverse("judges:run", args=[project.slug, run.pk]): "Filter runs",
+        reverse("judges:run", args=[project.slug, run.number]): "Filter runs",
         reverse("judges:training", args=[project.slug]): "Reward models",
         reverse("judges:training-run", args=[project.slug, training.pk]): "Reward models",
         reverse("project-settings", args=[project.slug]): "Settings",

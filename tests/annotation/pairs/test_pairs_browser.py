@@ -407,7 +407,7 @@ def test_send_checked_pairs_to_judges(
         )
     run = FilterRun.objects.get()
     assert started.status_code == 302
-    assert started["Location"].endswith(f"/runs/{run.pk}/")
+    assert started["Location"].endswith(f"/filter-runs/{run.number}/")
     assert set(run.pairs.values_list("pk", flat=True)) == {many[1].pk, many[3].pk}
 
 

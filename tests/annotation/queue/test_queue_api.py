@@ -102,6 +102,10 @@ def test_vote_201_then_200_for_the_same_vote(api_for, alice, project, queued_pai
     changed = vote(api, assignment_id, choice="right", rationale="crisper")
     assert changed.status_code == 409
     assert "different answer" in changed.json()["detail"]
+    reason = vote(api, assignment_id, choice="left", rationale="crisper, and centred")
+    assert reason.status_code == 409
+    assert reason.json()["detail"].startswith("Your choice on this pair is already recorded")
+    assert "undo the vote" in reason.json()["detail"]
 
 
 def test_vote_with_next_answers_the_next_assignment_as_the_claim_would(

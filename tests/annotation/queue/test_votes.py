@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from annotation.core.errors import Conflict, InvalidInput, NotFound
+from annotation.core.limits import UNDO_SECONDS
 from annotation.core.scales import canonical_vote, on_screen_vote, options_for
 from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
 from annotation.queue.services import claim as queue_claim
@@ -125,6 +126,31 @@ def test_a_different_second_vote_is_refused_and_the_first_kept(project, alice, q
     assert status_for(caught.value) == 409
     vote = Vote.objects.get()
     assert vote.side == ("A" if lease.left_is_a else "B")
+
+
+def test_the_same_choice_with_another_reason_says_the_choice_is_recorded(
+    project, alice, queued_pairs
+):
+    lease = queue_claim.assignment_claim(project=project, annotator=alice)
+    queue_votes.vote_submit(assignment=lease, annotator=alice, choice="left", rationale="sharper")
+    with pytest.raises(Conflict) as caught:
+        queue_votes.vote_submit(
+            assignment=lease, annotator=alice, choice="left", rationale="better colours"
+        )
+    message = str(caught.value)
+    assert message.startswith("Your choice on this pair is already recorded")
+    assert "different answer" not in message
+    assert "To change the reason, undo the vote" in message
+    assert f"within {UNDO_SECONDS} seconds" in message
+    assert status_for(caught.value) == 409
+    assert Vote.objects.get().rationale == "sharper"
+    # As the message says: undone, the vote is cast again with the new reason.
+    queue_undo.last_action_undo(annotator=alice, project=project)
+    again, created = queue_votes.vote_submit(
+        assignment=lease, annotator=alice, choice="left", rationale="better colours"
+    )
+    assert created
+    assert again.rationale == "better colours"
 
 
 def test_only_the_assignments_annotator_may_vote(project, alice, bob, queued_pairs):

@@ -186,6 +186,18 @@ def test_vote_without_htmx_redirects_to_the_next_pair(page, alice, project):
     assert Vote.objects.filter(annotator=alice).count() == 1
 
 
+def test_the_same_vote_with_another_reason_says_how_to_change_the_reason(page, alice, project):
+    client, _ = page
+    assignment = Assignment.objects.get(annotator=alice)
+    url = vote_url(project, assignment.pk)
+    client.post(url, {"choice": "left", "rationale": "sharper"}, **HTMX)
+    again = client.post(url, {"choice": "left", "rationale": "centred"}, **HTMX)
+    html = unescape(again.content.decode())
+    assert "Your choice on this pair is already recorded" in html
+    assert "To change the reason, undo the vote" in html
+    assert Vote.objects.get(annotator=alice).rationale == "sharper"
+
+
 def test_bad_vote_shows_the_same_pair_with_an_error_naming_the_field(page, alice, project):
     client, _ = page
     assignment = Assignment.objects.get(annotator=alice)
