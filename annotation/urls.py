@@ -6,6 +6,7 @@ from annotation.agreement.views import report as agreement
 from annotation.core import url_converters  # noqa: F401 - registers <version:...>
 from annotation.core.routes import routes
 from annotation.imports import views as imports
+from annotation.leaderboard import views as leaderboard
 from annotation.media import views as media
 from annotation.pairs import views as pairs
 from annotation.projects.views import home, settings
@@ -65,6 +66,10 @@ urlpatterns = [
         ("csv/<slug:chart>/", agreement.agreement_csv, "agreement-csv"),
         # A path, not a str: any username reverses to a link, "/" in it included.
         ("annotators/<path:username>/", agreement.agreement_annotator, "agreement-annotator"),
+    ),
+    *routes(
+        "p/<slug:slug>/model-leaderboard/",
+        ("", leaderboard.model_leaderboard_page, "model-leaderboard"),
     ),
     *routes(
         "p/<slug:slug>/releases/",

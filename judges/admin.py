@@ -94,7 +94,15 @@ class JudgeAdmin(admin.ModelAdmin):
 
 @admin.register(FilterRun)
 class FilterRunAdmin(ViewOnlyAdmin):
-    list_display = ("number", "project", "status", "threshold", "budget_per_task", "created_by")
+    list_display = (
+        "number",
+        "project",
+        "status",
+        "threshold",
+        "min_valid_votes",
+        "budget_per_task",
+        "created_by",
+    )
     list_display_links = ("number", "project")
     list_filter = ("status", "project")
     search_fields = ("project__slug", "error")

@@ -1,10 +1,12 @@
 """The ensemble rule and per-judge statistics, as pure functions over votes.
 
 A vote is a canonical side: ``"A"``, ``"B"`` or ``"tie"``; anything else (unparseable, error,
-abstain, missing) is not a valid vote. A tie vote counts toward the total but toward neither
-side, so a pair is never easy by tie: it is easy when A or B alone holds at least ``threshold``
-of all valid votes across judges and both orders, a share compared exactly: at 0.9 MMRB2's
-9 judges x 2 orders need 17 of 18 votes, 3 judges need 6 of 6 (docs/judges-runs.md).
+abstain, skipped, missing) is not a valid vote. A tie vote counts toward the total but toward
+neither side, so a pair is never easy by tie: it is easy when A or B alone holds at least
+``threshold`` of all valid votes across judges and both orders, a share compared exactly: at
+0.9 MMRB2's 9 judges x 2 orders need 17 of 18 votes, 3 judges need 6 of 6; and only with at
+least ``min_votes`` valid votes, so that judges skipping a pair (or failing on it) never leave
+two votes of one judge to take it from the annotators (docs/judges-runs.md).
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ DEFAULT_EASY_THRESHOLD = 0.9
 _SHARE_EPSILON = 1e-9
 
 
+def default_min_votes(judges: int) -> int:
+    """The fewest valid votes an easy pair needs, unless a run says otherwise: one per judge
+    of the run, half the votes of a pair that every judge answered in both orders (9 of
+    MMRB2's 18), so a pair every judge voted on is decided exactly as by the share alone."""
+    return max(1, judges)
+
+
 @dataclass(frozen=True)
 class Decision:
     """What the ensemble says about one pair."""
@@ -31,15 +40,20 @@ class Decision:
     agreement: float | None  # share of valid votes on the majority side (A or B); None without
     easy: bool
     votes: dict[str, int]  # valid votes per side
-    invalid: int  # unparseable, error and abstain answers
+    invalid: int  # unparseable, error, abstain and skipped answers
+    # The share would make it easy, but it has fewer valid votes than the run's minimum.
+    too_few_votes: bool = False
 
     @property
     def valid(self) -> int:
         return sum(self.votes.values())
 
 
-def ensemble_decide(votes: Iterable[str | None], *, threshold: float) -> Decision:
-    """Decides one pair from all its votes (every judge, both orders)."""
+def ensemble_decide(
+    votes: Iterable[str | None], *, threshold: float, min_votes: int = 1
+) -> Decision:
+    """Decides one pair from all its votes (every judge, both orders): easy when one side
+    holds ``threshold`` of the valid votes and there are at least ``min_votes`` of them."""
     counts: Counter[str] = Counter()
     invalid = 0
     for vote in votes:
@@ -55,8 +69,16 @@ def ensemble_decide(votes: Iterable[str | None], *, threshold: float) -> Decisio
     majority = max(a, b)
     agreement = majority / total
     label = "tie" if a == b or tie > majority else ("A" if a > b else "B")
-    easy = label in ("A", "B") and majority >= votes_needed(total, threshold=threshold)
-    return Decision(label=label, agreement=agreement, easy=easy, votes=per_side, invalid=invalid)
+    share_easy = label in ("A", "B") and majority >= votes_needed(total, threshold=threshold)
+    enough = total >= min_votes
+    return Decision(
+        label=label,
+        agreement=agreement,
+        easy=share_easy and enough,
+        votes=per_side,
+        invalid=invalid,
+        too_few_votes=share_easy and not enough,
+    )
 
 
 def votes_needed(valid: int, *, threshold: float) -> int:
@@ -72,14 +94,18 @@ def easy_votes(*, threshold: float, judges: int) -> str:
     return f"{votes_needed(votes, threshold=threshold)} of {votes}"
 
 
-def easy_rule(*, threshold: float, judges: int) -> str:
+def easy_rule(*, threshold: float, judges: int, min_votes: int | None = None) -> str:
     """The rule in words and votes for a run of ``judges`` judges, e.g. "easy when one side
-    holds at least 90% of the valid votes: 6 of 6 with 3 judges in both orders"."""
-    return (
+    holds at least 90% of the valid votes: 6 of 6 with 3 judges in both orders", and with
+    ``min_votes`` above 1 ", and only with at least 3 valid votes"."""
+    rule = (
         f"easy when one side holds at least {100 * threshold:g}% of the valid votes: "
         f"{easy_votes(threshold=threshold, judges=judges)} with {judges} "
         f"judge{'' if judges == 1 else 's'} in both orders"
     )
+    if min_votes is not None and min_votes > 1:
+        rule += f", and only with at least {min_votes} valid votes"
+    return rule
 
 
 def contested_first(decisions: dict[int, Decision]) -> list[int]:
@@ -138,6 +164,7 @@ def judge_stats(rows: Iterable[VerdictRow], decisions: dict[int, Decision]) -> d
             "unparseable": outcomes["unparseable"],
             "error": outcomes["error"],
             "abstain": outcomes["abstain"],
+            "skipped": outcomes["skipped"],
             "agreement": agree / compared if compared else None,
             "agreement_n": compared,
             "position_consistency": consistent / len(both) if both else None,

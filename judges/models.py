@@ -110,6 +110,11 @@ class FilterRun(models.Model):
     budget_per_task = models.PositiveIntegerField(
         null=True, blank=True, help_text="Queue only the N most contested pairs per task."
     )
+    # filter_run_create sets it (by default one per judge, judges.ensemble.default_min_votes);
+    # runs from before the setting keep 1, the rule they were decided by.
+    min_valid_votes = models.PositiveIntegerField(
+        default=1, help_text="A pair is easy only with at least this many valid votes."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -128,6 +133,9 @@ class FilterRun(models.Model):
             models.CheckConstraint(
                 condition=Q(threshold__gt=0.5) & Q(threshold__lte=1),
                 name="filter_run_threshold_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(min_valid_votes__gte=1), name="filter_run_min_valid_votes_positive"
             ),
             models.UniqueConstraint(
                 fields=["project", "number"], name="filter_run_number_unique_per_project"
@@ -161,6 +169,7 @@ class Answer(models.Model):
         UNPARSEABLE = "unparseable", "Answer could not be parsed"
         ERROR = "error", "Permanent error"
         ABSTAIN = "abstain", "Judge abstained (not a vote)"
+        SKIPPED = "skipped", "Skipped: the judge is not sent a kind of part the pair holds"
 
     # Subclasses add ``judge`` and ``pair``, each with its own reverse name.
     order = models.CharField(max_length=2, choices=Order.choices)

@@ -41,6 +41,7 @@ PROJECT_TABS = (
     Tab("Reward models", "judges:training", STAFF_ROLES, also=("judges:training-run",)),
     Tab("Best-of-N", "judges:best-of-n", STAFF_ROLES, also=("judges:best-of-n-run",)),
     Tab("Judges", "judges:project-judges", STAFF_ROLES),
+    Tab("Model leaderboard", "model-leaderboard", STAFF_ROLES),
     Tab("Settings", "project-settings", CURATORS),
 )
 

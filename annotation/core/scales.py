@@ -151,6 +151,14 @@ def on_screen_words(*, scale: str, left_is_a: bool, side: str, value: int) -> st
     return _CHOICE_LABELS[shown["choice"]]
 
 
+def screen_numbers(scale: str) -> dict[int, int]:
+    """Canonical value -> its number on a page that shows A on the left and B on the right
+    (adjudication): the scale's values counted from A's end, as that page's keys count (binary
+    1 A, 2 B; ternary 1 A, 2 about the same, 3 B; likert6 1 A much better .. 6 B much better),
+    the workbench's on-screen numbering with A on the left."""
+    return {value: n for n, value in enumerate(sorted(SCALE_VALUES[scale], reverse=True), 1)}
+
+
 def check_choice(field: str, value: str, allowed: Iterable[str]) -> None:
     """A ``ValueError`` naming ``field`` unless ``value`` is one of ``allowed``."""
     allowed = tuple(allowed)

@@ -1,5 +1,5 @@
-"""What the Leaderboard tab shows of the models (docs/leaderboard.md): the table and charts
-of one source and task, picked by the ``models`` and ``models_task`` query parameters."""
+"""What the Model leaderboard tab shows (docs/leaderboard.md): the table and charts of one
+source and task, picked by the ``source`` and ``task`` query parameters, as in the API."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from annotation.leaderboard.charts import strength_chart, win_rate_chart
 from annotation.leaderboard.selectors import ModelSource, model_leaderboard, model_tasks
 from annotation.models import Project
 
-SOURCE_PARAMETER = "models"
-TASK_PARAMETER = "models_task"
+SOURCE_PARAMETER = "source"
+TASK_PARAMETER = "task"
 
 
 def model_board_context(project: Project, query: Mapping[str, str]) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The model leaderboard in a release's statistics and dataset card (docs/releases.md,
-"Dataset card"): the released pairs' labels ranked as on the Leaderboard tab, with the fixed
+"Dataset card"): the released pairs' labels ranked as on the Model leaderboard tab, with the fixed
 bootstrap seed, so a rebuild gives the same bytes."""
 
 from __future__ import annotations

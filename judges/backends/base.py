@@ -6,7 +6,9 @@ as shown to it, so position bias is measurable. Results are in shown terms (``fi
 
 Outcomes: ``ok`` (a vote, ``preferred`` set), ``unparseable`` (an answer that could not be read,
 kept in ``raw``), ``error`` (the call failed), ``abstain`` (the judge declines to vote on this
-item, e.g. a heuristic that sees nothing broken); only ``ok`` results are votes.
+item, e.g. a heuristic that sees nothing broken), ``skipped`` (the pair holds a kind of part the
+judge is not sent, video to a judge that reads text and images: never called, the reason in
+``error``); only ``ok`` results are votes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Literal
 
 Order = Literal["AB", "BA"]
 Preference = Literal["first", "second", "tie"]
-Outcome = Literal["ok", "unparseable", "error", "abstain"]
+Outcome = Literal["ok", "unparseable", "error", "abstain", "skipped"]
 
 
 def content_text(content: list[dict]) -> str:
@@ -87,8 +89,9 @@ def unjudged_parts(item: JudgeItem, received: frozenset[str] = JUDGED_PART_TYPES
 
 
 def judge_judgeable(backend: JudgeBackend, items: list[JudgeItem]) -> list[JudgeResult]:
-    """``backend.judge_batch`` on the items it can judge; the others get a permanent error
-    naming the parts it would not see (never a silent vote on the text alone)."""
+    """``backend.judge_batch`` on the items it can judge; the others are skipped, never
+    called, with the reason naming the parts it would not see (never a silent vote on the
+    text alone)."""
     received = backend.received_parts()
     refused = {i: unjudged_parts(item, received) for i, item in enumerate(items)}
     refused = {i: kinds for i, kinds in refused.items() if kinds}
@@ -100,7 +103,7 @@ def judge_judgeable(backend: JudgeBackend, items: list[JudgeItem]) -> list[Judge
         )
     answers = iter(answered)
     return [
-        JudgeResult(outcome="error", error=backend.refusal(refused[i]))
+        JudgeResult(outcome="skipped", error=backend.refusal(refused[i]))
         if i in refused
         else next(answers)
         for i in range(len(items))
@@ -124,7 +127,7 @@ class JudgeBackend:
         return JUDGED_PART_TYPES
 
     def refusal(self, kinds: list[str]) -> str:
-        """The permanent error of a pair holding parts of ``kinds``, which it is not sent."""
+        """Why a pair holding parts of ``kinds``, which it is not sent, is skipped."""
         return f"this pair has {', '.join(kinds)} parts, which this judge is not sent"
 
     def close(self) -> None:

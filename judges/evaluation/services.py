@@ -124,7 +124,8 @@ def evaluation_target(*, project: Project, release: str = "") -> list[TargetItem
 
 def _answers(evaluation: JudgeEvaluation) -> dict[tuple[int, str], Answer]:
     """The judge's answers on the target's pairs: its judgements, else its latest filter-run
-    verdict that is not an error. Reads the project's rows and keeps the target's."""
+    verdict that is not an error or a skip (a judge sent more since may see the pair now).
+    Reads the project's rows and keeps the target's."""
     wanted = {item[0] for item in evaluation.target}
     answers: dict[tuple[int, str], Answer] = {}
     # Through the project's runs, not its pairs: a handful of runs leads the join whatever
@@ -132,7 +133,7 @@ def _answers(evaluation: JudgeEvaluation) -> dict[tuple[int, str], Answer]:
     # as a nested loop over the judge's every verdict: seconds instead of milliseconds).
     verdicts = (
         Verdict.objects.filter(judge=evaluation.judge, run__project=evaluation.project)
-        .exclude(outcome=Verdict.Outcome.ERROR)
+        .exclude(outcome__in=[Verdict.Outcome.ERROR, Verdict.Outcome.SKIPPED])
         .order_by("pk")
         .values_list("pair_id", "order", "side", "confidence")
     )

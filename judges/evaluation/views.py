@@ -9,7 +9,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from annotation.core.access import STAFF_ROLES, get_project_for_user
-from annotation.leaderboard.page import model_board_context
 from annotation.models import Pair, Release
 from judges.core.views import submit
 from judges.evaluation.charts import accuracy_chart, position_chart, task_chart
@@ -101,6 +100,5 @@ def leaderboard_page(request, slug: str):
         if board
         else [],
         "task_charts": [(evaluation, task_chart(evaluation)) for evaluation in board],
-        **model_board_context(project, request.GET),
     }
     return render(request, "judges/leaderboard.html", context, status=status)

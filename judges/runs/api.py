@@ -17,9 +17,14 @@ from annotation.pairs.selectors import pair_pks_by_external_id
 from judges.core.access import get_run_for_user
 from judges.core.api import BROKER_DOWN_RESPONSE
 from judges.ensemble import DEFAULT_EASY_THRESHOLD
-from judges.models import FilterRun, Judge
+from judges.models import FilterRun, Judge, Verdict
 from judges.roster.selectors import judges_for_project
-from judges.runs.selectors import filter_run_progress, filter_run_report
+from judges.runs.selectors import (
+    REASONS_SHOWN,
+    UNSEEN_PAIRS_SHOWN,
+    filter_run_progress,
+    filter_run_report,
+)
 from judges.runs.services import (
     filter_run_cancel,
     filter_run_create,
@@ -37,9 +42,34 @@ class JudgeProgressSerializer(serializers.Serializer):
     unparseable = serializers.IntegerField()
     error = serializers.IntegerField()
     abstain = serializers.IntegerField()
+    skipped = serializers.IntegerField(
+        help_text="Pairs holding a kind of part the judge is not sent (video, audio): never "
+        "called, not votes."
+    )
+
+
+class ReasonSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=[o for o in Verdict.Outcome.values if o != "ok"])
+    reason = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class UnseenPairSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    external_id = serializers.CharField()
+    reasons = serializers.ListField(child=serializers.CharField())
+
+
+class UnseenSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    pairs = UnseenPairSerializer(many=True, help_text=f"The first {UNSEEN_PAIRS_SHOWN}, by id.")
 
 
 class JudgeReportSerializer(JudgeProgressSerializer):
+    reasons = ReasonSerializer(
+        many=True,
+        help_text=f"Why its calls gave no vote, the most frequent {REASONS_SHOWN} reasons.",
+    )
     agreement = serializers.FloatField(allow_null=True)
     position_consistency = serializers.FloatField(allow_null=True)
     median_latency_ms = serializers.FloatField(allow_null=True)
@@ -61,6 +91,9 @@ class ReportSerializer(ProgressSerializer):
     stats_pending = serializers.BooleanField(
         help_text="Per-judge statistics of a large running run wait for its end."
     )
+    unseen = UnseenSerializer(
+        help_text="Pairs every judge skipped in both orders: no judge is sent their media."
+    )
     pairs = inline_serializer(
         "FilterRunPairOutcome",
         fields={
@@ -69,6 +102,11 @@ class ReportSerializer(ProgressSerializer):
             "queued": serializers.IntegerField(),
             "returned": serializers.IntegerField(help_text="Over budget: imported again."),
             "no_votes": serializers.IntegerField(),
+            "too_few_votes": serializers.IntegerField(
+                allow_null=True,
+                help_text="Not easy only for having fewer valid votes than min_valid_votes "
+                "(null: a run finished before the setting).",
+            ),
         },
         allow_null=True,
     )
@@ -91,6 +129,7 @@ class FilterRunSerializer(serializers.ModelSerializer):
             "status",
             "judges",
             "threshold",
+            "min_valid_votes",
             "budget_per_task",
             "error",
             "created_by",
@@ -131,6 +170,13 @@ class FilterRunListApi(APIView):
             default=DEFAULT_EASY_THRESHOLD, min_value=0.5, max_value=1.0
         )
         budget_per_task = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+        min_valid_votes = serializers.IntegerField(
+            required=False,
+            allow_null=True,
+            min_value=1,
+            help_text="A pair is easy only with at least this many valid votes (skipped "
+            "judges, errors and unparseable answers are none); null or left out: one per judge.",
+        )
         pairs = serializers.ListField(
             child=serializers.CharField(),
             required=False,
@@ -172,6 +218,7 @@ class FilterRunListApi(APIView):
             judges=data.validated_data["judges"],
             threshold=data.validated_data["threshold"],
             budget_per_task=data.validated_data.get("budget_per_task"),
+            min_valid_votes=data.validated_data.get("min_valid_votes"),
             created_by=request.user,
             pair_ids=pair_ids,
         )

@@ -7,7 +7,7 @@ from typing import cast
 from django import forms
 
 from annotation.models import Project
-from judges.ensemble import DEFAULT_EASY_THRESHOLD, easy_votes
+from judges.ensemble import DEFAULT_EASY_THRESHOLD, default_min_votes, easy_votes
 from judges.models import Judge
 from judges.roster.selectors import judges_for_project
 
@@ -27,6 +27,18 @@ class FilterRunForm(forms.Form):
         help_text=(
             "A pair is easy when one side holds at least this share of all valid votes "
             f"(both orders; at {DEFAULT_EASY_THRESHOLD:g}: {_AT_DEFAULT})."
+        ),
+    )
+    min_valid_votes = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Minimum valid votes",
+        help_text=(
+            "A pair is easy only with at least this many valid votes: a judge that skips a "
+            "pair (it is not sent its video or audio), fails or answers unreadably gives none. "
+            "Blank: one per judge, half of what every judge in both orders gives "
+            f"({default_min_votes(9)} of 18 with 9 judges), so a pair every judge voted on is "
+            "decided by the share alone."
         ),
     )
     budget_per_task = forms.IntegerField(

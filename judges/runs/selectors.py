@@ -17,6 +17,11 @@ from judges.models import FilterRun, Verdict
 # A run that is not over: the sweep may resume it, a cancel may stop it.
 ACTIVE = (FilterRun.Status.PENDING, FilterRun.Status.RUNNING)
 
+# Reasons a judge gave no vote, shown per judge: the most frequent first, this many at most.
+REASONS_SHOWN = 5
+# Pairs no judge could see, named on the run's page and in the API: this many at most.
+UNSEEN_PAIRS_SHOWN = 50
+
 # Above this many verdicts a running run's per-judge agreement, consistency and latency wait
 # for the end of the run: computing them reads every verdict, and the page polls every 2 s.
 LIVE_STATS_MAX_VERDICTS = 50_000
@@ -84,10 +89,82 @@ def filter_run_report(run: FilterRun) -> dict:
             "completion_tokens",
         ):
             judge[key] = stats.get(judge["name"], {}).get(key)
+    reasons = filter_run_reasons(run)
+    for judge in progress["judges"]:
+        judge["reasons"] = reasons.get(judge["name"], [])
     pairs = {
-        key: run.summary.get(key) for key in ("pairs", "easy", "queued", "returned", "no_votes")
+        key: run.summary.get(key)
+        for key in ("pairs", "easy", "queued", "returned", "no_votes", "too_few_votes")
     }
-    return {**progress, "pairs": pairs if run.summary else None, "stats_pending": stats_pending}
+    return {
+        **progress,
+        "pairs": pairs if run.summary else None,
+        "stats_pending": stats_pending,
+        "unseen": unseen_pairs(run, judges=len(progress["judges"])),
+    }
+
+
+# What a call that gave no vote says when its verdict recorded no reason.
+_NO_REASON = {
+    Verdict.Outcome.UNPARSEABLE: "the answer could not be read",
+    Verdict.Outcome.ERROR: "no reason recorded",
+    Verdict.Outcome.ABSTAIN: "the judge abstained",
+    Verdict.Outcome.SKIPPED: "the judge is not sent a kind of part the pair holds",
+}
+
+
+def filter_run_reasons(run: FilterRun) -> dict[str, list[dict]]:
+    """Per judge name, why its calls gave no vote: each reason (the verdict's error, the
+    parts a skipped pair holds) with its outcome and count, the most frequent first
+    (``REASONS_SHOWN`` of them), so "18 errors" always says what they were."""
+    rows = (
+        Verdict.objects.filter(run=run)
+        .exclude(outcome=Verdict.Outcome.OK)
+        .values("judge__name", "outcome", "error")
+        .annotate(n=Count("id"))
+        .order_by("judge__name", "-n", "outcome", "error")
+    )
+    reasons: defaultdict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        shown = reasons[row["judge__name"]]
+        if len(shown) < REASONS_SHOWN:
+            shown.append(
+                {
+                    "outcome": row["outcome"],
+                    "reason": row["error"] or _NO_REASON[row["outcome"]],
+                    "count": row["n"],
+                }
+            )
+    return dict(reasons)
+
+
+def unseen_pairs(run: FilterRun, *, judges: int) -> dict:
+    """The run's pairs that every judge skipped in both orders, since none is sent a kind of
+    part they hold: their count and the first ``UNSEEN_PAIRS_SHOWN`` (id, external id, the
+    reasons). No judge can vote on them; they go to the annotators undecided."""
+    if not judges:
+        return {"count": 0, "pairs": []}
+    skipped = (
+        Verdict.objects.filter(run=run, outcome=Verdict.Outcome.SKIPPED)
+        .values("pair_id")
+        .annotate(n=Count("id"))
+        .filter(n=judges * len(ORDERS))
+        .values("pair_id")
+    )
+    unseen = Pair.objects.filter(pk__in=skipped).order_by("pk")
+    shown = list(unseen.values("pk", "external_id")[:UNSEEN_PAIRS_SHOWN])
+    why: defaultdict[int, set[str]] = defaultdict(set)
+    for pair_id, error in Verdict.objects.filter(
+        run=run, outcome=Verdict.Outcome.SKIPPED, pair_id__in=[p["pk"] for p in shown]
+    ).values_list("pair_id", "error"):
+        why[pair_id].add(error)
+    return {
+        "count": unseen.count(),
+        "pairs": [
+            {"id": p["pk"], "external_id": p["external_id"], "reasons": sorted(why[p["pk"]])}
+            for p in shown
+        ],
+    }
 
 
 def _live_judge_stats(run: FilterRun) -> dict[str, dict]:
@@ -95,7 +172,10 @@ def _live_judge_stats(run: FilterRun) -> dict[str, dict]:
     votes = defaultdict(list)
     for row in rows:
         votes[row.pair_id].append(row.side if row.outcome == Verdict.Outcome.OK else None)
-    decisions = {pk: ensemble_decide(v, threshold=run.threshold) for pk, v in votes.items()}
+    decisions = {
+        pk: ensemble_decide(v, threshold=run.threshold, min_votes=run.min_valid_votes)
+        for pk, v in votes.items()
+    }
     names = dict(run.judges.values_list("pk", "name"))
     return {names[pk]: stats for pk, stats in judge_stats(rows, decisions).items()}
 
@@ -139,6 +219,7 @@ def pair_verdicts(pair: Pair) -> dict:
             "run": shown.pk if shown else None,
             "run_number": shown.number if shown else None,
             "threshold": summary.get("threshold"),
+            "min_valid_votes": summary.get("min_valid_votes"),
             "votes": summary.get("votes") or {},
             "invalid": summary.get("invalid"),
         },

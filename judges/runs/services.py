@@ -39,6 +39,7 @@ from judges.ensemble import (
     ORDERS,
     Decision,
     contested_first,
+    default_min_votes,
     ensemble_decide,
     judge_stats,
 )
@@ -58,7 +59,11 @@ FINISH_TASK = "judges.filter_run_finish"
 
 
 def check_run_options(
-    *, judges: list[Judge], threshold: float, budget_per_task: int | None
+    *,
+    judges: list[Judge],
+    threshold: float,
+    budget_per_task: int | None,
+    min_valid_votes: int | None = None,
 ) -> None:
     """Raises ValidationError naming the field when the options cannot make a run."""
     errors = {}
@@ -70,6 +75,15 @@ def check_run_options(
         errors["threshold"] = f"The easy threshold must lie in (0.5, 1]; got {threshold}."
     if budget_per_task is not None and budget_per_task < 1:
         errors["budget_per_task"] = "The budget must be at least 1 pair per task (or none)."
+    if min_valid_votes is not None:
+        most = len(judges) * len(ORDERS)
+        if min_valid_votes < 1:
+            errors["min_valid_votes"] = "At least 1 valid vote (or blank for the default)."
+        elif judges and min_valid_votes > most:
+            errors["min_valid_votes"] = (
+                f"At most {most}: {len(judges)} judge{'' if len(judges) == 1 else 's'} in both "
+                f"orders give a pair no more valid votes; got {min_valid_votes}."
+            )
     if errors:
         raise ValidationError(errors)
 
@@ -80,11 +94,13 @@ def filter_run_create(
     judges,
     threshold: float = DEFAULT_EASY_THRESHOLD,
     budget_per_task: int | None = None,
+    min_valid_votes: int | None = None,
     created_by=None,
     pair_ids=None,
 ) -> FilterRun:
     """Takes the project's imported pairs (or those of ``pair_ids`` still imported), moves them
-    to "judging" and enqueues the run once the transaction commits.
+    to "judging" and enqueues the run once the transaction commits. A pair is easy only with
+    ``min_valid_votes`` valid votes; None: one per judge (``default_min_votes``).
 
     When the broker cannot take the start message, the run is failed and its pairs are
     imported again (after the commit, like the enqueue), and BrokerUnavailable says so."""
@@ -93,6 +109,7 @@ def filter_run_create(
         judges=list(judges),
         threshold=threshold,
         budget_per_task=budget_per_task,
+        min_valid_votes=min_valid_votes,
         created_by=created_by,
         pair_ids=pair_ids,
     )
@@ -112,8 +129,15 @@ def filter_run_create(
 
 
 @transaction.atomic
-def _filter_run_insert(*, project, judges, threshold, budget_per_task, created_by, pair_ids):
-    check_run_options(judges=judges, threshold=threshold, budget_per_task=budget_per_task)
+def _filter_run_insert(
+    *, project, judges, threshold, budget_per_task, min_valid_votes, created_by, pair_ids
+):
+    check_run_options(
+        judges=judges,
+        threshold=threshold,
+        budget_per_task=budget_per_task,
+        min_valid_votes=min_valid_votes,
+    )
     ids = pairs_start_judging(project=project, pair_ids=pair_ids)
     if not ids:
         raise ValidationError({"pairs": "The project has no imported pairs to judge."})
@@ -125,6 +149,9 @@ def _filter_run_insert(*, project, judges, threshold, budget_per_task, created_b
         number=last + 1,
         threshold=threshold,
         budget_per_task=budget_per_task,
+        min_valid_votes=(
+            default_min_votes(len(judges)) if min_valid_votes is None else min_valid_votes
+        ),
         created_by=created_by,
     )
     run.judges.set(judges)
@@ -502,7 +529,10 @@ def filter_run_finish(*, run: FilterRun) -> bool:
             row.side or row.outcome
         )
     task_of = dict(Pair.objects.filter(filter_runs=run).values_list("pk", "task"))
-    decisions = {pk: ensemble_decide(votes[pk], threshold=run.threshold) for pk in task_of}
+    decisions = {
+        pk: ensemble_decide(votes[pk], threshold=run.threshold, min_votes=run.min_valid_votes)
+        for pk in task_of
+    }
     routes = _route(run, decisions, task_of)
     counts = pairs_apply_ensemble(
         outcomes=[
@@ -514,6 +544,7 @@ def filter_run_finish(*, run: FilterRun) -> bool:
                 summary={
                     "run": run.pk,
                     "threshold": run.threshold,
+                    "min_valid_votes": run.min_valid_votes,
                     "votes": decision.votes,
                     "invalid": decision.invalid,
                     "judges": per_judge[pk],
@@ -529,6 +560,8 @@ def filter_run_finish(*, run: FilterRun) -> bool:
         "queued": counts[PairStatus.QUEUED],
         "returned": counts[PairStatus.IMPORTED],
         "no_votes": sum(1 for d in decisions.values() if not d.valid),
+        # One side held the share, but with fewer valid votes than the run's minimum.
+        "too_few_votes": sum(1 for d in decisions.values() if d.too_few_votes),
         "judges": {names[pk]: stats.get(pk, {}) for pk in names},
     }
     run.save(update_fields=["summary"])

@@ -64,6 +64,7 @@ def _start_run(request, project, role: str, form: FilterRunForm, selection=None)
                 judges=form.cleaned_data["judges"],
                 threshold=form.cleaned_data["threshold"],
                 budget_per_task=form.cleaned_data["budget_per_task"],
+                min_valid_votes=form.cleaned_data["min_valid_votes"],
                 created_by=request.user,
                 pair_ids=pks,
             ),
@@ -113,7 +114,9 @@ def _render_run(request, run, role: str, status: int = 200):
         "role": role,
         "run": run,
         "report": filter_run_report(run),
-        "easy_rule": easy_rule(threshold=run.threshold, judges=run.judges.count()),
+        "easy_rule": easy_rule(
+            threshold=run.threshold, judges=run.judges.count(), min_votes=run.min_valid_votes
+        ),
     }
     template = "judges/run_detail.html"
     if request.htmx:

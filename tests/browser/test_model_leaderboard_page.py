@@ -1,4 +1,4 @@
-"""A researcher reads the model leaderboard on the Leaderboard tab in Chromium: the models
+"""A researcher reads the model leaderboard on its own tab in Chromium: the models
 ranked best first, the strength chart and the win-rate heatmap drawn, the source switch
 working; an annotator gets 403. With ARBITER_SCREENSHOTS=1 the page is saved to
 var/screenshots/model-leaderboard.png."""
@@ -38,7 +38,10 @@ def test_a_researcher_reads_the_model_leaderboard(live_server, page, project, da
             prior_label=reference,
         )
     errors = page_errors(page)
-    log_in(page, live_server, "dave", f"/judges/p/{project.slug}/leaderboard/")
+    # The tab is in the project's header, beside Judges.
+    log_in(page, live_server, "dave", f"/p/{project.slug}/")
+    page.locator("nav.project-nav").get_by_role("link", name="Model leaderboard").click()
+    page.wait_for_url(f"{live_server.url}/p/{project.slug}/model-leaderboard/")
     section = page.locator("#models")
     rows = section.locator("table.lb-models tbody tr")
     assert [rows.nth(i).locator("td").nth(1).inner_text() for i in range(3)] == [
@@ -56,7 +59,7 @@ def test_a_researcher_reads_the_model_leaderboard(live_server, page, project, da
 
     # The reference labels say the opposite.
     section.get_by_role("link", name="Reference labels").click()
-    page.wait_for_url("**models=reference**")
+    page.wait_for_url("**source=reference**")
     rows = page.locator("#models table.lb-models tbody tr")
     assert rows.nth(0).locator("td").nth(1).inner_text() == "weak"
     assert errors == []
@@ -70,7 +73,11 @@ def test_an_annotator_cannot_open_it(live_server, page, project, alice):
         status=PairStatus.CONSENSUS,
         consensus_label="A",
     )
-    log_in(page, live_server, "alice", f"/judges/p/{project.slug}/leaderboard/")
+    url = f"/p/{project.slug}/model-leaderboard/"
+    log_in(page, live_server, "alice", url)
     assert "strong" not in page.content()
-    answer = page.request.get(f"{live_server.url}/judges/p/{project.slug}/leaderboard/")
+    assert (
+        page.locator("nav.project-nav").get_by_role("link", name="Model leaderboard").count() == 0
+    )
+    answer = page.request.get(f"{live_server.url}{url}")
     assert answer.status == 403

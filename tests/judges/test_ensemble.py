@@ -8,6 +8,7 @@ from judges.ensemble import (
     DEFAULT_EASY_THRESHOLD,
     VerdictRow,
     contested_first,
+    default_min_votes,
     easy_rule,
     easy_votes,
     ensemble_decide,
@@ -20,7 +21,8 @@ def votes(**counts: int) -> list[str | None]:
     """``votes(A=16, B=2, unparseable=1)``: a list of canonical sides and invalid answers."""
     out = []
     for side, n in counts.items():
-        out += [None if side in ("unparseable", "error", "abstain", "none") else side] * n
+        invalid = ("unparseable", "error", "abstain", "skipped", "none")
+        out += [None if side in invalid else side] * n
     return out
 
 
@@ -47,6 +49,44 @@ def test_mmrb2_rule_16_of_18_is_not_easy():
 def test_threshold_is_a_share_compared_exactly(a, b, easy):
     # at 0.9: 17 of 18 (94%) and 6 of 6 pass; 16 of 18 (89%) and 5 of 6 (83%) do not
     assert ensemble_decide(votes(A=a, B=b), threshold=0.9).easy is easy
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "easy"), [(18, 0, True), (17, 1, True), (16, 2, False), (1, 17, True)]
+)
+def test_mmrb2_rule_is_unchanged_by_the_default_minimum_when_every_judge_votes(a, b, easy):
+    """9 judges x 2 orders, every call a vote: the default minimum (one per judge, 9) never
+    stands in the way, and the share decides exactly as without it."""
+    minimum = default_min_votes(9)
+    assert minimum == 9
+    decision = ensemble_decide(votes(A=a, B=b), threshold=0.9, min_votes=minimum)
+    assert decision == ensemble_decide(votes(A=a, B=b), threshold=0.9)
+    assert decision.easy is easy
+    assert not decision.too_few_votes
+
+
+def test_skipped_judges_leave_too_few_votes_for_an_easy_pair():
+    """7 of MMRB2's 9 judges skip a video pair and one more fails: the last judge's 2 of 2 A
+    hold the share, but 2 valid votes are fewer than the run's minimum, so the pair stays with
+    the annotators; the share alone (a minimum of 1) would have taken it from them."""
+    few = votes(A=2, skipped=14, error=2)
+    decision = ensemble_decide(few, threshold=0.9, min_votes=default_min_votes(9))
+    assert (decision.easy, decision.too_few_votes) == (False, True)
+    assert (decision.label, decision.valid, decision.invalid) == ("A", 2, 16)
+    assert ensemble_decide(few, threshold=0.9).easy  # the rule before the minimum
+    assert ensemble_decide(votes(A=9, skipped=9), threshold=0.9, min_votes=9).easy
+    # too few votes is said only of a pair the share would have made easy
+    split = ensemble_decide(votes(A=1, B=1, skipped=16), threshold=0.9, min_votes=9)
+    assert (split.easy, split.too_few_votes) == (False, False)
+    assert [default_min_votes(n) for n in (0, 1, 3)] == [1, 1, 3]
+
+
+def test_the_rule_in_words_names_the_minimum():
+    assert easy_rule(threshold=0.9, judges=9, min_votes=9) == (
+        "easy when one side holds at least 90% of the valid votes: 17 of 18 with 9 judges in "
+        "both orders, and only with at least 9 valid votes"
+    )
+    assert easy_rule(threshold=0.9, judges=1, min_votes=1) == easy_rule(threshold=0.9, judges=1)
 
 
 def test_votes_needed_is_the_fewest_votes_holding_the_share():

@@ -132,14 +132,23 @@ def test_invalid_answers_are_not_votes_and_no_votes_is_not_easy(
     )
     judges = make_judges("good", "garbled", "broken", "shrug")
     pair = PairFactory(project=project)
-    run = start(django_capture_on_commit_callbacks, project=project, judges=judges)
+    run = start(
+        django_capture_on_commit_callbacks, project=project, judges=judges, min_valid_votes=2
+    )
     pair.refresh_from_db()
-    # 2 valid votes, both A: easy; 6 invalid answers do not dilute the share
+    # 2 valid votes, both A: easy with a minimum of 2; 6 invalid answers do not dilute the share
     assert pair.status == PairStatus.EASY
     assert pair.ensemble_summary["invalid"] == 6
     assert run.summary["judges"]["garbled"]["unparseable"] == 2
     assert run.summary["judges"]["broken"]["error"] == 2
     assert run.summary["judges"]["shrug"]["abstain"] == 2
+    # with the default minimum, one valid vote per judge (4), the same 2 of 2 are too few
+    few = PairFactory(project=project)
+    run = start(django_capture_on_commit_callbacks, project=project, judges=judges)
+    few.refresh_from_db()
+    assert run.min_valid_votes == 4
+    assert (few.status, few.ensemble_label) == (PairStatus.QUEUED, "A")
+    assert run.summary["too_few_votes"] == 1
 
     nobody = PairFactory(project=project)
     run = start(
@@ -362,6 +371,8 @@ def test_create_rejects_bad_options(project):
         ({"judges": [judge], "threshold": 0.5}, "threshold"),
         ({"judges": [judge], "threshold": 1.2}, "threshold"),
         ({"judges": [judge], "budget_per_task": 0}, "budget_per_task"),
+        ({"judges": [judge], "min_valid_votes": 0}, "min_valid_votes"),
+        ({"judges": [judge], "min_valid_votes": 3}, "min_valid_votes"),  # 1 judge: 2 at most
     ):
         with pytest.raises(ValidationError) as err:
             runs.filter_run_create(project=project, **kwargs)

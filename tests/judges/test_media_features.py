@@ -212,7 +212,7 @@ def test_a_reward_model_without_media_features_refuses_video_and_audio_pairs(
     init_checkpoint(checkpoint_root / "old.pt", **SMALL)
     init_checkpoint(checkpoint_root / "new.pt", media=True, **SMALL)
     items = [runs.judge_item(pair, "AB", allow_tie=False) for pair in (video, audio, text)]
-    for name, expected in (("old", ["error", "error", "ok"]), ("new", ["ok", "ok", "ok"])):
+    for name, expected in (("old", ["skipped", "skipped", "ok"]), ("new", ["ok", "ok", "ok"])):
         judge = Judge.objects.create(name=name, kind="reward_model", checkpoint=f"{name}.pt")
         backend = get_backend(judge)
         try:

@@ -162,7 +162,7 @@ def test_a_judge_not_taking_audio_gets_a_named_permanent_error_and_no_call(
     )
     refused, judged = _judge_pairs(_judge(server), [audio_pair, video_pair])
 
-    assert refused.outcome == "error"
+    assert refused.outcome == "skipped"
     assert not refused.transient
     assert refused.error == (
         "this pair has audio parts, and judge av-judge does not take audio (takes_audio is off)"

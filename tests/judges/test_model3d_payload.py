@@ -126,7 +126,7 @@ class _TextOnly(JudgeBackend):
 def test_a_judge_not_sent_3d_still_refuses_a_3d_pair(models_pair):
     task_item = item(models_pair.response_a.content, models_pair.response_b.content, task="t23d")
     [result] = judge_judgeable(_TextOnly(judge=None), [task_item])
-    assert result.outcome == "error"
+    assert result.outcome == "skipped"
     assert not result.transient
     assert result.error == "this pair has model3d parts, which this judge is not sent"
     # Sending 3D to openai judges leaves their other refusals as they were: audio, to a judge

@@ -189,8 +189,9 @@ def test_detail_shows_live_progress_and_per_judge_stats(client_for, carol, runni
     assert cells[0].strip() == "2 / 4"
     assert cells[1].strip() == "100% of 2"  # agrees with the ensemble on both its verdicts
     assert cells[2].strip() == "100% of 1"  # same side in both orders, on the one pair
-    assert cells[6].strip() == "200 ms"
-    assert cells[7].strip() == "100 / 10"
+    assert cells[6].strip() == "0"  # skipped
+    assert cells[7].strip() == "200 ms"
+    assert cells[8].strip() == "100 / 10"
     other = body.split(JUDGES[1], 1)[1].split("</tr>", 1)[0]
     assert re.findall(r'<td class="num">(.*?)</td>', other, re.S)[3].strip() == "1"  # unparseable
     assert 'hx-trigger="every 2s"' in body

@@ -24,7 +24,7 @@ from annotation.agreement.selectors import (
 from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.core.errors import DomainError
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
-from annotation.core.scales import CANONICAL_WORDS
+from annotation.core.scales import CANONICAL_WORDS, screen_numbers
 from annotation.core.shown import pair_page_context
 from annotation.decisions.services import consensus_reapply, pair_adjudicate
 from annotation.models import Pair, PairStatus, Project, Role, Scale, Side
@@ -34,7 +34,9 @@ logger = logging.getLogger(__name__)
 
 QUEUE_PAGE = "annotation/adjudication.html"
 PAIR_PAGE = "annotation/adjudication_pair.html"
-# The decision's keys, A on the left as on the page: 1 A, 2 tie, 3 B (binary: 1 A, 2 B).
+# The decision's keys, A on the left as on the page: 1 A, 2 tie, 3 B (binary: 1 A, 2 B). The
+# votes and prior annotations are numbered the same way, the screen's (``screen_numbers``):
+# never by their canonical values, where 3 (likert6 6) is A.
 _LABEL_WORDS = {Side.A: "A is better", Side.TIE: "Tie", Side.B: "B is better"}
 
 
@@ -88,14 +90,24 @@ def _render_pair(
     status: int = 200,
 ):
     words = CANONICAL_WORDS[project.scale]
+    numbers = screen_numbers(project.scale)
     adjudications = list(pair.adjudications.all())
     priors = list(pair.prior_annotations.all())
     live = next((a for a in adjudications if a.superseded_at is None), None)
+    numbering = sorted((number, words[value]) for value, number in numbers.items())
     context = {
         **pair_page_context(project, role, pair, request=request),
-        "votes": [{"vote": vote, "words": words[vote.value]} for vote in pair.votes.all()],
+        "votes": [
+            {"vote": vote, "number": numbers.get(vote.value), "words": words[vote.value]}
+            for vote in pair.votes.all()
+        ],
+        "numbering": {"first": numbering[0], "last": numbering[-1]},
         "priors": [
-            {"prior": prior, "words": words.get(prior.value or 0, prior.label)}
+            {
+                "prior": prior,
+                "number": numbers.get(prior.value or 0),
+                "words": words.get(prior.value or 0, prior.label),
+            }
             for prior in priors
             if not prior.rating
         ],

@@ -36,6 +36,12 @@ class Command(ProjectCommand):
             help=f"easy share of valid votes (0.5, 1]; default {DEFAULT_EASY_THRESHOLD:g}",
         )
         parser.add_argument(
+            "--min-votes",
+            type=int,
+            help="a pair is easy only with at least this many valid votes (skipped judges, "
+            "errors and unparseable answers give none); default: one per judge",
+        )
+        parser.add_argument(
             "--budget", type=int, help="queue only the N most contested pairs per task"
         )
         parser.add_argument("--wait", action="store_true", help="show progress until it ends")
@@ -66,7 +72,7 @@ class Command(ProjectCommand):
         self.stdout.write(
             f"Filter run {run.number} on {project.slug}: {run.pairs.count()} pairs x "
             f"{judges} judges x 2 orders = {progress['expected']} verdicts; a pair is "
-            f"{easy_rule(threshold=run.threshold, judges=judges)}"
+            f"{easy_rule(threshold=run.threshold, judges=judges, min_votes=run.min_valid_votes)}"
         )
         if not options["wait"]:
             return
@@ -97,6 +103,7 @@ class Command(ProjectCommand):
             judges=chosen,
             threshold=options["threshold"],
             budget_per_task=options["budget"],
+            min_valid_votes=options["min_votes"],
         )
 
     def _wait(self, run: FilterRun, interval: float, stall_seconds: float) -> None:
@@ -135,20 +142,35 @@ class Command(ProjectCommand):
             self.style.SUCCESS(
                 f"Filter run {run.number} succeeded: {pairs['pairs']} pairs, {pairs['easy']} easy, "
                 f"{pairs['queued']} queued, {pairs['returned']} over budget (imported again), "
-                f"{pairs['no_votes']} without a valid vote"
+                f"{pairs['no_votes']} without a valid vote, {pairs['too_few_votes']} with "
+                f"fewer than {run.min_valid_votes} valid votes"
             )
         )
         header = (
             f"{'judge':<24} {'verdicts':>9} {'agreement':>9} {'consistent':>10} "
-            f"{'unparseable':>11} {'errors':>6} {'abstain':>7} {'median ms':>9}"
+            f"{'unparseable':>11} {'errors':>6} {'abstain':>7} {'skipped':>7} {'median ms':>9}"
         )
         self.stdout.write(header)
         for judge in report["judges"]:
             self.stdout.write(
                 f"{judge['name']:<24} {judge['done']:>9} {_pct(judge['agreement']):>9} "
                 f"{_pct(judge['position_consistency']):>10} {judge['unparseable']:>11} "
-                f"{judge['error']:>6} {judge['abstain']:>7} "
+                f"{judge['error']:>6} {judge['abstain']:>7} {judge['skipped']:>7} "
                 f"{_num(judge['median_latency_ms']):>9}"
+            )
+        for judge in report["judges"]:
+            for reason in judge["reasons"]:
+                self.stdout.write(
+                    f"{judge['name']}: {reason['count']} {reason['outcome']}: {reason['reason']}"
+                )
+        unseen = report["unseen"]
+        if unseen["count"]:
+            self.stdout.write(
+                self.style.WARNING(
+                    f"{unseen['count']} pairs no judge could see (every judge skipped them): "
+                    + ", ".join(p["external_id"] for p in unseen["pairs"])
+                    + (" ..." if unseen["count"] > len(unseen["pairs"]) else "")
+                )
             )
 
 

@@ -32,6 +32,7 @@ ROLE_TABS = {
         ("Reward models", "judges:training"),
         ("Best-of-N", "judges:best-of-n"),
         ("Judges", "judges:project-judges"),
+        ("Model leaderboard", "model-leaderboard"),
     ],
     "carol": [
         ("Overview", "project-detail"),
@@ -45,6 +46,7 @@ ROLE_TABS = {
         ("Reward models", "judges:training"),
         ("Best-of-N", "judges:best-of-n"),
         ("Judges", "judges:project-judges"),
+        ("Model leaderboard", "model-leaderboard"),
         ("Settings", "project-settings"),
     ],
 }
@@ -95,6 +97,8 @@ def test_curator_pages_all_carry_the_same_header_with_their_tab_current(client_f
         reverse("judges:run", args=[project.slug, run.number]): "Filter runs",
         reverse("judges:training", args=[project.slug]): "Reward models",
         reverse("judges:training-run", args=[project.slug, training.pk]): "Reward models",
+        reverse("judges:leaderboard", args=[project.slug]): "Leaderboard",
+        reverse("model-leaderboard", args=[project.slug]): "Model leaderboard",
         reverse("project-settings", args=[project.slug]): "Settings",
     }
     headers = set()

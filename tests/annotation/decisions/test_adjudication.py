@@ -114,6 +114,48 @@ def test_the_pair_page_shows_every_vote_and_hides_model_names_until_revealed(
     assert "<html" not in body
 
 
+def _vote_cells(page: str) -> list[str]:
+    """The Value cell of each row of the votes table, in order."""
+    table = page.split('class="table adj-votes"', 1)[1].split("</table>", 1)[0]
+    rows = table.split("<tbody>", 1)[1].split("<tr>")[1:]
+    return [row.split("<td>")[2].split("</td>")[0] for row in rows]
+
+
+def test_votes_and_priors_are_numbered_as_the_keys_count_a_on_the_left(project, carol, client_for):
+    """One numbering on the page, the screen's: A is shown on the left, so 1 is A's end of the
+    scale for the decision's keys, the votes and the prior annotations alike; never the
+    canonical values, where 3 is A (likert6: 6)."""
+    pair = _disputed(project)
+    PriorAnnotation.objects.create(pair=pair, position=0, value=3, label="A")
+    PriorAnnotation.objects.create(pair=pair, position=1, value=1, label="B")
+    page = client_for(carol).get(_url(project, pair)).content.decode()
+    assert "<kbd>1</kbd> A is better" in page
+    assert "<kbd>3</kbd> B is better" in page
+    assert "(1 = A better … 3 = B better)" in page  # the Value column's header
+    assert _vote_cells(page) == ["1 · A better", "3 · B better", "2 · About the same"]
+    assert "prior #0: 1 · A better" in page
+    assert "prior #1: 3 · B better" in page
+
+    project.scale = "likert6"
+    project.save(update_fields=["scale"])
+    likert = secret_pair(project, 9, status=PairStatus.DISPUTED, dispute_reason="no_majority")
+    for i, (side, value) in enumerate([("A", 6), ("A", 4), ("B", 1)]):
+        Vote.objects.create(
+            pair=likert,
+            annotator=annotator(project, f"likert{i}"),
+            side=side,
+            value=value,
+            left_is_a=True,
+        )
+    page = client_for(carol).get(_url(project, likert)).content.decode()
+    assert "(1 = A much better … 6 = B much better)" in page
+    assert _vote_cells(page) == [
+        "1 · A much better",
+        "3 · A slightly better, or unsure",
+        "6 · B much better",
+    ]
+
+
 def test_a_decision_needs_a_label_and_a_note(project, carol, client_for):
     pair = _disputed(project)
     client = client_for(carol)

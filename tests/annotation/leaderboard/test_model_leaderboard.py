@@ -1,5 +1,5 @@
 """The model leaderboard from human judgements (docs/leaderboard.md): what each source counts,
-the command's JSON contract, the API and its CSV, the Leaderboard tab, the release card, and
+the command's JSON contract, the API and its CSV, the Model leaderboard tab, the release card, and
 that annotators never see it."""
 
 from __future__ import annotations
@@ -159,17 +159,36 @@ def test_the_csv_has_a_row_per_model_with_formulas_defused(api_for, board_projec
     assert [row[1] for row in rows[1:]] == ["x", "y", "'=HYPERLINK(1)"]
 
 
-def test_the_leaderboard_tab_shows_the_models_to_staff_only(client, board_project, alice, dave):
+def test_the_model_leaderboard_tab_shows_the_models_to_staff_only(
+    client, board_project, alice, carol, dave, eve
+):
+    """The models have a tab of their own (docs/leaderboard.md, "Where it shows"), not a
+    section below the judges: the judge leaderboard only links it."""
+    url = f"/p/{board_project.slug}/model-leaderboard/"
     client.force_login(dave)
-    page = client.get(f"/judges/p/{board_project.slug}/leaderboard/?models=consensus")
+    page = client.get(f"{url}?source=consensus")
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="models"' in html
     assert "chart-model-strength" in html
     assert "chart-model-win-rates" in html
     assert html.index(">x<") < html.index(">y<")
+    assert 'aria-current="page">Model leaderboard</a>' in html  # its tab, marked
+    judges = client.get(f"/judges/p/{board_project.slug}/leaderboard/").content.decode()
+    assert 'id="models"' not in judges
+    assert f'href="{url}"' in judges
+    # The source and task switches are the API's parameters.
+    reference = client.get(f"{url}?source=reference&task=text").content.decode()
+    assert 'aria-current="page">Reference labels</a>' in reference
+    assert 'aria-current="page">text</a>' in reference
+    client.force_login(carol)
+    assert client.get(url).status_code == 200
     client.force_login(alice)
-    assert client.get(f"/judges/p/{board_project.slug}/leaderboard/").status_code == 403
+    refused = client.get(url)
+    assert refused.status_code == 403
+    assert ">x<" not in refused.content.decode()
+    client.force_login(eve)
+    assert client.get(url).status_code == 404
 
 
 def test_the_release_card_ranks_the_released_models(filled, dave):
