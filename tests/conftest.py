@@ -26,6 +26,9 @@ LEFT_BY_TOOLS = (
     ".import_linter_cache/",
 )
 SCREENSHOTS = "var/screenshots/"
+# The demo's PostgreSQL (docs/database.md): a server started by `make demo` or `manage.py`
+# writes its own files there while the suite runs on a server of its own elsewhere.
+LOCAL_DATABASE = "var/postgres/"
 OUTPUT_FOLDERS = ("var", "media", "staticfiles")  # where the platform writes by default
 _BEFORE = pytest.StashKey[set[str]]()
 
@@ -60,7 +63,11 @@ def files_outside_git() -> set[str]:
                 for path in (ROOT / top).rglob("*")
                 if path.is_dir()
             )
-    return {path for path in paths if not any(part in path for part in LEFT_BY_TOOLS)}
+    return {
+        path
+        for path in paths
+        if not any(part in path for part in LEFT_BY_TOOLS) and not path.startswith(LOCAL_DATABASE)
+    }
 
 
 def pytest_sessionstart(session) -> None:

@@ -150,7 +150,7 @@ def test_the_run_page_gives_every_reason_and_names_the_pairs_no_judge_could_see(
     audio = Pair.objects.get(external_id="audio-1")
     for user in (carol, dave):
         body = client_for(user).get(
-            reverse("judges:run", args=[audio.project.slug, skipped_run.pk])
+            reverse("judges:run", args=[audio.project.slug, skipped_run.number])
         )
         html = body.content.decode()
         assert body.status_code == 200
@@ -170,7 +170,7 @@ def test_the_run_page_gives_every_reason_and_names_the_pairs_no_judge_could_see(
 
 
 def test_the_api_gives_the_reasons_and_the_unseen_pairs(api_for, dave, alice, eve, skipped_run):
-    url = f"/api/v1/projects/{skipped_run.project.slug}/filter-runs/{skipped_run.pk}/"
+    url = f"/api/v1/projects/{skipped_run.project.slug}/filter-runs/{skipped_run.number}/"
     detail = api_for(dave).get(url).json()
     assert detail["min_valid_votes"] == 3
     progress = detail["progress"]
@@ -205,7 +205,7 @@ def test_every_error_has_its_reason_escaped(
     judges = make_judges("good", "broken", "quiet")
     PairFactory(project=project)
     run = start(django_capture_on_commit_callbacks, project=project, judges=judges)
-    html = client_for(carol).get(reverse("judges:run", args=[project.slug, run.pk])).content
+    html = client_for(carol).get(reverse("judges:run", args=[project.slug, run.number])).content
     html = html.decode()
     assert "2 &times; error: HTTP 500: &lt;b&gt;upstream&lt;/b&gt;" in html
     assert "<b>upstream</b>" not in html
