@@ -35,10 +35,28 @@
 
   // A new pair is on screen: restart the clock, and take no keys for KEY_GUARD_MS (the card
   // shows it with wb-settling, which the browser tests wait for too).
+  // The vote bar's height, kept on the card as --wb-decide-height (it grows when the reason or
+  // the skip panel opens): what the pair brings into view stops above the bar (arbiter.css).
+  const decideHeight =
+    "ResizeObserver" in window
+      ? new ResizeObserver((entries) => {
+          for (const entry of entries) {
+            const decide = entry.target;
+            const current = decide.closest("[data-pair-card]");
+            if (current) current.style.setProperty("--wb-decide-height", `${decide.offsetHeight}px`);
+          }
+        })
+      : null;
+
   function cardShown() {
     shownAt = performance.now();
     const current = card();
     if (!current) return;
+    const decide = current.querySelector("[data-decide]");
+    if (decideHeight && decide) {
+      decideHeight.disconnect();
+      decideHeight.observe(decide);
+    }
     current.classList.add("wb-settling");
     clearTimeout(guardTimer);
     guardTimer = setTimeout(() => current.classList.remove("wb-settling"), KEY_GUARD_MS);
