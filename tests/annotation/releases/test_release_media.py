@@ -352,6 +352,9 @@ def test_the_release_form_takes_original_media(
 # What a user of a release installs to read it (docs/releases.md, "Video, audio and 3D"):
 # no torchcodec (which needs FFmpeg's shared libraries), no Pillow.
 READER_PACKAGES = ("datasets", "av")
+# How long pip may take to install them (from its cache, a few seconds; from PyPI, under a
+# minute).
+PIP_SECONDS = 600
 
 
 @pytest.fixture(scope="session")
@@ -363,16 +366,17 @@ def reader_python(tmp_path_factory) -> Path:
     subprocess.run([base, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    installed = subprocess.run(
-        [*pip, *READER_PACKAGES],
-        capture_output=True,
-        text=True,
+    cannot = (
+        f"pip could not install {' and '.join(READER_PACKAGES)} into a fresh virtual environment"
     )
-    if installed.returncode != 0:
-        pytest.skip(
-            f"pip could not install {' and '.join(READER_PACKAGES)} into a fresh virtual "
-            f"environment: {installed.stderr.strip()[-500:]}"
+    try:
+        installed = subprocess.run(
+            [*pip, *READER_PACKAGES], capture_output=True, text=True, timeout=PIP_SECONDS
         )
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"{cannot} in {PIP_SECONDS} s (no package index within reach?)")
+    if installed.returncode != 0:
+        pytest.skip(f"{cannot}: {installed.stderr.strip()[-500:]}")
     return python
 
 
