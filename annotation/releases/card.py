@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,19 +167,18 @@ def _yaml_string(text: str) -> str:
 
 
 def _feature_lines(
-    name: str, kind: pa.DataType, indent: int, features: Mapping[str, str] | None = None
+    name: str, kind: pa.DataType, indent: int, images: Collection[str] = ()
 ) -> list[str]:
     """``datasets``' YAML for one feature (the form ``Features._to_yaml_list`` writes); a
-    file struct is ``datasets.Image``, or the feature ``features`` names for its column
-    (``Audio``, ``Video``)."""
+    file struct of one of the ``images`` columns is ``datasets.Image``, any other (video,
+    audio) a plain struct of its bytes and path."""
     pad, inner = " " * indent, " " * (indent + 2)
     lines = [f"{pad}- name: {name}"]
-    dtype = (features or {}).get(name, "Image").lower()
-    if kind == IMAGE_TYPE:
-        return [*lines, f"{inner}dtype: {dtype}"]
+    if name in images and kind == IMAGE_TYPE:
+        return [*lines, f"{inner}dtype: image"]
     is_list = pa.types.is_list(kind)
-    if is_list and kind.value_type == IMAGE_TYPE:
-        return [*lines, f"{inner}list: {dtype}"]
+    if name in images and is_list and kind.value_type == IMAGE_TYPE:
+        return [*lines, f"{inner}list: image"]
     if is_list and not pa.types.is_struct(kind.value_type):
         return [*lines, f"{inner}list: {_dtype(kind.value_type)}"]
     if is_list or pa.types.is_struct(kind):
@@ -191,15 +190,20 @@ def _feature_lines(
 
 
 def _dtype(kind: pa.DataType) -> str:
-    return {pa.string(): "string", pa.int64(): "int64", pa.float64(): "float64"}[kind]
+    return {
+        pa.string(): "string",
+        pa.int64(): "int64",
+        pa.float64(): "float64",
+        pa.binary(): "binary",
+    }[kind]
 
 
-def features_yaml(
-    schema: pa.Schema, indent: int = 2, features: Mapping[str, str] | None = None
-) -> list[str]:
+def features_yaml(schema: pa.Schema, indent: int = 2, images: Collection[str] = ()) -> list[str]:
+    """The ``features`` of a table's ``dataset_info``; ``images``: its ``datasets.Image``
+    columns."""
     lines = [" " * indent + "features:"]
     for column in schema:
-        lines.extend(_feature_lines(column.name, column.type, indent, features))
+        lines.extend(_feature_lines(column.name, column.type, indent, images))
     return lines
 
 
@@ -217,15 +221,16 @@ def _configs_yaml(tables: dict[str, Table], configs: dict[str, dict[str, list[in
         files += ["  data_files:"]
         for name in splits:
             files += [f"  - split: {name}", f"    path: {table.parquet_dir}/{name}.parquet"]
-        info += [f"- config_name: {config}", *features_yaml(table.schema, 2, table.features)]
+        info += [f"- config_name: {config}", *features_yaml(table.schema, 2, table.image_columns)]
         info += ["  splits:"]
         for name, (rows, size) in splits.items():
             info += [f"  - name: {name}", f"    num_bytes: {size}", f"    num_examples: {rows}"]
     return files + info
 
 
-def _av_loading(av_kinds: Sequence[str], split: str) -> list[str]:
-    """How to read the video, audio and 3D columns, with ``torchcodec`` or without it."""
+def _av_loading(av_kinds: Sequence[str]) -> list[str]:
+    """How to read the video, audio and 3D columns: video and audio with PyAV, no
+    ``torchcodec`` needed."""
     columns = ", ".join(
         f"`{MEDIA_COLUMNS[kind]}`, `chosen_{MEDIA_COLUMNS[kind]}`, `rejected_{MEDIA_COLUMNS[kind]}`"
         for kind in av_kinds
@@ -238,33 +243,47 @@ def _av_loading(av_kinds: Sequence[str], split: str) -> list[str]:
     ]
     decoded = [kind for kind in av_kinds if kind != "model3d"]
     if decoded:
-        features = " and ".join(f"`datasets.{kind.title()}`" for kind in decoded)
-        column = f"chosen_{MEDIA_COLUMNS[decoded[0]]}"
+        first = decoded[0]
+        names = [f"{prefix}{MEDIA_COLUMNS[first]}" for prefix in ("", "chosen_", "rejected_")]
+        stream = "video=0" if first == "video" else "audio=0"
+        kinds = " and ".join({"video": "Video", "audio": "audio"}[kind] for kind in decoded)
         lines += [
-            f"{features} features hold their bytes; `datasets` decodes them with `torchcodec` "
-            "(`pip install torchcodec`, which needs FFmpeg's libraries). Without it, read the "
-            "bytes and decode them with PyAV (`pip install av`):",
+            f"{kinds.capitalize()} files are in the Parquet files too, each as a "
+            '`{"bytes", "path"}` struct (the file\'s bytes, and its path in this folder), not a '
+            "`datasets.Video` or `datasets.Audio` feature: those decode with `torchcodec`, "
+            "which needs FFmpeg's libraries. The release loads with `datasets` alone; open "
+            "the files with PyAV (`pip install datasets av`, nothing else):",
             "",
             "```python",
             "import io",
             "",
             "import av",
-            "from datasets import Audio, Sequence, Video",
+            "from datasets import load_dataset",
             "",
-            "# Reading a row decodes every column: give each video and audio column raw bytes.",
-            f'rows = pairs["{split}"]',
-            "for column, feature in rows.features.items():",
-            '    inner = getattr(feature, "feature", None)',
-            "    if isinstance(inner, (Audio, Video)):",
-            "        rows = rows.cast_column(column, Sequence(type(inner)(decode=False)))",
-            f'first = rows[0]["{column}"][0]  # bytes, and "{MEDIA_DIRS[decoded[0]]}/<sha256>..."',
-            'with av.open(io.BytesIO(first["bytes"])) as container:',
-            "    frames = [frame.to_ndarray() for frame in container.decode("
-            + ("video=0" if decoded[0] == "video" else "audio=0")
-            + ")]",
+            'pairs = load_dataset("<this folder>")',
+            f"columns = {names!r}".replace("'", '"'),
+            "# The first one in any split; reading only these columns leaves the images",
+            "# undecoded (decoding them needs Pillow).",
+            "clip = next(",
+            "    files[0]",
+            "    for split in pairs.values()",
+            "    for row in split.select_columns(columns)",
+            "    for files in row.values()",
+            "    if files",
+            ")",
+            f'# clip["path"]: "{MEDIA_DIRS[first]}/<sha256>...", which av.open opens in this '
+            "folder too",
+            'with av.open(io.BytesIO(clip["bytes"])) as container:',
+            f"    frames = [frame.to_ndarray() for frame in container.decode({stream})]",
             "```",
             "",
         ]
+        if len(decoded) > 1:
+            lines += [
+                "Audio alike: `audios`, `chosen_audios`, `rejected_audios`, and "
+                "`container.decode(audio=0)`.",
+                "",
+            ]
     if "model3d" in av_kinds:
         lines += [
             "3D models (binary glTF) have no `datasets` feature: `models3d` and its kin hold "
@@ -310,7 +329,7 @@ def _loading(
             "",
         ]
     if av_kinds:
-        lines += _av_loading(av_kinds, _first_split(configs, DEFAULT_CONFIG))
+        lines += _av_loading(av_kinds)
     if configs.get(IMAGE_PREFERENCE_CONFIG):
         lines += [
             "Pairs whose two responses are each one image (text-to-image, editing) are also "

@@ -4,7 +4,6 @@ group (``SplitFiles``), so a release of any size is never held whole in memory."
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
@@ -102,12 +101,15 @@ def _message_type(multimodal: bool) -> pa.DataType:
     return pa.struct([("role", pa.string()), ("content", pa.string())])
 
 
-# An image in Parquet as ``datasets.Image`` stores it: its bytes, and its path in the release
-# (``datasets.Audio`` and ``datasets.Video`` store theirs alike).
+# An image in Parquet as ``datasets.Image`` stores it: its bytes, and its path in the release.
+# Video and audio files are embedded in the same struct, declared as no ``datasets`` feature:
+# ``datasets.Video`` and ``datasets.Audio`` decode with torchcodec (which needs FFmpeg's shared
+# libraries), so a release declaring them could not be read without it; as plain
+# ``{"bytes", "path"}`` structs they load with ``datasets`` alone and PyAV opens the bytes
+# (docs/releases.md, "Video, audio and 3D"). A 3D model's column holds paths.
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-# The ``datasets`` feature of each kind of media column; a 3D model has none (its column
-# holds paths: docs/releases.md, "Video, audio and 3D").
-MEDIA_FEATURES = {"image": "Image", "video": "Video", "audio": "Audio"}
+# The kinds of media whose bytes Parquet embeds.
+EMBEDDED_KINDS = ("image", "video", "audio")
 IMAGE_LIST = "list"
 IMAGE_ONE = "one"
 # A row group of a table with images holds at most this many image bytes (and at most
@@ -133,18 +135,17 @@ _ENSEMBLE_COLUMNS = [
 @dataclass(frozen=True)
 class Table:
     """One kind of row file: its columns as the JSON lines hold them (``json_schema``, media
-    as paths) and as Parquet holds them (``schema``, images, video and audio as
-    ``datasets.Image``, ``Video``, ``Audio`` structs with their bytes, the features named in
-    the schema's ``huggingface`` metadata)."""
+    as paths) and as Parquet holds them (``schema``, images, video and audio as structs with
+    their bytes and path; the images declared ``datasets.Image`` in the schema's
+    ``huggingface`` metadata, the video and audio files, ``files``, as no feature)."""
 
     config: str
     parquet_dir: str
     jsonl_dir: str
     json_schema: pa.Schema
     images: dict[str, str]  # column -> IMAGE_LIST or IMAGE_ONE: the files embedded in Parquet
-    features: Mapping[str, str] = dataclasses.field(
-        default_factory=dict
-    )  # column -> feature, "Image" if not
+    # The embedded columns that are plain ``{"bytes", "path"}`` structs (video, audio).
+    files: frozenset[str] = frozenset()
 
     @property
     def schema(self) -> pa.Schema:
@@ -159,20 +160,23 @@ class Table:
             else field
             for field in self.json_schema
         ]
+        # Only the images' features: ``datasets`` reads the other columns' from their Arrow
+        # types, the file structs' as ``{"bytes": Value("binary"), "path": Value("string")}``.
         features = {
             name: (
-                {"_type": "Sequence", "feature": {"_type": self.feature(name)}}
-                if kind == IMAGE_LIST
-                else {"_type": self.feature(name)}
+                {"_type": "Sequence", "feature": {"_type": "Image"}}
+                if self.images[name] == IMAGE_LIST
+                else {"_type": "Image"}
             )
-            for name, kind in self.images.items()
+            for name in self.image_columns
         }
         metadata = {b"huggingface": orjson.dumps({"info": {"features": features}})}
         return pa.schema(fields, metadata=metadata)
 
-    def feature(self, column: str) -> str:
-        """The ``datasets`` feature of an embedded column: Image, Video or Audio."""
-        return self.features.get(column, "Image")
+    @property
+    def image_columns(self) -> list[str]:
+        """The embedded columns declared ``datasets.Image``."""
+        return [name for name in self.images if name not in self.files]
 
     @property
     def dictionary_columns(self) -> list[str]:
@@ -192,19 +196,19 @@ def _media_fields(prefixes: tuple[str, str], av_kinds: Sequence[str]) -> list[tu
 
 def _embedded(
     multimodal: bool, schema: pa.Schema, prefixes: tuple[str, str], av_kinds: Sequence[str]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The columns whose files Parquet embeds (images, video, audio; never 3D models) and
-    their ``datasets`` features."""
+) -> tuple[dict[str, str], frozenset[str]]:
+    """The columns whose files Parquet embeds (images, video, audio; never 3D models), and
+    those of them that are plain file structs (video, audio)."""
     if not multimodal:
-        return {}, {}
-    features = {
-        f"{prefix}{MEDIA_COLUMNS[kind]}": MEDIA_FEATURES[kind]
+        return {}, frozenset()
+    kinds = {
+        f"{prefix}{MEDIA_COLUMNS[kind]}": kind
         for kind in ("image", *av_kinds)
-        if kind in MEDIA_FEATURES
+        if kind in EMBEDDED_KINDS
         for prefix in ("", *prefixes)
     }
-    images = {name: IMAGE_LIST for name in schema.names if name in features}
-    return images, {name: kind for name, kind in features.items() if kind != "Image"}
+    images = {name: IMAGE_LIST for name in schema.names if name in kinds}
+    return images, frozenset(name for name in images if kinds[name] != "image")
 
 
 def row_schema(multimodal: bool, av_kinds: Sequence[str] = ()) -> pa.Schema:
@@ -228,8 +232,8 @@ def row_schema(multimodal: bool, av_kinds: Sequence[str] = ()) -> pa.Schema:
 
 def preference_table(multimodal: bool, av_kinds: Sequence[str] = ()) -> Table:
     schema = row_schema(multimodal, av_kinds)
-    images, features = _embedded(multimodal, schema, ("chosen_", "rejected_"), av_kinds)
-    return Table(DEFAULT_CONFIG, DATA_DIR, JSONL_DIR, schema, images, features)
+    images, files = _embedded(multimodal, schema, ("chosen_", "rejected_"), av_kinds)
+    return Table(DEFAULT_CONFIG, DATA_DIR, JSONL_DIR, schema, images, files)
 
 
 def tie_table(multimodal: bool, av_kinds: Sequence[str] = ()) -> Table:
@@ -250,8 +254,8 @@ def tie_table(multimodal: bool, av_kinds: Sequence[str] = ()) -> Table:
             *_ENSEMBLE_COLUMNS,
         ]
     )
-    images, features = _embedded(multimodal, schema, prefixes, av_kinds)
-    return Table(TIES_CONFIG, TIES_DIR, TIES_JSONL_DIR, schema, images, features)
+    images, files = _embedded(multimodal, schema, prefixes, av_kinds)
+    return Table(TIES_CONFIG, TIES_DIR, TIES_JSONL_DIR, schema, images, files)
 
 
 def image_preference_table() -> Table:
@@ -347,8 +351,8 @@ class TableFiles:
         return self._image_source(path)
 
     def _with_image_bytes(self, table: pa.Table) -> pa.Table:
-        """The table with each image column's paths turned into ``datasets.Image`` structs
-        holding the bytes (each distinct file read once per row group)."""
+        """The table with each embedded column's paths turned into ``{"bytes", "path"}``
+        structs holding the bytes (each distinct file read once per row group)."""
         read: dict[str, bytes] = {}
 
         def images(paths: pa.Array) -> pa.StructArray:

@@ -1,14 +1,22 @@
 """Releases carry video, audio and 3D parts (docs/releases.md, "Video, audio and 3D"): each
 file once by the hash of its bytes, the served copy (metadata stripped) unless the originals
-were asked for, ``datasets.Video`` and ``datasets.Audio`` columns that ``load_dataset``
-reads, 3D models as paths, and an Omni-RewardBench file per task that Arbiter's own import
-reads back with the same pairs and labels."""
+were asked for, video and audio columns of ``{"bytes", "path"}`` structs that
+``load_dataset`` reads without torchcodec (a fresh environment holding only ``datasets`` and
+``av`` loads every config and split and decodes them with PyAV), 3D models as paths, and an
+Omni-RewardBench file per task that Arbiter's own import reads back with the same pairs and
+labels."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import av
@@ -159,21 +167,25 @@ def test_media_files_are_the_stripped_copies_by_their_hash(released):
     assert "Videos: 2 files under `videos/`" in released.card
 
 
+# A video or audio file in Parquet: its bytes and its path, no feature that needs torchcodec.
+FILE_FEATURE = datasets.List({"bytes": datasets.Value("binary"), "path": datasets.Value("string")})
+
+
 def test_load_dataset_reads_video_and_audio(released):
     folder = released.folder
     features = datasets.load_dataset(
         "parquet", data_dir=str(folder / "data"), split="test"
     ).features
-    assert isinstance(features["chosen_videos"].feature, datasets.Video)
-    assert isinstance(features["audios"].feature, datasets.Audio)
+    assert features["chosen_videos"] == FILE_FEATURE
+    assert features["audios"] == FILE_FEATURE
+    assert features["chosen_images"] == datasets.List(datasets.Image())
     assert features["chosen_models3d"].feature.dtype == "string"
-    # Through the card's configs too; decoding wants torchcodec, so the raw bytes are read.
+    # Through the card's configs too, with the same features; rows are read as they are.
     pairs = datasets.load_dataset(str(folder), split="test")
-    assert isinstance(pairs.features["rejected_audios"].feature, datasets.Audio)
+    assert pairs.features == features
     for column, feature in pairs.features.items():
         inner = getattr(feature, "feature", None)
-        if isinstance(inner, datasets.Video | datasets.Audio):
-            pairs = pairs.cast_column(column, datasets.Sequence(type(inner)(decode=False)))
+        assert not isinstance(inner, datasets.Video | datasets.Audio), column
     rows = {row["id"]: row for row in pairs}
     video = rows["t2v/t2v-0"]["chosen_videos"][0]
     assert video["path"].startswith("videos/")
@@ -333,3 +345,163 @@ def test_the_release_form_takes_original_media(
     assert _video_files(release) == _originals()
     detail = client.get(reverse("release", args=[decided.slug, "1.0.0"]))
     assert b"the originals as imported" in detail.content
+
+
+# ---- Opened with only `datasets` and PyAV installed ----
+
+# What a user of a release installs to read it (docs/releases.md, "Video, audio and 3D"):
+# no torchcodec (which needs FFmpeg's shared libraries), no Pillow.
+READER_PACKAGES = ("datasets", "av")
+# How long pip may take to install them (from its cache, a few seconds; from PyPI, under a
+# minute).
+PIP_SECONDS = 600
+
+
+@pytest.fixture(scope="session")
+def reader_python(tmp_path_factory) -> Path:
+    """The Python of a fresh virtual environment holding only ``datasets`` and ``av`` (and
+    what they need), made once per test session outside the checkout."""
+    venv = tmp_path_factory.mktemp("datasets-av") / "venv"
+    base = shutil.which("python3.11") or sys.executable
+    subprocess.run([base, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    cannot = (
+        f"pip could not install {' and '.join(READER_PACKAGES)} into a fresh virtual environment"
+    )
+    try:
+        installed = subprocess.run(
+            [*pip, *READER_PACKAGES], capture_output=True, text=True, timeout=PIP_SECONDS
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"{cannot} in {PIP_SECONDS} s (no package index within reach?)")
+    if installed.returncode != 0:
+        pytest.skip(f"{cannot}: {installed.stderr.strip()[-500:]}")
+    return python
+
+
+def _run_reader(python: Path, script: str, *args: str, home: Path) -> str:
+    """Runs ``script`` with the reader environment's Python, offline, with a cache of its
+    own; its standard output."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "HF_HOME": str(home / "hf"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [str(python), "-c", script, *args], capture_output=True, text=True, env=env, cwd=home
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+# Loads every config and split of the release given and reads every row of its columns but
+# the images (whose decoding needs Pillow), then decodes the first video and the first audio
+# clip with PyAV, from the bytes in the row and from the file at its path.
+_READER = textwrap.dedent(
+    """
+    import importlib.util, io, json, os, sys
+
+    import av
+    import datasets
+
+
+
+    # A feature's kind: a Value's dtype, a struct's fields, a list's item, or the feature's
+    # name (Image, Video, Audio).
+    def kind(feature):
+        if isinstance(feature, dict):
+            return {key: kind(value) for key, value in feature.items()}
+        if hasattr(feature, "feature"):
+            return kind(feature.feature)
+        return feature.dtype if isinstance(feature, datasets.Value) else type(feature).__name__
+
+    folder = sys.argv[1]
+    report = {"configs": {}, "features": {}}
+    firsts = {}
+    for config in datasets.get_dataset_config_names(folder):
+        loaded = datasets.load_dataset(folder, config)
+        report["configs"][config] = {split: rows.num_rows for split, rows in loaded.items()}
+        for split, rows in loaded.items():
+            features = {column: kind(feature) for column, feature in rows.features.items()}
+            report["features"][config] = features
+            read = [column for column, what in features.items() if what != "Image"]
+            for row in rows.select_columns(read):
+                for column in read:
+                    for media in ("videos", "audios"):
+                        if column.endswith(media) and row[column] and media not in firsts:
+                            firsts[media] = row[column][0]
+    decoded = {}
+    for media, clip in sorted(firsts.items()):
+        stream = {"videos": "video", "audios": "audio"}[media]
+        counts = []
+        for source in (io.BytesIO(clip["bytes"]), os.path.join(folder, clip["path"])):
+            with av.open(source) as container:
+                frames = list(container.decode(**{stream: 0}))
+            counts.append(sum(getattr(frame, "samples", 1) for frame in frames))
+        decoded[media] = {"path": clip["path"], "counts": counts}
+    report["decoded"] = decoded
+    # Neither torchcodec nor Pillow is there to be used.
+    report["missing"] = [
+        name for name in ("torchcodec", "PIL") if importlib.util.find_spec(name) is None
+    ]
+    print(json.dumps(report))
+    """
+)
+
+
+def _card_snippet(card: str) -> str:
+    """The card's Python block that opens a part with PyAV."""
+    blocks = re.findall(r"```python\n(.*?)```", card, flags=re.DOTALL)
+    [snippet] = [block for block in blocks if "import av" in block]
+    return snippet
+
+
+def test_the_release_opens_with_only_datasets_and_pyav(project, dave, tmp_path, reader_python):
+    root = tmp_path / "omni"
+    root.mkdir()
+    _import(project, _omni_files(root), root)
+    release = _build(
+        project,
+        dave,
+        "1.0.0",
+        splits=[{"name": "train", "ratio": 0.5}, {"name": "test", "ratio": 0.5}],
+    )
+    folder = str(release.folder)
+    home = tmp_path / "reader"
+    home.mkdir()
+    report = json.loads(_run_reader(reader_python, _READER, folder, home=home))
+    assert report["missing"] == ["torchcodec", "PIL"]
+    # Every config and split the card lists, with its rows.
+    assert report["configs"] == {
+        config: {split: rows for split, (rows, _) in splits.items()}
+        for config, splits in release.statistics["configs"].items()
+        if splits
+    }
+    assert set(report["configs"]) >= {"default", "ties"}
+    # Video and audio as plain file columns; images are still `datasets.Image`.
+    file_struct = {"bytes": "binary", "path": "string"}
+    for config, prefixes in (
+        ("default", ("", "chosen_", "rejected_")),
+        ("ties", ("", "response_a_", "response_b_")),
+    ):
+        features = report["features"][config]
+        for prefix in prefixes:
+            assert features[f"{prefix}videos"] == file_struct
+            assert features[f"{prefix}audios"] == file_struct
+            assert features[f"{prefix}images"] == "Image"
+            assert features[f"{prefix}models3d"] == "string"
+    # One video's frames and one audio clip's samples, decoded by PyAV from the row's bytes
+    # and from the file at its path in the release.
+    decoded = report["decoded"]
+    assert decoded["videos"]["path"].startswith("videos/")
+    assert decoded["audios"]["path"].startswith("audio/")
+    assert decoded["videos"]["counts"][0] == decoded["videos"]["counts"][1] in (3, 4)
+    # a1.wav or a2.wav: 0.2 s or 0.3 s at 16 kHz
+    assert decoded["audios"]["counts"][0] == decoded["audios"]["counts"][1] in (3200, 4800)
+    # The card's snippet runs there as written.
+    snippet = _card_snippet(release.card).replace("<this folder>", folder)
+    printed = _run_reader(reader_python, snippet + "\nprint(len(frames))\n", home=home)
+    assert int(printed) > 0
