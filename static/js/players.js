@@ -105,6 +105,7 @@
     bar.setAttribute("role", "group");
     bar.setAttribute("aria-label", "Video and audio controls");
     bar.setAttribute("data-deck", "");
+    bar.clock = () => position(state); // the clock's time, for the browser tests
     const play = button("Play", "Play or pause (Space)", () => toggle(state));
     play.setAttribute("data-deck-play", "");
     const back = button("‹", "One frame back (,)", () => step(state, -1));
@@ -145,7 +146,7 @@
     return { bar, play, scrubber, time, speed, loop, mutes };
   }
 
-  // The clock is the longest of the media: the others end on their own before it.
+  // The longest of the media: the others end on their own before it.
   function primary(state) {
     return state.media.reduce((best, element) =>
       durationOf(element) > durationOf(best) ? element : best,
@@ -156,8 +157,21 @@
     return durationOf(primary(state));
   }
 
+  // The clock: the side heard, where one side is heard and has not ended, else the longest
+  // of the media. The sound a person listens to is never played faster or slower to follow
+  // another player, whichever side ``x`` has made the one heard: the others follow it.
+  // (Chromium shifts a player's clock by some tens of ms when it is muted or unmuted; a clock
+  // kept on one fixed player, muted by ``x``, pulled the side heard after that shift.)
+  function clockElement(state) {
+    const longest = primary(state);
+    const heard = state.media.filter((element) => !element.muted);
+    if (heard.length !== 1 || heard[0] === longest) return longest;
+    const side = heard[0];
+    return !side.ended && !side.seeking && playable(side, longest.currentTime) ? side : longest;
+  }
+
   function position(state) {
-    return primary(state).currentTime;
+    return clockElement(state).currentTime;
   }
 
   function playable(element, at) {
@@ -260,6 +274,9 @@
   function applyMuting(state) {
     for (const element of state.media) {
       element.muted = Boolean(state.muted[element.getAttribute("data-side")]);
+      // A side now heard may have been following the clock a little faster or slower: it
+      // plays at the speed chosen from now on (the clock's own speed).
+      if (!element.muted && state.playing) element.playbackRate = state.speed;
     }
   }
 
@@ -301,16 +318,21 @@
     cancelAnimationFrame(state.loop);
     const tick = () => {
       if (!state.playing || deck !== state) return;
-      const clockElement = primary(state);
-      let at = clockElement.currentTime;
+      let clock = clockElement(state);
+      let at = clock.currentTime;
       if (state.loopOut !== null && at >= state.loopOut) {
         seek(state, state.loopIn || 0);
-        at = position(state);
+        clock = clockElement(state);
+        at = clock.currentTime;
       }
       for (const element of state.media) {
-        if (element === clockElement) continue;
+        if (element === clock) {
+          // The clock plays at the speed chosen, whatever it did while it followed.
+          if (Math.abs(element.playbackRate - state.speed) > 0.001) element.playbackRate = state.speed;
+          continue;
+        }
         if (element.ended || !playable(element, at)) continue; // it ends on its own
-        if (element.paused && !clockElement.paused) element.play().catch(() => undefined);
+        if (element.paused && !clock.paused) element.play().catch(() => undefined);
         if (element.seeking) continue; // a hard sync still under way
         const drift = element.currentTime - at;
         let rate = state.speed;

@@ -250,6 +250,82 @@ def test_the_audio_switch_keeps_the_position(
     assert [t["muted"] for t in _times(page)] == [False, True]
 
 
+def _import_one_pair(project, tmp_path, kind: str, seconds: float, fps: int = FPS) -> None:
+    """One pair of ``kind`` (video with sound, or audio) as long as each other to a frame:
+    the longer one (a frame or 10 ms, so that the files differ) was the clock before."""
+    names = []
+    for index, side in enumerate("ab"):
+        if kind == "video":
+            names.append(f"{side}.mp4")
+            video_write(tmp_path / names[-1], frames=int(seconds * fps) + index, rate=fps)
+        else:
+            names.append(f"{side}.wav")
+            audio_write(tmp_path / names[-1], seconds=seconds + index / 100)
+    pair = text_pair(f"{kind}-1", task="t2v" if kind == "video" else "t2a")
+    pair["response_a"]["response_content"] = [[kind, names[0]]]
+    pair["response_b"]["response_content"] = [[kind, names[1]]]
+    pairs_import(
+        project=project, source=write_jsonl(tmp_path / "pairs.jsonl", [pair]), media_root=tmp_path
+    )
+    Pair.objects.filter(project=project).update(status="queued")
+
+
+# Every animation frame, the speed of each side heard.
+SAMPLER = """() => {
+    const media = Array.from(document.querySelectorAll(".wb-response :is(video, audio)"));
+    window.__heardRates = [];
+    window.__sampling = true;
+    const sample = () => {
+        for (const element of media) {
+            if (!element.muted) window.__heardRates.push(element.playbackRate);
+        }
+        if (window.__sampling) requestAnimationFrame(sample);
+    };
+    requestAnimationFrame(sample);
+}"""
+# How far the furthest side is from the deck's clock (both read in one task), 20 times in a
+# second.
+FROM_CLOCK = """async () => {
+    const media = Array.from(document.querySelectorAll(".wb-response :is(video, audio)"));
+    const bar = document.querySelector("[data-deck]");
+    const drifts = [];
+    for (let i = 0; i < 20; i++) {
+        const clock = bar.clock();
+        drifts.push(Math.max(...media.map((element) => Math.abs(element.currentTime - clock))));
+        await new Promise((done) => setTimeout(done, 50));
+    }
+    return drifts;
+}"""
+
+
+@pytest.mark.parametrize("kind", ["video", "audio"])
+def test_switching_the_side_heard_never_speeds_it_up(
+    page, live_server, project, alice, tmp_path, kind
+):
+    """``x`` five times while playing: the side heard always plays at the speed chosen (a
+    clock kept on one player, which Chromium shifts by tens of ms when ``x`` mutes it, had
+    the other side played up to 25% faster after the switch to catch it up), and both sides
+    stay on the clock: sampled over a second after the switches, the typical (median) distance
+    of the furthest side from it is within one frame (0.04 s for 25 frames a second, 0.05 s
+    for audio). A loaded machine now and then stalls a muted video for a tenth of a second or
+    so, which the sync loop takes back; the median is not moved by that."""
+    _import_one_pair(project, tmp_path, kind, seconds=8.0)
+    _open(page, live_server, project)
+    page.keyboard.press(" ")
+    _wait_playing_past(page, 0.5)
+    page.evaluate(SAMPLER)
+    for _ in range(5):
+        page.keyboard.press("x")
+        page.wait_for_timeout(600)
+    rates = page.evaluate("() => { window.__sampling = false; return window.__heardRates; }")
+    assert all(not t["paused"] for t in _times(page))
+    assert rates, "no frame sampled"
+    assert max(abs(rate - 1) for rate in rates) <= 0.001, sorted(set(rates))
+    frame = FRAME if kind == "video" else 0.05
+    drifts = page.evaluate(FROM_CLOCK)
+    assert sorted(drifts)[len(drifts) // 2] <= frame, drifts
+
+
 def test_play_to_the_end_is_refused_before_the_end_and_taken_after(
     page, live_server, project, alice, tmp_path
 ):
