@@ -224,11 +224,27 @@
     render(state, target);
   }
 
+  // The frame shown at ``at``: the last one presented at or before it (frame n is presented
+  // at n frame lengths). FRAME_SLACK takes in the browser's rounding of times to whole
+  // microseconds (1/30 s reads back as 0.033333).
+  const FRAME_SLACK = 0.00001;
+
+  function frameAt(state, at) {
+    return Math.floor((at + FRAME_SLACK) / state.frame);
+  }
+
+  // A frame's presentation time, rounded up to the whole microsecond: a seek there shows that
+  // frame, not the one before.
+  function frameTime(state, frame) {
+    return Math.ceil(Math.round(frame * state.frame * 1e9) / 1e3) / 1e6;
+  }
+
+  // One frame on or back from the frame shown, even from a position between two frames'
+  // presentation times: to the next (or the previous) frame's presentation time.
   function step(state, direction) {
     if (state.playing) pause(state);
-    // Frame times are multiples of the frame length: land on one, past its start.
-    const frame = Math.round(position(state) / state.frame) + direction;
-    seek(state, Math.max(0, frame) * state.frame + state.frame / 4);
+    const frame = Math.max(0, frameAt(state, position(state)) + direction);
+    seek(state, frameTime(state, frame));
   }
 
   function changeSpeed(state, direction, wrap) {

@@ -125,10 +125,10 @@ def test_two_videos_play_in_lock_step(page, live_server, project, alice, tmp_pat
     page.wait_for_timeout(100)
     stepped = _times(page)
     assert all(t["paused"] for t in stepped)
-    # The first step lands on the frame after the one shown, a quarter into it; the next one
-    # a whole frame on.
-    assert 0 < stepped[0]["time"] - paused[0]["time"] <= 2 * FRAME
-    assert stepped[0]["time"] / FRAME % 1 == pytest.approx(0.25, abs=0.01)
+    # The first step lands on the frame after the one shown, at its presentation time; the
+    # next one a whole frame on.
+    shown = int((paused[0]["time"] + 1e-5) / FRAME)
+    assert stepped[0]["time"] == pytest.approx((shown + 1) * FRAME, abs=2e-6)
     page.keyboard.press(".")
     page.wait_for_timeout(100)
     again = _times(page)
@@ -324,6 +324,64 @@ def test_switching_the_side_heard_never_speeds_it_up(
     frame = FRAME if kind == "video" else 0.05
     drifts = page.evaluate(FROM_CLOCK)
     assert sorted(drifts)[len(drifts) // 2] <= frame, drifts
+
+
+SHOWN_FRAME = """() => Array.from(document.querySelectorAll(".wb-response video")).map((video) => {
+    // The factory's clips draw an 8-pixel bar at column 8 * (frame % 8).
+    const canvas = document.createElement("canvas");
+    canvas.width = 64;
+    canvas.height = 48;
+    const context = canvas.getContext("2d");
+    context.drawImage(video, 0, 0, 64, 48);
+    const row = context.getImageData(0, 24, 64, 1).data;
+    let column = 0;
+    while (column < 64 && row[4 * column] < 128) column++;
+    return Math.round(column / 8);
+})"""
+
+
+def _settled(page) -> None:
+    page.wait_for_function(
+        """() => Array.from(document.querySelectorAll(".wb-response video"))
+            .every((element) => !element.seeking && element.readyState >= 2)"""
+    )
+
+
+def _scrub_to(page, seconds: float) -> None:
+    page.evaluate(
+        """seconds => {
+            const scrubber = document.querySelector("[data-deck-scrubber]");
+            scrubber.value = String(seconds);
+            scrubber.dispatchEvent(new Event("input", {bubbles: true}));
+        }""",
+        seconds,
+    )
+    _settled(page)
+
+
+@pytest.mark.parametrize("fps", [25, 30])
+def test_a_frame_step_from_between_two_frames_moves_one_frame(
+    page, live_server, project, alice, tmp_path, fps
+):
+    """Paused 1.23 s in, between two frames' presentation times (frame 30 of 25 a second
+    shown, or 36 of 30), ``.`` shows the next frame and ``,`` the previous one, each at its
+    presentation time, on both sides: the picture is checked, not only the clock. Before,
+    ``.`` rounded to the nearest frame first and showed the frame after next, and ``,``
+    stayed on the frame shown."""
+    _import_one_pair(project, tmp_path, "video", seconds=3.0, fps=fps)
+    _open(page, live_server, project)
+    frame = 1 / fps
+    shown = int(1.23 * fps)
+    for key, moved in ((".", 1), (",", -1)):
+        _scrub_to(page, 1.23)
+        assert page.evaluate(SHOWN_FRAME) == [shown % 8] * 2
+        page.keyboard.press(key)
+        _settled(page)
+        times = _times(page)
+        assert all(t["paused"] for t in times)
+        for t in times:
+            assert t["time"] == pytest.approx((shown + moved) * frame, abs=2e-6), (key, times)
+        assert page.evaluate(SHOWN_FRAME) == [(shown + moved) % 8] * 2, key
 
 
 def test_play_to_the_end_is_refused_before_the_end_and_taken_after(
