@@ -16,6 +16,11 @@
   const HARD_SYNC_SECONDS = 0.15;
   const CATCH_UP_SECONDS = 0.25;
   const MAX_NUDGE = 0.25;
+  // After a side is muted or unmuted, Chromium moves it to another output: for up to about a
+  // tenth of a second the time it gives is stale (a side just heard stands still, then
+  // jumps). For SETTLE_MS the clock stays where it was and the side heard plays on at the
+  // speed chosen, moved by nobody; then the side heard is the clock again.
+  const SETTLE_MS = 250;
   const PREFETCH_LIMIT = 8;
   const KEYS = /^( |,|\.|j|l|-|=|\+|i|o|c|x|\[|\])$/;
 
@@ -81,6 +86,7 @@
       // One side heard at a time, the first to begin with (ABX listening).
       muted: Object.fromEntries(sides.map((side, index) => [side, index > 0])),
       loop: 0,
+      settle: null, // after a mute or an unmute: {element: the clock before, until: ms}
       ui: {},
     };
     for (const element of media) {
@@ -161,8 +167,13 @@
   // of the media. The sound a person listens to is never played faster or slower to follow
   // another player, whichever side ``x`` has made the one heard: the others follow it.
   // (Chromium shifts a player's clock by some tens of ms when it is muted or unmuted; a clock
-  // kept on one fixed player, muted by ``x``, pulled the side heard after that shift.)
+  // kept on one fixed player, muted by ``x``, pulled the side heard after that shift.) For
+  // SETTLE_MS after a mute or an unmute the clock stays on the player it was.
   function clockElement(state) {
+    const settle = state.settle;
+    if (settle && performance.now() < settle.until) {
+      if (!settle.element.seeking && !settle.element.ended) return settle.element;
+    }
     const longest = primary(state);
     const heard = state.media.filter((element) => !element.muted);
     if (heard.length !== 1 || heard[0] === longest) return longest;
@@ -288,6 +299,7 @@
   // its clock by some tens of ms; the sync loop takes that back within a few tenths of a
   // second.
   function applyMuting(state) {
+    if (state.playing) state.settle = {element: clockElement(state), until: performance.now() + SETTLE_MS};
     for (const element of state.media) {
       element.muted = Boolean(state.muted[element.getAttribute("data-side")]);
       // A side now heard may have been following the clock a little faster or slower: it
@@ -350,6 +362,11 @@
         if (element.ended || !playable(element, at)) continue; // it ends on its own
         if (element.paused && !clock.paused) element.play().catch(() => undefined);
         if (element.seeking) continue; // a hard sync still under way
+        if (!element.muted && state.settle && performance.now() < state.settle.until) {
+          // Just heard: it plays on at the speed chosen until its time is fresh.
+          if (Math.abs(element.playbackRate - state.speed) > 0.001) element.playbackRate = state.speed;
+          continue;
+        }
         const drift = element.currentTime - at;
         let rate = state.speed;
         // A side not heard is moved at once: its stutter is neither seen (audio) nor heard.
