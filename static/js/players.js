@@ -16,6 +16,11 @@
   const HARD_SYNC_SECONDS = 0.15;
   const CATCH_UP_SECONDS = 0.25;
   const MAX_NUDGE = 0.25;
+  // After a side is muted or unmuted, Chromium moves it to another output: for up to about a
+  // tenth of a second the time it gives is stale (a side just heard stands still, then
+  // jumps). For SETTLE_MS the clock stays where it was and the side heard plays on at the
+  // speed chosen, moved by nobody; then the side heard is the clock again.
+  const SETTLE_MS = 250;
   const PREFETCH_LIMIT = 8;
   const KEYS = /^( |,|\.|j|l|-|=|\+|i|o|c|x|\[|\])$/;
 
@@ -81,6 +86,7 @@
       // One side heard at a time, the first to begin with (ABX listening).
       muted: Object.fromEntries(sides.map((side, index) => [side, index > 0])),
       loop: 0,
+      settle: null, // after a mute or an unmute: {element: the clock before, until: ms}
       ui: {},
     };
     for (const element of media) {
@@ -105,6 +111,7 @@
     bar.setAttribute("role", "group");
     bar.setAttribute("aria-label", "Video and audio controls");
     bar.setAttribute("data-deck", "");
+    bar.clock = () => position(state); // the clock's time, for the browser tests
     const play = button("Play", "Play or pause (Space)", () => toggle(state));
     play.setAttribute("data-deck-play", "");
     const back = button("‹", "One frame back (,)", () => step(state, -1));
@@ -145,7 +152,7 @@
     return { bar, play, scrubber, time, speed, loop, mutes };
   }
 
-  // The clock is the longest of the media: the others end on their own before it.
+  // The longest of the media: the others end on their own before it.
   function primary(state) {
     return state.media.reduce((best, element) =>
       durationOf(element) > durationOf(best) ? element : best,
@@ -156,8 +163,26 @@
     return durationOf(primary(state));
   }
 
+  // The clock: the side heard, where one side is heard and has not ended, else the longest
+  // of the media. The sound a person listens to is never played faster or slower to follow
+  // another player, whichever side ``x`` has made the one heard: the others follow it.
+  // (Chromium shifts a player's clock by some tens of ms when it is muted or unmuted; a clock
+  // kept on one fixed player, muted by ``x``, pulled the side heard after that shift.) For
+  // SETTLE_MS after a mute or an unmute the clock stays on the player it was.
+  function clockElement(state) {
+    const settle = state.settle;
+    if (settle && performance.now() < settle.until) {
+      if (!settle.element.seeking && !settle.element.ended) return settle.element;
+    }
+    const longest = primary(state);
+    const heard = state.media.filter((element) => !element.muted);
+    if (heard.length !== 1 || heard[0] === longest) return longest;
+    const side = heard[0];
+    return !side.ended && !side.seeking && playable(side, longest.currentTime) ? side : longest;
+  }
+
   function position(state) {
-    return primary(state).currentTime;
+    return clockElement(state).currentTime;
   }
 
   function playable(element, at) {
@@ -210,11 +235,27 @@
     render(state, target);
   }
 
+  // The frame shown at ``at``: the last one presented at or before it (frame n is presented
+  // at n frame lengths). FRAME_SLACK takes in the browser's rounding of times to whole
+  // microseconds (1/30 s reads back as 0.033333).
+  const FRAME_SLACK = 0.00001;
+
+  function frameAt(state, at) {
+    return Math.floor((at + FRAME_SLACK) / state.frame);
+  }
+
+  // A frame's presentation time, rounded up to the whole microsecond: a seek there shows that
+  // frame, not the one before.
+  function frameTime(state, frame) {
+    return Math.ceil(Math.round(frame * state.frame * 1e9) / 1e3) / 1e6;
+  }
+
+  // One frame on or back from the frame shown, even from a position between two frames'
+  // presentation times: to the next (or the previous) frame's presentation time.
   function step(state, direction) {
     if (state.playing) pause(state);
-    // Frame times are multiples of the frame length: land on one, past its start.
-    const frame = Math.round(position(state) / state.frame) + direction;
-    seek(state, Math.max(0, frame) * state.frame + state.frame / 4);
+    const frame = Math.max(0, frameAt(state, position(state)) + direction);
+    seek(state, frameTime(state, frame));
   }
 
   function changeSpeed(state, direction, wrap) {
@@ -258,8 +299,12 @@
   // its clock by some tens of ms; the sync loop takes that back within a few tenths of a
   // second.
   function applyMuting(state) {
+    if (state.playing) state.settle = {element: clockElement(state), until: performance.now() + SETTLE_MS};
     for (const element of state.media) {
       element.muted = Boolean(state.muted[element.getAttribute("data-side")]);
+      // A side now heard may have been following the clock a little faster or slower: it
+      // plays at the speed chosen from now on (the clock's own speed).
+      if (!element.muted && state.playing) element.playbackRate = state.speed;
     }
   }
 
@@ -301,17 +346,27 @@
     cancelAnimationFrame(state.loop);
     const tick = () => {
       if (!state.playing || deck !== state) return;
-      const clockElement = primary(state);
-      let at = clockElement.currentTime;
+      let clock = clockElement(state);
+      let at = clock.currentTime;
       if (state.loopOut !== null && at >= state.loopOut) {
         seek(state, state.loopIn || 0);
-        at = position(state);
+        clock = clockElement(state);
+        at = clock.currentTime;
       }
       for (const element of state.media) {
-        if (element === clockElement) continue;
+        if (element === clock) {
+          // The clock plays at the speed chosen, whatever it did while it followed.
+          if (Math.abs(element.playbackRate - state.speed) > 0.001) element.playbackRate = state.speed;
+          continue;
+        }
         if (element.ended || !playable(element, at)) continue; // it ends on its own
-        if (element.paused && !clockElement.paused) element.play().catch(() => undefined);
+        if (element.paused && !clock.paused) element.play().catch(() => undefined);
         if (element.seeking) continue; // a hard sync still under way
+        if (!element.muted && state.settle && performance.now() < state.settle.until) {
+          // Just heard: it plays on at the speed chosen until its time is fresh.
+          if (Math.abs(element.playbackRate - state.speed) > 0.001) element.playbackRate = state.speed;
+          continue;
+        }
         const drift = element.currentTime - at;
         let rate = state.speed;
         // A side not heard is moved at once: its stutter is neither seen (audio) nor heard.
