@@ -104,8 +104,8 @@ class LocalServer:
         return (self.data_dir / "PG_VERSION").is_file()
 
     def running(self) -> bool:
-        """Whether a server answers on this folder's socket (``pg_ctl status`` reads the pid
-        file and checks the process; the socket proves it accepts connections)."""
+        """Whether a server answers on this folder's socket: the pid file says one was
+        started, ``pg_isready`` that it accepts connections (a stale pid file does not)."""
         if not (self.data_dir / "postmaster.pid").is_file():
             return False
         ready = subprocess.run(
