@@ -96,7 +96,9 @@ def test_a_restarted_server_keeps_its_data_and_a_second_start_does_nothing(folde
         assert conn.execute("SELECT word FROM kept").fetchall() == [("still here",)]
 
 
-def test_processes_that_find_it_down_at_once_start_one_server(folder):
+def test_callers_that_find_it_down_at_once_start_one_server(folder):
+    """Four threads, each with an open file description of its own on the lock folder (flock
+    excludes them as it excludes processes), start it at once."""
     server = LocalServer(folder / "postgres")
     errors: list[BaseException] = []
 
