@@ -76,14 +76,14 @@ def media_file(request, slug: str, sha256: str):
                 relative_path=media.served_relative_path,
                 mode=settings.ARBITER_MEDIA_ACCEL,
                 nginx_prefix=settings.ARBITER_MEDIA_ACCEL_PREFIX,
-                content_type=media.content_type,
+                content_type=media.served_content_type,
                 etag_value=media.served_sha256,
             )
         else:
             response = ranged_file_response(
                 request,
                 root / media.served_relative_path,
-                content_type=media.content_type,
+                content_type=media.served_content_type,
                 etag_value=media.served_sha256,
             )
     except FileNotFoundError:

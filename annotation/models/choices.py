@@ -74,6 +74,7 @@ class MediaStripResult(models.TextChoices):
     STRIPPED = "stripped", "metadata removed from the container, pixels untouched"
     REENCODED = "reencoded", "re-encoded losslessly without metadata"
     TRANSCODED = "transcoded", "transcoded into a format browsers play, without metadata"
+    REBUILT = "rebuilt", "written anew from the decoded content, from an allowlist"
     FAILED = "failed", "could not be stripped: the original is served"
 
 

@@ -56,6 +56,9 @@ class Media(models.Model):
     strip_result = models.CharField(
         max_length=16, choices=StripResult.choices, null=True, blank=True
     )
+    # The served copy's own format when it differs from the original's (a rebuilt copy: PNG
+    # for images, MP4 for video, M4A for audio); NULL when it is the original's format.
+    served_format = models.CharField(max_length=8, choices=Format.choices, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -83,7 +86,9 @@ class Media(models.Model):
                         served_sha256__isnull=False,
                     )
                     & ~Q(served_sha256=F("sha256"))
-                ),
+                )
+                # A copy written anew from the decoded content may, rarely, equal the original.
+                | Q(strip_result="rebuilt", served_sha256__isnull=False),
                 name="media_served_copy_recorded",
             ),
         ]
@@ -112,7 +117,13 @@ class Media(models.Model):
 
     @property
     def content_type(self) -> str:
+        """The original's content type."""
         return self.CONTENT_TYPES[self.format]
+
+    @property
+    def served_content_type(self) -> str:
+        """The served copy's content type."""
+        return self.CONTENT_TYPES[self.served_format or self.format]
 
     @property
     def relative_path(self) -> str:
@@ -124,7 +135,7 @@ class Media(models.Model):
         """Where the served copy lives under MEDIA_ROOT (the original's path when unchanged)."""
         if self.served_sha256 is None:
             raise ValueError(f"Media {self.sha256} has no served copy yet (strip_media_metadata)")
-        return self.path_for(self.served_sha256, self.format)
+        return self.path_for(self.served_sha256, self.served_format or self.format)
 
     @classmethod
     def path_for(cls, sha256: str, image_format: str) -> str:
