@@ -85,13 +85,14 @@ class _MediaFiles:
 
         for media in Media.objects.filter(sha256__in=wanted):
             if self._original:
-                sha256, relative = media.sha256, media.relative_path
+                sha256, relative, fmt = media.sha256, media.relative_path, media.format
             else:
                 if media.served_sha256 is None:
                     media_strip_metadata(media=media)
                 relative = media.served_relative_path  # raises when there is still none
                 sha256 = media.served_sha256 or media.sha256
-            path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[media.format]}"
+                fmt = media.served_format or media.format
+            path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[fmt]}"
             self.files[media.sha256] = path
             self._sources[path] = Path(settings.MEDIA_ROOT) / relative
         if missing := wanted - set(self.files):
