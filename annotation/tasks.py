@@ -11,11 +11,6 @@ from annotation.agreement.services import agreement_report_recompute
 from annotation.core.errors import Conflict
 from annotation.core.jobs import JobTask, sweep_task
 from annotation.imports.services import STALLED_IMPORTS, import_job_fail, import_job_run
-from annotation.media.transcode_jobs import (
-    STALLED_TRANSCODES,
-    transcode_job_fail,
-    transcode_job_run,
-)
 from annotation.models import ImportJob, Project, Release
 from annotation.releases import services as releases
 
@@ -52,30 +47,6 @@ imports_resume_stalled = sweep_task(
     "annotation.imports_resume_stalled",
     STALLED_IMPORTS,
     doc="Periodic (Celery beat): queues again the imports whose worker died.",
-)
-
-
-class TranscodeTask(JobTask):
-    abstract = True
-    job_id_arg = "job_id"
-
-    def job_fail(self, job_id: int, exc: BaseException) -> None:
-        transcode_job_fail(
-            job_id=job_id, message=f"The transcode task failed ({type(exc).__name__}); retry it."
-        )
-
-
-@shared_task(name="annotation.tasks.transcode_run", base=TranscodeTask)
-def transcode_run(job_id: int) -> None:
-    """Makes the playable copy of a video or audio file. Safe to run twice: only the run
-    that moves the job from pending to running works."""
-    transcode_job_run(job_id=job_id)
-
-
-transcodes_resume_stalled = sweep_task(
-    "annotation.transcodes_resume_stalled",
-    STALLED_TRANSCODES,
-    doc="Periodic (Celery beat): sends again the transcodes whose worker died.",
 )
 
 

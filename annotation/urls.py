@@ -26,11 +26,6 @@ urlpatterns = [
         ("media/<str:sha256>", media.media_file, "media"),
         ("imports/", imports.imports, "imports"),
         ("imports/<int:job_id>/status/", imports.import_status, "import-status"),
-        (
-            "imports/transcodes/<int:transcode_id>/retry/",
-            imports.transcode_retry,
-            "transcode-retry",
-        ),
     ),
     *routes(
         "p/<slug:slug>/annotate/",

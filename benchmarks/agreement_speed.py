@@ -36,8 +36,7 @@ PAIR_COLUMNS = (
     "project_id, external_id, prompt_id, response_a_id, response_b_id, criterion, task, "
     "metadata, status, priority, target_votes, vote_count, lease_count, restricted, "
     "is_gold, gold_label, prior_label, ensemble_label, ensemble_summary, "
-    "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words, "
-    "media_pending"
+    "consensus_label, dispute_reason, extra_slots, created_at, updated_at, search_words"
 )
 VOTE_COLUMNS = (
     "pair_id, annotator_id, side, value, left_is_a, rationale, time_on_task_ms, is_extra, "
@@ -95,7 +94,7 @@ def load(*, slug: str, pairs: int, annotators: int, seed: int) -> int:
                 copy.write_row(
                     (project.pk, f"bench-{n}", prompt.pk, sides[0].pk, sides[1].pk, "",
                      TASKS[n % len(TASKS)], "{}", PairStatus.ANNOTATING, 0, 3, 3, 0, False,
-                     False, "", "", "", "{}", "", "", 0, now, now, "", False)
+                     False, "", "", "", "{}", "", "", 0, now, now, "")
                 )  # fmt: skip
         cursor.execute(
             f"SELECT id FROM {Pair._meta.db_table} WHERE project_id = %s ORDER BY id", [project.pk]

@@ -86,7 +86,7 @@ def copy_more_pairs(*, project, first: list, total: int) -> None:
                 copy.write_row(
                     (project.pk, f"load-{n}", like.prompt_id, like.response_a_id,
                      like.response_b_id, "", "", "{}", PairStatus.QUEUED, 0, like.target_votes,
-                     0, 0, False, False, "", "", "", "{}", "", "", 0, now, now, "", False)
+                     0, 0, False, False, "", "", "", "{}", "", "", 0, now, now, "")
                 )  # fmt: skip
 
 

@@ -80,7 +80,7 @@ def load(*, slug: str, pairs: int, seed: int) -> int:
                 copy.write_row(
                     (project.pk, f"bench-{n}", prompt.pk, responses[model_a[n]],
                      responses[model_b[n]], "", "text", "{}", PairStatus.ANNOTATING, 0, 3, 3, 0,
-                     False, False, "", "", "", "{}", "", "", 0, now, now, "", False)
+                     False, False, "", "", "", "{}", "", "", 0, now, now, "")
                 )  # fmt: skip
         cursor.execute(
             f"SELECT id FROM {Pair._meta.db_table} WHERE project_id = %s ORDER BY id", [project.pk]

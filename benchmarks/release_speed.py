@@ -147,7 +147,7 @@ def load(*, kind: str, slug: str, pairs: int, seed: int) -> None:
                 copy.write_row(
                     (project.pk, f"bench-{n:07d}", prompt_ids[n], response_ids[n][0],
                      response_ids[n][1], "", TASKS[n % len(TASKS)], "{}", PairStatus.CONSENSUS, 0,
-                     3, 3, 0, False, False, "", "", "", "{}", label, "", 0, now, now, "", False)
+                     3, 3, 0, False, False, "", "", "", "{}", label, "", 0, now, now, "")
                 )  # fmt: skip
         cursor.execute(
             f"SELECT id FROM {Pair._meta.db_table} WHERE project_id = %s ORDER BY external_id",

@@ -262,6 +262,11 @@ ARBITER_MAX_MODEL3D_BYTES = env_int("ARBITER_MAX_MODEL3D_BYTES", 200 * 1024 * 10
 ARBITER_MAX_MODEL3D_TRIANGLES = env_int("ARBITER_MAX_MODEL3D_TRIANGLES", 1_000_000)
 ARBITER_MAX_MEDIA_SECONDS = env_int("ARBITER_MAX_MEDIA_SECONDS", 600)
 ARBITER_MAX_VIDEO_PIXELS = env_int("ARBITER_MAX_VIDEO_PIXELS", 4096 * 2160)
+ARBITER_MAX_VIDEO_FRAME_RATE = env_int("ARBITER_MAX_VIDEO_FRAME_RATE", 240)
+ARBITER_MAX_AUDIO_SAMPLE_RATE = env_int("ARBITER_MAX_AUDIO_SAMPLE_RATE", 192_000)
+# Threads of each FFmpeg decoder and encoder of an import: fixed, so that a memory limit on the
+# process that decodes means what it says.
+ARBITER_MEDIA_THREADS = env_int("ARBITER_MEDIA_THREADS", 1)
 ARBITER_FETCH_TIMEOUT_S = env_int("ARBITER_FETCH_TIMEOUT_S", 10)
 ARBITER_FETCH_MAX_REDIRECTS = env_int("ARBITER_FETCH_MAX_REDIRECTS", 3)
 # Uploads larger than this are imported by a Celery task with a progress bar.
@@ -424,7 +429,6 @@ CELERY_BEAT_SCHEDULE = {
         ("resume-stalled-judge-evaluations", "judges.judge_evaluations_resume_stalled"),
         ("resume-stalled-trainings", "judges.training_runs_resume_stalled"),
         ("resume-stalled-imports", "annotation.imports_resume_stalled"),
-        ("resume-stalled-transcodes", "annotation.transcodes_resume_stalled"),
         ("fail-stalled-release-builds", "annotation.release_builds_fail_stalled"),
         ("send-lost-agreement-refreshes", "annotation.agreement_refreshes_send_lost"),
     )

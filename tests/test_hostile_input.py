@@ -25,7 +25,7 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
 from annotation.agreement.views.report import CHARTS, TABLES
-from annotation.models import Assignment, ImportJob, ProjectMedia, Release, TranscodeJob
+from annotation.models import Assignment, ImportJob, ProjectMedia, Release
 from annotation.pairs.views import BULK_ACTIONS
 from annotation.queue.services import claim as queue_claim
 from annotation.queue.views.curator import ACTIONS
@@ -187,9 +187,6 @@ class World:
         self.extra = MembershipFactory(project=project, user=UserFactory(username="zed"))
         self.pair = project.pairs.get(external_id="rel-disputed")
         self.media = ProjectMedia.objects.filter(project=project).first().media_id
-        self.transcode = TranscodeJob.objects.create(
-            media_id=self.media, status=TranscodeJob.Status.FAILED, error="cannot be transcoded"
-        )
         self.file_name = "manifest.json"
         self.users = {"curator": carol, "annotator": alice, "researcher": dave}
         self.clients: dict[str, Client] = {}
@@ -219,8 +216,6 @@ class World:
             return [str(self.job.pk)]
         if name == "judge_id":
             return [str(self.judge.pk)]
-        if name == "transcode_id":
-            return [str(self.transcode.pk)]
         if name == "run_id" and "best-of-n" in route:
             return [str(self.best_of_n.pk)]
         if name == "fmt":

@@ -49,7 +49,6 @@ from annotation.imports.validate import TEXT, PairSpec, pair_spec
 from annotation.imports.writer import BulkWriter, RawJson
 from annotation.media.media_pool import MediaPool
 from annotation.media.services import ImageInfo, MediaError
-from annotation.media.transcode_jobs import transcode_jobs_create
 from annotation.models import (
     ImportJob,
     Media,
@@ -226,8 +225,6 @@ class _Importer:
         self.summary = ImportSummary()
         self.writer = BulkWriter()
         self.linked_media: set[str] = set()
-        # Video and audio without a playable copy yet: their pairs wait for it.
-        self.unplayable_media: set[str] = set()
         self.consensus = ImportConsensus(project=project)
         self._decided_columns: dict[Decision, dict] = {}
         self._analyze_at = 0
@@ -374,7 +371,6 @@ class _Importer:
             "metadata": encode(metadata),
             "target_votes": self.project.overlap,
             "prior_label": spec.chosen,
-            "media_pending": False,  # set as the batch is written (``_flush``)
             **self._decision(spec),
             "search_words": search_words(
                 external_id=spec.external_id,
@@ -410,8 +406,6 @@ class _Importer:
             # A refused import is rolled back anyway: keep checking, stop writing.
             return
         self._write_media(new_rows)
-        for row in new_rows:
-            row.pair["media_pending"] = not self.unplayable_media.isdisjoint(row.images)
         self._write_content(new_rows)
         self._write_pairs(new_rows)
         if connection.queries_logged:
@@ -494,16 +488,7 @@ class _Importer:
         if not batch_media:
             return
         self.writer.settle()  # the queries below run on this thread
-        served = dict(
-            Media.objects.filter(pk__in=list(batch_media)).values_list("pk", "served_sha256")
-        )
-        known = set(served)
-        self.unplayable_media.update(
-            sha
-            for sha, info in batch_media.items()
-            if isinstance(info, MediaRecord)
-            and (info.transcode if sha not in known else served[sha] is None)
-        )
+        known = set(Media.objects.filter(pk__in=list(batch_media)).values_list("pk", flat=True))
         self.summary.media_reused += len(known)
         self.summary.media_created += len(batch_media) - len(known)
         self.writer.insert_ignoring_conflicts(
@@ -515,10 +500,6 @@ class _Importer:
             [{"project_id": self.project.pk, "media_id": sha} for sha in batch_media],
         )
         self.linked_media.update(batch_media)
-        transcode_jobs_create(
-            media_ids=[sha for sha in batch_media if sha in self.unplayable_media],
-            import_job_id=self.job.pk if self.job is not None else None,
-        )
 
     def _write_content(self, rows: list[_PairRow]) -> None:
         prompts: dict[str, dict] = {}

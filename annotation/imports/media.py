@@ -47,8 +47,6 @@ class MediaRecord:
     kind: str
     row: dict
     extra: tuple[ImageInfo, ...] = ()
-    # A browser cannot play it as it is: its served copy is made by a ``TranscodeJob``.
-    transcode: bool = False
 
 
 def _byte_limits() -> dict[str, int]:
@@ -165,13 +163,11 @@ class MediaStore:
                 self._media_cache[key] = exc
 
     def _av_record(self, path: Path, name: str, kind: str, prepared: AvPrepared) -> MediaRecord:
-        if prepared.info is None:
+        if prepared.info is None or prepared.served is None:
             raise MediaError(f"{name} refused: {prepared.error}")
         info = prepared.info
-        served_columns = {"served_sha256": None, "strip_result": None}
-        if prepared.served is not None:
-            self._stage_file(prepared.served_sha256, info.format, prepared.served, copy=False)
-            served_columns = _served_columns(info.sha256, prepared.served_sha256)
+        # Re-encoded from the decoded frames and samples, in the one served format.
+        self._stage_file(prepared.served_sha256, info.served_format, prepared.served, copy=False)
         self._stage_file(info.sha256, info.format, path, copy=True)
         extra: tuple[ImageInfo, ...] = ()
         poster_sha256 = None
@@ -199,9 +195,11 @@ class MediaStore:
             "poster_sha256": poster_sha256,
             "peaks": info.peaks,
             "loudness_lufs": info.loudness_lufs,
-            **served_columns,
+            "served_sha256": prepared.served_sha256,
+            "served_format": info.served_format,
+            "strip_result": Media.StripResult.REBUILT,
         }
-        return MediaRecord(info.sha256, kind, row, extra, transcode=info.transcode)
+        return MediaRecord(info.sha256, kind, row, extra)
 
     def _model3d_record(self, path: Path, name: str) -> MediaRecord:
         data = path.read_bytes()  # at most ARBITER_MAX_MODEL3D_BYTES, checked before

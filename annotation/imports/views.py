@@ -7,19 +7,15 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.core.access import CURATORS, get_project_for_user
-from annotation.core.errors import Conflict, Unavailable
 from annotation.core.middleware import allows_large_upload
 from annotation.imports.services import import_job_submit
-from annotation.media.transcode_jobs import transcode_job_retry
-from annotation.models import ImportJob, ProjectMedia, TranscodeJob
+from annotation.models import ImportJob
 
 PAIR_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json")
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
@@ -83,11 +79,7 @@ def imports(request, slug: str):
     jobs = ImportJob.objects.filter(project=project).select_related("created_by")[:50]
     job = None
     if request.GET.get("job", "").isdigit():
-        job = (
-            ImportJob.objects.filter(project=project, pk=request.GET["job"])
-            .prefetch_related("transcodes")
-            .first()
-        )
+        job = ImportJob.objects.filter(project=project, pk=request.GET["job"]).first()
     context = {"project": project, "role": role, "form": form, "jobs": jobs, "job": job}
     return render(request, "annotation/imports.html", context, status=status)
 
@@ -97,28 +89,7 @@ def imports(request, slug: str):
 def import_status(request, slug: str, job_id: int):
     """The polled fragment: a progress bar while running, the outcome once finished."""
     project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
-    job = get_object_or_404(
-        ImportJob.objects.prefetch_related("transcodes"), project=project, pk=job_id
-    )
+    job = get_object_or_404(ImportJob, project=project, pk=job_id)
     return render(
         request, "annotation/imports.html#import_status", {"project": project, "job": job}
     )
-
-
-@login_required
-@require_POST
-def transcode_retry(request, slug: str, transcode_id: int):
-    project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
-    job = TranscodeJob.objects.filter(pk=transcode_id).first()
-    if job is None or not ProjectMedia.objects.filter(project=project, media=job.media_id).exists():
-        raise Http404("No such transcode in this project")
-    try:
-        transcode_job_retry(job=job)
-    except (Conflict, Unavailable) as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, "The transcode was sent to a worker again.")
-    target = reverse("imports", args=[project.slug])
-    if job.import_job_id is not None:
-        target += f"?job={job.import_job_id}"
-    return redirect(target)

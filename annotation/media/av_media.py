@@ -1,16 +1,22 @@
-"""Video and audio for an import, with PyAV (FFmpeg's libraries): probed once, decoded in full
-to prove they play, and remuxed without re-encoding into the copy the app serves, which
-carries no metadata (container and stream tags such as title, comment, encoder or artist, ID3
-and WAV INFO tags, chapters, attachments, data and subtitle streams).
+"""Video and audio for an import, with PyAV (FFmpeg's libraries): probed, checked against the
+limits, then decoded once, frame by frame, and re-encoded into the one format the app serves:
+H.264 and AAC in MP4 (video), AAC in M4A (audio). The decoding pass proves the file plays,
+makes a video's poster frame and an audio clip's waveform peaks and loudness, and writes the
+served copy; memory does not grow with the duration.
 
-The packets of the served copy are the original's, byte for byte: the copy is read back and
-its packets compared, so its frames and samples are the original's. A poster frame (video)
-and waveform peaks (audio) are made in the same decoding pass. Files are read from disk in
-packets, never whole. What a browser plays (MP4 or WebM video; MP4/M4A, MP3, WAV, Ogg, FLAC
-or WebM audio) is served as that copy; a file in another container or codec that FFmpeg
-decodes (``_TRANSCODED_*``: AVI, MPEG-4 Part 2 or Motion JPEG in Matroska, WMA, ...) is
-accepted with ``transcode`` set and gets a playable copy later (``annotation.media.transcode``);
-anything else is refused with the reason. Limits: docs/operations.md ("Limits").
+The served copy is rebuilt from the decoded pixels and samples, never copied from the file: a
+name a generator hid anywhere in it (container or stream tags, ID3v1/v2, APE, Vorbis comments,
+iTunes atoms, WAV INFO chunks, the LAME or x264 encoder string, chapters, attachments,
+subtitle or data streams, bytes between frames or after the last) cannot reach an annotator,
+and every served file has the same container, codecs and settings whatever the source was, so
+its format says nothing about the model that made it. None of the settings depends on the
+source but the content itself: frame size (rotation applied to the pixels), frame rate and
+colour tags. What the copy keeps, and the measurements behind its quality, are in
+docs/import-format.md ("What a served video or audio clip keeps").
+
+The original is stored byte for byte for releases. Files are read from disk in packets, never
+whole. Limits: docs/operations.md ("Limits"); each is checked from the header before decoding
+and again while decoding, so a file whose header lies is stopped at the limit.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import io
 import itertools
 import uuid
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -38,81 +45,73 @@ _PEAK_DECIMALS = 3
 _PEAK_BLOCK_SECONDS = 0.01
 _POSTER_QUALITY = 90
 
-# What a browser plays, by FFmpeg's demuxer name and codec names.
+# What is decoded: containers and codecs FFmpeg reads well, nothing guessed from bytes (FFmpeg
+# would open a text file as "tty" video), by FFmpeg's demuxer and codec names.
 _MP4_FAMILY = "mov,mp4,m4a,3gp,3g2,mj2"
 _MATROSKA = "matroska,webm"
+_CONTAINERS = {
+    _MP4_FAMILY, _MATROSKA, "avi", "mpeg", "mpegts", "flv", "asf", "ogg", "wav", "aiff", "mp3",
+    "flac",
+}  # fmt: skip
 _VIDEO_CODECS = {
-    Media.Format.MP4: {"h264", "av1", "vp9", "hevc"},
-    Media.Format.WEBM: {"vp8", "vp9", "av1"},
-}
-_AUDIO_CODECS_WITH_VIDEO = {
-    Media.Format.MP4: {"aac", "mp3", "opus", "flac"},
-    Media.Format.WEBM: {"opus", "vorbis"},
-}
-_AUDIO_FORMATS = {
-    # demuxer name: (format, codecs)
-    "mp3": (Media.Format.MP3, {"mp3"}),
-    "wav": (Media.Format.WAV, {"pcm_s16le", "pcm_s24le", "pcm_s32le", "pcm_f32le", "pcm_u8"}),
-    "ogg": (Media.Format.OGG, {"vorbis", "opus", "flac"}),
-    "flac": (Media.Format.FLAC, {"flac"}),
-    _MP4_FAMILY: (Media.Format.M4A, {"aac", "mp3", "opus", "flac", "alac"}),
-    _MATROSKA: (Media.Format.WEBM, {"opus", "vorbis"}),
-}
-# The muxer that writes each served format.
-_MUXERS: dict[str, str] = {
-    Media.Format.MP4: "mp4",
-    Media.Format.M4A: "mp4",
-    Media.Format.WEBM: "webm",
-    Media.Format.MP3: "mp3",
-    Media.Format.WAV: "wav",
-    Media.Format.OGG: "ogg",
-    Media.Format.FLAC: "flac",
-}
-# Muxer options that keep the muxer from writing tags of its own (encoder, ID3, INFO) and put
-# an MP4's index first, so a browser starts playing before the whole file has arrived.
-_MUXER_OPTIONS = {
-    "mp4": {"movflags": "+faststart"},
-    "mp3": {"id3v2_version": "0", "write_id3v1": "0"},
-    "wav": {"write_bext": "0"},
-    "flac": {"write_header": "1"},
-}
-# What is decoded and re-encoded into a playable copy when a browser cannot play the file as
-# it is: containers and codecs FFmpeg reads well, nothing guessed from bytes (FFmpeg would
-# open a text file as "tty" video).
-_TRANSCODED_CONTAINERS = {
-    "avi", _MATROSKA, _MP4_FAMILY, "mpeg", "mpegts", "flv", "asf", "ogg", "wav", "aiff",
+    "h264", "hevc", "vp8", "vp9", "av1", "mpeg4", "mjpeg", "mpeg1video", "mpeg2video", "h263",
+    "msmpeg4v2", "msmpeg4v3", "wmv1", "wmv2", "theora", "flv1", "prores", "dnxhd",
 }  # fmt: skip
-_TRANSCODED_VIDEO_CODECS = {
-    "mpeg4", "mjpeg", "mpeg1video", "mpeg2video", "h263", "msmpeg4v2", "msmpeg4v3", "wmv1",
-    "wmv2", "theora", "flv1", "prores", "dnxhd", "h264", "hevc", "vp8", "vp9", "av1",
-}  # fmt: skip
-_TRANSCODED_AUDIO_CODECS = {
+_AUDIO_CODECS = {
     "mp3", "aac", "ac3", "eac3", "vorbis", "opus", "flac", "alac", "wmav1", "wmav2",
     "pcm_s16le", "pcm_s16be", "pcm_s24le", "pcm_s24be", "pcm_s32le", "pcm_f32le", "pcm_u8",
     "pcm_mulaw", "pcm_alaw", "adpcm_ima_wav", "adpcm_ms",
 }  # fmt: skip
-# The format of a transcoded copy: H.264 and AAC in MP4, or AAC alone in M4A.
-TRANSCODED_FORMATS: dict[str, str] = {
+# The original's format (``Media.format``, the extension it is stored under) by its demuxer; a
+# container with no format of its own in the app (AVI, MPEG-TS, ...) is stored as MP4 or M4A.
+_VIDEO_ORIGINAL_FORMATS = {_MP4_FAMILY: Media.Format.MP4, _MATROSKA: Media.Format.WEBM}
+_AUDIO_ORIGINAL_FORMATS = {
+    "mp3": Media.Format.MP3,
+    "wav": Media.Format.WAV,
+    "ogg": Media.Format.OGG,
+    "flac": Media.Format.FLAC,
+    _MP4_FAMILY: Media.Format.M4A,
+    _MATROSKA: Media.Format.WEBM,
+}
+# The one format each kind is served in.
+SERVED_FORMATS: dict[str, str] = {
     Media.Kind.VIDEO: Media.Format.MP4,
     Media.Kind.AUDIO: Media.Format.M4A,
 }
-# The copy read back is in a format this module wrote, its streams declared in its header:
-# no need to read 5 MB of it to find them (which costs a WAV 25 ms).
+
+# The served copy's settings (docs/import-format.md, "What a served video or audio clip
+# keeps", has the measurements). x264's CRF 16 with preset "fast" kept SSIM >= 0.99 on every
+# generated clip (noise scrolling, small text, gradients) at about 0.1 s a frame of 720p on one
+# core; the x264 options SEI (its version and settings) is removed from the bitstream.
+X264_OPTIONS = {"preset": "fast", "crf": "16"}
+_MAX_SERVED_RATE = Fraction(60)
+AUDIO_RATE = 48000
+AUDIO_BIT_RATE = 192_000
+AUDIO_LAYOUT = "stereo"
+# Keeps the AAC encoder from writing its name and version ("Lavc...") into the stream.
+_BITEXACT = {"flags": "+bitexact"}
+# FFmpeg's numbers for the BT.601 matrix (SMPTE 170M) and the two colour ranges.
+_BT601 = 6
+_LIMITED_RANGE, _FULL_RANGE = 1, 2
+# +faststart puts the index first, so a browser starts playing before the whole file has
+# arrived; +bitexact keeps the muxer from writing its name and version ("Lavf...").
+_MUXER_OPTIONS = {"movflags": "+faststart", "fflags": "+bitexact"}
+# NAL units of type 6 (SEI): x264's user data names its version and options.
+_SEI_FILTER = "filter_units=remove_types=6"
+# The copy read back is one this module wrote, its streams declared in its header.
 _READ_BACK_OPTIONS = {"probesize": "65536", "analyzeduration": "1"}
 _HTML_STARTS = (b"<!doctype", b"<html", b"<?xml", b"<head", b"<body")
+# Errors PyAV and numpy raise on a hostile stream (besides FFmpeg's own): a refusal, not a crash.
+_DECODE_ERRORS = (av.FFmpegError, ValueError, MemoryError, OverflowError, ZeroDivisionError)
 
 
 class AvMediaError(Exception):
     """The file was refused; the message says why."""
 
 
-class _NotPlayable(AvMediaError):
-    """A browser cannot play the file as it is; it may be transcoded."""
-
-
 @dataclass
 class AvInfo:
-    """What an import stores about one video or audio file."""
+    """What an import stores about one video or audio file (the original's properties)."""
 
     sha256: str
     kind: str
@@ -130,16 +129,20 @@ class AvInfo:
     peaks: list[float] | None = None
     # Integrated loudness (BS.1770 / EBU R 128) of an audio file; None for silence.
     loudness_lufs: float | None = None
-    # A browser cannot play it as it is: ``format`` is that of the copy still to be made.
-    transcode: bool = False
-    # The first frame as JPEG bytes (video), stored as an image Media.
+    # The served copy's format (``SERVED_FORMATS``).
+    served_format: str = ""
+    # The first frame as served (rotated), as JPEG bytes (video), stored as an image Media.
     poster_jpeg: bytes | None = field(default=None, repr=False)
 
 
 def av_limits() -> dict[str, int]:
+    """The limits ``av_inspect`` applies, from the settings, for a caller in another process."""
     return {
         "seconds": settings.ARBITER_MAX_MEDIA_SECONDS,
         "pixels": settings.ARBITER_MAX_VIDEO_PIXELS,
+        "frame_rate": settings.ARBITER_MAX_VIDEO_FRAME_RATE,
+        "sample_rate": settings.ARBITER_MAX_AUDIO_SAMPLE_RATE,
+        "threads": settings.ARBITER_MEDIA_THREADS,
         Media.Kind.VIDEO: settings.ARBITER_MAX_VIDEO_BYTES,
         Media.Kind.AUDIO: settings.ARBITER_MAX_AUDIO_BYTES,
     }
@@ -158,15 +161,12 @@ def av_inspect(
     *,
     kind: str,
     limits: dict[str, int] | None = None,
-    strip_to: Path | None = None,
+    served_to: Path | None = None,
 ) -> AvInfo:
     """Probes and fully decodes the file at ``path`` as a ``kind`` ("video" or "audio");
     raises ``AvMediaError`` naming the reason it cannot be accepted. ``limits``: those of
-    ``av_limits()``, passed by a caller in another process. With ``strip_to``, the served
-    copy is written there in the same pass, unless the file is to be transcoded: each
-    packet is remuxed, unchanged, into the same format with no metadata, chapters,
-    attachments or other streams as it is decoded; the copy is then read back, and
-    ``AvMediaError`` raised unless its packets are the original's."""
+    ``av_limits()``, passed by a caller in another process. With ``served_to``, the served
+    copy is encoded there in the same pass and read back."""
     limits = limits or av_limits()
     size = path.stat().st_size
     if size == 0:
@@ -179,25 +179,25 @@ def av_inspect(
         raise AvMediaError(f"not a {kind} file: it is an HTML or XML page")
     try:
         container = av.open(str(path), mode="r")
-    except (av.FFmpegError, UnicodeDecodeError, ValueError) as exc:
+    except (*_DECODE_ERRORS, UnicodeDecodeError) as exc:
         raise AvMediaError(
             f"cannot be read as {kind} (corrupt, truncated or another kind of file): "
             f"{av_reason(exc)}"
         ) from None
-    remux = None
+    encoder = None
     try:
         with container:
             info = _probe(container, kind=kind, size=size, limits=limits)
-            if strip_to is not None and not info.transcode:
-                remux = _Remux(strip_to, info, _served_streams(container, info))
-            _decode(container, info, limits=limits, remux=remux)
-            if remux is not None:
-                remux.close()
-        if remux is not None:
-            remux.check()
+            if served_to is not None:
+                encoder = _Encoder(served_to, container, info, threads=limits["threads"])
+            _decode(container, info, limits=limits, encoder=encoder)
+            if encoder is not None:
+                encoder.close()
+        if encoder is not None:
+            encoder.check()
     except BaseException:
-        if remux is not None:
-            remux.discard()
+        if encoder is not None:
+            encoder.discard()
         raise
     info.sha256 = file_sha256(path)
     return info
@@ -205,6 +205,11 @@ def av_inspect(
 
 def _probe(container, *, kind: str, size: int, limits: dict[str, int]) -> AvInfo:
     demuxer = container.format.name
+    if demuxer not in _CONTAINERS:
+        raise AvMediaError(
+            f"this container ({demuxer}) is not read: give MP4, WebM, Matroska, AVI, MPEG, "
+            "MP3, WAV, Ogg, FLAC or M4A"
+        )
     video = container.streams.video[0] if container.streams.video else None
     audio = container.streams.audio[0] if container.streams.audio else None
     if kind == Media.Kind.VIDEO and video is None:
@@ -213,47 +218,64 @@ def _probe(container, *, kind: str, size: int, limits: dict[str, int]) -> AvInfo
         raise AvMediaError("no audio stream in the file")
     if kind == Media.Kind.AUDIO:
         video = None  # cover art in an audio file is an attached picture: not served
-    info = AvInfo(sha256="", kind=kind, format="", size_bytes=size, container=demuxer)
+    originals = _VIDEO_ORIGINAL_FORMATS if video is not None else _AUDIO_ORIGINAL_FORMATS
+    info = AvInfo(
+        sha256="",
+        kind=kind,
+        format=originals.get(demuxer, SERVED_FORMATS[kind]),
+        size_bytes=size,
+        container=demuxer,
+        served_format=SERVED_FORMATS[kind],
+    )
     if video is not None:
         context = video.codec_context
+        info.video_codec = context.codec.canonical_name
+        if info.video_codec not in _VIDEO_CODECS:
+            raise AvMediaError(f"{info.video_codec} video is not read")
         info.width, info.height = int(context.width or 0), int(context.height or 0)
         if info.width <= 0 or info.height <= 0:
             raise AvMediaError("the video stream has no frame size")
-        if info.width * info.height > limits["pixels"]:
-            raise AvMediaError(
-                f"the header claims {info.width:,}x{info.height:,} pixels a frame, more than "
-                f"the limit of {limits['pixels']:,}"
-            )
-        info.video_codec = context.codec.canonical_name
+        _check_pixels(info.width, info.height, limits, "the header claims")
         rate = video.average_rate or video.guessed_rate
-        info.frame_rate = round(float(rate), 3) if rate else None
+        if not rate or rate <= 0:
+            raise AvMediaError("the video stream has no frame rate")
+        if rate > limits["frame_rate"]:
+            raise AvMediaError(
+                f"the header claims {float(rate):,.0f} frames a second, more than the limit "
+                f"of {limits['frame_rate']:,}"
+            )
+        info.frame_rate = round(float(rate), 3)
     if audio is not None:
         info.audio_codec = audio.codec_context.codec.canonical_name
+        if info.audio_codec not in _AUDIO_CODECS:
+            raise AvMediaError(f"{info.audio_codec} audio is not read")
         info.sample_rate = int(audio.codec_context.sample_rate or 0) or None
         info.channels = int(audio.codec_context.channels or 0) or None
         if info.sample_rate is None:
             raise AvMediaError("the audio stream has no sample rate")
+        _check_sample_rate(info.sample_rate, limits)
     claimed = _claimed_seconds(container, video or audio)
     if claimed is not None and claimed > limits["seconds"]:
         raise AvMediaError(
             f"the header claims a duration of {claimed:,.0f} s, longer than the limit of "
             f"{limits['seconds']:,} s"
         )
-    try:
-        info.format = _served_format(demuxer, info, container)
-    except _NotPlayable as exc:
-        if not _transcodable(demuxer, info):
-            raise AvMediaError(f"{exc}, and it cannot be transcoded") from None
-        info.format, info.transcode = TRANSCODED_FORMATS[kind], True
     return info
 
 
-def _transcodable(demuxer: str, info: AvInfo) -> bool:
-    if demuxer not in _TRANSCODED_CONTAINERS:
-        return False
-    if info.kind == Media.Kind.VIDEO and info.video_codec not in _TRANSCODED_VIDEO_CODECS:
-        return False
-    return not info.audio_codec or info.audio_codec in _TRANSCODED_AUDIO_CODECS
+def _check_pixels(width: int, height: int, limits: dict[str, int], who: str) -> None:
+    if width * height > limits["pixels"]:
+        raise AvMediaError(
+            f"{who} {width:,}x{height:,} pixels a frame, more than the limit of "
+            f"{limits['pixels']:,}"
+        )
+
+
+def _check_sample_rate(rate: int, limits: dict[str, int]) -> None:
+    if rate > limits["sample_rate"]:
+        raise AvMediaError(
+            f"a sample rate of {rate:,} Hz, more than the limit of {limits['sample_rate']:,} Hz"
+        )
 
 
 def _claimed_seconds(container, stream) -> float | None:
@@ -265,92 +287,122 @@ def _claimed_seconds(container, stream) -> float | None:
     return max(candidates) if candidates else None
 
 
-def _served_format(demuxer: str, info: AvInfo, container) -> str:
-    if info.kind == Media.Kind.VIDEO:
-        if demuxer == _MP4_FAMILY:
-            served = Media.Format.MP4
-        elif demuxer == _MATROSKA:
-            # Matroska holding WebM's codecs (checked below) is served as WebM: a remux.
-            served = Media.Format.WEBM
-        else:
-            raise _NotPlayable(
-                f"a browser cannot play this container ({demuxer}): give MP4 or WebM video"
+class _Budget:
+    """What decoding may produce: frames up to the limits' duration at the limits' frame rate,
+    samples up to that duration at the limits' sample rate, each frame within the pixel and
+    sample-rate limits, and no timestamp past the duration limit."""
+
+    def __init__(self, limits: dict[str, int]):
+        self.limits = limits
+        self.seconds = limits["seconds"]
+        self.frames_left = self.seconds * limits["frame_rate"] + 1
+        self.samples_left = self.seconds * limits["sample_rate"]
+        self.end = 0.0
+
+    def video(self, frame) -> None:
+        self.frames_left -= 1
+        if self.frames_left < 0:
+            raise AvMediaError(
+                f"more frames than {self.seconds:,} s at {self.limits['frame_rate']:,} a second"
             )
-        if info.video_codec not in _VIDEO_CODECS[served]:
-            raise _NotPlayable(
-                f"a browser cannot play {info.video_codec} video in {served}: use one of "
-                f"{', '.join(sorted(_VIDEO_CODECS[served]))}"
-            )
-        allowed_audio = _AUDIO_CODECS_WITH_VIDEO[served]
-        if info.audio_codec and info.audio_codec not in allowed_audio:
-            raise _NotPlayable(
-                f"a browser cannot play {info.audio_codec} audio in {served}: use one of "
-                f"{', '.join(sorted(allowed_audio))}"
-            )
-        return served
-    entry = _AUDIO_FORMATS.get(demuxer)
-    if entry is None:
-        raise _NotPlayable(
-            f"a browser cannot play this container ({demuxer}): give MP3, WAV, Ogg, FLAC, "
-            "M4A or WebM audio"
-        )
-    served, codecs = entry
-    if info.audio_codec not in codecs:
-        raise _NotPlayable(
-            f"a browser cannot play {info.audio_codec} audio in {served}: use one of "
-            f"{', '.join(sorted(codecs))}"
-        )
-    return served
+        _check_pixels(frame.width, frame.height, self.limits, "a frame has")
+        self._time(frame)
+
+    def audio(self, frame) -> None:
+        _check_sample_rate(frame.sample_rate, self.limits)
+        self.samples_left -= frame.samples
+        if self.samples_left < 0:
+            raise AvMediaError(f"more samples than {self.seconds:,} s of audio")
+        self._time(frame)
+
+    def _time(self, frame) -> None:
+        if frame.time is not None:
+            self.end = max(self.end, float(frame.time))
+            if self.end > self.seconds:
+                raise AvMediaError(f"longer than the limit of {self.seconds:,} s")
 
 
-def _decode(container, info: AvInfo, *, limits: dict[str, int], remux: _Remux | None) -> None:
-    """Decodes every frame of the streams served, proving the file is whole; makes the poster
-    and the peaks on the way, and measures the real duration. Each packet decoded is then
-    given to ``remux``."""
+def _decode(container, info: AvInfo, *, limits: dict[str, int], encoder: _Encoder | None) -> None:
+    """Decodes every frame of the streams served, proving the file is whole, within the
+    limits; makes the poster and the peaks on the way and hands each frame to ``encoder``."""
     video = container.streams.video[0] if info.kind == Media.Kind.VIDEO else None
     audio = container.streams.audio[0] if container.streams.audio else None
     streams = [s for s in (video, audio) if s is not None]
     for stream in streams:
-        stream.codec_context.thread_type = "AUTO"  # frame and slice threads: same frames
+        # A fixed thread count: the memory a process may use then means what it says.
+        stream.codec_context.thread_count = limits["threads"]
     peaks = _Peaks(info.sample_rate or 1) if info.kind == Media.Kind.AUDIO else None
     loudness = FrameLoudness() if peaks is not None else None
+    budget = _Budget(limits)
     frames = {stream.index: 0 for stream in streams}
-    end_seconds = 0.0
     try:
         for packet in container.demux(streams):
             for frame in packet.decode():
                 frames[packet.stream.index] += 1
-                if frame.time is not None:
-                    end_seconds = max(end_seconds, float(frame.time))
-                    if end_seconds > limits["seconds"]:
-                        raise AvMediaError(f"longer than the limit of {limits['seconds']:,} s")
-                if packet.stream is video and info.poster_jpeg is None:
-                    info.poster_jpeg = _poster(frame)
-                elif peaks is not None and loudness is not None and packet.stream is audio:
+                if packet.stream is video:
+                    budget.video(frame)
+                    if encoder is not None:
+                        encoder.video(frame)
+                    if info.poster_jpeg is None:
+                        info.poster_jpeg = _poster(
+                            _upright(frame, *_even(frame), turns=_quarter_turns(frame))
+                        )
+                    continue
+                budget.audio(frame)
+                if encoder is not None:
+                    encoder.audio(frame)
+                if peaks is not None and loudness is not None:
                     samples = frame.to_ndarray()
                     peaks.add(samples)
                     loudness.add(frame, _as_float(samples))
-            if remux is not None:
-                remux.add(packet)
     except AvMediaError:
         raise
-    except (av.FFmpegError, ValueError, MemoryError) as exc:
+    except _DECODE_ERRORS as exc:
         raise AvMediaError(f"corrupt or truncated: {av_reason(exc)}") from None
     for stream in streams:
         if frames[stream.index] == 0:
             raise AvMediaError(f"corrupt or truncated: its {stream.type} stream decodes to nothing")
-    if video is not None and info.frame_rate is None:
-        raise AvMediaError("the video stream has no frame rate")
-    info.duration_seconds = round(_duration(container, video or audio, end_seconds), 3)
+    claimed = _claimed_seconds(container, video or audio)
+    info.duration_seconds = round(claimed if claimed is not None else budget.end, 3)
     if peaks is not None:
         info.peaks = peaks.reduced()
     if loudness is not None:
         info.loudness_lufs = loudness.integrated()
 
 
-def _duration(container, stream, decoded_end: float) -> float:
-    claimed = _claimed_seconds(container, stream)
-    return claimed if claimed is not None else decoded_end
+def _even(frame) -> tuple[int, int]:
+    # 4:2:0 chroma needs even sides: an odd one loses its last row or column.
+    return max(2, frame.width - frame.width % 2), max(2, frame.height - frame.height % 2)
+
+
+def _quarter_turns(frame) -> int:
+    """Counter-clockwise quarter turns that show the frame upright (its display matrix)."""
+    return round((frame.rotation or 0) / 90) % 4
+
+
+def _upright(frame, width: int, height: int, *, turns: int):
+    """The frame in yuv420p at ``width`` x ``height``, then given ``turns`` counter-clockwise
+    quarter turns."""
+    out = frame.reformat(width=width, height=height, format="yuv420p", threads=1)
+    if turns == 0:
+        return out
+    flat = out.to_ndarray().reshape(-1)
+    luma = flat[: width * height].reshape(height, width)
+    quarter = width * height // 4
+    chroma = [
+        flat[width * height + i * quarter : width * height + (i + 1) * quarter].reshape(
+            height // 2, width // 2
+        )
+        for i in (0, 1)
+    ]
+    planes = [np.rot90(plane, turns).reshape(-1) for plane in (luma, *chroma)]
+    rows, columns = (height, width) if turns % 2 == 0 else (width, height)
+    turned = av.VideoFrame.from_ndarray(
+        np.concatenate(planes).reshape(rows * 3 // 2, columns), format="yuv420p"
+    )
+    for attribute in ("colorspace", "color_range", "color_primaries", "color_trc"):
+        setattr(turned, attribute, getattr(out, attribute))
+    return turned
 
 
 def _poster(frame) -> bytes:
@@ -358,6 +410,180 @@ def _poster(frame) -> bytes:
     out = io.BytesIO()
     frame.to_image().save(out, format="JPEG", quality=_POSTER_QUALITY)
     return out.getvalue()
+
+
+class _Encoder:
+    """The served copy being written as frames are decoded: H.264 at a constant frame rate
+    (the source's average, at most 60 a second: a frame is repeated or dropped by its
+    timestamp, as a player at that rate would show it), a keyframe every second, and AAC
+    stereo at 48 kHz, in MP4 with no metadata."""
+
+    def __init__(self, dest: Path, source, info: AvInfo, *, threads: int):
+        self.dest = dest
+        self.threads = threads
+        self.video_out = self.audio_out = self.sei_filter = None
+        self.video_source = source.streams.video[0] if info.kind == Media.Kind.VIDEO else None
+        audio = source.streams.audio[0] if source.streams.audio else None
+        start = source.start_time
+        self.origin = start / av.time_base if start is not None and start > 0 else 0.0
+        # Audio encoded before the video stream exists (it is added at the first frame,
+        # which says how the picture is turned), muxed once it does.
+        self.held: list | None = [] if self.video_source is not None else None
+        self.next_index = 0
+        self.last_frame = None
+        self.samples_written: int | None = None
+        try:
+            self.container = av.open(str(dest), mode="w", format="mp4", options=_MUXER_OPTIONS)
+            if audio is not None:
+                self._audio_stream(audio, mono=(info.channels or 1) == 1)
+        except _DECODE_ERRORS as exc:
+            self._fail(exc)
+        self._open = True
+
+    def _video_stream(self, first) -> None:
+        """Adds the H.264 stream, shaped by the first decoded frame and turned upright."""
+        source = self.video_source
+        rate = source.average_rate or source.guessed_rate
+        rate = min(Fraction(rate).limit_denominator(1001), _MAX_SERVED_RATE)
+        self.rate = rate
+        keyint = max(1, round(rate))
+        options = {
+            **X264_OPTIONS,
+            # Exactly one keyframe a second, and none elsewhere: seeking is frame-accurate.
+            "x264-params": f"keyint={keyint}:min-keyint={keyint}:scenecut=0",
+        }
+        self.size = _even(first)
+        self.turns = _quarter_turns(first)
+        stream = self.container.add_stream("libx264", rate=rate, options=options)
+        width, height = self.size
+        stream.width, stream.height = (height, width) if self.turns % 2 else (width, height)
+        stream.pix_fmt = "yuv420p"
+        stream.time_base = 1 / rate
+        stream.codec_context.time_base = 1 / rate
+        stream.codec_context.thread_count = self.threads
+        # The colour tags are the content's: kept. A full-range YUV source (yuvj*) becomes
+        # limited range in yuv420p; an RGB one is converted with the BT.601 matrix.
+        pix_fmt = first.format.name
+        yuv = pix_fmt.startswith("yuv")
+        stream.codec_context.color_primaries = first.color_primaries
+        stream.codec_context.color_trc = first.color_trc
+        stream.codec_context.colorspace = first.colorspace if yuv else _BT601
+        full = yuv and not pix_fmt.startswith("yuvj") and first.color_range == _FULL_RANGE
+        stream.codec_context.color_range = _FULL_RANGE if full else _LIMITED_RANGE
+        stream.metadata.clear()
+        self.video_out = stream
+        self.sei_filter = av.bitstream.BitStreamFilterContext(_SEI_FILTER, stream)
+        for packet in self.held or ():
+            self.container.mux(packet)
+        self.held = None
+
+    def _audio_stream(self, source, *, mono: bool) -> None:
+        stream = self.container.add_stream(
+            "aac", rate=AUDIO_RATE, layout=AUDIO_LAYOUT, options=_BITEXACT
+        )
+        stream.bit_rate = AUDIO_BIT_RATE
+        stream.metadata.clear()
+        self.audio_out = stream
+        # A mono source is resampled as mono and its channel written twice (a downmix to
+        # stereo would lower it by 3 dB); others are mixed to stereo as a player would.
+        self.mono = mono
+        self.resampler = av.AudioResampler(
+            format="fltp", layout="mono" if mono else AUDIO_LAYOUT, rate=AUDIO_RATE
+        )
+
+    def video(self, frame) -> None:
+        if self.video_out is None:
+            self._video_stream(frame)
+        time = frame.time
+        index = self.next_index if time is None else round((time - self.origin) * self.rate)
+        if index < self.next_index and self.last_frame is not None:
+            return  # a frame between two of the constant rate's: dropped
+        upright = _upright(frame, *self.size, turns=self.turns)
+        while self.next_index < index and self.last_frame is not None:
+            self._encode_video(self.last_frame)  # a gap: the last frame is shown longer
+        self.next_index = max(self.next_index, index)
+        self._encode_video(upright)
+        self.last_frame = upright
+
+    def _encode_video(self, frame) -> None:
+        # The codec's time base: the stream's becomes the muxer's once the header is written.
+        frame.pts, frame.time_base = self.next_index, 1 / self.rate
+        self.next_index += 1
+        self._mux_video(self.video_out.encode(frame))
+
+    def _mux_video(self, packets) -> None:
+        for packet in packets:
+            for filtered in self.sei_filter.filter(packet):
+                filtered.stream = self.video_out
+                self.container.mux(filtered)
+
+    def audio(self, frame) -> None:
+        if self.audio_out is None:
+            return
+        if self.samples_written is None:
+            start = float(frame.time or 0.0) - self.origin
+            self.samples_written = max(0, round(start * AUDIO_RATE))
+        self._encode_audio(self.resampler.resample(frame))
+
+    def _encode_audio(self, pieces) -> None:
+        for piece in pieces:
+            if self.mono:
+                samples = piece.to_ndarray()
+                piece = av.AudioFrame.from_ndarray(
+                    np.concatenate([samples, samples]), format="fltp", layout=AUDIO_LAYOUT
+                )
+                piece.sample_rate = AUDIO_RATE
+            piece.pts, piece.time_base = self.samples_written, Fraction(1, AUDIO_RATE)
+            self.samples_written = (self.samples_written or 0) + piece.samples
+            self._mux_audio(self.audio_out.encode(piece))
+
+    def _mux_audio(self, packets) -> None:
+        for packet in packets:
+            if self.held is not None:
+                self.held.append(packet)
+            else:
+                self.container.mux(packet)
+
+    def close(self) -> None:
+        if not self._open:
+            return
+        try:
+            if self.video_out is not None:
+                self._mux_video(self.video_out.encode(None))
+                self._mux_video(self.sei_filter.filter(None))
+            if self.audio_out is not None:
+                if self.samples_written is not None:
+                    self._encode_audio(self.resampler.resample(None))
+                self._mux_audio(self.audio_out.encode(None))
+            self._open = False
+            self.container.close()
+        except _DECODE_ERRORS as exc:
+            self._fail(exc)
+
+    def check(self) -> None:
+        """Reads the copy back: it must hold the streams written, each with packets."""
+        try:
+            with av.open(str(self.dest), mode="r", options=_READ_BACK_OPTIONS) as served:
+                wanted = [s for s in served.streams if s.type in ("video", "audio")]
+                counts = {stream.index: 0 for stream in wanted}
+                for packet in served.demux(wanted):
+                    if packet.size:
+                        counts[packet.stream.index] += 1
+        except _DECODE_ERRORS as exc:
+            self._fail(exc)
+        expected = (self.video_out is not None) + (self.audio_out is not None)
+        if len(counts) != expected or not all(counts.values()):
+            raise AvMediaError("its re-encoded copy lacks a stream")
+
+    def discard(self) -> None:
+        if self._open:
+            self._open = False
+            with contextlib.suppress(*_DECODE_ERRORS):
+                self.container.close()
+        self.dest.unlink(missing_ok=True)
+
+    def _fail(self, exc: BaseException):
+        raise AvMediaError(f"cannot be re-encoded: {av_reason(exc)}") from None
 
 
 class _Peaks:
@@ -401,99 +627,6 @@ def _as_float(samples: np.ndarray) -> np.ndarray:
     return samples.astype(np.float32) / float(np.iinfo(samples.dtype).max)
 
 
-class _Remux:
-    """The served copy being written, packet by packet, with the digest of what went in."""
-
-    def __init__(self, dest: Path, info: AvInfo, streams: list):
-        muxer = _MUXERS[info.format]
-        self.dest = dest
-        self.expected = _PacketDigest()
-        try:
-            self.container = av.open(
-                str(dest), mode="w", format=muxer, options=_MUXER_OPTIONS.get(muxer, {})
-            )
-            self.container.metadata.clear()
-            self.outputs = {}
-            for stream in streams:
-                output = self.container.add_stream_from_template(stream)
-                output.metadata.clear()
-                self.outputs[stream.index] = output
-        except av.FFmpegError as exc:
-            raise AvMediaError(
-                f"cannot be remuxed without its metadata: {av_reason(exc)}"
-            ) from None
-        self._open = True
-
-    def add(self, packet) -> None:
-        if packet.dts is None and packet.size == 0:
-            return  # the flush packet demux yields at the end
-        output = self.outputs[packet.stream.index]
-        self.expected.add(output.index, packet)
-        packet.stream = output
-        try:
-            self.container.mux(packet)
-        except av.FFmpegError as exc:
-            raise AvMediaError(
-                f"cannot be remuxed without its metadata: {av_reason(exc)}"
-            ) from None
-
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            try:
-                self.container.close()
-            except av.FFmpegError as exc:
-                raise AvMediaError(
-                    f"cannot be remuxed without its metadata: {av_reason(exc)}"
-                ) from None
-
-    def check(self) -> None:
-        """Reads the copy back; raises ``AvMediaError`` unless its packets are the ones added."""
-        found = _PacketDigest()
-        try:
-            with av.open(str(self.dest), mode="r", options=_READ_BACK_OPTIONS) as served:
-                for packet in served.demux(list(served.streams)):
-                    if packet.dts is None and packet.size == 0:
-                        continue
-                    found.add(packet.stream.index, packet)
-        except av.FFmpegError as exc:
-            raise AvMediaError(
-                f"cannot be remuxed without its metadata: {av_reason(exc)}"
-            ) from None
-        if found.digests != self.expected.digests:
-            raise AvMediaError("its copy without metadata does not hold the same packets")
-
-    def discard(self) -> None:
-        if self._open:
-            self._open = False
-            with contextlib.suppress(av.FFmpegError):
-                self.container.close()
-        self.dest.unlink(missing_ok=True)
-
-
-def _served_streams(container, info: AvInfo) -> list:
-    streams = []
-    if info.kind == Media.Kind.VIDEO:
-        streams.append(container.streams.video[0])
-    if container.streams.audio:
-        streams.append(container.streams.audio[0])
-    return streams
-
-
-class _PacketDigest:
-    """A hash of each stream's packet payloads, in order."""
-
-    def __init__(self):
-        self._hashes: dict[int, hashlib._Hash] = {}
-
-    def add(self, index: int, packet) -> None:
-        self._hashes.setdefault(index, hashlib.sha256()).update(bytes(packet))
-
-    @property
-    def digests(self) -> dict[int, str]:
-        return {index: digest.hexdigest() for index, digest in self._hashes.items()}
-
-
 def av_reason(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, av.FFmpegError) and exc.strerror:
@@ -506,20 +639,18 @@ class AvPrepared:
     """A file checked and its served copy made (``av_prepare``), or why it was refused."""
 
     info: AvInfo | None = None
-    served: Path | None = None  # None when it waits for a transcode
+    served: Path | None = None
     served_sha256: str = ""
     error: str = ""
 
 
 def av_prepare(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) -> AvPrepared:
-    """Checks the file at ``path`` and writes its served copy into the folder ``staging``
-    (unless it is to be transcoded): what an import does with each video and audio file,
-    in any process (it touches no database and no settings)."""
+    """Checks the file at ``path`` and writes its served copy into the folder ``staging``:
+    what an import does with each video and audio file, in any process (it touches no
+    database and no settings). Never raises for what the file holds: a refusal is ``error``."""
     served = staging / f"served-{uuid.uuid4().hex}"
     try:
-        info = av_inspect(path, kind=kind, limits=limits, strip_to=served)
+        info = av_inspect(path, kind=kind, limits=limits, served_to=served)
     except AvMediaError as exc:
         return AvPrepared(error=str(exc))
-    if info.transcode:
-        return AvPrepared(info=info)
     return AvPrepared(info=info, served=served, served_sha256=file_sha256(served))

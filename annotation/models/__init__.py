@@ -16,7 +16,7 @@ from annotation.models.choices import (
     Side,
 )
 from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
-from annotation.models.imports import ImportJob, TranscodeJob
+from annotation.models.imports import ImportJob
 from annotation.models.pairs import Pair, PriorAnnotation
 from annotation.models.projects import (
     DEFAULT_GOLD_MIN_ACCURACY,
@@ -74,6 +74,5 @@ __all__ = [
     "Scale",
     "Side",
     "Skip",
-    "TranscodeJob",
     "Vote",
 ]

@@ -90,15 +90,6 @@ class JobStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class TranscodeStatus(models.TextChoices):
-    """``TranscodeJob.Status``: a job's states in the words the import page shows."""
-
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Transcoding"
-    SUCCEEDED = "succeeded", "Playable"
-    FAILED = "failed", "Failed"
-
-
 # Pairs and the queue.
 
 

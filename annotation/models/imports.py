@@ -6,11 +6,9 @@ from typing import TypeAlias
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 from django.utils import timezone
 
-from annotation.models.choices import JobStatus, TranscodeStatus
-from annotation.models.content import Media
+from annotation.models.choices import JobStatus
 from annotation.models.projects import Project
 
 
@@ -56,52 +54,6 @@ class ImportJob(models.Model):
         if not self.bytes_total:
             return 0
         return min(99, int(100 * self.bytes_done / self.bytes_total))
-
-    @property
-    def finished(self) -> bool:
-        return self.status in {self.Status.SUCCEEDED, self.Status.FAILED}
-
-    @property
-    def transcoding(self) -> bool:
-        """Some of the files it brought still wait for their playable copy."""
-        # Read from the job's transcodes, which the import page prefetches and lists anyway.
-        return any(job.status in ("pending", "running") for job in self.transcodes.all())
-
-
-class TranscodeJob(models.Model):
-    """The making of the playable copy of a video or audio file that a browser cannot play as
-    it is (``annotation.media.transcode_jobs``): one per such media, retried after a failure."""
-
-    Status: TypeAlias = TranscodeStatus
-
-    media = models.OneToOneField(Media, on_delete=models.CASCADE, related_name="transcode")
-    # The import that brought the file first, where its progress is shown.
-    import_job = models.ForeignKey(
-        ImportJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="transcodes"
-    )
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    progress = models.FloatField(default=0.0, help_text="Share of the file done, 0 to 1.")
-    error = models.TextField(blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    # An unfinished job whose progress_at is older than ARBITER_STALLED_AFTER_S is sent again.
-    progress_at = models.DateTimeField(default=timezone.now)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["created_at", "pk"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(progress__gte=0) & Q(progress__lte=1), name="transcode_progress_share"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"transcode of {self.media_id[:12]} ({self.status})"
-
-    @property
-    def percent(self) -> int:
-        return 100 if self.status == self.Status.SUCCEEDED else min(99, int(100 * self.progress))
 
     @property
     def finished(self) -> bool:

@@ -45,10 +45,6 @@ class Pair(models.Model):
     restricted = models.BooleanField(
         default=False, help_text="Only the annotators in its restrictions may claim this pair."
     )
-    # A video or audio part waits for its playable copy (``TranscodeJob``): not claimed.
-    media_pending = models.BooleanField(
-        default=False, help_text="Held back from annotators until its media are playable."
-    )
     # Quality control: the answer is known (``gold_label``). Gold pairs score annotators, get
     # no consensus and never count in agreement: ``is_gold`` is the one test for that.
     is_gold = models.BooleanField(default=False)

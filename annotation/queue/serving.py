@@ -39,7 +39,6 @@ CLAIMABLE_WHERE = f"""
     p.project_id = %(project)s
     AND p.status IN ('{PairStatus.QUEUED}', '{PairStatus.ANNOTATING}')
     AND p.target_votes > (p.vote_count + p.lease_count)
-    AND NOT p.media_pending
     AND (NOT p.restricted OR EXISTS (
         SELECT 1 FROM {PairRestriction._meta.db_table} r
         WHERE r.pair_id = p.id AND r.annotator_id = %(annotator)s LIMIT 1 OFFSET 0))

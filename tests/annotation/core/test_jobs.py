@@ -23,7 +23,6 @@ from annotation.core.broker import registered_task
 from annotation.core.errors import Unavailable
 from annotation.core.jobs import BrokerUnavailable, JobTask, StalledJobs, job_publish
 from annotation.imports.services import IMPORT_RUN_TASK
-from annotation.media.transcode_jobs import TRANSCODE_RUN_TASK
 from annotation.releases.services import RELEASE_BUILD_TASK
 from judges.evaluation.services import EVALUATION_BATCH_TASK
 from judges.reward_model.services import TRAINING_TASK
@@ -163,7 +162,6 @@ def test_a_task_named_as_registered_is_sent_through_the_task_and_runs_eagerly_in
 # Every task a service sends by name (the services import no task module).
 SENT_BY_NAME = [
     IMPORT_RUN_TASK,
-    TRANSCODE_RUN_TASK,
     REFRESH_TASK,
     RELEASE_BUILD_TASK,
     START_TASK,
@@ -180,7 +178,6 @@ def test_the_names_the_services_send_are_the_tasks_registered_names():
 
     tasks = [
         annotation.tasks.import_run,
-        annotation.tasks.transcode_run,
         annotation.tasks.agreement_report_refresh,
         annotation.tasks.release_build_run,
         judges.tasks.filter_run_start,
@@ -316,9 +313,8 @@ def test_every_sweep_is_registered_once_and_scheduled_by_celery_beat():
 
     scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
     assert set(jobs.SWEEPS) == scheduled
-    # imports, transcodes, agreement refreshes, release builds; filter runs, evaluations,
-    # trainings
-    assert len(jobs.SWEEPS) == 7
+    # imports, agreement refreshes, release builds; filter runs, evaluations, trainings
+    assert len(jobs.SWEEPS) == 6
     with pytest.raises(ValueError, match=r"annotation\.imports_resume_stalled is registered"):
         jobs.sweep_task(
             "annotation.imports_resume_stalled",

@@ -273,9 +273,9 @@ def test_two_votes_with_next_each_wanting_the_pair_the_other_holds_both_get_it(
     leases = []
     for user, other in zip(users, reversed(pairs), strict=True):
         # Each annotator's lease on a pair of their own: the other pair kept out meanwhile.
-        Pair.objects.filter(pk=other.pk).update(media_pending=True)
+        Pair.objects.filter(pk=other.pk).update(status=PairStatus.IMPORTED)
         leases.append(queue_claim.assignment_claim(project=project, annotator=user))
-        Pair.objects.filter(pk=other.pk).update(media_pending=False)
+        Pair.objects.filter(pk=other.pk).update(status=PairStatus.QUEUED)
     assert [lease.pair_id for lease in leases] == [pair.pk for pair in pairs]
     both_voted = threading.Barrier(2, timeout=10)
     first_claim = threading.local()
