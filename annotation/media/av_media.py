@@ -100,6 +100,9 @@ _MUXER_OPTIONS = {"movflags": "+faststart", "fflags": "+bitexact"}
 _SEI_FILTER = "filter_units=remove_types=6"
 # The copy read back is one this module wrote, its streams declared in its header.
 _READ_BACK_OPTIONS = {"probesize": "65536", "analyzeduration": "1"}
+# Packets a decoder may refuse before the file is called corrupt: a few, and 1% of the rest.
+_SKIPPED_PACKETS = 2
+_SKIPPED_SHARE = 0.01
 _HTML_STARTS = (b"<!doctype", b"<html", b"<?xml", b"<head", b"<body")
 # Errors PyAV and numpy raise on a hostile stream (besides FFmpeg's own): a refusal, not a crash.
 _DECODE_ERRORS = (av.FFmpegError, ValueError, MemoryError, OverflowError, ZeroDivisionError)
@@ -335,9 +338,18 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int], encoder: _Encode
     loudness = FrameLoudness() if peaks is not None else None
     budget = _Budget(limits)
     frames = {stream.index: 0 for stream in streams}
+    packets = skipped = 0
     try:
         for packet in container.demux(streams):
-            for frame in packet.decode():
+            packets += 1
+            try:
+                decoded = packet.decode()
+            except av.InvalidDataError:
+                # A packet the decoder cannot read (bytes between the last frame and a tag
+                # at the end of an MP3, say) is skipped, as a player skips it.
+                skipped += 1
+                continue
+            for frame in decoded:
                 frames[packet.stream.index] += 1
                 if packet.stream is video:
                     budget.video(frame)
@@ -359,6 +371,8 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int], encoder: _Encode
         raise
     except _DECODE_ERRORS as exc:
         raise AvMediaError(f"corrupt or truncated: {av_reason(exc)}") from None
+    if skipped > _SKIPPED_PACKETS + packets * _SKIPPED_SHARE:
+        raise AvMediaError(f"corrupt: {skipped:,} of its {packets:,} packets cannot be decoded")
     for stream in streams:
         if frames[stream.index] == 0:
             raise AvMediaError(f"corrupt or truncated: its {stream.type} stream decodes to nothing")
@@ -384,6 +398,8 @@ def _upright(frame, width: int, height: int, *, turns: int):
     """The frame in yuv420p at ``width`` x ``height``, then given ``turns`` counter-clockwise
     quarter turns."""
     out = frame.reformat(width=width, height=height, format="yuv420p", threads=1)
+    # The source's frame types go: x264 would make a keyframe of each of its I frames.
+    out.pict_type = av.video.frame.PictureType.NONE
     if turns == 0:
         return out
     flat = out.to_ndarray().reshape(-1)

@@ -5,6 +5,7 @@ and node transforms as asked."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -16,6 +17,28 @@ import numpy as np
 from PIL import Image
 
 PLANTED = "SecretGen-9000"
+
+
+def planted_forms(name: str) -> list[bytes]:
+    """``name`` as it can sit in a file: ASCII, UTF-16 (both byte orders) and base64 at each
+    of the three alignments it may start at in an encoded run (the characters that depend on
+    the bytes around it dropped)."""
+    raw = name.encode()
+    forms = [raw, name.encode("utf-16-le"), name.encode("utf-16-be")]
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw)
+        start = (offset * 8 + 5) // 6  # the first character that depends on ``raw`` alone
+        whole = (offset + len(raw)) // 3 * 4  # the last character of whole groups
+        forms.append(encoded[start:whole])
+    return forms
+
+
+def assert_no_planted(data: bytes, name: str = PLANTED) -> None:
+    """Fails naming the form (ASCII, UTF-16, base64) in which ``name`` is found in ``data``."""
+    for form in planted_forms(name):
+        assert form not in data, f"{name!r} found in the served bytes as {form!r}"
+
+
 _TAGS = ("title", "comment", "encoder", "artist", "album", "description", "copyright")
 
 
