@@ -84,7 +84,9 @@ SERVED_FORMATS: dict[str, str] = {
 # generated clip (noise scrolling, small text, gradients) at about 0.1 s a frame of 720p on one
 # core; the x264 options SEI (its version and settings) is removed from the bitstream.
 X264_OPTIONS = {"preset": "fast", "crf": "16"}
-_MAX_SERVED_RATE = Fraction(60)
+# The served frame rate is the source's average within these bounds (a slower source's frames
+# are repeated; a faster one's dropped).
+_MIN_SERVED_RATE, _MAX_SERVED_RATE = Fraction(1), Fraction(60)
 AUDIO_RATE = 48000
 AUDIO_BIT_RATE = 192_000
 AUDIO_LAYOUT = "stereo"
@@ -232,7 +234,7 @@ def _probe(container, *, kind: str, size: int, limits: dict[str, int]) -> AvInfo
     )
     if video is not None:
         context = video.codec_context
-        info.video_codec = context.codec.canonical_name
+        info.video_codec = _codec_name(video)
         if info.video_codec not in _VIDEO_CODECS:
             raise AvMediaError(f"{info.video_codec} video is not read")
         info.width, info.height = int(context.width or 0), int(context.height or 0)
@@ -249,7 +251,7 @@ def _probe(container, *, kind: str, size: int, limits: dict[str, int]) -> AvInfo
             )
         info.frame_rate = round(float(rate), 3)
     if audio is not None:
-        info.audio_codec = audio.codec_context.codec.canonical_name
+        info.audio_codec = _codec_name(audio)
         if info.audio_codec not in _AUDIO_CODECS:
             raise AvMediaError(f"{info.audio_codec} audio is not read")
         info.sample_rate = int(audio.codec_context.sample_rate or 0) or None
@@ -264,6 +266,13 @@ def _probe(container, *, kind: str, size: int, limits: dict[str, int]) -> AvInfo
             f"{limits['seconds']:,} s"
         )
     return info
+
+
+def _codec_name(stream) -> str:
+    codec = stream.codec_context.codec if stream.codec_context is not None else None
+    if codec is None:
+        raise AvMediaError(f"its {stream.type} stream is in no codec FFmpeg knows")
+    return codec.canonical_name
 
 
 def _check_pixels(width: int, height: int, limits: dict[str, int], who: str) -> None:
@@ -460,7 +469,8 @@ class _Encoder:
         """Adds the H.264 stream, shaped by the first decoded frame and turned upright."""
         source = self.video_source
         rate = source.average_rate or source.guessed_rate
-        rate = min(Fraction(rate).limit_denominator(1001), _MAX_SERVED_RATE)
+        rate = Fraction(rate).limit_denominator(1001)
+        rate = min(max(rate, _MIN_SERVED_RATE), _MAX_SERVED_RATE)
         self.rate = rate
         keyint = max(1, round(rate))
         options = {

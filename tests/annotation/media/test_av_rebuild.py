@@ -416,6 +416,7 @@ def seeds(tmp_path_factory) -> dict[str, tuple[str, bytes]]:
 @hypothesis_settings(
     max_examples=100,
     deadline=5000,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
