@@ -3,12 +3,11 @@
 ``views`` serves a project's members the served copy (with range requests). ``services``
 verifies images with Pillow, makes the served copy without metadata (``strip``,
 ``strip_chunks``, ``icc`` and ``jpeg_scan`` for images; ``glb`` for 3D models) and stores it;
-``av_media`` probes video and audio with PyAV and remuxes them without metadata (``loudness``
-measures a clip), ``media_pool`` does that in worker processes, ``transcode`` and
-``transcode_jobs`` make the playable copy of a file a browser cannot play; ``glb_render``
+``av_media`` probes video and audio with PyAV and re-encodes them, in one served format and
+without metadata (``loudness`` measures a clip), ``media_pool`` does that in worker processes;
+``glb_render``
 renders a 3D model's views. ``judge_images`` and ``judge_parts`` read stored media as a judge
 is sent them, and ``demo`` makes the demo's video, audio and 3D files. The one package that
 imports PyAV or Pillow (``pyproject.toml``'s import contracts).
-Imports core and models only (and ``annotation.tasks`` where ``transcode_jobs`` publishes its
-task); ``annotation.imports`` reads import files and calls this package.
+Imports core and models only; ``annotation.imports`` reads import files and calls this package.
 """

@@ -1,4 +1,4 @@
-"""Video and audio files of an import checked in parallel: probing, decoding and remuxing
+"""Video and audio files of an import checked in parallel: probing, decoding and re-encoding
 (``av_prepare``) are CPU-bound and release nothing the GIL could share, so a large import
 hands them to worker processes, a window of files at a time, while its own process copies
 the files into place and writes rows (docs/operations.md, "Import speed").
