@@ -168,19 +168,24 @@ def measure(source: Path, folder: Path, *, preset: str, crf: int, repeat: int) -
 
 
 def main() -> None:
+    global WIDTH, HEIGHT  # the clips' size, read by their makers
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--presets", default="veryfast,faster,fast")
     parser.add_argument("--crfs", default="14,16,18,20")
     parser.add_argument("--frames", type=int, default=30)
+    parser.add_argument("--height", type=int, default=HEIGHT, help="16:9 frames this high")
+    parser.add_argument("--clips", default=",".join(CLIPS))
     parser.add_argument("--repeat", type=int, default=3, help="runs timed; the best is shown")
     args = parser.parse_args()
+    HEIGHT, WIDTH = args.height, args.height * 16 // 9 // 2 * 2
     setup_django()
     print(f"{WIDTH}x{HEIGHT} at {RATE} fps, {args.frames} frames a clip, one thread")
     print(f"{'clip':<13} {'preset':<9} {'crf':>3} {'min SSIM':>9} {'mean SSIM':>9} "
           f"{'min PSNR':>8} {'kB':>7} {'ms/frame':>8}")  # fmt: skip
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        for clip, make in CLIPS.items():
+        for clip in args.clips.split(","):
+            make = CLIPS[clip]
             source = folder / f"{clip}.mp4"
             write_lossless(source, make(args.frames))
             for preset in args.presets.split(","):

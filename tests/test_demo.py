@@ -261,7 +261,8 @@ def test_load_demo_shows_every_modality_with_its_media_served(tmp_path, client):
             if part["type"] == "audio":
                 assert media.peaks
                 assert media.duration_seconds == pytest.approx(1.5, abs=0.05)
-    assert served == {"video": "video/mp4", "audio": "audio/wav", "model3d": "model/gltf-binary"}
+    # Every clip is served re-encoded: video as MP4, audio as M4A, whatever the demo wrote.
+    assert served == {"video": "video/mp4", "audio": "audio/mp4", "model3d": "model/gltf-binary"}
     # The rivals differ from the good side in what the flaw names.
     silence = pairs.get(external_id="t2a-silence")
     peaks = [

@@ -26,7 +26,7 @@ class Command(BaseCommand):
         results: Counter[str] = Counter()
         missing: list[str] = []
         remake = options["all"]
-        # Images only: a video's or audio clip's copy is made at import, or by its transcode.
+        # Images only: a video's or audio clip's copy is re-encoded at import.
         pending = Media.objects.filter(kind=Media.Kind.IMAGE).order_by("pk")
         if not remake:
             pending = pending.filter(served_sha256__isnull=True)
