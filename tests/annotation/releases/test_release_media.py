@@ -157,12 +157,14 @@ def test_media_files_are_the_stripped_copies_by_their_hash(released):
             data = (folder / path).read_bytes()
             assert Path(path).stem == hashlib.sha256(data).hexdigest()
             assert PLANTED.encode() not in data
-    # The served copy's frames and samples are the original's.
+    # The served copy, re-encoded: H.264 or AAC in MP4, as many video frames as the original.
     for path in by_dir["videos"] + by_dir["audio"]:
         served = Media.objects.get(served_sha256=Path(path).stem)
-        assert decoded_digests(folder / path) == decoded_digests(
-            Path(settings.MEDIA_ROOT) / served.relative_path
-        )
+        assert Path(path).suffix == (".mp4" if served.kind == "video" else ".m4a")
+        copy = decoded_digests(folder / path)
+        original = decoded_digests(Path(settings.MEDIA_ROOT) / served.relative_path)
+        assert len(copy["video"]) == len(original["video"])
+        assert copy["audio"]
     assert released.statistics["media"] == {"video": 2, "audio": 2, "model3d": 1}
     assert "Videos: 2 files under `videos/`" in released.card
 
@@ -195,7 +197,8 @@ def test_load_dataset_reads_video_and_audio(released):
     clip = rows["t2a/t2a-0"]["chosen_audios"][0]
     with av.open(io.BytesIO(clip["bytes"])) as container:
         samples = sum(frame.samples for frame in container.decode(audio=0))
-    assert samples == int(16000 * 0.2)
+    # 0.2 s, served at 48 kHz (AAC decodes whole frames of 1,024 samples).
+    assert abs(samples - 48000 * 0.2) <= 2048
     prompt_audio = rows["ta2t/ta2t-1"]["audios"]
     assert [part["type"] for part in rows["ta2t/ta2t-1"]["prompt"][0]["content"]] == [
         "audio",
@@ -499,8 +502,10 @@ def test_the_release_opens_with_only_datasets_and_pyav(project, dave, tmp_path, 
     assert decoded["videos"]["path"].startswith("videos/")
     assert decoded["audios"]["path"].startswith("audio/")
     assert decoded["videos"]["counts"][0] == decoded["videos"]["counts"][1] in (3, 4)
-    # a1.wav or a2.wav: 0.2 s or 0.3 s at 16 kHz
-    assert decoded["audios"]["counts"][0] == decoded["audios"]["counts"][1] in (3200, 4800)
+    # a1.wav or a2.wav: 0.2 s or 0.3 s, served at 48 kHz in whole AAC frames of 1,024 samples
+    first, second = decoded["audios"]["counts"]
+    assert first == second
+    assert min(abs(first - 48000 * seconds) for seconds in (0.2, 0.3)) <= 2048
     # The card's snippet runs there as written.
     snippet = _card_snippet(release.card).replace("<this folder>", folder)
     printed = _run_reader(reader_python, snippet + "\nprint(len(frames))\n", home=home)
