@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -446,8 +447,12 @@ class _Encoder:
     def __init__(self, dest: Path, source, info: AvInfo, *, threads: int):
         self.dest = dest
         self.threads = threads
-        self.video_out = self.audio_out = self.sei_filter = None
-        self.video_source = source.streams.video[0] if info.kind == Media.Kind.VIDEO else None
+        # PyAV's streams and filter (untyped here, as PyAV's frames and packets are): the
+        # video's are made at the first frame, the audio's now.
+        self.video_out: Any = None
+        self.audio_out: Any = None
+        self.sei_filter: Any = None
+        self.video_source: Any = source.streams.video[0] if info.kind == Media.Kind.VIDEO else None
         audio = source.streams.audio[0] if source.streams.audio else None
         start = source.start_time
         self.origin = start / av.time_base if start is not None and start > 0 else 0.0
