@@ -25,6 +25,7 @@ class ProjectSerializer(serializers.ModelSerializer):
             "consensus_rule",
             "min_agree",
             "allow_media_urls",
+            "media_serve_source",
             "lease_minutes",
             "require_rationale",
             "paused",
