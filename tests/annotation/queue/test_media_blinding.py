@@ -100,7 +100,8 @@ def test_the_comparison_page_shows_no_original_property(client_for, alice, proje
     html = page.content.decode()
     assert html.count("<video ") == 1
     assert_blinded(html, "the comparison page")
-    assert "data-sample-rate" not in html and "data-channels" not in html
+    assert "data-sample-rate" not in html
+    assert "data-channels" not in html
     assert_media_responses_blinded(client, media_urls(html, project.slug))
 
 
@@ -114,7 +115,8 @@ def test_the_api_assignment_carries_only_what_a_player_needs(api_for, alice, pro
     assert {part["type"] for part in media_parts} == {"video", "audio", "model3d"}
     for part in media_parts:
         assert set(part) <= SHOWN_KEYS, part
-        assert "sample_rate" not in part and "channels" not in part
+        assert "sample_rate" not in part
+        assert "channels" not in part
     video = next(part for part in media_parts if part["type"] == "video")
     # The served copy's own frame rate (it keeps the 10 frames a second it was made with).
     assert video["frame_rate"] == Media.objects.get(kind="video").served_frame_rate == 10
