@@ -44,7 +44,7 @@ def _token_user(request):
 
 
 @require_safe
-def media_file(request, slug: str, key: str):
+def media_file(request, slug: str, media_key: str):
     user = request.user
     if not user.is_authenticated:
         try:
@@ -54,12 +54,12 @@ def media_file(request, slug: str, key: str):
         if user is None:
             return redirect_to_login(request.get_full_path())
     project, _ = get_project_for_user(user, slug)
-    if not URL_KEY.fullmatch(key):
+    if not URL_KEY.fullmatch(media_key):
         # No stored media has another name (a content hash least of all); a NUL would fail
         # the database's text.
         raise Http404("No such media in this project")
     link = (
-        ProjectMedia.objects.filter(project=project, media__url_key=key)
+        ProjectMedia.objects.filter(project=project, media__url_key=media_key)
         .select_related("media")
         .first()
     )

@@ -6,10 +6,12 @@ with; a project that keeps the source format (``media_serve_source``) serves the
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import struct
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from annotation.core.media_keys import media_path
@@ -115,6 +117,19 @@ def test_api_token_fetches_media_of_its_own_projects_only(api_for, alice, eve, p
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == imported["png_bytes"]
     assert api_for(eve).get(url).status_code == 404
+
+
+def test_new_secret_key_needs_the_ids_stored_anew(client_for, alice, project, imported, settings):
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]  # sessions survive, as in a rotation
+    settings.SECRET_KEY = "another-secret-key-for-this-test"
+    client, url = client_for(alice), media_url(project, imported["png"])
+    assert client.get(url).status_code == 404
+    out = io.StringIO()
+    call_command("media_url_keys", stdout=out)
+    assert "stored anew: 2" in out.getvalue()
+    assert client.get(url).status_code == 200
+    call_command("media_url_keys", stdout=out)
+    assert "stored anew: 0" in out.getvalue()
 
 
 def test_wrong_api_token_is_401(client, project, imported):
