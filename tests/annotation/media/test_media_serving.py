@@ -132,6 +132,16 @@ def test_new_secret_key_needs_the_ids_stored_anew(client_for, alice, project, im
     assert "stored anew: 0" in out.getvalue()
 
 
+def test_staff_see_the_hash_and_the_url_in_the_pairs_api(api_for, carol, project, imported):
+    """Curators may see the originals' hashes; the URL of the bytes is the annotators' one."""
+    client = api_for(carol)
+    pair = client.get(f"/api/v1/projects/{project.slug}/pairs/p1/").json()
+    [part] = pair["response_a"]["content"]
+    assert part["media"] == imported["png"].sha256
+    assert part["url"] == f"http://testserver{media_url(project, imported['png'])}"
+    assert client.get(part["url"]).status_code == 200
+
+
 def test_wrong_api_token_is_401(client, project, imported):
     response = client.get(media_url(project, imported["png"]), HTTP_AUTHORIZATION="Token nope")
     assert response.status_code == 401
