@@ -7,6 +7,10 @@ alone: stable (a browser caches it), one per stored file (``Media.url_key``, uni
 meaningless to anyone without the secret. It is computed, not looked up, wherever a URL is
 built; the media view finds the file by the stored column. The ETag is an HMAC of the hash of
 the bytes sent, under another purpose, so that it changes with them and names nothing either.
+The id is made from the original's hash rather than the served copy's: several originals can
+share one served copy (the same pixels with different metadata) yet each needs a URL of its
+own when a project serves the originals, and a URL must exist before its copy does (a video
+waiting for its transcode).
 After ``SECRET_KEY`` changes, ``manage.py media_url_keys`` stores the new ids
 (docs/operations.md, "Media URLs")."""
 

@@ -168,7 +168,11 @@ class MediaStore:
         if prepared.info is None:
             raise MediaError(f"{name} refused: {prepared.error}")
         info = prepared.info
-        served_columns = {"served_sha256": None, "strip_result": None, "served_frame_rate": None}
+        served_columns: dict = {
+            "served_sha256": None,
+            "strip_result": None,
+            "served_frame_rate": None,
+        }
         if prepared.served is not None:
             self._stage_file(prepared.served_sha256, info.format, prepared.served, copy=False)
             # The copy is the original's streams without their metadata: the same frame rate.

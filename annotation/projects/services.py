@@ -163,7 +163,8 @@ def project_update(
     (``project_setting_limits``); open pairs that had the old overlap as target get the new one.
     A changed consensus rule (or its ``min_agree``) is re-applied to the decided pairs
     (``consensus_reapply``: no vote changes, adjudicated pairs keep their label); disputes
-    nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``)."""
+    nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``).
+    ``consensus_rule``, ``play_to_end`` and ``media_serve_source`` left out keep their value."""
     locked = Project.objects.select_for_update().get(pk=project.pk)
     consensus_rule = consensus_rule or locked.consensus_rule
     play_to_end = locked.play_to_end if play_to_end is None else play_to_end
