@@ -141,7 +141,7 @@ def _chunks(data: bytes) -> tuple[bytes, bytes]:
 
 def _parsed(json_chunk: bytes) -> dict:
     def refuse_constant(name: str) -> NoReturn:
-        raise GlbError(f"the JSON chunk holds {name}, which is not a JSON number")
+        raise GlbError(f"the JSON chunk holds {name}, not a finite number")
 
     try:
         document = json.loads(json_chunk.decode("utf-8"), parse_constant=refuse_constant)
@@ -159,7 +159,7 @@ def _shown(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     if isinstance(value, list):
-        return f"a list of {len(value):,} items"
+        return f"a list of {len(value):,} item{'' if len(value) == 1 else 's'}"
     if isinstance(value, str):
         return repr(value[:40] + ("..." if len(value) > 40 else ""))
     return json.dumps(value)
@@ -222,13 +222,13 @@ def _index(value: Any, path: str, items: list, what: str) -> int:
     return value
 
 
-def _indices(value: Any, path: str, items: list, what: str) -> list[int]:
-    values = _list(value, path, f"{what} indices")
+def _node_indices(value: Any, path: str, nodes: list) -> list[int]:
+    values = _list(value, path, "node indices")
     seen: set[int] = set()
     for position, item in enumerate(values):
-        _index(item, f"{path}[{position}]", items, what)
+        _index(item, f"{path}[{position}]", nodes, "nodes")
         if item in seen:
-            raise GlbError(f"{path}: lists {what[:-1]} {item} twice; nodes must form trees")
+            raise GlbError(f"{path}: lists node {item} twice; nodes must form trees")
         seen.add(item)
     return values
 
@@ -537,8 +537,8 @@ class _Reader:
 
     def _node(self, node: dict, path: str, meshes: list) -> dict:
         checked: dict[str, Any] = {
-            "children": _indices(node.get("children", []), f"{path}.children",
-                                 self.source["nodes"], "nodes"),
+            "children": _node_indices(node.get("children", []), f"{path}.children",
+                                      self.source["nodes"]),
         }  # fmt: skip
         if "mesh" in node:
             checked["mesh"] = _index(node["mesh"], f"{path}.mesh", meshes, "meshes")
@@ -551,7 +551,7 @@ class _Reader:
         return checked
 
     def _scene(self, scene: dict, path: str, nodes: list) -> dict:
-        return {"nodes": _indices(scene.get("nodes", []), f"{path}.nodes", nodes, "nodes")}
+        return {"nodes": _node_indices(scene.get("nodes", []), f"{path}.nodes", nodes)}
 
     def _scene_limits(self, document: dict, scene_nodes: tuple[tuple[int, int], ...]) -> None:
         """The default scene's triangles, every instance counted, and the vertices they read,
@@ -569,7 +569,9 @@ class _Reader:
                 for primitive in meshes[mesh]["primitives"]:
                     source = primitive.get("indices", primitive["attributes"].get("POSITION"))
                     vertices = 0 if source is None else accessors[source]["count"]
-                    per_mesh[mesh] += primitive_triangles(primitive.get("mode", 4), vertices)
+                    per_mesh[mesh] += primitive_triangles(
+                        primitive.get("mode", TRIANGLES), vertices
+                    )
             total += per_mesh[mesh]
             if total > limit:
                 raise GlbError(
@@ -578,6 +580,8 @@ class _Reader:
                 )
         for mesh in per_mesh:
             for primitive in meshes[mesh]["primitives"]:
+                if primitive_triangles(primitive.get("mode", TRIANGLES), 3) == 0:
+                    continue  # points and lines: not read, within the accessors' byte budget
                 for index in (*primitive["attributes"].values(), primitive.get("indices")):
                     if index is not None and accessors[index]["count"] > 3 * limit:
                         raise GlbError(
@@ -602,7 +606,7 @@ def _tree_parents(nodes: list) -> list[int]:
     for index, node in enumerate(nodes):
         for child in node["children"]:
             if child == index:
-                raise GlbError(f"nodes[{index}].children: node {index} is its own child; "
+                raise GlbError(f"nodes[{index}].children: node {index} is its own parent; "
                                "nodes must form trees")  # fmt: skip
             if parents[child] != -1:
                 raise GlbError(
