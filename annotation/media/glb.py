@@ -224,6 +224,8 @@ def _index(value: Any, path: str, items: list, what: str) -> int:
 
 def _node_indices(value: Any, path: str, nodes: list) -> list[int]:
     values = _list(value, path, "node indices")
+    if not values:
+        return values
     seen: set[int] = set()
     for position, item in enumerate(values):
         _index(item, f"{path}[{position}]", nodes, "nodes")
