@@ -1,6 +1,6 @@
 """Binary glTF 2.0 (``.glb``) models as an import reads them: the container checked with
 bounds on every length, and its JSON chunk read into a new document holding only allowlisted,
-type-checked fields (docs/served-media.md, "3D models").
+type-checked fields (docs/import-format.md, "What the served copy of a 3D model keeps").
 
 Nothing the file says is taken on trust. A value of the wrong type or range is a ``GlbError``
 naming its JSON path (``accessors[3].count: must be an integer of at least 1, got -5``), never

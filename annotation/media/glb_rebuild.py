@@ -1,6 +1,6 @@
 """The copy of a binary glTF model the app serves and blinded releases ship: a new file written
 from a checked model (``glb.glb_inspect``), never the original with parts taken out
-(docs/served-media.md, "3D models").
+(docs/import-format.md, "What the served copy of a 3D model keeps").
 
 It holds the default scene only: the nodes under it, their meshes, and the accessors,
 materials, textures, samplers and images those use, renumbered in the order a walk of the scene

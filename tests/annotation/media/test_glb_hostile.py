@@ -1,6 +1,6 @@
-"""Hostile binary glTF models (docs/served-media.md, "3D models"): JSON of the wrong types is
-refused with an error naming its JSON path, never a traceback; each bomb (a node graph that is
-not a set of trees, huge accessor counts with or without a buffer view, huge textures, huge
+"""Hostile binary glTF models (docs/import-format.md, "3D models"): JSON of the wrong types
+is refused with an error naming its JSON path, never a traceback; each bomb (a node graph that
+is not a set of trees, huge accessor counts with or without a buffer view, huge textures, huge
 lists, deep trees, deep JSON) is refused within a short time and without allocating what it
 claims; and a fuzz test over ``glb_inspect``, ``glb_rebuild`` and the renderer, which may only
 ever return or raise ``GlbError``."""

@@ -1,8 +1,8 @@
 """The served copy of a binary glTF model, written anew by ``glb_rebuild`` from the allowlisted
-document (docs/served-media.md, "3D models"): for each place a generator's or a model's name
-can hide in a ``.glb``, a model with the name planted there, and the check that no served byte
-holds it (ASCII, UTF-16, base64), that the copy is itself a valid model, that rebuilding it again
-changes nothing, and that it shows what the original shows."""
+document (docs/import-format.md, "What the served copy of a 3D model keeps"): for each place a
+generator's or a model's name can hide in a ``.glb``, a model with the name planted there, and
+the check that no served byte holds it (ASCII, UTF-16, base64), that the copy is itself a valid
+model, that rebuilding it again changes nothing, and that it shows what the original shows."""
 
 from __future__ import annotations
 
