@@ -115,7 +115,7 @@ def glb_inspect(data: bytes) -> GlbInfo:
 def _chunks(data: bytes) -> tuple[bytes, bytes]:
     """The JSON chunk and the BIN chunk (empty when there is none). What follows them (chunks
     of other kinds, which glTF tells readers to skip) is neither read nor served."""
-    found = []
+    found: list[tuple[int, int, int]] = []
     pos = _HEADER_BYTES
     while pos < len(data) and len(found) < 2:
         if pos + _CHUNK_HEADER_BYTES > len(data):
@@ -284,7 +284,7 @@ class _Reader:
         meshes = self._items("meshes", "mesh objects", self._mesh, accessors, materials)
         nodes = self._items("nodes", "node objects", self._node, meshes)
         scenes = self._items("scenes", "scene objects", self._scene, nodes)
-        document = {
+        document: dict[str, Any] = {
             "asset": {"version": "2.0"},
             "scenes": scenes,
             "nodes": nodes,
