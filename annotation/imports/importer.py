@@ -32,6 +32,7 @@ from annotation.core.content import (
     response_key,
     text_part,
 )
+from annotation.core.media_keys import media_url_key
 from annotation.core.search import search_words
 from annotation.core.threads import in_background
 from annotation.decisions.lifecycle import Decision
@@ -566,8 +567,9 @@ def _as_fingerprint(stored: list) -> tuple:
 
 def _media_row(info: ImageInfo | MediaRecord) -> dict:
     if isinstance(info, MediaRecord):
-        return info.row
+        return {**info.row, "url_key": media_url_key(info.sha256)}
     return {
+        "url_key": media_url_key(info.sha256),
         "sha256": info.sha256,
         "kind": Media.Kind.IMAGE,
         "format": info.format,

@@ -135,8 +135,9 @@ class AvInfo:
     peaks: list[float] | None = None
     # Integrated loudness (BS.1770 / EBU R 128) of an audio file; None for silence.
     loudness_lufs: float | None = None
-    # The served copy's format (``SERVED_FORMATS``).
+    # The served copy's format (``SERVED_FORMATS``) and a video's frame rate in it.
     served_format: str = ""
+    served_frame_rate: float | None = None
     # The first frame as served (rotated), as JPEG bytes (video), stored as an image Media.
     poster_jpeg: bytes | None = field(default=None, repr=False)
 
@@ -251,6 +252,7 @@ def _probe(container, *, kind: str, size: int, limits: dict[str, int]) -> AvInfo
                 f"of {limits['frame_rate']:,}"
             )
         info.frame_rate = round(float(rate), 3)
+        info.served_frame_rate = round(float(served_rate(rate)), 3)
     if audio is not None:
         info.audio_codec = _codec_name(audio)
         if info.audio_codec not in _AUDIO_CODECS:
@@ -274,6 +276,12 @@ def _codec_name(stream) -> str:
     if codec is None:
         raise AvMediaError(f"its {stream.type} stream is in no codec FFmpeg knows")
     return codec.canonical_name
+
+
+def served_rate(rate) -> Fraction:
+    """The served copy's constant frame rate for a source whose average rate is ``rate``."""
+    rate = Fraction(rate).limit_denominator(1001)
+    return min(max(rate, _MIN_SERVED_RATE), _MAX_SERVED_RATE)
 
 
 def _check_pixels(width: int, height: int, limits: dict[str, int], who: str) -> None:
@@ -473,9 +481,7 @@ class _Encoder:
     def _video_stream(self, first) -> None:
         """Adds the H.264 stream, shaped by the first decoded frame and turned upright."""
         source = self.video_source
-        rate = source.average_rate or source.guessed_rate
-        rate = Fraction(rate).limit_denominator(1001)
-        rate = min(max(rate, _MIN_SERVED_RATE), _MAX_SERVED_RATE)
+        rate = served_rate(source.average_rate or source.guessed_rate)
         self.rate = rate
         keyint = max(1, round(rate))
         options = {

@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0022_media_served_format"),
+        ("annotation", "0023_media_url_key_project_media_serve_source"),
     ]
 
     operations = [
