@@ -2,9 +2,9 @@
 noise scrolling, small text, smooth gradients, a zone plate in motion) are written losslessly,
 put through ``av_prepare`` as an import does, and the served copy compared with the source
 frame by frame: SSIM on the luma (Y) plane, the Gaussian-window formula of Wang et al. (2004:
-11x11 window, sigma 1.5, K1 0.01, K2 0.03), computed here in numpy; with the seconds the
-re-encode took per frame on one thread and the served size, for each x264 preset and CRF asked
-(docs/import-format.md, "What a served video or audio clip keeps", quotes the figures).
+11x11 window, sigma 1.5, K1 0.01, K2 0.03), computed here in numpy, and PSNR; with the CPU
+time ``av_prepare`` took per frame (one thread) and the served size, for each x264 preset and
+CRF asked (docs/import-format.md, "What a served video or audio clip keeps", quotes the figures).
 
 Nothing is downloaded:
 
@@ -142,18 +142,19 @@ def psnr(a: np.ndarray, b: np.ndarray, *, peak: float = 255.0) -> float:
 
 
 def measure(source: Path, folder: Path, *, preset: str, crf: int, repeat: int) -> tuple:
-    """The lowest and mean SSIM of a frame, the lowest PSNR, the served bytes and the seconds
-    a frame (the best of ``repeat`` runs), through av_prepare."""
+    """The lowest and mean SSIM of a frame, the lowest PSNR, the served bytes and the CPU
+    seconds a frame (the best of ``repeat`` runs; one thread, so a busy machine disturbs it
+    less than wall time), through av_prepare."""
     from annotation.media import av_media
 
     av_media.X264_OPTIONS = {"preset": preset, "crf": str(crf)}
     times = []
     for _ in range(repeat):
-        started = time.perf_counter()
+        started = time.process_time()
         prepared = av_media.av_prepare(
             source, kind="video", staging=folder, limits=av_media.av_limits()
         )
-        times.append(time.perf_counter() - started)
+        times.append(time.process_time() - started)
     seconds = min(times)
     if prepared.served is None:
         raise SystemExit(f"{source.name} refused: {prepared.error}")
