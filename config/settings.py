@@ -254,6 +254,8 @@ if DATA_UPLOAD_MAX_MEMORY_SIZE > ARBITER_MAX_REQUEST_BYTES:
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 ARBITER_MAX_IMAGE_BYTES = env_int("ARBITER_MAX_IMAGE_BYTES", 50 * 1024 * 1024)
 ARBITER_MAX_IMAGE_PIXELS = env_int("ARBITER_MAX_IMAGE_PIXELS", 64_000_000)
+# An animation's frames: at most this many, and all their pixels within the pixel limit.
+ARBITER_MAX_IMAGE_FRAMES = env_int("ARBITER_MAX_IMAGE_FRAMES", 1000)
 # Video, audio and 3D limits (docs/operations.md, "Limits"); checked from the header first.
 ARBITER_MAX_VIDEO_BYTES = env_int("ARBITER_MAX_VIDEO_BYTES", 1024 * 1024 * 1024)
 ARBITER_MAX_AUDIO_BYTES = env_int("ARBITER_MAX_AUDIO_BYTES", 200 * 1024 * 1024)

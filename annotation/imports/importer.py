@@ -48,7 +48,7 @@ from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.imports.validate import TEXT, PairSpec, pair_spec
 from annotation.imports.writer import BulkWriter, RawJson
 from annotation.media.media_pool import MediaPool
-from annotation.media.services import ImageInfo, MediaError
+from annotation.media.services import ImageInfo, MediaError, image_row
 from annotation.media.transcode_jobs import transcode_jobs_create
 from annotation.models import (
     ImportJob,
@@ -584,15 +584,4 @@ def _as_fingerprint(stored: list) -> tuple:
 
 
 def _media_row(info: ImageInfo | MediaRecord) -> dict:
-    if isinstance(info, MediaRecord):
-        return info.row
-    return {
-        "sha256": info.sha256,
-        "kind": Media.Kind.IMAGE,
-        "format": info.format,
-        "width": info.width,
-        "height": info.height,
-        "size_bytes": info.size_bytes,
-        "served_sha256": info.served_sha256,
-        "strip_result": info.strip_result,
-    }
+    return info.row if isinstance(info, MediaRecord) else image_row(info)

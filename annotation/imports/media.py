@@ -9,7 +9,6 @@ when the import fails, so a refused import leaves no files behind.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import shutil
@@ -26,13 +25,7 @@ from annotation.media.av_media import AvPrepared, av_limits, av_prepare
 from annotation.media.glb import GlbError, GlbInfo, glb_inspect, glb_strip
 from annotation.media.glb_render import glb_render_views
 from annotation.media.media_pool import MediaPool
-from annotation.media.services import (
-    ImageInfo,
-    MediaError,
-    image_inspect,
-    served_copy_make,
-    write_synced,
-)
+from annotation.media.services import ImageInfo, MediaError, image_prepare, write_synced
 from annotation.models import Media
 
 _AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
@@ -90,20 +83,24 @@ class MediaStore:
         cached = self._cache.get(reference)
         if cached is None:
             try:
-                data = self._read(reference)
-                info = image_inspect(data)
-                served = served_copy_make(sha256=info.sha256, image_format=info.format, data=data)
-                self._stage(info.sha256, info.format, data)
-                self._stage(served.sha256, info.format, served.data)
-                cached = dataclasses.replace(
-                    info, served_sha256=served.sha256, strip_result=served.result
-                )
+                cached = self._image(self._read(reference), f"image {reference[:200]!r}")
             except MediaError as exc:
                 cached = exc
             self._cache[reference] = cached
         if isinstance(cached, MediaError):
             raise cached
         return cached
+
+    def _image(self, data: bytes, name: str) -> ImageInfo:
+        """Checks and rebuilds an image (``image_prepare``), and stages the original and its
+        served copy; raises ``MediaError`` naming it."""
+        try:
+            info, served = image_prepare(data)
+        except MediaError as exc:
+            raise MediaError(f"{name} refused: {exc}") from None
+        self._stage(info.sha256, info.format, data)
+        self._stage(served.sha256, served.format, served.data)
+        return info
 
     def resolve_media(self, reference: str, *, kind: str) -> MediaRecord:
         """The verified video, audio clip or 3D model behind a path in the media folder, with
@@ -176,11 +173,7 @@ class MediaStore:
         extra: tuple[ImageInfo, ...] = ()
         poster_sha256 = None
         if info.poster_jpeg is not None:
-            poster = image_inspect(info.poster_jpeg)
-            poster = dataclasses.replace(
-                poster, served_sha256=poster.sha256, strip_result=Media.StripResult.UNCHANGED
-            )
-            self._stage(poster.sha256, poster.format, info.poster_jpeg)
+            poster = self._image(info.poster_jpeg, f"{name}'s poster frame")
             extra, poster_sha256 = (poster,), poster.sha256
         row = {
             "sha256": info.sha256,
@@ -227,19 +220,13 @@ class MediaStore:
         return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, views)
 
     def _rendered_views(self, info: GlbInfo, name: str) -> tuple[ImageInfo, ...]:
-        """The model's views (PNG images without metadata: their own served copies),
-        staged; raises ``MediaError`` when it cannot be rendered."""
+        """The model's views (PNG images, rebuilt as every image is), staged; raises
+        ``MediaError`` when it cannot be rendered."""
         try:
             pngs = glb_render_views(info)
         except GlbError as exc:
             raise MediaError(f"{name} refused: {exc}") from None
-        views = []
-        for png in pngs:
-            view = dataclasses.replace(image_inspect(png), strip_result=Media.StripResult.UNCHANGED)
-            view = dataclasses.replace(view, served_sha256=view.sha256)
-            self._stage(view.sha256, view.format, png)
-            views.append(view)
-        return tuple(views)
+        return tuple(self._image(png, f"{name}'s view") for png in pngs)
 
     def _read(self, reference: str) -> bytes:
         if is_url(reference):

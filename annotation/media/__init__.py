@@ -1,8 +1,8 @@
 """Media: the bytes behind ``Media`` rows, checked, stripped, rendered and served.
 
 ``views`` serves a project's members the served copy (with range requests). ``services``
-verifies images with Pillow, makes the served copy without metadata (``strip``,
-``strip_chunks``, ``icc`` and ``jpeg_scan`` for images; ``glb`` for 3D models) and stores it;
+checks images and stores their served copy, a PNG that ``image_rebuild`` writes anew from the
+decoded pixels, and the 3D models' copies without metadata (``glb``);
 ``av_media`` probes video and audio with PyAV and remuxes them without metadata (``loudness``
 measures a clip), ``media_pool`` does that in worker processes, ``transcode`` and
 ``transcode_jobs`` make the playable copy of a file a browser cannot play; ``glb_render``

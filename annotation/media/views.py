@@ -1,8 +1,8 @@
 """Media bytes, served only to members of a project whose content uses them.
 
 URLs name the project and the original's content hash, nothing else: they reveal no model,
-side or order. What goes out is the served copy, the original without its metadata (made at
-import, or here on the first request for media imported before copies existed), with a fixed
+side or order. What goes out is the served copy, written anew without metadata (made at import,
+or here on the first request for an image imported before copies were rebuilt), with a fixed
 content type, ``nosniff``, and the served copy's hash as ETag.
 Any kind of media is served the same way, by its content type and size: single ``Range``
 requests answer 206 (a browser seeks in a long video), HEAD opens nothing, and with
@@ -25,7 +25,7 @@ from rest_framework.authentication import TokenAuthentication
 
 from annotation.core.access import get_project_for_user
 from annotation.core.downloads import handed_off_response, ranged_file_response
-from annotation.media.services import media_strip_metadata
+from annotation.media.services import MediaError, image_copy_outdated, media_strip_metadata
 from annotation.models import Media, ProjectMedia
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -64,8 +64,8 @@ def media_file(request, slug: str, sha256: str):
         # A video or audio file waiting for its playable copy (a TranscodeJob).
         raise Http404("This media has no playable copy yet")
     try:
-        if media.served_sha256 is None:
-            media_strip_metadata(media=media)
+        if image_copy_outdated(media):
+            media_strip_metadata(media=media, remake=True)
         etag = f'"{media.served_sha256}"'
         root = Path(settings.MEDIA_ROOT)
         response: HttpResponseBase
@@ -88,6 +88,9 @@ def media_file(request, slug: str, sha256: str):
             )
     except FileNotFoundError:
         raise Http404("Media file is missing from storage") from None
+    except MediaError:
+        # Never the original instead: it may name the model that made it.
+        raise Http404("This image cannot be shown: its served copy cannot be made") from None
     return _with_media_headers(response, etag)
 
 

@@ -81,17 +81,18 @@ class _MediaFiles:
             return
         # Imported by the first release with media: the import's media module brings its
         # HTTP client and codecs, a second's start of every text release's build otherwise.
-        from annotation.media.services import media_strip_metadata
+        from annotation.media.services import image_copy_outdated, media_strip_metadata
 
         for media in Media.objects.filter(sha256__in=wanted):
             if self._original:
-                sha256, relative = media.sha256, media.relative_path
+                sha256, relative, fmt = media.sha256, media.relative_path, media.format
             else:
-                if media.served_sha256 is None:
-                    media_strip_metadata(media=media)
+                if image_copy_outdated(media):
+                    media_strip_metadata(media=media, remake=True)
                 relative = media.served_relative_path  # raises when there is still none
                 sha256 = media.served_sha256 or media.sha256
-            path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[media.format]}"
+                fmt = media.served_format or media.format
+            path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[fmt]}"
             self.files[media.sha256] = path
             self._sources[path] = Path(settings.MEDIA_ROOT) / relative
         if missing := wanted - set(self.files):
