@@ -88,7 +88,10 @@ def image_decode(data: bytes) -> DecodedImage:
     except MediaError:
         raise
     except Image.DecompressionBombError as exc:
-        raise MediaError(f"refused as a decompression bomb: {exc}") from None
+        raise MediaError(
+            f"refused as a decompression bomb: more than the limit of {max_pixels:,} pixels "
+            f"(ARBITER_MAX_IMAGE_PIXELS): {exc}"
+        ) from None
     except UnidentifiedImageError:
         raise MediaError(
             "not an image Arbiter accepts (JPEG, PNG, WebP or GIF): Pillow cannot read it"
