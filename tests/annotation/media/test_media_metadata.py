@@ -368,7 +368,8 @@ def png_chunks(data: bytes) -> list[bytes]:
     while pos < len(data):
         kinds.append(data[pos + 4 : pos + 8])
         pos += 12 + int.from_bytes(data[pos : pos + 4], "big")
-    assert kinds[-1] == b"IEND" and pos == len(data)
+    assert kinds[-1] == b"IEND"
+    assert pos == len(data)
     return kinds
 
 
