@@ -55,6 +55,7 @@ def store_media(project, chunks) -> Media:
         height=1,
         size_bytes=size,
         served_sha256=sha,
+        # Recorded as rebuilt, so the view serves these bytes as they are rather than rebuild.
         strip_result=Media.StripResult.REBUILT,
     )
     target = Path(settings.MEDIA_ROOT) / media.served_relative_path
