@@ -255,7 +255,7 @@ def _to_srgb(frame: Image.Image, profile: bytes) -> Image.Image:
             colour,
             source,
             _SRGB,
-            renderingIntent=ImageCms.getDefaultIntent(source),
+            renderingIntent=ImageCms.Intent(ImageCms.getDefaultIntent(source)),
             outputMode="RGB",
         )
     except (ImageCms.PyCMSError, OSError, ValueError, TypeError):

@@ -621,3 +621,18 @@ def test_releases_hold_the_rebuilt_copies(project, alice, bob, carol, dave, monk
 def test_served_copy_make_refuses_what_it_cannot_decode():
     with pytest.raises(MediaError, match="corrupt image"):
         served_copy_make(data=jpeg_metadata()[:1500])
+
+
+def test_a_video_poster_passes_through_the_same_rebuild(project, tmp_path):
+    """A poster is made by Arbiter's own code, and rebuilt like any image all the same."""
+    from tests.annotation.media.conftest import video_write
+    from tests.annotation.media.test_import_av import import_media, media_pair
+
+    video_write(tmp_path / "a.mp4")
+    video_write(tmp_path / "b.mp4", frames=5)
+    import_media(project, tmp_path, [media_pair("v1", "video", "a.mp4", "b.mp4")])
+    for video in Media.objects.filter(kind=Media.Kind.VIDEO):
+        poster = Media.objects.get(sha256=video.poster_sha256)
+        assert (poster.strip_result, poster.served_format) == (Media.StripResult.REBUILT, "PNG")
+        served = (Path(settings.MEDIA_ROOT) / poster.served_relative_path).read_bytes()
+        assert served_copy_make(data=served).data == served
