@@ -8,10 +8,10 @@ from typing import ClassVar
 
 from django.contrib import admin
 from django.db.models import OuterRef, Subquery
-from django.urls import reverse
 from django.utils.html import format_html
 
 from annotation import models
+from annotation.core.media_keys import media_path
 from annotation.core.scales import LIKERT6_LABELS, on_screen_vote
 
 THUMBNAIL_SIDE = 64  # px, in the media list
@@ -65,7 +65,7 @@ def _image(media: models.Media, side: int):
     scale = min(1.0, side / max(media.width or side, media.height or side, 1))
     return format_html(
         '<img src="{}" alt="" width="{}" height="{}" loading="lazy">',
-        reverse("media", args=[slug, media.sha256]),
+        media_path(slug=slug, sha256=media.sha256),
         max(1, round((media.width or side) * scale)),
         max(1, round((media.height or side) * scale)),
     )

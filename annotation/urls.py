@@ -23,7 +23,7 @@ urlpatterns = [
     *routes(
         "p/<slug:slug>/",
         ("", home.project_detail, "project-detail"),
-        ("media/<str:sha256>", media.media_file, "media"),
+        ("media/<str:media_key>", media.media_file, "media"),
         ("imports/", imports.imports, "imports"),
         ("imports/<int:job_id>/status/", imports.import_status, "import-status"),
         (

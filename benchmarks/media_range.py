@@ -93,11 +93,12 @@ def write_media(size: int, seed: int):
 
 def serve(project, media, user, *, size: int, chunk: int) -> dict:
     from django.test import Client
-    from django.urls import reverse
+
+    from annotation.core.media_keys import media_path
 
     client = Client()
     client.force_login(user)
-    url = reverse("media", args=[project.slug, media.sha256])
+    url = media_path(slug=project.slug, sha256=media.sha256)
     b"".join(client.get(url, HTTP_RANGE="bytes=0-0").streaming_content)  # warm up
     served = hashlib.sha256()
     requests = 0

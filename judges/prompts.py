@@ -281,6 +281,27 @@ _OMNI_TEMPLATE = (
     "[[RESPONSE B]]\n{response_2}\n[[END OF RESPONSE B]]"
 )
 
+# Omni-RewardBench's text-to-audio script (evaluation_experiments/run_exp_t2a.py) sends the
+# two clips as ONE audio input (annotation.media.judge_parts.audio_pair_input: the clip shown
+# first, a second of silence, the clip shown second), before the prompt as text. A pair whose
+# responses are one audio clip each is sent that way under the Omni-RewardBench presets: the
+# template says where each response is, and {responses} stands for the joined clip.
+AUDIO_PAIR = "audio_pair"
+_OMNI_T2A_TEMPLATE = (
+    "{rubric}\n\n"
+    "Rate the quality of the responses according to this criterion:\n\n{criteria}\n\n"
+    "Your judgement should reflect the quality of the responses with respect to this "
+    "criterion only, setting aside other aspects of the answers (such as overall quality), "
+    "and should agree with the judgement of a reasonable human evaluator.\n\n"
+    "The two responses are given as one audio clip: [[RESPONSE A]] first, then one second "
+    "of silence, then [[RESPONSE B]]. They are in random order: do not let their order bias "
+    "your answer. Be as objective as possible.\n\n"
+    "Begin by carefully analysing the criterion and the responses and explain your "
+    "reasoning. {answer_format}\n\n"
+    "{responses}"
+    "[[PROMPT]]\n{prompt}\n[[END OF PROMPT]]"
+)
+
 PRESETS = {
     "arbiter": Preset(
         _SECTIONS + "{criterion}{answer_format}",
@@ -368,6 +389,16 @@ def build_prompt(
     ``audio``, ``model3d`` parts by hash), rendered from the template; consecutive text
     merged, no blank line beside a media part."""
     spec = spec or PromptSpec.from_options({})
+    template = spec.template
+    contents: dict[str, list[dict]] = {
+        "prompt": item.prompt,
+        "response_1": item.first,
+        "response_2": item.second,
+    }
+    if _joined_audio(item, spec):
+        template = _OMNI_T2A_TEMPLATE
+        media = [_only_audio(item.first), _only_audio(item.second)]
+        contents["responses"] = [{"type": AUDIO_PAIR, "media": media}]
     family = task_family(item.task)
     default_rubric = (
         OMNI_INTRODUCTIONS[omni_task(item.task)]
@@ -389,7 +420,6 @@ def build_prompt(
             allow_tie=item.allow_tie, answer_format=spec.answer_format
         ),
     }
-    contents = {"prompt": item.prompt, "response_1": item.first, "response_2": item.second}
     parts: list[dict] = []
 
     def text(value: str) -> None:
@@ -398,14 +428,14 @@ def build_prompt(
         else:
             parts.append({"type": "text", "text": value})
 
-    for literal, name, _, _ in string.Formatter().parse(spec.template):
+    for literal, name, _, _ in string.Formatter().parse(template):
         text(literal)
         if name in texts:
             text(texts[name])
         elif name in contents:
             previous_text = False
             for part in contents[name]:
-                if part["type"] in MEDIA_PART_TYPES:
+                if part["type"] in (*MEDIA_PART_TYPES, AUDIO_PAIR):
                     parts.append({"type": part["type"], "media": part["media"]})
                     previous_text = False
                 else:
@@ -419,3 +449,24 @@ def build_prompt(
         if index > 0 and parts[index - 1]["type"] != "text":
             part["text"] = part["text"].lstrip("\n")
     return [part for part in parts if part["type"] != "text" or part["text"]]
+
+
+def _only_audio(content: list[dict]) -> str | None:
+    """The hash of ``content``'s one audio part when it holds nothing else (empty text
+    aside), else None."""
+    parts = [p for p in content if p.get("type") != "text" or p.get("text", "").strip()]
+    if len(parts) == 1 and parts[0].get("type") == "audio":
+        return parts[0]["media"]
+    return None
+
+
+def _joined_audio(item: JudgeItem, spec: PromptSpec) -> bool:
+    """Whether the pair goes as one joined clip: a text-to-audio pair whose responses are one
+    audio clip each, under an Omni-RewardBench preset's own template."""
+    return (
+        spec.rubric_source == "omni"
+        and spec.template == _OMNI_TEMPLATE
+        and omni_task(item.task) == "t2a"
+        and _only_audio(item.first) is not None
+        and _only_audio(item.second) is not None
+    )

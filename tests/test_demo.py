@@ -17,6 +17,7 @@ from django.db.models import Count
 from django.urls import reverse
 from PIL import Image
 
+from annotation.core.media_keys import media_path
 from annotation.media.demo import demo_media_write
 from annotation.media.glb import glb_inspect
 from annotation.models import Media, Membership, Pair, PairStatus, Project, Prompt, Response, Role
@@ -252,7 +253,7 @@ def test_load_demo_shows_every_modality_with_its_media_served(tmp_path, client):
         for response in (pair.response_a, pair.response_b):
             [part] = response.content
             media = Media.objects.get(pk=part["media"])
-            answer = client.get(reverse("media", args=[project.slug, media.sha256]))
+            answer = client.get(media_path(slug=project.slug, sha256=media.sha256))
             assert answer.status_code == 200, pair.external_id
             served[part["type"]] = answer["Content-Type"]
             if part["type"] == "video":

@@ -25,6 +25,7 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
 from annotation.agreement.views.report import CHARTS, TABLES
+from annotation.core.media_keys import media_url_key
 from annotation.models import Assignment, ImportJob, ProjectMedia, Release, TranscodeJob
 from annotation.pairs.views import BULK_ACTIONS
 from annotation.queue.services import claim as queue_claim
@@ -238,8 +239,8 @@ class World:
             return [self.pair.external_id]
         if name == "membership_id":
             return [str(self.extra.pk)]
-        if name == "sha256":
-            return [self.media]
+        if name == "media_key":
+            return [media_url_key(self.media)]
         if name == "name":
             return [self.file_name]
         if name == "username":

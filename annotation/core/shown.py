@@ -5,8 +5,7 @@ page, adjudication and the judges' pages all show content through it."""
 
 from __future__ import annotations
 
-from django.urls import reverse
-
+from annotation.core.media_keys import media_path
 from annotation.models import Media, Pair, Project
 
 
@@ -30,9 +29,8 @@ def pair_page_context(project: Project, role: str, pair: Pair, *, request=None) 
 
 def shown_contents(contents: list[list[dict]], *, project: Project, request=None) -> list:
     """Stored content parts as pages and the API show them: text, and media as media URLs
-    (absolute with ``request``) with what a player needs (size, duration, poster, peaks, a
-    3D model's rendered views); one
-    query for the media rows of all."""
+    (absolute with ``request``, opaque ids only) with what a player needs (size, duration,
+    poster, peaks, a 3D model's rendered views); one query for the media rows of all."""
     hashes = {part["media"] for content in contents for part in content if "media" in part}
     media = (
         {m.sha256: m for m in Media.objects.filter(sha256__in=hashes).only(*_SHOWN_MEDIA_FIELDS)}
@@ -41,7 +39,7 @@ def shown_contents(contents: list[list[dict]], *, project: Project, request=None
     )
 
     def url_of(sha256: str) -> str:
-        url = reverse("media", args=[project.slug, sha256])
+        url = media_path(slug=project.slug, sha256=sha256)
         return request.build_absolute_uri(url) if request else url
 
     def parts(content: list[dict]) -> list[dict]:
@@ -61,22 +59,23 @@ def shown_contents(contents: list[list[dict]], *, project: Project, request=None
 
 
 _SHOWN_MEDIA_FIELDS = (
-    "kind", "width", "height", "duration_seconds", "frame_rate", "sample_rate", "channels",
-    "poster_sha256", "peaks", "rendered_views", "loudness_lufs",
+    "kind", "width", "height", "duration_seconds", "served_frame_rate", "poster_sha256",
+    "peaks", "rendered_views", "loudness_lufs",
 )  # fmt: skip
 
 
 def _media_facts(row: Media, url_of) -> dict:
-    """What a player shows of one media file; nothing that names where it came from."""
+    """What a player shows of one media file: the content's own measures (pixels, duration,
+    the served video's frame rate, the waveform, loudness), never the original's container,
+    codecs, sample rate, channels, size or hash, which could tell one model's files from
+    another's."""
     if row.kind == Media.Kind.IMAGE:
         return {"width": row.width, "height": row.height}
     facts: dict = {"duration_seconds": row.duration_seconds}
     if row.kind == Media.Kind.VIDEO:
-        facts.update(width=row.width, height=row.height, frame_rate=row.frame_rate)
+        facts.update(width=row.width, height=row.height, frame_rate=row.served_frame_rate)
         if row.poster_sha256:
             facts["poster_url"] = url_of(row.poster_sha256)
-    if row.kind in (Media.Kind.VIDEO, Media.Kind.AUDIO) and row.sample_rate:
-        facts.update(sample_rate=row.sample_rate, channels=row.channels)
     if row.kind == Media.Kind.AUDIO:
         facts["peaks"] = row.peaks or []
         facts["loudness_lufs"] = row.loudness_lufs

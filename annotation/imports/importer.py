@@ -32,6 +32,7 @@ from annotation.core.content import (
     response_key,
     text_part,
 )
+from annotation.core.media_keys import media_url_key
 from annotation.core.search import search_words
 from annotation.core.threads import in_background
 from annotation.decisions.lifecycle import Decision
@@ -584,4 +585,6 @@ def _as_fingerprint(stored: list) -> tuple:
 
 
 def _media_row(info: ImageInfo | MediaRecord) -> dict:
-    return info.row if isinstance(info, MediaRecord) else image_row(info)
+    if isinstance(info, MediaRecord):
+        return {**info.row, "url_key": media_url_key(info.sha256)}
+    return {**image_row(info), "url_key": media_url_key(info.sha256)}

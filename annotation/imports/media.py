@@ -165,10 +165,18 @@ class MediaStore:
         if prepared.info is None:
             raise MediaError(f"{name} refused: {prepared.error}")
         info = prepared.info
-        served_columns = {"served_sha256": None, "strip_result": None}
+        served_columns: dict = {
+            "served_sha256": None,
+            "strip_result": None,
+            "served_frame_rate": None,
+        }
         if prepared.served is not None:
             self._stage_file(prepared.served_sha256, info.format, prepared.served, copy=False)
-            served_columns = _served_columns(info.sha256, prepared.served_sha256)
+            # The copy is the original's streams without their metadata: the same frame rate.
+            served_columns = {
+                **_served_columns(info.sha256, prepared.served_sha256),
+                "served_frame_rate": info.frame_rate if kind == Media.Kind.VIDEO else None,
+            }
         self._stage_file(info.sha256, info.format, path, copy=True)
         extra: tuple[ImageInfo, ...] = ()
         poster_sha256 = None

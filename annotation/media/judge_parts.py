@@ -7,13 +7,17 @@ than decoding the whole file (short gaps are decoded through, which is cheaper t
 Audio goes as the served copy (no metadata) when it is WAV or MP3 and small enough;
 otherwise it is transcoded to 16-bit WAV, downmixed to mono at 16 kHz when the full-rate
 WAV would exceed ``ARBITER_JUDGE_MAX_AUDIO_BYTES``, and refused with the reason past that.
+A text-to-audio pair under an Omni-RewardBench preset goes as one clip made of both
+(``audio_pair_input``), as that benchmark's released script sends it.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import itertools
 import math
+import wave
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,7 +148,7 @@ def audio_input(media: Media) -> dict:
     """The clip as an ``input_audio`` value, ``{"data": base64, "format": "wav" | "mp3"}``;
     ``MediaUnavailable`` when it is missing, undecodable or too long for the limit."""
     limit = settings.ARBITER_JUDGE_MAX_AUDIO_BYTES
-    fmt = _SENT_AS_IS.get(media.format)
+    fmt = _SENT_AS_IS.get(media.served_format or media.format)
     if fmt and media.served_sha256:
         served = Path(settings.MEDIA_ROOT) / media.served_relative_path
         if served.is_file() and served.stat().st_size <= limit:
@@ -154,6 +158,62 @@ def audio_input(media: Media) -> dict:
         raise MediaUnavailable(f"audio {media.sha256[:12]} is missing")
     data = _wav(media, path, limit=limit)
     return {"data": base64.b64encode(data).decode("ascii"), "format": "wav"}
+
+
+# Omni-RewardBench's run_exp_t2a.py (merge_audio_files): both clips loaded as mono at 16 kHz,
+# joined with one second of silence between them, written as 16-bit WAV.
+PAIR_RATE = 16_000
+PAIR_SILENCE_S = 1.0
+
+
+def audio_pair_input(first: Media, second: Media) -> dict:
+    """Both clips of a pair as ONE ``input_audio`` value: ``first`` (the clip shown first),
+    one second of silence, then ``second``, as mono 16-bit WAV at 16 kHz with no tags.
+    ``MediaUnavailable`` when either is missing, undecodable, or the whole would exceed
+    ``ARBITER_JUDGE_MAX_AUDIO_BYTES``."""
+    limit = settings.ARBITER_JUDGE_MAX_AUDIO_BYTES
+    silence = np.zeros(round(PAIR_SILENCE_S * PAIR_RATE), dtype=np.int16)
+    budget = (limit - _WAV_HEADER_BYTES) // 2 - len(silence)
+    clips = []
+    for media in (first, second):
+        samples = _mono_samples(media, budget=budget, limit=limit)
+        budget -= len(samples)
+        clips.append(samples)
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(PAIR_RATE)
+        wav.writeframes(np.concatenate([clips[0], silence, clips[1]]).astype("<i2").tobytes())
+    return {"data": base64.b64encode(out.getvalue()).decode("ascii"), "format": "wav"}
+
+
+def _mono_samples(media: Media, *, budget: int, limit: int) -> np.ndarray:
+    """The clip's samples as mono int16 at ``PAIR_RATE``; ``MediaUnavailable`` once they pass
+    ``budget`` samples (what is left of the judges' byte ``limit``)."""
+    path = media_path(media)
+    if not path.is_file():
+        raise MediaUnavailable(f"audio {media.sha256[:12]} is missing")
+    pieces: list[np.ndarray] = []
+    count = 0
+    try:
+        with av.open(str(path)) as source:
+            resampler = av.AudioResampler(format="s16", layout="mono", rate=PAIR_RATE)
+            frames = source.decode(source.streams.audio[0])
+            for frame in itertools.chain(frames, [None]):
+                for piece in resampler.resample(frame):
+                    samples = piece.to_ndarray().reshape(-1)
+                    count += len(samples)
+                    if count > budget:
+                        raise MediaUnavailable(
+                            "the two clips joined with a second of silence exceed the judges' "
+                            f"limit of {limit:,} bytes as mono 16 kHz WAV "
+                            "(ARBITER_JUDGE_MAX_AUDIO_BYTES)"
+                        )
+                    pieces.append(samples)
+    except (av.FFmpegError, IndexError, ValueError) as exc:
+        raise MediaUnavailable(f"audio {media.sha256[:12]} cannot be decoded ({exc})") from None
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int16)
 
 
 def _wav(media: Media, path: Path, *, limit: int) -> bytes:

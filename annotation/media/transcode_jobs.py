@@ -147,7 +147,10 @@ def transcode_job_run(*, job_id: int) -> None:
 def _succeed(job: TranscodeJob, *, served_sha256: str) -> None:
     # The row's format is the copy's since the import (``TRANSCODED_FORMATS``).
     Media.objects.filter(pk=job.media_id, served_sha256__isnull=True).update(
-        served_sha256=served_sha256, strip_result=Media.StripResult.TRANSCODED
+        served_sha256=served_sha256,
+        strip_result=Media.StripResult.TRANSCODED,
+        # The copy is encoded at the original's frame rate (transcode.py).
+        served_frame_rate=F("frame_rate"),
     )
     TranscodeJob.objects.filter(pk=job.pk).update(
         status=Status.SUCCEEDED, progress=1.0, error="", finished_at=timezone.now()

@@ -1,19 +1,21 @@
 """Media bytes, served only to members of a project whose content uses them.
 
-URLs name the project and the original's content hash, nothing else: they reveal no model,
-side or order. What goes out is the served copy, written anew without metadata (made at import,
-or here on the first request for an image imported before copies were rebuilt), with a fixed
-content type, ``nosniff``, and the served copy's hash as ETag.
-Any kind of media is served the same way, by its content type and size: single ``Range``
-requests answer 206 (a browser seeks in a long video), HEAD opens nothing, and with
-``ARBITER_MEDIA_ACCEL`` the web server sends the bytes after the checks here
-(annotation/core/downloads.py; docs/operations.md, "Media through the web server").
-A browser session or an API token (``Authorization: Token ...``) identifies the member, so
-the image URLs in an API client's assignment work for it too."""
+URLs name the project and the media's opaque id (``Media.url_key``, annotation/core/media_keys.py),
+nothing else: no content hash an annotator could look up against the public benchmark files,
+no model, side or order. What goes out is the served copy, rebuilt without the original's
+metadata (made at import, or here on the first request for an image imported before copies
+were rebuilt; never the original when that fails), with a fixed content type, ``nosniff``, an
+opaque ETag and no ``Last-Modified``. A project with ``media_serve_source`` on sends the
+original bytes instead (docs/curators.md, "Serving the original files"), revalidated on every
+use so that turning it off takes effect at once. Any kind of media is served the same way, by
+its content type and size: single ``Range`` requests answer 206 (a browser seeks in a long
+video), HEAD opens nothing, and with ``ARBITER_MEDIA_ACCEL`` the web server sends the bytes
+after the checks here (annotation/core/downloads.py; docs/operations.md, "Media through the
+web server"). A browser session or an API token (``Authorization: Token ...``) identifies the
+member, so the media URLs in an API client's assignment work for it too."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from django.conf import settings
@@ -25,10 +27,13 @@ from rest_framework.authentication import TokenAuthentication
 
 from annotation.core.access import get_project_for_user
 from annotation.core.downloads import handed_off_response, ranged_file_response
+from annotation.core.media_keys import URL_KEY, media_etag
 from annotation.media.services import MediaError, image_copy_outdated, media_strip_metadata
 from annotation.models import Media, ProjectMedia
 
-SHA256 = re.compile(r"[0-9a-f]{64}")
+# The served copy never changes under its URL; the original may stop being sent at any time.
+_CACHE_SERVED = "private, max-age=86400, immutable, no-transform"
+_CACHE_SOURCE = "private, no-cache, no-transform"
 
 
 def _token_user(request):
@@ -39,7 +44,7 @@ def _token_user(request):
 
 
 @require_safe
-def media_file(request, slug: str, sha256: str):
+def media_file(request, slug: str, media_key: str):
     user = request.user
     if not user.is_authenticated:
         try:
@@ -49,56 +54,63 @@ def media_file(request, slug: str, sha256: str):
         if user is None:
             return redirect_to_login(request.get_full_path())
     project, _ = get_project_for_user(user, slug)
-    if not SHA256.fullmatch(sha256):
-        # No stored media has another name; a NUL would fail the database's text.
+    if not URL_KEY.fullmatch(media_key):
+        # No stored media has another name (a content hash least of all); a NUL would fail
+        # the database's text.
         raise Http404("No such media in this project")
     link = (
-        ProjectMedia.objects.filter(project=project, media_id=sha256)
+        ProjectMedia.objects.filter(project=project, media__url_key=media_key)
         .select_related("media")
         .first()
     )
     if link is None:
         raise Http404("No such media in this project")
     media: Media = link.media
-    if media.served_sha256 is None and media.kind != Media.Kind.IMAGE:
-        # A video or audio file waiting for its playable copy (a TranscodeJob).
-        raise Http404("This media has no playable copy yet")
+    if project.media_serve_source:
+        relative_path, content_type, sha256 = media.relative_path, media.content_type, media.sha256
+        cache = _CACHE_SOURCE
+    else:
+        if media.served_sha256 is None and media.kind != Media.Kind.IMAGE:
+            # A video or audio file waiting for its playable copy (a TranscodeJob).
+            raise Http404("This media has no playable copy yet")
+        try:
+            if image_copy_outdated(media):
+                media_strip_metadata(media=media, remake=True)
+        except FileNotFoundError:
+            raise Http404("Media file is missing from storage") from None
+        except MediaError:
+            # Never the original instead: it may name the model that made it.
+            raise Http404("This image cannot be shown: its served copy cannot be made") from None
+        relative_path, content_type = media.served_relative_path, media.served_content_type
+        sha256, cache = media.served_sha256 or media.sha256, _CACHE_SERVED
+    etag = media_etag(sha256)
+    root = Path(settings.MEDIA_ROOT)
+    response: HttpResponseBase
     try:
-        if image_copy_outdated(media):
-            media_strip_metadata(media=media, remake=True)
-        etag = f'"{media.served_sha256}"'
-        root = Path(settings.MEDIA_ROOT)
-        response: HttpResponseBase
         if settings.ARBITER_MEDIA_ACCEL != "off":
             response = handed_off_response(
                 request,
                 root=root,
-                relative_path=media.served_relative_path,
+                relative_path=relative_path,
                 mode=settings.ARBITER_MEDIA_ACCEL,
                 nginx_prefix=settings.ARBITER_MEDIA_ACCEL_PREFIX,
-                content_type=media.served_content_type,
-                etag_value=media.served_sha256,
+                content_type=content_type,
+                etag_value=etag,
             )
         else:
             response = ranged_file_response(
-                request,
-                root / media.served_relative_path,
-                content_type=media.served_content_type,
-                etag_value=media.served_sha256,
+                request, root / relative_path, content_type=content_type, etag_value=etag
             )
     except FileNotFoundError:
         raise Http404("Media file is missing from storage") from None
-    except MediaError:
-        # Never the original instead: it may name the model that made it.
-        raise Http404("This image cannot be shown: its served copy cannot be made") from None
-    return _with_media_headers(response, etag)
+    return _with_media_headers(response, f'"{etag}"', cache=cache)
 
 
-def _with_media_headers(response: HttpResponseBase, etag: str) -> HttpResponseBase:
+def _with_media_headers(response: HttpResponseBase, etag: str, *, cache: str) -> HttpResponseBase:
     response["ETag"] = etag
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Disposition"] = "inline"
     # no-transform: a proxy that compressed it would break byte ranges.
-    response["Cache-Control"] = "private, max-age=86400, immutable, no-transform"
+    response["Cache-Control"] = cache
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response

@@ -8,9 +8,21 @@ from typing import ClassVar, TypeAlias
 from django.db import models
 from django.db.models import F, Q
 
+from annotation.core.media_keys import URL_KEY_LENGTH, media_url_key
 from annotation.core.search import text_parts
 from annotation.models.choices import MediaFormat, MediaKind, MediaStripResult
 from annotation.models.projects import Project
+
+
+class UrlKeyField(models.CharField):
+    """``Media.url_key``: filled from the row's sha256 by every insert through the ORM
+    (``save``, ``create``, ``bulk_create``) that leaves it empty, as ``auto_now`` fills a date;
+    the importer's own inserts set it themselves."""
+
+    def pre_save(self, model_instance, add):
+        if add and not getattr(model_instance, self.attname):
+            setattr(model_instance, self.attname, media_url_key(model_instance.sha256))
+        return super().pre_save(model_instance, add)
 
 
 class Media(models.Model):
@@ -59,6 +71,12 @@ class Media(models.Model):
     # The served copy's own format when it differs from the original's (a rebuilt copy: PNG
     # for images, MP4 for video, M4A for audio); NULL when it is the original's format.
     served_format = models.CharField(max_length=8, choices=Format.choices, null=True, blank=True)
+    # The served video's own frame rate (the player steps one frame of it); NULL until a
+    # served copy is recorded, and for other kinds. ``frame_rate`` is the original's.
+    served_frame_rate = models.FloatField(null=True, blank=True)
+    # The opaque id that names this media in URLs (``annotation.core.media_keys``): an HMAC of
+    # ``sha256``, never the hash itself, so an annotator cannot look the file up.
+    url_key = UrlKeyField(max_length=URL_KEY_LENGTH, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -64,6 +64,13 @@ class Project(models.Model):
         help_text="Votes are refused until the longest response's video and audio could have "
         "been played to the end since the pair was served.",
     )
+    # Weakens the blinding (docs/curators.md, "Serving the original files"): for the few
+    # projects whose judgement needs the file exactly as it came.
+    media_serve_source = models.BooleanField(
+        default=False,
+        help_text="Annotators receive each media file as it came (its format, metadata and "
+        "all) instead of the copy rebuilt without them: this weakens the blinding.",
+    )
     paused = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

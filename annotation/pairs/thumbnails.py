@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from django.urls import reverse
-
+from annotation.core.media_keys import media_path
 from annotation.models import Media, Project
 
 # The waveform's box (the thumbnail's 48 px square) and its number of bars.
@@ -67,7 +66,7 @@ def pair_thumbnails(
     )
 
     def url(sha256: str) -> str:
-        return reverse("media", args=[project.slug, sha256])
+        return media_path(slug=project.slug, sha256=sha256)
 
     def thumbnail(part: dict) -> Thumbnail:
         kind = part["type"]

@@ -10,6 +10,7 @@ from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
 from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.core.media_keys import media_path
 from annotation.models import Membership, Pair, PairStatus, Project
 
 
@@ -25,6 +26,7 @@ class ProjectSerializer(serializers.ModelSerializer):
             "consensus_rule",
             "min_agree",
             "allow_media_urls",
+            "media_serve_source",
             "lease_minutes",
             "require_rationale",
             "paused",
@@ -66,8 +68,11 @@ class ProjectDetailApi(APIView):
 
 
 class PairSerializer(serializers.ModelSerializer):
+    """A pair as staff see it: model names, and media parts with their sha256 and the URL of
+    their bytes (which names an opaque id, as the annotators' do)."""
+
     id = serializers.CharField(source="external_id")
-    prompt = serializers.JSONField(source="prompt.content")
+    prompt = serializers.SerializerMethodField()
     response_a = serializers.SerializerMethodField()
     response_b = serializers.SerializerMethodField()
 
@@ -93,19 +98,35 @@ class PairSerializer(serializers.ModelSerializer):
             "created_at",
         )
 
-    def _response(self, response) -> dict:
-        return {"model_name": response.model_name, "content": response.content}
+    def _content(self, pair, content: list[dict]) -> list[dict]:
+        request = self.context.get("request")
+
+        def url(sha256: str) -> str:
+            path = media_path(slug=pair.project.slug, sha256=sha256)
+            return request.build_absolute_uri(path) if request else path
+
+        return [
+            {**part, "url": url(part["media"])} if "media" in part else part for part in content
+        ]
+
+    def _response(self, pair, response) -> dict:
+        return {"model_name": response.model_name, "content": self._content(pair, response.content)}
+
+    def get_prompt(self, pair) -> list[dict]:
+        return self._content(pair, pair.prompt.content)
 
     def get_response_a(self, pair) -> dict:
-        return self._response(pair.response_a)
+        return self._response(pair, pair.response_a)
 
     def get_response_b(self, pair) -> dict:
-        return self._response(pair.response_b)
+        return self._response(pair, pair.response_b)
 
 
 def _pairs_for(request, slug: str):
     project, _ = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
-    return Pair.objects.filter(project=project).select_related("prompt", "response_a", "response_b")
+    return Pair.objects.filter(project=project).select_related(
+        "project", "prompt", "response_a", "response_b"
+    )
 
 
 @extend_schema(
@@ -136,4 +157,4 @@ class PairDetailApi(APIView):
     @extend_schema(responses=PairSerializer)
     def get(self, request, slug: str, external_id: str):
         pair = get_object_or_404(_pairs_for(request, slug), external_id=external_id)
-        return ApiResponse(PairSerializer(pair).data)
+        return ApiResponse(PairSerializer(pair, context={"request": request}).data)

@@ -157,15 +157,19 @@ def project_update(
     min_seconds_per_vote: int,
     consensus_rule: str | None = None,
     play_to_end: bool | None = None,
+    media_serve_source: bool | None = None,
 ) -> ProjectUpdated:
     """Changes the project's settings. The scale and the overlap change only while that is safe
     (``project_setting_limits``); open pairs that had the old overlap as target get the new one.
     A changed consensus rule (or its ``min_agree``) is re-applied to the decided pairs
     (``consensus_reapply``: no vote changes, adjudicated pairs keep their label); disputes
-    nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``)."""
+    nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``).
+    ``consensus_rule``, ``play_to_end`` and ``media_serve_source`` left out keep their value."""
     locked = Project.objects.select_for_update().get(pk=project.pk)
     consensus_rule = consensus_rule or locked.consensus_rule
     play_to_end = locked.play_to_end if play_to_end is None else play_to_end
+    if media_serve_source is None:
+        media_serve_source = locked.media_serve_source
     limits = project_setting_limits(project=locked)
     if scale != locked.scale and limits.scale_locked_because:
         raise ValidationError({"scale": limits.scale_locked_because})
@@ -199,6 +203,7 @@ def project_update(
         "min_seconds_per_vote": min_seconds_per_vote,
         "consensus_rule": consensus_rule,
         "play_to_end": play_to_end,
+        "media_serve_source": media_serve_source,
     }
     for field, value in changes.items():
         setattr(locked, field, value)

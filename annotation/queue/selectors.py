@@ -22,10 +22,10 @@ from django.db.models import (
     Sum,
 )
 from django.http import Http404
-from django.urls import reverse
 from django.utils import timezone
 
 from annotation.core.claim_key import claim_key
+from annotation.core.media_keys import media_path
 from annotation.core.prepared import execute_prepared
 from annotation.decisions.selectors import free_annotators
 from annotation.models import (
@@ -253,7 +253,7 @@ def gold_quality(*, project: Project) -> dict:
 def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> dict[str, list[str]]:
     """Media URLs of the pair ``annotator`` will most likely be served after the one they hold
     (``after_pair_id``), found without leasing it, so the page can prefetch them: ``images``
-    (with the videos' poster frames), ``video`` and ``audio``. Each sorted by hash: nothing
+    (with the videos' poster frames), ``video`` and ``audio``. Each sorted by URL: nothing
     says which file belongs to the prompt or to which response. A hint only; a wrong guess
     (a gold pair comes next) costs one download."""
     found: dict[str, list[str]] = {"images": [], "video": [], "audio": []}
@@ -282,7 +282,7 @@ def upcoming_media_urls(*, project: Project, annotator, after_pair_id: int) -> d
             sha for sha in posters.values_list("poster_sha256", flat=True) if sha
         )
     for kind, key in (("image", "images"), ("video", "video"), ("audio", "audio")):
-        found[key] = [reverse("media", args=[project.slug, sha]) for sha in sorted(hashes[kind])]
+        found[key] = sorted(media_path(slug=project.slug, sha256=sha) for sha in hashes[kind])
     return found
 
 

@@ -24,13 +24,13 @@ from typing import Any
 import httpx
 
 from annotation.media.judge_images import MediaUnavailable, image_data_url
-from annotation.media.judge_parts import audio_input, video_frames
+from annotation.media.judge_parts import audio_input, audio_pair_input, video_frames
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.backends.model3d import MODEL3D, items_with_rendered_views
 from judges.core.images import media_rows
 from judges.core.keys import api_key_env_allowed, api_key_env_refusal, redact
 from judges.parsing import UnparseableAnswer, parse_verdict
-from judges.prompts import PromptSpec, build_prompt
+from judges.prompts import AUDIO_PAIR, PromptSpec, build_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -94,35 +94,47 @@ class OpenAIBackend(JudgeBackend):
     def _requests(self, items: list[JudgeItem]) -> list[dict | JudgeResult]:
         # A 3D part is sent as its rendered views (judges/backends/model3d.py).
         shown = items_with_rendered_views(items)
-        wanted = {
-            (part["type"], part["media"])
-            for item in shown
+        prompts = [
+            build_prompt(item, rubrics=self.rubrics, spec=self.prompt)
             if isinstance(item, JudgeItem)
-            for content in (item.prompt, item.first, item.second)
-            for part in content
-            if part.get("type") in _SENT_MEDIA
+            else None
+            for item in shown
+        ]
+        wanted = {
+            _media_key(part)
+            for parts in prompts
+            for part in parts or ()
+            if part["type"] in (*_SENT_MEDIA, AUDIO_PAIR)
         }
-        rows = media_rows({sha for _, sha in wanted})
-        sent: dict[tuple[str, str], list[dict] | MediaUnavailable] = {}
-        for kind, sha in wanted:
-            if sha not in rows:
-                sent[kind, sha] = MediaUnavailable(f"{kind} {sha[:12]} is not in the media store")
+        rows = media_rows({sha for _, shas in wanted for sha in shas})
+        sent: dict[tuple[str, tuple[str, ...]], list[dict] | MediaUnavailable] = {}
+        for kind, shas in wanted:
+            if missing := [sha for sha in shas if sha not in rows]:
+                name = "audio" if kind == AUDIO_PAIR else kind
+                sent[kind, shas] = MediaUnavailable(
+                    f"{name} {missing[0][:12]} is not in the media store"
+                )
                 continue
             try:
-                sent[kind, sha] = self._media_content(kind, rows[sha])
+                sent[kind, shas] = self._media_content(kind, [rows[sha] for sha in shas])
             except MediaUnavailable as exc:
-                sent[kind, sha] = exc
+                sent[kind, shas] = exc
         return [
-            item if isinstance(item, JudgeResult) else self._payload(item, sent) for item in shown
+            item if parts is None else self._payload(parts, sent)
+            for item, parts in zip(shown, prompts, strict=True)
         ]
 
-    def _media_content(self, kind: str, media) -> list[dict]:
-        """The content parts that carry one media part of ``kind`` to the endpoint."""
+    def _media_content(self, kind: str, media: list) -> list[dict]:
+        """The content parts that carry one media part of ``kind`` to the endpoint (an
+        ``audio_pair`` part names two clips, sent as one: judges.prompts.AUDIO_PAIR)."""
+        if kind == AUDIO_PAIR:
+            return [{"type": "input_audio", "input_audio": audio_pair_input(*media)}]
+        (one,) = media
         if kind == "video":
-            return self._video_content(media)
+            return self._video_content(one)
         if kind == "audio":
-            return _audio_content(media)
-        url = image_data_url(media, max_side=self.judge.max_image_side)
+            return _audio_content(one)
+        url = image_data_url(one, max_side=self.judge.max_image_side)
         return [{"type": "image_url", "image_url": {"url": url}}]
 
     def _video_content(self, media) -> list[dict]:
@@ -157,13 +169,13 @@ class OpenAIBackend(JudgeBackend):
             + (f"; nor is it sent {', '.join(others)} parts" if others else "")
         )
 
-    def _payload(self, item: JudgeItem, sent: dict) -> dict | JudgeResult:
+    def _payload(self, prompt: list[dict], sent: dict) -> dict | JudgeResult:
         content = []
-        for part in build_prompt(item, rubrics=self.rubrics, spec=self.prompt):
+        for part in prompt:
             if part["type"] == "text":
                 content.append({"type": "text", "text": part["text"]})
                 continue
-            parts = sent[part["type"], part["media"]]
+            parts = sent[_media_key(part)]
             if isinstance(parts, MediaUnavailable):
                 return JudgeResult(outcome="error", error=str(parts))
             content.extend(parts)
@@ -292,6 +304,12 @@ class OpenAIBackend(JudgeBackend):
             return min(retry_after_s, self.retry_max_s) + random.uniform(0, self.retry_base_s / 4)
         ceiling = min(self.retry_max_s, self.retry_base_s * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)
+
+
+def _media_key(part: dict) -> tuple[str, tuple[str, ...]]:
+    """A media part's kind and the hashes it names (two for an ``audio_pair``)."""
+    media = part["media"]
+    return part["type"], tuple(media) if isinstance(media, list) else (media,)
 
 
 def _audio_content(media) -> list[dict]:

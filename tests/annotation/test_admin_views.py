@@ -8,6 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from annotation.core.media_keys import media_path
 from annotation.models import Media, Project
 from tests.annotation.queue.conftest import make_image
 from tests.factories import ProjectFactory, UserFactory
@@ -31,7 +32,7 @@ def vote(api, project: Project, **body) -> None:
 def test_media_list_and_page_show_previews_the_image_loads_from(operator_client, project):
     sha256 = make_image(project, (200, 30, 30))
     Media.objects.filter(pk=sha256).update(width=960, height=640)  # as a large image records
-    src = reverse("media", args=[project.slug, sha256])
+    src = media_path(slug=project.slug, sha256=sha256)
     listing = operator_client.get(reverse("admin:annotation_media_changelist")).content.decode()
     assert f'<img src="{src}" alt="" width="64" height="43" loading="lazy">' in listing
     page = operator_client.get(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.urls import reverse
 
+from annotation.core.media_keys import media_path
 from annotation.imports.importer import pairs_import
 from annotation.models import Media
 from judges.models import BestOfNRun, Judge
@@ -54,8 +54,8 @@ def test_the_run_page_plays_each_candidate(client_for, carol, project, heuristic
     saved = BestOfNRun.objects.get()
     assert [c["id"] for c in saved.contents[0]["candidates"]] == ["c0", "c1", "c2"]
     body = client.get(response["Location"]).content.decode()
-    media = {kind: reverse("media", args=[project.slug, sha]) for kind, sha in av_media.items()}
-    poster = reverse("media", args=[project.slug, Media.objects.get(kind="video").poster_sha256])
+    media = {kind: media_path(slug=project.slug, sha256=sha) for kind, sha in av_media.items()}
+    poster = media_path(slug=project.slug, sha256=Media.objects.get(kind="video").poster_sha256)
     assert re.search(rf'<video src="{re.escape(media["video"])}"[^>]*poster="{poster}"', body)
     assert 'aria-label="Video 2 of the candidate c0"' in body
     assert body.count(f'<audio src="{media["audio"]}"') == 2  # the prompt's and c1's

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -25,7 +26,7 @@ from tests.judges.av_judge_support import (
     input_audio_parts,
     media_pair,
 )
-from tests.judges.fake_openai import FakeOpenAI, verdict
+from tests.judges.fake_openai import FakeOpenAI, Reply, verdict
 
 pytestmark = pytest.mark.django_db
 
@@ -207,3 +208,74 @@ def test_a_missing_video_file_is_a_permanent_error_naming_it(project, server, tm
     assert not result.transient
     assert result.error == f"video {media.sha256[:12]} is missing"
     assert server.request_count == 0
+
+
+def _omni_judge(server, **fields) -> Judge:
+    return _judge(server, takes_audio=True, options={"max_retries": 0, "prompt": "omni"}, **fields)
+
+
+def test_an_omni_t2a_pair_goes_as_one_clip_shown_first_then_silence_then_second(project, tmp_path):
+    # Omni-RewardBench's run_exp_t2a.py: both clips at 16 kHz mono, one second of silence
+    # between them, the prompt as text after the audio; B shown first in order BA.
+    audio_write(tmp_path / "a.wav", seconds=0.2)
+    audio_write(tmp_path / "b.flac", fmt="flac", seconds=0.5)
+    (pair,) = import_pairs(
+        project, tmp_path, [media_pair("t1", "t2a", [["audio", "a.wav"]], [["audio", "b.flac"]])]
+    )
+    with FakeOpenAI(Reply(content="Clip A sounds cleaner. [[A]]")) as server:
+        judge = _omni_judge(server)
+        (ab,) = _judge_pairs(judge, [pair], order="AB")
+        (ba,) = _judge_pairs(judge, [pair], order="BA")
+    assert (ab.outcome, ba.outcome) == ("ok", "ok"), (ab.error, ba.error)
+    segments = {}
+    for order, request in zip(("AB", "BA"), server.requests, strict=True):
+        types = [part["type"] for part in request.content_parts]
+        assert types == ["text", "input_audio", "text"], types
+        (joined,) = input_audio_parts(request)
+        assert joined["format"] == "wav"
+        rate, channels, samples = decoded_audio(joined)
+        assert (rate, channels) == (16000, 1)
+        loud = np.flatnonzero(np.abs(samples) > 0.05)
+        gap = np.flatnonzero(np.diff(loud) > 15000)
+        assert len(gap) == 1, "one silence between the two clips"
+        first_len = loud[gap[0]] + 1
+        silence_end = loud[gap[0] + 1]
+        segments[order] = (first_len, silence_end - first_len, len(samples) - silence_end)
+        assert request.content_parts[2]["text"].startswith("[[PROMPT]]")
+        assert "[[RESPONSE A]] first, then one second of silence" in request.text
+        assert PLANTED.encode() not in base64.b64decode(joined["data"])
+    # the 0.2 s clip (3,200 samples) is first in AB, the 0.5 s one (8,000) first in BA
+    expected = {"AB": (3200, 16000, 8000), "BA": (8000, 16000, 3200)}
+    for order, lengths in expected.items():
+        assert np.allclose(segments[order], lengths, atol=40), segments
+
+
+def test_an_omni_audio_pair_with_text_beside_a_clip_goes_as_two_clips(project, tmp_path):
+    audio_write(tmp_path / "a.wav")
+    audio_write(tmp_path / "b.wav", seconds=0.3)
+    (pair,) = import_pairs(
+        project,
+        tmp_path,
+        [media_pair("t1", "t2a", [["text", "My clip:"], ["audio", "a.wav"]], [["audio", "b.wav"]])],
+    )
+    with FakeOpenAI(Reply(content="[[B]]")) as server:
+        (result,) = _judge_pairs(_omni_judge(server), [pair])
+    assert result.outcome == "ok", result.error
+    assert len(input_audio_parts(server.requests[0])) == 2
+
+
+def test_a_joined_t2a_clip_past_the_judges_limit_is_an_error_naming_it(project, tmp_path, settings):
+    audio_write(tmp_path / "a.wav", seconds=0.2)
+    audio_write(tmp_path / "b.wav", seconds=0.2)
+    (pair,) = import_pairs(
+        project, tmp_path, [media_pair("t1", "t2a", [["audio", "a.wav"]], [["audio", "b.wav"]])]
+    )
+    # 0.2 + 1 + 0.2 s at 16 kHz is 22,400 samples: 44,844 bytes of WAV
+    settings.ARBITER_JUDGE_MAX_AUDIO_BYTES = 40_000
+    with FakeOpenAI(Reply(content="[[A]]")) as server:
+        (result,) = _judge_pairs(_omni_judge(server), [pair])
+        assert not server.requests
+    assert result.outcome == "error"
+    assert "joined with a second of silence exceed the judges' limit of 40,000 bytes" in (
+        result.error
+    )

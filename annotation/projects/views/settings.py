@@ -81,6 +81,13 @@ class ProjectSettingsForm(forms.Form):
         help_text="A vote is refused until the longer response's video and audio could have"
         " played to the end at normal speed since the pair was served.",
     )
+    media_serve_source = forms.BooleanField(
+        required=False,
+        label="Serve the original media files (weakens the blinding)",
+        help_text="Annotators' browsers receive each image, video, audio clip and 3D model as"
+        " it came: its format, size, metadata and all, which can tell one model's files from"
+        " another's. Off (the default), they receive a copy rebuilt without any of that.",
+    )
     paused = forms.BooleanField(required=False, help_text="Annotators get no new pairs.")
 
     def __init__(self, *args, project: Project, limits: SettingLimits, **kwargs):

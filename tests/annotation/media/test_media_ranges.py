@@ -17,10 +17,10 @@ import httpx
 import psutil
 import pytest
 from django.conf import settings
-from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from annotation.core import downloads
+from annotation.core.media_keys import media_etag, media_path
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, ProjectMedia
 from tests.annotation.imports.conftest import image_bytes, image_pair, write_jsonl
@@ -93,7 +93,12 @@ def stored(project):
 
 
 def url(project, media) -> str:
-    return reverse("media", args=[project.slug, media.sha256])
+    return media_path(slug=project.slug, sha256=media.sha256)
+
+
+def etag(media) -> str:
+    """The ETag the view sends for ``media``'s served copy."""
+    return f'"{media_etag(media.served_sha256)}"'
 
 
 def body(response) -> bytes:
@@ -121,7 +126,7 @@ def test_whole_file_says_it_takes_ranges(member, project, stored):
     assert response.status_code == 200
     assert response["Accept-Ranges"] == "bytes"
     assert response["Content-Length"] == str(len(BODY))
-    assert response["ETag"] == f'"{stored.served_sha256}"'
+    assert response["ETag"] == etag(stored)
     assert response["Content-Disposition"] == "inline"
     assert response["X-Content-Type-Options"] == "nosniff"
     assert "no-transform" in response["Cache-Control"]
@@ -138,7 +143,7 @@ def test_a_range_answers_206_with_that_slice(member, project, stored, header, st
     assert response["Content-Range"] == f"bytes {start}-{end}/{len(BODY)}"
     assert response["Content-Length"] == str(end - start + 1)
     assert response["Content-Type"] == "image/png"
-    assert response["ETag"] == f'"{stored.served_sha256}"'
+    assert response["ETag"] == etag(stored)
     assert body(response) == BODY[start : end + 1]
 
 
@@ -149,9 +154,7 @@ def test_a_range_past_the_end_answers_416_with_the_size(member, project, stored)
 
 
 def test_if_range_with_the_served_hash_serves_the_range(member, project, stored):
-    response = member.get(
-        url(project, stored), HTTP_RANGE="bytes=5-9", HTTP_IF_RANGE=f'"{stored.served_sha256}"'
-    )
+    response = member.get(url(project, stored), HTTP_RANGE="bytes=5-9", HTTP_IF_RANGE=etag(stored))
     assert response.status_code == 206
     assert body(response) == BODY[5:10]
 
@@ -163,7 +166,7 @@ def test_if_range_with_the_served_hash_serves_the_range(member, project, stored)
 )
 def test_if_range_that_does_not_hold_sends_the_whole_file(member, project, stored, validator):
     if validator == "weak":
-        validator = f'W/"{stored.served_sha256}"'
+        validator = f"W/{etag(stored)}"
     response = member.get(url(project, stored), HTTP_RANGE="bytes=5-9", HTTP_IF_RANGE=validator)
     assert response.status_code == 200
     assert "Content-Range" not in response
@@ -182,7 +185,7 @@ def test_head_sends_the_headers_without_opening_the_file(member, project, stored
     assert whole.status_code == 200
     assert whole["Content-Length"] == str(len(BODY))
     assert whole["Accept-Ranges"] == "bytes"
-    assert whole["ETag"] == f'"{stored.served_sha256}"'
+    assert whole["ETag"] == etag(stored)
     assert whole.content == b""
     part = member.head(url(project, stored), HTTP_RANGE="bytes=100-199")
     assert part.status_code == 206
@@ -192,7 +195,7 @@ def test_head_sends_the_headers_without_opening_the_file(member, project, stored
 
 
 def test_if_none_match_still_answers_304_also_with_a_range(member, project, stored):
-    tag = f'"{stored.served_sha256}"'
+    tag = etag(stored)
     for headers in ({}, {"HTTP_RANGE": "bytes=0-9"}):
         response = member.get(url(project, stored), HTTP_IF_NONE_MATCH=tag, **headers)
         assert response.status_code == 304
@@ -253,10 +256,10 @@ def test_hand_off_names_the_file_for_the_web_server_and_reads_nothing(
         assert response["Content-Type"] == "image/png"
         assert response["Content-Disposition"] == "inline"
         assert response["X-Content-Type-Options"] == "nosniff"
-        assert response["ETag"] == f'"{stored.served_sha256}"'
+        assert response["ETag"] == etag(stored)
     other = {"nginx": "X-Sendfile", "apache": "X-Accel-Redirect"}[mode]
     assert other not in response
-    tag = f'"{stored.served_sha256}"'
+    tag = etag(stored)
     cached = member.get(url(project, stored), HTTP_IF_NONE_MATCH=tag)
     assert cached.status_code == 304
     assert header not in cached

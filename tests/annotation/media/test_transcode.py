@@ -19,6 +19,7 @@ from kombu.exceptions import OperationalError
 
 from annotation import tasks
 from annotation.core.errors import Unavailable
+from annotation.core.media_keys import media_path
 from annotation.imports.services import import_job_submit
 from annotation.media.transcode_jobs import transcode_job_retry, transcode_job_run
 from annotation.models import Media, Pair, PairStatus, Role, TranscodeJob
@@ -228,7 +229,7 @@ def test_the_media_view_and_retry_keep_to_the_project(
     media = Media.objects.get(kind="video")
     job = TranscodeJob.objects.get()
     client = client_for(carol)
-    assert client.get(reverse("media", args=[project.slug, media.sha256])).status_code == 404
+    assert client.get(media_path(slug=project.slug, sha256=media.sha256)).status_code == 404
     outsider = UserFactory(username="olga")
     MembershipFactory(project=other_project, user=outsider, role=Role.CURATOR)
     url = reverse("transcode-retry", args=[other_project.slug, job.pk])
@@ -275,7 +276,7 @@ def test_a_real_worker_transcodes_an_uploaded_avi(celery_worker_process, setting
     page = client.get(f"{reverse('imports', args=[project.slug])}?job={job.pk}").content.decode()
     assert f'id="transcode-{transcode.pk}"' in page
     assert "Playable" in page
-    answer = client.get(reverse("media", args=[project.slug, media.sha256]))
+    answer = client.get(media_path(slug=project.slug, sha256=media.sha256))
     assert answer.status_code == 200
     assert answer["Content-Type"] == "video/mp4"
     assert not Pair.objects.get(project=project).media_pending

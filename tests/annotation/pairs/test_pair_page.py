@@ -9,6 +9,7 @@ from html import unescape
 import pytest
 from django.urls import reverse
 
+from annotation.core.media_keys import media_path
 from annotation.models import PairStatus, PriorAnnotation, Skip
 from judges.models import Verdict
 from tests.annotation.queue.conftest import SECRET_MODEL_A, SECRET_MODEL_B, secret_pair
@@ -74,7 +75,7 @@ def test_the_page_shows_content_votes_priors_skips_and_verdicts(client_for, dave
     assert f"A · {SECRET_MODEL_A}" in text
     assert f"B · {SECRET_MODEL_B}" in text
     for sha256 in [*judged.prompt.media_hashes, *judged.response_a.media_hashes]:
-        assert f'src="/p/{judged.project.slug}/media/{sha256}"' in html
+        assert f'src="{media_path(slug=judged.project.slug, sha256=sha256)}"' in html
     # Each vote as the annotator saw it, and in canonical terms.
     assert "alice Left is better A (3) A 4.2 s sharper lettering" in text
     assert "bob Left is better B (1) B — —" in text

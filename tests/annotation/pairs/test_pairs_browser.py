@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.core.content import image_part, text_part
+from annotation.core.media_keys import media_path
 from annotation.models import PairRestriction, PairStatus, Skip
 from annotation.pairs.selectors import PairFilters, cursor_encode, pairs_browse
 from judges.models import FilterRun
@@ -134,7 +135,7 @@ def test_search_reads_text_parts_not_image_hashes_or_json_keys(client_for, carol
     assert shown_ids(client.get(browser_url(project, q=sha256[:12]))) == []
     assert shown_ids(client.get(browser_url(project, q="type"))) == []
     page = client.get(browser_url(project)).content.decode()
-    assert f'src="/p/{project.slug}/media/{sha256}"' in page  # the thumbnail
+    assert f'src="{media_path(slug=project.slug, sha256=sha256)}"' in page  # the thumbnail
 
 
 def test_counts_per_status_follow_the_other_filters(client_for, carol, project, many):

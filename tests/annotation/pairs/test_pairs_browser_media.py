@@ -9,6 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from annotation.core.media_keys import media_path
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair
 from annotation.pairs.selectors import PairFilters, pairs_browse
@@ -41,7 +42,7 @@ def test_the_row_shows_a_poster_a_waveform_and_a_3d_marker(client_for, carol, pr
     cell = re.search(r'<td class="pairs-thumbs">(.*?)</td>', html, re.S).group(1)
     video = Media.objects.get(kind="video")
     audio = Media.objects.get(kind="audio")
-    poster = reverse("media", args=[project.slug, video.poster_sha256])
+    poster = media_path(slug=project.slug, sha256=video.poster_sha256)
     assert re.search(rf'pairs-thumb-video"[^>]*><img src="{re.escape(poster)}"', cell)
     assert f'<path d="{waveform_path(audio.peaks)}"/>' in cell
     assert 'pairs-thumb-3d" title="3D model">3D</span>' in cell

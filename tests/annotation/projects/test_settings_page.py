@@ -81,6 +81,27 @@ def test_curator_sees_members_and_settings(client_for, carol, alice, project):
     assert 'name="overlap" value="3"' in response.content.decode()
 
 
+def test_serving_the_original_media_is_a_curators_choice_the_page_warns_of(
+    client_for, carol, alice, project
+):
+    client = client_for(carol)
+    text = text_of(client.get(page_url(project)))
+    assert "Serve the original media files (weakens the blinding)" in text
+    assert "its format, size, metadata and all" in text
+    save = reverse("project-settings-save", args=[project.slug])
+    assert client.post(save, settings_data(project, media_serve_source=True)).status_code == 302
+    project.refresh_from_db()
+    assert project.media_serve_source
+    # An unticked box turns it off again; an annotator cannot touch it.
+    assert client.post(save, settings_data(project)).status_code == 302
+    project.refresh_from_db()
+    assert not project.media_serve_source
+    response = client_for(alice).post(save, settings_data(project, media_serve_source=True))
+    assert response.status_code == 403
+    project.refresh_from_db()
+    assert not project.media_serve_source
+
+
 def test_project_page_links_settings_for_curators_and_admin_for_superusers(
     client_for, carol, alice, project
 ):

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from annotation.core.media_keys import media_path
 from annotation.models import Assignment, Pair, PairStatus, Skip, Vote
 from tests.annotation.queue.conftest import (
     SECRET_EXTERNAL,
@@ -95,7 +96,7 @@ def test_page_shows_the_claimed_pair_side_by_side(page, alice, project):
     left_at, right_at = html.index(left.text), html.index(right.text)
     assert prompt_at < left_at < right_at
     for sha256 in [*pair.prompt.media_hashes, *left.media_hashes, *right.media_hashes]:
-        assert f'href="http://testserver/p/{project.slug}/media/{sha256}"' in html
+        assert f'href="http://testserver{media_path(slug=project.slug, sha256=sha256)}"' in html
     assert "Judge only the lighthouse" in html
     for key, label in (("1", "Left is better"), ("2", "About the same"), ("3", "Right is better")):
         assert re.search(rf'data-key="{key}"[^>]*>\s*<kbd>{key}</kbd> {label}', html)
@@ -122,7 +123,7 @@ def test_page_prefetches_the_next_pairs_images_only(page, alice, pairs, project)
         *upcoming.response_a.media_hashes,
         *upcoming.response_b.media_hashes,
     }
-    assert prefetch == [f"/p/{project.slug}/media/{sha256}" for sha256 in sorted(expected)]
+    assert prefetch == sorted(media_path(slug=project.slug, sha256=sha256) for sha256 in expected)
 
 
 @pytest.mark.parametrize("left_is_a", [True, False])
