@@ -59,7 +59,8 @@ class MediaError(Exception):
 @dataclass(frozen=True)
 class DecodedImage:
     """An image's frames as a browser shows them, ready to be written: same mode, same size,
-    no metadata; ``durations`` (ms) and ``plays`` (0: forever) only for an animation."""
+    no metadata; ``durations`` (ms, one a frame) and ``plays`` (0: forever) are written for an
+    animation only."""
 
     source_format: str
     frames: list[Image.Image]
