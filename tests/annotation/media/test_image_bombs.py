@@ -128,3 +128,13 @@ def test_png_metadata_that_inflates_past_pillows_bound_is_refused(chunk):
     png = encode(Image.new("RGB", (8, 8)), "PNG")
     at = png.index(b"IDAT") - 4
     refused(png[:at] + png_chunk(chunk, inflating) + png[at:], r"corrupt image: .*too large")
+
+
+def test_a_gif_of_400000_tiny_frames_is_refused_without_walking_them_all():
+    """9 MB of one-pixel frames: counting stops one past the limit (walked whole: 2.3 s)."""
+    screen = b"GIF89a" + bytes((1, 0, 1, 0, 0x80, 0, 0)) + b"\x00\x00\x00\xff\xff\xff"
+    frame = b"\x21\xf9\x04\x00\x01\x00\x00\x00" + b"\x2c" + bytes(4) + b"\x01\x00\x01\x00\x00"
+    frame += b"\x02\x02\x44\x01\x00"  # the LZW data of one pixel
+    started = time.perf_counter()
+    refused(screen + frame * 400_000 + b";", r"at least 1,001 frames, more than the limit of 1,000")
+    assert time.perf_counter() - started < 1.0
