@@ -20,7 +20,6 @@ from django.db import transaction
 from annotation.media.glb import glb_inspect
 from annotation.media.glb_render import glb_render_views
 from annotation.media.image_rebuild import (
-    ACCEPTED_FORMATS,
     SERVED_FORMAT,
     DecodedImage,
     MediaError,
@@ -29,7 +28,8 @@ from annotation.media.image_rebuild import (
 )
 from annotation.models import Media, ProjectMedia
 
-__all__ = ["ACCEPTED_FORMATS", "ImageInfo", "MediaError", "ServedCopy"]
+# ``MediaError`` is defined beside the rebuild, the lowest layer that raises it; the importer
+# and the views import it from here.
 
 
 @dataclass(frozen=True)
