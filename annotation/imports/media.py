@@ -22,7 +22,8 @@ from django.conf import settings
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
 from annotation.media.av_media import AvPrepared, av_limits, av_prepare
-from annotation.media.glb import GlbError, GlbInfo, glb_inspect, glb_strip
+from annotation.media.glb import GlbError, GlbInfo, glb_inspect
+from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
 from annotation.media.media_pool import MediaPool
 from annotation.media.services import ImageInfo, MediaError, image_prepare, write_synced
@@ -208,7 +209,7 @@ class MediaStore:
         data = path.read_bytes()  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
         try:
             info = glb_inspect(data)
-            served = glb_strip(info)
+            served = glb_rebuild(info)
         except GlbError as exc:
             raise MediaError(f"{name} refused: {exc}") from None
         served_sha256 = hashlib.sha256(served).hexdigest()

@@ -6,20 +6,30 @@ The scene's meshes are drawn with their node transforms, flat-shaded (Lambert, l
 the camera's left) in their base colour factor times their vertex colours (textures are not
 sampled), with a z-buffer, under an orthographic camera from each of ``VIEWS``. The model's
 bounding box is centred and its half-diagonal fills ``FILL`` of half the image, the same scale
-in every view. A model that cannot be drawn (no triangles, compressed geometry, more triangles
-than ``ARBITER_MAX_MODEL3D_TRIANGLES``) raises ``GlbError`` naming the reason.
+in every view. It reads a model ``glb.glb_inspect`` has checked (types, bounds, strict node
+trees, the triangle limit counted before anything is read); one it still cannot draw (no
+triangles, vertices that are not finite or all at one point, an index past its vertices) raises
+``GlbError`` naming the reason.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
 from PIL import Image
 
-from annotation.media.glb import GlbError, GlbInfo
+from annotation.media.glb import (
+    TRIANGLE_FAN,
+    TRIANGLE_STRIP,
+    TRIANGLES,
+    GlbError,
+    GlbInfo,
+    type_components,
+)
 
 # (name, azimuth, elevation) in degrees; azimuth 0 looks at the model's front (from +z),
 # 90 from its right (+x); elevation 90 looks down from +y, glTF's up.
@@ -38,22 +48,8 @@ AMBIENT = 0.25
 # The light shines from the camera, moved this far to its left (-right) and up, so that faces
 # at different angles differ in shade.
 LIGHT_OFFSET = (-0.3, 0.5)
-_TRIANGLES, _STRIP, _FAN = 4, 5, 6
-# Extensions a model may require that change nothing this renderer reads, or that it reads.
-_IGNORABLE_REQUIRED = {
-    "KHR_materials_unlit", "KHR_texture_transform", "KHR_mesh_quantization",
-    "KHR_materials_emissive_strength", "KHR_materials_pbrSpecularGlossiness",
-    "KHR_texture_basisu", "EXT_texture_webp", "KHR_materials_variants",
-}  # fmt: skip
-_COMPRESSION = {
-    "KHR_draco_mesh_compression": "Draco",
-    "EXT_meshopt_compression": "meshopt",
-    "KHR_meshopt_compression": "meshopt",
-}
 _DTYPES = {5120: "<i1", 5121: "<u1", 5122: "<i2", 5123: "<u2", 5125: "<u4", 5126: "<f4"}
 _NORMALIZERS = {5120: 127.0, 5121: 255.0, 5122: 32767.0, 5123: 65535.0, 5125: 4294967295.0}
-_COMPONENTS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT4": 16}
-_MAX_NODE_DEPTH = 64
 # Pixels tested at once when rasterising (triangles x their bounding boxes).
 _CHUNK_SAMPLES = 2_000_000
 
@@ -85,27 +81,23 @@ def glb_render_views(info: GlbInfo, *, size: int = VIEW_SIZE) -> list[bytes]:
 
 def glb_triangles(info: GlbInfo) -> Triangles:
     """Every triangle the default scene draws, transformed to world space; raises
-    ``GlbError`` when there is none or the geometry cannot be read."""
-    document = info.document
-    required = set(document.get("extensionsRequired") or [])
-    for name, label in _COMPRESSION.items():
-        if name in required or name in (document.get("extensionsUsed") or []):
-            raise GlbError(
-                f"cannot be rendered: its geometry is compressed with {label} ({name}); "
-                "export it without compression"
-            )
-    unknown = sorted(required - _IGNORABLE_REQUIRED)
-    if unknown:
-        raise GlbError(f"cannot be rendered: it requires {', '.join(unknown)}")
+    ``GlbError`` when there is none or the geometry cannot be read. ``glb_inspect`` has
+    checked the counts against ``ARBITER_MAX_MODEL3D_TRIANGLES``, so what is read is bounded;
+    the count is checked again here as it is drawn."""
     reader = _Reader(info)
     positions: list[np.ndarray] = []
     colours: list[np.ndarray] = []
     limit = settings.ARBITER_MAX_MODEL3D_TRIANGLES
     count = 0
+    # Each mesh is read once, however many nodes show it.
+    meshes: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for mesh_index, matrix in reader.mesh_instances():
-        for primitive_index, primitive in enumerate(reader.primitives(mesh_index)):
-            where = f"meshes[{mesh_index}].primitives[{primitive_index}]"
-            corners, colour = reader.primitive_triangles(primitive, where)
+        if mesh_index not in meshes:
+            meshes[mesh_index] = [
+                reader.primitive_triangles(primitive, f"meshes[{mesh_index}].primitives[{number}]")
+                for number, primitive in enumerate(reader.primitives(mesh_index))
+            ]
+        for corners, colour in meshes[mesh_index]:
             count += len(corners)
             if count > limit:
                 raise GlbError(
@@ -124,58 +116,44 @@ def glb_triangles(info: GlbInfo) -> Triangles:
 
 
 class _Reader:
+    """Reads a model ``glb_inspect`` has checked: every index, type and bound in its document
+    is known to be right."""
+
     def __init__(self, info: GlbInfo) -> None:
+        self.info = info
         self.document = info.document
         self.bin = info.bin_chunk
 
-    def mesh_instances(self):
-        """(mesh index, 4x4 world matrix) for every node of the default scene with a mesh."""
-        nodes = self.document.get("nodes") or []
-        scenes = self.document.get("scenes") or []
-        scene_index = self.document.get("scene", 0)
-        if scenes and _index(scene_index, scenes):
-            roots = scenes[scene_index].get("nodes") or []
-        else:
-            children = {c for node in nodes for c in (node.get("children") or [])}
-            roots = [i for i in range(len(nodes)) if i not in children]
-        stack: list[tuple[int, np.ndarray, int, frozenset[int]]] = [
-            (root, np.eye(4), 0, frozenset()) for root in reversed(roots)
-        ]
-        while stack:
-            index, parent, depth, above = stack.pop()
-            if not _index(index, nodes) or index in above:
-                raise GlbError(f"cannot be rendered: node {index!r} is missing or its own parent")
-            if depth > _MAX_NODE_DEPTH:
-                raise GlbError(f"cannot be rendered: nodes nested deeper than {_MAX_NODE_DEPTH}")
+    def mesh_instances(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(mesh index, 4x4 world matrix) for every node of the default scene with a mesh:
+        one step per node, each after its parent (the nodes form trees)."""
+        nodes = self.document["nodes"]
+        world: dict[int, np.ndarray] = {}
+        for index, parent in self.info.scene_nodes:
+            if index in world or (parent != -1 and parent not in world):
+                raise GlbError(f"cannot be rendered: nodes[{index}] is not in a tree")
             node = nodes[index]
-            matrix = parent @ _node_matrix(node, index)
+            world[index] = _node_matrix(node)
+            if parent != -1:
+                world[index] = world[parent] @ world[index]
             if "mesh" in node:
-                if not _index(node["mesh"], self.document.get("meshes") or []):
-                    raise GlbError(f"cannot be rendered: nodes[{index}] names a missing mesh")
-                yield node["mesh"], matrix
-            for child in reversed(node.get("children") or []):
-                stack.append((child, matrix, depth + 1, above | {index}))
+                yield node["mesh"], world[index]
 
     def primitives(self, mesh_index: int) -> list[dict]:
-        primitives = self.document["meshes"][mesh_index].get("primitives")
-        if not isinstance(primitives, list) or not all(isinstance(p, dict) for p in primitives):
-            raise GlbError(f"cannot be rendered: meshes[{mesh_index}] has no primitives list")
-        return primitives
+        return self.document["meshes"][mesh_index]["primitives"]
 
     def primitive_triangles(self, primitive: dict, where: str) -> tuple[np.ndarray, np.ndarray]:
         """The primitive's triangles (n, 3, 3) in its mesh's space and their colours (n, 3);
         points and lines give none."""
-        mode = primitive.get("mode", _TRIANGLES)
-        attributes = primitive.get("attributes")
-        if mode not in (_TRIANGLES, _STRIP, _FAN):
+        mode = primitive.get("mode", TRIANGLES)
+        attributes = primitive["attributes"]
+        if mode not in (TRIANGLES, TRIANGLE_STRIP, TRIANGLE_FAN):
             return np.zeros((0, 3, 3)), np.zeros((0, 3))
-        if not isinstance(attributes, dict) or "POSITION" not in attributes:
+        if "POSITION" not in attributes:
             raise GlbError(f"cannot be rendered: {where} has no POSITION attribute")
-        positions = self.accessor(attributes["POSITION"], where)
-        if positions.shape[1] != 3:
-            raise GlbError(f"cannot be rendered: {where} POSITION is not a VEC3")
+        positions = self.accessor(attributes["POSITION"])
         if "indices" in primitive:
-            indices = self.accessor(primitive["indices"], where)[:, 0].astype(np.int64)
+            indices = self.accessor(primitive["indices"])[:, 0].astype(np.int64)
             if len(indices) and (indices.min() < 0 or indices.max() >= len(positions)):
                 raise GlbError(f"cannot be rendered: {where} has an index past its vertices")
         else:
@@ -183,50 +161,35 @@ class _Reader:
         corners = _triangle_corners(indices, mode)
         colour = np.ones((len(positions), 3))
         if "COLOR_0" in attributes:
-            vertex_colours = self.accessor(attributes["COLOR_0"], where)
-            if vertex_colours.shape[1] not in (3, 4) or len(vertex_colours) != len(positions):
+            vertex_colours = self.accessor(attributes["COLOR_0"])
+            if len(vertex_colours) != len(positions):
                 raise GlbError(f"cannot be rendered: {where} COLOR_0 does not match POSITION")
             colour = vertex_colours[:, :3]
-        face_colour = colour[corners].mean(axis=1) * self.base_colour(primitive, where)
+        face_colour = colour[corners].mean(axis=1) * self.base_colour(primitive)
         return positions[corners], np.clip(face_colour, 0.0, 1.0)
 
-    def base_colour(self, primitive: dict, where: str) -> np.ndarray:
+    def base_colour(self, primitive: dict) -> np.ndarray:
         if "material" not in primitive:
             return np.array([0.8, 0.8, 0.8])
-        materials = self.document.get("materials") or []
-        if not _index(primitive["material"], materials):
-            raise GlbError(f"cannot be rendered: {where} names a missing material")
-        pbr = materials[primitive["material"]].get("pbrMetallicRoughness") or {}
-        factor = pbr.get("baseColorFactor", [1.0, 1.0, 1.0, 1.0])
-        if not (isinstance(factor, list) and len(factor) == 4 and all(_number(v) for v in factor)):
-            raise GlbError(f"cannot be rendered: {where} has a wrong baseColorFactor")
-        return np.array(factor[:3], dtype=np.float64)
+        pbr = self.document["materials"][primitive["material"]].get("pbrMetallicRoughness", {})
+        return np.array(pbr.get("baseColorFactor", [1.0, 1.0, 1.0, 1.0])[:3], dtype=np.float64)
 
-    def accessor(self, index, where: str) -> np.ndarray:
-        """An accessor's elements as float64 (count, components); glb_inspect has checked
-        that they lie inside their buffer view."""
-        accessors = self.document.get("accessors") or []
-        if not _index(index, accessors):
-            raise GlbError(f"cannot be rendered: {where} names a missing accessor")
-        accessor = accessors[index]
-        if "sparse" in accessor:
-            raise GlbError(f"cannot be rendered: accessors[{index}] is sparse")
-        components = _COMPONENTS.get(accessor.get("type"), 0)
-        dtype = _DTYPES.get(accessor.get("componentType"))
-        count = accessor.get("count")
-        if not components or dtype is None or not isinstance(count, int):
-            raise GlbError(f"cannot be rendered: accessors[{index}] has a type it cannot read")
+    def accessor(self, index: int) -> np.ndarray:
+        """An accessor's elements as float64 (count, components); ``glb_inspect`` has checked
+        that they lie inside their buffer view, are aligned, and that their count is within
+        the limits."""
+        accessor = self.document["accessors"][index]
+        components = type_components(accessor)
+        dtype = _DTYPES[accessor["componentType"]]
+        count = accessor["count"]
         if "bufferView" not in accessor:
             return np.zeros((count, components))
         view = self.document["bufferViews"][accessor["bufferView"]]
         width = np.dtype(dtype).itemsize
-        stride = view.get("byteStride") or width * components
-        offset = view.get("byteOffset", 0) + accessor.get("byteOffset", 0)
-        if offset % width or stride % width:
-            raise GlbError(f"cannot be rendered: accessors[{index}] is not aligned")
         values = np.ndarray(
-            (count, components), dtype=dtype, buffer=self.bin, offset=offset,
-            strides=(stride, width),
+            (count, components), dtype=dtype, buffer=self.bin,
+            offset=view["byteOffset"] + accessor["byteOffset"],
+            strides=(view.get("byteStride") or width * components, width),
         ).astype(np.float64)  # fmt: skip
         if accessor.get("normalized") and accessor["componentType"] in _NORMALIZERS:
             values = np.maximum(values / _NORMALIZERS[accessor["componentType"]], -1.0)
@@ -235,13 +198,13 @@ class _Reader:
 
 def _triangle_corners(indices: np.ndarray, mode: int) -> np.ndarray:
     """(n, 3) vertex indices of the triangles of a list, a strip or a fan."""
-    if mode == _TRIANGLES:
+    if mode == TRIANGLES:
         usable = len(indices) - len(indices) % 3
         return indices[:usable].reshape(-1, 3)
     if len(indices) < 3:
         return np.zeros((0, 3), dtype=np.int64)
     steps = np.arange(len(indices) - 2)
-    if mode == _FAN:
+    if mode == TRIANGLE_FAN:
         return np.stack(
             [np.full_like(steps, indices[0]), indices[steps + 1], indices[steps + 2]], 1
         )
@@ -252,15 +215,12 @@ def _triangle_corners(indices: np.ndarray, mode: int) -> np.ndarray:
     return np.stack([first, second, indices[steps + 2]], 1)
 
 
-def _node_matrix(node: dict, index: int) -> np.ndarray:
+def _node_matrix(node: dict) -> np.ndarray:
     if "matrix" in node:
-        values = node["matrix"]
-        if not (isinstance(values, list) and len(values) == 16 and all(map(_number, values))):
-            raise GlbError(f"cannot be rendered: nodes[{index}].matrix is not 16 numbers")
-        return np.array(values, dtype=np.float64).reshape(4, 4).T  # stored column by column
-    translation = _vector(node, "translation", [0, 0, 0], index)
-    x, y, z, w = _vector(node, "rotation", [0, 0, 0, 1], index)
-    scale = _vector(node, "scale", [1, 1, 1], index)
+        return np.array(node["matrix"], dtype=np.float64).reshape(4, 4).T  # column by column
+    translation = node.get("translation", [0.0, 0.0, 0.0])
+    x, y, z, w = node.get("rotation", [0.0, 0.0, 0.0, 1.0])
+    scale = np.array(node.get("scale", [1.0, 1.0, 1.0]))
     rotation = np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
@@ -270,21 +230,6 @@ def _node_matrix(node: dict, index: int) -> np.ndarray:
     matrix[:3, :3] = rotation * scale
     matrix[:3, 3] = translation
     return matrix
-
-
-def _vector(node: dict, key: str, default: list, index: int) -> np.ndarray:
-    value = node.get(key, default)
-    if not (isinstance(value, list) and len(value) == len(default) and all(map(_number, value))):
-        raise GlbError(f"cannot be rendered: nodes[{index}].{key} is not {len(default)} numbers")
-    return np.array(value, dtype=np.float64)
-
-
-def _number(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _index(value, items: list) -> bool:
-    return type(value) is int and 0 <= value < len(items)
 
 
 def camera_axes(azimuth: float, elevation: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -159,6 +159,34 @@ def glb_bytes(*, generator: str = PLANTED, json_extra: dict | None = None) -> by
     return glb_pack(json.dumps(document).encode(), positions)
 
 
+def assert_no_planted(data: bytes, name: str = PLANTED) -> None:
+    """Fails when ``data`` holds ``name`` in ASCII, UTF-16 (either byte order) or base64
+    (standard or URL-safe, at each of the three alignments a name can have in encoded bytes)."""
+    raw = name.encode()
+    forms = {"ASCII": raw, "UTF-16-LE": name.encode("utf-16-le"),
+             "UTF-16-BE": name.encode("utf-16-be")}  # fmt: skip
+    for shift in range(3):
+        # Only the characters made of the name's bits alone: those shared with the bytes
+        # before and after it depend on them.
+        first = (shift * 8 + 5) // 6
+        last = ((shift + len(raw)) * 8) // 6
+        encoded = base64.b64encode(b"\x00" * shift + raw)[first:last]
+        forms[f"base64 at offset {shift}"] = encoded
+        forms[f"URL-safe base64 at offset {shift}"] = encoded.replace(b"+", b"-").replace(
+            b"/", b"_"
+        )
+    for form, needle in forms.items():
+        assert needle not in data, f"{name!r} is in the served bytes ({form}: {needle!r})"
+
+
+def glb_split(data: bytes) -> tuple[dict, bytes]:
+    """The JSON document and the BIN chunk of a well-formed binary glTF."""
+    json_length = struct.unpack_from("<I", data, 12)[0]
+    document = json.loads(data[20 : 20 + json_length])
+    rest = data[20 + json_length :]
+    return document, rest[8 : 8 + struct.unpack_from("<I", rest, 0)[0]] if rest else b""
+
+
 def glb_pack(json_chunk: bytes, bin_chunk: bytes) -> bytes:
     json_chunk += b" " * (-len(json_chunk) % 4)
     bin_chunk += b"\x00" * (-len(bin_chunk) % 4)
@@ -255,14 +283,22 @@ def sphere_glb(segments: int, *, base_colour: list[float] | None = None) -> byte
     return mesh_glb(positions.reshape(-1, 3), indices, base_colour=base_colour)
 
 
-def textured_glb(colour: tuple[int, int, int]) -> bytes:
-    """A unit square whose only colour is an embedded 8 x 8 PNG texture of ``colour``."""
+def textured_glb(
+    colour: tuple[int, int, int] = (200, 30, 30),
+    *,
+    image: bytes | None = None,
+    mime: str = "image/png",
+) -> bytes:
+    """A unit square whose only colour is an embedded 8 x 8 PNG texture of ``colour`` (or
+    the ``image`` given, of type ``mime``)."""
     positions = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], np.float32).tobytes()
     uvs = np.array([[0, 1], [1, 1], [0, 0], [1, 0]], np.float32).tobytes()
     indices = np.array([0, 1, 2, 2, 1, 3], np.uint16).tobytes() + b"\x00\x00"
-    out = io.BytesIO()
-    Image.new("RGB", (8, 8), colour).save(out, "PNG")
-    png = out.getvalue() + b"\x00" * (-len(out.getvalue()) % 4)
+    if image is None:
+        out = io.BytesIO()
+        Image.new("RGB", (8, 8), colour).save(out, "PNG")
+        image = out.getvalue()
+    png = image + b"\x00" * (-len(image) % 4)
     blobs = [positions, uvs, indices, png]
     offsets = np.cumsum([0] + [len(blob) for blob in blobs[:-1]]).tolist()
     document = {
@@ -273,7 +309,7 @@ def textured_glb(colour: tuple[int, int, int]) -> bytes:
         "materials": [{"pbrMetallicRoughness": {"baseColorTexture": {"index": 0},
                                                 "metallicFactor": 0}}],
         "textures": [{"source": 0}],
-        "images": [{"bufferView": 3, "mimeType": "image/png"}],
+        "images": [{"bufferView": 3, "mimeType": mime}],
         "buffers": [{"byteLength": sum(len(blob) for blob in blobs)}],
         "bufferViews": [{"buffer": 0, "byteOffset": offset, "byteLength": len(blob)}
                         for offset, blob in zip(offsets, blobs, strict=True)],

@@ -4,6 +4,7 @@ errors (docs/import-format.md, "3D models")."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from pathlib import Path
@@ -133,6 +134,24 @@ def test_a_strip_and_a_fan_are_drawn_like_the_list_of_their_triangles():
 def test_models_that_cannot_be_drawn_are_refused_naming_the_reason(data, reason):
     with pytest.raises(GlbError, match=reason):
         glb_render_views(glb_inspect(data))
+
+
+def test_the_renderer_walks_each_node_once_whatever_it_is_given():
+    # glb_inspect lets no DAG through; the renderer still refuses a node met twice (or before
+    # its parent) instead of walking every path to it.
+    info = glb_inspect(mesh_glb())
+    for scene_nodes in (((0, -1), (0, -1)), ((0, 5),)):
+        with pytest.raises(GlbError, match=r"nodes\[0\] is not in a tree"):
+            glb_render_views(dataclasses.replace(info, scene_nodes=scene_nodes), size=SIZE)
+
+
+def test_a_mesh_shown_by_several_nodes_is_drawn_at_each():
+    nodes = [{"mesh": 0, "translation": [2.0 * i, 0, 0]} for i in range(3)]
+    scene = {"nodes": nodes, "scenes": [{"nodes": [0, 1, 2]}]}
+    front = _views(mesh_glb(document_extra=scene))[0]
+    # Three unit cubes a cube apart: three runs of drawn pixels across the middle row.
+    row = _drawn(front)[SIZE // 2].astype(int)
+    assert np.count_nonzero(np.diff(row) == 1) == 3
 
 
 @pytest.mark.django_db

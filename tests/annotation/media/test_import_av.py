@@ -16,7 +16,8 @@ import pytest
 
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import pairs_import
-from annotation.media.glb import GlbError, glb_inspect, glb_strip
+from annotation.media.glb import GlbError, glb_inspect
+from annotation.media.glb_rebuild import glb_rebuild
 from annotation.models import Media, Pair, ProjectMedia
 from tests.annotation.imports.conftest import (
     assert_nothing_imported,
@@ -192,7 +193,7 @@ def test_chapters_and_attachments_are_not_served(project, tmp_path, settings):
 def test_glb_generator_extras_and_names_are_not_served(tmp_path):
     original = glb_bytes()
     info = glb_inspect(original)
-    served = glb_strip(info)
+    served = glb_rebuild(info)
     assert PLANTED.encode() in original
     assert PLANTED.encode() not in served
     again = glb_inspect(served)  # still a valid model
