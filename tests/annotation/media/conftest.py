@@ -159,26 +159,6 @@ def glb_bytes(*, generator: str = PLANTED, json_extra: dict | None = None) -> by
     return glb_pack(json.dumps(document).encode(), positions)
 
 
-def assert_no_planted(data: bytes, name: str = PLANTED) -> None:
-    """Fails when ``data`` holds ``name`` in ASCII, UTF-16 (either byte order) or base64
-    (standard or URL-safe, at each of the three alignments a name can have in encoded bytes)."""
-    raw = name.encode()
-    forms = {"ASCII": raw, "UTF-16-LE": name.encode("utf-16-le"),
-             "UTF-16-BE": name.encode("utf-16-be")}  # fmt: skip
-    for shift in range(3):
-        # Only the characters made of the name's bits alone: those shared with the bytes
-        # before and after it depend on them.
-        first = (shift * 8 + 5) // 6
-        last = ((shift + len(raw)) * 8) // 6
-        encoded = base64.b64encode(b"\x00" * shift + raw)[first:last]
-        forms[f"base64 at offset {shift}"] = encoded
-        forms[f"URL-safe base64 at offset {shift}"] = encoded.replace(b"+", b"-").replace(
-            b"/", b"_"
-        )
-    for form, needle in forms.items():
-        assert needle not in data, f"{name!r} is in the served bytes ({form}: {needle!r})"
-
-
 def glb_split(data: bytes) -> tuple[dict, bytes]:
     """The JSON document and the BIN chunk of a well-formed binary glTF."""
     json_length = struct.unpack_from("<I", data, 12)[0]
