@@ -44,9 +44,10 @@ _ORIENTATIONS = {
     8: Image.Transpose.ROTATE_90,
 }
 _SRGB = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB"))
-# Pillow's own bomb check, which guards the allocations it makes while seeking (a GIF frame
-# may grow the canvas), is set from ARBITER_MAX_IMAGE_PIXELS on every decode; its warning
-# below the limit is ours to give, as an error.
+# Pillow's own bomb check guards the allocations it makes before a caller can look (a GIF
+# frame may grow the canvas while seeking): it is set to ARBITER_MAX_IMAGE_PIXELS on every
+# decode and raises above twice that, which bounds them; between once and twice, the refusal
+# is ours to give, with the limit named, so its warning is left out.
 warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 # What Pillow raises for a file it cannot read whole.
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error, TypeError)
@@ -81,8 +82,7 @@ def image_decode(data: bytes) -> DecodedImage:
     ARBITER_MAX_IMAGE_FRAMES, then decodes the frames a browser shows, oriented and in sRGB.
     Raises ``MediaError`` for anything else than a whole JPEG, PNG, WebP or GIF within them."""
     max_pixels = settings.ARBITER_MAX_IMAGE_PIXELS
-    # Pillow raises above twice its figure: half the limit makes it raise where ours does.
-    Image.MAX_IMAGE_PIXELS = (max_pixels + 1) // 2
+    Image.MAX_IMAGE_PIXELS = max_pixels
     try:
         with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
             return _decoded(image, max_pixels=max_pixels)

@@ -69,7 +69,10 @@ def test_dimensions_over_the_pixel_limit_are_refused_from_the_header(data):
 
 def test_the_limit_is_the_setting(settings):
     settings.ARBITER_MAX_IMAGE_PIXELS = 10_000
-    refused(encode(Image.new("RGB", (101, 100)), "PNG"), r"limit of 10,000 pixels")
+    refused(
+        encode(Image.new("RGB", (101, 100)), "PNG"),
+        r"101x100 is 10,100 pixels, more than the limit of 10,000 \(ARBITER_MAX_IMAGE_PIXELS\)",
+    )
     image_inspect(encode(Image.new("RGB", (100, 100)), "PNG"))
 
 
