@@ -351,7 +351,7 @@ def test_corrupt_image_is_refused(project, tmp_path):
     failure = refused(project, write_jsonl(tmp_path / "p.jsonl", pairs), media_root=tmp_path)
     issue = failure.issues[0]
     assert (issue.line, issue.field) == (1, "response_b.response_content[0]")
-    assert issue.message.startswith("corrupt image")
+    assert issue.message.startswith("image 'broken.png' refused: corrupt image")
     assert_nothing_imported(project)
 
 
@@ -373,8 +373,8 @@ def test_html_page_named_jpg_is_refused(project, tmp_path):
     pairs = [image_pair("p1", "photo.jpg", "a.png")]
     failure = refused(project, write_jsonl(tmp_path / "p.jsonl", pairs), media_root=tmp_path)
     assert str(failure.issues[0]) == (
-        "line 1, field response_a.response_content[0]: not an image Arbiter accepts "
-        "(JPEG, PNG, WebP or GIF): Pillow cannot read it"
+        "line 1, field response_a.response_content[0]: image 'photo.jpg' refused: not an image "
+        "Arbiter accepts (JPEG, PNG, WebP or GIF): Pillow cannot read it"
     )
     assert_nothing_imported(project)
 
