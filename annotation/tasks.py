@@ -32,7 +32,7 @@ class ImportTask(JobTask):
 
     def job_fail(self, job_id: int, exc: BaseException) -> None:
         message = job_failure_text(exc, f"The import task failed ({type(exc).__name__}).")
-        import_job_fail(job_id=job_id, message=message[:1].upper() + message[1:])
+        import_job_fail(job_id=job_id, message=message)
 
 
 class ReleaseBuildTask(JobTask):
@@ -42,7 +42,7 @@ class ReleaseBuildTask(JobTask):
 
     def job_fail(self, job_id: int, exc: BaseException) -> None:
         message = job_failure_text(exc, f"The build task failed ({type(exc).__name__}).")
-        releases.release_build_fail(release_id=job_id, message=message[:1].upper() + message[1:])
+        releases.release_build_fail(release_id=job_id, message=message)
 
 
 @shared_task(
@@ -81,7 +81,7 @@ class TranscodeTask(JobTask):
         message = job_failure_text(
             exc, f"The transcode task failed ({type(exc).__name__}); retry it."
         )
-        transcode_job_fail(job_id=job_id, message=message[:1].upper() + message[1:])
+        transcode_job_fail(job_id=job_id, message=message)
 
 
 @shared_task(name="annotation.tasks.transcode_run", base=TranscodeTask, **time_limits("transcode"))

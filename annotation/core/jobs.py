@@ -117,14 +117,14 @@ def time_limits(kind: str) -> dict[str, int]:
 def time_limit_reason(kind: str) -> str:
     """What a job of ``kind`` stopped by its time limit says, naming the setting."""
     soft, name = settings.ARBITER_TASK_TIME_LIMITS[kind]
-    return f"took longer than {_duration(soft)}, the {kind} limit ({name})"
+    return f"Took longer than {_duration(soft)}, the {kind} limit ({name})."
 
 
 def quarantine_reason(attempts: int) -> str:
     """What a quarantined job says: its worker never came back from it."""
     return (
-        f"stopped after {attempts} attempt{'s' if attempts != 1 else ''}: the worker was "
-        "killed while running it (out of memory or killed)"
+        f"Stopped after {attempts} attempt{'s' if attempts != 1 else ''}: the worker was "
+        "killed while running it (out of memory or killed)."
     )
 
 

@@ -172,7 +172,7 @@ def _quarantined(job: ImportJob) -> bool:
         return True
     if not job_attempts_spent(job.attempts):
         return False
-    import_job_fail(job_id=job.pk, message=quarantine_reason(job.attempts).capitalize() + ".")
+    import_job_fail(job_id=job.pk, message=quarantine_reason(job.attempts))
     job.refresh_from_db()
     return True
 
@@ -220,7 +220,7 @@ class _StalledImports(StalledJobs[tuple[int, datetime, int]]):
     def recover(self, job):
         job_id, _, attempts = job
         if job_attempts_spent(attempts):
-            import_job_fail(job_id=job_id, message=quarantine_reason(attempts).capitalize() + ".")
+            import_job_fail(job_id=job_id, message=quarantine_reason(attempts))
             return "quarantined"
         _enqueue(job_id)
         return None
