@@ -649,9 +649,7 @@ def test_upload_page_enforces_csrf(carol, project, django_capture_on_commit_call
     client.get(url)
     token = client.cookies["csrftoken"].value
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(
-            url, {"file": upload("p.jsonl", data), "csrfmiddlewaretoken": token}
-        )
+        response = client.post(url, {"file": upload("p.jsonl", data), "csrfmiddlewaretoken": token})
     assert response.status_code == 302
     assert Pair.objects.filter(project=project).count() == 1
 
