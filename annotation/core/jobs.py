@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypedDict, TypeVar
 
 from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
@@ -106,7 +106,12 @@ def _duration(seconds: int) -> str:
     return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
-def time_limits(kind: str) -> dict[str, int]:
+class TimeLimits(TypedDict):
+    soft_time_limit: int
+    time_limit: int
+
+
+def time_limits(kind: str) -> TimeLimits:
     """The Celery options ``soft_time_limit`` and ``time_limit`` of a task of ``kind`` (a
     key of ``ARBITER_TASK_TIME_LIMITS``): the hard limit, which kills the process, comes
     ``ARBITER_TASK_KILL_AFTER_S`` after the soft one, which raises inside the task."""

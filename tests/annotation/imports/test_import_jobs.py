@@ -356,3 +356,143 @@ def test_the_default_age_is_the_longest_job(settings, tmp_path):
     assert scratch_sweep() == []
     _aged(folder, 320)
     assert scratch_sweep() == [folder]
+
+
+# Through a real worker (Redis) -------------------------------------------------------------
+
+# Limits short enough for a test: every kind's, below a visibility timeout of 10 s.
+_SHORT_LIMITS = {
+    "ARBITER_IMPORT_TIME_LIMIT_S": "7",
+    "ARBITER_TRANSCODE_TIME_LIMIT_S": "5",
+    "ARBITER_RELEASE_TIME_LIMIT_S": "5",
+    "ARBITER_AGREEMENT_TIME_LIMIT_S": "5",
+    "ARBITER_FILTER_RUN_TIME_LIMIT_S": "5",
+    "ARBITER_EVALUATION_TIME_LIMIT_S": "5",
+    "ARBITER_TRAINING_TIME_LIMIT_S": "5",
+    "ARBITER_SWEEP_TIME_LIMIT_S": "5",
+    "ARBITER_TASK_KILL_AFTER_S": "1",
+    "CELERY_VISIBILITY_S": "10",
+    "ARBITER_IMPORT_BUSY_RETRY_S": "1",
+}
+
+
+def _wait_for(condition, *, timeout: float, what: str, log=lambda: "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} (after {timeout} s)\n{log()}"
+        time.sleep(0.1)
+
+
+def _curator_project(slug: str):
+    project = ProjectFactory(slug=slug)
+    curator = UserFactory(username=f"curator-{slug}")
+    MembershipFactory(project=project, user=curator, role=Role.CURATOR)
+    return project, curator
+
+
+def _queued(project, curator, pairs: list[dict]) -> ImportJob:
+    """An import sent to the queue, as a large upload through the API is."""
+    job = import_job_submit(
+        project=project, user=curator, upload=upload("p.jsonl", jsonl_bytes(pairs))
+    )
+    assert job.status == "pending"
+    return job
+
+
+def _forget_unacknowledged_tasks() -> None:
+    """A killed worker's unacknowledged messages would reach a later test's worker."""
+    from config.celery import app
+
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        channel.client.delete(channel.unacked_key, channel.unacked_index_key)
+
+
+@pytest.mark.redis
+@pytest.mark.timeout(150)
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_never_runs_again(
+    celery_worker_process, settings, tmp_path
+):
+    settings.ARBITER_SYNC_IMPORT_MAX_BYTES = 10
+    project, curator = _curator_project("poisoned")
+    job = _queued(project, curator, [text_pair("p1")])
+    # Its file never ends: a named pipe nobody writes to, so the import hangs in its read,
+    # as it would in a parser that never returns.
+    stored = Path(settings.MEDIA_ROOT) / job.upload_path
+    stored.unlink()
+    os.mkfifo(stored)
+    # What a killed worker left on this node: swept when the next worker starts.
+    temp = tmp_path / "node-tmp"
+    temp.mkdir()
+    leftover = _old(temp / f"{SCRATCH_PREFIX}import-1", folder=True, inside="a.png")
+    unpacked = _old(Path(settings.MEDIA_ROOT) / ".unpacked" / "killed", folder=True)
+    env = {**_SHORT_LIMITS, "TMPDIR": str(temp)}
+
+    def attempts() -> int:
+        job.refresh_from_db()
+        return job.attempts
+
+    try:
+        for attempt in (1, 2):
+            worker = celery_worker_process(queues="default", concurrency=1, extra_env=env)
+            # the first takes the message at once; the next gets it back from Redis once the
+            # visibility timeout has passed
+            _wait_for(lambda n=attempt: attempts() == n, timeout=40, what="no run", log=worker.log)
+            assert job.status == "running"
+            worker.kill()
+        assert not leftover.exists()
+        assert not unpacked.exists()
+        restarted = time.monotonic()
+        worker = celery_worker_process(queues="default", concurrency=1, extra_env=env)
+        _wait_for(
+            lambda: attempts() == 2 and job.status == "failed",
+            timeout=60,
+            what="the job was not quarantined",
+            log=worker.log,
+        )
+        assert time.monotonic() - restarted < 60
+        assert job.errors == [{"line": None, "field": None, "message": QUARANTINED}]
+        # Nothing runs it again: not the broker (its message was acknowledged), not the sweep.
+        from config.celery import app
+
+        app.send_task("annotation.imports_resume_stalled")
+        time.sleep(12)  # past the visibility timeout
+        job.refresh_from_db()
+        assert (job.status, job.attempts) == ("failed", 2)
+        assert worker.log().count("annotation.tasks.import_run[") <= 2  # received, succeeded
+        assert leftover_uploads() == []
+    finally:
+        _forget_unacknowledged_tasks()
+
+
+@pytest.mark.redis
+@pytest.mark.timeout(120)
+@pytest.mark.django_db(transaction=True)
+def test_a_project_whose_import_lock_is_held_does_not_hold_back_another_projects_import(
+    celery_worker_process, settings
+):
+    settings.ARBITER_SYNC_IMPORT_MAX_BYTES = 10
+    busy, busy_curator = _curator_project("locked")
+    free, free_curator = _curator_project("unlocked")
+    # Another import into ``busy`` is running (its lock held by another session).
+    holder = psycopg.connect(database_url_for_tests(), autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s, %s)", [importer._LOCK_NAMESPACE, busy.pk])
+    try:
+        waiting = _queued(busy, busy_curator, [text_pair("b1")])
+        other = _queued(free, free_curator, [text_pair("f1"), text_pair("f2")])
+        worker = celery_worker_process(queues="default", concurrency=1, extra_env=_SHORT_LIMITS)
+
+        def finished(job: ImportJob) -> bool:
+            job.refresh_from_db()
+            return job.finished
+
+        # one worker slot: the busy project's job gave it up instead of waiting
+        _wait_for(lambda: finished(other), timeout=40, what="blocked", log=worker.log)
+        assert (other.status, other.created_pairs) == ("succeeded", 2)
+        waiting.refresh_from_db()
+        assert (waiting.status, waiting.attempts) == ("pending", 0)
+    finally:
+        holder.close()  # the other import ends: its session's lock goes with it
+    _wait_for(lambda: finished(waiting), timeout=30, what="never imported", log=worker.log)
+    assert (waiting.status, waiting.created_pairs, waiting.attempts) == ("succeeded", 1, 1)
