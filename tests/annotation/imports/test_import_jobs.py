@@ -469,6 +469,44 @@ def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_never_runs_again(
 @pytest.mark.redis
 @pytest.mark.timeout(120)
 @pytest.mark.django_db(transaction=True)
+def test_a_hanging_import_is_stopped_by_its_time_limit_and_the_next_one_runs(
+    celery_worker_process, settings, monkeypatch
+):
+    settings.ARBITER_SYNC_IMPORT_MAX_BYTES = 10
+    # A message carries the limits of the process that sends it (this one, as the web
+    # process would, with the worker's settings).
+    monkeypatch.setattr(tasks.import_run, "soft_time_limit", 7)
+    monkeypatch.setattr(tasks.import_run, "time_limit", 8)
+    hung_project, hung_curator = _curator_project("hangs")
+    next_project, next_curator = _curator_project("next")
+    hung = _queued(hung_project, hung_curator, [text_pair("h1")])
+    stored = Path(settings.MEDIA_ROOT) / hung.upload_path
+    stored.unlink()
+    os.mkfifo(stored)  # a read that never returns
+    after = _queued(next_project, next_curator, [text_pair("n1")])
+    started = time.monotonic()
+    worker = celery_worker_process(queues="default", concurrency=1, extra_env=_SHORT_LIMITS)
+
+    def finished(job: ImportJob) -> bool:
+        job.refresh_from_db()
+        return job.finished
+
+    _wait_for(lambda: finished(hung), timeout=40, what="never stopped", log=worker.log)
+    assert hung.status == "failed"
+    assert hung.errors[0]["message"] == (
+        "Took longer than 7 seconds, the import limit (ARBITER_IMPORT_TIME_LIMIT_S)."
+    )
+    assert hung.attempts == 1
+    # the one worker slot is free again: the import queued behind it runs
+    _wait_for(lambda: finished(after), timeout=30, what="held back", log=worker.log)
+    assert (after.status, after.created_pairs) == ("succeeded", 1)
+    assert time.monotonic() - started < 60
+    assert leftover_uploads() == []
+
+
+@pytest.mark.redis
+@pytest.mark.timeout(120)
+@pytest.mark.django_db(transaction=True)
 def test_a_project_whose_import_lock_is_held_does_not_hold_back_another_projects_import(
     celery_worker_process, settings
 ):
