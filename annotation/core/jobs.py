@@ -89,8 +89,8 @@ def job_publish(
 
 
 class JobStopped(Exception):
-    """A job stopped by the platform, not by its own error: it ran past its time limit, or
-    it was quarantined. The message is the reason its page shows."""
+    """A job stopped by the platform, not by its own error (it ran past its time limit);
+    the message is the reason its page shows."""
 
 
 # Raised inside a task that ran past its soft time limit; a service that records its own

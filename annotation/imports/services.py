@@ -139,13 +139,13 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
     removed once the job has finished, also when the import raised."""
     unfinished = ImportJob.objects.filter(pk=job.pk).exclude(status__in=FINISHED)
     try:
-        if _quarantined(job):
+        if _finished_or_quarantined(job):
             return job
         with project_import_lock(job.project):
             if not job_attempt_claim(
                 unfinished, status=ImportJob.Status.RUNNING, progress_at=timezone.now()
             ):
-                _quarantined(job)
+                _finished_or_quarantined(job)
                 return job
             root = Path(settings.MEDIA_ROOT)
             pairs_import(
@@ -164,7 +164,7 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
     return job
 
 
-def _quarantined(job: ImportJob) -> bool:
+def _finished_or_quarantined(job: ImportJob) -> bool:
     """True when the job has finished or has no attempt left; one out of attempts is failed
     here, saying why."""
     job.refresh_from_db(fields=["status", "attempts"])
