@@ -133,8 +133,9 @@ def import_job_run_file(
 
 def import_job_run(*, job: ImportJob) -> ImportJob:
     """Runs a pending job (safe to call twice: a finished job is left alone). Raises
-    ``ProjectBusy``, having changed nothing, when another import into the project holds its
-    lock. Otherwise the attempt is counted (committed, outside a transaction) before any
+    ``ProjectBusy`` when another import into the project holds its lock, having spent no
+    attempt (waiting counts as progress, so the stalled-job sweep leaves the job to its
+    task). Otherwise the attempt is counted (committed, outside a transaction) before any
     work, and a job out of attempts is quarantined instead of run. The uploaded files are
     removed once the job has finished, also when the import raised."""
     unfinished = ImportJob.objects.filter(pk=job.pk).exclude(status__in=FINISHED)
@@ -157,6 +158,9 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
             )
     except (ImportFailed, ImportJobFinished):
         pass
+    except ProjectBusy:
+        unfinished.update(progress_at=timezone.now())
+        raise
     finally:
         job.refresh_from_db()
         if job.finished:

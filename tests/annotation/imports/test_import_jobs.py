@@ -208,13 +208,15 @@ def test_a_busy_project_neither_waits_nor_holds_back_another_projects_import():
     assert holder.held.wait(10)
     assert holder.error is None
     try:
-        waiting = _stored_job(busy)
+        old = timezone.now() - timedelta(hours=1)
+        waiting = _stored_job(busy, progress_at=old)
         started = time.monotonic()
         with pytest.raises(ProjectBusy):
             import_job_run(job=waiting)
         assert time.monotonic() - started < 2  # refused at once, not after the other import
         waiting.refresh_from_db()
         assert (waiting.status, waiting.attempts) == ("pending", 0)  # no attempt spent
+        assert waiting.progress_at > old  # waiting is no stall: the sweep leaves it alone
         other = import_job_run(job=_stored_job(free))
         assert (other.status, other.created_pairs) == ("succeeded", 2)
     finally:
