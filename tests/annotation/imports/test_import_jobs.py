@@ -479,6 +479,7 @@ def test_a_hanging_import_is_stopped_by_its_time_limit_and_the_next_one_runs(
     # process would, with the worker's settings).
     monkeypatch.setattr(tasks.import_run, "soft_time_limit", 7)
     monkeypatch.setattr(tasks.import_run, "time_limit", 8)
+    monkeypatch.setattr(tasks.import_run, "_exec_options", None)  # Celery's cache of them
     hung_project, hung_curator = _curator_project("hangs")
     next_project, next_curator = _curator_project("next")
     hung = _queued(hung_project, hung_curator, [text_pair("h1")])
