@@ -431,6 +431,48 @@ CELERY_BEAT_SCHEDULE = {
         ("send-lost-agreement-refreshes", "annotation.agreement_refreshes_send_lost"),
     )
 }
+# Time limits of the Celery tasks, by kind of job (docs/operations.md, "Time limits,
+# attempts and quarantine"): the soft limit raises inside the task, which records the failure
+# on its job; ARBITER_TASK_KILL_AFTER_S later the worker kills the process. Both stay below
+# the broker's visibility timeout, so a running task is never handed to a second worker.
+ARBITER_TASK_TIME_LIMITS: dict[str, tuple[int, str]] = {
+    kind: (env_int(name, default), name)
+    for kind, name, default in (
+        ("import", "ARBITER_IMPORT_TIME_LIMIT_S", 1800),
+        ("transcode", "ARBITER_TRANSCODE_TIME_LIMIT_S", 1800),
+        ("release build", "ARBITER_RELEASE_TIME_LIMIT_S", 1800),
+        ("agreement refresh", "ARBITER_AGREEMENT_TIME_LIMIT_S", 600),
+        # one batch of a filter run or an evaluation (ARBITER_JUDGE_BATCH_PAIRS pairs)
+        ("filter run", "ARBITER_FILTER_RUN_TIME_LIMIT_S", 1800),
+        ("evaluation", "ARBITER_EVALUATION_TIME_LIMIT_S", 1800),
+        ("training", "ARBITER_TRAINING_TIME_LIMIT_S", 3000),
+        ("sweep", "ARBITER_SWEEP_TIME_LIMIT_S", 120),
+    )
+}
+ARBITER_TASK_KILL_AFTER_S = env_int("ARBITER_TASK_KILL_AFTER_S", 60)
+# A job whose task started this many times without finishing (its worker was killed, by
+# the kernel for memory or by hand) is quarantined: failed, and never sent again.
+ARBITER_JOB_MAX_ATTEMPTS = env_int("ARBITER_JOB_MAX_ATTEMPTS", 2)
+# An import whose project's lock is held by another import is sent again after this long.
+ARBITER_IMPORT_BUSY_RETRY_S = env_int("ARBITER_IMPORT_BUSY_RETRY_S", 5)
+for _kind, (_limit, _name) in ARBITER_TASK_TIME_LIMITS.items():
+    if _limit <= 0:
+        raise ImproperlyConfigured(f"{_name}={_limit}: a time limit must be positive")
+if ARBITER_TASK_KILL_AFTER_S <= 0 or ARBITER_JOB_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured(
+        "ARBITER_TASK_KILL_AFTER_S must be positive and ARBITER_JOB_MAX_ATTEMPTS at least 1"
+    )
+if "visibility_timeout" in CELERY_BROKER_TRANSPORT_OPTIONS:
+    _visibility = CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    for _kind, (_limit, _name) in ARBITER_TASK_TIME_LIMITS.items():
+        if _limit + ARBITER_TASK_KILL_AFTER_S >= _visibility:
+            raise ImproperlyConfigured(
+                f"{_name}={_limit} plus ARBITER_TASK_KILL_AFTER_S={ARBITER_TASK_KILL_AFTER_S} "
+                f"reaches the broker's visibility timeout (CELERY_VISIBILITY_S={_visibility}): "
+                f"a {_kind} still running would be handed to a second worker; raise "
+                "CELERY_VISIBILITY_S or lower the limit"
+            )
+
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # A killed worker's unacknowledged tasks return to the queue once the visibility timeout
     # has passed; sweep for them that often (kombu's default sweep runs every 100 s).

@@ -25,7 +25,9 @@ from annotation.core.jobs import (
     BrokerUnavailable,
     Refusal,
     StalledJobs,
+    job_attempts_spent,
     job_publish,
+    quarantine_reason,
     stalled_before,
 )
 from annotation.media.av_media import AvMediaError, file_sha256
@@ -199,26 +201,33 @@ def pairs_media_ready(*, media_id: str) -> int:
     )
 
 
-class _StalledTranscodes(StalledJobs[tuple[int, datetime]]):
+class _StalledTranscodes(StalledJobs[tuple[int, datetime, int]]):
     """Pending or running jobs with no progress for ``ARBITER_STALLED_AFTER_S`` (their worker
     died, or their task was lost), each claimed by moving its ``progress_at`` on, so two
-    sweeps never both send one; a job the broker still refuses is marked failed (retryable)."""
+    sweeps never both send one; a job the broker still refuses is marked failed (retryable).
+    A job whose runs were all lost with their worker (``ARBITER_JOB_MAX_ATTEMPTS``) is
+    quarantined (failed, saying so) instead of sent again."""
 
     noun = "transcode"
 
     def stalled(self):
         return TranscodeJob.objects.filter(
             status__in=_UNFINISHED, progress_at__lt=stalled_before()
-        ).values_list("pk", "progress_at")
+        ).values_list("pk", "progress_at", "attempts")
 
     def claim(self, job):
-        job_id, progress_at = job
+        job_id, progress_at, _ = job
         return TranscodeJob.objects.filter(
             pk=job_id, status__in=_UNFINISHED, progress_at=progress_at
         ).update(status=Status.PENDING, progress_at=timezone.now())
 
     def recover(self, job):
-        _send(job[0])
+        job_id, _, attempts = job
+        if job_attempts_spent(attempts):
+            transcode_job_fail(job_id=job_id, message=quarantine_reason(attempts))
+            return "quarantined"
+        _send(job_id)
+        return None
 
 
 STALLED_TRANSCODES = _StalledTranscodes()
