@@ -1,6 +1,8 @@
 """An import's media: the images, videos, audio clips and 3D models its pairs name, read from
 the media folder (or the unpacked archive) or, for an image, fetched by URL; verified, stripped
-and rendered by ``annotation.media``, and staged until the import commits.
+and rendered by ``annotation.media``, and staged until the import commits. Every check of a
+file runs in a bounded child process (``annotation.media.bounded``): a file that hits a limit
+is refused with the reason, as a corrupt one is; a window of files is checked in parallel.
 
 During an import new files wait in a staging folder under MEDIA_ROOT; ``publish`` moves them
 into place (an atomic rename each) just before the transaction commits, ``discard`` drops them
@@ -10,6 +12,7 @@ when the import fails, so a refused import leaves no files behind.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import shutil
@@ -23,12 +26,14 @@ from django.conf import settings
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
 from annotation.media.av_media import AvPrepared, av_limits, av_prepare
-from annotation.media.glb import GlbError, GlbInfo, glb_inspect, glb_strip
+from annotation.media.bounded import BoundedError, bounded_map
+from annotation.media.glb import GlbError, glb_inspect, glb_strip
 from annotation.media.glb_render import glb_render_views
-from annotation.media.media_pool import MediaPool
+from annotation.media.media_pool import MediaPool, av_outcome
 from annotation.media.services import (
     ImageInfo,
     MediaError,
+    ServedCopy,
     image_inspect,
     served_copy_make,
     write_synced,
@@ -36,6 +41,7 @@ from annotation.media.services import (
 from annotation.models import Media
 
 _AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
+_IMAGE = "image"
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,59 @@ class MediaRecord:
     extra: tuple[ImageInfo, ...] = ()
     # A browser cannot play it as it is: its served copy is made by a ``TranscodeJob``.
     transcode: bool = False
+
+
+def image_check(source: bytes | Path) -> tuple[ImageInfo, ServedCopy]:
+    """In a bounded child: an image verified, and its served copy."""
+    data = source if isinstance(source, bytes) else source.read_bytes()
+    info = image_inspect(data)
+    return info, served_copy_make(sha256=info.sha256, image_format=info.format, data=data)
+
+
+@dataclass(frozen=True)
+class Model3dChecked:
+    """A binary glTF model verified, its served copy and its rendered views (PNG images
+    without metadata, each with its ``ImageInfo``)."""
+
+    sha256: str
+    size_bytes: int
+    served: bytes
+    views: tuple[tuple[ImageInfo, bytes], ...]
+
+
+def model3d_check(path: Path) -> Model3dChecked:
+    """In a bounded child: a GLB file verified, stripped and rendered; raises ``GlbError``."""
+    info = glb_inspect(path.read_bytes())  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
+    served = glb_strip(info)
+    views = tuple((image_inspect(png), png) for png in glb_render_views(info))
+    return Model3dChecked(info.sha256, info.size_bytes, served, views)
+
+
+def file_check(what: tuple[str, bytes | Path]) -> object:
+    """In a bounded child: ``image_check`` or ``model3d_check`` of ``(kind, source)``."""
+    kind, source = what
+    if kind == _IMAGE:
+        return image_check(source)
+    assert isinstance(source, Path)
+    return model3d_check(source)
+
+
+def _cache_outcome(cache: dict, key: str, make: Callable[[], object]) -> None:
+    try:
+        cache[key] = make()
+    except MediaError as exc:
+        cache[key] = exc
+
+
+def _refusal(name: str, outcome: BaseException) -> MediaError:
+    """The import's line for a file whose check failed in its child: the parser's reason, the
+    limit it hit, or (an error the file provoked in code that should have refused it) the
+    error's name and message, never a traceback."""
+    if isinstance(outcome, MediaError):
+        return outcome
+    if isinstance(outcome, (GlbError, BoundedError)):
+        return MediaError(f"{name} refused: {outcome}")
+    return MediaError(f"{name} refused: could not be read ({type(outcome).__name__}: {outcome})")
 
 
 def _byte_limits() -> dict[str, int]:
@@ -90,20 +149,33 @@ class MediaStore:
         cached = self._cache.get(reference)
         if cached is None:
             try:
-                data = self._read(reference)
-                info = image_inspect(data)
-                served = served_copy_make(sha256=info.sha256, image_format=info.format, data=data)
-                self._stage(info.sha256, info.format, data)
-                self._stage(served.sha256, info.format, served.data)
-                cached = dataclasses.replace(
-                    info, served_sha256=served.sha256, strip_result=served.result
-                )
+                source = self._image_source(reference)
+                [outcome] = bounded_map(image_check, [((source,), {})], kind=_IMAGE)
+                cached = self._image_record(reference, source, outcome)
             except MediaError as exc:
                 cached = exc
             self._cache[reference] = cached
         if isinstance(cached, MediaError):
             raise cached
         return cached
+
+    def _image_source(self, reference: str) -> bytes | Path:
+        """What the child reads: the fetched bytes of a URL, or the path of a file."""
+        if is_url(reference):
+            try:
+                return self.fetch(reference)
+            except FetchError as exc:
+                raise MediaError(f"cannot fetch {reference[:200]!r}: {exc}") from None
+        return self._checked_path(reference, kind=_IMAGE)
+
+    def _image_record(self, reference: str, source: bytes | Path, outcome: object) -> ImageInfo:
+        if isinstance(outcome, BaseException):
+            raise _refusal(f"image {reference[:200]!r}", outcome)
+        info, served = outcome  # type: ignore[misc]
+        data = source if isinstance(source, bytes) else source.read_bytes()
+        self._stage(info.sha256, info.format, data)
+        self._stage(served.sha256, info.format, served.data)
+        return dataclasses.replace(info, served_sha256=served.sha256, strip_result=served.result)
 
     def resolve_media(self, reference: str, *, kind: str) -> MediaRecord:
         """The verified video, audio clip or 3D model behind a path in the media folder, with
@@ -129,40 +201,79 @@ class MediaStore:
         path = self._checked_path(reference, kind=kind)
         name = f"{kind} {reference!r}"
         if kind == Media.Kind.MODEL3D:
-            return self._model3d_record(path, name)
-        prepared = av_prepare(path, kind=kind, staging=self._staging(), limits=av_limits())
-        return self._av_record(path, name, kind, prepared)
+            [outcome] = bounded_map(model3d_check, [((path,), {})], kind=kind)
+            return self._model3d_record(path, name, outcome)
+        call = ((path,), {"kind": kind, "staging": self._staging(), "limits": av_limits()})
+        [outcome] = bounded_map(av_prepare, [call], kind=kind)
+        return self._av_record(path, name, kind, av_outcome(outcome))
 
     def prefetch(self, references: list[tuple[str, str]]) -> None:
-        """Checks at once, in the pool's processes, the video and audio files among
-        ``references`` (content parts: ``(kind, path)``) not resolved yet, so that
-        ``resolve_media`` finds them done; errors are kept for it to raise."""
-        if self.pool is None or self.pool.broken:
-            return
-        todo: dict[str, tuple[str, str, Path]] = {}
+        """Checks at once, in bounded children (up to ``ARBITER_MEDIA_WORKERS`` at a time),
+        the files among ``references`` (content parts: ``(kind, reference)``) not resolved
+        yet, so that ``resolve`` and ``resolve_media`` find them done; errors are kept for
+        them to raise. The pool checks video and audio; images and models are checked here."""
+        images: dict[str, bytes | Path] = {}
+        models: dict[str, tuple[str, Path]] = {}
+        av: dict[str, tuple[str, str, Path]] = {}
         for kind, reference in references:
             key = f"{kind}:{reference}"
-            if kind not in _AV_KINDS or key in self._media_cache or key in todo:
+            if key in self._media_cache or reference in self._cache:
                 continue
-            if is_url(reference):
+            if kind == _IMAGE:
+                if reference not in images:
+                    try:
+                        images[reference] = self._image_source(reference)
+                    except MediaError as exc:
+                        self._cache[reference] = exc
                 continue
+            if is_url(reference) or key in av or key in models:
+                continue  # refused by resolve_media
             try:
-                todo[key] = (reference, kind, self._checked_path(reference, kind=kind))
+                path = self._checked_path(reference, kind=kind)
             except MediaError as exc:
                 self._media_cache[key] = exc
-        if len(todo) < 2:
+                continue
+            if kind == Media.Kind.MODEL3D:
+                models[key] = (reference, path)
+            elif kind in _AV_KINDS and self.pool is not None:
+                av[key] = (reference, kind, path)
+        if len(images) + len(models) + len(av) < 2:
             return
-        files = [(path, kind) for _, kind, path in todo.values()]
-        results = self.pool.prepare(files, staging=self._staging(), limits=av_limits())
-        if results is None:
-            return
-        for (key, (reference, kind, path)), prepared in zip(todo.items(), results, strict=True):
-            try:
-                self._media_cache[key] = self._av_record(
-                    path, f"{kind} {reference!r}", kind, prepared
-                )
-            except MediaError as exc:
-                self._media_cache[key] = exc
+        checks = self._bounded_checks(images, models)
+        if av and self.pool is not None:
+            files = [(path, kind) for _, kind, path in av.values()]
+            prepared = self.pool.prepare(files, staging=self._staging(), limits=av_limits())
+            for (key, (reference, kind, path)), each in zip(av.items(), prepared, strict=True):
+                try:
+                    self._media_cache[key] = self._av_record(
+                        path, f"{kind} {reference!r}", kind, each
+                    )
+                except MediaError as exc:
+                    self._media_cache[key] = exc
+        for finish in checks:
+            finish()
+
+    def _bounded_checks(
+        self, images: dict[str, bytes | Path], models: dict[str, tuple[str, Path]]
+    ) -> list[Callable[[], None]]:
+        """Checks ``images`` and ``models`` in bounded children; returns, for each, what
+        stages it and caches its outcome (run after the pool's files are staged)."""
+        calls = [(((_IMAGE, source),), {}) for source in images.values()]
+        calls += [(((Media.Kind.MODEL3D.value, path),), {}) for _, path in models.values()]
+        if not calls:
+            return []
+        kinds = [args[0][0] for args, _ in calls]
+        outcomes = iter(bounded_map(file_check, calls, kind=kinds))
+        finishes = []
+        for reference, source in images.items():
+            make = functools.partial(self._image_record, reference, source, next(outcomes))
+            finishes.append(functools.partial(_cache_outcome, self._cache, reference, make))
+        for key, (reference, path) in models.items():
+            make = functools.partial(
+                self._model3d_record, path, f"model3d {reference!r}", next(outcomes)
+            )
+            finishes.append(functools.partial(_cache_outcome, self._media_cache, key, make))
+        return finishes
 
     def _av_record(self, path: Path, name: str, kind: str, prepared: AvPrepared) -> MediaRecord:
         if prepared.info is None:
@@ -203,17 +314,20 @@ class MediaStore:
         }
         return MediaRecord(info.sha256, kind, row, extra, transcode=info.transcode)
 
-    def _model3d_record(self, path: Path, name: str) -> MediaRecord:
-        data = path.read_bytes()  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
-        try:
-            info = glb_inspect(data)
-            served = glb_strip(info)
-        except GlbError as exc:
-            raise MediaError(f"{name} refused: {exc}") from None
-        served_sha256 = hashlib.sha256(served).hexdigest()
-        views = self._rendered_views(info, name)
-        self._stage(info.sha256, Media.Format.GLB, data)
-        self._stage(served_sha256, Media.Format.GLB, served)
+    def _model3d_record(self, path: Path, name: str, outcome: object) -> MediaRecord:
+        if isinstance(outcome, BaseException):
+            raise _refusal(name, outcome)
+        info: Model3dChecked = outcome  # type: ignore[assignment]
+        served_sha256 = hashlib.sha256(info.served).hexdigest()
+        views = []
+        for view, png in info.views:
+            view = dataclasses.replace(
+                view, served_sha256=view.sha256, strip_result=Media.StripResult.UNCHANGED
+            )
+            self._stage(view.sha256, view.format, png)
+            views.append(view)
+        self._stage(info.sha256, Media.Format.GLB, path.read_bytes())
+        self._stage(served_sha256, Media.Format.GLB, info.served)
         row = {
             "sha256": info.sha256,
             "kind": Media.Kind.MODEL3D,
@@ -224,34 +338,7 @@ class MediaStore:
             "rendered_views": [view.sha256 for view in views],
             **_served_columns(info.sha256, served_sha256),
         }
-        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, views)
-
-    def _rendered_views(self, info: GlbInfo, name: str) -> tuple[ImageInfo, ...]:
-        """The model's views (PNG images without metadata: their own served copies),
-        staged; raises ``MediaError`` when it cannot be rendered."""
-        try:
-            pngs = glb_render_views(info)
-        except GlbError as exc:
-            raise MediaError(f"{name} refused: {exc}") from None
-        views = []
-        for png in pngs:
-            view = dataclasses.replace(image_inspect(png), strip_result=Media.StripResult.UNCHANGED)
-            view = dataclasses.replace(view, served_sha256=view.sha256)
-            self._stage(view.sha256, view.format, png)
-            views.append(view)
-        return tuple(views)
-
-    def _read(self, reference: str) -> bytes:
-        if is_url(reference):
-            try:
-                return self.fetch(reference)
-            except FetchError as exc:
-                raise MediaError(f"cannot fetch {reference[:200]!r}: {exc}") from None
-        return self._read_file(reference)
-
-    def _read_file(self, reference: str) -> bytes:
-        path = self._checked_path(reference, kind="image")
-        return path.read_bytes()
+        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, tuple(views))
 
     def _checked_path(self, reference: str, *, kind: str) -> Path:
         """The file behind a relative path in the media folder, within the size limit."""
@@ -322,11 +409,6 @@ class MediaStore:
             os.replace(staged, final)
         self._staged.clear()
         self.discard()
-
-    def close(self) -> None:
-        """Stops the pool's processes."""
-        if self.pool is not None:
-            self.pool.close()
 
     def discard(self) -> None:
         """Removes whatever is still staged (all of it when the import failed)."""

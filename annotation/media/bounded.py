@@ -106,14 +106,16 @@ def bounded_call(func: Callable[..., Any], /, *args: Any, kind: str, **kwargs: A
 
 
 def bounded_map(
-    func: Callable[..., Any], calls: Sequence[tuple[tuple, dict]], *, kind: str
+    func: Callable[..., Any], calls: Sequence[tuple[tuple, dict]], *, kind: str | Sequence[str]
 ) -> list[Any]:
     """``func(*args, **kwargs)`` for each ``(args, kwargs)`` of ``calls``, in bounded children,
-    up to ``ARBITER_MEDIA_WORKERS`` at once; in order, each outcome is the result, the
-    exception the call raised (with the child's traceback as a note) or a ``BoundedError``."""
+    up to ``ARBITER_MEDIA_WORKERS`` at once, each under the limits of ``kind`` (one for all,
+    or one per call); in order, each outcome is the result, the exception the call raised
+    (with the child's traceback as a note) or a ``BoundedError``."""
     from django.conf import settings
 
-    limits = media_limits(kind)
+    kinds = [kind] * len(calls) if isinstance(kind, str) else list(kind)
+    limits = [media_limits(each) for each in kinds]
     snapshot = _settings_snapshot()
     with _LOCK:
         folder = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-"))
@@ -212,12 +214,10 @@ class _Spawner:
         while True:
             argv, env, answer = self.requests.get()
             try:
-                answer.put(
-                    subprocess.Popen(
-                        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                        close_fds=True,
-                    )  # fmt: skip
+                started = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True
                 )
+                answer.put(started)
             except BaseException as exc:  # handed to the caller, which raises it
                 answer.put(exc)
 
@@ -264,16 +264,18 @@ class _Server:
         func: Callable[..., Any],
         calls: Sequence[tuple[tuple, dict]],
         *,
-        limits: Limits,
+        limits: list[Limits],
         folder: Path,
         snapshot: dict[str, Any],
         workers: int,
     ) -> list[Any]:
         outcomes: dict[int, Any] = {}
         ids = []
-        for args, kwargs in calls:
+        by_id = {}
+        for (args, kwargs), each in zip(calls, limits, strict=True):
             self.next_id += 1
             ids.append(self.next_id)
+            by_id[self.next_id] = each
             call_path = folder / f"{self.next_id}.call"
             with open(call_path, "wb") as handle:
                 pickle.dump((func, args, kwargs, snapshot), handle, pickle.HIGHEST_PROTOCOL)
@@ -283,8 +285,8 @@ class _Server:
                     "id": self.next_id,
                     "module": func.__module__,
                     "folder": str(folder),
-                    "limits": (limits.memory_bytes, limits.cpu_seconds, limits.wall_seconds,
-                               limits.enforce),
+                    "limits": (each.memory_bytes, each.cpu_seconds, each.wall_seconds,
+                               each.enforce),
                     "workers": workers,
                 }
             )  # fmt: skip
@@ -292,10 +294,11 @@ class _Server:
             while len(outcomes) < len(ids):
                 # Each child is killed at the wall limit, so an answer comes at least that
                 # often; a server that stays silent longer is stuck and is killed.
-                end = self._receive(time.monotonic() + limits.wall_seconds + _SERVER_GRACE_SECONDS)
+                wall = max(by_id[i].wall_seconds for i in ids if i not in outcomes)
+                end = self._receive(time.monotonic() + wall + _SERVER_GRACE_SECONDS)
                 if end is None:
                     raise BoundedError("the media server stopped answering and was killed")
-                outcomes[end["id"]] = self._outcome(end, folder, limits)
+                outcomes[end["id"]] = self._outcome(end, folder, by_id[end["id"]])
         except (BoundedError, OSError, EOFError, pickle.PickleError) as exc:
             self.kill()
             reason = exc if isinstance(exc, BoundedError) else BoundedError(
@@ -309,7 +312,9 @@ class _Server:
         result = folder / f"{end['id']}.result"
         if end["status"] == 0 and not end["wall"] and result.exists():
             with open(result, "rb") as handle:
-                _ok, value = pickle.load(handle)
+                _ok, value, records = pickle.load(handle)
+            for record in records:  # the child's log, in the caller's handlers
+                logging.getLogger(record.name).handle(record)
             return value
         return BoundedError(_reason(end, limits))
 
@@ -383,20 +388,23 @@ def _child(request: dict, server: int) -> None:
         os.chdir(own)
         with open(folder / f"{request['id']}.call", "rb") as handle:
             func, args, kwargs = _load_call(handle)
+        log = _LogCollector()
+        logging.getLogger().handlers = [log]
         try:
-            outcome: tuple[bool, Any] = (True, func(*args, **kwargs))
+            outcome: tuple[bool, Any, list] = (True, func(*args, **kwargs), log.records)
         except MemoryError:
             os._exit(MEMORY_EXIT)
         except Exception as exc:
             exc.add_note(f"in the media child:\n{traceback.format_exc()}")
-            outcome = (False, exc)
+            outcome = (False, exc, log.records)
         partial = folder / f"{request['id']}.partial"
         try:
             data = pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL)
         except MemoryError:
             os._exit(MEMORY_EXIT)
         except Exception as exc:
-            data = pickle.dumps((False, BoundedError(f"its result could not be returned: {exc}")))
+            failure = BoundedError(f"its result could not be returned: {exc}")
+            data = pickle.dumps((False, failure, log.records))
         with open(partial, "wb") as handle:
             handle.write(data)
         os.rename(partial, folder / f"{request['id']}.result")
@@ -406,6 +414,21 @@ def _child(request: dict, server: int) -> None:
     except BaseException:
         traceback.print_exc()
         os._exit(1)
+
+
+class _LogCollector(logging.Handler):
+    """Keeps the child's log records, made picklable, for the caller to log."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        record.msg, record.args = record.getMessage(), None
+        if record.exc_info:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        self.records.append(record)
 
 
 def _load_call(handle: Any) -> tuple[Callable[..., Any], tuple, dict]:
@@ -445,7 +468,7 @@ def _serve(parent: int) -> None:
     open_input = True
     while open_input or running:
         now = time.monotonic()
-        for fd, child in running.items():
+        for child in running.values():
             if not child["wall"] and now >= child["deadline"]:
                 child["wall"] = True
                 with contextlib.suppress(ProcessLookupError):

@@ -2,7 +2,8 @@
 ``MEDIA_ROOT/Media.relative_path``; beside each one, under its own sha256, the copy without
 metadata that the app serves (``annotation.media.strip``). An import reads and stages its
 media through ``annotation.imports.media``; ``media_strip_metadata`` and ``media_render_views``
-make the served copy and a 3D model's views of media imported before either was made at import.
+make the served copy and a 3D model's views of media imported before either was made at import,
+each in a bounded child process (``annotation.media.bounded``), as an import does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from django.conf import settings
 from django.db import transaction
 from PIL import Image, UnidentifiedImageError
 
+from annotation.media.bounded import bounded_call
 from annotation.media.glb import glb_inspect
 from annotation.media.glb_render import glb_render_views
 from annotation.media.strip import metadata_strip
@@ -116,13 +118,29 @@ def served_copy_make(*, sha256: str, image_format: str, data: bytes) -> ServedCo
     return ServedCopy(sha256=served_sha256, result=stripped.result, data=stripped.data)
 
 
+def served_copy_of_file(path: Path, *, sha256: str, image_format: str) -> ServedCopy:
+    """In a bounded child: ``served_copy_make`` of the stored image at ``path``."""
+    return served_copy_make(sha256=sha256, image_format=image_format, data=path.read_bytes())
+
+
+def rendered_views_of_file(path: Path) -> list[tuple[ImageInfo, bytes]]:
+    """In a bounded child: the views of the stored GLB model at ``path``, each PNG image with
+    its ``ImageInfo``."""
+    return [(image_inspect(png), png) for png in glb_render_views(glb_inspect(path.read_bytes()))]
+
+
 def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
     """Makes and stores the served copy of ``media``, imported before served copies existed
     (or, with ``remake``, made by an earlier stripper), and records it on the row. Raises
     ``FileNotFoundError`` when the original is missing. Two calls at once for one image write
     the same file and the same values."""
-    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
-    served = served_copy_make(sha256=media.sha256, image_format=media.format, data=data)
+    original = Path(settings.MEDIA_ROOT) / media.relative_path
+    if not original.is_file():
+        raise FileNotFoundError(f"the original of image {media.sha256} is missing: {original}")
+    served = bounded_call(
+        served_copy_of_file, original, sha256=media.sha256, image_format=media.format,
+        kind="image",
+    )  # fmt: skip
     _store(served.sha256, media.format, served.data)
     rows = Media.objects.filter(pk=media.pk)
     if not remake:
@@ -134,12 +152,15 @@ def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
 def media_render_views(*, media: Media) -> list[str]:
     """Renders the views of a 3D model imported before views were rendered at import, stores
     them as image media linked to every project that uses the model, and records them on its
-    row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered and
-    ``FileNotFoundError`` when its original is missing."""
-    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
-    pngs = glb_render_views(glb_inspect(data))
-    views = [image_inspect(png) for png in pngs]
-    for view, png in zip(views, pngs, strict=True):
+    row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered,
+    ``BoundedError`` when rendering it hits a limit and ``FileNotFoundError`` when its
+    original is missing."""
+    original = Path(settings.MEDIA_ROOT) / media.relative_path
+    if not original.is_file():
+        raise FileNotFoundError(f"the original of model {media.sha256} is missing: {original}")
+    rendered = bounded_call(rendered_views_of_file, original, kind="model3d")
+    views = [view for view, _ in rendered]
+    for view, png in rendered:
         _store(view.sha256, view.format, png)
     hashes = [view.sha256 for view in views]
     with transaction.atomic():
