@@ -31,6 +31,7 @@ import importlib
 import logging
 import os
 import pickle
+import pkgutil
 import queue
 import resource
 import select
@@ -65,6 +66,9 @@ _PRELOAD = (
     "annotation.media.glb",
     "annotation.media.glb_render",
     "annotation.imports.media",
+    # Imported on first use by the code above: a child would map them inside its limit.
+    "scipy.signal",
+    "PIL.WebPImagePlugin",
 )
 _TEMP_PREFIX = "arbiter-media-"
 
@@ -395,6 +399,8 @@ def _child(request: dict, server: int) -> None:
         except MemoryError:
             os._exit(MEMORY_EXIT)
         except Exception as exc:
+            if _out_of_memory(exc):
+                os._exit(MEMORY_EXIT)
             exc.add_note(f"in the media child:\n{traceback.format_exc()}")
             outcome = (False, exc, log.records)
         partial = folder / f"{request['id']}.partial"
@@ -414,6 +420,21 @@ def _child(request: dict, server: int) -> None:
     except BaseException:
         traceback.print_exc()
         os._exit(1)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from the memory limit: a ``MemoryError`` that code turned into
+    its own error (the original stays its context), or a library that could not be mapped."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MemoryError):
+            return True
+        if isinstance(current, ImportError) and "failed to map segment" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class _LogCollector(logging.Handler):
@@ -453,6 +474,15 @@ def _serve(parent: int) -> None:
     django.setup()
     for module in _PRELOAD:
         importlib.import_module(module)
+    from PIL import Image
+
+    Image.init()  # every format plugin, not only the five Pillow loads first
+    import av
+
+    # PyAV loads the module of a stream's type when it first meets one (subtitles, data).
+    for module in pkgutil.walk_packages(av.__path__, "av."):
+        with contextlib.suppress(Exception):
+            importlib.import_module(module.name)
 
     def answer(message: dict) -> None:
         data = pickle.dumps(message)
