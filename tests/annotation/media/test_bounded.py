@@ -101,10 +101,14 @@ def sleep_with_pid_file(folder: str) -> None:
 # Limits ------------------------------------------------------------------------------------
 
 
+def budget(settings, kind: str, memory_bytes: int) -> None:
+    settings.ARBITER_MEDIA_MEMORY_BYTES = {**settings.ARBITER_MEDIA_MEMORY_BYTES, kind: memory_bytes}
+
+
 @pytest.fixture
 def tight(settings):
     """Small limits for images, so that each test hits one quickly."""
-    settings.ARBITER_MEDIA_MEMORY_BYTES = {**settings.ARBITER_MEDIA_MEMORY_BYTES, "image": 200_000_000}
+    budget(settings, "image", 200_000_000)
     settings.ARBITER_MEDIA_CPU_SECONDS = {**settings.ARBITER_MEDIA_CPU_SECONDS, "image": 1}
     settings.ARBITER_MEDIA_WALL_SECONDS = {**settings.ARBITER_MEDIA_WALL_SECONDS, "image": 20}
     return settings
@@ -221,7 +225,7 @@ def test_kill_9_of_the_calling_process_leaves_no_child(tmp_path):
         assert server.ppid() == caller.pid
         caller.kill()
         caller.wait()
-        gone, alive = psutil.wait_procs([server, *children], timeout=10)
+        _gone, alive = psutil.wait_procs([server, *children], timeout=10)
         still = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         assert still == []
     finally:
@@ -240,7 +244,7 @@ def png(colour: tuple[int, int, int]) -> bytes:
 
 def starved(settings, kind: str) -> None:
     """A memory budget of 1 MB for ``kind``: checked in a child, any such file is refused."""
-    settings.ARBITER_MEDIA_MEMORY_BYTES = {**settings.ARBITER_MEDIA_MEMORY_BYTES, kind: 1_000_000}
+    budget(settings, kind, 1_000_000)
 
 
 @pytest.mark.parametrize("kind", ["image", "video", "audio", "model3d"])
@@ -267,7 +271,7 @@ def test_each_kind_of_file_of_an_import_is_checked_in_a_bounded_child(
         issue = refused.value.issues[0]
         assert issue.message.endswith("refused: needed more than 1 MB of memory"), issue.message
         assert f"{kind} '" in issue.message
-        settings.ARBITER_MEDIA_MEMORY_BYTES = {**settings.ARBITER_MEDIA_MEMORY_BYTES, kind: 400_000_000}
+        budget(settings, kind, 400_000_000)
         import_media(project, tmp_path, pairs)
     assert Media.objects.filter(kind="image" if kind == "image" else kind).count() == 3
 
@@ -286,7 +290,7 @@ def test_the_served_copy_of_a_stored_image_is_made_in_a_bounded_child(project, s
     starved(settings, "image")
     with pytest.raises(BoundedError, match="needed more than 1 MB of memory"):
         media_strip_metadata(media=media)
-    settings.ARBITER_MEDIA_MEMORY_BYTES = {**settings.ARBITER_MEDIA_MEMORY_BYTES, "image": 400_000_000}
+    budget(settings, "image", 400_000_000)
     media_strip_metadata(media=media)
     assert media.served_sha256 is not None
 
