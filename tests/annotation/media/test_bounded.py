@@ -101,8 +101,8 @@ def sleep_with_pid_file(folder: str) -> None:
 # Limits ------------------------------------------------------------------------------------
 
 
-def budget(settings, kind: str, memory_bytes: int) -> None:
-    settings.ARBITER_MEDIA_MEMORY_BYTES = {**settings.ARBITER_MEDIA_MEMORY_BYTES, kind: memory_bytes}
+def budget(settings, kind: str, memory: int) -> None:
+    settings.ARBITER_MEDIA_MEMORY_BYTES = {**settings.ARBITER_MEDIA_MEMORY_BYTES, kind: memory}
 
 
 @pytest.fixture
