@@ -42,6 +42,9 @@ from annotation.models import Media
 
 _AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
 _IMAGE = "image"
+# Images checked one after the other in a child: starting a child costs more than checking
+# a small image (docs/operations.md, "Bounded media work").
+IMAGE_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -81,15 +84,6 @@ def model3d_check(path: Path) -> Model3dChecked:
     served = glb_strip(info)
     views = tuple((image_inspect(png), png) for png in glb_render_views(info))
     return Model3dChecked(info.sha256, info.size_bytes, served, views)
-
-
-def file_check(what: tuple[str, bytes | Path]) -> object:
-    """In a bounded child: ``image_check`` or ``model3d_check`` of ``(kind, source)``."""
-    kind, source = what
-    if kind == _IMAGE:
-        return image_check(source)
-    assert isinstance(source, Path)
-    return model3d_check(source)
 
 
 def _cache_outcome(cache: dict, key: str, make: Callable[[], object]) -> None:
@@ -258,19 +252,23 @@ class MediaStore:
     ) -> list[Callable[[], None]]:
         """Checks ``images`` and ``models`` in bounded children; returns, for each, what
         stages it and caches its outcome (run after the pool's files are staged)."""
-        calls = [(((_IMAGE, source),), {}) for source in images.values()]
-        calls += [(((Media.Kind.MODEL3D.value, path),), {}) for _, path in models.values()]
-        if not calls:
-            return []
-        kinds = [args[0][0] for args, _ in calls]
-        outcomes = iter(bounded_map(file_check, calls, kind=kinds))
+        image_outcomes = iter(
+            bounded_map(image_check, [((source,), {}) for source in images.values()],
+                        kind=_IMAGE, batch=IMAGE_BATCH)
+            if images else []
+        )  # fmt: skip
+        model_outcomes = iter(
+            bounded_map(model3d_check, [((path,), {}) for _, path in models.values()],
+                        kind=Media.Kind.MODEL3D.value)
+            if models else []
+        )  # fmt: skip
         finishes = []
         for reference, source in images.items():
-            make = functools.partial(self._image_record, reference, source, next(outcomes))
+            make = functools.partial(self._image_record, reference, source, next(image_outcomes))
             finishes.append(functools.partial(_cache_outcome, self._cache, reference, make))
         for key, (reference, path) in models.items():
             make = functools.partial(
-                self._model3d_record, path, f"model3d {reference!r}", next(outcomes)
+                self._model3d_record, path, f"model3d {reference!r}", next(model_outcomes)
             )
             finishes.append(functools.partial(_cache_outcome, self._media_cache, key, make))
         return finishes

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import logging
 import os
@@ -110,14 +111,26 @@ def bounded_call(func: Callable[..., Any], /, *args: Any, kind: str, **kwargs: A
 
 
 def bounded_map(
-    func: Callable[..., Any], calls: Sequence[tuple[tuple, dict]], *, kind: str | Sequence[str]
+    func: Callable[..., Any],
+    calls: Sequence[tuple[tuple, dict]],
+    *,
+    kind: str | Sequence[str],
+    batch: int = 1,
 ) -> list[Any]:
     """``func(*args, **kwargs)`` for each ``(args, kwargs)`` of ``calls``, in bounded children,
     up to ``ARBITER_MEDIA_WORKERS`` at once, each under the limits of ``kind`` (one for all,
     or one per call); in order, each outcome is the result, the exception the call raised
-    (with the child's traceback as a note) or a ``BoundedError``."""
+    (with the child's traceback as a note) or a ``BoundedError``.
+
+    With ``batch`` > 1 (one ``kind`` only), a child makes up to that many calls in turn, under
+    the limits of one: starting a child costs more than checking a small image. When a batch
+    hits a limit, each of its calls is made again in a child of its own, so that the refusal
+    goes to the file that caused it."""
     from django.conf import settings
 
+    workers = max(1, settings.ARBITER_MEDIA_WORKERS)
+    if batch > 1 and isinstance(kind, str) and len(calls) > 1:
+        return _batched(func, calls, kind=kind, size=min(batch, -(-len(calls) // workers)))
     kinds = [kind] * len(calls) if isinstance(kind, str) else list(kind)
     limits = [media_limits(each) for each in kinds]
     snapshot = _settings_snapshot()
@@ -125,11 +138,41 @@ def bounded_map(
         folder = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-"))
         try:
             return _server().run(
-                func, calls, limits=limits, folder=folder, snapshot=snapshot,
-                workers=max(1, settings.ARBITER_MEDIA_WORKERS),
-            )  # fmt: skip
+                func, calls, limits=limits, folder=folder, snapshot=snapshot, workers=workers
+            )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _batched(
+    func: Callable[..., Any], calls: Sequence[tuple[tuple, dict]], *, kind: str, size: int
+) -> list[Any]:
+    chunks = [list(calls[start : start + size]) for start in range(0, len(calls), size)]
+    outcomes: list[Any] = []
+    for chunk, outcome in zip(
+        chunks, bounded_map(call_each, [((func, chunk), {}) for chunk in chunks], kind=kind),
+        strict=True,
+    ):  # fmt: skip
+        if isinstance(outcome, BaseException):  # a limit: found out whose, one call a child
+            outcomes.extend(bounded_map(func, chunk, kind=kind) if len(chunk) > 1 else [outcome])
+        else:
+            outcomes.extend(outcome)
+    return outcomes
+
+
+def call_each(func: Callable[..., Any], calls: list[tuple[tuple, dict]]) -> list[Any]:
+    """In a child: ``func`` of each call in turn, each outcome its result or the exception it
+    raised; running out of memory ends the whole batch, to be tried again call by call."""
+    outcomes: list[Any] = []
+    for args, kwargs in calls:
+        try:
+            outcomes.append(func(*args, **kwargs))
+        except Exception as exc:
+            if _out_of_memory(exc):
+                raise MemoryError from exc
+            exc.add_note(f"in the media child:\n{traceback.format_exc()}")
+            outcomes.append(exc)
+    return outcomes
 
 
 def bounded_stop() -> None:
@@ -377,6 +420,7 @@ def _address_space() -> int:
 def _child(request: dict, server: int) -> None:
     """In the forked child: limits, then the call; never returns."""
     try:
+        gc.disable()  # a short life: collecting would only copy the server's pages
         _die_with_parent(server)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGXCPU, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
@@ -489,6 +533,10 @@ def _serve(parent: int) -> None:
         answers.write(struct.pack("<I", len(data)) + data)
         answers.flush()
 
+    # The loaded modules' objects move to a generation the collector never visits, so a
+    # child does not copy every page they lie on by walking them.
+    gc.collect()
+    gc.freeze()
     answer({"ready": True})
     me = os.getpid()
     stdin = sys.stdin.buffer.fileno()

@@ -189,6 +189,24 @@ def test_files_are_checked_up_to_the_worker_count_at_once(tight, workers):
     assert at_once == workers
 
 
+def pid_or_allocate(megabytes: int) -> int:
+    bytearray(megabytes * 1_000_000)
+    return os.getpid()
+
+
+def test_a_batch_shares_a_child_and_a_limit_hit_is_pinned_on_its_own_file(tight):
+    tight.ARBITER_MEDIA_WORKERS = 2
+    calls = [((1,), {})] * 8
+    pids = bounded_map(pid_or_allocate, calls, kind="image", batch=16)
+    assert len(set(pids)) == 2  # 8 calls, 2 workers: two children of 4 calls each
+    calls[5] = ((400,), {})
+    outcomes = bounded_map(pid_or_allocate, calls, kind="image", batch=16)
+    assert [type(o) for o in outcomes] == [int] * 5 + [BoundedError] + [int] * 2
+    assert str(outcomes[5]) == "needed more than 200 MB of memory"
+    assert len(set(outcomes[:4])) == 1  # the first batch went through whole
+    assert len(set(outcomes[4:5] + outcomes[6:])) == 3  # the second, one call a child
+
+
 def test_a_dead_server_is_replaced_and_its_calls_refused(tight):
     bounded_call(allocate, 1, kind="image")
     server = bounded_server_pid()
