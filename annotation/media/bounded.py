@@ -295,6 +295,9 @@ class _Server:
             # One malloc arena per thread would reserve 64 MB of address space each: the
             # memory limit would count reservations, not what the file needs.
             "MALLOC_ARENA_MAX": "2",
+            # One thread per child for numpy's BLAS too: the children are the parallelism.
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }
         env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -420,7 +423,6 @@ def _address_space() -> int:
 def _child(request: dict, server: int) -> None:
     """In the forked child: limits, then the call; never returns."""
     try:
-        gc.disable()  # a short life: collecting would only copy the server's pages
         _die_with_parent(server)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGXCPU, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
