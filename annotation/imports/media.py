@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 from django.conf import settings
 
@@ -165,7 +166,7 @@ class MediaStore:
     def _image_record(self, reference: str, source: bytes | Path, outcome: object) -> ImageInfo:
         if isinstance(outcome, BaseException):
             raise _refusal(f"image {reference[:200]!r}", outcome)
-        info, served = outcome  # type: ignore[misc]
+        info, served = cast(tuple[ImageInfo, ServedCopy], outcome)
         data = source if isinstance(source, bytes) else source.read_bytes()
         self._stage(info.sha256, info.format, data)
         self._stage(served.sha256, info.format, served.data)
@@ -262,15 +263,15 @@ class MediaStore:
                         kind=Media.Kind.MODEL3D.value)
             if models else []
         )  # fmt: skip
-        finishes = []
+        finishes: list[Callable[[], None]] = []
         for reference, source in images.items():
-            make = functools.partial(self._image_record, reference, source, next(image_outcomes))
-            finishes.append(functools.partial(_cache_outcome, self._cache, reference, make))
+            image = functools.partial(self._image_record, reference, source, next(image_outcomes))
+            finishes.append(functools.partial(_cache_outcome, self._cache, reference, image))
         for key, (reference, path) in models.items():
-            make = functools.partial(
+            model = functools.partial(
                 self._model3d_record, path, f"model3d {reference!r}", next(model_outcomes)
             )
-            finishes.append(functools.partial(_cache_outcome, self._media_cache, key, make))
+            finishes.append(functools.partial(_cache_outcome, self._media_cache, key, model))
         return finishes
 
     def _av_record(self, path: Path, name: str, kind: str, prepared: AvPrepared) -> MediaRecord:
@@ -315,7 +316,7 @@ class MediaStore:
     def _model3d_record(self, path: Path, name: str, outcome: object) -> MediaRecord:
         if isinstance(outcome, BaseException):
             raise _refusal(name, outcome)
-        info: Model3dChecked = outcome  # type: ignore[assignment]
+        info = cast(Model3dChecked, outcome)
         served_sha256 = hashlib.sha256(info.served).hexdigest()
         views = []
         for view, png in info.views:

@@ -526,9 +526,9 @@ def _serve(parent: int) -> None:
     import av
 
     # PyAV loads the module of a stream's type when it first meets one (subtitles, data).
-    for module in pkgutil.walk_packages(av.__path__, "av."):
+    for found in pkgutil.walk_packages(av.__path__, "av."):
         with contextlib.suppress(Exception):
-            importlib.import_module(module.name)
+            importlib.import_module(found.name)
 
     def answer(message: dict) -> None:
         data = pickle.dumps(message)
