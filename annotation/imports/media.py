@@ -232,7 +232,7 @@ class MediaStore:
                 models[key] = (reference, path)
             elif kind in _AV_KINDS and self.pool is not None:
                 av[key] = (reference, kind, path)
-        if len(images) + len(models) + len(av) < 2:
+        if not (images or models or av):
             return
         checks = self._bounded_checks(images, models)
         if av and self.pool is not None:
