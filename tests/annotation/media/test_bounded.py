@@ -315,3 +315,47 @@ def test_the_served_copy_of_a_stored_image_is_made_in_a_bounded_child(project, s
 
 def teardown_module() -> None:
     bounded_stop()
+
+
+# A real Celery worker --------------------------------------------------------------------
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_celery_pool_process_killed_with_9_takes_its_media_server_along(
+    celery_worker_process, settings, tmp_path
+):
+    """An import in a real worker checks its image in a bounded child of the pool process's
+    media server; ``kill -9`` of that pool process (the OOM killer's way) leaves no server."""
+    import zipfile
+
+    from annotation.imports.services import import_job_submit
+    from tests.annotation.imports.conftest import upload, write_jsonl
+    from tests.factories import ProjectFactory
+
+    settings.ARBITER_SYNC_IMPORT_MAX_BYTES = 10
+    worker = celery_worker_process(queues="default", concurrency=1)
+    archive = tmp_path / "media.zip"
+    (tmp_path / "a.png").write_bytes(png((9, 9, 9)))
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.write(tmp_path / "a.png", "a.png")
+    pairs = write_jsonl(tmp_path / "p.jsonl", [media_pair("i1", "image", "a.png", "a.png")])
+    job = import_job_submit(
+        project=ProjectFactory(slug="bounded-worker"), user=None,
+        upload=upload("p.jsonl", pairs.read_bytes()),
+        archive=upload("media.zip", archive.read_bytes()),
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while job.status not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, "the import did not finish"
+        time.sleep(0.25)
+        job.refresh_from_db()
+    assert job.status == "succeeded", job.errors
+    descendants = psutil.Process(worker.process.pid).children(recursive=True)
+    servers = [p for p in descendants if "annotation.media.bounded" in " ".join(p.cmdline())]
+    assert len(servers) == 1
+    pool_process = psutil.Process(servers[0].ppid())
+    assert pool_process.pid != worker.process.pid
+    pool_process.kill()
+    _gone, alive = psutil.wait_procs(servers, timeout=10)
+    assert [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
