@@ -199,7 +199,7 @@ def _settings_snapshot() -> dict[str, Any]:
     for name in dir(settings):
         if name.startswith("ARBITER_") or name == "MEDIA_ROOT":
             value = getattr(settings, name)
-            if isinstance(value, (str, int, float, bool, type(None), dict, list, tuple)):
+            if isinstance(value, (str, int, float, bool, type(None), dict, list, tuple, Path)):
                 snapshot[name] = value
     return snapshot
 

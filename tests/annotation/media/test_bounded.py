@@ -317,6 +317,26 @@ def teardown_module() -> None:
     bounded_stop()
 
 
+def test_a_judge_decodes_a_stored_video_in_a_bounded_child(project, tmp_path, settings):
+    from annotation.media.judge_images import MediaUnavailable
+    from annotation.media.judge_parts import video_frames
+
+    video_write(tmp_path / "a.mp4", frames=8)
+    import_media(project, tmp_path, [media_pair("v", "video", "a.mp4", "a.mp4")])
+    media = Media.objects.get(kind="video")
+    assert len(video_frames(media, count=2, max_side=64)) == 2
+    starved(settings, "video")
+    # Starved, FFmpeg fails to allocate (ENOMEM) or to start a thread (EAGAIN), in the child.
+    with pytest.raises(MediaUnavailable) as refused:
+        video_frames(media, count=2, max_side=64)
+    reasons = ("needed more than 1 MB of memory", "Resource temporarily unavailable",
+               "Cannot allocate memory")  # fmt: skip
+    assert any(reason in str(refused.value) for reason in reasons), refused.value
+    assert "in the media child" in "".join(getattr(refused.value, "__notes__", [])) or (
+        "could not be decoded for the judge" in str(refused.value)
+    )
+
+
 # A real Celery worker --------------------------------------------------------------------
 
 
