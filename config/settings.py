@@ -264,6 +264,37 @@ ARBITER_MAX_MODEL3D_BYTES = env_int("ARBITER_MAX_MODEL3D_BYTES", 200 * 1024 * 10
 ARBITER_MAX_MODEL3D_TRIANGLES = env_int("ARBITER_MAX_MODEL3D_TRIANGLES", 1_000_000)
 ARBITER_MAX_MEDIA_SECONDS = env_int("ARBITER_MAX_MEDIA_SECONDS", 600)
 ARBITER_MAX_VIDEO_PIXELS = env_int("ARBITER_MAX_VIDEO_PIXELS", 4096 * 2160)
+# Every parse, probe, transcode and render of an uploaded file runs in a child process with
+# these limits per kind of file (docs/operations.md, "Bounded media work"): memory is address
+# space beyond the media server's own, CPU and wall time are seconds per file. Off
+# (ARBITER_MEDIA_LIMITS=false, for the benchmark) runs the same children without rlimits.
+_MEDIA_KINDS = ("image", "video", "audio", "model3d")
+_MEDIA_MEMORY = {"image": 600, "video": 400, "audio": 400, "model3d": 400}
+_MEDIA_CPU = {"image": 30, "video": 600, "audio": 120, "model3d": 45}
+_MEDIA_WALL = {"image": 60, "video": 900, "audio": 180, "model3d": 55}
+ARBITER_MEDIA_MEMORY_BYTES = {
+    kind: env_int(f"ARBITER_MEDIA_MEMORY_BYTES_{kind.upper()}", _MEDIA_MEMORY[kind] * 1_000_000)
+    for kind in _MEDIA_KINDS
+}
+ARBITER_MEDIA_CPU_SECONDS = {
+    kind: env_int(f"ARBITER_MEDIA_CPU_SECONDS_{kind.upper()}", _MEDIA_CPU[kind])
+    for kind in _MEDIA_KINDS
+}
+ARBITER_MEDIA_WALL_SECONDS = {
+    kind: env_int(f"ARBITER_MEDIA_WALL_SECONDS_{kind.upper()}", _MEDIA_WALL[kind])
+    for kind in _MEDIA_KINDS
+}
+ARBITER_MEDIA_LIMITS = env_bool("ARBITER_MEDIA_LIMITS", True)
+# Media children at once in each process that imports (one per core: each is one thread).
+ARBITER_MEDIA_WORKERS = env_int("ARBITER_MEDIA_WORKERS", os.cpu_count() or 1)
+for _kind in _MEDIA_KINDS:
+    if ARBITER_MEDIA_WALL_SECONDS[_kind] < 1 or ARBITER_MEDIA_CPU_SECONDS[_kind] < 1:
+        raise ImproperlyConfigured(
+            f"ARBITER_MEDIA_CPU_SECONDS_{_kind.upper()} and ARBITER_MEDIA_WALL_SECONDS_"
+            f"{_kind.upper()} must be at least 1"
+        )
+if ARBITER_MEDIA_WORKERS < 1:
+    raise ImproperlyConfigured(f"ARBITER_MEDIA_WORKERS={ARBITER_MEDIA_WORKERS} must be at least 1")
 ARBITER_FETCH_TIMEOUT_S = env_int("ARBITER_FETCH_TIMEOUT_S", 10)
 ARBITER_FETCH_MAX_REDIRECTS = env_int("ARBITER_FETCH_MAX_REDIRECTS", 3)
 # Uploads larger than this are imported by a Celery task with a progress bar.
@@ -396,10 +427,6 @@ ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "relea
 # A filter run (or an evaluation, training or import) with no progress for this long is
 # resumed by the periodic task (docs/operations.md: run one `celery -A config beat`), which
 # runs every ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
-# Worker processes that check an import's video and audio files in parallel (1: none).
-ARBITER_IMPORT_MEDIA_PROCESSES = env_int(
-    "ARBITER_IMPORT_MEDIA_PROCESSES", min(4, os.cpu_count() or 1)
-)
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
 # The claim's statement is prepared once per database connection on PostgreSQL

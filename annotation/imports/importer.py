@@ -104,7 +104,6 @@ def pairs_import(
             store = MediaStore(
                 media_root=Path(media_root) if media_root else None, pool=MediaPool()
             )
-            stack.callback(store.close)
             stack.callback(store.discard)
             reporter = stack.enter_context(Progress(job, progress, total))
             with transaction.atomic():
@@ -290,7 +289,7 @@ class _Importer:
 
     def _batches(self, reader: PairFileReader) -> Iterator[list[_PairRow]]:
         """Checked pairs with their images resolved, in batches; touches no database. The
-        video and audio files of a few pairs at a time are checked together (in parallel,
+        media files of a few pairs at a time are checked together (in parallel,
         ``MediaStore.prefetch``) before their pairs are resolved one by one."""
         batch: list[_PairRow] = []
         for specs in self._spec_windows(reader):
@@ -300,7 +299,7 @@ class _Importer:
                     for spec in specs
                     for parts in (spec.prompt_parts, spec.response_a.parts, spec.response_b.parts)
                     for part in parts
-                    if part[0] in AV_PART_TYPES
+                    if part[0] != TEXT
                 ]
             )
             for spec in specs:

@@ -311,7 +311,9 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int], remux: _Remux | 
     audio = container.streams.audio[0] if container.streams.audio else None
     streams = [s for s in (video, audio) if s is not None]
     for stream in streams:
-        stream.codec_context.thread_type = "AUTO"  # frame and slice threads: same frames
+        # One decoding thread: files are checked one per core in bounded children, and a
+        # thread's stack would count against the child's memory limit.
+        stream.codec_context.thread_count = 1
     peaks = _Peaks(info.sample_rate or 1) if info.kind == Media.Kind.AUDIO else None
     loudness = FrameLoudness() if peaks is not None else None
     frames = {stream.index: 0 for stream in streams}
@@ -519,6 +521,8 @@ def av_prepare(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) 
     try:
         info = av_inspect(path, kind=kind, limits=limits, strip_to=served)
     except AvMediaError as exc:
+        if isinstance(exc.__context__, MemoryError):
+            raise  # the bounded child's memory limit, which its refusal names
         return AvPrepared(error=str(exc))
     if info.transcode:
         return AvPrepared(info=info)

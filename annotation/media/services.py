@@ -2,8 +2,10 @@
 ``MEDIA_ROOT/Media.relative_path``; beside each one, under its own sha256, the copy the app
 serves: a PNG written anew from the decoded pixels (``annotation.media.image_rebuild``), which
 holds nothing else. An import reads and stages its media through ``annotation.imports.media``;
-``media_strip_metadata`` and ``media_render_views`` make the served copy and a 3D model's views
-of media imported before either was made at import.
+``media_strip_metadata`` and ``media_render_views`` make the served copy (an image's, or a 3D
+model's rebuilt by ``annotation.media.glb_rebuild``) and a 3D model's views of media imported
+before either was made at import, each in a bounded child process (``annotation.media.
+bounded``), as an import does.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from annotation.media.glb import glb_inspect
+from annotation.media.bounded import BoundedError, bounded_call
+from annotation.media.glb import GlbError, glb_inspect
+from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
 from annotation.media.image_rebuild import (
     SERVED_FORMAT,
@@ -108,36 +112,65 @@ def _served(decoded: DecodedImage) -> ServedCopy:
     )
 
 
+_REBUILT_HERE = (Media.Kind.IMAGE, Media.Kind.MODEL3D)
+
+
 def image_copy_outdated(media: Media) -> bool:
-    """Whether ``media`` is an image whose served copy must be made (again): it has none, or
-    one an earlier version stripped rather than rebuilt (or, failing, left the original)."""
-    return media.kind == Media.Kind.IMAGE and media.strip_result != Media.StripResult.REBUILT
+    """Whether ``media`` is an image or a 3D model whose served copy must be made (again): it
+    has none, or one an earlier version stripped rather than rebuilt (or, failing, left the
+    original)."""
+    return media.kind in _REBUILT_HERE and media.strip_result != Media.StripResult.REBUILT
+
+
+def served_copy_of_file(path: Path) -> ServedCopy:
+    """In a bounded child: ``served_copy_make`` of the stored image at ``path``."""
+    return served_copy_make(data=path.read_bytes())
+
+
+def model3d_copy_of_file(path: Path) -> bytes:
+    """In a bounded child: the served copy of the stored GLB model at ``path``."""
+    return glb_rebuild(glb_inspect(path.read_bytes()))
+
+
+def rendered_views_of_file(path: Path) -> list[tuple[ImageInfo, ServedCopy, bytes]]:
+    """In a bounded child: the views of the stored GLB model at ``path``, each with its info,
+    its served copy and the rendered PNG."""
+    return [(*image_prepare(png), png) for png in glb_render_views(glb_inspect(path.read_bytes()))]
 
 
 def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
-    """Makes and stores the served copy of the image ``media``, imported before served copies
-    existed (or, with ``remake``, made by an earlier version), and records it on the row.
-    Raises ``FileNotFoundError`` when the original is missing and ``MediaError`` when it cannot
-    be rebuilt: the row then has no served copy, so nothing of it is served. Two calls at once
-    for one image write the same file and the same values."""
-    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
+    """Makes and stores the served copy of the image or 3D model ``media``, imported before
+    served copies existed (or, with ``remake``, made by an earlier version), in a bounded
+    child, and records it on the row. Raises ``FileNotFoundError`` when the original is missing
+    and ``MediaError`` when it cannot be rebuilt (or hits a limit): the row then has no served
+    copy, so nothing of it is served. Two calls at once for one file write the same file and
+    the same values."""
+    if media.kind not in _REBUILT_HERE:
+        raise ValueError(f"{media.kind} media get their served copy at import")
+    original = Path(settings.MEDIA_ROOT) / media.relative_path
+    if not original.is_file():
+        raise FileNotFoundError(f"the original of {media.kind} {media.sha256} is missing")
     rows = Media.objects.filter(pk=media.pk)
     try:
-        served = served_copy_make(data=data)
-    except MediaError:
+        if media.kind == Media.Kind.MODEL3D:
+            glb = bounded_call(model3d_copy_of_file, original, kind=Media.Kind.MODEL3D.value)
+            served = ServedCopy(hashlib.sha256(glb).hexdigest(), glb, 0, 0, Media.Format.GLB)
+        else:
+            served = bounded_call(served_copy_of_file, original, kind=Media.Kind.IMAGE.value)
+    except (MediaError, GlbError, BoundedError) as exc:
         rows.update(served_sha256=None, strip_result=None, served_format=None)
         media.served_sha256 = media.strip_result = media.served_format = None
-        raise
+        raise MediaError(str(exc)) from None
     _store(served.sha256, served.format, served.data)
     if not remake:
         rows = rows.filter(served_sha256__isnull=True)
-    columns = {
+    columns: dict = {
         "served_sha256": served.sha256,
         "strip_result": served.result,
-        "served_format": served.format,
-        "width": served.width,
-        "height": served.height,
+        "served_format": None if media.kind == Media.Kind.MODEL3D else served.format,
     }
+    if media.kind == Media.Kind.IMAGE:
+        columns |= {"width": served.width, "height": served.height}
     rows.update(**columns)
     for name, value in columns.items():
         setattr(media, name, value)
@@ -146,12 +179,14 @@ def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
 def media_render_views(*, media: Media) -> list[str]:
     """Renders the views of a 3D model imported before views were rendered at import, stores
     them as image media linked to every project that uses the model, and records them on its
-    row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered and
-    ``FileNotFoundError`` when its original is missing."""
-    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
+    row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered,
+    ``BoundedError`` when rendering it hits a limit and ``FileNotFoundError`` when its
+    original is missing."""
+    original = Path(settings.MEDIA_ROOT) / media.relative_path
+    if not original.is_file():
+        raise FileNotFoundError(f"the original of model {media.sha256} is missing: {original}")
     views = []
-    for png in glb_render_views(glb_inspect(data)):
-        view, served = image_prepare(png)
+    for view, served, png in bounded_call(rendered_views_of_file, original, kind="model3d"):
         _store(view.sha256, view.format, png)
         _store(served.sha256, served.format, served.data)
         views.append(view)

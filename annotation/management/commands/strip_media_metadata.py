@@ -1,5 +1,6 @@
-"""Makes the served copy, rebuilt from the pixels, of images imported before imports rebuilt
-it (docs/import-format.md, "What a served image keeps")."""
+"""Makes the served copy, rebuilt from the decoded content, of images and 3D models imported
+before imports rebuilt it (docs/import-format.md, "What a served image keeps", "What a served
+3D model keeps")."""
 
 from __future__ import annotations
 
@@ -12,16 +13,16 @@ from annotation.models import Media
 
 class Command(BaseCommand):
     help = (
-        "Rebuild the served copy of every image imported before served copies were rebuilt "
-        "from their pixels (imports make it themselves). Safe to run again and while the site "
-        "runs. --all rebuilds every image's served copy."
+        "Rebuild the served copy of every image and 3D model imported before served copies "
+        "were rebuilt from their content (imports make it themselves). Safe to run again and "
+        "while the site runs. --all rebuilds every image's and model's served copy."
     )
 
     def add_arguments(self, parser):
         parser.add_argument(
             "--all",
             action="store_true",
-            help="Rebuild the served copy of every image, not only of those without one.",
+            help="Rebuild the served copy of every image and model, not only of outdated ones.",
         )
 
     def handle(self, *args, **options):
@@ -29,8 +30,10 @@ class Command(BaseCommand):
         missing: list[str] = []
         refused: list[str] = []
         remake = options["all"]
-        # Images only: a video's or audio clip's copy is made at import, or by its transcode.
-        pending = Media.objects.filter(kind=Media.Kind.IMAGE).order_by("pk")
+        # A video's or audio clip's copy is made at import.
+        pending = Media.objects.filter(kind__in=[Media.Kind.IMAGE, Media.Kind.MODEL3D]).order_by(
+            "pk"
+        )
         if not remake:
             pending = pending.filter(
                 Q(strip_result__isnull=True) | ~Q(strip_result=Media.StripResult.REBUILT)
@@ -48,7 +51,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Served copies rebuilt: {rebuilt}")
         if refused:
             self.stdout.write(
-                f"{len(refused)} images cannot be rebuilt and are not served:\n  "
+                f"{len(refused)} files cannot be rebuilt and are not served:\n  "
                 + "\n  ".join(refused[:20])
             )
         if missing:

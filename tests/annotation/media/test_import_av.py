@@ -401,11 +401,11 @@ def test_importing_the_same_media_again_reuses_them(project, other_project, tmp_
     assert stored_files() == files
 
 
-def test_worker_processes_check_the_files_as_the_importer_would(
+def test_bounded_children_check_the_files_the_same_one_or_several_at_once(
     project, other_project, tmp_path, settings, monkeypatch
 ):
-    """A window of pairs' video and audio files is checked in forked worker processes: the
-    same rows, and the same line error for a bad file, as when checked in the importer."""
+    """A window of pairs' video and audio files is checked in bounded children, several at
+    once or one at a time: the same rows, and the same line error for a bad file."""
     from annotation.media.media_pool import MediaPool
 
     pooled = []
@@ -413,7 +413,7 @@ def test_worker_processes_check_the_files_as_the_importer_would(
 
     def counting(self, files, **kwargs):
         results = prepare(self, files, **kwargs)
-        pooled.append((len(files), results is not None))
+        pooled.append(len(files))
         return results
 
     monkeypatch.setattr(MediaPool, "prepare", counting)
@@ -426,21 +426,21 @@ def test_worker_processes_check_the_files_as_the_importer_would(
         media_pair("a", "audio", "a.wav", "b.mp3"),
     ]
     columns = ("sha256", "format", "duration_seconds", "served_sha256", "peaks", "poster_sha256")
-    settings.ARBITER_IMPORT_MEDIA_PROCESSES = 2
+    settings.ARBITER_MEDIA_WORKERS = 2
     import_media(project, tmp_path, pairs)
-    assert pooled == [(4, True)]
+    assert pooled == [4]
     in_workers = sorted(Media.objects.filter(kind__in=["video", "audio"]).values_list(*columns))
     Pair.objects.all().delete()
     ProjectMedia.objects.all().delete()
     Media.objects.all().delete()
-    settings.ARBITER_IMPORT_MEDIA_PROCESSES = 1
+    settings.ARBITER_MEDIA_WORKERS = 1
     import_media(other_project, tmp_path, pairs)
-    assert pooled == [(4, True)]
+    assert pooled == [4, 4]
     assert sorted(Media.objects.filter(kind__in=["video", "audio"]).values_list(*columns)) == (
         in_workers
     )
 
-    settings.ARBITER_IMPORT_MEDIA_PROCESSES = 2
+    settings.ARBITER_MEDIA_WORKERS = 2
     (tmp_path / "bad.mp4").write_bytes(b"<!DOCTYPE html><html></html>")
     with pytest.raises(ImportFailed) as refused:
         import_media(project, tmp_path, [*pairs, media_pair("bad", "video", "a.mp4", "bad.mp4")])
@@ -448,4 +448,4 @@ def test_worker_processes_check_the_files_as_the_importer_would(
     assert (issue.line, issue.field) == (3, "response_b.response_content[0]")
     assert "bad.mp4" in issue.message
     assert "HTML" in issue.message
-    assert pooled[-1] == (5, True)
+    assert pooled[-1] == 5
