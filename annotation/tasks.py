@@ -1,15 +1,20 @@
 """Celery tasks of the annotation app: thin, they take ids and call a service. A service sends
 its task by the name given here (``annotation.core.jobs.job_publish``), so none imports this
-module."""
+module. Each has the soft and hard time limits of its kind (``time_limits``,
+docs/operations.md "Time limits, attempts and quarantine")."""
 
 from __future__ import annotations
 
+import random
+
 from celery import shared_task
+from django.conf import settings
 
 from annotation.agreement import services as agreement
 from annotation.agreement.services import agreement_report_recompute
 from annotation.core.errors import Conflict
-from annotation.core.jobs import JobTask, sweep_task
+from annotation.core.jobs import JobTask, job_failure_text, sweep_task, time_limits
+from annotation.imports.importer import ProjectBusy
 from annotation.imports.services import STALLED_IMPORTS, import_job_fail, import_job_run
 from annotation.models import ImportJob, Project, Release
 from annotation.releases import services as releases
@@ -18,29 +23,41 @@ from annotation.releases import services as releases
 class ImportTask(JobTask):
     abstract = True
     job_id_arg = "job_id"
+    time_limit_kind = "import"
 
     def job_fail(self, job_id: int, exc: BaseException) -> None:
-        import_job_fail(job_id=job_id, message=f"The import task failed ({type(exc).__name__}).")
+        message = job_failure_text(exc, f"The import task failed ({type(exc).__name__}).")
+        import_job_fail(job_id=job_id, message=message)
 
 
 class ReleaseBuildTask(JobTask):
     abstract = True
     job_id_arg = "release_id"
+    time_limit_kind = "release build"
 
     def job_fail(self, job_id: int, exc: BaseException) -> None:
-        releases.release_build_fail(
-            release_id=job_id, message=f"The build task failed ({type(exc).__name__})."
-        )
+        message = job_failure_text(exc, f"The build task failed ({type(exc).__name__}).")
+        releases.release_build_fail(release_id=job_id, message=message)
 
 
-@shared_task(name="annotation.tasks.import_run", base=ImportTask)
-def import_run(job_id: int) -> None:
+@shared_task(
+    bind=True, name="annotation.tasks.import_run", base=ImportTask, **time_limits("import")
+)
+def import_run(self, job_id: int) -> None:
     """Imports an uploaded file. Safe to run twice: a finished job is left alone, and a
-    redelivered one (after a crash, which rolled the import back) runs again."""
+    redelivered one (after a crash, which rolled the import back) runs again, until it is
+    out of attempts. While another import into the project runs, it goes back to the queue
+    (ARBITER_IMPORT_BUSY_RETRY_S, with jitter) without waiting and without an attempt."""
     job = ImportJob.objects.select_related("project").filter(pk=job_id).first()
     if job is None:
         return
-    import_job_run(job=job)
+    try:
+        import_job_run(job=job)
+    except ProjectBusy as exc:
+        wait = settings.ARBITER_IMPORT_BUSY_RETRY_S
+        raise self.retry(
+            exc=exc, countdown=wait + random.uniform(0, wait), max_retries=None
+        ) from None
 
 
 imports_resume_stalled = sweep_task(
@@ -50,7 +67,7 @@ imports_resume_stalled = sweep_task(
 )
 
 
-@shared_task(name="annotation.agreement_report_refresh")
+@shared_task(name="annotation.agreement_report_refresh", **time_limits("agreement refresh"))
 def agreement_report_refresh(project_id: int, source: str) -> None:
     """Recomputes a project's cached agreement report (debounced after votes, or on demand).
     Safe to run twice: the newer report wins."""
@@ -68,7 +85,9 @@ agreement_refreshes_send_lost = sweep_task(
 )
 
 
-@shared_task(name="annotation.tasks.release_build_run", base=ReleaseBuildTask)
+@shared_task(
+    name="annotation.tasks.release_build_run", base=ReleaseBuildTask, **time_limits("release build")
+)
 def release_build_run(release_id: int) -> None:
     """Builds a queued release. Safe to run twice: only the run that moves it from queued to
     building builds; a redelivered task finds it building or built and returns."""

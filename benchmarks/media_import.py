@@ -1,42 +1,49 @@
-"""How fast video and audio are ingested at import, and in how much memory (issue 17, "Speed"):
-each file probed, decoded in full, stripped of its metadata by a remux whose packets are
-compared, its poster or waveform made (annotation/media/av_media.py).
+"""How fast media is ingested at import, and in how much memory, inside a real Celery worker
+(issue 17, "Speed"; issue 31, "Bounded by construction"): each file is checked in a bounded
+child of the worker's pool process (annotation/media/bounded.py), probed, decoded in full and
+given its served copy; a 3D model's views are rendered.
 
-Writes once, into a temporary folder, ``--pairs`` pairs (1,000 by default) holding two
-five-second 480p videos (H.264 and AAC in MP4, 25 frames a second) and two five-second audio
-clips each (WAV and MP3 in turn), then imports them ``--runs`` times (3), each time into a
-new throw-away project on the database named by DATABASE_URL, from a child process whose
-peak RSS is its own. Prints, per run and as the median: seconds, media files per second,
-CPU seconds per file (the import's process and its media workers: on a machine others load,
-CPU time says what a file costs where wall time says how busy the machine was), and the
-peak RSS of the importing process and of its largest worker.
+Writes once, into a temporary folder, ``--files`` files per modality: small images (PNG and
+JPEG, ``--images`` of them), five-second 480p videos (H.264 and AAC in MP4, 25 frames a
+second), five-second audio clips (WAV and MP3 in turn) and binary glTF models, with a pairs
+file for each modality (two files a pair). Then, for the limits on and off
+(``ARBITER_MEDIA_LIMITS``), starts ``celery -A config worker -c 2`` on the broker named by
+``CELERY_BROKER_URL`` (Redis) and the database named by DATABASE_URL, and imports each
+modality ``--runs`` times (3) as an import job into a new throw-away project, as the web form
+does for a large upload. Prints the cost of a bounded child for a small image (milliseconds a file,
+against the same check in the calling process) and, per run and as the median with its
+spread: media files per second, and the peak memory of the worker and all its processes (its
+pool processes, their media servers and children), sampled every 50 ms with psutil: the sum
+of their PSS (a page that forked processes share counts once) and the largest RSS.
 
 Files are distinct (each has its own sha256), but to keep generation short only
 ``--distinct`` videos and MP3 clips are encoded; the others are remuxes of those with their
-own title tag, so their served copies, stripped of the tag, are the same few files (each is
-still made and compared, then dropped as already staged). Targets: >= 20 media files per
-second on a 2-core machine, peak RSS < 500 MB.
+own title tag. Targets: >= 20 video and audio files per second on a 2-core machine, peak RSS
+of the worker's processes < 500 MB each.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench \\
-        .venv/bin/python benchmarks/media_import.py               # 1,000 pairs, 4,000 files
-    ... benchmarks/media_import.py --pairs 50 --runs 3            # a quick look
+    CELERY_BROKER_URL=redis://127.0.0.1:6379/14 \\
+        .venv/bin/python benchmarks/media_import.py               # 40 files a modality
+    ... benchmarks/media_import.py --files 20 --images 100 --runs 1   # a quick look
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
-from agreement_speed import setup_django
+from agreement_speed import ROOT, setup_django
 from import_speed import drop_project, new_project
 
 FPS, SECONDS, WIDTH, HEIGHT, RATE = 25, 5, 854, 480, 44100
@@ -129,131 +136,238 @@ def remux_tagged(source: Path, dest: Path, tag: str) -> None:
             copy.mux(packet)
 
 
-def generate(folder: Path, pairs: int, distinct: int) -> Path:
-    """The pairs file and its media under ``folder``; returns the pairs file."""
-    media = folder / "media"
-    media.mkdir(parents=True)
-    bases = folder / "bases"
-    bases.mkdir()
+MODALITIES = ("image", "video", "audio", "model3d")
+
+
+def write_image(path: Path, seed: int) -> None:
+    """A 256x256 picture of coloured noise: small, and distinct for each seed."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 255, (32, 32, 3), dtype=np.uint8).repeat(8, 0).repeat(8, 1)
+    Image.fromarray(pixels).save(path, "JPEG" if path.suffix == ".jpg" else "PNG")
+
+
+def write_model(path: Path, seed: int) -> None:
+    from annotation.media.demo import COLOURS, SHAPES, glb_model
+
+    shapes, colours = sorted(SHAPES), sorted(COLOURS)
+    path.write_bytes(glb_model(shapes[seed % len(shapes)], colours[seed % len(colours)]))
+
+
+def generate(folder: Path, files: int, images: int, distinct: int) -> dict[str, Path]:
+    """A folder of media and a pairs file for each modality; returns the folders."""
     started = time.perf_counter()
+    bases = folder / "bases"
+    bases.mkdir(parents=True)
     for seed in range(distinct):
         write_video(bases / f"v{seed}.mp4", seed)
         write_mp3(bases / f"a{seed}.mp3", seed)
-    lines = []
-    for index in range(pairs):
-        sides = []
-        for side in range(2):
-            number = 2 * index + side
-            video = f"v{number}.mp4"
-            remux_tagged(bases / f"v{number % distinct}.mp4", media / video, f"video {number}")
-            if number % 2:
-                audio = f"a{number}.mp3"
-                remux_tagged(bases / f"a{number % distinct}.mp3", media / audio, f"clip {number}")
+    folders = {}
+    for modality in MODALITIES:
+        media = folder / modality / "media"
+        media.mkdir(parents=True)
+        names = []
+        for number in range(images if modality == "image" else files):
+            if modality == "image":
+                name = f"i{number}.{'jpg' if number % 2 else 'png'}"
+                write_image(media / name, number)
+            elif modality == "video":
+                name = f"v{number}.mp4"
+                remux_tagged(bases / f"v{number % distinct}.mp4", media / name, f"video {number}")
+            elif modality == "audio" and number % 2:
+                name = f"a{number}.mp3"
+                remux_tagged(bases / f"a{number % distinct}.mp3", media / name, f"clip {number}")
+            elif modality == "audio":
+                name = f"a{number}.wav"
+                write_wav(media / name, number)
             else:
-                audio = f"a{number}.wav"
-                write_wav(media / audio, number)
-            sides.append([["video", video], ["audio", audio]])
-        lines.append(
+                name = f"m{number}.glb"
+                write_model(media / name, number)
+            names.append(name)
+        lines = [
             {
-                "id": f"omni-{index}",
-                "task": "t2v",
-                "prompt_content": [["text", f"Film scene {index}, with its sound"]],
-                "response_a": {"model_name": "m1", "response_content": sides[0]},
-                "response_b": {"model_name": "m2", "response_content": sides[1]},
+                "id": f"{modality}-{index}",
+                "task": f"t2{modality}",
+                "prompt_content": [["text", f"Prompt {index}"]],
+                "response_a": {"model_name": "m1", "response_content": [[modality, a]]},
+                "response_b": {"model_name": "m2", "response_content": [[modality, b]]},
             }
+            for index, (a, b) in enumerate(zip(names[::2], names[1::2], strict=False))
+        ]
+        (folder / modality / "pairs.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines)
         )
-    path = folder / "pairs.jsonl"
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    files = sum(1 for _ in media.iterdir())
-    size = sum(f.stat().st_size for f in media.iterdir())
-    print(
-        f"generated {pairs:,} pairs, {files:,} media files ({size / 2**20:,.0f} MB) in "
-        f"{time.perf_counter() - started:.1f} s"
-    )
-    return path
+        with tarfile.open(folder / modality / "media.tar", "w") as archive:
+            for name in names:
+                archive.add(media / name, arcname=name)
+        folders[modality] = folder / modality
+    print(f"generated the media in {time.perf_counter() - started:.1f} s")
+    return folders
 
 
-def peak_rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+class Worker:
+    """``celery -A config worker -c 2``, its processes' RSS sampled while an import runs."""
+
+    def __init__(self, *, limits: bool):
+        env = {**os.environ, "ARBITER_MEDIA_LIMITS": "true" if limits else "false"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-c", "2", "-Q",
+             "default", "--without-gossip", "--without-mingle", "-l", "WARNING"],
+            cwd=ROOT, env=env,
+        )  # fmt: skip
+        from config.celery import app
+
+        deadline = time.monotonic() + 120
+        while not app.control.ping(timeout=1):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the Celery worker did not start")
+
+    def rss(self) -> tuple[float, float]:
+        """The memory of the worker and its processes, in MB: in all (the sum of their PSS,
+        which counts a page that forked processes share once) and the largest RSS."""
+        import psutil
+
+        pss, rss = [], []
+        try:
+            root = psutil.Process(self.process.pid)
+            for process in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    memory = process.memory_full_info()
+                    pss.append(memory.pss)
+                    rss.append(memory.rss)
+        except psutil.Error:
+            pass
+        return sum(pss) / 2**20, max(rss, default=0) / 2**20
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
-def child(pairs_file: str) -> None:
-    """One run: imports the pairs into a new project and prints its figures as JSON."""
-    setup_django()
-    from annotation.imports.importer import pairs_import
+def run_import(worker: Worker, folder: Path) -> dict:
+    """One import job of ``folder``'s pairs, run by ``worker``; its figures."""
+    from django.conf import settings
 
-    folder = Path(pairs_file).parent
+    from annotation.imports.services import _enqueue
+    from annotation.models import ImportJob, Media
+
     project = new_project()
-    cpu = time.process_time()
+    uploads = Path(settings.MEDIA_ROOT) / ".uploads" / uuid.uuid4().hex
+    uploads.mkdir(parents=True)
+    for name in ("pairs.jsonl", "media.tar"):
+        shutil.copyfile(folder / name, uploads / name)
+    root = Path(settings.MEDIA_ROOT)
+    job = ImportJob.objects.create(
+        project=project, filename="pairs.jsonl",
+        upload_path=str((uploads / "pairs.jsonl").relative_to(root)),
+        media_archive_path=str((uploads / "media.tar").relative_to(root)),
+        bytes_total=(folder / "pairs.jsonl").stat().st_size,
+    )  # fmt: skip
+    peak_sum = peak_one = 0.0
     started = time.perf_counter()
     try:
-        summary = pairs_import(project=project, source=pairs_file, media_root=folder / "media")
+        _enqueue(job.pk)
+        while True:
+            total, largest = worker.rss()
+            peak_sum, peak_one = max(peak_sum, total), max(peak_one, largest)
+            job.refresh_from_db()
+            if job.finished:
+                break
+            if worker.process.poll() is not None:
+                raise RuntimeError("the Celery worker died during the import")
+            time.sleep(0.05)
         seconds = time.perf_counter() - started
+        if job.status != ImportJob.Status.SUCCEEDED:
+            raise RuntimeError(f"import {job.pk} {job.status}: {job.error or ''}"[:2000])
+        files = sum(1 for f in (folder / "media").iterdir())
     finally:
         drop_project(project)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(
-        json.dumps(
-            {
-                "pairs": summary.created_pairs,
-                "files": 4 * summary.created_pairs,  # videos and clips, not their posters
-                "seconds": seconds,
-                "cpu": time.process_time() - cpu + children.ru_utime + children.ru_stime,
-                "rss": peak_rss_mb(),
-                "worker_rss": children.ru_maxrss / 1024,
-            }
+        Media.objects.all().delete()
+    return {"files": files, "seconds": seconds, "rss_sum": peak_sum, "rss_one": peak_one}
+
+
+def overhead(folder: Path, calls: int = 200) -> None:
+    """Milliseconds a small image's check costs in the calling process and in a bounded
+    child (the child's start, its limits, the call and result passed through files)."""
+    from annotation.imports.media import image_check
+    from annotation.media.bounded import bounded_call
+
+    path = folder / "overhead.png"
+    write_image(path, 0)
+    bounded_call(image_check, path, kind="image")  # the media server's start: once a process
+    figures = {}
+    for where, check in (
+        ("in process", lambda: image_check(path)),
+        ("bounded child", lambda: bounded_call(image_check, path, kind="image")),
+    ):
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            check()
+            times.append(1000 * (time.perf_counter() - started))
+        figures[where] = statistics.median(times)
+        print(
+            f"a 256x256 PNG checked {where}: median {figures[where]:.1f} ms "
+            f"(p10 {statistics.quantiles(times, n=10)[0]:.1f}, "
+            f"p90 {statistics.quantiles(times, n=10)[-1]:.1f})"
         )
+    print(
+        f"overhead of the bounded child: {figures['bounded child'] - figures['in process']:.1f} ms"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", type=int, default=1000, help="pairs (4 media files each)")
-    parser.add_argument("--runs", type=int, default=3, help="imports, each in a new process")
+    parser.add_argument("--files", type=int, default=40, help="video, audio and 3D files")
+    parser.add_argument("--images", type=int, default=400, help="image files")
+    parser.add_argument("--runs", type=int, default=3, help="imports per modality and setting")
     parser.add_argument("--distinct", type=int, default=8, help="videos and MP3s encoded")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--modality", choices=MODALITIES, action="append")
     args = parser.parse_args()
-    if args.child:
-        child(args.child)
-        return
     scratch = Path(tempfile.mkdtemp(prefix="arbiter-media-import-"))
     os.environ["ARBITER_MEDIA_ROOT"] = str(scratch / "store")
+    os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
     try:
         setup_django()
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        pairs_file = generate(scratch / "input", args.pairs, min(args.distinct, 2 * args.pairs))
-        results = []
-        for run in range(args.runs):
-            shutil.rmtree(scratch / "store", ignore_errors=True)
-            output = subprocess.run(
-                [sys.executable, __file__, "--child", str(pairs_file)],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            result = json.loads(output.strip().splitlines()[-1])
-            results.append(result)
+        folders = generate(scratch / "input", args.files, args.images, args.distinct)
+        overhead(scratch)
+        results: dict[tuple[str, bool], list[dict]] = {}
+        for limits in (True, False):
+            worker = Worker(limits=limits)
+            try:
+                for modality in args.modality or MODALITIES:
+                    for run in range(args.runs):
+                        result = run_import(worker, folders[modality])
+                        results.setdefault((modality, limits), []).append(result)
+                        print(
+                            f"limits {'on ' if limits else 'off'} {modality:8} run {run + 1}: "
+                            f"{result['files']:,} files in {result['seconds']:.1f} s = "
+                            f"{result['files'] / result['seconds']:.1f} files/s; peak RSS "
+                            f"{result['rss_sum']:.0f} MB in all (PSS), {result['rss_one']:.0f} MB "
+                            "the largest process",
+                            flush=True,
+                        )
+            finally:
+                worker.stop()
+        print("\nmodality  limits  files/s median (min-max)   peak PSS in all / largest RSS (MB)")
+        for (modality, limits), runs in results.items():
+            rates = [r["files"] / r["seconds"] for r in runs]
             print(
-                f"run {run + 1}: {result['files']:,} files in {result['seconds']:.1f} s = "
-                f"{result['files'] / result['seconds']:.1f} files/s; CPU "
-                f"{1000 * result['cpu'] / result['files']:.0f} ms a file; peak RSS "
-                f"{result['rss']:.0f} MB (largest worker {result['worker_rss']:.0f} MB)"
+                f"{modality:9} {'on ' if limits else 'off'}     "
+                f"{statistics.median(rates):6.1f} ({min(rates):.1f}-{max(rates):.1f})"
+                f"{'':13}{max(r['rss_sum'] for r in runs):.0f} / "
+                f"{max(r['rss_one'] for r in runs):.0f}"
             )
-        seconds = statistics.median(r["seconds"] for r in results)
-        files = results[0]["files"]
-        print(
-            f"median of {len(results)}: {files:,} media files in {seconds:.1f} s = "
-            f"{files / seconds:.1f} files/s (target >= 20); CPU "
-            f"{1000 * statistics.median(r['cpu'] for r in results) / files:.0f} ms a file; "
-            f"peak RSS {max(max(r['rss'], r['worker_rss']) for r in results):.0f} MB "
-            "(target < 500 MB)"
-        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

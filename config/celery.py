@@ -1,11 +1,13 @@
 """The Celery application. Queues: ``default`` (imports, bookkeeping), ``judges_http``
-(I/O-bound judges), ``judges_gpu`` (torch judges), so GPU machines take only torch work."""
+(I/O-bound judges), ``judges_gpu`` (torch judges), so GPU machines take only torch work.
+A worker starting sweeps the work folders that jobs killed on its node left behind."""
 
 from __future__ import annotations
 
 import os
 
 from celery import Celery
+from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -20,3 +22,13 @@ def _ensure_filesystem_broker_folders(sender, **kwargs):
     for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         if options.get(key):
             os.makedirs(options[key], exist_ok=True)
+
+
+@worker_init.connect
+def _sweep_leftover_work_folders(**kwargs):
+    """Once per worker node, as it starts: what jobs killed on this node left in its
+    temporary folder (and the shared media folder's work folders), which a beat task on
+    another node could not reach (``annotation.core.scratch``)."""
+    from annotation.core.scratch import scratch_sweep
+
+    scratch_sweep()

@@ -254,6 +254,8 @@ if DATA_UPLOAD_MAX_MEMORY_SIZE > ARBITER_MAX_REQUEST_BYTES:
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 ARBITER_MAX_IMAGE_BYTES = env_int("ARBITER_MAX_IMAGE_BYTES", 50 * 1024 * 1024)
 ARBITER_MAX_IMAGE_PIXELS = env_int("ARBITER_MAX_IMAGE_PIXELS", 64_000_000)
+# An animation's frames: at most this many, and all their pixels within the pixel limit.
+ARBITER_MAX_IMAGE_FRAMES = env_int("ARBITER_MAX_IMAGE_FRAMES", 1000)
 # Video, audio and 3D limits (docs/operations.md, "Limits"); checked from the header first.
 ARBITER_MAX_VIDEO_BYTES = env_int("ARBITER_MAX_VIDEO_BYTES", 1024 * 1024 * 1024)
 ARBITER_MAX_AUDIO_BYTES = env_int("ARBITER_MAX_AUDIO_BYTES", 200 * 1024 * 1024)
@@ -267,6 +269,37 @@ ARBITER_MAX_AUDIO_SAMPLE_RATE = env_int("ARBITER_MAX_AUDIO_SAMPLE_RATE", 192_000
 # Threads of each FFmpeg decoder and encoder of an import: fixed, so that a memory limit on the
 # process that decodes means what it says.
 ARBITER_MEDIA_THREADS = env_int("ARBITER_MEDIA_THREADS", 1)
+# Every parse, probe, transcode and render of an uploaded file runs in a child process with
+# these limits per kind of file (docs/operations.md, "Bounded media work"): memory is address
+# space beyond the media server's own, CPU and wall time are seconds per file. Off
+# (ARBITER_MEDIA_LIMITS=false, for the benchmark) runs the same children without rlimits.
+_MEDIA_KINDS = ("image", "video", "audio", "model3d")
+_MEDIA_MEMORY = {"image": 600, "video": 400, "audio": 400, "model3d": 400}
+_MEDIA_CPU = {"image": 30, "video": 600, "audio": 120, "model3d": 45}
+_MEDIA_WALL = {"image": 60, "video": 900, "audio": 180, "model3d": 55}
+ARBITER_MEDIA_MEMORY_BYTES = {
+    kind: env_int(f"ARBITER_MEDIA_MEMORY_BYTES_{kind.upper()}", _MEDIA_MEMORY[kind] * 1_000_000)
+    for kind in _MEDIA_KINDS
+}
+ARBITER_MEDIA_CPU_SECONDS = {
+    kind: env_int(f"ARBITER_MEDIA_CPU_SECONDS_{kind.upper()}", _MEDIA_CPU[kind])
+    for kind in _MEDIA_KINDS
+}
+ARBITER_MEDIA_WALL_SECONDS = {
+    kind: env_int(f"ARBITER_MEDIA_WALL_SECONDS_{kind.upper()}", _MEDIA_WALL[kind])
+    for kind in _MEDIA_KINDS
+}
+ARBITER_MEDIA_LIMITS = env_bool("ARBITER_MEDIA_LIMITS", True)
+# Media children at once in each process that imports (one per core: each is one thread).
+ARBITER_MEDIA_WORKERS = env_int("ARBITER_MEDIA_WORKERS", os.cpu_count() or 1)
+for _kind in _MEDIA_KINDS:
+    if ARBITER_MEDIA_WALL_SECONDS[_kind] < 1 or ARBITER_MEDIA_CPU_SECONDS[_kind] < 1:
+        raise ImproperlyConfigured(
+            f"ARBITER_MEDIA_CPU_SECONDS_{_kind.upper()} and ARBITER_MEDIA_WALL_SECONDS_"
+            f"{_kind.upper()} must be at least 1"
+        )
+if ARBITER_MEDIA_WORKERS < 1:
+    raise ImproperlyConfigured(f"ARBITER_MEDIA_WORKERS={ARBITER_MEDIA_WORKERS} must be at least 1")
 ARBITER_FETCH_TIMEOUT_S = env_int("ARBITER_FETCH_TIMEOUT_S", 10)
 ARBITER_FETCH_MAX_REDIRECTS = env_int("ARBITER_FETCH_MAX_REDIRECTS", 3)
 # Uploads larger than this are imported by a Celery task with a progress bar.
@@ -399,10 +432,6 @@ ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "relea
 # A filter run (or an evaluation, training or import) with no progress for this long is
 # resumed by the periodic task (docs/operations.md: run one `celery -A config beat`), which
 # runs every ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
-# Worker processes that check an import's video and audio files in parallel (1: none).
-ARBITER_IMPORT_MEDIA_PROCESSES = env_int(
-    "ARBITER_IMPORT_MEDIA_PROCESSES", min(4, os.cpu_count() or 1)
-)
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
 # The claim's statement is prepared once per database connection on PostgreSQL
@@ -433,6 +462,47 @@ CELERY_BEAT_SCHEDULE = {
         ("send-lost-agreement-refreshes", "annotation.agreement_refreshes_send_lost"),
     )
 }
+# Time limits of the Celery tasks, by kind of job (docs/operations.md, "Time limits,
+# attempts and quarantine"): the soft limit raises inside the task, which records the failure
+# on its job; ARBITER_TASK_KILL_AFTER_S later the worker kills the process. Both stay below
+# the broker's visibility timeout, so a running task is never handed to a second worker.
+ARBITER_TASK_TIME_LIMITS: dict[str, tuple[int, str]] = {
+    kind: (env_int(name, default), name)
+    for kind, name, default in (
+        ("import", "ARBITER_IMPORT_TIME_LIMIT_S", 1800),
+        ("release build", "ARBITER_RELEASE_TIME_LIMIT_S", 1800),
+        ("agreement refresh", "ARBITER_AGREEMENT_TIME_LIMIT_S", 600),
+        # one batch of a filter run or an evaluation (ARBITER_JUDGE_BATCH_PAIRS pairs)
+        ("filter run", "ARBITER_FILTER_RUN_TIME_LIMIT_S", 1800),
+        ("evaluation", "ARBITER_EVALUATION_TIME_LIMIT_S", 1800),
+        ("training", "ARBITER_TRAINING_TIME_LIMIT_S", 3000),
+        ("sweep", "ARBITER_SWEEP_TIME_LIMIT_S", 120),
+    )
+}
+ARBITER_TASK_KILL_AFTER_S = env_int("ARBITER_TASK_KILL_AFTER_S", 60)
+# A job whose task started this many times without finishing (its worker was killed, by
+# the kernel for memory or by hand) is quarantined: failed, and never sent again.
+ARBITER_JOB_MAX_ATTEMPTS = env_int("ARBITER_JOB_MAX_ATTEMPTS", 2)
+# An import whose project's lock is held by another import is sent again after this long.
+ARBITER_IMPORT_BUSY_RETRY_S = env_int("ARBITER_IMPORT_BUSY_RETRY_S", 5)
+for _kind, (_limit, _name) in ARBITER_TASK_TIME_LIMITS.items():
+    if _limit <= 0:
+        raise ImproperlyConfigured(f"{_name}={_limit}: a time limit must be positive")
+if ARBITER_TASK_KILL_AFTER_S <= 0 or ARBITER_JOB_MAX_ATTEMPTS < 1:
+    raise ImproperlyConfigured(
+        "ARBITER_TASK_KILL_AFTER_S must be positive and ARBITER_JOB_MAX_ATTEMPTS at least 1"
+    )
+if "visibility_timeout" in CELERY_BROKER_TRANSPORT_OPTIONS:
+    _visibility = CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
+    for _kind, (_limit, _name) in ARBITER_TASK_TIME_LIMITS.items():
+        if _limit + ARBITER_TASK_KILL_AFTER_S >= _visibility:
+            raise ImproperlyConfigured(
+                f"{_name}={_limit} plus ARBITER_TASK_KILL_AFTER_S={ARBITER_TASK_KILL_AFTER_S} "
+                f"reaches the broker's visibility timeout (CELERY_VISIBILITY_S={_visibility}): "
+                f"a {_kind} still running would be handed to a second worker; raise "
+                "CELERY_VISIBILITY_S or lower the limit"
+            )
+
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # A killed worker's unacknowledged tasks return to the queue once the visibility timeout
     # has passed; sweep for them that often (kombu's default sweep runs every 100 s).

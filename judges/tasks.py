@@ -3,7 +3,9 @@ call a service. A service sends its task by the name given here, so none imports
 ``acks_late`` plus the unique verdict and judgement keys make every task safe to run again
 after a crash; a task that raises marks its run, evaluation or training failed (the kernel's
 ``JobTask``), so none hangs in "running"; Celery beat resumes those whose queued work was
-lost (the ``*_resume_stalled`` sweeps, registered with the kernel's ``sweep_task``)."""
+lost (the ``*_resume_stalled`` sweeps, registered with the kernel's ``sweep_task``). Each task
+has the soft and hard time limits of its kind (``time_limits``: a filter run's and an
+evaluation's per batch), and one stopped by its limit fails its job saying so."""
 
 from __future__ import annotations
 
@@ -11,26 +13,33 @@ from celery import shared_task
 from celery.signals import worker_process_shutdown
 
 from annotation.core.failures import describe_error
-from annotation.core.jobs import JobTask, sweep_task
+from annotation.core.jobs import JobStopped, JobTask, sweep_task, time_limits
 from judges.evaluation import services as evaluations
 from judges.reward_model import services as training
 from judges.runs import services as runs
 
 
+def _reason(exc: BaseException) -> str:
+    """A ``JobStopped``'s own words (a time limit), else the error named."""
+    return str(exc) if isinstance(exc, JobStopped) else describe_error(exc)
+
+
 class FilterRunTask(JobTask):
     abstract = True
     job_id_arg = "run_id"
+    time_limit_kind = "filter run"
 
     def job_fail(self, job_id: int, exc: BaseException) -> None:
-        runs.filter_run_fail(run_id=job_id, error=describe_error(exc))
+        runs.filter_run_fail(run_id=job_id, error=_reason(exc))
 
 
 class JudgeEvaluationTask(JobTask):
     abstract = True
     job_id_arg = "evaluation_id"
+    time_limit_kind = "evaluation"
 
     def job_fail(self, job_id: int, exc: BaseException) -> None:
-        evaluations.judge_evaluation_fail(evaluation_id=job_id, error=describe_error(exc))
+        evaluations.judge_evaluation_fail(evaluation_id=job_id, error=_reason(exc))
 
 
 class TrainingRunTask(JobTask):
@@ -40,22 +49,23 @@ class TrainingRunTask(JobTask):
 
     abstract = True
     job_id_arg = "run_id"
+    time_limit_kind = "training"
 
     def job_fail(self, job_id: int, exc: BaseException) -> None:
-        training.training_run_fail(run_id=job_id, error=describe_error(exc))
+        training.training_run_fail(run_id=job_id, error=_reason(exc))
 
 
-@shared_task(base=FilterRunTask, name="judges.filter_run_start")
+@shared_task(base=FilterRunTask, name="judges.filter_run_start", **time_limits("filter run"))
 def filter_run_start(run_id: int) -> None:
     runs.filter_run_start(run_id=run_id)
 
 
-@shared_task(base=FilterRunTask, name="judges.filter_run_batch")
+@shared_task(base=FilterRunTask, name="judges.filter_run_batch", **time_limits("filter run"))
 def filter_run_batch(run_id: int, judge_id: int, items: list, attempt: int = 1) -> None:
     runs.filter_run_judge_batch(run_id=run_id, judge_id=judge_id, items=items, attempt=attempt)
 
 
-@shared_task(base=FilterRunTask, name="judges.filter_run_finish")
+@shared_task(base=FilterRunTask, name="judges.filter_run_finish", **time_limits("filter run"))
 def filter_run_finish(run_id: int) -> None:
     runs.filter_run_finish_if_complete(run_id=run_id)
 
@@ -72,7 +82,9 @@ def _close_judge_backends(**kwargs) -> None:
     runs.judge_backends_close()
 
 
-@shared_task(base=JudgeEvaluationTask, name="judges.judge_evaluation_batch")
+@shared_task(
+    base=JudgeEvaluationTask, name="judges.judge_evaluation_batch", **time_limits("evaluation")
+)
 def judge_evaluation_batch(evaluation_id: int, items: list, attempt: int = 1) -> None:
     evaluations.judge_evaluation_judge_batch(
         evaluation_id=evaluation_id, items=items, attempt=attempt
@@ -86,7 +98,7 @@ judge_evaluations_resume_stalled = sweep_task(
 )
 
 
-@shared_task(base=TrainingRunTask, name="judges.training_run_execute")
+@shared_task(base=TrainingRunTask, name="judges.training_run_execute", **time_limits("training"))
 def training_run_execute(run_id: int) -> None:
     training.training_run_execute(run_id=run_id)
 

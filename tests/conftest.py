@@ -5,14 +5,25 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+from hypothesis.configuration import set_hypothesis_home_dir
 from rest_framework.test import APIClient
 
 from annotation.agreement.services import agreement_report_forget_requests
 from annotation.models import Role
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
+
+# The fuzz tests (tests/annotation/media/) keep no example database in the checkout: each run
+# draws the same examples, so a failure in CI is the one a developer sees.
+hypothesis_settings.register_profile("arbiter", database=None, derandomize=True)
+hypothesis_settings.load_profile("arbiter")
+# Hypothesis caches what it learns of the source (constants) under its home folder, which is
+# the working directory unless told otherwise: never the checkout.
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "arbiter-hypothesis")
 
 PASSWORD = "correct horse battery staple"
 ROOT = Path(__file__).resolve().parent.parent

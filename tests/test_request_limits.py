@@ -50,9 +50,10 @@ API_IMPORTS = "/api/v1/projects/{}/imports/"
 
 
 def test_curator_uploads_past_the_request_limit_on_the_import_page(
-    client_for, carol, project, small_limit
+    client_for, carol, project, small_limit, django_capture_on_commit_callbacks
 ):
-    response = client_for(carol).post(reverse("imports", args=[project.slug]), large_upload())
+    with django_capture_on_commit_callbacks(execute=True):  # the import job's task
+        response = client_for(carol).post(reverse("imports", args=[project.slug]), large_upload())
     assert response.status_code == 302
     assert Pair.objects.filter(project=project).count() == 121
 

@@ -8,7 +8,13 @@ builds, agreement refreshes, filter runs, judge evaluations, trainings):
   for its job (``on_refused``);
 - ``JobTask``, the base of every task that works on a job, records the task's final failure
   on the job, on a new database connection when the old one was lost
-  (``annotation.failures``);
+  (``annotation.failures``), a time limit's in words (``time_limits``: soft and hard
+  limits by kind, ``ARBITER_TASK_TIME_LIMITS``);
+- ``job_attempt_claim`` counts a job's attempts in the database before any work, and a job
+  started ``ARBITER_JOB_MAX_ATTEMPTS`` times without finishing (its worker was killed each
+  time) is quarantined: failed with ``quarantine_reason``, and never sent again, neither by
+  its sweep nor by the broker's redelivery (docs/operations.md, "Time limits, attempts and
+  quarantine");
 - ``StalledJobs`` is the stalled-job sweep: a kind says how its stalled jobs are found,
   claimed and recovered, and ``sweep_task`` registers it as the Celery beat task named in
   ``CELERY_BEAT_SCHEDULE`` (docs/operations.md, "The scheduler").
@@ -20,11 +26,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypedDict, TypeVar
 
 from celery import Task, shared_task
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from annotation.core.broker import registered_task, task_publish
@@ -80,15 +88,83 @@ def job_publish(
         send(at_commit=False)
 
 
+class JobStopped(Exception):
+    """A job stopped by the platform, not by its own error (it ran past its time limit);
+    the message is the reason its page shows."""
+
+
+# Raised inside a task that ran past its soft time limit; a service that records its own
+# failures lets it through, so that the task records it in words (``JobTask``).
+TIME_LIMIT_ERRORS = (SoftTimeLimitExceeded, TimeLimitExceeded)
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} hour{'s' if seconds != 3600 else ''}"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
+
+
+class TimeLimits(TypedDict):
+    soft_time_limit: int
+    time_limit: int
+
+
+def time_limits(kind: str) -> TimeLimits:
+    """The Celery options ``soft_time_limit`` and ``time_limit`` of a task of ``kind`` (a
+    key of ``ARBITER_TASK_TIME_LIMITS``): the hard limit, which kills the process, comes
+    ``ARBITER_TASK_KILL_AFTER_S`` after the soft one, which raises inside the task."""
+    soft, _ = settings.ARBITER_TASK_TIME_LIMITS[kind]
+    return {"soft_time_limit": soft, "time_limit": soft + settings.ARBITER_TASK_KILL_AFTER_S}
+
+
+def time_limit_reason(kind: str) -> str:
+    """What a job of ``kind`` stopped by its time limit says, naming the setting."""
+    soft, name = settings.ARBITER_TASK_TIME_LIMITS[kind]
+    return f"Took longer than {_duration(soft)}, the {kind} limit ({name})."
+
+
+def quarantine_reason(attempts: int) -> str:
+    """What a quarantined job says: its worker never came back from it."""
+    return (
+        f"Stopped after {attempts} attempt{'s' if attempts != 1 else ''}: the worker was "
+        "killed while running it (out of memory or killed)."
+    )
+
+
+def job_attempt_claim(jobs: QuerySet, **changes: Any) -> bool:
+    """Counts one more attempt of the job in ``jobs`` (its row, filtered to the states a run
+    may start from), with ``changes`` (its move to running, say), unless it has had
+    ``ARBITER_JOB_MAX_ATTEMPTS`` already; true when it did. Called outside a transaction,
+    the count is committed before the work starts, so a worker killed by the work cannot
+    take it back. The model has ``attempts`` and ``last_attempt_at``."""
+    return bool(
+        jobs.filter(attempts__lt=settings.ARBITER_JOB_MAX_ATTEMPTS).update(
+            attempts=F("attempts") + 1, last_attempt_at=timezone.now(), **changes
+        )
+    )
+
+
+def job_attempts_spent(attempts: int) -> bool:
+    """A job started this many times is quarantined rather than run or sent again."""
+    return attempts >= settings.ARBITER_JOB_MAX_ATTEMPTS
+
+
 class JobTask(Task):
-    """Acknowledged after its work (a task lost with its worker is delivered again); its
-    final failure is recorded on the job whose id is the argument ``job_id_arg`` (or the
-    first positional one), through the kind's ``job_fail``."""
+    """Acknowledged after its work. A pool process killed under it (out of memory) gives
+    the message back once (``reject_on_worker_lost``), and a whole worker killed leaves it
+    to the broker's redelivery; either way the job's attempts counter
+    (``job_attempt_claim``), not the broker, says whether it runs again. Its final failure
+    is recorded on the job whose id is the argument ``job_id_arg`` (or the first positional
+    one), through the kind's ``job_fail``; a time limit as ``JobStopped`` saying which
+    (``time_limit_kind``, a key of ``ARBITER_TASK_TIME_LIMITS``)."""
 
     abstract = True
     acks_late = True
     reject_on_worker_lost = True
     job_id_arg: ClassVar[str] = ""
+    time_limit_kind: ClassVar[str] = ""
 
     def job_fail(self, job_id: int, exc: BaseException) -> None:
         """Marks job ``job_id`` failed by ``exc``; each kind says how."""
@@ -96,9 +172,16 @@ class JobTask(Task):
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):
         job_id = kwargs.get(self.job_id_arg, args[0] if args else None)
+        if isinstance(exc, TIME_LIMIT_ERRORS) and self.time_limit_kind:
+            exc = JobStopped(time_limit_reason(self.time_limit_kind))
         if job_id is not None:
             # on a new database connection when the task failed on a lost one
             record_failure(lambda: self.job_fail(job_id, exc))
+
+
+def job_failure_text(exc: BaseException, fallback: str) -> str:
+    """A failed task's reason on its job: a ``JobStopped``'s own words, else ``fallback``."""
+    return str(exc) if isinstance(exc, JobStopped) else fallback
 
 
 def stalled_before() -> datetime:
@@ -171,4 +254,4 @@ def sweep_task(name: str, kind: StalledJobs, *, doc: str) -> Any:
 
     run.__name__ = run.__qualname__ = name.rpartition(".")[2]
     run.__doc__ = doc
-    return shared_task(name=name, ignore_result=True)(run)
+    return shared_task(name=name, ignore_result=True, **time_limits("sweep"))(run)

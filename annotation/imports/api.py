@@ -46,6 +46,7 @@ class ImportJobSerializer(serializers.ModelSerializer):
             "created_media",
             "decided_pairs",
             "errors",
+            "attempts",
             "created_at",
             "finished_at",
         )

@@ -11,12 +11,13 @@ without conflict handling (``writer``), while a reader thread prepares the next 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -32,6 +33,8 @@ from annotation.core.content import (
     response_key,
     text_part,
 )
+from annotation.core.failures import DATABASE_ERRORS
+from annotation.core.jobs import TIME_LIMIT_ERRORS
 from annotation.core.media_keys import media_url_key
 from annotation.core.search import search_words
 from annotation.core.threads import in_background
@@ -49,7 +52,7 @@ from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.imports.validate import TEXT, PairSpec, pair_spec
 from annotation.imports.writer import BulkWriter, RawJson
 from annotation.media.media_pool import MediaPool
-from annotation.media.services import ImageInfo, MediaError
+from annotation.media.services import ImageInfo, MediaError, image_row
 from annotation.models import (
     ImportJob,
     Media,
@@ -81,10 +84,13 @@ def pairs_import(
     job: ImportJob | None = None,
     progress: ProgressCallback | None = None,
     batch_size: int = BATCH_SIZE,
+    locked: bool = False,
 ) -> ImportSummary:
     """Imports the pairs in ``source`` (JSONL or ``{"pairs": [...]}``) into ``project``.
     Image paths are relative to ``media_root``, or to the unpacked ``archive``. Raises
-    ``ImportFailed`` with line-numbered errors, and then nothing was written."""
+    ``ImportFailed`` with line-numbered errors, and then nothing was written. ``locked``:
+    the caller holds the project's import lock (``project_import_lock``); otherwise the
+    import waits for it (the command line)."""
     started = time.monotonic()
     try:
         with ExitStack() as stack:
@@ -97,11 +103,10 @@ def pairs_import(
             store = MediaStore(
                 media_root=Path(media_root) if media_root else None, pool=MediaPool()
             )
-            stack.callback(store.close)
             stack.callback(store.discard)
             reporter = stack.enter_context(Progress(job, progress, total))
             with transaction.atomic():
-                _lock_project(project)
+                _lock_project(project, wait=not locked)
                 if job is not None and job_records.job_status(job) in job_records.FINISHED:
                     raise ImportJobFinished
                 importer = _Importer(project=project, store=store, batch_size=batch_size, job=job)
@@ -124,8 +129,8 @@ def pairs_import(
             extra={"project": project.slug, "errors": failure.total, "job": job and job.pk},
         )
         raise
-    except ImportJobFinished:
-        raise
+    except (ImportJobFinished, *TIME_LIMIT_ERRORS):
+        raise  # a time limit is recorded in words by the task (annotation.core.jobs.JobTask)
     except Exception as exc:
         if job is not None:
             message = f"The import stopped on an internal error ({type(exc).__name__})."
@@ -144,11 +149,42 @@ def pairs_import(
     return summary
 
 
-def _lock_project(project: Project) -> None:
-    """Imports into one project run one at a time, so "is this pair id new?" stays true
-    until the batch is written."""
+class ProjectBusy(Exception):
+    """Another import into the project holds its lock; the import is to be tried later."""
+
+
+def _lock_key(project: Project) -> dict[str, int]:
+    return {"namespace": _LOCK_NAMESPACE, "key": project.pk % 2**31}
+
+
+@contextmanager
+def project_import_lock(project: Project) -> Iterator[None]:
+    """Holds the lock of ``project``'s imports, or raises ``ProjectBusy`` at once when another
+    import holds it: a worker never waits for a lock, and one project's imports never wait
+    for another's. A session-level lock (``pg_try_advisory_lock``), because it is taken
+    before the job's attempt is counted and committed, outside the import's transaction; it
+    is given back on every way out of the block, and a killed worker's ends with its
+    database session. Not to be entered inside a transaction that outlives the block."""
     with connection.cursor() as cursor:
-        cursor.execute(*sql.project_lock(namespace=_LOCK_NAMESPACE, key=project.pk % 2**31))
+        cursor.execute(*sql.project_lock_try(**_lock_key(project)))
+        (taken,) = cursor.fetchone()
+    if not taken:
+        raise ProjectBusy(f"Another import into {project.slug} is running.")
+    try:
+        yield
+    finally:
+        # A lost connection took the lock with its session.
+        with contextlib.suppress(*DATABASE_ERRORS), connection.cursor() as cursor:
+            cursor.execute(*sql.project_unlock(**_lock_key(project)))
+
+
+def _lock_project(project: Project, *, wait: bool) -> None:
+    """Imports into one project run one at a time, so "is this pair id new?" stays true
+    until the batch is written: the transaction waits for the lock unless the caller holds
+    it already (``wait`` false)."""
+    with connection.cursor() as cursor:
+        if wait:
+            cursor.execute(*sql.project_lock(**_lock_key(project)))
         # Foreign keys are checked as each batch is written, while the reader thread prepares
         # the next one, instead of all at once in the commit.
         cursor.execute(*sql.constraints_immediate())
@@ -250,7 +286,7 @@ class _Importer:
 
     def _batches(self, reader: PairFileReader) -> Iterator[list[_PairRow]]:
         """Checked pairs with their images resolved, in batches; touches no database. The
-        video and audio files of a few pairs at a time are checked together (in parallel,
+        media files of a few pairs at a time are checked together (in parallel,
         ``MediaStore.prefetch``) before their pairs are resolved one by one."""
         batch: list[_PairRow] = []
         for specs in self._spec_windows(reader):
@@ -260,7 +296,7 @@ class _Importer:
                     for spec in specs
                     for parts in (spec.prompt_parts, spec.response_a.parts, spec.response_b.parts)
                     for part in parts
-                    if part[0] in AV_PART_TYPES
+                    if part[0] != TEXT
                 ]
             )
             for spec in specs:
@@ -568,14 +604,4 @@ def _as_fingerprint(stored: list) -> tuple:
 def _media_row(info: ImageInfo | MediaRecord) -> dict:
     if isinstance(info, MediaRecord):
         return {**info.row, "url_key": media_url_key(info.sha256)}
-    return {
-        "url_key": media_url_key(info.sha256),
-        "sha256": info.sha256,
-        "kind": Media.Kind.IMAGE,
-        "format": info.format,
-        "width": info.width,
-        "height": info.height,
-        "size_bytes": info.size_bytes,
-        "served_sha256": info.served_sha256,
-        "strip_result": info.strip_result,
-    }
+    return {**image_row(info), "url_key": media_url_key(info.sha256)}

@@ -1,6 +1,8 @@
 """An import's media: the images, videos, audio clips and 3D models its pairs name, read from
 the media folder (or the unpacked archive) or, for an image, fetched by URL; verified, stripped
-and rendered by ``annotation.media``, and staged until the import commits.
+and rendered by ``annotation.media``, and staged until the import commits. Every check of a
+file runs in a bounded child process (``annotation.media.bounded``): a file that hits a limit
+is refused with the reason, as a corrupt one is; a window of files is checked in parallel.
 
 During an import new files wait in a staging folder under MEDIA_ROOT; ``publish`` moves them
 into place (an atomic rename each) just before the transaction commits, ``discard`` drops them
@@ -9,7 +11,7 @@ when the import fails, so a refused import leaves no files behind.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import hashlib
 import os
 import shutil
@@ -17,26 +19,32 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 from django.conf import settings
 
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
 from annotation.media.av_media import AvPrepared, av_limits, av_prepare
-from annotation.media.glb import GlbError, GlbInfo, glb_inspect
+from annotation.media.bounded import BoundedError, bounded_map
+from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
-from annotation.media.media_pool import MediaPool
+from annotation.media.media_pool import MediaPool, av_outcome
 from annotation.media.services import (
     ImageInfo,
     MediaError,
-    image_inspect,
-    served_copy_make,
+    ServedCopy,
+    image_prepare,
     write_synced,
 )
 from annotation.models import Media
 
 _AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
+_IMAGE = "image"
+# Images checked one after the other in a child: starting a child costs more than checking
+# a small image (docs/operations.md, "Bounded media work").
+IMAGE_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,49 @@ class MediaRecord:
     kind: str
     row: dict
     extra: tuple[ImageInfo, ...] = ()
+
+
+def image_check(source: bytes | Path) -> tuple[ImageInfo, ServedCopy]:
+    """In a bounded child: an image verified, and its served copy (``image_prepare``)."""
+    return image_prepare(source if isinstance(source, bytes) else source.read_bytes())
+
+
+@dataclass(frozen=True)
+class Model3dChecked:
+    """A binary glTF model verified, its served copy and its rendered views (PNG images
+    without metadata, each with its ``ImageInfo``)."""
+
+    sha256: str
+    size_bytes: int
+    served: bytes
+    # Each view's info, its served copy (rebuilt as every image is) and the rendered PNG.
+    views: tuple[tuple[ImageInfo, ServedCopy, bytes], ...]
+
+
+def model3d_check(path: Path) -> Model3dChecked:
+    """In a bounded child: a GLB file verified, rebuilt and rendered; raises ``GlbError``."""
+    info = glb_inspect(path.read_bytes())  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
+    served = glb_rebuild(info)
+    views = tuple((*image_prepare(png), png) for png in glb_render_views(info))
+    return Model3dChecked(info.sha256, info.size_bytes, served, views)
+
+
+def _cache_outcome(cache: dict, key: str, make: Callable[[], object]) -> None:
+    try:
+        cache[key] = make()
+    except MediaError as exc:
+        cache[key] = exc
+
+
+def _refusal(name: str, outcome: BaseException) -> MediaError:
+    """The import's line for a file whose check failed in its child: the parser's reason, the
+    limit it hit, or (an error the file provoked in code that should have refused it) the
+    error's name and message, never a traceback."""
+    if isinstance(outcome, MediaError):
+        return outcome
+    if isinstance(outcome, (GlbError, BoundedError)):
+        return MediaError(f"{name} refused: {outcome}")
+    return MediaError(f"{name} refused: could not be read ({type(outcome).__name__}: {outcome})")
 
 
 def _byte_limits() -> dict[str, int]:
@@ -89,20 +140,44 @@ class MediaStore:
         cached = self._cache.get(reference)
         if cached is None:
             try:
-                data = self._read(reference)
-                info = image_inspect(data)
-                served = served_copy_make(sha256=info.sha256, image_format=info.format, data=data)
-                self._stage(info.sha256, info.format, data)
-                self._stage(served.sha256, info.format, served.data)
-                cached = dataclasses.replace(
-                    info, served_sha256=served.sha256, strip_result=served.result
-                )
+                source = self._image_source(reference)
+                [outcome] = bounded_map(image_check, [((source,), {})], kind=_IMAGE)
+                cached = self._image_record(reference, source, outcome)
             except MediaError as exc:
                 cached = exc
             self._cache[reference] = cached
         if isinstance(cached, MediaError):
             raise cached
         return cached
+
+    def _image_source(self, reference: str) -> bytes | Path:
+        """What the child reads: the fetched bytes of a URL, or the path of a file."""
+        if is_url(reference):
+            try:
+                return self.fetch(reference)
+            except FetchError as exc:
+                raise MediaError(f"cannot fetch {reference[:200]!r}: {exc}") from None
+        return self._checked_path(reference, kind=_IMAGE)
+
+    def _image_record(self, reference: str, source: bytes | Path, outcome: object) -> ImageInfo:
+        if isinstance(outcome, BaseException):
+            raise _refusal(f"image {reference[:200]!r}", outcome)
+        info, served = cast(tuple[ImageInfo, ServedCopy], outcome)
+        data = source if isinstance(source, bytes) else source.read_bytes()
+        self._stage(info.sha256, info.format, data)
+        self._stage(served.sha256, served.format, served.data)
+        return info
+
+    def _image(self, data: bytes, name: str) -> ImageInfo:
+        """An image made here from a checked file (a video's poster frame), rebuilt as every
+        image is and staged with its served copy; raises ``MediaError`` naming it."""
+        try:
+            info, served = image_prepare(data)
+        except MediaError as exc:
+            raise MediaError(f"{name} refused: {exc}") from None
+        self._stage(info.sha256, info.format, data)
+        self._stage(served.sha256, served.format, served.data)
+        return info
 
     def resolve_media(self, reference: str, *, kind: str) -> MediaRecord:
         """The verified video, audio clip or 3D model behind a path in the media folder, with
@@ -128,40 +203,83 @@ class MediaStore:
         path = self._checked_path(reference, kind=kind)
         name = f"{kind} {reference!r}"
         if kind == Media.Kind.MODEL3D:
-            return self._model3d_record(path, name)
-        prepared = av_prepare(path, kind=kind, staging=self._staging(), limits=av_limits())
-        return self._av_record(path, name, kind, prepared)
+            [outcome] = bounded_map(model3d_check, [((path,), {})], kind=kind)
+            return self._model3d_record(path, name, outcome)
+        call = ((path,), {"kind": kind, "staging": self._staging(), "limits": av_limits()})
+        [outcome] = bounded_map(av_prepare, [call], kind=kind)
+        return self._av_record(path, name, kind, av_outcome(outcome))
 
     def prefetch(self, references: list[tuple[str, str]]) -> None:
-        """Checks at once, in the pool's processes, the video and audio files among
-        ``references`` (content parts: ``(kind, path)``) not resolved yet, so that
-        ``resolve_media`` finds them done; errors are kept for it to raise."""
-        if self.pool is None or self.pool.broken:
-            return
-        todo: dict[str, tuple[str, str, Path]] = {}
+        """Checks at once, in bounded children (up to ``ARBITER_MEDIA_WORKERS`` at a time),
+        the files among ``references`` (content parts: ``(kind, reference)``) not resolved
+        yet, so that ``resolve`` and ``resolve_media`` find them done; errors are kept for
+        them to raise. The pool checks video and audio; images and models are checked here."""
+        images: dict[str, bytes | Path] = {}
+        models: dict[str, tuple[str, Path]] = {}
+        av: dict[str, tuple[str, str, Path]] = {}
         for kind, reference in references:
             key = f"{kind}:{reference}"
-            if kind not in _AV_KINDS or key in self._media_cache or key in todo:
+            if key in self._media_cache or reference in self._cache:
                 continue
-            if is_url(reference):
+            if kind == _IMAGE:
+                if reference not in images:
+                    try:
+                        images[reference] = self._image_source(reference)
+                    except MediaError as exc:
+                        self._cache[reference] = exc
                 continue
+            if is_url(reference) or key in av or key in models:
+                continue  # refused by resolve_media
             try:
-                todo[key] = (reference, kind, self._checked_path(reference, kind=kind))
+                path = self._checked_path(reference, kind=kind)
             except MediaError as exc:
                 self._media_cache[key] = exc
-        if len(todo) < 2:
+                continue
+            if kind == Media.Kind.MODEL3D:
+                models[key] = (reference, path)
+            elif kind in _AV_KINDS and self.pool is not None:
+                av[key] = (reference, kind, path)
+        if not (images or models or av):
             return
-        files = [(path, kind) for _, kind, path in todo.values()]
-        results = self.pool.prepare(files, staging=self._staging(), limits=av_limits())
-        if results is None:
-            return
-        for (key, (reference, kind, path)), prepared in zip(todo.items(), results, strict=True):
-            try:
-                self._media_cache[key] = self._av_record(
-                    path, f"{kind} {reference!r}", kind, prepared
-                )
-            except MediaError as exc:
-                self._media_cache[key] = exc
+        checks = self._bounded_checks(images, models)
+        if av and self.pool is not None:
+            files = [(path, kind) for _, kind, path in av.values()]
+            prepared = self.pool.prepare(files, staging=self._staging(), limits=av_limits())
+            for (key, (reference, kind, path)), each in zip(av.items(), prepared, strict=True):
+                try:
+                    self._media_cache[key] = self._av_record(
+                        path, f"{kind} {reference!r}", kind, each
+                    )
+                except MediaError as exc:
+                    self._media_cache[key] = exc
+        for finish in checks:
+            finish()
+
+    def _bounded_checks(
+        self, images: dict[str, bytes | Path], models: dict[str, tuple[str, Path]]
+    ) -> list[Callable[[], None]]:
+        """Checks ``images`` and ``models`` in bounded children; returns, for each, what
+        stages it and caches its outcome (run after the pool's files are staged)."""
+        image_outcomes = iter(
+            bounded_map(image_check, [((source,), {}) for source in images.values()],
+                        kind=_IMAGE, batch=IMAGE_BATCH)
+            if images else []
+        )  # fmt: skip
+        model_outcomes = iter(
+            bounded_map(model3d_check, [((path,), {}) for _, path in models.values()],
+                        kind=Media.Kind.MODEL3D.value)
+            if models else []
+        )  # fmt: skip
+        finishes: list[Callable[[], None]] = []
+        for reference, source in images.items():
+            image = functools.partial(self._image_record, reference, source, next(image_outcomes))
+            finishes.append(functools.partial(_cache_outcome, self._cache, reference, image))
+        for key, (reference, path) in models.items():
+            model = functools.partial(
+                self._model3d_record, path, f"model3d {reference!r}", next(model_outcomes)
+            )
+            finishes.append(functools.partial(_cache_outcome, self._media_cache, key, model))
+        return finishes
 
     def _av_record(self, path: Path, name: str, kind: str, prepared: AvPrepared) -> MediaRecord:
         if prepared.info is None or prepared.served is None:
@@ -173,11 +291,7 @@ class MediaStore:
         extra: tuple[ImageInfo, ...] = ()
         poster_sha256 = None
         if info.poster_jpeg is not None:
-            poster = image_inspect(info.poster_jpeg)
-            poster = dataclasses.replace(
-                poster, served_sha256=poster.sha256, strip_result=Media.StripResult.UNCHANGED
-            )
-            self._stage(poster.sha256, poster.format, info.poster_jpeg)
+            poster = self._image(info.poster_jpeg, f"{name}'s poster frame")
             extra, poster_sha256 = (poster,), poster.sha256
         row = {
             "sha256": info.sha256,
@@ -203,17 +317,18 @@ class MediaStore:
         }
         return MediaRecord(info.sha256, kind, row, extra)
 
-    def _model3d_record(self, path: Path, name: str) -> MediaRecord:
-        data = path.read_bytes()  # at most ARBITER_MAX_MODEL3D_BYTES, checked before
-        try:
-            info = glb_inspect(data)
-            served = glb_rebuild(info)
-        except GlbError as exc:
-            raise MediaError(f"{name} refused: {exc}") from None
-        served_sha256 = hashlib.sha256(served).hexdigest()
-        views = self._rendered_views(info, name)
-        self._stage(info.sha256, Media.Format.GLB, data)
-        self._stage(served_sha256, Media.Format.GLB, served)
+    def _model3d_record(self, path: Path, name: str, outcome: object) -> MediaRecord:
+        if isinstance(outcome, BaseException):
+            raise _refusal(name, outcome)
+        info = cast(Model3dChecked, outcome)
+        served_sha256 = hashlib.sha256(info.served).hexdigest()
+        views = []
+        for view, served, png in info.views:
+            self._stage(view.sha256, view.format, png)
+            self._stage(served.sha256, served.format, served.data)
+            views.append(view)
+        self._stage(info.sha256, Media.Format.GLB, path.read_bytes())
+        self._stage(served_sha256, Media.Format.GLB, info.served)
         row = {
             "sha256": info.sha256,
             "kind": Media.Kind.MODEL3D,
@@ -222,36 +337,11 @@ class MediaStore:
             "height": 0,
             "size_bytes": info.size_bytes,
             "rendered_views": [view.sha256 for view in views],
-            **_served_columns(info.sha256, served_sha256),
+            # Written anew from an allowlist (annotation.media.glb_rebuild).
+            "served_sha256": served_sha256,
+            "strip_result": Media.StripResult.REBUILT,
         }
-        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, views)
-
-    def _rendered_views(self, info: GlbInfo, name: str) -> tuple[ImageInfo, ...]:
-        """The model's views (PNG images without metadata: their own served copies),
-        staged; raises ``MediaError`` when it cannot be rendered."""
-        try:
-            pngs = glb_render_views(info)
-        except GlbError as exc:
-            raise MediaError(f"{name} refused: {exc}") from None
-        views = []
-        for png in pngs:
-            view = dataclasses.replace(image_inspect(png), strip_result=Media.StripResult.UNCHANGED)
-            view = dataclasses.replace(view, served_sha256=view.sha256)
-            self._stage(view.sha256, view.format, png)
-            views.append(view)
-        return tuple(views)
-
-    def _read(self, reference: str) -> bytes:
-        if is_url(reference):
-            try:
-                return self.fetch(reference)
-            except FetchError as exc:
-                raise MediaError(f"cannot fetch {reference[:200]!r}: {exc}") from None
-        return self._read_file(reference)
-
-    def _read_file(self, reference: str) -> bytes:
-        path = self._checked_path(reference, kind="image")
-        return path.read_bytes()
+        return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, tuple(views))
 
     def _checked_path(self, reference: str, *, kind: str) -> Path:
         """The file behind a relative path in the media folder, within the size limit."""
@@ -322,11 +412,6 @@ class MediaStore:
             os.replace(staged, final)
         self._staged.clear()
         self.discard()
-
-    def close(self) -> None:
-        """Stops the pool's processes."""
-        if self.pool is not None:
-            self.pool.close()
 
     def discard(self) -> None:
         """Removes whatever is still staged (all of it when the import failed)."""

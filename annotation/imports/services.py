@@ -1,7 +1,12 @@
-"""The life of an ``ImportJob``: the uploaded files are stored, imported at once when small or
-by a Celery task otherwise, removed once the job has finished (whichever way it finished),
-and a job whose worker died is resumed. An import from the command line is a job too, so the
-Import page lists it; it has no stored upload (``upload_path`` is empty) and is never resumed."""
+"""The life of an ``ImportJob``: the uploaded files are stored, imported at once when small
+(through the API) or by a Celery task otherwise (always from the web form), removed once the
+job has finished (whichever way it finished), and a job whose worker died is resumed. Each
+run holds the project's import lock (``project_import_lock``: a busy project sends the job
+back to the queue, ``ProjectBusy``) and counts its attempt before any work; a job whose
+worker was killed ``ARBITER_JOB_MAX_ATTEMPTS`` times is quarantined (docs/operations.md,
+"Time limits, attempts and quarantine"). An import from the command line is a job too, so
+the Import page lists it; it has no stored upload (``upload_path`` is empty) and is never
+resumed."""
 
 from __future__ import annotations
 
@@ -19,9 +24,17 @@ from django.db import DatabaseError, InterfaceError
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
-from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
+from annotation.core.jobs import (
+    BrokerUnavailable,
+    StalledJobs,
+    job_attempt_claim,
+    job_attempts_spent,
+    job_publish,
+    quarantine_reason,
+    stalled_before,
+)
 from annotation.imports.errors import ImportFailed
-from annotation.imports.importer import pairs_import
+from annotation.imports.importer import ProjectBusy, pairs_import, project_import_lock
 from annotation.imports.progress import FINISHED, ProgressCallback, job_error, job_failed
 from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.models import ImportJob, Project
@@ -53,10 +66,17 @@ def _enqueue(job_id: int, *, after_commit: bool = False, **how: Any) -> None:
 
 
 def import_job_submit(
-    *, project: Project, user, upload: UploadedFile, archive: UploadedFile | None = None
+    *,
+    project: Project,
+    user,
+    upload: UploadedFile,
+    archive: UploadedFile | None = None,
+    in_background: bool = False,
 ) -> ImportJob:
-    """Stores the uploaded files and imports them: at once when small (the returned job is
-    finished), otherwise in a Celery task started after the current transaction commits."""
+    """Stores the uploaded files and imports them: at once when small and not
+    ``in_background`` (the returned job is finished, unless another import into the project
+    was running: then it is queued), otherwise in a Celery task started after the current
+    transaction commits."""
     folder = _uploads_root() / uuid.uuid4().hex
     folder.mkdir(parents=True)
     try:
@@ -74,8 +94,11 @@ def import_job_submit(
         shutil.rmtree(folder, ignore_errors=True)
         raise
     size = (upload.size or 0) + ((archive.size or 0) if archive is not None else 0)
-    if size <= settings.ARBITER_SYNC_IMPORT_MAX_BYTES:
-        return import_job_run(job=job)
+    if not in_background and size <= settings.ARBITER_SYNC_IMPORT_MAX_BYTES:
+        try:
+            return import_job_run(job=job)
+        except ProjectBusy:
+            pass  # a request does not wait for another import: the job goes to the queue
 
     def refused(exc: BrokerUnavailable) -> None:
         # a job nobody will run must not stay pending
@@ -109,29 +132,53 @@ def import_job_run_file(
 
 
 def import_job_run(*, job: ImportJob) -> ImportJob:
-    """Runs a pending job (safe to call twice: a finished job is left alone). The uploaded
-    files are removed once the job has finished, also when the import raised."""
-    claimed = (
-        ImportJob.objects.filter(pk=job.pk)
-        .exclude(status__in=FINISHED)
-        .update(status=ImportJob.Status.RUNNING, progress_at=timezone.now())
-    )
+    """Runs a pending job (safe to call twice: a finished job is left alone). Raises
+    ``ProjectBusy`` when another import into the project holds its lock, having spent no
+    attempt (waiting counts as progress, so the stalled-job sweep leaves the job to its
+    task). Otherwise the attempt is counted (committed, outside a transaction) before any
+    work, and a job out of attempts is quarantined instead of run. The uploaded files are
+    removed once the job has finished, also when the import raised."""
+    unfinished = ImportJob.objects.filter(pk=job.pk).exclude(status__in=FINISHED)
     try:
-        if claimed:
+        if _finished_or_quarantined(job):
+            return job
+        with project_import_lock(job.project):
+            if not job_attempt_claim(
+                unfinished, status=ImportJob.Status.RUNNING, progress_at=timezone.now()
+            ):
+                _finished_or_quarantined(job)
+                return job
             root = Path(settings.MEDIA_ROOT)
             pairs_import(
                 project=job.project,
                 source=root / job.upload_path,
                 archive=root / job.media_archive_path if job.media_archive_path else None,
                 job=job,
+                locked=True,
             )
     except (ImportFailed, ImportJobFinished):
         pass
+    except ProjectBusy:
+        unfinished.update(progress_at=timezone.now())
+        raise
     finally:
         job.refresh_from_db()
         if job.finished:
             import_job_remove_uploads(job=job)
     return job
+
+
+def _finished_or_quarantined(job: ImportJob) -> bool:
+    """True when the job has finished or has no attempt left; one out of attempts is failed
+    here, saying why."""
+    job.refresh_from_db(fields=["status", "attempts"])
+    if job.finished:
+        return True
+    if not job_attempts_spent(job.attempts):
+        return False
+    import_job_fail(job_id=job.pk, message=quarantine_reason(job.attempts))
+    job.refresh_from_db()
+    return True
 
 
 def import_job_fail(*, job_id: int, message: str) -> None:
@@ -152,11 +199,12 @@ def import_job_remove_uploads(*, job: ImportJob) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-class _StalledImports(StalledJobs[tuple[int, datetime]]):
+class _StalledImports(StalledJobs[tuple[int, datetime, int]]):
     """Pending or running jobs with no progress for ``ARBITER_STALLED_AFTER_S`` (their worker
     died; their import rolled back with it), each claimed by moving its ``progress_at`` on. A
-    second run of a job that was in fact still running is harmless: it waits for the
-    project's import lock, then leaves the finished job alone."""
+    second run of a job that was in fact still running is harmless: it finds the project's
+    import lock taken and goes back to the queue until the first has finished, then leaves
+    the finished job alone. A job out of attempts is quarantined here, not sent."""
 
     noun = "import"
 
@@ -164,17 +212,22 @@ class _StalledImports(StalledJobs[tuple[int, datetime]]):
         return (
             ImportJob.objects.filter(status__in=_UNFINISHED, progress_at__lt=stalled_before())
             .exclude(upload_path="")  # a command-line import: its command runs it, or is gone
-            .values_list("pk", "progress_at")
+            .values_list("pk", "progress_at", "attempts")
         )
 
     def claim(self, job):
-        job_id, progress_at = job
+        job_id, progress_at, _ = job
         return ImportJob.objects.filter(
             pk=job_id, status__in=_UNFINISHED, progress_at=progress_at
         ).update(progress_at=timezone.now())
 
     def recover(self, job):
-        _enqueue(job[0])
+        job_id, _, attempts = job
+        if job_attempts_spent(attempts):
+            import_job_fail(job_id=job_id, message=quarantine_reason(attempts))
+            return "quarantined"
+        _enqueue(job_id)
+        return None
 
 
 STALLED_IMPORTS = _StalledImports()

@@ -41,6 +41,17 @@ def project_lock(*, namespace: int, key: int) -> Sql:
     return "SELECT pg_advisory_xact_lock(%s, %s)", [namespace, key]
 
 
+def project_lock_try(*, namespace: int, key: int) -> Sql:
+    """Takes the lock of one project's imports for the session if it is free, without
+    waiting; returns one row, true when it was taken."""
+    return "SELECT pg_try_advisory_lock(%s, %s)", [namespace, key]
+
+
+def project_unlock(*, namespace: int, key: int) -> Sql:
+    """Gives back the session's lock of one project's imports."""
+    return "SELECT pg_advisory_unlock(%s, %s)", [namespace, key]
+
+
 def constraints_immediate() -> Sql:
     """Foreign keys checked as each statement runs, not all at once in the commit."""
     return "SET CONSTRAINTS ALL IMMEDIATE", []

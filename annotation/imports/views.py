@@ -1,5 +1,8 @@
-"""The curator's import page: upload a pairs file (and a media archive), follow a large
-import's progress, read why an import was refused, and see the project's past imports."""
+"""The curator's import page: upload a pairs file (and a media archive), follow the import's
+progress, read why an import was refused (line and field), and see the project's past
+imports. An upload from the form always runs as a job in a worker, whatever its size: the
+page answers at once and polls the job's progress (``import_status``), so no request waits
+for an import, which a web server's timeout would cut while the import went on."""
 
 from __future__ import annotations
 
@@ -73,6 +76,7 @@ def imports(request, slug: str):
                 user=request.user,
                 upload=form.cleaned_data["file"],
                 archive=form.cleaned_data.get("media_archive"),
+                in_background=True,
             )
             return redirect(f"{reverse('imports', args=[project.slug])}?job={submitted.pk}")
         status = 400

@@ -1,10 +1,10 @@
 """Media: the bytes behind ``Media`` rows, checked, stripped, rendered and served.
 
 ``views`` serves a project's members the served copy (with range requests). ``services``
-verifies images with Pillow, makes the served copy without metadata (``strip``,
-``strip_chunks``, ``icc`` and ``jpeg_scan`` for images; ``glb`` for 3D models) and stores it;
+checks images and stores their served copy, a PNG that ``image_rebuild`` writes anew from the
+decoded pixels, and the 3D models' copies without metadata (``glb``);
 ``av_media`` probes video and audio with PyAV and re-encodes them, in one served format and
-without metadata (``loudness`` measures a clip), ``media_pool`` does that in worker processes;
+without metadata (``loudness`` measures a clip), ``media_pool`` does that in bounded children;
 ``glb_render``
 renders a 3D model's views. ``judge_images`` and ``judge_parts`` read stored media as a judge
 is sent them, and ``demo`` makes the demo's video, audio and 3D files. The one package that

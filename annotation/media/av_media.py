@@ -350,7 +350,9 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int], encoder: _Encode
     audio = container.streams.audio[0] if container.streams.audio else None
     streams = [s for s in (video, audio) if s is not None]
     for stream in streams:
-        # A fixed thread count: the memory a process may use then means what it says.
+        # A fixed thread count (``ARBITER_MEDIA_THREADS``, 1 by default): files are checked
+        # one per core in bounded children, and each thread's stack counts against the
+        # child's memory limit, which then means what it says.
         stream.codec_context.thread_count = limits["threads"]
     peaks = _Peaks(info.sample_rate or 1) if info.kind == Media.Kind.AUDIO else None
     loudness = FrameLoudness() if peaks is not None else None
@@ -689,5 +691,7 @@ def av_prepare(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) 
     try:
         info = av_inspect(path, kind=kind, limits=limits, served_to=served)
     except AvMediaError as exc:
+        if isinstance(exc.__context__, MemoryError):
+            raise  # the bounded child's memory limit, which its refusal names
         return AvPrepared(error=str(exc))
     return AvPrepared(info=info, served=served, served_sha256=file_sha256(served))

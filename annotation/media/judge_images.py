@@ -1,19 +1,24 @@
 """Reading stored images for judges: data URLs for HTTP judges, the pixels of a small
 thumbnail for the statistics of the heuristic and reward-model judges. Bytes live at
 ``MEDIA_ROOT / Media.relative_path``. Importable without Django set up (the reward model's
-trainer uses the statistics)."""
+trainer uses the statistics). Decoding an original to send it (``image_data_url`` when it
+must be made smaller, and the video and audio of ``judge_parts``) runs in a bounded child
+(``annotation.media.bounded``): a file that hits a limit is ``MediaUnavailable`` with the
+reason, as an unreadable one is."""
 
 from __future__ import annotations
 
 import base64
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from PIL import Image, ImageOps
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
 
     from annotation.models import Media
@@ -24,6 +29,17 @@ _REENCODE = {"JPEG": ("JPEG", "image/jpeg"), "WEBP": ("WEBP", "image/webp")}
 
 class MediaUnavailable(Exception):
     """An image part whose media row or bytes are missing or unreadable."""
+
+
+def judge_decode(func: Callable[..., Any], /, *args: Any, kind: str, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` in a bounded child with the limits of ``kind``; a limit hit
+    raises ``MediaUnavailable`` naming it."""
+    from annotation.media.bounded import BoundedError, bounded_call
+
+    try:
+        return bounded_call(func, *args, kind=kind, **kwargs)
+    except BoundedError as exc:
+        raise MediaUnavailable(f"{kind} could not be decoded for the judge: {exc}") from None
 
 
 def media_path(media: Media) -> Path:
@@ -39,21 +55,27 @@ def image_data_url(media: Media, *, max_side: int) -> str:
         raise MediaUnavailable(f"image {media.sha256[:12]} is missing ({exc.strerror})") from None
     content_type = media.content_type
     if max_side and max(media.width, media.height) > max_side:
-        try:
-            with Image.open(io.BytesIO(data)) as original:
-                image = ImageOps.exif_transpose(original)
-                image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
-                pil_format, content_type = _REENCODE.get(media.format, ("PNG", "image/png"))
-                if pil_format == "JPEG" and image.mode not in ("RGB", "L"):
-                    image = image.convert("RGB")
-                out = io.BytesIO()
-                image.save(
-                    out, format=pil_format, **({"quality": 90} if pil_format != "PNG" else {})
-                )
-                data = out.getvalue()
-        except (OSError, ValueError, Image.DecompressionBombError) as exc:
-            raise MediaUnavailable(f"image {media.sha256[:12]} is unreadable ({exc})") from None
+        data, content_type = judge_decode(
+            _smaller, media_path(media), sha256=media.sha256, media_format=media.format,
+            max_side=max_side, kind="image",
+        )  # fmt: skip
     return f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _smaller(path: Path, *, sha256: str, media_format: str, max_side: int) -> tuple[bytes, str]:
+    """In a bounded child: the image re-encoded with its longest side ``max_side``."""
+    try:
+        with Image.open(path) as original:
+            image = ImageOps.exif_transpose(original)
+            image.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+            pil_format, content_type = _REENCODE.get(media_format, ("PNG", "image/png"))
+            if pil_format == "JPEG" and image.mode not in ("RGB", "L"):
+                image = image.convert("RGB")
+            out = io.BytesIO()
+            image.save(out, format=pil_format, **({"quality": 90} if pil_format != "PNG" else {}))
+            return out.getvalue(), content_type
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise MediaUnavailable(f"image {sha256[:12]} is unreadable ({exc})") from None
 
 
 def image_thumbnail_pixels(path: Path, *, side: int) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 from django.conf import settings
 from PIL import Image
 
-from annotation.media.judge_images import MediaUnavailable, media_path
+from annotation.media.judge_images import MediaUnavailable, judge_decode, media_path
 from annotation.models import Media
 
 # A gap between sampled times shorter than this is decoded through rather than sought.
@@ -70,14 +70,19 @@ def video_frames(media: Media, *, count: int, max_side: int) -> list[SampledFram
 
 
 def sampled_images(media: Media, *, count: int) -> list[tuple[float, Image.Image]]:
-    """(seconds, image) of ``count`` frames sampled uniformly from the stored original."""
+    """(seconds, image) of ``count`` frames sampled uniformly from the stored original,
+    decoded in a bounded child."""
+    return judge_decode(_sampled_images, media, count=count, kind=Media.Kind.VIDEO.value)
+
+
+def _sampled_images(media: Media, *, count: int) -> list[tuple[float, Image.Image]]:
     path = media_path(media)
     if not path.is_file():
         raise MediaUnavailable(f"video {media.sha256[:12]} is missing")
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
-            stream.codec_context.thread_type = "AUTO"
+            stream.codec_context.thread_count = 1  # one per child: its memory limit counts
             duration = media.duration_seconds or _container_seconds(container)
             rate = media.frame_rate or float(stream.average_rate or 0)
             times = sample_times(duration_s=duration, frame_rate=rate, count=count)
@@ -189,8 +194,15 @@ def audio_pair_input(first: Media, second: Media) -> dict:
 
 
 def _mono_samples(media: Media, *, budget: int, limit: int) -> np.ndarray:
-    """The clip's samples as mono int16 at ``PAIR_RATE``; ``MediaUnavailable`` once they pass
-    ``budget`` samples (what is left of the judges' byte ``limit``)."""
+    """The clip's samples as mono int16 at ``PAIR_RATE``, decoded in a bounded child;
+    ``MediaUnavailable`` once they pass ``budget`` samples (what is left of the judges' byte
+    ``limit``)."""
+    return judge_decode(
+        _mono_samples_decoded, media, budget=budget, limit=limit, kind=Media.Kind.AUDIO.value
+    )
+
+
+def _mono_samples_decoded(media: Media, *, budget: int, limit: int) -> np.ndarray:
     path = media_path(media)
     if not path.is_file():
         raise MediaUnavailable(f"audio {media.sha256[:12]} is missing")
@@ -218,7 +230,11 @@ def _mono_samples(media: Media, *, budget: int, limit: int) -> np.ndarray:
 
 def _wav(media: Media, path: Path, *, limit: int) -> bytes:
     """The clip transcoded to 16-bit PCM WAV, at its own rate and channels when that fits
-    ``limit``, else mono at 16 kHz; no tags."""
+    ``limit``, else mono at 16 kHz; no tags. Decoded in a bounded child."""
+    return judge_decode(_wav_decoded, media, path, limit=limit, kind=Media.Kind.AUDIO.value)
+
+
+def _wav_decoded(media: Media, path: Path, *, limit: int) -> bytes:
     rate = media.sample_rate or _SMALL_RATE
     channels = min(2, media.channels or 1)
     seconds = media.duration_seconds or 0.0

@@ -1,157 +1,200 @@
-"""Images verified with Pillow and kept byte for byte, once per sha256, at
-``MEDIA_ROOT/Media.relative_path``; beside each one, under its own sha256, the copy without
-metadata that the app serves (``annotation.media.strip``). An import reads and stages its
-media through ``annotation.imports.media``; ``media_strip_metadata`` and ``media_render_views``
-make the served copy and a 3D model's views of media imported before either was made at import.
+"""Images checked and decoded with Pillow and kept byte for byte, once per sha256, at
+``MEDIA_ROOT/Media.relative_path``; beside each one, under its own sha256, the copy the app
+serves: a PNG written anew from the decoded pixels (``annotation.media.image_rebuild``), which
+holds nothing else. An import reads and stages its media through ``annotation.imports.media``;
+``media_strip_metadata`` and ``media_render_views`` make the served copy (an image's, or a 3D
+model's rebuilt by ``annotation.media.glb_rebuild``) and a 3D model's views of media imported
+before either was made at import, each in a bounded child process (``annotation.media.
+bounded``), as an import does.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import logging
 import os
-import struct
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from django.conf import settings
 from django.db import transaction
-from PIL import Image, UnidentifiedImageError
 
-from annotation.media.glb import glb_inspect
+from annotation.media.bounded import BoundedError, bounded_call
+from annotation.media.glb import GlbError, glb_inspect
+from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
-from annotation.media.strip import metadata_strip
+from annotation.media.image_rebuild import (
+    SERVED_FORMAT,
+    DecodedImage,
+    MediaError,
+    image_decode,
+    image_encode,
+)
 from annotation.models import Media, ProjectMedia
 
-logger = logging.getLogger(__name__)
-
-ACCEPTED_FORMATS = ("JPEG", "PNG", "WEBP", "GIF")
-# Pillow names some JPEG files by their extension standard; the bytes are still JPEG.
-_FORMAT_ALIASES = {"MPO": "JPEG"}
-
-
-class MediaError(Exception):
-    """The image was refused; the message says why."""
+# ``MediaError`` is defined beside the rebuild, the lowest layer that raises it; the importer
+# and the views import it from here.
 
 
 @dataclass(frozen=True)
 class ImageInfo:
     sha256: str
     format: str
+    # As shown, which is the served copy's size: after the EXIF orientation.
     width: int
     height: int
     size_bytes: int
-    # Set once the served copy is made (an import's ``MediaStore.resolve``).
+    # Set once the served copy is made (``image_prepare``).
     served_sha256: str | None = None
     strip_result: Media.StripResult | None = None
-
-
-def image_inspect(data: bytes) -> ImageInfo:
-    """Opens and fully decodes ``data`` with Pillow; refuses non-images, other formats,
-    decompression bombs (more than ARBITER_MAX_IMAGE_PIXELS pixels) and corrupt files."""
-    max_pixels = settings.ARBITER_MAX_IMAGE_PIXELS
-    try:
-        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
-            # Image.open names the format of the plugin that read the file (only images made
-            # in memory have none).
-            opened_format = cast(str, image.format)
-            image_format = _FORMAT_ALIASES.get(opened_format, opened_format)
-            width, height = image.size
-            # Checked before decoding anything: the header alone names the pixel count.
-            if width * height > max_pixels:
-                raise MediaError(_bomb_message(width, height, max_pixels))
-            image.verify()
-        with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
-            image.load()
-    except MediaError:
-        raise
-    except Image.DecompressionBombError as exc:
-        raise MediaError(f"refused as a decompression bomb: {exc}") from None
-    except UnidentifiedImageError:
-        raise MediaError(
-            "not an image Arbiter accepts (JPEG, PNG, WebP or GIF): Pillow cannot read it"
-        ) from None
-    except (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error) as exc:
-        raise MediaError(f"corrupt image: {exc or type(exc).__name__}") from None
-    if image_format not in ACCEPTED_FORMATS or width <= 0 or height <= 0:
-        raise MediaError(f"unsupported image ({image_format}, {width}x{height})")
-    return ImageInfo(
-        sha256=hashlib.sha256(data).hexdigest(),
-        format=image_format,
-        width=width,
-        height=height,
-        size_bytes=len(data),
-    )
-
-
-def _bomb_message(width: int, height: int, limit: int) -> str:
-    return (
-        f"refused as a decompression bomb: {width}x{height} is {width * height:,} pixels, "
-        f"more than the limit of {limit:,}"
-    )
+    served_format: str | None = None
 
 
 @dataclass(frozen=True)
 class ServedCopy:
+    """The copy of an image the app serves: ``data``, a PNG of its pixels alone."""
+
     sha256: str
-    result: Media.StripResult
     data: bytes
+    width: int
+    height: int
+    format: str = SERVED_FORMAT
+    result: Media.StripResult = Media.StripResult.REBUILT
 
 
-def served_copy_make(*, sha256: str, image_format: str, data: bytes) -> ServedCopy:
-    """The copy of a verified image that the app serves: its bytes without metadata. Logs a
-    warning when the metadata could not be removed (the copy is then the original)."""
-    stripped = metadata_strip(data, image_format=image_format)
-    if stripped.result == Media.StripResult.FAILED:
-        logger.warning(
-            "image %s (%s): metadata not stripped, its original bytes are served: %s",
-            sha256,
-            image_format,
-            stripped.problem,
-        )
-    served_sha256 = sha256 if stripped.data == data else hashlib.sha256(stripped.data).hexdigest()
-    return ServedCopy(sha256=served_sha256, result=stripped.result, data=stripped.data)
+def image_inspect(data: bytes) -> ImageInfo:
+    """Checks ``data`` from its header against the pixel and frame limits and decodes it
+    whole; raises ``MediaError`` for non-images, other formats, bombs and corrupt files."""
+    return _info(data, image_decode(data))
+
+
+def served_copy_make(*, data: bytes) -> ServedCopy:
+    """The served copy of an image: its pixels written anew as PNG, without metadata. Raises
+    ``MediaError`` when it cannot be decoded whole (it is then not served at all)."""
+    return _served(image_decode(data))
+
+
+def image_prepare(data: bytes) -> tuple[ImageInfo, ServedCopy]:
+    """``image_inspect`` and ``served_copy_make`` from one decoding, the info recording the
+    served copy: what an import stores."""
+    decoded = image_decode(data)
+    served = _served(decoded)
+    info = _info(data, decoded)
+    return ImageInfo(
+        sha256=info.sha256,
+        format=info.format,
+        width=info.width,
+        height=info.height,
+        size_bytes=info.size_bytes,
+        served_sha256=served.sha256,
+        strip_result=served.result,
+        served_format=served.format,
+    ), served
+
+
+def _info(data: bytes, decoded: DecodedImage) -> ImageInfo:
+    return ImageInfo(
+        sha256=hashlib.sha256(data).hexdigest(),
+        format=decoded.source_format,
+        width=decoded.width,
+        height=decoded.height,
+        size_bytes=len(data),
+    )
+
+
+def _served(decoded: DecodedImage) -> ServedCopy:
+    png = image_encode(decoded)
+    return ServedCopy(
+        sha256=hashlib.sha256(png).hexdigest(),
+        data=png,
+        width=decoded.width,
+        height=decoded.height,
+    )
+
+
+_REBUILT_HERE = (Media.Kind.IMAGE, Media.Kind.MODEL3D)
+
+
+def image_copy_outdated(media: Media) -> bool:
+    """Whether ``media`` is an image or a 3D model whose served copy must be made (again): it
+    has none, or one an earlier version stripped rather than rebuilt (or, failing, left the
+    original)."""
+    return media.kind in _REBUILT_HERE and media.strip_result != Media.StripResult.REBUILT
+
+
+def served_copy_of_file(path: Path) -> ServedCopy:
+    """In a bounded child: ``served_copy_make`` of the stored image at ``path``."""
+    return served_copy_make(data=path.read_bytes())
+
+
+def model3d_copy_of_file(path: Path) -> bytes:
+    """In a bounded child: the served copy of the stored GLB model at ``path``."""
+    return glb_rebuild(glb_inspect(path.read_bytes()))
+
+
+def rendered_views_of_file(path: Path) -> list[tuple[ImageInfo, ServedCopy, bytes]]:
+    """In a bounded child: the views of the stored GLB model at ``path``, each with its info,
+    its served copy and the rendered PNG."""
+    return [(*image_prepare(png), png) for png in glb_render_views(glb_inspect(path.read_bytes()))]
 
 
 def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
-    """Makes and stores the served copy of ``media``, imported before served copies existed
-    (or, with ``remake``, made by an earlier stripper), and records it on the row. Raises
-    ``FileNotFoundError`` when the original is missing. Two calls at once for one image write
-    the same file and the same values."""
-    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
-    served = served_copy_make(sha256=media.sha256, image_format=media.format, data=data)
-    _store(served.sha256, media.format, served.data)
+    """Makes and stores the served copy of the image or 3D model ``media``, imported before
+    served copies existed (or, with ``remake``, made by an earlier version), in a bounded
+    child, and records it on the row. Raises ``FileNotFoundError`` when the original is missing
+    and ``MediaError`` when it cannot be rebuilt (or hits a limit): the row then has no served
+    copy, so nothing of it is served. Two calls at once for one file write the same file and
+    the same values."""
+    if media.kind not in _REBUILT_HERE:
+        raise ValueError(f"{media.kind} media get their served copy at import")
+    original = Path(settings.MEDIA_ROOT) / media.relative_path
+    if not original.is_file():
+        raise FileNotFoundError(f"the original of {media.kind} {media.sha256} is missing")
     rows = Media.objects.filter(pk=media.pk)
+    try:
+        if media.kind == Media.Kind.MODEL3D:
+            glb = bounded_call(model3d_copy_of_file, original, kind=Media.Kind.MODEL3D.value)
+            served = ServedCopy(hashlib.sha256(glb).hexdigest(), glb, 0, 0, Media.Format.GLB)
+        else:
+            served = bounded_call(served_copy_of_file, original, kind=Media.Kind.IMAGE.value)
+    except (MediaError, GlbError, BoundedError) as exc:
+        rows.update(served_sha256=None, strip_result=None, served_format=None)
+        media.served_sha256 = media.strip_result = media.served_format = None
+        raise MediaError(str(exc)) from None
+    _store(served.sha256, served.format, served.data)
     if not remake:
         rows = rows.filter(served_sha256__isnull=True)
-    rows.update(served_sha256=served.sha256, strip_result=served.result)
-    media.served_sha256, media.strip_result = served.sha256, served.result
+    columns: dict = {
+        "served_sha256": served.sha256,
+        "strip_result": served.result,
+        "served_format": None if media.kind == Media.Kind.MODEL3D else served.format,
+    }
+    if media.kind == Media.Kind.IMAGE:
+        columns |= {"width": served.width, "height": served.height}
+    rows.update(**columns)
+    for name, value in columns.items():
+        setattr(media, name, value)
 
 
 def media_render_views(*, media: Media) -> list[str]:
     """Renders the views of a 3D model imported before views were rendered at import, stores
     them as image media linked to every project that uses the model, and records them on its
-    row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered and
-    ``FileNotFoundError`` when its original is missing."""
-    data = (Path(settings.MEDIA_ROOT) / media.relative_path).read_bytes()
-    pngs = glb_render_views(glb_inspect(data))
-    views = [image_inspect(png) for png in pngs]
-    for view, png in zip(views, pngs, strict=True):
+    row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered,
+    ``BoundedError`` when rendering it hits a limit and ``FileNotFoundError`` when its
+    original is missing."""
+    original = Path(settings.MEDIA_ROOT) / media.relative_path
+    if not original.is_file():
+        raise FileNotFoundError(f"the original of model {media.sha256} is missing: {original}")
+    views = []
+    for view, served, png in bounded_call(rendered_views_of_file, original, kind="model3d"):
         _store(view.sha256, view.format, png)
+        _store(served.sha256, served.format, served.data)
+        views.append(view)
     hashes = [view.sha256 for view in views]
     with transaction.atomic():
         Media.objects.bulk_create(
-            [
-                Media(sha256=view.sha256, kind=Media.Kind.IMAGE, format=view.format,
-                      width=view.width, height=view.height, size_bytes=view.size_bytes,
-                      served_sha256=view.sha256, strip_result=Media.StripResult.UNCHANGED)
-                for view in views
-            ],
-            ignore_conflicts=True,
-        )  # fmt: skip
+            [Media(**image_row(view)) for view in views], ignore_conflicts=True
+        )
         projects = ProjectMedia.objects.filter(media=media).values_list("project_id", flat=True)
         ProjectMedia.objects.bulk_create(
             [
@@ -164,6 +207,21 @@ def media_render_views(*, media: Media) -> list[str]:
         Media.objects.filter(pk=media.pk).update(rendered_views=hashes)
     media.rendered_views = hashes
     return hashes
+
+
+def image_row(info: ImageInfo) -> dict:
+    """The columns of a prepared image's ``Media`` row."""
+    return {
+        "sha256": info.sha256,
+        "kind": Media.Kind.IMAGE,
+        "format": info.format,
+        "width": info.width,
+        "height": info.height,
+        "size_bytes": info.size_bytes,
+        "served_sha256": info.served_sha256,
+        "strip_result": info.strip_result,
+        "served_format": info.served_format,
+    }
 
 
 def _store(sha256: str, media_format: str, data: bytes) -> None:

@@ -4,15 +4,15 @@ URLs name the project and the media's opaque id (``Media.url_key``, annotation/c
 nothing else: no content hash an annotator could look up against the public benchmark files,
 no model, side or order. What goes out is the served copy, rebuilt without the original's
 metadata (made at import, or here on the first request for an image imported before copies
-existed), with a fixed content type, ``nosniff``, an opaque ETag and no ``Last-Modified``. A
-project with ``media_serve_source`` on sends the original bytes instead (docs/curators.md,
-"Serving the original files"), revalidated on every use so that turning it off takes effect at
-once. Any kind of media is served the same way, by its content type and size: single ``Range``
-requests answer 206 (a browser seeks in a long video), HEAD opens nothing, and with
-``ARBITER_MEDIA_ACCEL`` the web server sends the bytes after the checks here
-(annotation/core/downloads.py; docs/operations.md, "Media through the web server").
-A browser session or an API token (``Authorization: Token ...``) identifies the member, so
-the media URLs in an API client's assignment work for it too."""
+were rebuilt; never the original when that fails), with a fixed content type, ``nosniff``, an
+opaque ETag and no ``Last-Modified``. A project with ``media_serve_source`` on sends the
+original bytes instead (docs/curators.md, "Serving the original files"), revalidated on every
+use so that turning it off takes effect at once. Any kind of media is served the same way, by
+its content type and size: single ``Range`` requests answer 206 (a browser seeks in a long
+video), HEAD opens nothing, and with ``ARBITER_MEDIA_ACCEL`` the web server sends the bytes
+after the checks here (annotation/core/downloads.py; docs/operations.md, "Media through the
+web server"). A browser session or an API token (``Authorization: Token ...``) identifies the
+member, so the media URLs in an API client's assignment work for it too."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from rest_framework.authentication import TokenAuthentication
 from annotation.core.access import get_project_for_user
 from annotation.core.downloads import handed_off_response, ranged_file_response
 from annotation.core.media_keys import URL_KEY, media_etag
-from annotation.media.services import media_strip_metadata
+from annotation.media.services import MediaError, image_copy_outdated, media_strip_metadata
 from annotation.models import Media, ProjectMedia
 
 # The served copy never changes under its URL; the original may stop being sent at any time.
@@ -74,10 +74,13 @@ def media_file(request, slug: str, media_key: str):
             # A video or audio file imported before served copies were made at import.
             raise Http404("This media has no playable copy yet")
         try:
-            if media.served_sha256 is None:
-                media_strip_metadata(media=media)
+            if image_copy_outdated(media):
+                media_strip_metadata(media=media, remake=True)
         except FileNotFoundError:
             raise Http404("Media file is missing from storage") from None
+        except MediaError:
+            # Never the original instead: it may name the model that made it.
+            raise Http404("This image cannot be shown: its served copy cannot be made") from None
         relative_path, content_type = media.served_relative_path, media.served_content_type
         sha256, cache = media.served_sha256 or media.sha256, _CACHE_SERVED
     etag = media_etag(sha256)

@@ -40,6 +40,10 @@ class ImportJob(models.Model):
     # ARBITER_STALLED_AFTER_S lost its worker and is resumed.
     progress_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Runs of its task that started (counted and committed before any work): one that
+    # reaches ARBITER_JOB_MAX_ATTEMPTS unfinished is quarantined (annotation.core.jobs).
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

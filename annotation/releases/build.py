@@ -81,14 +81,14 @@ class _MediaFiles:
             return
         # Imported by the first release with media: the import's media module brings its
         # HTTP client and codecs, a second's start of every text release's build otherwise.
-        from annotation.media.services import media_strip_metadata
+        from annotation.media.services import image_copy_outdated, media_strip_metadata
 
         for media in Media.objects.filter(sha256__in=wanted):
             if self._original:
                 sha256, relative, fmt = media.sha256, media.relative_path, media.format
             else:
-                if media.served_sha256 is None:
-                    media_strip_metadata(media=media)
+                if image_copy_outdated(media):
+                    media_strip_metadata(media=media, remake=True)
                 relative = media.served_relative_path  # raises when there is still none
                 sha256 = media.served_sha256 or media.sha256
                 fmt = media.served_format or media.format

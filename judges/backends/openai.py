@@ -19,7 +19,7 @@ import random
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -120,7 +120,7 @@ class OpenAIBackend(JudgeBackend):
             except MediaUnavailable as exc:
                 sent[kind, shas] = exc
         return [
-            item if parts is None else self._payload(parts, sent)
+            self._payload(parts, sent) if parts is not None else cast(JudgeResult, item)
             for item, parts in zip(shown, prompts, strict=True)
         ]
 

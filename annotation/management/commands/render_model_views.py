@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.media.bounded import BoundedError
 from annotation.media.glb import GlbError
 from annotation.media.services import media_render_views
 from annotation.models import Media
@@ -23,7 +24,7 @@ class Command(BaseCommand):
             except FileNotFoundError:
                 problems.append(f"{media.sha256}: missing from storage")
                 continue
-            except GlbError as exc:
+            except (GlbError, BoundedError) as exc:
                 problems.append(f"{media.sha256}: {exc}")
                 continue
             rendered += 1

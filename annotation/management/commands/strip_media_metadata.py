@@ -1,49 +1,58 @@
+"""Makes the served copy, rebuilt from the decoded content, of images and 3D models imported
+before imports rebuilt it (docs/import-format.md, "What a served image keeps", "What a served
+3D model keeps")."""
+
 from __future__ import annotations
 
-from collections import Counter
-
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
 
-from annotation.media.services import media_strip_metadata
+from annotation.media.services import MediaError, media_strip_metadata
 from annotation.models import Media
 
 
 class Command(BaseCommand):
     help = (
-        "Make the served copy without metadata of every image imported before served copies "
-        "existed (imports make it themselves). Safe to run again and while the site runs. "
-        "--all makes every image's served copy again, for copies an earlier version made."
+        "Rebuild the served copy of every image and 3D model imported before served copies "
+        "were rebuilt from their content (imports make it themselves). Safe to run again and "
+        "while the site runs. --all rebuilds every image's and model's served copy."
     )
 
     def add_arguments(self, parser):
         parser.add_argument(
             "--all",
             action="store_true",
-            help="Make the served copy of every image again, not only of those without one.",
+            help="Rebuild the served copy of every image and model, not only of outdated ones.",
         )
 
     def handle(self, *args, **options):
-        results: Counter[str] = Counter()
+        rebuilt = 0
         missing: list[str] = []
+        refused: list[str] = []
         remake = options["all"]
-        # Images only: a video's or audio clip's copy is re-encoded at import.
-        pending = Media.objects.filter(kind=Media.Kind.IMAGE).order_by("pk")
+        # A video's or audio clip's copy is re-encoded at import.
+        pending = Media.objects.filter(kind__in=[Media.Kind.IMAGE, Media.Kind.MODEL3D]).order_by(
+            "pk"
+        )
         if not remake:
-            pending = pending.filter(served_sha256__isnull=True)
+            pending = pending.filter(
+                Q(strip_result__isnull=True) | ~Q(strip_result=Media.StripResult.REBUILT)
+            )
         for media in pending.iterator():
             try:
-                media_strip_metadata(media=media, remake=remake)
+                media_strip_metadata(media=media, remake=True)
             except FileNotFoundError:
                 missing.append(media.sha256)
                 continue
-            results[str(media.strip_result)] += 1
-        summary = ", ".join(
-            f"{results[choice.value]} {choice.value}" for choice in Media.StripResult
-        )
-        self.stdout.write(f"Served copies made: {summary}")
-        if results[Media.StripResult.FAILED]:
+            except MediaError as exc:
+                refused.append(f"{media.sha256}: {exc}")
+                continue
+            rebuilt += 1
+        self.stdout.write(f"Served copies rebuilt: {rebuilt}")
+        if refused:
             self.stdout.write(
-                "Images marked failed keep serving their original bytes (see the warnings)."
+                f"{len(refused)} files cannot be rebuilt and are not served:\n  "
+                + "\n  ".join(refused[:20])
             )
         if missing:
             raise CommandError(

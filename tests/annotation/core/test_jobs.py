@@ -350,3 +350,118 @@ def test_tasks_are_published_only_through_the_kernel():
         if SENDS.search(line)
     ]
     assert offenders == []
+
+
+# Time limits, attempts and quarantine (docs/operations.md) ----------------------------------
+
+
+def _arbiter_tasks():
+    from config.celery import app
+
+    registered_task(IMPORT_RUN_TASK)  # loads the installed apps' task modules
+    return {
+        name: task
+        for name, task in app.tasks.items()
+        if name.startswith(("annotation.", "judges."))
+    }
+
+
+def test_every_task_has_soft_and_hard_time_limits_below_the_visibility_timeout():
+    tasks = _arbiter_tasks()
+    assert len(tasks) >= 15  # every task of both apps, the sweeps included
+    visibility = 3600  # CELERY_VISIBILITY_S's default, where the broker is Redis
+    for name, task in tasks.items():
+        assert task.soft_time_limit, f"{name} has no soft time limit"
+        assert task.time_limit, f"{name} has no hard time limit"
+        assert task.soft_time_limit < task.time_limit < visibility, name
+
+
+def test_the_limits_are_those_of_the_tasks_kind(settings):
+    tasks = _arbiter_tasks()
+    grace = settings.ARBITER_TASK_KILL_AFTER_S
+    for name, kind in (
+        ("annotation.tasks.import_run", "import"),
+        ("annotation.tasks.release_build_run", "release build"),
+        ("annotation.agreement_report_refresh", "agreement refresh"),
+        ("judges.filter_run_batch", "filter run"),
+        ("judges.judge_evaluation_batch", "evaluation"),
+        ("judges.training_run_execute", "training"),
+        ("annotation.imports_resume_stalled", "sweep"),
+    ):
+        soft, _ = settings.ARBITER_TASK_TIME_LIMITS[kind]
+        assert (tasks[name].soft_time_limit, tasks[name].time_limit) == (soft, soft + grace)
+
+
+def _start_django(**env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={**os.environ, "CELERY_BROKER_URL": "redis://127.0.0.1:1/0", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_limit_that_reaches_the_visibility_timeout_stops_the_start():
+    refused = _start_django(CELERY_VISIBILITY_S="900", ARBITER_IMPORT_TIME_LIMIT_S="850")
+    assert refused.returncode != 0
+    assert (
+        "ARBITER_IMPORT_TIME_LIMIT_S=850 plus ARBITER_TASK_KILL_AFTER_S=60 reaches the broker's "
+        "visibility timeout (CELERY_VISIBILITY_S=900)"
+    ) in refused.stderr
+    short = {
+        name: "100"
+        for name in (
+            "ARBITER_IMPORT_TIME_LIMIT_S",
+            "ARBITER_RELEASE_TIME_LIMIT_S",
+            "ARBITER_AGREEMENT_TIME_LIMIT_S",
+            "ARBITER_FILTER_RUN_TIME_LIMIT_S",
+            "ARBITER_EVALUATION_TIME_LIMIT_S",
+            "ARBITER_TRAINING_TIME_LIMIT_S",
+            "ARBITER_SWEEP_TIME_LIMIT_S",
+        )
+    }
+    assert _start_django(CELERY_VISIBILITY_S="900", **short).returncode == 0
+
+
+def test_a_time_limit_is_told_in_words_naming_its_setting(settings):
+    settings.ARBITER_TASK_TIME_LIMITS = {
+        **settings.ARBITER_TASK_TIME_LIMITS,
+        "import": (1800, "ARBITER_IMPORT_TIME_LIMIT_S"),
+        "sweep": (45, "ARBITER_SWEEP_TIME_LIMIT_S"),
+    }
+    assert jobs.time_limit_reason("import") == (
+        "Took longer than 30 minutes, the import limit (ARBITER_IMPORT_TIME_LIMIT_S)."
+    )
+    assert jobs.time_limit_reason("sweep") == (
+        "Took longer than 45 seconds, the sweep limit (ARBITER_SWEEP_TIME_LIMIT_S)."
+    )
+    assert jobs.quarantine_reason(2) == (
+        "Stopped after 2 attempts: the worker was killed while running it (out of memory or "
+        "killed)."
+    )
+
+
+class _TimedJobTask(_FailingJobTask):
+    abstract = True
+    time_limit_kind = "import"
+
+
+@shared_task(base=_TimedJobTask, name="tests.jobs.runs_out_of_time")
+def runs_out_of_time(job_id: int) -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    raise SoftTimeLimitExceeded()
+
+
+def test_a_task_stopped_by_its_soft_limit_records_the_limit_on_its_job():
+    FAILED.clear()
+    assert runs_out_of_time.apply(args=(8,), throw=False).failed()
+    assert FAILED == [
+        (
+            8,
+            "JobStopped: Took longer than 30 minutes, the import limit "
+            "(ARBITER_IMPORT_TIME_LIMIT_S).",
+        )
+    ]

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.django_db
 
 STATEMENTS = {
     "project_lock": lambda: sql.project_lock(namespace=1, key=2),
+    "project_lock_try": lambda: sql.project_lock_try(namespace=1, key=2),
+    "project_unlock": lambda: sql.project_unlock(namespace=1, key=2),
     "constraints_immediate": sql.constraints_immediate,
     "constraints_deferred": sql.constraints_deferred,
     "sequential_scans": lambda: sql.sequential_scans(allowed=False),

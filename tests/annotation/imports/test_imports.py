@@ -351,7 +351,7 @@ def test_corrupt_image_is_refused(project, tmp_path):
     failure = refused(project, write_jsonl(tmp_path / "p.jsonl", pairs), media_root=tmp_path)
     issue = failure.issues[0]
     assert (issue.line, issue.field) == (1, "response_b.response_content[0]")
-    assert issue.message.startswith("corrupt image")
+    assert issue.message.startswith("image 'broken.png' refused: corrupt image")
     assert_nothing_imported(project)
 
 
@@ -373,8 +373,8 @@ def test_html_page_named_jpg_is_refused(project, tmp_path):
     pairs = [image_pair("p1", "photo.jpg", "a.png")]
     failure = refused(project, write_jsonl(tmp_path / "p.jsonl", pairs), media_root=tmp_path)
     assert str(failure.issues[0]) == (
-        "line 1, field response_a.response_content[0]: not an image Arbiter accepts "
-        "(JPEG, PNG, WebP or GIF): Pillow cannot read it"
+        "line 1, field response_a.response_content[0]: image 'photo.jpg' refused: not an image "
+        "Arbiter accepts (JPEG, PNG, WebP or GIF): Pillow cannot read it"
     )
     assert_nothing_imported(project)
 
@@ -553,17 +553,25 @@ def test_import_status_fragment_is_for_curators_of_the_project(client, alice, ev
     assert client.get(reverse("import-status", args=[project.slug, foreign.pk])).status_code == 404
 
 
-def test_curator_uploads_a_file_with_a_media_archive(client_for, carol, project):
+def test_curator_uploads_a_file_with_a_media_archive(
+    client_for, carol, project, django_capture_on_commit_callbacks
+):
     archive = zip_bytes({"imgs/a.png": image_bytes(), "imgs/b.png": image_bytes((9, 9, 9))})
     data = jsonl_bytes([image_pair("p1", "imgs/a.png", "imgs/b.png"), text_pair("t1")])
     client = client_for(carol)
-    response = client.post(
-        reverse("imports", args=[project.slug]),
-        {"file": upload("pairs.jsonl", data), "media_archive": upload("media.zip", archive)},
-    )
+    with django_capture_on_commit_callbacks() as queued:
+        response = client.post(
+            reverse("imports", args=[project.slug]),
+            {"file": upload("pairs.jsonl", data), "media_archive": upload("media.zip", archive)},
+        )
     assert response.status_code == 302
     job = ImportJob.objects.get(project=project)
     assert response.url.endswith(f"?job={job.pk}")
+    # The form never imports in the request: the job waits for its task.
+    assert job.status == "pending"
+    assert len(queued) == 1
+    queued[0]()
+    job.refresh_from_db()
     assert (job.status, job.created_pairs, job.created_media, job.created_by) == (
         "succeeded",
         2,
@@ -577,12 +585,15 @@ def test_curator_uploads_a_file_with_a_media_archive(client_for, carol, project)
     assert not [p for p in stored_files() if ".uploads" in p.parts]
 
 
-def test_refused_upload_shows_the_errors_and_imports_nothing(client_for, carol, project):
+def test_refused_upload_shows_the_errors_and_imports_nothing(
+    client_for, carol, project, django_capture_on_commit_callbacks
+):
     data = jsonl_bytes([text_pair("p1"), {"id": "p2", "prompt": "x"}])
     client = client_for(carol)
-    response = client.post(
-        reverse("imports", args=[project.slug]), {"file": upload("p.jsonl", data)}
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            reverse("imports", args=[project.slug]), {"file": upload("p.jsonl", data)}
+        )
     job = ImportJob.objects.get(project=project)
     assert job.status == "failed"
     page = client.get(response.url).content.decode()
@@ -591,13 +602,16 @@ def test_refused_upload_shows_the_errors_and_imports_nothing(client_for, carol, 
     assert_nothing_imported(project)
 
 
-def test_archive_escaping_its_folder_is_refused(client_for, carol, project):
+def test_archive_escaping_its_folder_is_refused(
+    client_for, carol, project, django_capture_on_commit_callbacks
+):
     archive = zip_bytes({"../../evil.png": image_bytes()})
     data = jsonl_bytes([image_pair("p1", "evil.png", "evil.png")])
-    client_for(carol).post(
-        reverse("imports", args=[project.slug]),
-        {"file": upload("p.jsonl", data), "media_archive": upload("m.zip", archive)},
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        client_for(carol).post(
+            reverse("imports", args=[project.slug]),
+            {"file": upload("p.jsonl", data), "media_archive": upload("m.zip", archive)},
+        )
     job = ImportJob.objects.get(project=project)
     assert job.status == "failed"
     assert job.errors == [
@@ -625,7 +639,7 @@ def test_upload_larger_than_the_limit_is_refused(client_for, carol, project, set
     assert not ImportJob.objects.exists()
 
 
-def test_upload_page_enforces_csrf(carol, project):
+def test_upload_page_enforces_csrf(carol, project, django_capture_on_commit_callbacks):
     client = Client(enforce_csrf_checks=True)
     client.force_login(carol)
     url = reverse("imports", args=[project.slug])
@@ -634,7 +648,8 @@ def test_upload_page_enforces_csrf(carol, project):
     assert not ImportJob.objects.exists()
     client.get(url)
     token = client.cookies["csrftoken"].value
-    response = client.post(url, {"file": upload("p.jsonl", data), "csrfmiddlewaretoken": token})
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, {"file": upload("p.jsonl", data), "csrfmiddlewaretoken": token})
     assert response.status_code == 302
     assert Pair.objects.filter(project=project).count() == 1
 

@@ -1,7 +1,8 @@
 """Factories of the media tests. Tiny video, audio and GLB files made at test time with PyAV
 and numpy (nothing downloaded), with a model name planted in every metadata field the served
-copy must lose; and binary glTF models built from numpy arrays, with a material, vertex colours
-and node transforms as asked."""
+copy must lose; binary glTF models built from numpy arrays, with a material, vertex colours
+and node transforms as asked; and ``assert_no_planted``, which looks for a planted name in
+served bytes in every form it can take there."""
 
 from __future__ import annotations
 
@@ -18,6 +19,33 @@ from PIL import Image
 
 PLANTED = "SecretGen-9000"
 _TAGS = ("title", "comment", "encoder", "artist", "album", "description", "copyright")
+
+
+def planted_forms(name: str) -> dict[str, bytes]:
+    """``name`` as it can sit in a file: ASCII (any case), UTF-16 in both byte orders, and
+    base64 (standard and URL-safe alphabets) at each of the three alignments a 3-byte group
+    allows, cut to the characters that depend on ``name`` alone."""
+    raw = name.encode()
+    forms = {
+        "ascii": raw.lower(),
+        "utf-16-le": name.encode("utf-16-le"),
+        "utf-16-be": name.encode("utf-16-be"),
+    }
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + raw)
+        start, end = -(-8 * offset // 6), 8 * (offset + len(raw)) // 6
+        forms[f"base64+{offset}"] = encoded[start:end]
+        forms[f"base64url+{offset}"] = base64.urlsafe_b64encode(bytes(offset) + raw)[start:end]
+    return forms
+
+
+def assert_no_planted(data: bytes, name: str = PLANTED) -> None:
+    """Fails naming the form and the place when ``data`` holds ``name`` in any of its
+    ``planted_forms``."""
+    for form, needle in planted_forms(name).items():
+        haystack = data.lower() if form == "ascii" else data
+        where = haystack.find(needle)
+        assert where < 0, f"{name!r} ({form}) found at byte {where} of {len(data)}"
 
 
 def video_write(
@@ -129,26 +157,6 @@ def glb_bytes(*, generator: str = PLANTED, json_extra: dict | None = None) -> by
     }  # fmt: skip
     document.update(json_extra or {})
     return glb_pack(json.dumps(document).encode(), positions)
-
-
-def assert_no_planted(data: bytes, name: str = PLANTED) -> None:
-    """Fails when ``data`` holds ``name`` in ASCII, UTF-16 (either byte order) or base64
-    (standard or URL-safe, at each of the three alignments a name can have in encoded bytes)."""
-    raw = name.encode()
-    forms = {"ASCII": raw, "UTF-16-LE": name.encode("utf-16-le"),
-             "UTF-16-BE": name.encode("utf-16-be")}  # fmt: skip
-    for shift in range(3):
-        # Only the characters made of the name's bits alone: those shared with the bytes
-        # before and after it depend on them.
-        first = (shift * 8 + 5) // 6
-        last = ((shift + len(raw)) * 8) // 6
-        encoded = base64.b64encode(b"\x00" * shift + raw)[first:last]
-        forms[f"base64 at offset {shift}"] = encoded
-        forms[f"URL-safe base64 at offset {shift}"] = encoded.replace(b"+", b"-").replace(
-            b"/", b"_"
-        )
-    for form, needle in forms.items():
-        assert needle not in data, f"{name!r} is in the served bytes ({form}: {needle!r})"
 
 
 def glb_split(data: bytes) -> tuple[dict, bytes]:

@@ -173,17 +173,20 @@ def test_media_files_are_the_stripped_copies_by_their_hash(released):
 FILE_FEATURE = datasets.List({"bytes": datasets.Value("binary"), "path": datasets.Value("string")})
 
 
-def test_load_dataset_reads_video_and_audio(released):
+def test_load_dataset_reads_video_and_audio(released, tmp_path):
     folder = released.folder
+    # A cache of this test's own: datasets keys a folder's cache by its path, and pytest's
+    # temporary paths come back in later sessions.
+    cache = str(tmp_path / "hf-cache")
     features = datasets.load_dataset(
-        "parquet", data_dir=str(folder / "data"), split="test"
+        "parquet", data_dir=str(folder / "data"), split="test", cache_dir=cache
     ).features
     assert features["chosen_videos"] == FILE_FEATURE
     assert features["audios"] == FILE_FEATURE
     assert features["chosen_images"] == datasets.List(datasets.Image())
     assert features["chosen_models3d"].feature.dtype == "string"
     # Through the card's configs too, with the same features; rows are read as they are.
-    pairs = datasets.load_dataset(str(folder), split="test")
+    pairs = datasets.load_dataset(str(folder), split="test", cache_dir=cache)
     assert pairs.features == features
     for column, feature in pairs.features.items():
         inner = getattr(feature, "feature", None)

@@ -165,7 +165,8 @@ def test_a_multimodal_pair_has_placeholders_and_image_files_without_metadata(fil
     assert row["votes"] == [1, 1]  # the prior annotation first, then alice's vote
     for path in row["images"] + row["chosen_images"] + row["rejected_images"]:
         data = (release.folder / path).read_bytes()
-        assert path == f"images/{hashlib.sha256(data).hexdigest()}.jpg"
+        # The served copy: the JPEG's pixels rebuilt as PNG.
+        assert path == f"images/{hashlib.sha256(data).hexdigest()}.png"
         assert SECRET_EXIF.encode() not in data
         assert not Image.open(io.BytesIO(data)).getexif()
     originals = [
