@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0023_media_url_key_project_media_serve_source"),
+        ("annotation", "0024_job_attempts"),
     ]
 
     operations = [
