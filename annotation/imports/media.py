@@ -94,9 +94,7 @@ def _refusal(name: str, outcome: BaseException) -> MediaError:
     """The import's line for a file whose check failed in its child: the parser's reason, the
     limit it hit, or (an error the file provoked in code that should have refused it) the
     error's name and message, never a traceback."""
-    if isinstance(outcome, MediaError):
-        return outcome
-    if isinstance(outcome, (GlbError, BoundedError)):
+    if isinstance(outcome, (MediaError, GlbError, BoundedError)):
         return MediaError(f"{name} refused: {outcome}")
     return MediaError(f"{name} refused: could not be read ({type(outcome).__name__}: {outcome})")
 

@@ -295,7 +295,7 @@ def test_each_kind_of_file_of_an_import_is_checked_in_a_bounded_child(
 
 
 def test_the_served_copy_of_a_stored_image_is_made_in_a_bounded_child(project, settings):
-    from annotation.media.services import media_strip_metadata
+    from annotation.media.services import MediaError, media_strip_metadata
 
     data = png((1, 2, 3))
     media = Media.objects.create(
@@ -306,8 +306,9 @@ def test_the_served_copy_of_a_stored_image_is_made_in_a_bounded_child(project, s
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     starved(settings, "image")
-    with pytest.raises(BoundedError, match="needed more than 1 MB of memory"):
+    with pytest.raises(MediaError, match="needed more than 1 MB of memory"):
         media_strip_metadata(media=media)
+    assert media.served_sha256 is None  # nothing of it is served
     budget(settings, "image", 400_000_000)
     media_strip_metadata(media=media)
     assert media.served_sha256 is not None

@@ -7,6 +7,7 @@ model, that rebuilding it again changes nothing, and that it shows what the orig
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import json
 import struct
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image, PngImagePlugin
 
+from annotation.core.media_keys import media_path
 from annotation.imports.errors import ImportFailed
 from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild
@@ -456,7 +458,7 @@ def test_the_imported_model_is_served_rebuilt(project, tmp_path, settings):
     pair = Pair.objects.get(project=project)
     model = Media.objects.get(sha256=pair.response_a.content[0]["media"])
     assert original_path(model, settings).read_bytes() == planted
-    assert model.strip_result == Media.StripResult.STRIPPED
+    assert model.strip_result == Media.StripResult.REBUILT
     served = (settings.MEDIA_ROOT / Media.path_for(model.served_sha256, "GLB")).read_bytes()
     assert served == glb_rebuild(glb_inspect(planted))
     assert_no_planted(served)
@@ -473,3 +475,28 @@ def test_an_undecodable_texture_is_a_line_error(project, tmp_path):
     [issue] = refused.value.issues
     assert (issue.line, issue.field) == (2, "response_b.response_content[0]")
     assert "images[0]: the texture cannot be decoded as image/png" in issue.message
+
+
+@pytest.mark.django_db
+def test_a_model_stripped_by_an_earlier_version_is_rebuilt_when_first_served(
+    client_for, alice, project, tmp_path, settings
+):
+    # An earlier version served a copy of the JSON without its generator: asset.author,
+    # extras and slack bytes went out as they came.
+    planted = _planted(textured_glb(image=_png()), _everywhere("extras", PLANTED))
+    (tmp_path / "a.glb").write_bytes(planted)
+    (tmp_path / "b.glb").write_bytes(glb_bytes())
+    import_media(project, tmp_path, [media_pair("m1", "model3d", "a.glb", "b.glb")])
+    model = Media.objects.get(sha256=hashlib.sha256(planted).hexdigest())
+    old_copy = settings.MEDIA_ROOT / Media.path_for(model.sha256, "GLB")
+    Media.objects.filter(pk=model.pk).update(
+        served_sha256=model.sha256, strip_result=Media.StripResult.UNCHANGED
+    )
+    response = client_for(alice).get(media_path(slug=project.slug, sha256=model.sha256))
+    assert response.status_code == 200
+    served = b"".join(response.streaming_content)
+    assert served == glb_rebuild(glb_inspect(planted))
+    assert_no_planted(served)
+    model.refresh_from_db()
+    assert model.strip_result == Media.StripResult.REBUILT
+    assert old_copy.read_bytes() == planted  # the original is kept for releases

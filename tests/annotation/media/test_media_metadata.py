@@ -565,7 +565,7 @@ def test_strip_media_metadata_reports_missing_files_and_refusals(project, capsys
     with pytest.raises(Exception, match="1 media missing from storage"):
         call_command("strip_media_metadata")
     out = capsys.readouterr().out
-    assert f"1 images cannot be rebuilt and are not served:\n  {broken.sha256}: corrupt" in out
+    assert f"1 files cannot be rebuilt and are not served:\n  {broken.sha256}: corrupt" in out
 
 
 def test_an_older_copy_is_rebuilt_on_first_request_never_served_as_it_was(
