@@ -686,7 +686,8 @@ class AvPrepared:
 def av_prepare(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) -> AvPrepared:
     """Checks the file at ``path`` and writes its served copy into the folder ``staging``:
     what an import does with each video and audio file, in any process (it touches no
-    database and no settings). Never raises for what the file holds: a refusal is ``error``."""
+    database and no settings). A refusal is ``error``; only a failed allocation raises (the
+    bounded child that runs it names the memory limit in its refusal)."""
     served = staging / f"served-{uuid.uuid4().hex}"
     try:
         info = av_inspect(path, kind=kind, limits=limits, served_to=served)
