@@ -531,6 +531,14 @@ class _Encoder:
         )
 
     def video(self, frame) -> None:
+        """Encodes a decoded frame; an encoder's failure (x264 that cannot allocate its
+        buffers, say) refuses the file as one that cannot be re-encoded, not as corrupt."""
+        try:
+            self._video(frame)
+        except _DECODE_ERRORS as exc:
+            self._fail(exc)
+
+    def _video(self, frame) -> None:
         if self.video_out is None:
             self._video_stream(frame)
         time = frame.time
@@ -557,6 +565,12 @@ class _Encoder:
                 self.container.mux(filtered)
 
     def audio(self, frame) -> None:
+        try:
+            self._audio(frame)
+        except _DECODE_ERRORS as exc:
+            self._fail(exc)
+
+    def _audio(self, frame) -> None:
         if self.audio_out is None:
             return
         if self.samples_written is None:
