@@ -253,7 +253,9 @@ if DATA_UPLOAD_MAX_MEMORY_SIZE > ARBITER_MAX_REQUEST_BYTES:
     )
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 ARBITER_MAX_IMAGE_BYTES = env_int("ARBITER_MAX_IMAGE_BYTES", 50 * 1024 * 1024)
-ARBITER_MAX_IMAGE_PIXELS = env_int("ARBITER_MAX_IMAGE_PIXELS", 64_000_000)
+# 40 Mpx keeps the rebuild of the largest image allowed (decoded frames and their PNG) under
+# 500 MB (docs/operations.md, "Bounded media work").
+ARBITER_MAX_IMAGE_PIXELS = env_int("ARBITER_MAX_IMAGE_PIXELS", 40_000_000)
 # An animation's frames: at most this many, and all their pixels within the pixel limit.
 ARBITER_MAX_IMAGE_FRAMES = env_int("ARBITER_MAX_IMAGE_FRAMES", 1000)
 # Video, audio and 3D limits (docs/operations.md, "Limits"); checked from the header first.
@@ -263,7 +265,9 @@ ARBITER_MAX_MODEL3D_BYTES = env_int("ARBITER_MAX_MODEL3D_BYTES", 200 * 1024 * 10
 # A model with more triangles is refused: its views are rendered at import (docs/import-format.md).
 ARBITER_MAX_MODEL3D_TRIANGLES = env_int("ARBITER_MAX_MODEL3D_TRIANGLES", 1_000_000)
 ARBITER_MAX_MEDIA_SECONDS = env_int("ARBITER_MAX_MEDIA_SECONDS", 600)
-ARBITER_MAX_VIDEO_PIXELS = env_int("ARBITER_MAX_VIDEO_PIXELS", 4096 * 2160)
+# 1920 x 1080 (or 1080 x 1920): x264 keeps its look-ahead at full size, and a 4K clip needs about
+# 1 GB to re-encode; raise it together with ARBITER_MEDIA_MEMORY_BYTES_VIDEO (docs/import-format.md).
+ARBITER_MAX_VIDEO_PIXELS = env_int("ARBITER_MAX_VIDEO_PIXELS", 1920 * 1080)
 ARBITER_MAX_VIDEO_FRAME_RATE = env_int("ARBITER_MAX_VIDEO_FRAME_RATE", 240)
 ARBITER_MAX_AUDIO_SAMPLE_RATE = env_int("ARBITER_MAX_AUDIO_SAMPLE_RATE", 192_000)
 # Threads of each FFmpeg decoder and encoder of an import: fixed, so that a memory limit on the
@@ -274,7 +278,7 @@ ARBITER_MEDIA_THREADS = env_int("ARBITER_MEDIA_THREADS", 1)
 # space beyond the media server's own, CPU and wall time are seconds per file. Off
 # (ARBITER_MEDIA_LIMITS=false, for the benchmark) runs the same children without rlimits.
 _MEDIA_KINDS = ("image", "video", "audio", "model3d")
-_MEDIA_MEMORY = {"image": 600, "video": 400, "audio": 400, "model3d": 400}
+_MEDIA_MEMORY = {"image": 400, "video": 400, "audio": 400, "model3d": 400}
 _MEDIA_CPU = {"image": 30, "video": 600, "audio": 120, "model3d": 45}
 _MEDIA_WALL = {"image": 60, "video": 900, "audio": 180, "model3d": 55}
 ARBITER_MEDIA_MEMORY_BYTES = {
