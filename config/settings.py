@@ -265,8 +265,8 @@ ARBITER_MAX_MODEL3D_BYTES = env_int("ARBITER_MAX_MODEL3D_BYTES", 200 * 1024 * 10
 # A model with more triangles is refused: its views are rendered at import (docs/import-format.md).
 ARBITER_MAX_MODEL3D_TRIANGLES = env_int("ARBITER_MAX_MODEL3D_TRIANGLES", 1_000_000)
 ARBITER_MAX_MEDIA_SECONDS = env_int("ARBITER_MAX_MEDIA_SECONDS", 600)
-# 1920 x 1080 (or 1080 x 1920): x264 keeps its look-ahead at full size, and a 4K clip needs about
-# 1 GB to re-encode; raise it together with ARBITER_MEDIA_MEMORY_BYTES_VIDEO (docs/import-format.md).
+# 1920 x 1080 (or 1080 x 1920): x264 keeps its look-ahead at full size, and a 4K clip needs
+# about 1 GB to re-encode; raise it with ARBITER_MEDIA_MEMORY_BYTES_VIDEO (docs/import-format.md).
 ARBITER_MAX_VIDEO_PIXELS = env_int("ARBITER_MAX_VIDEO_PIXELS", 1920 * 1080)
 ARBITER_MAX_VIDEO_FRAME_RATE = env_int("ARBITER_MAX_VIDEO_FRAME_RATE", 240)
 ARBITER_MAX_AUDIO_SAMPLE_RATE = env_int("ARBITER_MAX_AUDIO_SAMPLE_RATE", 192_000)
