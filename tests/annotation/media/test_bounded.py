@@ -287,7 +287,10 @@ def test_each_kind_of_file_of_an_import_is_checked_in_a_bounded_child(
         with pytest.raises(ImportFailed) as refused:
             import_media(project, tmp_path, pairs)
         issue = refused.value.issues[0]
-        assert issue.message.endswith("refused: needed more than 1 MB of memory"), issue.message
+        # FFmpeg's x264 may not check an allocation the limit refused and crash instead: the
+        # file is refused all the same, with that reason.
+        reasons = ("refused: needed more than 1 MB of memory", "refused: crashed (signal 11")
+        assert any(reason in issue.message for reason in reasons), issue.message
         assert f"{kind} '" in issue.message
         budget(settings, kind, 400_000_000)
         import_media(project, tmp_path, pairs)

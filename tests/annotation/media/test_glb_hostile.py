@@ -312,7 +312,7 @@ def test_a_bomb_is_refused_at_once(case):
         "12,000,000 vertices without a buffer view",
         "a few indices over 12,000,000 vertices without a buffer view",
         "10**12 elements without a buffer view, drawn as points",
-        "a texture claiming 9,000 x 9,000 pixels",
+        "a texture claiming 7,000 x 7,000 pixels",
     ],
 )
 def test_a_bomb_is_refused_before_what_it_claims_is_allocated(case):
