@@ -82,7 +82,9 @@ def image_decode(data: bytes) -> DecodedImage:
     ARBITER_MAX_IMAGE_FRAMES, then decodes the frames a browser shows, oriented and in sRGB.
     Raises ``MediaError`` for anything else than a whole JPEG, PNG, WebP or GIF within them."""
     max_pixels = settings.ARBITER_MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = max_pixels
+    # Pillow's limit is a global: set for this decoding only, so that nothing else in the
+    # process (a GLB's textures, a test) decodes under the limit of the last image's settings.
+    previous, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, max_pixels
     try:
         with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as image:
             return _decoded(image, max_pixels=max_pixels)
@@ -101,6 +103,8 @@ def image_decode(data: bytes) -> DecodedImage:
         raise MediaError("refused: decoding it needs more memory than there is") from None
     except _DECODE_ERRORS as exc:
         raise MediaError(f"corrupt image: {exc or type(exc).__name__}") from None
+    finally:
+        Image.MAX_IMAGE_PIXELS = previous
 
 
 def image_encode(decoded: DecodedImage) -> bytes:

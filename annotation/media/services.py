@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from annotation.media.bounded import BoundedError, bounded_call
+from annotation.media.av_media import av_limits, av_prepare
+from annotation.media.bounded import BoundedError, bounded_call, bounded_map
 from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
@@ -30,6 +32,7 @@ from annotation.media.image_rebuild import (
     image_decode,
     image_encode,
 )
+from annotation.media.media_pool import av_outcome
 from annotation.models import Media, ProjectMedia
 
 # ``MediaError`` is defined beside the rebuild, the lowest layer that raises it; the importer
@@ -122,6 +125,16 @@ def image_copy_outdated(media: Media) -> bool:
     return media.kind in _REBUILT_HERE and media.strip_result != Media.StripResult.REBUILT
 
 
+_AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
+
+
+def av_copy_outdated(media: Media) -> bool:
+    """Whether ``media`` is a video or audio clip whose served copy predates the re-encode
+    (a remux, which kept what the remux did not know): it is not served until
+    ``media_strip_metadata`` (``manage.py strip_media_metadata``) re-encodes it."""
+    return media.kind in _AV_KINDS and media.strip_result != Media.StripResult.REBUILT
+
+
 def served_copy_of_file(path: Path) -> ServedCopy:
     """In a bounded child: ``served_copy_make`` of the stored image at ``path``."""
     return served_copy_make(data=path.read_bytes())
@@ -139,17 +152,18 @@ def rendered_views_of_file(path: Path) -> list[tuple[ImageInfo, ServedCopy, byte
 
 
 def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
-    """Makes and stores the served copy of the image or 3D model ``media``, imported before
-    served copies existed (or, with ``remake``, made by an earlier version), in a bounded
-    child, and records it on the row. Raises ``FileNotFoundError`` when the original is missing
-    and ``MediaError`` when it cannot be rebuilt (or hits a limit): the row then has no served
-    copy, so nothing of it is served. Two calls at once for one file write the same file and
-    the same values."""
-    if media.kind not in _REBUILT_HERE:
-        raise ValueError(f"{media.kind} media get their served copy at import")
+    """Makes and stores the served copy of ``media`` imported before served copies were
+    rebuilt (or, with ``remake``, made by an earlier version), in a bounded child, and records
+    it on the row: an image or a 3D model rebuilt, a video or audio clip re-encoded as an
+    import does. Raises ``FileNotFoundError`` when the original is missing and ``MediaError``
+    when it cannot be rebuilt (or hits a limit): the row then has no served copy, so nothing
+    of it is served. Two calls at once for one file write the same file and the same values."""
     original = Path(settings.MEDIA_ROOT) / media.relative_path
     if not original.is_file():
         raise FileNotFoundError(f"the original of {media.kind} {media.sha256} is missing")
+    if media.kind in _AV_KINDS:
+        _av_reencode(media, original)
+        return
     rows = Media.objects.filter(pk=media.pk)
     try:
         if media.kind == Media.Kind.MODEL3D:
@@ -172,6 +186,39 @@ def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
     if media.kind == Media.Kind.IMAGE:
         columns |= {"width": served.width, "height": served.height}
     rows.update(**columns)
+    for name, value in columns.items():
+        setattr(media, name, value)
+
+
+def _av_reencode(media: Media, original: Path) -> None:
+    """The served copy of a video or audio clip imported before every copy was re-encoded,
+    made as an import makes it (``av_prepare``, in a bounded child) and recorded on the row;
+    ``MediaError`` with the reason when it is refused."""
+    staging = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
+    staging.mkdir(parents=True)
+    try:
+        call = ((original,), {"kind": media.kind, "staging": staging, "limits": av_limits()})
+        [outcome] = bounded_map(av_prepare, [call], kind=media.kind)
+        prepared = av_outcome(outcome)
+        if prepared.info is None or prepared.served is None:
+            Media.objects.filter(pk=media.pk).update(served_sha256=None, strip_result=None)
+            media.served_sha256 = media.strip_result = None
+            raise MediaError(prepared.error)
+        final = Path(settings.MEDIA_ROOT) / Media.path_for(
+            prepared.served_sha256, prepared.info.served_format
+        )
+        if not final.exists():
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(prepared.served, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    columns = {
+        "served_sha256": prepared.served_sha256,
+        "strip_result": Media.StripResult.REBUILT,
+        "served_format": prepared.info.served_format,
+        "served_frame_rate": prepared.info.served_frame_rate,
+    }
+    Media.objects.filter(pk=media.pk).update(**columns)
     for name, value in columns.items():
         setattr(media, name, value)
 

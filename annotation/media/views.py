@@ -28,7 +28,12 @@ from rest_framework.authentication import TokenAuthentication
 from annotation.core.access import get_project_for_user
 from annotation.core.downloads import handed_off_response, ranged_file_response
 from annotation.core.media_keys import URL_KEY, media_etag
-from annotation.media.services import MediaError, image_copy_outdated, media_strip_metadata
+from annotation.media.services import (
+    MediaError,
+    av_copy_outdated,
+    image_copy_outdated,
+    media_strip_metadata,
+)
 from annotation.models import Media, ProjectMedia
 
 # The served copy never changes under its URL; the original may stop being sent at any time.
@@ -70,9 +75,11 @@ def media_file(request, slug: str, media_key: str):
         relative_path, content_type, sha256 = media.relative_path, media.content_type, media.sha256
         cache = _CACHE_SOURCE
     else:
-        if media.served_sha256 is None and media.kind != Media.Kind.IMAGE:
-            # A video or audio file imported before served copies were made at import.
-            raise Http404("This media has no playable copy yet")
+        if av_copy_outdated(media):
+            # A video or audio file imported before every copy was re-encoded: its remux kept
+            # what the remux did not know. Re-encoding takes too long for a request; an
+            # operator runs `manage.py strip_media_metadata` (docs/operations.md).
+            raise Http404("This media has no re-encoded copy yet")
         try:
             if image_copy_outdated(media):
                 media_strip_metadata(media=media, remake=True)

@@ -1,6 +1,6 @@
-"""Makes the served copy, rebuilt from the decoded content, of images and 3D models imported
-before imports rebuilt it (docs/import-format.md, "What a served image keeps", "What a served
-3D model keeps")."""
+"""Makes the served copy, rebuilt from the decoded content, of media imported before imports
+rebuilt it: images and 3D models rebuilt, video and audio re-encoded (docs/operations.md,
+"Served copies without metadata")."""
 
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ from annotation.models import Media
 
 class Command(BaseCommand):
     help = (
-        "Rebuild the served copy of every image and 3D model imported before served copies "
-        "were rebuilt from their content (imports make it themselves). Safe to run again and "
-        "while the site runs. --all rebuilds every image's and model's served copy."
+        "Rebuild the served copy of every image, 3D model, video and audio clip imported "
+        "before served copies were rebuilt from their content (imports make it themselves; "
+        "older video and audio are not served until then). Safe to run again and while the "
+        "site runs. --all rebuilds every file's served copy."
     )
 
     def add_arguments(self, parser):
         parser.add_argument(
             "--all",
             action="store_true",
-            help="Rebuild the served copy of every image and model, not only of outdated ones.",
+            help="Rebuild the served copy of every file, not only of outdated ones.",
         )
 
     def handle(self, *args, **options):
@@ -30,10 +31,7 @@ class Command(BaseCommand):
         missing: list[str] = []
         refused: list[str] = []
         remake = options["all"]
-        # A video's or audio clip's copy is re-encoded at import.
-        pending = Media.objects.filter(kind__in=[Media.Kind.IMAGE, Media.Kind.MODEL3D]).order_by(
-            "pk"
-        )
+        pending = Media.objects.order_by("pk")
         if not remake:
             pending = pending.filter(
                 Q(strip_result__isnull=True) | ~Q(strip_result=Media.StripResult.REBUILT)

@@ -7,6 +7,7 @@ audio clip keeps")."""
 
 from __future__ import annotations
 
+import io
 import struct
 from fractions import Fraction
 from pathlib import Path
@@ -452,3 +453,37 @@ def test_mutated_files_are_rebuilt_or_refused_never_crash(seeds, tmp_path, seed,
         assert prepared.served.stat().st_size > 0
         assert_no_planted(prepared.served.read_bytes())
         prepared.served.unlink()
+
+
+@pytest.mark.django_db
+def test_a_clip_remuxed_by_an_earlier_version_is_not_served_until_it_is_re_encoded(
+    client_for, alice, project, tmp_path, settings
+):
+    from django.core.management import call_command
+
+    from annotation.core.media_keys import media_path
+    from annotation.models import Media
+    from tests.judges.av_judge_support import import_pairs, media_pair
+
+    name = mp3_stray_bytes_then_id3v1(tmp_path).name
+    audio_write(tmp_path / "b.wav")
+    pair = media_pair("a1", "t2a", [["audio", name]], [["audio", "b.wav"]])
+    import_pairs(project, tmp_path, [pair])
+    clip = Media.objects.get(format="MP3")
+    url = media_path(slug=project.slug, sha256=clip.sha256)
+    # What an earlier version left: the remux, served as the original's format.
+    Media.objects.filter(pk=clip.pk).update(
+        served_sha256=clip.sha256, strip_result=Media.StripResult.UNCHANGED, served_format=None
+    )
+    client = client_for(alice)
+    assert client.get(url).status_code == 404  # never the old copy, which kept the tag
+
+    out = io.StringIO()
+    call_command("strip_media_metadata", stdout=out)
+    assert "Served copies rebuilt: 1" in out.getvalue()
+    clip.refresh_from_db()
+    assert (clip.strip_result, clip.served_format) == (Media.StripResult.REBUILT, "M4A")
+    response = client.get(url)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "audio/mp4"
+    assert_no_planted(b"".join(response.streaming_content))
