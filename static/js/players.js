@@ -216,17 +216,21 @@
     else play(state);
   }
 
-  // Every element to ``at`` (an element shorter than that to its end).
-  function align(state, at) {
+  // Every element to ``at`` (an element shorter than that to its end), unless it is within
+  // ``slack`` seconds of it already (a seek costs a decode: half a millisecond is nothing
+  // to the eye when playing together).
+  function align(state, at, slack = 0.0005) {
     for (const element of state.media) {
       const target = Math.min(at, durationOf(element));
-      if (Math.abs(element.currentTime - target) > 0.0005) element.currentTime = target;
+      if (Math.abs(element.currentTime - target) > slack) element.currentTime = target;
     }
   }
 
+  // A seek asked for lands exactly: a frame step from a time a hair before the next frame
+  // (3.0799 s at 25 fps) must still reach that frame's presentation time.
   function seek(state, at) {
     const target = Math.max(0, Math.min(at, length(state)));
-    align(state, target);
+    align(state, target, 0);
     if (state.playing) {
       for (const element of state.media) {
         if (playable(element, target) && element.paused) element.play().catch(() => undefined);
