@@ -14,7 +14,7 @@ from annotation.agreement import services as agreement
 from annotation.agreement.services import agreement_report_recompute
 from annotation.core.errors import Conflict
 from annotation.core.jobs import JobTask, job_failure_text, sweep_task, time_limits
-from annotation.imports.importer import ProjectBusy
+from annotation.imports.locks import ProjectBusy
 from annotation.imports.services import STALLED_IMPORTS, import_job_fail, import_job_run
 from annotation.models import ImportJob, Project, Release
 from annotation.releases import services as releases

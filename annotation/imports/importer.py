@@ -11,13 +11,12 @@ without conflict handling (``writer``), while a reader thread prepares the next 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -33,7 +32,6 @@ from annotation.core.content import (
     response_key,
     text_part,
 )
-from annotation.core.failures import DATABASE_ERRORS
 from annotation.core.jobs import TIME_LIMIT_ERRORS
 from annotation.core.media_keys import media_url_key
 from annotation.core.search import search_words
@@ -41,8 +39,8 @@ from annotation.core.threads import in_background
 from annotation.decisions.lifecycle import Decision
 from annotation.decisions.services import ImportConsensus
 from annotation.imports import progress as job_records
-from annotation.imports import sql
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
+from annotation.imports.locks import lock_project, restore_constraint_checks
 from annotation.imports.media import MediaRecord, MediaStore
 from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import PairFileReader, RawRecord
@@ -71,8 +69,6 @@ BATCH_SIZE = 2000
 # Pairs whose video and audio files are checked together, in parallel.
 MEDIA_WINDOW_PAIRS = 16
 WRITTEN_IDS_LIMIT = 1_000_000  # about 70 MB of remembered pair, prompt or response ids
-# Namespace of the PostgreSQL advisory lock that serialises imports into one project.
-_LOCK_NAMESPACE = 0x41524249
 
 
 def pairs_import(
@@ -106,7 +102,7 @@ def pairs_import(
             stack.callback(store.discard)
             reporter = stack.enter_context(Progress(job, progress, total))
             with transaction.atomic():
-                _lock_project(project, wait=not locked)
+                lock_project(project, wait=not locked)
                 if job is not None and job_records.job_status(job) in job_records.FINISHED:
                     raise ImportJobFinished
                 importer = _Importer(project=project, store=store, batch_size=batch_size, job=job)
@@ -115,7 +111,7 @@ def pairs_import(
                     importer.issues.add(ImportIssue(None, None, "the file holds no pairs"))
                 if importer.issues:
                     raise importer.issues.failure()
-                _restore_constraint_checks()
+                restore_constraint_checks()
                 store.publish()
                 summary = importer.summary
                 if job is not None:
@@ -147,53 +143,6 @@ def pairs_import(
         },
     )
     return summary
-
-
-class ProjectBusy(Exception):
-    """Another import into the project holds its lock; the import is to be tried later."""
-
-
-def _lock_key(project: Project) -> dict[str, int]:
-    return {"namespace": _LOCK_NAMESPACE, "key": project.pk % 2**31}
-
-
-@contextmanager
-def project_import_lock(project: Project) -> Iterator[None]:
-    """Holds the lock of ``project``'s imports, or raises ``ProjectBusy`` at once when another
-    import holds it: a worker never waits for a lock, and one project's imports never wait
-    for another's. A session-level lock (``pg_try_advisory_lock``), because it is taken
-    before the job's attempt is counted and committed, outside the import's transaction; it
-    is given back on every way out of the block, and a killed worker's ends with its
-    database session. Not to be entered inside a transaction that outlives the block."""
-    with connection.cursor() as cursor:
-        cursor.execute(*sql.project_lock_try(**_lock_key(project)))
-        (taken,) = cursor.fetchone()
-    if not taken:
-        raise ProjectBusy(f"Another import into {project.slug} is running.")
-    try:
-        yield
-    finally:
-        # A lost connection took the lock with its session.
-        with contextlib.suppress(*DATABASE_ERRORS), connection.cursor() as cursor:
-            cursor.execute(*sql.project_unlock(**_lock_key(project)))
-
-
-def _lock_project(project: Project, *, wait: bool) -> None:
-    """Imports into one project run one at a time, so "is this pair id new?" stays true
-    until the batch is written: the transaction waits for the lock unless the caller holds
-    it already (``wait`` false)."""
-    with connection.cursor() as cursor:
-        if wait:
-            cursor.execute(*sql.project_lock(**_lock_key(project)))
-        # Foreign keys are checked as each batch is written, while the reader thread prepares
-        # the next one, instead of all at once in the commit.
-        cursor.execute(*sql.constraints_immediate())
-
-
-def _restore_constraint_checks() -> None:
-    """Back to Django's deferred checks, for a caller whose transaction goes on."""
-    with connection.cursor() as cursor:
-        cursor.execute(*sql.constraints_deferred())
 
 
 @dataclass

@@ -34,7 +34,8 @@ from annotation.core.jobs import (
     stalled_before,
 )
 from annotation.imports.errors import ImportFailed
-from annotation.imports.importer import ProjectBusy, pairs_import, project_import_lock
+from annotation.imports.importer import pairs_import
+from annotation.imports.locks import ProjectBusy, project_import_lock
 from annotation.imports.progress import FINISHED, ProgressCallback, job_error, job_failed
 from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.models import ImportJob, Project

@@ -26,9 +26,9 @@ from annotation import tasks
 from annotation.core.broker import registered_task
 from annotation.core.jobs import quarantine_reason
 from annotation.core.scratch import SCRATCH_PREFIX, scratch_sweep
-from annotation.imports import importer
+from annotation.imports import importer, locks
 from annotation.imports import services as import_services
-from annotation.imports.importer import ProjectBusy, project_import_lock
+from annotation.imports.locks import ProjectBusy, project_import_lock
 from annotation.imports.services import (
     IMPORT_RUN_TASK,
     import_job_run,
@@ -500,7 +500,7 @@ def test_a_project_whose_import_lock_is_held_does_not_hold_back_another_projects
     free, free_curator = _curator_project("unlocked")
     # Another import into ``busy`` is running (its lock held by another session).
     holder = psycopg.connect(database_url_for_tests(), autocommit=True)
-    holder.execute("SELECT pg_advisory_lock(%s, %s)", [importer._LOCK_NAMESPACE, busy.pk])
+    holder.execute("SELECT pg_advisory_lock(%s, %s)", [locks._LOCK_NAMESPACE, busy.pk])
     try:
         waiting = _queued(busy, busy_curator, [text_pair("b1")])
         other = _queued(free, free_curator, [text_pair("f1"), text_pair("f2")])
