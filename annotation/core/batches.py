@@ -6,13 +6,15 @@ never all sit in memory together."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeVar
 
 from django.db.models import Model, QuerySet
 
 BATCH_ROWS = 500
+M = TypeVar("M", bound=Model)
 
 
-def in_batches(rows: QuerySet, size: int = BATCH_ROWS) -> Iterator[Model]:
+def in_batches(rows: QuerySet[M], size: int = BATCH_ROWS) -> Iterator[M]:
     """``rows`` in primary-key order, read ``size`` at a time after the last key seen; a row
     changed by the caller so that it no longer matches is not read twice."""
     last = None
