@@ -211,6 +211,13 @@ def test_the_import_lock_stays_with_its_holder_behind_pgbouncer_and_goes_with_a_
             "ARBITER_PREPARED_STATEMENTS=true with ARBITER_DB_POOLER=transaction",
         ),
         ({"ARBITER_DB_POOLER": "session"}, "ARBITER_DB_POOLER='session': use one of"),
+        (
+            {
+                "ARBITER_DB_POOLER": "transaction",
+                "DATABASE_URL": "postgres://arbiter@127.0.0.1:6432/arbiter?pool=true",
+            },
+            "PgBouncer is the pool",
+        ),
     ],
 )
 def test_a_contradictory_pooler_setting_is_refused_naming_it(env, refusal):
