@@ -1,5 +1,6 @@
-"""The Celery application. Queues: ``default`` (imports, bookkeeping), ``judges_http``
-(I/O-bound judges), ``judges_gpu`` (torch judges), so GPU machines take only torch work.
+"""The Celery application. Its queues, one per kind of work, and the route of every task
+are in ``config/queues.py`` (imports, HTTP judges, torch judges, releases and reports,
+trainings), so GPU machines take only torch work and imports never hold up a release.
 A worker starting sweeps the work folders that jobs killed on its node left behind."""
 
 from __future__ import annotations

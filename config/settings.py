@@ -16,6 +16,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.local_postgres import LocalServer
+from config.queues import TASK_ROUTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -414,7 +415,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Each kind of work on a queue of its own (config/queues.py, docs/deploy.md); a task missing
+# from the routes would go to "default", which no worker serves: a test walks every task.
 CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = TASK_ROUTES
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # Judge filter runs (judges/runs/services.py, docs/judges-runs.md): pairs per batch task, and
@@ -518,6 +522,9 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     CELERY_BROKER_TRANSPORT_OPTIONS["socket_connect_timeout"] = env_int(
         "CELERY_BROKER_CONNECT_TIMEOUT_S", 5
     )
+
+# /readyz (config/health.py): how long each of its checks may take.
+ARBITER_READY_TIMEOUT_S = env_int("ARBITER_READY_TIMEOUT_S", 2)
 
 LOG_LEVEL = env_str("ARBITER_LOG_LEVEL", "INFO")
 LOGGING = {

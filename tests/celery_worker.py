@@ -17,6 +17,8 @@ from urllib.parse import quote
 from django.conf import settings
 from django.db import connection
 
+from config.queues import ALL_QUEUES
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -33,7 +35,7 @@ def database_url_for_tests() -> str:
 class WorkerProcess:
     def __init__(
         self,
-        queues: str = "default,judges_http,judges_gpu",
+        queues: str = ALL_QUEUES,
         concurrency: int = 2,
         extra_env: dict | None = None,
         beat: bool = False,
