@@ -114,6 +114,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First and last: the request metrics (latency by view) time everything in between.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "config.logging.RequestLogMiddleware",
     "annotation.core.middleware.RequestAddressMiddleware",
@@ -131,12 +133,16 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
     # After authentication and messages: a one-time password is changed before anything else.
     "annotation.accounts.password_change.PasswordChangeMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 # WhiteNoise serves the static files in every mode: with DEBUG off, runserver (`make demo`)
 # serves none. In production from collectstatic's folder; elsewhere from where they are
 # written (the finders), a changed file served at once.
-MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
 WHITENOISE_USE_FINDERS = not PRODUCTION
 WHITENOISE_AUTOREFRESH = not PRODUCTION
 
@@ -523,6 +529,24 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         "CELERY_BROKER_CONNECT_TIMEOUT_S", 5
     )
 
+# /metrics (config/metrics.py, docs/deploy.md "Metrics"): served only with this bearer
+# token (off without it). Processes that share a node count together in
+# PROMETHEUS_MULTIPROC_DIR (gunicorn's workers, a Celery worker's pool), a folder emptied
+# before they start; a Celery worker node serves its jobs' metrics on its own port.
+ARBITER_METRICS_TOKEN = env_str("ARBITER_METRICS_TOKEN", "")
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_dir():
+    raise ImproperlyConfigured(
+        f"PROMETHEUS_MULTIPROC_DIR={PROMETHEUS_MULTIPROC_DIR!r} is not a folder: make it (empty) "
+        "before the processes start"
+    )
+ARBITER_WORKER_METRICS_PORT = env_int("ARBITER_WORKER_METRICS_PORT", 0)
+ARBITER_WORKER_METRICS_ADDRESS = env_str("ARBITER_WORKER_METRICS_ADDRESS", "127.0.0.1")
+if ARBITER_WORKER_METRICS_PORT and not PROMETHEUS_MULTIPROC_DIR:
+    raise ImproperlyConfigured(
+        "ARBITER_WORKER_METRICS_PORT needs PROMETHEUS_MULTIPROC_DIR: a worker's jobs run in its "
+        "pool's processes, which count there"
+    )
 # /readyz (config/health.py): how long each of its checks may take.
 ARBITER_READY_TIMEOUT_S = env_int("ARBITER_READY_TIMEOUT_S", 2)
 
@@ -531,8 +555,17 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "config.logging.JsonFormatter"}},
-    "filters": {"no_request_lines": {"()": "config.logging.SkipServerRequestLines"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "filters": {
+        "no_request_lines": {"()": "config.logging.SkipServerRequestLines"},
+        "request_id": {"()": "config.logging.RequestIdFilter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.request": {"level": "ERROR"},

@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from annotation.projects.views.home import favicon
 from config.errors import api_not_found, page_not_found, permission_denied, server_error
 from config.health import healthz, readyz
+from config.metrics import metrics
 
 api_v1 = [
     path("", include("annotation.api.urls")),
@@ -30,6 +31,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", favicon, name="favicon"),
     path("api/v1/", include(api_v1)),
     re_path(r"^api/(?P<unmatched>.*)$", api_not_found),

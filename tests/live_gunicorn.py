@@ -57,9 +57,10 @@ def free_port() -> int:
 
 
 class LiveGunicorn:
-    """One sync worker, as ``docs/operations.md`` runs it; ``log()`` returns its output."""
+    """Sync workers (one unless ``workers``), as ``docs/operations.md`` runs them; ``log()``
+    returns their output."""
 
-    def __init__(self, *, database_url: str, extra_env: dict | None = None):
+    def __init__(self, *, database_url: str, extra_env: dict | None = None, workers: int = 1):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
@@ -73,7 +74,7 @@ class LiveGunicorn:
             **(extra_env or {}),
         )
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--workers", "1"]
+        command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--workers", str(workers)]
         command += ["--bind", f"127.0.0.1:{self.port}", "--log-level", "warning"]
         self.process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT

@@ -11,7 +11,6 @@ import pytest
 from django.db import connections
 from django.urls import reverse
 
-from config.celery import app
 from tests.live_gunicorn import free_port
 
 
@@ -23,8 +22,8 @@ def database_down(monkeypatch):
 
 
 def _broker_at(monkeypatch, url: str) -> None:
-    for key in ("broker_url", "broker_write_url"):
-        monkeypatch.setitem(app.conf, key, url)
+    """Publishing goes to ``url`` (Celery reads this variable before its own settings)."""
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", url)
 
 
 def test_healthz_answers_without_asking_the_database(client, db, database_down):
