@@ -44,7 +44,7 @@ def test_every_container_of_the_image_runs_a_documented_line_of_commands_sh():
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["deploy/commands.sh"]' in dockerfile
     assert re.search(r"^USER arbiter$", dockerfile, re.M)  # never root
-    assert dockerfile.startswith("#") and "FROM python:3.11-slim AS app" in dockerfile
+    assert "FROM python:3.11-slim AS app" in dockerfile
 
 
 def test_one_worker_serves_each_queue():
