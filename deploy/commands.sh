@@ -4,7 +4,7 @@
 # (docs/deploy.md, "The processes"). Run from the repository root (the image's /app).
 #
 #   deploy/commands.sh web ADDRESS:PORT          gunicorn; WEB_CONCURRENCY workers (gunicorn's)
-#   deploy/commands.sh worker QUEUE CONCURRENCY  a Celery worker serving one queue
+#   deploy/commands.sh worker QUEUE CONCURRENCY [OPTION...]  a Celery worker serving one queue
 #   deploy/commands.sh beat SCHEDULE_FILE        the one Celery beat of a deployment
 #   deploy/commands.sh migrate                   migrations, once per release
 #   deploy/commands.sh pgbouncer PORT HOST DBPORT DBNAME USER   PgBouncer, transaction pooling
@@ -58,8 +58,10 @@ case "$command" in
         exec gunicorn config.wsgi:application --bind "$1" --timeout 300 ;;
     worker)
         metrics_folder
-        exec celery -A config worker -Q "$1" --concurrency "$2" --hostname "$1@%h" \
-            --loglevel INFO ;;
+        queue="$1" concurrency="$2"
+        shift 2
+        exec celery -A config worker -Q "$queue" --concurrency "$concurrency" \
+            --hostname "$queue@%h" --loglevel INFO "$@" ;;
     beat)
         exec celery -A config beat --schedule "$1" --loglevel INFO ;;
     migrate)
