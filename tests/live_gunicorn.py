@@ -71,8 +71,8 @@ class LiveGunicorn:
             DATABASE_URL=database_url,
             ARBITER_LOG_LEVEL="WARNING",
             PYTHONUNBUFFERED="1",
-            **(extra_env or {}),
         )
+        env.update(extra_env or {})
         # The production command line (deploy/commands.sh, docs/deploy.md), this
         # interpreter's gunicorn first on the PATH.
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

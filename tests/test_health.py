@@ -7,11 +7,13 @@ from __future__ import annotations
 import socket
 import time
 
+import httpx
 import pytest
 from django.db import connections
 from django.urls import reverse
 
-from tests.live_gunicorn import free_port
+from tests.celery_worker import database_url_for_tests
+from tests.live_gunicorn import LiveGunicorn, free_port
 
 
 @pytest.fixture
@@ -36,6 +38,18 @@ def test_healthz_answers_without_asking_the_database(client, db, database_down):
 def test_healthz_makes_no_query(client, db, django_assert_num_queries):
     with django_assert_num_queries(0):
         assert client.get(reverse("healthz")).status_code == 200
+
+
+def test_probes_are_answered_in_plain_http_where_pages_are_redirected(db):
+    """A load balancer or Prometheus asks a node directly, behind the TLS proxy: the
+    production settings under gunicorn, HTTPS redirect on."""
+    env = {"DJANGO_SECURE_SSL_REDIRECT": "true", "ARBITER_METRICS_TOKEN": "probe-token"}
+    with LiveGunicorn(database_url=database_url_for_tests(), extra_env=env) as server:
+        assert httpx.get(f"{server.url}/login/").status_code == 301
+        assert httpx.get(f"{server.url}/healthz").status_code == 200
+        assert httpx.get(f"{server.url}/readyz").status_code == 200, server.log()
+        token = {"Authorization": "Bearer probe-token"}
+        assert httpx.get(f"{server.url}/metrics", headers=token).status_code == 200
 
 
 def test_readyz_is_ready_when_database_broker_and_storage_answer(client, db):
