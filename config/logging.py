@@ -30,6 +30,44 @@ current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+def logging_config(level: str) -> dict[str, Any]:
+    """Django's ``LOGGING``: every line through the JSON formatter, the request id on each,
+    the root at ``level`` (``ARBITER_LOG_LEVEL``)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "config.logging.JsonFormatter"}},
+        "filters": {
+            "no_request_lines": {"()": "config.logging.SkipServerRequestLines"},
+            "request_id": {"()": "config.logging.RequestIdFilter"},
+        },
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "filters": ["request_id"],
+            }
+        },
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": {
+            "django.request": {"level": "ERROR"},
+            # runserver (make demo): one JSON line per request, from RequestLogMiddleware.
+            "django.server": {
+                "level": "WARNING",
+                "filters": ["no_request_lines"],
+                "propagate": True,
+            },
+            "axes": {"level": "WARNING"},
+            # One line per judge call is noise; judge runs record latency and errors themselves.
+            "httpx": {"level": "WARNING"},
+            "httpcore": {"level": "WARNING"},
+            # Closing a connection the server already dropped is logged as a warning by psycopg;
+            # the error that matters reaches the caller (and the command line prints it once).
+            "psycopg": {"level": "ERROR"},
+        },
+    }
+
+
 def request_id_from(given: str | None) -> str:
     """``given`` when well-formed (8 to 128 letters, digits and ``._:-``), else a new id."""
     if given and WELL_FORMED_ID.fullmatch(given):

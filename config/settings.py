@@ -16,6 +16,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.local_postgres import LocalServer
+from config.logging import logging_config
 from config.queues import TASK_ROUTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -553,32 +554,5 @@ if ARBITER_WORKER_METRICS_PORT and not PROMETHEUS_MULTIPROC_DIR:
 ARBITER_READY_TIMEOUT_S = env_int("ARBITER_READY_TIMEOUT_S", 2)
 
 LOG_LEVEL = env_str("ARBITER_LOG_LEVEL", "INFO")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "config.logging.JsonFormatter"}},
-    "filters": {
-        "no_request_lines": {"()": "config.logging.SkipServerRequestLines"},
-        "request_id": {"()": "config.logging.RequestIdFilter"},
-    },
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": "json",
-            "filters": ["request_id"],
-        }
-    },
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {
-        "django.request": {"level": "ERROR"},
-        # runserver (make demo): one JSON line per request, from RequestLogMiddleware.
-        "django.server": {"level": "WARNING", "filters": ["no_request_lines"], "propagate": True},
-        "axes": {"level": "WARNING"},
-        # One line per judge call is noise; judge runs record latency and errors themselves.
-        "httpx": {"level": "WARNING"},
-        "httpcore": {"level": "WARNING"},
-        # Closing a connection the server already dropped is logged as a warning by psycopg;
-        # the error that matters reaches the caller (and the command line prints it once).
-        "psycopg": {"level": "ERROR"},
-    },
-}
+# One JSON object a line, each with the id of the request it was written for (config/logging.py).
+LOGGING = logging_config(LOG_LEVEL)
