@@ -11,11 +11,12 @@
 #   deploy/commands.sh s3 ADDRESS PORT           moto's S3 server (tests and compose only)
 set -eu
 
-# Each node's processes count their metrics together in this folder, emptied first: a file
-# left by a process of an earlier start would be added to this one's counts.
+# Each node's processes count their metrics together in this folder. A web server or a worker
+# empties it first ("fresh"): a file left by a process of an earlier start would be added to
+# this one's counts. Other commands only need it to be there (the settings check it).
 metrics_folder() {
     if [ -n "${PROMETHEUS_MULTIPROC_DIR:-}" ]; then
-        rm -rf "$PROMETHEUS_MULTIPROC_DIR"
+        if [ "$1" = fresh ]; then rm -rf "$PROMETHEUS_MULTIPROC_DIR"; fi
         mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
     fi
 }
@@ -54,17 +55,19 @@ command="${1:?usage: deploy/commands.sh web|worker|beat|migrate|pgbouncer|s3 ...
 shift
 case "$command" in
     web)
-        metrics_folder
+        metrics_folder fresh
         exec gunicorn config.wsgi:application --bind "$1" --timeout 300 ;;
     worker)
-        metrics_folder
+        metrics_folder fresh
         queue="$1" concurrency="$2"
         shift 2
         exec celery -A config worker -Q "$queue" --concurrency "$concurrency" \
             --hostname "$queue@%h" --loglevel INFO "$@" ;;
     beat)
+        metrics_folder keep
         exec celery -A config beat --schedule "$1" --loglevel INFO ;;
     migrate)
+        metrics_folder keep
         exec python manage.py migrate --noinput ;;
     pgbouncer)
         pgbouncer_run "$@" ;;

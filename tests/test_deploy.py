@@ -4,14 +4,17 @@ variable the Arbiter containers are given is one the settings read."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from config.queues import QUEUES
+from tests.celery_worker import database_url_for_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
@@ -108,3 +111,27 @@ def test_commands_sh_is_a_valid_shell_script_that_refuses_an_unknown_process():
     refused = subprocess.run([str(script), "nginx"], capture_output=True, text=True)
     assert refused.returncode == 2
     assert "unknown process nginx" in refused.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrate_runs_from_commands_sh_and_makes_the_metrics_folder(tmp_path):
+    """The line compose's ``migrate`` runs, on the test database (migrated: nothing to do);
+    the settings refuse a metrics folder that is not there, so the command makes it."""
+    folder = tmp_path / "metrics"
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_tests(),
+        "PROMETHEUS_MULTIPROC_DIR": str(folder),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    done = subprocess.run(
+        [str(ROOT / "deploy" / "commands.sh"), "migrate"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "No migrations to apply." in done.stdout
+    assert folder.is_dir()
