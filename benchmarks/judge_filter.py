@@ -114,7 +114,7 @@ def start_worker(args) -> subprocess.Popen:
             "--loglevel=WARNING",
             f"--concurrency={args.worker_concurrency}",
             "-Q",
-            "default,judges_http",
+            "judges_http",
             "--without-gossip",
             "--without-mingle",
             "-n",

@@ -214,7 +214,7 @@ class Worker:
         env = {**os.environ, "ARBITER_MEDIA_LIMITS": "true" if limits else "false"}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "-c", "2", "-Q",
-             "default", "--without-gossip", "--without-mingle", "-l", "WARNING"],
+             "imports", "--without-gossip", "--without-mingle", "-l", "WARNING"],
             cwd=ROOT, env=env,
         )  # fmt: skip
         from config.celery import app

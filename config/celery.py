@@ -1,13 +1,35 @@
-"""The Celery application. Queues: ``default`` (imports, bookkeeping), ``judges_http``
-(I/O-bound judges), ``judges_gpu`` (torch judges), so GPU machines take only torch work.
-A worker starting sweeps the work folders that jobs killed on its node left behind."""
+"""The Celery application. Its queues, one per kind of work, and the route of every task
+are in ``config/queues.py`` (imports, HTTP judges, torch judges, releases and reports,
+trainings), so GPU machines take only torch work and imports never hold up a release.
+A worker starting sweeps the work folders that jobs killed on its node left behind, and
+serves its jobs' metrics (durations and failures by task and queue) when asked to. A task
+sent while a request runs carries the request's id in its headers, and everything it logs
+carries the id too; a worker logs as the web processes do, one JSON object a line."""
 
 from __future__ import annotations
 
+import contextvars
+import logging
 import os
+import time
+from logging.config import dictConfig
 
-from celery import Celery
-from celery.signals import worker_init
+from celery import Celery, Task
+from celery.signals import (
+    before_task_publish,
+    setup_logging,
+    task_failure,
+    task_postrun,
+    task_prerun,
+    worker_init,
+)
+
+from annotation.core.metrics import JOB_FAILURES, JOB_SECONDS
+from config.logging import current_request_id
+from config.queues import TASK_ROUTES
+
+REQUEST_ID_HEADER = "arbiter_request_id"
+task_logger = logging.getLogger("arbiter.task")
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -32,3 +54,76 @@ def _sweep_leftover_work_folders(**kwargs):
     from annotation.core.scratch import scratch_sweep
 
     scratch_sweep()
+
+
+@worker_init.connect
+def _serve_worker_metrics(**kwargs):
+    from config.metrics import worker_metrics_serve
+
+    worker_metrics_serve()
+
+
+_started: dict[str, float] = {}
+
+
+def _queue(task: Task) -> str:
+    """The queue the task came from (a judge's batch: its judge's), else its route's."""
+    delivered = (task.request.delivery_info or {}).get("routing_key")
+    return delivered or TASK_ROUTES.get(task.name, {}).get("queue", "default")
+
+
+@setup_logging.connect
+def _json_logs(loglevel=None, **kwargs):
+    """Django's LOGGING (one JSON object a line, the request id filter) instead of Celery's
+    own format; ``--loglevel`` sets the level."""
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
+
+
+@before_task_publish.connect
+def _send_request_id(headers=None, **kwargs):
+    request_id = current_request_id.get()
+    if request_id is not None and headers is not None:
+        headers.setdefault(REQUEST_ID_HEADER, request_id)
+
+
+def _sent_request_id(task: Task) -> str | None:
+    """The id a task was sent with: a message header (a worker), or in ``request.headers``
+    (a task run in place, whose request's id is the current one anyway)."""
+    request = task.request
+    return getattr(request, REQUEST_ID_HEADER, None) or (request.headers or {}).get(
+        REQUEST_ID_HEADER
+    )
+
+
+_request_ids: dict[str, contextvars.Token] = {}
+
+
+@task_prerun.connect
+def _job_started(task_id=None, task=None, **kwargs):
+    _started[task_id] = time.monotonic()
+    request_id = _sent_request_id(task) if task is not None else None
+    if request_id is not None:
+        _request_ids[task_id] = current_request_id.set(request_id)
+        task_logger.info("task started", extra={"task": task.name, "task_id": task_id})
+
+
+@task_postrun.connect
+def _job_finished(task_id=None, task=None, state=None, **kwargs):
+    token = _request_ids.pop(task_id, None)
+    if token is not None:
+        current_request_id.reset(token)
+    started = _started.pop(task_id, None)
+    if started is not None and task is not None:
+        JOB_SECONDS.labels(task.name, _queue(task), state or "UNKNOWN").observe(
+            time.monotonic() - started
+        )
+
+
+@task_failure.connect
+def _job_failed(sender=None, **kwargs):
+    if sender is not None:
+        JOB_FAILURES.labels(sender.name, _queue(sender)).inc()

@@ -16,6 +16,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.local_postgres import LocalServer
+from config.logging import logging_config
+from config.queues import TASK_ROUTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -113,6 +115,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First and last: the request metrics (latency by view) time everything in between.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "config.logging.RequestLogMiddleware",
     "annotation.core.middleware.RequestAddressMiddleware",
@@ -130,12 +134,16 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
     # After authentication and messages: a one-time password is changed before anything else.
     "annotation.accounts.password_change.PasswordChangeMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 # WhiteNoise serves the static files in every mode: with DEBUG off, runserver (`make demo`)
 # serves none. In production from collectstatic's folder; elsewhere from where they are
 # written (the finders), a changed file served at once.
-MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
 WHITENOISE_USE_FINDERS = not PRODUCTION
 WHITENOISE_AUTOREFRESH = not PRODUCTION
 
@@ -343,6 +351,8 @@ if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    # Load balancers and Prometheus ask a node directly, on the internal network, in plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
     SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
@@ -437,7 +447,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Each kind of work on a queue of its own (config/queues.py, docs/deploy.md); a task missing
+# from the routes would go to "default", which no worker serves: a test walks every task.
 CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = TASK_ROUTES
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # Judge filter runs (judges/runs/services.py, docs/judges-runs.md): pairs per batch task, and
@@ -551,24 +564,27 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         "CELERY_BROKER_CONNECT_TIMEOUT_S", 5
     )
 
+# /metrics (config/metrics.py, docs/deploy.md "Metrics"): served only with this bearer
+# token (off without it). Processes that share a node count together in
+# PROMETHEUS_MULTIPROC_DIR (gunicorn's workers, a Celery worker's pool), a folder emptied
+# before they start; a Celery worker node serves its jobs' metrics on its own port.
+ARBITER_METRICS_TOKEN = env_str("ARBITER_METRICS_TOKEN", "")
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+if PROMETHEUS_MULTIPROC_DIR and not Path(PROMETHEUS_MULTIPROC_DIR).is_dir():
+    raise ImproperlyConfigured(
+        f"PROMETHEUS_MULTIPROC_DIR={PROMETHEUS_MULTIPROC_DIR!r} is not a folder: make it (empty) "
+        "before the processes start"
+    )
+ARBITER_WORKER_METRICS_PORT = env_int("ARBITER_WORKER_METRICS_PORT", 0)
+ARBITER_WORKER_METRICS_ADDRESS = env_str("ARBITER_WORKER_METRICS_ADDRESS", "127.0.0.1")
+if ARBITER_WORKER_METRICS_PORT and not PROMETHEUS_MULTIPROC_DIR:
+    raise ImproperlyConfigured(
+        "ARBITER_WORKER_METRICS_PORT needs PROMETHEUS_MULTIPROC_DIR: a worker's jobs run in its "
+        "pool's processes, which count there"
+    )
+# /readyz (config/health.py): how long each of its checks may take.
+ARBITER_READY_TIMEOUT_S = env_int("ARBITER_READY_TIMEOUT_S", 2)
+
 LOG_LEVEL = env_str("ARBITER_LOG_LEVEL", "INFO")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "config.logging.JsonFormatter"}},
-    "filters": {"no_request_lines": {"()": "config.logging.SkipServerRequestLines"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {
-        "django.request": {"level": "ERROR"},
-        # runserver (make demo): one JSON line per request, from RequestLogMiddleware.
-        "django.server": {"level": "WARNING", "filters": ["no_request_lines"], "propagate": True},
-        "axes": {"level": "WARNING"},
-        # One line per judge call is noise; judge runs record latency and errors themselves.
-        "httpx": {"level": "WARNING"},
-        "httpcore": {"level": "WARNING"},
-        # Closing a connection the server already dropped is logged as a warning by psycopg;
-        # the error that matters reaches the caller (and the command line prints it once).
-        "psycopg": {"level": "ERROR"},
-    },
-}
+# One JSON object a line, each with the id of the request it was written for (config/logging.py).
+LOGGING = logging_config(LOG_LEVEL)

@@ -5,8 +5,10 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation.projects.views.home import favicon, healthz
+from annotation.projects.views.home import favicon
 from config.errors import api_not_found, page_not_found, permission_denied, server_error
+from config.health import healthz, readyz
+from config.metrics import metrics
 
 api_v1 = [
     path("", include("annotation.api.urls")),
@@ -28,6 +30,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", favicon, name="favicon"),
     path("api/v1/", include(api_v1)),
     re_path(r"^api/(?P<unmatched>.*)$", api_not_found),

@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from annotation.models import JobStatus, Pair, Project, Release
+from config.queues import JUDGES_GPU, JUDGES_HTTP
 from judges.ensemble import DEFAULT_EASY_THRESHOLD
 
 DEFAULT_VIDEO_FRAMES = 8
@@ -89,7 +90,7 @@ class Judge(models.Model):
     @property
     def queue(self) -> str:
         """HTTP judges and torch judges go to separate queues (GPU machines take torch work)."""
-        return "judges_gpu" if self.kind == self.Kind.REWARD_MODEL else "judges_http"
+        return JUDGES_GPU if self.kind == self.Kind.REWARD_MODEL else JUDGES_HTTP
 
 
 class FilterRun(models.Model):

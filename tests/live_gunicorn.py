@@ -57,9 +57,10 @@ def free_port() -> int:
 
 
 class LiveGunicorn:
-    """One sync worker, as ``docs/operations.md`` runs it; ``log()`` returns its output."""
+    """``deploy/commands.sh web``, as production runs it, with ``workers`` sync workers (one
+    unless told); ``log()`` returns their output."""
 
-    def __init__(self, *, database_url: str, extra_env: dict | None = None):
+    def __init__(self, *, database_url: str, extra_env: dict | None = None, workers: int = 1):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO_")}
@@ -70,11 +71,14 @@ class LiveGunicorn:
             DATABASE_URL=database_url,
             ARBITER_LOG_LEVEL="WARNING",
             PYTHONUNBUFFERED="1",
-            **(extra_env or {}),
         )
+        env.update(extra_env or {})
+        # The production command line (deploy/commands.sh, docs/deploy.md), this
+        # interpreter's gunicorn first on the PATH.
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env["WEB_CONCURRENCY"] = str(workers)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--workers", "1"]
-        command += ["--bind", f"127.0.0.1:{self.port}", "--log-level", "warning"]
+        command = [str(ROOT / "deploy" / "commands.sh"), "web", f"127.0.0.1:{self.port}"]
         self.process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
         )

@@ -3,8 +3,11 @@ runs (which would add its own plain line for every 4xx and 5xx)."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -12,6 +15,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from annotation.models import ImportJob
+from config.logging import JsonFormatter, RequestIdFilter
+from tests.annotation.imports.conftest import jsonl_bytes, text_pair, upload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,3 +76,65 @@ def test_the_development_server_prints_one_json_line_per_request(tmp_path):
     assert len(lines) == 2, output
     records = [json.loads(line) for line in lines]
     assert [(r["path"], r["status"]) for r in records] == [("/no-such-page", 404), ("/login/", 200)]
+
+
+# The request id ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def log_lines():
+    """What the console handler writes (JSON, with the request id filter), as records."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RequestIdFilter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
+    root.removeHandler(handler)
+
+
+def test_a_well_formed_request_id_is_kept_and_returned(client, db):
+    response = client.get("/healthz", HTTP_X_REQUEST_ID="lb-7f3a9c21.0001")
+    assert response["X-Request-ID"] == "lb-7f3a9c21.0001"
+
+
+@pytest.mark.parametrize("given", ["", "short", "has space inside", "x" * 129, "a\nb-ccccccc"])
+def test_a_missing_or_malformed_request_id_is_replaced(client, db, given):
+    response = client.get("/healthz", HTTP_X_REQUEST_ID=given)
+    assert re.fullmatch(r"[0-9a-f]{32}", response["X-Request-ID"])
+
+
+def test_every_line_a_request_logs_carries_its_id(client, db, monkeypatch, log_lines):
+    """The request line and the error Django logs while answering a 503 alike."""
+    monkeypatch.setenv("CELERY_BROKER_WRITE_URL", f"redis://127.0.0.1:{_free_port()}/0")
+    response = client.get("/readyz", HTTP_X_REQUEST_ID="probe-00000001")
+    assert response.status_code == 503
+    lines = [line for line in log_lines() if line.get("request_id") == "probe-00000001"]
+    assert {line["logger"] for line in lines} >= {"arbiter.request", "django.request"}
+    assert all(line["request_id"] == "probe-00000001" for line in log_lines())
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_the_request_id_follows_an_import_into_its_task(
+    celery_worker_process, project, carol, client_for
+):
+    """Sent in the task's headers; the worker logs the task's start and its lines with it."""
+    worker = celery_worker_process(queues="imports", concurrency=1)
+    response = client_for(carol).post(
+        reverse("imports", args=[project.slug]),
+        {"file": upload("pairs.jsonl", jsonl_bytes([text_pair("r1")]))},
+        HTTP_X_REQUEST_ID="curator-import-0001",
+    )
+    assert response.status_code == 302, response.content[:500]
+    job = ImportJob.objects.get(project=project)
+    deadline = time.monotonic() + 60
+    while not ImportJob.objects.get(pk=job.pk).finished:
+        assert time.monotonic() < deadline, worker.log()
+        time.sleep(0.2)
+    records = [json.loads(row) for row in worker.log().splitlines() if row.startswith("{")]
+    tagged = [record for record in records if record.get("request_id") == "curator-import-0001"]
+    started = [record for record in tagged if record["msg"] == "task started"]
+    assert [record["task"] for record in started] == ["annotation.tasks.import_run"], records
+    assert any("succeeded" in record["msg"] for record in tagged)

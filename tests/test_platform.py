@@ -149,24 +149,6 @@ def test_logout_needs_post_with_csrf(alice):
     assert csrf_client.post(reverse("logout")).status_code == 403
 
 
-def test_healthz_reports_database_and_broker(client, db):
-    response = client.get(reverse("healthz"))
-    assert response.status_code == 200, response.json()
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
-
-
-def test_healthz_reports_broken_broker(client, db, monkeypatch):
-    from annotation.projects.views import home
-
-    def broken():
-        raise ConnectionRefusedError("no broker")
-
-    monkeypatch.setattr(home, "_check_broker", broken)
-    response = client.get(reverse("healthz"))
-    assert response.status_code == 503
-    assert response.json()["broker"] == "error: ConnectionRefusedError"
-
-
 def _manage(*args: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "manage.py", *args],

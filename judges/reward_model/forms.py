@@ -54,7 +54,7 @@ class TrainingForm(forms.Form):
     device = forms.ChoiceField(
         choices=[(d, d) for d in DEVICES],
         initial=_DEFAULTS.device,
-        help_text="cuda needs a GPU worker on the judges_gpu queue.",
+        help_text="cuda needs a GPU worker on the training queue.",
     )
     register = forms.SlugField(
         required=False,

@@ -1,5 +1,5 @@
 """Reward-model training runs (docs/reward-models.md): create one (its options, source and
-judge name checked; the job enqueued on the ``judges_gpu`` queue once the transaction
+judge name checked; the job enqueued on the ``training`` queue once the transaction
 commits), execute it (claim, read the pairs, train, write the checkpoint and its metrics,
 register the judge), resume the runs whose worker died (Celery beat's sweep) and record a
 failure. Only this module writes ``TrainingRun`` rows."""
@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
 from annotation.models import Pair, PairStatus, Project, Release, Side
+from config.queues import TRAINING
 from judges.models import Judge, TrainingRun
 from judges.reward_model.checkpoint import CheckpointError, checkpoint_path
 from judges.reward_model.data import (
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-QUEUE = "judges_gpu"  # torch work goes where the GPU workers listen (docs/operations.md)
+QUEUE = TRAINING  # torch work goes where the GPU workers listen (docs/deploy.md)
 # The task that trains (judges/tasks.py registers it by this name).
 TRAINING_TASK = "judges.training_run_execute"
 CHECKPOINT_FILE = "model.pt"
@@ -158,7 +159,7 @@ def training_run_create(
     enqueue: bool = True,
 ) -> TrainingRun:
     """Checks the training (``check_training``) and records it, pending. With ``enqueue``
-    the job goes to the ``judges_gpu`` queue once the transaction commits; when the broker
+    the job goes to the ``training`` queue once the transaction commits; when the broker
     cannot take it, the run is failed and BrokerUnavailable says so. Without it the caller
     runs ``training_run_execute`` itself (the command line does)."""
     check_training(
@@ -190,7 +191,7 @@ def training_run_create(
 
 
 def _publish_training(run: TrainingRun, *, after_commit: bool = False, on_refused=None) -> None:
-    """Sends the run's job to the ``judges_gpu`` queue, at once unless ``after_commit``."""
+    """Sends the run's job to the ``training`` queue, at once unless ``after_commit``."""
     job_publish(
         TRAINING_TASK,
         kwargs={"run_id": run.pk},

@@ -110,7 +110,7 @@ def test_starting_a_run_with_the_broker_down_answers_503_and_returns_its_pairs(
     # while the broker is up the start message lands on it
     up = api.post(api_url, {"judges": ["steady"], "pairs": [pairs[0].external_id]}, format="json")
     assert up.status_code == 201
-    assert broker.client.llen("default") == 1
+    assert broker.client.llen("judges_http") == 1
 
     broker.stop()
     response = _timed(lambda: page.post(start_url, {"judges": [judges[0].pk], "threshold": 0.9}))

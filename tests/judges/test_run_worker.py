@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from annotation.models import Pair, PairStatus
+from config.queues import QUEUES
 from judges.models import FilterRun, Judge, Verdict
 from judges.runs import services as runs
 from tests.factories import JudgeFactory, make_prompt, make_response
@@ -210,7 +211,7 @@ def _lose_queued_messages() -> None:
     """What a lost broker state or a dead worker's unacknowledged prefetch looks like: the
     run's queued and in-flight messages are gone, so no redelivery can finish the run."""
     broker = redis.Redis.from_url(os.environ["CELERY_BROKER_URL"])
-    broker.delete("default", "judges_http", "judges_gpu", "unacked", "unacked_index")
+    broker.delete(*QUEUES, "unacked", "unacked_index")
 
 
 @pytest.mark.timeout(120)

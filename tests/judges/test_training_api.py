@@ -1,5 +1,5 @@
 """Trainings over the REST API: start one, read it, refused to outsiders and annotators,
-bad options named; and one training run through a real Celery worker on judges_gpu."""
+bad options named; and one training run through a real Celery worker on the training queue."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_bad_options_are_named(api_for, carol, project, consensus):
 
 
 @pytest.mark.redis
-def test_a_real_worker_on_judges_gpu_trains_and_records_each_epoch(
+def test_a_real_worker_on_the_training_queue_trains_and_records_each_epoch(
     celery_worker_process, project, settings, tmp_path
 ):
     from django.db import transaction
@@ -78,7 +78,7 @@ def test_a_real_worker_on_judges_gpu_trains_and_records_each_epoch(
     settings.ARBITER_CHECKPOINT_ROOT = root
     consensus_pairs_in(project, preference_pairs(120, seed=2))
     worker = celery_worker_process(
-        queues="judges_gpu", concurrency=1, extra_env={"ARBITER_CHECKPOINT_ROOT": str(root)}
+        queues="training", concurrency=1, extra_env={"ARBITER_CHECKPOINT_ROOT": str(root)}
     )
     with transaction.atomic():
         run = training_run_create(

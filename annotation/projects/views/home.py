@@ -4,8 +4,6 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import connection
-from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
@@ -16,7 +14,6 @@ from annotation.models import ConsensusRule, Membership, Project, Role, Scale
 from annotation.projects.selectors import overview_next_steps, project_overview, projects_for_user
 from annotation.projects.services import MAX_GUIDELINES_CHARS, SETTING_RANGES, project_create
 from annotation.queue.selectors import annotator_progress, disputes_waiting
-from config.celery import app as celery_app
 
 
 @login_required
@@ -110,34 +107,6 @@ def project_detail(request, slug: str):
             waiting_for=[name for row in rows for name in row["annotators"]],
         )
     return render(request, "annotation/project_detail.html", context)
-
-
-def _check_database() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
-    return "ok"
-
-
-def _check_broker() -> str:
-    with celery_app.connection_for_write() as conn:
-        conn.ensure_connection(max_retries=1, timeout=2)
-    return "ok"
-
-
-@require_GET
-@never_cache
-def healthz(request):
-    """Liveness for load balancers: the database and the Celery broker, each ok or its error."""
-    checks = {}
-    for name, check in (("database", _check_database), ("broker", _check_broker)):
-        try:
-            checks[name] = check()
-        except Exception as exc:  # any failure is reported, not raised
-            checks[name] = f"error: {type(exc).__name__}"
-    healthy = all(value == "ok" for value in checks.values())
-    body = {"status": "ok" if healthy else "error", **checks}
-    return JsonResponse(body, status=200 if healthy else 503)
 
 
 @require_GET

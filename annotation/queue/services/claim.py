@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from annotation.core.claim_key import claim_key
 from annotation.core.errors import NotAllowed
+from annotation.core.metrics import CLAIMS
 from annotation.core.prepared import InsertSelect, ModelColumns, execute_prepared
 from annotation.models import Assignment, Membership, Pair, PairStatus, Project
 from annotation.queue.services.leases import expired_leases_free
@@ -86,9 +87,12 @@ def lease_claim(
     if found is None:
         found, gold = _take_slot(is_gold=not gold_first, **take), not gold_first
     if found is None:
+        CLAIMS.labels("none").inc()
         return None
     if found is not lease:  # the lease they held already
+        CLAIMS.labels("held").inc()
         return found
+    CLAIMS.labels("new").inc()
     pair_id = lease.pair_id
     # On to another block: written once a block, not once a claim. A gold pair (every
     # annotator answers each one) never moves the block everyone works through.

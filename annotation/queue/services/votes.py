@@ -13,6 +13,7 @@ from django.utils import timezone
 from annotation.agreement.services import agreement_report_request_refresh
 from annotation.core.errors import Conflict, InvalidInput, NotFound
 from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_TIME_ON_TASK_MS, UNDO_SECONDS
+from annotation.core.metrics import VOTES
 from annotation.core.prepared import InsertSelect, execute_prepared, insert_prepared
 from annotation.core.scales import VoteInputError, canonical_vote
 from annotation.decisions.services import disputes_settle, pair_complete
@@ -234,6 +235,7 @@ def _vote_write(
     transaction.on_commit(
         lambda: agreement_report_request_refresh(project_id=project.pk), robust=True
     )
+    transaction.on_commit(VOTES.labels("counted" if counted else "extra").inc)
     return vote, True
 
 

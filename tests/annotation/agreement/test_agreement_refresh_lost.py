@@ -122,7 +122,7 @@ def test_a_refresh_asked_for_while_redis_was_down_runs_once_it_is_back(
 
         server = _RedisServer(port)  # Redis is back; nobody votes or presses Recompute
         worker = celery_worker_process(
-            queues="default",
+            queues="releases",
             concurrency=1,
             beat=True,
             extra_env={

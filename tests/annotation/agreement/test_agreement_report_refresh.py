@@ -147,7 +147,7 @@ def test_a_real_worker_refreshes_the_report_once_for_votes_in_a_window(
     PairFactory.create_batch(3, project=project, status="queued")
     served = api_for(dave).get("/api/v1/projects/demo/agreement/")
     assert served.json()["votes"] == 0
-    worker = celery_worker_process(queues="default", concurrency=1)
+    worker = celery_worker_process(queues="releases", concurrency=1)
     claim_and_vote(api_for(alice))
     claim_and_vote(api_for(bob))
     deadline = time.monotonic() + 60

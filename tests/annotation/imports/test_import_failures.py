@@ -345,7 +345,7 @@ def test_import_whose_worker_was_killed_is_resumed(celery_worker_process, settin
     MembershipFactory(project=project, user=curator, role=Role.CURATOR)
     count = 60_000
     data = jsonl_bytes([text_pair(f"p{i}") for i in range(count)])
-    first = celery_worker_process(queues="default", concurrency=1)
+    first = celery_worker_process(queues="imports", concurrency=1)
     job = import_job_submit(project=project, user=curator, upload=upload("big.jsonl", data))
     try:
         deadline = time.monotonic() + 60
@@ -362,7 +362,7 @@ def test_import_whose_worker_was_killed_is_resumed(celery_worker_process, settin
         # The killed worker's task is not delivered again for an hour (CELERY_VISIBILITY_S):
         # the periodic task finds the job stalled and queues it again.
         celery_worker_process(
-            queues="default", concurrency=1, extra_env={"ARBITER_STALLED_AFTER_S": "1"}
+            queues="imports", concurrency=1, extra_env={"ARBITER_STALLED_AFTER_S": "1"}
         )
         time.sleep(1.5)
         app.send_task("annotation.imports_resume_stalled")

@@ -419,7 +419,7 @@ def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_never_runs_again(
 
     try:
         for attempt in (1, 2):
-            worker = celery_worker_process(queues="default", concurrency=1, extra_env=env)
+            worker = celery_worker_process(queues="imports", concurrency=1, extra_env=env)
             # the first takes the message at once; the next gets it back from Redis once the
             # visibility timeout has passed
             _wait_for(lambda n=attempt: attempts() == n, timeout=40, what="no run", log=worker.log)
@@ -428,7 +428,7 @@ def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_never_runs_again(
         assert not leftover.exists()
         assert not unpacked.exists()
         restarted = time.monotonic()
-        worker = celery_worker_process(queues="default", concurrency=1, extra_env=env)
+        worker = celery_worker_process(queues="imports", concurrency=1, extra_env=env)
         _wait_for(
             lambda: attempts() == 2 and job.status == "failed",
             timeout=60,
@@ -470,7 +470,7 @@ def test_a_hanging_import_is_stopped_by_its_time_limit_and_the_next_one_runs(
     os.mkfifo(stored)  # a read that never returns
     after = _queued(next_project, next_curator, [text_pair("n1")])
     started = time.monotonic()
-    worker = celery_worker_process(queues="default", concurrency=1, extra_env=_SHORT_LIMITS)
+    worker = celery_worker_process(queues="imports", concurrency=1, extra_env=_SHORT_LIMITS)
 
     def finished(job: ImportJob) -> bool:
         job.refresh_from_db()
@@ -504,7 +504,7 @@ def test_a_project_whose_import_lock_is_held_does_not_hold_back_another_projects
     try:
         waiting = _queued(busy, busy_curator, [text_pair("b1")])
         other = _queued(free, free_curator, [text_pair("f1"), text_pair("f2")])
-        worker = celery_worker_process(queues="default", concurrency=1, extra_env=_SHORT_LIMITS)
+        worker = celery_worker_process(queues="imports", concurrency=1, extra_env=_SHORT_LIMITS)
 
         def finished(job: ImportJob) -> bool:
             job.refresh_from_db()

@@ -790,7 +790,7 @@ def test_real_celery_worker_runs_a_large_import(celery_worker_process, settings,
     project = ProjectFactory(slug="worker-import")
     curator = UserFactory(username="curator-w")
     MembershipFactory(project=project, user=curator, role=Role.CURATOR)
-    celery_worker_process(queues="default", concurrency=1)
+    celery_worker_process(queues="imports", concurrency=1)
     data = jsonl_bytes([text_pair(f"p{i}") for i in range(50)])
     job = import_job_submit(project=project, user=curator, upload=upload("big.jsonl", data))
     deadline = time.monotonic() + 60

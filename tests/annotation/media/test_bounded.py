@@ -358,7 +358,7 @@ def test_a_celery_pool_process_killed_with_9_takes_its_media_server_along(
     from tests.factories import ProjectFactory
 
     settings.ARBITER_SYNC_IMPORT_MAX_BYTES = 10
-    worker = celery_worker_process(queues="default", concurrency=1)
+    worker = celery_worker_process(queues="imports", concurrency=1)
     archive = tmp_path / "media.zip"
     (tmp_path / "a.png").write_bytes(png((9, 9, 9)))
     with zipfile.ZipFile(archive, "w") as zipped:

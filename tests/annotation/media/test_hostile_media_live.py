@@ -91,7 +91,7 @@ def stack(celery_worker_process):
     """A worker on the default queue and gunicorn in front of the same database, broker and
     media folder; every upload goes to the worker (a job), as a large one does."""
     env = {"ARBITER_SYNC_IMPORT_MAX_BYTES": "1"}
-    worker = celery_worker_process(queues="default", concurrency=2, extra_env=env)
+    worker = celery_worker_process(queues="imports", concurrency=2, extra_env=env)
     web_env = {
         **env,
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,

@@ -239,7 +239,7 @@ def test_a_real_worker_builds_a_queued_release(celery_worker_process):
     researcher = UserFactory(username="researcher-w")
     PairFactory.create_batch(4, project=project, status="consensus", consensus_label="B")
     release = release_create(project=project, version="1.0.0", selection={}, user=researcher)
-    celery_worker_process(queues="default", concurrency=1)
+    celery_worker_process(queues="releases", concurrency=1)
     queued = release_build_start(release=release)
     assert queued.status == Release.Status.QUEUED
     deadline = time.monotonic() + 60
