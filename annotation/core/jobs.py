@@ -213,7 +213,7 @@ class JobTask(Task):
             self.request.message_attempt = attempt  # type: ignore[attr-defined]
             return super().__call__(*args, **kwargs)
         attempts = settings.ARBITER_JOB_MAX_ATTEMPTS
-        logger.warning("%s[%s] quarantined after %d attempts", self.name, key, attempts)
+        logger.warning("%s: message %s quarantined after %d attempts", self.name, key, attempts)
         job_id = self._job_id(args, kwargs)
         if job_id is not None:
             self.job_fail(job_id, JobStopped(quarantine_reason(attempts)))
