@@ -1,5 +1,5 @@
-"""The life of a background job, written once for every kind (imports, transcodes, release
-builds, agreement refreshes, filter runs, judge evaluations, trainings):
+"""The life of a background job, written once for every kind (imports, release builds,
+agreement refreshes, filter runs, judge evaluations, trainings):
 
 - ``job_publish`` sends a job's task, named as it is registered (``annotation.core.broker.
   registered_task``), once the current transaction commits (at once outside one), through
@@ -10,10 +10,12 @@ builds, agreement refreshes, filter runs, judge evaluations, trainings):
   on the job, on a new database connection when the old one was lost
   (``annotation.failures``), a time limit's in words (``time_limits``: soft and hard
   limits by kind, ``ARBITER_TASK_TIME_LIMITS``);
-- ``job_attempt_claim`` counts a job's attempts in the database before any work, and a job
-  started ``ARBITER_JOB_MAX_ATTEMPTS`` times without finishing (its worker was killed each
-  time) is quarantined: failed with ``quarantine_reason``, and never sent again, neither by
-  its sweep nor by the broker's redelivery (docs/operations.md, "Time limits, attempts and
+- attempts are counted in the database before any work: ``JobTask`` counts each delivery
+  of its message (``task_attempt_claim``), and a kind whose sweep sends a job again counts
+  its runs on the job's row (``job_attempt_claim``); a job started
+  ``ARBITER_JOB_MAX_ATTEMPTS`` times without finishing (its worker was killed each time) is
+  quarantined: failed with ``quarantine_reason``, and never sent again, neither by its
+  sweep nor by the broker's redelivery (docs/operations.md, "Time limits, attempts and
   quarantine");
 - ``StalledJobs`` is the stalled-job sweep: a kind says how its stalled jobs are found,
   claimed and recovered, and ``sweep_task`` registers it as the Celery beat task named in
