@@ -39,7 +39,6 @@ import http.client
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import threading
@@ -50,6 +49,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import psutil
+from loop_report import Measured, percentile, print_measured
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,10 +142,11 @@ def create_fixture(*, slug: str, pairs: int, overlap: int, annotators: int) -> l
 
 
 def start_server(
-    *, port: int, workers: int, worker_class: str, threads: int = 1
+    *, port: int, workers: int, worker_class: str, threads: int = 1, extra_env: dict | None = None
 ) -> subprocess.Popen:
     env = {
         **os.environ,
+        **(extra_env or {}),
         "ARBITER_ENV": "production",
         "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "load-benchmark-only-" + "x" * 40),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
@@ -391,83 +392,6 @@ def warn_without_autovacuum(cursor) -> None:
         )
 
 
-def percentile(values: list[float], share: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
-def audit(slug: str) -> dict:
-    """What the database says after the run: the invariants the queue promises."""
-    from django.db.models import Count, F, Q
-
-    from annotation.models import Assignment, Pair, Vote
-
-    pairs = Pair.objects.filter(project__slug=slug).annotate(
-        counted=Count("votes", filter=Q(votes__is_extra=False))
-    )
-    return {
-        "votes": Vote.objects.filter(pair__project__slug=slug).count(),
-        "extra_votes": Vote.objects.filter(pair__project__slug=slug, is_extra=True).count(),
-        "pairs_over_target": pairs.filter(counted__gt=F("target_votes")).count(),
-        "counter_mismatches": pairs.exclude(counted=F("vote_count")).count(),
-        "pairs_complete": pairs.filter(counted=F("target_votes")).count(),
-        "duplicate_votes": Vote.objects.filter(pair__project__slug=slug)
-        .values("pair", "annotator")
-        .annotate(n=Count("id"))
-        .filter(n__gt=1)
-        .count(),
-        "live_leases": Assignment.objects.filter(
-            pair__project__slug=slug, status=Assignment.Status.LIVE
-        ).count(),
-    }
-
-
-def statements_per_call(slug: str) -> dict:
-    """The SQL statements (transaction control included) one claim, one vote and one vote
-    with next run, counted through Django's whole stack in this process for a fresh
-    annotator of the benchmark's project: the median of five of each, so the occasional
-    statements (preparing a statement on a new connection, moving to another block, asking
-    for an agreement refresh) do not count."""
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-    from rest_framework.authtoken.models import Token
-
-    from annotation.models import Project, Role
-    from annotation.projects.services import member_add
-
-    project = Project.objects.get(slug=slug)
-    user = member_add(project=project, username=f"{slug}-ann-count", role=Role.ANNOTATOR)
-    token = Token.objects.create(user=user.membership.user)
-    client = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="127.0.0.1")
-
-    def counted(path: str, **body) -> tuple[int, dict]:
-        with CaptureQueriesContext(connection) as captured:
-            answer = client.post(path, body, content_type="application/json")
-        if answer.status_code not in (200, 201):
-            raise SystemExit(f"statements: {path} answered {answer.status_code}")
-        return len(captured.captured_queries), answer.json()
-
-    found: dict[str, list[int]] = {"claim": [], "vote": [], "vote_with_next": []}
-    current = None
-    for _ in range(5):
-        n, claimed = counted(f"/api/v1/projects/{slug}/claim/")
-        found["claim"].append(n)
-        n, _answer = counted(f"/api/v1/assignments/{claimed['id']}/vote/", choice="left")
-        found["vote"].append(n)
-    current = counted(f"/api/v1/projects/{slug}/claim/")[1]
-    for _ in range(5):
-        n, answer = counted(f"/api/v1/assignments/{current['id']}/vote/", choice="tie", next=True)
-        found["vote_with_next"].append(n)
-        current = answer.get("next")
-        if current is None:
-            break
-    connection.close()
-    return {key: statistics.median(values) for key, values in found.items() if values}
-
-
 def delete_project(slug: str) -> None:
     """Removes the benchmark's project; content is protected, so children go first."""
     from django.contrib.auth import get_user_model
@@ -482,8 +406,9 @@ def delete_project(slug: str) -> None:
     get_user_model().objects.filter(username__startswith=f"{slug}-ann").delete()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(description: str = __doc__.split("\n\n")[0]) -> argparse.ArgumentParser:
+    """The load's options, which ``pgbouncer_load.py`` shares."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--annotators", type=int, default=8)
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
     parser.add_argument("--pairs", type=int, default=10_000, help="queued pairs (enough to last)")
@@ -509,14 +434,37 @@ def main() -> None:
         help="then drive Label Studio the same way (benchmarks/label_studio_load.py)",
     )
     parser.add_argument("--ls-venv", default="/tmp/lsvenv", help="Label Studio's virtualenv")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = arguments().parse_args()
 
     setup_django()
+    slug, tokens = prepare_fixture(args)
+    measured = measure(args, slug=slug, tokens=tokens)
+    print_measured(args, slug, measured)
+    if not args.keep:
+        delete_project(slug)
+    if args.label_studio:
+        compare_label_studio(
+            args,
+            votes_per_s=measured.votes_per_s,
+            p95_ms=max(
+                percentile(measured.claims, 0.95) if measured.claims else 0.0,
+                percentile(measured.votes, 0.95),
+            ),
+        )
+
+
+def prepare_fixture(args) -> tuple[str, list[str]]:
+    """A new project of ``args.pairs`` queued pairs and its annotators' tokens, analysed;
+    the database migrated first."""
     from django.core.management import call_command
     from django.db import connections
 
     call_command("migrate", verbosity=0)
-    slug = f"bench-load-{int(time.time())}"
+    slug = f"bench-load-{time.time_ns()}"
     built = time.perf_counter()
     tokens = create_fixture(
         slug=slug, pairs=args.pairs, overlap=args.overlap, annotators=args.annotators
@@ -531,6 +479,15 @@ def main() -> None:
         analyze_as_autovacuum_would(cursor)
         warn_without_autovacuum(cursor)
     connections.close_all()  # the server's workers need the connections more than we do
+    return slug, tokens
+
+
+def measure(
+    args, *, slug: str, tokens: list[str], extra_env: dict | None = None, others: dict | None = None
+) -> Measured:
+    """The annotators' loop against gunicorn (started here with ``extra_env``, unless
+    ``args.url``); ``others``: processes whose CPU is counted too, by name (PgBouncer)."""
+    from django.db import connections
 
     server = None
     if args.url:
@@ -541,9 +498,11 @@ def main() -> None:
             workers=args.workers,
             worker_class=args.worker_class,
             threads=args.threads,
+            extra_env=extra_env,
         )
         base_url = f"http://127.0.0.1:{args.port}"
-    server_cpu = database_cpu = None
+    others = others or {}
+    cpu = None
     try:
         start_at = time.monotonic() + 0.5
         measure_at = start_at + args.warmup
@@ -566,76 +525,41 @@ def main() -> None:
         time.sleep(max(0.0, measure_at - time.monotonic()))
         started_cpu = process_tree_cpu(server.pid) if server else 0.0
         started_database_cpu = database_backends_cpu() if server else {}
+        started_others = {name: process_tree_cpu(pid) for name, pid in others.items()}
         client_cpu = time.process_time()
         for annotator in annotators:
             annotator.join()
         elapsed = min(time.monotonic(), stop_at) - measure_at
         client_cpu = time.process_time() - client_cpu
+        other_cpu = {
+            name: process_tree_cpu(pid) - started_others[name] for name, pid in others.items()
+        }
         if server is not None:
-            server_cpu = process_tree_cpu(server.pid) - started_cpu
             # Per backend: one that began during the run counts from zero.
             database_cpu = sum(
-                cpu - started_database_cpu.get(pid, 0.0)
-                for pid, cpu in database_backends_cpu().items()
+                used - started_database_cpu.get(pid, 0.0)
+                for pid, used in database_backends_cpu().items()
             )
+            cpu = (process_tree_cpu(server.pid) - started_cpu, database_cpu, client_cpu)
             connections["default"].close()
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
-
-    claims = [ms for a in annotators for ms in a.claim_ms]
-    votes = [ms for a in annotators for ms in a.vote_ms]
-    errors = [e for a in annotators for e in a.errors]
-    found = audit(slug)
-    served_by = (
-        f"gunicorn, {args.workers} {args.worker_class} workers x {args.threads} threads"
-        if server
-        else base_url
+    return Measured(
+        elapsed=elapsed,
+        claims=[ms for a in annotators for ms in a.claim_ms],
+        votes=[ms for a in annotators for ms in a.vote_ms],
+        errors=[e for a in annotators for e in a.errors],
+        ran_dry=any(a.ran_dry for a in annotators),
+        served_by=(
+            f"gunicorn, {args.workers} {args.worker_class} workers x {args.threads} threads"
+            if server
+            else base_url
+        ),
+        cpu=cpu,
+        other_cpu=other_cpu,
     )
-    dry = " (the queue ran dry)" if any(a.ran_dry for a in annotators) else ""
-    print(
-        f"server: {served_by}; {args.annotators} annotators ({args.client} client), "
-        f"loop {args.loop}, for {elapsed:.1f} s after {args.warmup:.0f} s of warm-up{dry}"
-    )
-    print(f"votes/s:            {len(votes) / elapsed:8.1f}   (target: 20x Label Studio's)")
-    print(f"claims:             {len(claims):8d}")
-    print(f"votes:              {len(votes):8d}")
-    print(f"claim p50 / p95 ms: {percentile(claims, 0.5):8.1f} / {percentile(claims, 0.95):.1f}")
-    label = "vote+next" if args.loop == "next" else "vote     "
-    print(f"{label} p50 / p95 ms: {percentile(votes, 0.5):4.1f} / {percentile(votes, 0.95):.1f}")
-    per_vote_ms = sum(claims) / max(1, len(votes)) + statistics.fmean(votes or [float("nan")])
-    print(f"request ms a vote:  {per_vote_ms:8.1f} (claims and votes, mean)")
-    if server_cpu is not None and votes:
-        per_vote = [cpu / len(votes) * 1000 for cpu in (server_cpu, database_cpu, client_cpu)]
-        cores = psutil.cpu_count() or 1
-        print(
-            f"CPU per vote ms:    {sum(per_vote):8.1f} (gunicorn {per_vote[0]:.1f}, "
-            f"PostgreSQL {per_vote[1]:.1f}, load generator {per_vote[2]:.1f})"
-        )
-        # What the run would reach with the CPUs to itself: useful on a shared machine.
-        print(f"idle-CPU capacity:  {cores * 1000 / sum(per_vote):8.1f} votes/s on {cores} cores")
-    print(f"http errors:        {len(errors):8d} {sorted(set(errors))[:5] or ''}")
-    counted = statements_per_call(slug)
-    print(
-        "statements per call: claim {claim}, vote {vote}, vote with next {vote_with_next} "
-        "(one annotator, in this process, the same requests through Django's stack)".format(
-            **counted
-        )
-    )
-    print(f"votes in database:  {found['votes']:8d} (extra: {found['extra_votes']})")
-    print(f"pairs complete:     {found['pairs_complete']:8d}")
-    print(f"pairs over target:  {found['pairs_over_target']:8d}   (must be 0)")
-    print(f"duplicate votes:    {found['duplicate_votes']:8d}   (must be 0)")
-    print(f"counter mismatches: {found['counter_mismatches']:8d}   (must be 0)")
-    if not args.keep:
-        delete_project(slug)
-    if args.label_studio:
-        compare_label_studio(
-            args,
-            votes_per_s=len(votes) / elapsed,
-            p95_ms=max(percentile(claims, 0.95) if claims else 0.0, percentile(votes, 0.95)),
-        )
 
 
 def compare_label_studio(args, *, votes_per_s: float, p95_ms: float) -> None:

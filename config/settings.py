@@ -182,6 +182,29 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# What stands between Arbiter and PostgreSQL (docs/database.md, "Behind PgBouncer"): `none`,
+# or `transaction` for PgBouncer in transaction mode, where consecutive transactions of one
+# Django connection may run on different server connections. Then nothing may outlive a
+# transaction on the server: no SQL PREPARE (ARBITER_PREPARED_STATEMENTS below), no
+# server-side cursor held open in autocommit (Django's WITH HOLD cursors for .iterator()),
+# and no pool of Django's own in front of PgBouncer's. Session settings are never used,
+# with or without a pooler (SET LOCAL inside the transaction; annotation/core/transaction.py).
+ARBITER_DB_POOLER = env_choice("ARBITER_DB_POOLER", "none", ("none", "transaction"))
+if ARBITER_DB_POOLER == "transaction":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    if DATABASES["default"].get("OPTIONS", {}).get("pool"):
+        raise ImproperlyConfigured(
+            "ARBITER_DB_POOLER=transaction: PgBouncer is the pool; DATABASE_URL must not ask "
+            "for Django's own (pool=...)"
+        )
+# Protocol-level prepared statements (psycopg's prepare_threshold, with server-side
+# binding), which PgBouncer 1.21+ keeps across server connections (max_prepared_statements)
+# and 1.18 does not: unset, Django's default (none). docs/database.md has the figures.
+_prepare_threshold = env_str("ARBITER_DB_PREPARE_THRESHOLD")
+if _prepare_threshold is not None:
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        prepare_threshold=env_int("ARBITER_DB_PREPARE_THRESHOLD", 0), server_side_binding=True
+    )
 # Django's, skipping the health check on a connection that answered a moment ago, and
 # starting the local server when there is one to start.
 DATABASES["default"]["ENGINE"] = "config.postgresql"
@@ -439,8 +462,17 @@ ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "relea
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
 # The claim's statement is prepared once per database connection on PostgreSQL
-# (annotation/core/prepared.py); off behind a pooler that resets sessions.
-ARBITER_PREPARED_STATEMENTS = env_bool("ARBITER_PREPARED_STATEMENTS", True)
+# (annotation/core/prepared.py); off behind PgBouncer in transaction mode, whose server
+# connections change under a client between transactions.
+ARBITER_PREPARED_STATEMENTS = env_bool(
+    "ARBITER_PREPARED_STATEMENTS", ARBITER_DB_POOLER != "transaction"
+)
+if ARBITER_PREPARED_STATEMENTS and ARBITER_DB_POOLER == "transaction":
+    raise ImproperlyConfigured(
+        "ARBITER_PREPARED_STATEMENTS=true with ARBITER_DB_POOLER=transaction: a statement "
+        "prepared with SQL PREPARE lives on one server connection, and PgBouncer hands the "
+        "next transaction another; leave ARBITER_PREPARED_STATEMENTS unset"
+    )
 
 # Agreement reports (annotation/agreement/services.py, docs/agreement.md "The report"):
 # after a vote, a cached report is refreshed once this many seconds have passed, by one task

@@ -9,8 +9,9 @@ no dearer). Django binds parameters on the client, so the statement is prepared 
 
 A connection remembers the names it prepared (``_PREPARED``, keyed by the driver's connection
 object, which a reconnect replaces), and a statement is prepared again on a new connection.
-Behind a pooler that resets sessions (PgBouncer in transaction mode), set
-``ARBITER_PREPARED_STATEMENTS=false``: the statements then run unprepared.
+Behind PgBouncer in transaction mode (``ARBITER_DB_POOLER=transaction``), where a statement
+prepared on one server connection is unknown to the next, ``ARBITER_PREPARED_STATEMENTS`` is
+off and the statements run unprepared, the same SQL (docs/database.md, "Behind PgBouncer").
 """
 
 from __future__ import annotations

@@ -42,14 +42,15 @@ def project_lock(*, namespace: int, key: int) -> Sql:
 
 
 def project_lock_try(*, namespace: int, key: int) -> Sql:
-    """Takes the lock of one project's imports for the session if it is free, without
-    waiting; returns one row, true when it was taken."""
-    return "SELECT pg_try_advisory_lock(%s, %s)", [namespace, key]
+    """Takes the lock of one project's imports until the transaction ends if it is free,
+    without waiting; returns one row, true when it was taken."""
+    return "SELECT pg_try_advisory_xact_lock(%s, %s)", [namespace, key]
 
 
-def project_unlock(*, namespace: int, key: int) -> Sql:
-    """Gives back the session's lock of one project's imports."""
-    return "SELECT pg_advisory_unlock(%s, %s)", [namespace, key]
+def lock_kept_while_idle() -> Sql:
+    """No ``idle_in_transaction_session_timeout`` (a role's or the server's) ends the
+    transaction that holds the lock while the import works elsewhere."""
+    return "SET LOCAL idle_in_transaction_session_timeout = 0", []
 
 
 def constraints_immediate() -> Sql:

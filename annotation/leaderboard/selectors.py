@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection, models, transaction
+from django.db import models
 from django.db.models import Count, Exists, F, OuterRef, Q
 
+from annotation.core.local_settings import local_settings
 from annotation.leaderboard.bradley_terry import (
     BOOTSTRAP_ROUNDS,
     BOOTSTRAP_SEED,
@@ -123,22 +123,16 @@ def _counted_pairs(project: Project, source: str, task: str) -> int:
     return pairs.filter(Q(vote_count__gt=0) | Exists(prior)).count()
 
 
-@contextmanager
-def _grouping():
-    """Memory enough to group a million votes by hashing instead of sorting them on disk, and
-    no JIT compilation (it took longer than the query): for this transaction only."""
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL jit = off")
-            cursor.execute("SET LOCAL work_mem = '64MB'")
-        yield
+# Memory enough to group a million votes by hashing instead of sorting them on disk, and no
+# JIT compilation (it took longer than the query): for the grouping's transaction only.
+_GROUPING = {"jit": "off", "work_mem": "64MB"}
 
 
 def model_outcomes(*, project: Project, source: str, task: str = "") -> tuple[Outcomes, dict]:
     """The pairwise outcomes of ``source`` (a ``ModelSource``), optionally of one task, with
     how many pairs they come from and what was left out: comparisons of a model with itself
     and of a response without a model name."""
-    with _grouping():
+    with local_settings(**_GROUPING):
         return _outcomes(project, source, task)
 
 

@@ -40,12 +40,6 @@ _COPY_BYTES = 1024 * 1024
 # A build's work folder, next to the release folders of its project: ``.build-<id>-<hex>``.
 BUILD_FOLDER = ".build-{release_id}-{token}"
 _BUILD_FOLDER = re.compile(r"\.build-(\d+)-[0-9a-f]{32}")
-# The progress a build records every half second commits without waiting for the WAL to
-# reach the disk: while the build writes hundreds of MB, each such wait took up to a fifth
-# of a second. Only progress: the build's outcome is recorded after the reset, durably (a
-# progress row lost in a crash is what the stalled-build sweep looks for anyway).
-_PROGRESS_SESSION = "SET synchronous_commit = off"
-_PROGRESS_SESSION_RESET = "RESET synchronous_commit"
 
 
 @dataclass(frozen=True)
@@ -280,13 +274,12 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
             # cyclic collector on, its full passes over the millions of objects a chunk
             # makes took a third of the build's time.
             gc.disable()
-            with release_rows.session_settings(_PROGRESS_SESSION, _PROGRESS_SESSION_RESET):
-                total, figures, card, entries = write_release(
-                    release=release, selection=selection, open_file=open_file, report=report
-                )
-                if collecting:
-                    gc.enable()
-                report(total, total, "archive")
+            total, figures, card, entries = write_release(
+                release=release, selection=selection, open_file=open_file, report=report
+            )
+            if collecting:
+                gc.enable()
+            report(total, total, "archive")
             archived = parts.write(archive)
         _replace(folder, release.folder)
         _replace(archive, release.archive_path)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import orjson
-from django.db import Error, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from annotation.agreement.prior_ratings import mmrb2_ratings
+from annotation.core.local_settings import local_settings
 from annotation.core.scales import SCALE_VALUES, side_of_value
 from annotation.core.threads import in_background
 from annotation.models import (
@@ -116,26 +116,9 @@ WHERE {{ids}}
 """
 # PostgreSQL's JIT compiler spent longer optimising the stream's queries than running them
 # takes (seconds, at 100,000 pairs), and the sort by external id fits in memory at this size
-# instead of spilling to disk. Set on the reading session, reset after.
-_READING_SESSION = "SET jit = off; SET work_mem = '64MB'"
-_READING_SESSION_RESET = "RESET jit; RESET work_mem"
-
-
-@contextmanager
-def session_settings(settings: str, reset: str) -> Iterator[None]:
-    """``settings`` (``SET`` statements) on this connection's session for the block,
-    ``reset`` after it. When the block failed, a reset that fails too (the connection itself
-    was what broke) leaves the block's error to propagate."""
-    with connection.cursor() as cursor:
-        cursor.execute(settings)
-    try:
-        yield
-    except BaseException:
-        with suppress(Error), connection.cursor() as cursor:
-            cursor.execute(reset)
-        raise
-    with connection.cursor() as cursor:
-        cursor.execute(reset)
+# instead of spilling to disk. Set for the reading's transaction only (never the session:
+# behind PgBouncer it would reach an annotator's request).
+_READING_SETTINGS = {"jit": "off", "work_mem": "64MB"}
 
 
 _PRIORS_SQL = f"""
@@ -297,7 +280,7 @@ def _chunk_rows(project: Project, selection: Selection) -> Generator[_ChunkRows,
     size = CHUNK_PAIRS
     first = min(FIRST_CHUNK_PAIRS, size)
     with (
-        session_settings(_READING_SESSION, _READING_SESSION_RESET),
+        local_settings(**_READING_SETTINGS),
         connection.chunked_cursor() as stream,
         connection.cursor() as cursor,
     ):

@@ -29,6 +29,7 @@ from annotation.core.jobs import (
     quarantine_reason,
     stalled_before,
 )
+from annotation.core.local_settings import local_settings
 from annotation.models import (
     RELEASE_VERSION_PART_DIGITS,
     RELEASE_VERSION_PART_MAX,
@@ -240,10 +241,14 @@ def _release_build_claim(*, release: Release, claimed: bool, redelivered: bool) 
 
 def release_build_progress(*, release_id: int, rows_done: int, rows_total: int, stage: str) -> None:
     """Records how far a build got (the build runs outside any transaction, so it shows at
-    once); a build that no longer is ``building`` is left alone."""
-    Release.objects.filter(pk=release_id, status=Status.BUILDING).update(
-        rows_done=rows_done, rows_total=rows_total, stage=stage, progress_at=timezone.now()
-    )
+    once); a build that no longer is ``building`` is left alone. Committed without waiting
+    for the WAL to reach the disk: while the build writes hundreds of MB, each such wait
+    took up to a fifth of a second, and a progress row lost in a crash is what the
+    stalled-build sweep looks for anyway (the outcome is recorded durably)."""
+    with local_settings(synchronous_commit="off"):
+        Release.objects.filter(pk=release_id, status=Status.BUILDING).update(
+            rows_done=rows_done, rows_total=rows_total, stage=stage, progress_at=timezone.now()
+        )
 
 
 def release_build_fail(*, release_id: int, message: str) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from annotation.core.batches import in_batches
 from annotation.media.bounded import BoundedError
 from annotation.media.glb import GlbError
 from annotation.media.services import media_render_views
@@ -18,7 +19,7 @@ class Command(BaseCommand):
         rendered = 0
         problems: list[str] = []
         pending = Media.objects.filter(kind=Media.Kind.MODEL3D, rendered_views__isnull=True)
-        for media in pending.order_by("pk").iterator():
+        for media in in_batches(pending):
             try:
                 media_render_views(media=media)
             except FileNotFoundError:

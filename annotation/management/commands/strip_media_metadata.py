@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
+from annotation.core.batches import in_batches
 from annotation.media.services import MediaError, media_strip_metadata
 from annotation.models import Media
 
@@ -36,7 +37,7 @@ class Command(BaseCommand):
             pending = pending.filter(
                 Q(strip_result__isnull=True) | ~Q(strip_result=Media.StripResult.REBUILT)
             )
-        for media in pending.iterator():
+        for media in in_batches(pending):
             try:
                 media_strip_metadata(media=media, remake=True)
             except FileNotFoundError:

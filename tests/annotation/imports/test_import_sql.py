@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 STATEMENTS = {
     "project_lock": lambda: sql.project_lock(namespace=1, key=2),
     "project_lock_try": lambda: sql.project_lock_try(namespace=1, key=2),
-    "project_unlock": lambda: sql.project_unlock(namespace=1, key=2),
+    "lock_kept_while_idle": sql.lock_kept_while_idle,
     "constraints_immediate": sql.constraints_immediate,
     "constraints_deferred": sql.constraints_deferred,
     "sequential_scans": lambda: sql.sequential_scans(allowed=False),
