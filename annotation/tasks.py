@@ -11,7 +11,6 @@ from celery import shared_task
 from django.conf import settings
 
 from annotation.agreement import services as agreement
-from annotation.agreement.services import agreement_report_recompute
 from annotation.core.errors import Conflict
 from annotation.core.jobs import JobTask, job_failure_text, sweep_task, time_limits
 from annotation.imports.locks import ProjectBusy
@@ -69,12 +68,12 @@ imports_resume_stalled = sweep_task(
 
 @shared_task(name="annotation.agreement_report_refresh", **time_limits("agreement refresh"))
 def agreement_report_refresh(project_id: int, source: str) -> None:
-    """Recomputes a project's cached agreement report (debounced after votes, or on demand).
-    Safe to run twice: the newer report wins."""
+    """Recomputes a project's cached agreement report (debounced after votes, or on demand),
+    unless its refreshes are out of attempts. Safe to run twice: the newer report wins."""
     project = Project.objects.filter(pk=project_id).first()
     if project is None:
         return
-    agreement_report_recompute(project=project, source=source)
+    agreement.agreement_report_refresh(project=project, source=source)
 
 
 agreement_refreshes_send_lost = sweep_task(
@@ -86,18 +85,22 @@ agreement_refreshes_send_lost = sweep_task(
 
 
 @shared_task(
-    name="annotation.tasks.release_build_run", base=ReleaseBuildTask, **time_limits("release build")
+    bind=True,
+    name="annotation.tasks.release_build_run",
+    base=ReleaseBuildTask,
+    **time_limits("release build"),
 )
-def release_build_run(release_id: int) -> None:
+def release_build_run(self, release_id: int) -> None:
     """Builds a queued release. Safe to run twice: only the run that moves it from queued to
-    building builds; a redelivered task finds it building or built and returns."""
+    building builds, or the message's next delivery after its worker died mid-build, until
+    the build is out of attempts; any other finds it built (or building) and returns."""
     release = Release.objects.select_related("project").filter(pk=release_id).first()
-    if release is None or release.status != Release.Status.QUEUED:
+    if release is None:
         return
     try:
-        releases.release_build(release=release, claimed=True)
+        releases.release_build(release=release, claimed=True, redelivered=self.message_attempt > 1)
     except Conflict:
-        return  # another run claimed it first
+        return  # another run claimed it first, or it is quarantined
 
 
 release_builds_fail_stalled = sweep_task(

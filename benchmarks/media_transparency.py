@@ -145,14 +145,14 @@ def measure(source: Path, folder: Path, *, preset: str, crf: int, repeat: int) -
     """The lowest and mean SSIM of a frame, the lowest PSNR, the served bytes and the CPU
     seconds a frame (the best of ``repeat`` runs; one thread, so a busy machine disturbs it
     less than wall time), through av_prepare."""
-    from annotation.media import av_media
+    from annotation.media import av_media, av_probe
 
     av_media.X264_OPTIONS = {"preset": preset, "crf": str(crf)}
     times = []
     for _ in range(repeat):
         started = time.process_time()
         prepared = av_media.av_prepare(
-            source, kind="video", staging=folder, limits=av_media.av_limits()
+            source, kind="video", staging=folder, limits=av_probe.av_limits()
         )
         times.append(time.process_time() - started)
     seconds = min(times)

@@ -355,6 +355,10 @@ class TrainingRun(models.Model):
     # The process that holds a running run, "host:pid:start" (judges.reward_model.services): a
     # job delivered again after that process was killed takes the run over at once.
     worker = models.CharField(max_length=300, blank=True)
+    # Runs of its job that took it (counted and committed before any work): one that reaches
+    # ARBITER_JOB_MAX_ATTEMPTS unfinished is quarantined (annotation.core.jobs).
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]

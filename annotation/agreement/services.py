@@ -14,7 +14,14 @@ from django.utils import timezone
 
 from annotation.agreement.report import agreement_report_build, check_report_source
 from annotation.core.errors import Conflict
-from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish
+from annotation.core.jobs import (
+    BrokerUnavailable,
+    StalledJobs,
+    job_attempt_claim,
+    job_attempts_spent,
+    job_publish,
+    quarantine_reason,
+)
 from annotation.models import (
     AgreementReport,
     Project,
@@ -51,7 +58,13 @@ def agreement_report_recompute(
     report of votes read later was stored meanwhile (then that one is returned)."""
     now = timezone.now()
     data = agreement_report_build(project=project, source=source, now=now)
-    fields = {"data": data, "computed_at": now, "votes_seen": data["votes"]}
+    fields = {
+        "data": data,
+        "computed_at": now,
+        "votes_seen": data["votes"],
+        "attempts": 0,
+        "refresh_error": "",
+    }
     replaced = AgreementReport.objects.filter(
         project=project, source=source, computed_at__lte=now
     ).update(**fields)
@@ -64,11 +77,36 @@ def agreement_report_recompute(
     return AgreementReport.objects.get(project=project, source=source)
 
 
+def agreement_report_refresh(*, project: Project, source: str) -> AgreementReport | None:
+    """The refresh task's work: counts the refresh's attempt on the cached report (committed
+    before any work) and recomputes it; None, doing nothing, when the report's refreshes
+    are out of attempts (their worker was killed each time): the refresh is quarantined,
+    ``refresh_error`` says why, and only a curator's Recompute tries again. A report not
+    yet built has no row to count on: its first build is asked for by a reader."""
+    reports = AgreementReport.objects.filter(project=project, source=source)
+    if reports.exists() and not job_attempt_claim(reports):
+        agreement_refresh_quarantine(report_ids=reports.values_list("pk", flat=True))
+        return None
+    return agreement_report_recompute(project=project, source=source)
+
+
+def agreement_refresh_quarantine(*, report_ids) -> None:
+    """Stops asking for the reports' refreshes (the sweep no longer finds them lost), saying
+    why on the Agreement page."""
+    for pk, attempts in AgreementReport.objects.filter(pk__in=report_ids).values_list(
+        "pk", "attempts"
+    ):
+        AgreementReport.objects.filter(pk=pk).update(
+            refresh_requested_at=None, refresh_error=quarantine_reason(attempts)
+        )
+
+
 def agreement_report_queue_refresh(*, project: Project, source: str = ReportSource.ALL) -> None:
     """Queues a recompute of the cached report now (the Recompute button); Unavailable when
     the task broker cannot take it. One at a time per project and source: Conflict while the
     last one queued has not run, for up to ``RECOMPUTE_PENDING_S`` (then it counts as lost).
-    A project without a report yet has no row to hold the stamp: its first build is queued."""
+    A project without a report yet has no row to hold the stamp: its first build is queued.
+    A quarantined refresh is tried again: the curator asks for it (its attempts start anew)."""
     check_report_source(source)
     now = timezone.now()
     with transaction.atomic():  # the stamp stays only when the task was queued
@@ -77,7 +115,7 @@ def agreement_report_queue_refresh(*, project: Project, source: str = ReportSour
             Q(recompute_requested_at__isnull=True)
             | Q(recompute_requested_at__lte=F("computed_at"))
             | Q(recompute_requested_at__lt=now - timedelta(seconds=RECOMPUTE_PENDING_S))
-        ).update(recompute_requested_at=now)
+        ).update(recompute_requested_at=now, attempts=0)
         if not stamped and reports.exists():
             raise Conflict(
                 f"A recompute of the {source} report is queued already and has not run yet; "
@@ -137,27 +175,33 @@ def lost_refreshes() -> QuerySet[AgreementReport]:
     )
 
 
-class _LostRefreshes(StalledJobs[tuple[int, int, str, datetime]]):
+class _LostRefreshes(StalledJobs[tuple[int, int, str, datetime, int]]):
     """Each lost refresh (``lost_refreshes``) is asked for again as a vote asks, stamping the
     request now and running the refresh after the window, so the votes of the new window are
     covered too. The stamp is the claim, so two sweeps send it once; when the broker still
-    cannot take it the stamp goes back, for the next sweep."""
+    cannot take it the stamp goes back, for the next sweep. A report whose refreshes are out
+    of attempts is quarantined instead of asked for again."""
 
     noun = "agreement refresh"
 
     def stalled(self):
-        return lost_refreshes().values_list("pk", "project_id", "source", "refresh_requested_at")
+        return lost_refreshes().values_list(
+            "pk", "project_id", "source", "refresh_requested_at", "attempts"
+        )
 
     def claim(self, job):
         now = timezone.now()
-        pk, _, _, requested = job
+        pk, _, _, requested, _ = job
         stamped = AgreementReport.objects.filter(pk=pk, refresh_requested_at=requested).update(
             refresh_requested_at=now
         )
         return now if stamped else None
 
     def recover(self, job):
-        _, project_id, source, _ = job
+        pk, project_id, source, _, attempts = job
+        if job_attempts_spent(attempts):
+            agreement_refresh_quarantine(report_ids=[pk])
+            return "quarantined"
         job_publish(
             REFRESH_TASK,
             args=(project_id, source),
@@ -166,7 +210,7 @@ class _LostRefreshes(StalledJobs[tuple[int, int, str, datetime]]):
         )
 
     def unclaim(self, job, claim):
-        pk, _, _, requested = job
+        pk, _, _, requested, _ = job
         AgreementReport.objects.filter(pk=pk, refresh_requested_at=claim).update(
             refresh_requested_at=requested
         )

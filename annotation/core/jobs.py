@@ -1,5 +1,5 @@
-"""The life of a background job, written once for every kind (imports, transcodes, release
-builds, agreement refreshes, filter runs, judge evaluations, trainings):
+"""The life of a background job, written once for every kind (imports, release builds,
+agreement refreshes, filter runs, judge evaluations, trainings):
 
 - ``job_publish`` sends a job's task, named as it is registered (``annotation.core.broker.
   registered_task``), once the current transaction commits (at once outside one), through
@@ -10,10 +10,12 @@ builds, agreement refreshes, filter runs, judge evaluations, trainings):
   on the job, on a new database connection when the old one was lost
   (``annotation.failures``), a time limit's in words (``time_limits``: soft and hard
   limits by kind, ``ARBITER_TASK_TIME_LIMITS``);
-- ``job_attempt_claim`` counts a job's attempts in the database before any work, and a job
-  started ``ARBITER_JOB_MAX_ATTEMPTS`` times without finishing (its worker was killed each
-  time) is quarantined: failed with ``quarantine_reason``, and never sent again, neither by
-  its sweep nor by the broker's redelivery (docs/operations.md, "Time limits, attempts and
+- attempts are counted in the database before any work: ``JobTask`` counts each delivery
+  of its message (``task_attempt_claim``), and a kind whose sweep sends a job again counts
+  its runs on the job's row (``job_attempt_claim``); a job started
+  ``ARBITER_JOB_MAX_ATTEMPTS`` times without finishing (its worker was killed each time) is
+  quarantined: failed with ``quarantine_reason``, and never sent again, neither by its
+  sweep nor by the broker's redelivery (docs/operations.md, "Time limits, attempts and
   quarantine");
 - ``StalledJobs`` is the stalled-job sweep: a kind says how its stalled jobs are found,
   claimed and recovered, and ``sweep_task`` registers it as the Celery beat task named in
@@ -38,6 +40,7 @@ from django.utils import timezone
 from annotation.core.broker import registered_task, task_publish
 from annotation.core.errors import Unavailable
 from annotation.core.failures import record_failure
+from annotation.models import TaskAttempt
 
 logger = logging.getLogger(__name__)
 
@@ -151,14 +154,33 @@ def job_attempts_spent(attempts: int) -> bool:
     return attempts >= settings.ARBITER_JOB_MAX_ATTEMPTS
 
 
+def task_attempt_claim(*, key: str, task: str) -> int:
+    """Counts one more start of the task message ``key`` (committed at once, outside a
+    transaction) and returns its number, or 0 when it had ``ARBITER_JOB_MAX_ATTEMPTS``
+    already: its worker died under it each time, and it is to be quarantined."""
+    TaskAttempt.objects.get_or_create(key=key, defaults={"task": task})
+    message = TaskAttempt.objects.filter(key=key)
+    if not job_attempt_claim(message):
+        return 0
+    return message.values_list("attempts", flat=True).get()
+
+
+def task_attempt_forget(*, task_id: str) -> None:
+    """The task ``task_id`` returned (it succeeded, failed, was retried, ran past its hard
+    limit, was quarantined): no death of its messages to count any more."""
+    TaskAttempt.objects.filter(key__startswith=f"{task_id}:").delete()
+
+
 class JobTask(Task):
     """Acknowledged after its work. A pool process killed under it (out of memory) gives
     the message back once (``reject_on_worker_lost``), and a whole worker killed leaves it
-    to the broker's redelivery; either way the job's attempts counter
-    (``job_attempt_claim``), not the broker, says whether it runs again. Its final failure
-    is recorded on the job whose id is the argument ``job_id_arg`` (or the first positional
-    one), through the kind's ``job_fail``; a time limit as ``JobStopped`` saying which
-    (``time_limit_kind``, a key of ``ARBITER_TASK_TIME_LIMITS``)."""
+    to the broker's redelivery; either way the message's attempts, counted in the database
+    before any work (``task_attempt_claim``), say whether it runs again: one taken
+    ``ARBITER_JOB_MAX_ATTEMPTS`` times already is quarantined, its job failed with
+    ``quarantine_reason``, and acknowledged. Its final failure is recorded on the job whose
+    id is the argument ``job_id_arg`` (or the first positional one), through the kind's
+    ``job_fail``; a time limit as ``JobStopped`` saying which (``time_limit_kind``, a key
+    of ``ARBITER_TASK_TIME_LIMITS``)."""
 
     abstract = True
     acks_late = True
@@ -170,8 +192,42 @@ class JobTask(Task):
         """Marks job ``job_id`` failed by ``exc``; each kind says how."""
         raise NotImplementedError(f"{type(self).__name__} does not say how its job fails")
 
+    def _attempt_key(self) -> str | None:
+        """The message's key: its task id and retry number, since a retry is a new message
+        under the same id (None when the task is called as a function)."""
+        task_id = self.request.id
+        return None if task_id is None else f"{task_id}:{self.request.retries or 0}"
+
+    def _job_id(self, args, kwargs) -> Any:
+        return kwargs.get(self.job_id_arg, args[0] if args else None)
+
+    @property
+    def message_attempt(self) -> int:
+        """Which delivery of its message this run is: 1, or more when a worker died under
+        it before (1 also when the task is called as a function)."""
+        return getattr(self.request, "message_attempt", None) or 1
+
+    def __call__(self, *args, **kwargs):
+        key = self._attempt_key()
+        attempt = 1 if key is None else task_attempt_claim(key=key, task=self.name)
+        if attempt:
+            # Celery's request Context takes any attribute; its stubs declare none of ours.
+            self.request.message_attempt = attempt  # type: ignore[attr-defined]
+            return super().__call__(*args, **kwargs)
+        attempts = settings.ARBITER_JOB_MAX_ATTEMPTS
+        logger.warning("%s: message %s quarantined after %d attempts", self.name, key, attempts)
+        job_id = self._job_id(args, kwargs)
+        if job_id is not None:
+            self.job_fail(job_id, JobStopped(quarantine_reason(attempts)))
+        return None
+
+    def after_return(self, status, retval, task_id, args, kwargs, einfo):
+        # Also in the worker's main process, after a hard time limit killed the task.
+        if task_id is not None:
+            record_failure(lambda: task_attempt_forget(task_id=task_id))
+
     def on_failure(self, exc, task_id, args, kwargs, einfo):
-        job_id = kwargs.get(self.job_id_arg, args[0] if args else None)
+        job_id = self._job_id(args, kwargs)
         if isinstance(exc, TIME_LIMIT_ERRORS) and self.time_limit_kind:
             exc = JobStopped(time_limit_reason(self.time_limit_kind))
         if job_id is not None:

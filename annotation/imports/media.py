@@ -25,7 +25,8 @@ from django.conf import settings
 
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
-from annotation.media.av_media import AvPrepared, av_limits, av_prepare
+from annotation.media.av_media import AvPrepared, av_prepare
+from annotation.media.av_probe import av_limits
 from annotation.media.bounded import BoundedError, bounded_map
 from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild

@@ -26,7 +26,8 @@ import numpy as np
 from django.conf import settings
 from PIL import Image
 
-from annotation.media.glb import GlbError, GlbInfo, element_bytes, glb_pack
+from annotation.media.glb import GlbError, GlbInfo, glb_pack
+from annotation.media.glb_json import element_bytes
 
 # All the textures of one model together, in multiples of ARBITER_MAX_IMAGE_PIXELS.
 TEXTURE_PIXELS_FACTOR = 4

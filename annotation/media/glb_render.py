@@ -22,14 +22,8 @@ import numpy as np
 from django.conf import settings
 from PIL import Image
 
-from annotation.media.glb import (
-    TRIANGLE_FAN,
-    TRIANGLE_STRIP,
-    TRIANGLES,
-    GlbError,
-    GlbInfo,
-    type_components,
-)
+from annotation.media.glb import GlbError, GlbInfo
+from annotation.media.glb_json import TRIANGLE_FAN, TRIANGLE_STRIP, TRIANGLES, type_components
 
 # (name, azimuth, elevation) in degrees; azimuth 0 looks at the model's front (from +z),
 # 90 from its right (+x); elevation 90 looks down from +y, glTF's up.

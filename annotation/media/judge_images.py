@@ -1,10 +1,10 @@
-"""Reading stored images for judges: data URLs for HTTP judges, the pixels of a small
-thumbnail for the statistics of the heuristic and reward-model judges. Bytes live at
-``MEDIA_ROOT / Media.relative_path``. Importable without Django set up (the reward model's
-trainer uses the statistics). Decoding an original to send it (``image_data_url`` when it
-must be made smaller, and the video and audio of ``judge_parts``) runs in a bounded child
-(``annotation.media.bounded``): a file that hits a limit is ``MediaUnavailable`` with the
-reason, as an unreadable one is."""
+"""Reading stored images for judges: data URLs for HTTP judges, the pixels of small
+thumbnails for the statistics of the heuristic and reward-model judges. Bytes live at
+``MEDIA_ROOT / Media.relative_path``. Every decode of an image runs in a bounded child
+(``annotation.media.bounded``): an original made smaller to send it (``image_data_url``),
+the thumbnails (``image_thumbnails``, many to a child), and the video and audio of
+``judge_parts``; a file that hits a limit is ``MediaUnavailable`` with the reason, as an
+unreadable one is."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from django.conf import settings
 from PIL import Image, ImageOps
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     import numpy as np
 
@@ -78,15 +78,49 @@ def _smaller(path: Path, *, sha256: str, media_format: str, max_side: int) -> tu
         raise MediaUnavailable(f"image {sha256[:12]} is unreadable ({exc})") from None
 
 
-def image_thumbnail_pixels(path: Path, *, side: int) -> np.ndarray:
-    """The image at ``path`` as a ``side`` x ``side`` RGB thumbnail, float32 in [0, 1]; raises
-    ``MediaUnavailable`` when it cannot be read."""
+# Thumbnails made one after the other in a child: starting a child costs more than a small
+# image's thumbnail (a training reads every image of its pairs).
+THUMBNAIL_BATCH = 32
+
+
+def image_thumbnails(paths: Sequence[Path], *, side: int) -> list[np.ndarray | MediaUnavailable]:
+    """Each image of ``paths`` as a ``side`` x ``side`` RGB thumbnail, float32 in [0, 1], or
+    the ``MediaUnavailable`` that says why it cannot be read; decoded in bounded children
+    (``THUMBNAIL_BATCH`` images a child), under the image limits, the pixel count checked
+    from the header first (ARBITER_MAX_IMAGE_PIXELS)."""
+    from annotation.media.bounded import bounded_map
+
+    outcomes = bounded_map(
+        _thumbnail, [((path,), {"side": side}) for path in paths], kind="image",
+        batch=THUMBNAIL_BATCH,
+    )  # fmt: skip
+    return [
+        outcome
+        if not isinstance(outcome, BaseException) or isinstance(outcome, MediaUnavailable)
+        else MediaUnavailable(f"image {path.name[:12]} could not be decoded: {outcome}")
+        for path, outcome in zip(paths, outcomes, strict=True)
+    ]
+
+
+def _thumbnail(path: Path, *, side: int) -> np.ndarray:
+    """In a bounded child: the thumbnail of ``image_thumbnails``."""
     import numpy as np
 
+    max_pixels = settings.ARBITER_MAX_IMAGE_PIXELS
+    # Pillow's own check (raising above twice its limit) at the same limit, as imports do:
+    # the child is this call's alone.
+    Image.MAX_IMAGE_PIXELS = max_pixels
+    bomb = f"image {path.name[:12]} is refused as a decompression bomb"
+    limit = f"more than {max_pixels:,} pixels (ARBITER_MAX_IMAGE_PIXELS)"
     try:
         with Image.open(path) as image:
+            width, height = image.size
+            if width * height > max_pixels:
+                raise MediaUnavailable(f"{bomb}: {width}x{height} is {limit}")
             image.draft("RGB", (side * 2, side * 2))  # JPEG decodes at a reduced scale
             thumb = image.convert("RGB").resize((side, side), Image.Resampling.BILINEAR)
-    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError:
+        raise MediaUnavailable(f"{bomb}: {limit}") from None
+    except (OSError, ValueError) as exc:
         raise MediaUnavailable(f"image {path.name[:12]} is unreadable ({exc})") from None
     return np.asarray(thumb, dtype=np.float32) / 255.0

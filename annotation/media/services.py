@@ -20,7 +20,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from annotation.media.av_media import av_limits, av_prepare
+from annotation.media.av_media import av_prepare
+from annotation.media.av_probe import av_limits
 from annotation.media.bounded import BoundedError, bounded_call, bounded_map
 from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild

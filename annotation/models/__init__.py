@@ -17,6 +17,7 @@ from annotation.models.choices import (
 )
 from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
 from annotation.models.imports import ImportJob
+from annotation.models.jobs import TaskAttempt
 from annotation.models.pairs import Pair, PriorAnnotation
 from annotation.models.projects import (
     DEFAULT_GOLD_MIN_ACCURACY,
@@ -74,5 +75,6 @@ __all__ = [
     "Scale",
     "Side",
     "Skip",
+    "TaskAttempt",
     "Vote",
 ]

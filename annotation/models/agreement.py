@@ -60,6 +60,12 @@ class AgreementReport(models.Model):
     refresh_requested_at = models.DateTimeField(null=True, blank=True)
     # When Recompute last queued one: no other is queued until it has run (or is given up).
     recompute_requested_at = models.DateTimeField(null=True, blank=True)
+    # Refreshes started since the report was last stored (counted and committed before any
+    # work): at ARBITER_JOB_MAX_ATTEMPTS none runs again until a curator's Recompute, and
+    # ``refresh_error`` says why (annotation.core.jobs).
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    refresh_error = models.TextField(blank=True)
 
     class Meta:
         constraints = [

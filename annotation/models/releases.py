@@ -81,6 +81,10 @@ class Release(models.Model):
     build_started_at = models.DateTimeField(null=True, blank=True)
     build_finished_at = models.DateTimeField(null=True, blank=True)
     progress_at = models.DateTimeField(null=True, blank=True)
+    # Runs of the build's task that took it (counted and committed before any work), since it
+    # was queued: one that reaches ARBITER_JOB_MAX_ATTEMPTS unfinished is quarantined.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
     # What the build made.
     pair_count = models.PositiveIntegerField(default=0)
     statistics = models.JSONField(default=dict, blank=True)

@@ -21,7 +21,14 @@ from django.utils import timezone
 
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.failures import describe_error, record_failure
-from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
+from annotation.core.jobs import (
+    BrokerUnavailable,
+    StalledJobs,
+    job_attempt_claim,
+    job_publish,
+    quarantine_reason,
+    stalled_before,
+)
 from annotation.core.local_settings import local_settings
 from annotation.models import (
     RELEASE_VERSION_PART_DIGITS,
@@ -129,7 +136,12 @@ def release_build_start(*, release: Release) -> Release:
             project=release.project, selection=check_selection(release.selection)
         )
     moved = Release.objects.filter(pk=release.pk, status__in=BUILDABLE).update(
-        status=Status.QUEUED, stage="queued", error="", rows_done=0, progress_at=timezone.now()
+        status=Status.QUEUED,
+        stage="queued",
+        error="",
+        rows_done=0,
+        progress_at=timezone.now(),
+        attempts=0,
     )
     if not moved:
         release.refresh_from_db()
@@ -147,30 +159,21 @@ def release_build_start(*, release: Release) -> Release:
 
 
 def release_build(
-    *, release: Release, progress: ReleaseProgress | None = None, claimed: bool = False
+    *,
+    release: Release,
+    progress: ReleaseProgress | None = None,
+    claimed: bool = False,
+    redelivered: bool = False,
 ) -> Release:
     """Builds the release now: its folder and .tar.gz under ARBITER_RELEASE_ROOT, its
     statistics, card and manifest hash on the row. ``claimed``: the caller is the Celery task,
-    which builds only a queued release; otherwise a draft, built, failed or queued one is
-    built (the command line). A failure marks it failed with the reason and raises."""
+    which builds only a queued release (or, ``redelivered``, one its killed worker left
+    building), counting the attempt first and quarantining a build out of attempts;
+    otherwise a draft, built, failed or queued one is built (the command line). A failure
+    marks it failed with the reason and raises; Conflict when it cannot be built now."""
     from annotation.releases.build import build_release  # heavy imports (pyarrow)
 
-    now = timezone.now()
-    starts = (Status.QUEUED,) if claimed else (*BUILDABLE, Status.QUEUED)
-    moved = Release.objects.filter(pk=release.pk, status__in=starts).update(
-        status=Status.BUILDING,
-        stage="reading",
-        error="",
-        rows_done=0,
-        rows_total=0,
-        build_started_at=now,
-        build_finished_at=None,
-        progress_at=now,
-    )
-    if not moved:
-        release.refresh_from_db()
-        raise Conflict(f"Release {release.version} is {release.status}: it cannot be built now.")
-    release.refresh_from_db()
+    _release_build_claim(release=release, claimed=claimed, redelivered=redelivered)
     last = 0.0
 
     def report(rows_done: int, rows_total: int, stage: str) -> None:
@@ -205,6 +208,35 @@ def release_build(
     )
     release.refresh_from_db()
     return release
+
+
+def _release_build_claim(*, release: Release, claimed: bool, redelivered: bool) -> None:
+    """Moves the release to building (``release_build``), or raises Conflict."""
+    now = timezone.now()
+    fields = {
+        "status": Status.BUILDING,
+        "stage": "reading",
+        "error": "",
+        "rows_done": 0,
+        "rows_total": 0,
+        "build_started_at": now,
+        "build_finished_at": None,
+        "progress_at": now,
+    }
+    if claimed:
+        starts = (Status.QUEUED, Status.BUILDING) if redelivered else (Status.QUEUED,)
+        candidates = Release.objects.filter(pk=release.pk, status__in=starts)
+        moved = job_attempt_claim(candidates, **fields)
+        spent = None if moved else candidates.values_list("attempts", flat=True).first()
+        if spent is not None:
+            release_build_fail(release_id=release.pk, message=quarantine_reason(spent))
+    else:
+        moved = Release.objects.filter(
+            pk=release.pk, status__in=(*BUILDABLE, Status.QUEUED)
+        ).update(**fields, attempts=1, last_attempt_at=now)
+    release.refresh_from_db()
+    if not moved:
+        raise Conflict(f"Release {release.version} is {release.status}: it cannot be built now.")
 
 
 def release_build_progress(*, release_id: int, rows_done: int, rows_total: int, stage: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 
-from annotation.media.judge_images import MediaUnavailable, media_path
+from annotation.media.judge_images import media_path
 from judges.backends.base import (
     JudgeBackend,
     JudgeItem,
@@ -92,18 +92,20 @@ class HeuristicBackend(JudgeBackend):
             if sha not in self._image_problems
         }
         rows = media_rows(wanted)
+        stats = image_stats(media_path(media) for media in rows.values())
         for sha in wanted:
-            self._image_problems[sha] = _image_problem(rows.get(sha))
+            media = rows.get(sha)
+            self._image_problems[sha] = _image_problem(
+                None if media is None else stats[media_path(media)], stored=media is not None
+            )
 
     def close(self) -> None:
         self._image_problems.clear()
 
 
-def _image_problem(media) -> str:
-    if media is None:
+def _image_problem(stats: ImageStats | None, *, stored: bool) -> str:
+    if not stored:
         return "not in the media store"
-    try:
-        stats: ImageStats = image_stats(media_path(media))
-    except MediaUnavailable:
+    if stats is None:
         return "unreadable"
     return "blank (near-uniform pixels)" if stats.is_blank else ""

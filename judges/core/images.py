@@ -1,14 +1,15 @@
 """Stored media for judges: their rows in one query, cheap statistics for the heuristic and
-reward-model judges (the images themselves are read by ``annotation.media.judge_images``).
-Importable without Django set up (the reward model's trainer uses the statistics)."""
+reward-model judges (the images themselves are decoded by ``annotation.media.judge_images``,
+in bounded children). Importable without Django set up (the reward model imports it)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from annotation.media.judge_images import MediaUnavailable, image_thumbnail_pixels, media_path
+from annotation.media.judge_images import MediaUnavailable, image_thumbnails, media_path
 
 if TYPE_CHECKING:
     from annotation.models import Media
@@ -50,19 +51,29 @@ def _rgb(channels) -> tuple[float, float, float]:
     return red, green, blue
 
 
-def image_stats(path: Path) -> ImageStats:
-    """Statistics of the image at ``path``; raises ``MediaUnavailable`` when it cannot be read."""
+def image_stats(paths: Iterable[Path]) -> dict[Path, ImageStats | None]:
+    """Statistics of each image of ``paths`` (None: it cannot be read), their thumbnails
+    decoded many to a bounded child."""
     import numpy as np
 
-    pixels = image_thumbnail_pixels(path, side=_THUMB)
-    luminance = pixels @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
-    edges = np.abs(np.diff(luminance, axis=0)).mean() + np.abs(np.diff(luminance, axis=1)).mean()
-    return ImageStats(
-        mean_rgb=_rgb(pixels.mean(axis=(0, 1))),
-        std_rgb=_rgb(pixels.std(axis=(0, 1))),
-        luminance_std=float(luminance.std()),
-        edge_energy=float(edges / 2),
-    )
+    paths = list(dict.fromkeys(paths))
+    weights = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+    stats: dict[Path, ImageStats | None] = {}
+    for path, pixels in zip(paths, image_thumbnails(paths, side=_THUMB), strict=True):
+        if isinstance(pixels, MediaUnavailable):
+            stats[path] = None
+            continue
+        luminance = pixels @ weights
+        edges = (
+            np.abs(np.diff(luminance, axis=0)).mean() + np.abs(np.diff(luminance, axis=1)).mean()
+        )
+        stats[path] = ImageStats(
+            mean_rgb=_rgb(pixels.mean(axis=(0, 1))),
+            std_rgb=_rgb(pixels.std(axis=(0, 1))),
+            luminance_std=float(luminance.std()),
+            edge_energy=float(edges / 2),
+        )
+    return stats
 
 
 def image_stats_cached(hashes, cache: dict[str, ImageStats | None]) -> None:
@@ -70,8 +81,7 @@ def image_stats_cached(hashes, cache: dict[str, ImageStats | None]) -> None:
     its bytes are missing or unreadable). Media never change, so a cache may live long."""
     wanted = {sha for sha in hashes if sha not in cache}
     rows = media_rows(wanted)
+    paths = {sha: media_path(rows[sha]) for sha in wanted if sha in rows}
+    stats = image_stats(paths.values())
     for sha in wanted:
-        try:
-            cache[sha] = image_stats(media_path(rows[sha])) if sha in rows else None
-        except MediaUnavailable:
-            cache[sha] = None
+        cache[sha] = stats[paths[sha]] if sha in paths else None

@@ -12,7 +12,6 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from annotation.media.judge_images import MediaUnavailable
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from annotation.releases.read import release_splits
 from annotation.releases.selectors import release_rows
@@ -139,21 +138,19 @@ def release_pairs(release: Release) -> TrainingData:
     folder = release.folder
     splits = release_splits(folder)
     used = [TRAIN_SPLIT] if TRAIN_SPLIT in splits else splits
-    stats: dict[str, ImageStats | None] = {}
+    rows = [row for row in release_rows(release) if row["split"] in used]
+    stats = image_stats(
+        folder / path
+        for row in rows
+        for column in ("chosen", "rejected")
+        for path in row[f"{column}_images"]
+    )
 
     def images(paths: list[str]) -> tuple[ImageStats | None, ...]:
-        for path in paths:
-            if path not in stats:
-                try:
-                    stats[path] = image_stats(folder / path)
-                except MediaUnavailable:
-                    stats[path] = None
-        return tuple(stats[path] for path in paths)
+        return tuple(stats[folder / path] for path in paths)
 
     pairs, lines, ties = [], [], 0
-    for row in release_rows(release):
-        if row["split"] not in used:
-            continue
+    for row in rows:
         if row["label"] not in (Side.A, Side.B):
             ties += 1
             continue

@@ -25,7 +25,15 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
+from annotation.core.jobs import (
+    BrokerUnavailable,
+    StalledJobs,
+    job_attempt_claim,
+    job_attempts_spent,
+    job_publish,
+    quarantine_reason,
+    stalled_before,
+)
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from config.queues import TRAINING
 from judges.models import Judge, TrainingRun
@@ -247,7 +255,7 @@ def _claim(run_id: int) -> bool:
     claimable = Q(status=TrainingRun.Status.PENDING) | (
         Q(status=TrainingRun.Status.RUNNING) & (Q(heartbeat_at__lt=stale) | Q(heartbeat_at=None))
     )
-    if TrainingRun.objects.filter(claimable, pk=run_id).update(**fields):
+    if _claim_attempt(TrainingRun.objects.filter(claimable, pk=run_id), fields):
         return True
     holder = (
         TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING)
@@ -256,12 +264,24 @@ def _claim(run_id: int) -> bool:
     )
     if not holder or holder == fields["worker"] or not holder_gone(holder):
         return False
-    taken = TrainingRun.objects.filter(
-        pk=run_id, status=TrainingRun.Status.RUNNING, worker=holder
-    ).update(**fields)
+    taken = _claim_attempt(
+        TrainingRun.objects.filter(pk=run_id, status=TrainingRun.Status.RUNNING, worker=holder),
+        fields,
+    )
     if taken:
         logger.warning("training %s taken over: its holder %s is gone", run_id, holder)
-    return bool(taken)
+    return taken
+
+
+def _claim_attempt(runs, fields: dict) -> bool:
+    """Takes the run in ``runs`` (filtered to those this process may take), counting the
+    attempt before any work; a run that may be taken but is out of attempts is quarantined."""
+    if job_attempt_claim(runs, **fields):
+        return True
+    spent = runs.values_list("pk", "attempts").first()
+    if spent is not None:
+        training_run_fail(run_id=spent[0], error=quarantine_reason(spent[1]))
+    return False
 
 
 class Superseded(Exception):
@@ -453,9 +473,9 @@ def stalled_training_runs():
 
 class _StalledTrainings(StalledJobs[TrainingRun]):
     """Each stalled training goes back to pending and its job is sent again; its worker
-    resumes it after its last completed epoch. The move to pending is the sweep's claim, so
-    two sweeps send it once; when the broker cannot take the job the run goes back to
-    running, still stalled, for the next sweep."""
+    resumes it after its last completed epoch; one out of attempts is quarantined instead.
+    The move to pending is the sweep's claim, so two sweeps send it once; when the broker
+    cannot take the job the run goes back to running, still stalled, for the next sweep."""
 
     noun = "training"
 
@@ -470,7 +490,11 @@ class _StalledTrainings(StalledJobs[TrainingRun]):
         )
 
     def recover(self, job):
+        if job_attempts_spent(job.attempts):
+            training_run_fail(run_id=job.pk, error=quarantine_reason(job.attempts))
+            return "quarantined"
         _publish_training(job)
+        return None
 
     def unclaim(self, job, claim):
         TrainingRun.objects.filter(pk=job.pk, status=TrainingRun.Status.PENDING).update(

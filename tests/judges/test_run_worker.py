@@ -1,17 +1,21 @@
 """Filter runs on a real Celery worker (Redis) against the loopback OpenAI-compatible server:
 malformed answers, 429, 500 and timeouts end to end, and a worker SIGKILLed mid-run, recovered
-by redelivery or, when its messages are lost, by Celery beat's sweep of stalled runs."""
+by redelivery or, when its messages are lost, by Celery beat's sweep of stalled runs; a batch
+whose pool process is SIGKILLed twice is quarantined."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from itertools import count
 
+import psutil
 import pytest
 import redis
 
-from annotation.models import Pair, PairStatus
+from annotation.core.jobs import quarantine_reason
+from annotation.models import Pair, PairStatus, TaskAttempt
 from config.queues import QUEUES
 from judges.models import FilterRun, Judge, Verdict
 from judges.runs import services as runs
@@ -268,3 +272,40 @@ def test_a_worker_evaluates_a_judge_through_transient_failures(celery_worker_pro
         assert evaluation.calls == 18
         assert server.request_count == 18
         assert evaluation.results["overall"]["dual_accuracy"]["value"] == 1.0
+
+
+def _kill_pool_process(worker) -> None:
+    """SIGKILL the worker's pool process, as the out-of-memory killer would; the worker's
+    main process gives the task's message back (``reject_on_worker_lost``) and starts
+    another pool process."""
+    (pool,) = psutil.Process(worker.process.pid).children()
+    pool.send_signal(signal.SIGKILL)
+    pool.wait(timeout=10)
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_whose_pool_process_is_killed_twice_is_quarantined(celery_worker_process, project):
+    with FakeOpenAI(sleep(20)) as server:  # a call that never ends before the kill
+        judge = make_judge(server, "stuck", timeout_s=30)
+        make_pair(project, "GOOD answer", "weak answer")
+        worker = celery_worker_process(extra_env=WORKER_ENV, concurrency=1)
+        run = runs.filter_run_create(project=project, judges=[judge])
+        for delivery in (1, 2):
+            deadline = time.monotonic() + 60
+            # the delivery counted (before any work), and its calls under way
+            while not (
+                TaskAttempt.objects.filter(task=runs.BATCH_TASK, attempts=delivery).exists()
+                and server.request_count >= delivery
+            ):
+                assert time.monotonic() < deadline, worker.log()
+                time.sleep(0.05)
+            _kill_pool_process(worker)
+        run = wait_for(run, timeout=60)
+        calls = server.request_count
+        assert (run.status, run.error) == (FilterRun.Status.FAILED, quarantine_reason(2))
+        assert not TaskAttempt.objects.exists()  # the message was acknowledged
+        assert runs.filter_runs_resume_stalled() == []  # and the sweep leaves it failed
+        time.sleep(3)
+        assert server.request_count == calls  # nothing called the judge again
+    assert not Verdict.objects.filter(run=run).exists()
+    assert worker.log().count("quarantined after 2 attempts") == 1

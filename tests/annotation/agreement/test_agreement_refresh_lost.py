@@ -21,9 +21,13 @@ from annotation.agreement.services import (
     agreement_refreshes_send_lost,
     agreement_report_recompute,
 )
+from annotation.core.jobs import quarantine_reason
 from annotation.models import AgreementReport
 from config.celery import app
 from tests.annotation.agreement.test_agreement_report_refresh import claim_and_vote
+from tests.job_deaths import WorkerDied, die
+
+QUARANTINED = quarantine_reason(2)
 
 
 def _report(project, source: str, *, computed_s_ago: float, requested_s_ago: float | None):
@@ -142,3 +146,44 @@ def test_a_refresh_asked_for_while_redis_was_down_runs_once_it_is_back(
     assert row.computed_at >= row.refresh_requested_at
     assert row.votes_seen == 1
     assert "annotation.agreement_refreshes_send_lost" in worker.log()
+
+
+@pytest.mark.django_db
+def test_a_refresh_killed_twice_is_quarantined_and_not_sent_again_until_recompute(
+    project, settings, monkeypatch, client_for, carol
+):
+    settings.ARBITER_AGREEMENT_DEBOUNCE_S = 30
+    settings.ARBITER_RESUME_STALLED_EVERY_S = 60
+    overdue = 30 + agreement_report.REQUEST_GAP_S + 60
+    _report(project, "all", computed_s_ago=2 * overdue, requested_s_ago=overdue + 5)
+    refresh = {"args": (project.pk, "all")}
+    monkeypatch.setattr(agreement_report, "agreement_report_build", die)
+    for attempt in (1, 2):
+        with pytest.raises(WorkerDied):
+            tasks.agreement_report_refresh.apply(**refresh)
+        assert AgreementReport.objects.get(source="all").attempts == attempt  # before the work
+    monkeypatch.setattr(
+        agreement_report,
+        "agreement_report_build",
+        lambda **kwargs: pytest.fail("a quarantined refresh ran"),
+    )
+    sent: list[tuple] = []
+    monkeypatch.setattr(
+        tasks.agreement_report_refresh, "apply_async", lambda args, **o: sent.append(args)
+    )
+
+    assert agreement_refreshes_send_lost() == [(project.pk, "all")]  # found, not sent
+
+    assert sent == []
+    report = AgreementReport.objects.get(source="all")
+    assert report.refresh_error == QUARANTINED
+    assert agreement_refreshes_send_lost() == []  # no longer lost: nobody sends it
+    monkeypatch.undo()
+    tasks.agreement_report_refresh.apply(**refresh)  # a vote's request: still no work
+    page = client_for(carol).get(reverse("agreement", args=[project.slug]))
+    assert f"Not refreshed: {QUARANTINED}" in page.content.decode()
+
+    agreement_report.agreement_report_queue_refresh(project=project, source="all")  # Recompute
+    report = AgreementReport.objects.get(source="all")
+    assert (report.attempts, report.refresh_error) == (0, "")
+    assert report.computed_at > timezone.now() - timedelta(seconds=60)

@@ -23,6 +23,7 @@ from annotation.core.broker import registered_task
 from annotation.core.errors import Unavailable
 from annotation.core.jobs import BrokerUnavailable, JobTask, StalledJobs, job_publish
 from annotation.imports.services import IMPORT_RUN_TASK
+from annotation.models import TaskAttempt
 from annotation.releases.services import RELEASE_BUILD_TASK
 from judges.evaluation.services import EVALUATION_BATCH_TASK
 from judges.reward_model.services import TRAINING_TASK
@@ -237,6 +238,7 @@ def test_a_job_task_is_acknowledged_late_and_given_back_when_its_worker_is_lost(
     assert always_fails.reject_on_worker_lost is True
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize(
     "call",
     [
@@ -248,6 +250,68 @@ def test_a_job_tasks_final_failure_is_recorded_on_its_job(call):
     FAILED.clear()
     assert call().failed()
     assert FAILED == [(5, "ValueError: job 5 cannot be done")]
+    assert not TaskAttempt.objects.exists()  # it returned: no death to count
+
+
+RAN: list[int] = []  # the attempt each run of the work saw counted
+
+
+class WorkerDied(BaseException):
+    """Stands for the worker's death: an error that is no ``Exception`` goes through
+    Celery's tracer, which then runs none of the task's hooks, as a SIGKILL would not."""
+
+
+@shared_task(base=_FailingJobTask, name="tests.jobs.counts_its_deliveries")
+def counts_its_deliveries(job_id: int, die: bool = False) -> None:
+    request = counts_its_deliveries.request
+    # what the work sees: its delivery counted, committed before it
+    RAN.append(TaskAttempt.objects.get(key=f"{request.id}:0").attempts)
+    if die:
+        raise WorkerDied
+
+
+def _deliver(job_id: int, *, die: bool = False) -> None:
+    """A delivery of the message m1; with ``die`` its worker dies mid-work."""
+    if die:
+        with pytest.raises(WorkerDied):
+            counts_its_deliveries.apply(args=(job_id, True), task_id="m1")
+    else:
+        counts_its_deliveries.apply(args=(job_id,), task_id="m1")
+
+
+@pytest.mark.django_db
+def test_a_message_killed_once_runs_again_and_forgets_its_count_when_it_returns():
+    RAN.clear()
+    FAILED.clear()
+    _deliver(7, die=True)
+    assert TaskAttempt.objects.get(key="m1:0").attempts == 1
+    _deliver(7)  # the broker's redelivery
+    assert (RAN, FAILED) == ([1, 2], [])
+    assert not TaskAttempt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_message_killed_twice_is_quarantined_on_its_next_delivery_and_does_no_work():
+    RAN.clear()
+    FAILED.clear()
+    _deliver(8, die=True)
+    _deliver(8, die=True)
+    _deliver(8)  # the third delivery
+    assert RAN == [1, 2]  # no work the third time
+    assert [(8, "JobStopped: " + jobs.quarantine_reason(2))] == FAILED
+    assert not TaskAttempt.objects.exists()  # acknowledged: nothing delivers it again
+
+
+@pytest.mark.django_db
+def test_a_retry_is_a_new_message_with_attempts_of_its_own(settings):
+    """A task that goes back to the queue (a busy project's import) spends no attempt of the
+    next message, which Celery sends under the same task id."""
+    assert jobs.task_attempt_claim(key="same-id:0", task="t") == 1
+    assert jobs.task_attempt_claim(key="same-id:0", task="t") == 2
+    assert jobs.task_attempt_claim(key="same-id:0", task="t") == 0  # spent
+    assert jobs.task_attempt_claim(key="same-id:1", task="t") == 1  # the retry
+    jobs.task_attempt_forget(task_id="same-id")
+    assert not TaskAttempt.objects.exists()
 
 
 def test_a_kind_that_does_not_say_how_its_job_fails_is_told_so():
@@ -455,6 +519,7 @@ def runs_out_of_time(job_id: int) -> None:
     raise SoftTimeLimitExceeded()
 
 
+@pytest.mark.django_db
 def test_a_task_stopped_by_its_soft_limit_records_the_limit_on_its_job():
     FAILED.clear()
     assert runs_out_of_time.apply(args=(8,), throw=False).failed()

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from annotation.media.av_media import AvMediaError, AvPrepared, av_limits, av_prepare
+from annotation.media.av_media import AvPrepared, av_prepare
+from annotation.media.av_probe import AvMediaError, av_limits
 from tests.annotation.media.conftest import (
     PLANTED,
     assert_no_planted,

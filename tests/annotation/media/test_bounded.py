@@ -376,7 +376,7 @@ def test_a_celery_pool_process_killed_with_9_takes_its_media_server_along(
         job.refresh_from_db()
     assert job.status == "succeeded", job.errors
     descendants = psutil.Process(worker.process.pid).children(recursive=True)
-    servers = [p for p in descendants if "annotation.media.bounded" in " ".join(p.cmdline())]
+    servers = [p for p in descendants if "annotation.media.bounded_child" in " ".join(p.cmdline())]
     assert len(servers) == 1
     pool_process = psutil.Process(servers[0].ppid())
     assert pool_process.pid != worker.process.pid

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from annotation.imports.errors import ImportFailed
-from annotation.media.glb import MAX_ITEMS, MAX_JSON_BYTES, MAX_NODE_DEPTH, GlbError, glb_inspect
+from annotation.media.glb import MAX_JSON_BYTES, MAX_NODE_DEPTH, GlbError, glb_inspect
+from annotation.media.glb_json import MAX_ITEMS
 from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
 from tests.annotation.imports.conftest import assert_nothing_imported

@@ -5,14 +5,19 @@ during a build is recorded as the database error it is, not as a dead worker."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
 from django.db import OperationalError, connection
+from django.urls import reverse
+from django.utils import timezone
 
+from annotation.core.jobs import quarantine_reason
 from annotation.models import Release
 from annotation.releases.build import BUILD_FOLDER
 from annotation.releases.services import (
+    RELEASE_BUILD_TASK,
     release_build,
     release_build_start,
     release_builds_fail_stalled,
@@ -20,6 +25,7 @@ from annotation.releases.services import (
 )
 from tests.celery_worker import database_url_for_tests
 from tests.factories import PairFactory, ReleaseFactory
+from tests.job_deaths import deliver, die
 
 
 def _release(project, dave, version: str = "1.0.0") -> Release:
@@ -124,3 +130,34 @@ def test_a_task_that_failed_on_a_lost_connection_records_it_on_a_new_one(project
         "The database connection failed (OperationalError: terminating connection due to "
         "administrator command)."
     )
+
+
+@pytest.mark.django_db
+def test_a_build_killed_twice_is_quarantined_and_never_built_again(
+    project, dave, monkeypatch, client_for, django_capture_on_commit_callbacks
+):
+    from annotation.releases import build
+
+    release = _release(project, dave)
+    Release.objects.filter(pk=release.pk).update(status=Release.Status.QUEUED)
+    monkeypatch.setattr(build, "build_release", die)
+    for attempt in (1, 2):  # the second: the message redelivered, the release still building
+        deliver(RELEASE_BUILD_TASK, kwargs={"release_id": release.pk}, dies=True)
+        release.refresh_from_db()
+        assert (release.status, release.attempts) == ("building", attempt)
+    monkeypatch.setattr(build, "build_release", lambda **k: pytest.fail("a quarantined build ran"))
+
+    deliver(RELEASE_BUILD_TASK, kwargs={"release_id": release.pk})
+
+    release.refresh_from_db()
+    assert (release.status, release.error) == ("failed", quarantine_reason(2))
+    page = client_for(dave).get(reverse("release", args=[project.slug, release.version]))
+    assert quarantine_reason(2) in page.content.decode()
+    Release.objects.filter(pk=release.pk).update(progress_at=timezone.now() - timedelta(days=1))
+    assert release_builds_fail_stalled() == 0  # nothing to recover: it is failed
+    # a curator's Build again is a new job, with attempts of its own
+    monkeypatch.undo()
+    with django_capture_on_commit_callbacks(execute=True):
+        release_build_start(release=release)
+    release.refresh_from_db()
+    assert (release.status, release.attempts) == ("built", 1)
