@@ -241,6 +241,12 @@ if not (ARBITER_MEDIA_ACCEL_PREFIX.startswith("/") and ARBITER_MEDIA_ACCEL_PREFI
 ARBITER_MAX_REQUEST_BYTES = env_int("ARBITER_MAX_REQUEST_BYTES", 1024 * 1024)
 ARBITER_MAX_UPLOAD_BYTES = env_int("ARBITER_MAX_UPLOAD_BYTES", 2 * 1024**3)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ARBITER_MAX_FORM_BYTES", ARBITER_MAX_REQUEST_BYTES)
+# With ARBITER_STORAGE=s3 (docs/curators.md, "Large files straight to the bucket"): the size
+# of the parts the import page sends to the bucket, and how long each presigned URL (a part's
+# upload, a researcher's release download) stays good.
+ARBITER_UPLOAD_PART_BYTES = env_int("ARBITER_UPLOAD_PART_BYTES", 16 * 1024**2)
+ARBITER_PRESIGNED_UPLOAD_S = env_int("ARBITER_PRESIGNED_UPLOAD_S", 3600)
+ARBITER_PRESIGNED_DOWNLOAD_S = env_int("ARBITER_PRESIGNED_DOWNLOAD_S", 300)
 if ARBITER_MAX_REQUEST_BYTES > ARBITER_MAX_UPLOAD_BYTES:
     raise ImproperlyConfigured(
         f"ARBITER_MAX_REQUEST_BYTES={ARBITER_MAX_REQUEST_BYTES} is larger than "
