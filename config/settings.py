@@ -268,6 +268,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ARBITER_MAX_FORM_BYTES", ARBITER_MAX_REQU
 ARBITER_UPLOAD_PART_BYTES = env_int("ARBITER_UPLOAD_PART_BYTES", 16 * 1024**2)
 ARBITER_PRESIGNED_UPLOAD_S = env_int("ARBITER_PRESIGNED_UPLOAD_S", 3600)
 ARBITER_PRESIGNED_DOWNLOAD_S = env_int("ARBITER_PRESIGNED_DOWNLOAD_S", 300)
+# The bucket's prefix under which curators name the prefixes they import from (never one of
+# Arbiter's own areas; docs/curators.md, "Importing from the bucket").
+ARBITER_S3_IMPORT_ROOT = env_str("ARBITER_S3_IMPORT_ROOT", "imports")
 if ARBITER_MAX_REQUEST_BYTES > ARBITER_MAX_UPLOAD_BYTES:
     raise ImproperlyConfigured(
         f"ARBITER_MAX_REQUEST_BYTES={ARBITER_MAX_REQUEST_BYTES} is larger than "

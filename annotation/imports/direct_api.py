@@ -79,8 +79,14 @@ class DirectUploadStartApi(APIView):
         project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
         data = StartSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        upload = direct.direct_upload_start(project=project, user=request.user, **data.validated_data)
-        body = {"token": upload.token, "part_bytes": upload.part_bytes, "part_count": upload.part_count}
+        upload = direct.direct_upload_start(
+            project=project, user=request.user, **data.validated_data
+        )
+        body = {
+            "token": upload.token,
+            "part_bytes": upload.part_bytes,
+            "part_count": upload.part_count,
+        }
         return ApiResponse(body, status=status.HTTP_201_CREATED)
 
 

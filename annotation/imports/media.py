@@ -23,6 +23,7 @@ from typing import cast
 
 from django.conf import settings
 
+from annotation.imports.bucket_folder import BucketFolder
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
 from annotation.media.av_media import AvPrepared, av_limits, av_prepare
@@ -124,8 +125,10 @@ class MediaStore:
         media_root: Path | None,
         fetch: Callable[[str], bytes] = fetch_image_bytes,
         pool: MediaPool | None = None,
+        media_bucket: BucketFolder | None = None,
     ):
         self.media_root = Path(media_root).resolve() if media_root else None
+        self.media_bucket = media_bucket
         self.fetch = fetch
         self.pool = pool
         self._cache: dict[str, ImageInfo | MediaError] = {}
@@ -342,8 +345,9 @@ class MediaStore:
         return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, tuple(views))
 
     def _checked_path(self, reference: str, *, kind: str) -> Path:
-        """The file behind a relative path in the media folder, within the size limit."""
-        if self.media_root is None:
+        """The file behind a relative path in the media folder (or the bucket prefix: a
+        temporary copy), within the size limit."""
+        if self.media_root is None and self.media_bucket is None:
             raise MediaError(
                 f"{kind} {reference!r} is a file path but no media folder or archive was given"
             )
@@ -352,6 +356,10 @@ class MediaStore:
             raise MediaError(f"{kind} path {reference!r} must be relative to the media folder")
         if ".." in relative.parts:
             raise MediaError(f"{kind} path {reference!r} must not contain '..'")
+        limit = _byte_limits()[kind]
+        if self.media_bucket is not None:
+            return self.media_bucket.fetch(relative.as_posix(), kind=kind, limit=limit)
+        assert self.media_root is not None
         path = (self.media_root / relative).resolve()
         if not path.is_relative_to(self.media_root):
             raise MediaError(f"{kind} path {reference!r} leads outside the media folder")
@@ -361,7 +369,6 @@ class MediaStore:
             raise MediaError(f"no file {reference!r} in the media folder") from None
         if not path.is_file():
             raise MediaError(f"{reference!r} is not a file")
-        limit = _byte_limits()[kind]
         if stat.st_size > limit:
             raise MediaError(f"{kind} {reference!r} is larger than {limit:,} bytes")
         return path

@@ -121,10 +121,16 @@ class StoredUpload:
 
 
 def import_job_submit_stored(
-    *, project: Project, user, upload: StoredUpload, archive: StoredUpload | None = None
+    *,
+    project: Project,
+    user,
+    upload: StoredUpload,
+    archive: StoredUpload | None = None,
+    media_bucket_prefix: str | None = None,
 ) -> ImportJob:
     """Imports files already stored in the ``uploads`` area, in a Celery task started after
-    the current transaction commits; they are removed once the job has finished. InvalidInput
+    the current transaction commits; they are removed once the job has finished. Media paths
+    are read under ``media_bucket_prefix`` when given (a bucket import). InvalidInput
     when together they exceed ARBITER_MAX_UPLOAD_BYTES (and then they are removed)."""
     files = [upload, *([archive] if archive is not None else [])]
     if sum(stored.size for stored in files) > settings.ARBITER_MAX_UPLOAD_BYTES:
@@ -139,6 +145,7 @@ def import_job_submit_stored(
         filename=upload.filename[:255],
         upload_path=upload.key,
         media_archive_path=archive.key if archive is not None else "",
+        media_bucket_prefix=media_bucket_prefix,
         bytes_total=upload.size,
     )
     _enqueue_after_commit(job)
@@ -195,6 +202,7 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
                     project=job.project,
                     source=source,
                     archive=archive or None,
+                    media_bucket_prefix=job.media_bucket_prefix,
                     job=job,
                     locked=True,
                 )

@@ -1,5 +1,6 @@
 """An import's input: the pairs file opened (a path or an upload), its media archive
-unpacked into a work folder the import removes (a local one also when storage is S3), and the cyclic collector paused meanwhile."""
+unpacked into a work folder the import removes (a local one also when storage is S3), and
+the cyclic collector paused meanwhile."""
 
 from __future__ import annotations
 

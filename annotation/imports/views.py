@@ -17,11 +17,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.core.access import CURATORS, get_project_for_user
 from annotation.core.middleware import allows_large_upload
+from annotation.imports.direct import ARCHIVE_SUFFIXES, PAIR_FILE_SUFFIXES
 from annotation.imports.services import import_job_submit
 from annotation.models import ImportJob
-
-PAIR_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json")
-ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
 class ImportForm(forms.Form):
