@@ -56,9 +56,7 @@ def _stored_job(project, pairs: list[dict] | None = None, **fields) -> ImportJob
     path = folder / "pairs-p.jsonl"
     path.write_bytes(jsonl_bytes(pairs or [text_pair("p1"), text_pair("p2")]))
     key = str(path.relative_to(storage.local_root("uploads")))
-    return ImportJob.objects.create(
-        project=project, filename="p.jsonl", upload_path=key, **fields
-    )
+    return ImportJob.objects.create(project=project, filename="p.jsonl", upload_path=key, **fields)
 
 
 # Attempts and quarantine -----------------------------------------------------------------
