@@ -1,6 +1,7 @@
 """Building a release (docs/releases.md): the selected rows into each split's files, the
 media, the card, the manifest, then the archive, all in a temporary folder that replaces
-the release's folder and archive at the end, so no reader ever sees half a release."""
+the release's folder and archive at the end (on the bucket: uploaded and verified), so no
+reader ever sees half a release."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from typing import Any
 
 from django.conf import settings
 
+from annotation.core import storage
+from annotation.core.scratch import scratch_path
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
 from annotation.releases.archive import ArchiveParts, manifest_bytes
@@ -31,6 +34,7 @@ from annotation.releases.formats import (
 from annotation.releases.omni import omni_record
 from annotation.releases.read import MANIFEST
 from annotation.releases.selection import Selection, check_selection
+from annotation.releases.stored import release_store
 from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, release_tables
 
 Report = Callable[[int, int, str], None]
@@ -64,10 +68,11 @@ class _MediaFiles:
     of its served copy (made first if an image has none) or, with ``original``, of its
     original bytes, and each file is copied once at the end."""
 
-    def __init__(self, *, original: bool) -> None:
+    def __init__(self, *, original: bool, cache: Path) -> None:
         self.files: dict[str, str] = {}  # media sha256 -> "images/<sha256 written>.<ext>"
         self._sources: dict[str, Path] = {}  # path in the release -> where its bytes are
         self._original = original
+        self._cache = cache  # the bucket's media, fetched once for the build
 
     def add_media(self, pairs: list[ReleasePair]) -> None:
         wanted = {
@@ -94,9 +99,21 @@ class _MediaFiles:
                 fmt = media.served_format or media.format
             path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[fmt]}"
             self.files[media.sha256] = path
-            self._sources[path] = Path(settings.MEDIA_ROOT) / relative
+            self._sources[path] = self._local(relative, path)
         if missing := wanted - set(self.files):
             raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
+
+    def _local(self, name: str, path: str) -> Path:
+        """A local file holding the media file ``name``: itself on disk, or a copy fetched
+        from the bucket into the build's work folder (removed with it)."""
+        if not storage.is_s3():
+            return storage.local_root("media") / name
+        local = self._cache / path
+        local.parent.mkdir(parents=True, exist_ok=True)
+        storage.s3_client().download_file(
+            settings.ARBITER_S3_BUCKET, storage.bucket_key("media", name), str(local)
+        )
+        return local
 
     def source(self, path: str) -> Path:
         """Where the bytes of ``images/<name>`` (``videos/<name>``, ...) are (the data files
@@ -147,10 +164,11 @@ def write_release(
     selection: Selection,
     open_file: Callable[[str], HashingFile],
     report: Report,
+    media_cache: Path,
 ) -> tuple[int, dict[str, Any], str, dict[str, FileEntry]]:
     """Writes the release's files through ``open_file`` (a path in the release -> its file);
     returns the rows read, the statistics, the card and every file's entry (the manifest
-    included)."""
+    included). Media fetched from the bucket wait in ``media_cache``."""
     project = release.project
     multimodal = ProjectMedia.objects.filter(project=project).exists()
     av_kinds = _av_kinds(project) if multimodal else ()
@@ -158,7 +176,7 @@ def write_release(
     total = release_rows.pairs_total(project, selection)
     report(0, total, "reading")
     statistics = Statistics(scale=project.scale)
-    media_files = _MediaFiles(original=selection.original_media)
+    media_files = _MediaFiles(original=selection.original_media, cache=media_cache)
     writers: dict[str, SplitFiles] = {}
     done = 0
     entries: dict[str, FileEntry] = {}
@@ -257,16 +275,13 @@ def remove_build_folders(folders: list[Path]) -> None:
 
 
 def build_release(*, release: Release, report: Report) -> BuildOutcome:
-    """Builds ``release`` (not published: the caller moved it to building) into its folder
-    and archive under ARBITER_RELEASE_ROOT. Work folders an earlier, killed build of this
-    release left are removed first: the caller holds the build."""
+    """Builds ``release`` (not published: the caller moved it to building) in a work folder,
+    then stores its folder and archive: on local disk moved into place under
+    ARBITER_RELEASE_ROOT, in the bucket uploaded and read back (``stored.release_store``). A
+    work folder an earlier, killed build of this release left on disk is removed first: the
+    caller holds the build."""
     selection = check_selection(release.selection)
-    home = release.folder.parent
-    home.mkdir(parents=True, exist_ok=True)
-    remove_build_folders(
-        [folder for folder, pk in build_folders(home.parent).items() if pk == release.pk]
-    )
-    work = home / BUILD_FOLDER.format(release_id=release.pk, token=uuid.uuid4().hex)
+    work = _work_folder(release)
     folder, archive = work / "release", work / "release.tar.gz"
     collecting = gc.isenabled()
     try:
@@ -282,14 +297,28 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
             gc.disable()
             with release_rows.session_settings(_PROGRESS_SESSION, _PROGRESS_SESSION_RESET):
                 total, figures, card, entries = write_release(
-                    release=release, selection=selection, open_file=open_file, report=report
+                    release=release,
+                    selection=selection,
+                    open_file=open_file,
+                    report=report,
+                    media_cache=work / "media",
                 )
                 if collecting:
                     gc.enable()
                 report(total, total, "archive")
             archived = parts.write(archive)
-        _replace(folder, release.folder)
-        _replace(archive, release.archive_path)
+        if storage.is_s3():
+            report(total, total, "storing")
+            release_store(
+                release=release,
+                folder=folder,
+                archive=archive,
+                archive_sha256=archived.sha256,
+                manifest_sha256=entries[MANIFEST].sha256,
+            )
+        else:
+            _replace(folder, release.folder)
+            _replace(archive, release.archive_path)
     finally:
         if collecting:
             gc.enable()
@@ -303,3 +332,17 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
         archive_sha256=archived.sha256,
         archive_size=archived.size,
     )
+
+
+def _work_folder(release: Release) -> Path:
+    """The build's work folder: beside the release folders on local disk (so the finished
+    folder is moved into place), in the system's temporary folder when the release goes to
+    the bucket (swept when a worker starts: core/scratch.py)."""
+    if storage.is_s3():
+        return scratch_path("release")
+    home = release.folder.parent
+    home.mkdir(parents=True, exist_ok=True)
+    remove_build_folders(
+        [folder for folder, pk in build_folders(home.parent).items() if pk == release.pk]
+    )
+    return home / BUILD_FOLDER.format(release_id=release.pk, token=uuid.uuid4().hex)

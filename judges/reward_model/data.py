@@ -12,10 +12,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from annotation.core import storage
 from annotation.media.judge_images import MediaUnavailable
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from annotation.releases.read import release_splits
 from annotation.releases.selectors import release_rows
+from annotation.releases.stored import AREA, StoredReleaseFiles, file_name
 from judges.backends.base import content_images, content_text
 from judges.backends.media_stats import media_hashes, media_stats_cached
 from judges.core.images import ImageStats, image_stats, image_stats_cached
@@ -136,8 +138,7 @@ def release_pairs(release: Release) -> TrainingData:
     """The rows of a built or published release with a side (A or B), read back from its
     files (never the database); of its ``train`` split when it has one, else of every split,
     so a release's test split stays unseen."""
-    folder = release.folder
-    splits = release_splits(folder)
+    splits = release_splits(StoredReleaseFiles(release))
     used = [TRAIN_SPLIT] if TRAIN_SPLIT in splits else splits
     stats: dict[str, ImageStats | None] = {}
 
@@ -145,8 +146,10 @@ def release_pairs(release: Release) -> TrainingData:
         for path in paths:
             if path not in stats:
                 try:
-                    stats[path] = image_stats(folder / path)
-                except MediaUnavailable:
+                    # On the bucket a temporary copy, removed once measured.
+                    with storage.local_copy(AREA, file_name(release, path)) as local:
+                        stats[path] = image_stats(local)
+                except (MediaUnavailable, FileNotFoundError):
                     stats[path] = None
         return tuple(stats[path] for path in paths)
 
