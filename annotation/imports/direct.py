@@ -14,6 +14,7 @@ import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import signing
@@ -67,6 +68,16 @@ def part_bytes_for(size: int) -> int:
     S3's 10,000 parts, never below S3's 5 MiB."""
     wanted = max(settings.ARBITER_UPLOAD_PART_BYTES, MIN_PART_BYTES)
     return max(wanted, math.ceil(size / MAX_PARTS))
+
+
+def bucket_origin() -> str:
+    """The origin the browser sends parts to (``scheme://host[:port]`` of a presigned URL),
+    which the import page's Content-Security-Policy lets it connect to."""
+    url = storage.s3_client().generate_presigned_url(
+        "head_bucket", Params={"Bucket": settings.ARBITER_S3_BUCKET}, ExpiresIn=60
+    )
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _check_s3() -> None:
