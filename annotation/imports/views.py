@@ -64,7 +64,7 @@ class ImportForm(forms.Form):
 
 
 class BucketImportForm(forms.Form):
-    prefix = forms.CharField(
+    bucket_prefix = forms.CharField(
         label="Bucket prefix",
         max_length=400,
         required=False,
@@ -82,14 +82,14 @@ def imports(request, slug: str):
     project, role = get_project_for_user(request.user, slug, roles=CURATORS)
     form, bucket_form = ImportForm(), BucketImportForm()
     status = 200
-    if request.method == "POST" and "prefix" in request.POST:
+    if request.method == "POST" and "bucket_prefix" in request.POST:
         bucket_form = BucketImportForm(request.POST)
         if bucket_form.is_valid():
             try:
                 submitted = import_job_submit_bucket(
                     project=project,
                     user=request.user,
-                    prefix=bucket_form.cleaned_data["prefix"],
+                    prefix=bucket_form.cleaned_data["bucket_prefix"],
                     filename=bucket_form.cleaned_data["file"],
                 )
                 return _job_page(project, submitted)

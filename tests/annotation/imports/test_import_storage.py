@@ -276,3 +276,32 @@ def test_a_bucket_prefix_stays_out_of_arbiters_own_objects(
         assert answer.status_code == 400, (prefix, answer.content)
     outsider = api_for(eve).post(url, {"prefix": "x", "file": "p.jsonl"}, format="json")
     assert outsider.status_code == 404
+
+
+def test_the_import_page_offers_both_and_lets_the_page_reach_the_bucket(
+    s3_storage, project, carol, client_for, django_capture_on_commit_callbacks, settings
+):
+    settings.ARBITER_S3_IMPORT_ROOT = f"{s3_storage.prefix}-imports"
+    client = client_for(carol)
+    page = client.get(f"/p/{project.slug}/imports/")
+    assert b"data-direct-upload" in page.content
+    assert b"Import from the bucket" in page.content
+    assert s3_storage.server.url in page["Content-Security-Policy"]
+    url = f"/p/{project.slug}/imports/"
+    missing = client.post(url, {"bucket_prefix": "none", "file": "pairs.jsonl"})
+    assert missing.status_code == 400
+    assert f"{s3_storage.prefix}-imports/none/pairs.jsonl" in missing.content.decode()
+    _put(s3_storage, f"{s3_storage.prefix}-imports/t/p.jsonl", jsonl_bytes([text_pair("t1")]))
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(url, {"bucket_prefix": "t", "file": "p.jsonl"})
+    job = ImportJob.objects.get()
+    assert answer.status_code == 302
+    assert answer["Location"].endswith(f"?job={job.pk}")
+    job.refresh_from_db()
+    assert job.status == ImportJob.Status.SUCCEEDED, job.errors
+
+
+def test_without_object_storage_the_page_keeps_todays_upload(project, carol, client_for):
+    page = client_for(carol).get(f"/p/{project.slug}/imports/")
+    assert b"data-direct-upload" not in page.content
+    assert b"Import from the bucket" not in page.content
