@@ -182,8 +182,9 @@ def _is_not_found(exc: Exception) -> bool:
     return code in ("404", "NoSuchKey", "NotFound")
 
 
-def put_file(area: str, name: str, local_path: Path) -> None:
-    """Stores the file at ``local_path`` as ``name``, whole or not at all; the local file is
+def put_file(area: str, name: str, local_path: Path, *, move: bool = False) -> None:
+    """Stores the file at ``local_path`` as ``name``, whole or not at all. With ``move`` the
+    local file is gone afterwards (renamed into place on disk when it can be); without, it is
     left where it is (its owner removes it)."""
     if is_s3():
         from boto3.s3.transfer import TransferConfig
@@ -192,9 +193,17 @@ def put_file(area: str, name: str, local_path: Path) -> None:
         s3_client().upload_file(
             str(local_path), settings.ARBITER_S3_BUCKET, bucket_key(area, name), Config=transfer
         )
+        if move:
+            local_path.unlink()
         return
     final = _local_path(area, name)
     final.parent.mkdir(parents=True, exist_ok=True)
+    if move:
+        try:
+            os.replace(local_path, final)  # the same file system: staged beside it
+            return
+        except OSError:
+            pass
     partial = final.with_name(f".{final.name}.{uuid.uuid4().hex}")
     try:
         shutil.copyfile(local_path, partial)
@@ -202,6 +211,20 @@ def put_file(area: str, name: str, local_path: Path) -> None:
         os.replace(partial, final)
     finally:
         partial.unlink(missing_ok=True)
+    if move:
+        local_path.unlink()
+
+
+def work_folder(area: str) -> Path:
+    """A new local folder for files on their way into ``area`` (created; the caller removes
+    it): beside the area's files on disk, so that ``put_file(move=True)`` renames, or in the
+    scratch folder with the bucket. A worker sweeps what a killed job left there when it
+    starts (annotation/core/scratch.py)."""
+    folder = local_root(area) / ".staging" / uuid.uuid4().hex if not is_s3() else None
+    if folder is None:
+        folder = scratch_path(f"{area}-staging")
+    folder.mkdir(parents=True, mode=0o700)
+    return folder
 
 
 def put_bytes(area: str, name: str, data: bytes) -> None:
@@ -314,6 +337,23 @@ def open_range(area: str, name: str, start: int, end: int) -> RangeReader:
             raise _missing(area, name) from None
         raise
     return RangeReader(answer["Body"], length)
+
+
+def open_stream(area: str, name: str) -> RangeReader:
+    """The whole of ``name`` chunk by chunk (one ``GetObject`` on the bucket);
+    ``FileNotFoundError`` when it is not stored."""
+    length = size(area, name)
+    if length == 0:
+        return RangeReader(_Empty(), 0)
+    return open_range(area, name, 0, length - 1)
+
+
+class _Empty:
+    def read(self, _: int) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
 
 
 def read_bytes(area: str, name: str) -> bytes:

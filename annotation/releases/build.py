@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
+from annotation.core import storage
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
 from annotation.releases.archive import ArchiveParts, manifest_bytes
@@ -36,7 +35,6 @@ from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, relea
 Report = Callable[[int, int, str], None]
 """``report(rows_done, rows_total, stage)``."""
 
-_COPY_BYTES = 1024 * 1024
 # A build's work folder, next to the release folders of its project: ``.build-<id>-<hex>``.
 BUILD_FOLDER = ".build-{release_id}-{token}"
 _BUILD_FOLDER = re.compile(r"\.build-(\d+)-[0-9a-f]{32}")
@@ -66,7 +64,9 @@ class _MediaFiles:
 
     def __init__(self, *, original: bool) -> None:
         self.files: dict[str, str] = {}  # media sha256 -> "images/<sha256 written>.<ext>"
-        self._sources: dict[str, Path] = {}  # path in the release -> where its bytes are
+        # Path in the release -> the name of its bytes in the storage's media area.
+        self._sources: dict[str, str] = {}
+        self._sizes: dict[str, int] = {}
         self._original = original
 
     def add_media(self, pairs: list[ReleasePair]) -> None:
@@ -94,14 +94,19 @@ class _MediaFiles:
                 fmt = media.served_format or media.format
             path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[fmt]}"
             self.files[media.sha256] = path
-            self._sources[path] = Path(settings.MEDIA_ROOT) / relative
+            self._sources[path] = relative
         if missing := wanted - set(self.files):
             raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
 
-    def source(self, path: str) -> Path:
-        """Where the bytes of ``images/<name>`` (``videos/<name>``, ...) are (the data files
-        embed them)."""
-        return self._sources[path]
+    def size(self, path: str) -> int:
+        """The size of ``images/<name>`` (``videos/<name>``, ...) in bytes (the data files
+        embed images)."""
+        if path not in self._sizes:
+            self._sizes[path] = storage.size("media", self._sources[path])
+        return self._sizes[path]
+
+    def read_bytes(self, path: str) -> bytes:
+        return storage.read_bytes("media", self._sources[path])
 
     def count(self, kind: str) -> int:
         return sum(path.startswith(f"{MEDIA_DIRS[kind]}/") for path in self._sources)
@@ -110,11 +115,12 @@ class _MediaFiles:
         entries = {}
         for path in sorted(self._sources):
             out = open_file(path)
+            source = storage.open_stream("media", self._sources[path])
             try:
-                with open(self._sources[path], "rb") as source:
-                    while block := source.read(_COPY_BYTES):
-                        out.write(block)
+                for block in source:
+                    out.write(block)
             finally:
+                source.close()
                 out.close()
             entries[path] = out.entry
         return entries
@@ -170,9 +176,7 @@ def write_release(
                 media_files.add_media([pair for _, pair in chunk])
             for split, pair in chunk:
                 if split not in writers:
-                    writers[split] = SplitFiles(
-                        open_file, split, tables, media_files.source, flusher
-                    )
+                    writers[split] = SplitFiles(open_file, split, tables, media_files, flusher)
                 omni = omni_record(pair, files=media_files.files)
                 writers[split].add(
                     table_rows(
