@@ -81,14 +81,14 @@ def _check_name(name: str) -> None:
         raise ValueError(f"{name!r} is not a file name within a storage area")
 
 
-def _area_prefix(area: str) -> str:
+def area_prefix(area: str) -> str:
     """The bucket's prefix of ``area``: ``<ARBITER_S3_PREFIX>/<area>``."""
     return "/".join(part for part in (settings.ARBITER_S3_PREFIX.strip("/"), area) if part)
 
 
 def bucket_key(area: str, name: str) -> str:
     """The full key in the bucket of ``name`` in ``area``."""
-    return f"{_area_prefix(area)}/{object_key(area, name)}"
+    return f"{area_prefix(area)}/{object_key(area, name)}"
 
 
 def _client_config() -> Any:
@@ -140,7 +140,7 @@ def storage_for(area: str) -> Storage:
     _check_area(area)
     if not is_s3():
         return _local_storage(str(local_root(area)))
-    return _s3_storage(_area_prefix(area), *_s3_settings())
+    return _s3_storage(area_prefix(area), *_s3_settings())
 
 
 @functools.lru_cache(maxsize=16)
