@@ -256,7 +256,7 @@ def exists(area: str, name: str) -> bool:
     if not is_s3():
         return _local_path(area, name).is_file()
     try:
-        size(area, name)
+        _head_size(settings.ARBITER_S3_BUCKET, bucket_key(area, name), area, name)
     except FileNotFoundError:
         return False
     return True
@@ -264,18 +264,29 @@ def exists(area: str, name: str) -> bool:
 
 def size(area: str, name: str) -> int:
     """The size of ``name`` in bytes; ``FileNotFoundError`` when it is not stored. On the
-    bucket, one ``HeadObject``."""
+    bucket, one ``HeadObject``; a media file's size is then remembered by the process (a
+    name in that area always holds the same bytes), so serving its next range costs only
+    the ranged ``GetObject``."""
     if not is_s3():
         try:
             return _local_path(area, name).stat().st_size
         except (FileNotFoundError, NotADirectoryError):
             raise _missing(area, name) from None
+    key = bucket_key(area, name)
+    if area in _CONTENT_NAMED_AREAS:
+        return _remembered_size(settings.ARBITER_S3_BUCKET, key, area, name)
+    return _head_size(settings.ARBITER_S3_BUCKET, key, area, name)
+
+
+# Areas whose names are their contents' hashes: a name never holds other bytes.
+_CONTENT_NAMED_AREAS = frozenset({"media"})
+
+
+def _head_size(bucket: str, key: str, area: str, name: str) -> int:
     from botocore.exceptions import ClientError
 
     try:
-        head = s3_client().head_object(
-            Bucket=settings.ARBITER_S3_BUCKET, Key=bucket_key(area, name)
-        )
+        head = s3_client().head_object(Bucket=bucket, Key=key)
     except ClientError as exc:
         if _is_not_found(exc):
             raise _missing(area, name) from None
@@ -283,10 +294,15 @@ def size(area: str, name: str) -> int:
     return int(head["ContentLength"])
 
 
+# A missing object raises, and is not remembered.
+_remembered_size = functools.lru_cache(maxsize=65_536)(_head_size)
+
+
 def delete(area: str, name: str) -> None:
     """Removes ``name``; nothing happens when it is not there."""
     if is_s3():
         s3_client().delete_object(Bucket=settings.ARBITER_S3_BUCKET, Key=bucket_key(area, name))
+        _remembered_size.cache_clear()  # rare: forgetting them all costs a HEAD each
     else:
         _local_path(area, name).unlink(missing_ok=True)
 

@@ -156,3 +156,30 @@ def test_nginx_is_handed_the_object_key_which_names_no_hash(
     assert key in imported.keys("media")
     assert media.served_sha256[:16] not in key
     assert response["ETag"] == f'"{media_etag(media.served_sha256)}"'
+
+
+def test_a_range_is_one_ranged_get_object_and_a_head_gets_no_body(
+    imported, project, client_for, carol
+):
+    from annotation.core.media_keys import media_path
+
+    calls: list[tuple[str, str | None]] = []
+
+    def record(model, params, **kwargs):
+        calls.append((model.name, params.get("headers", {}).get("Range")))
+
+    events = storage.s3_client().meta.events
+    events.register("before-call.s3", record, unique_id="test-record")
+    try:
+        media = Media.objects.get(kind="video")
+        url = media_path(slug=project.slug, sha256=media.sha256)
+        client = client_for(carol)
+        assert client.head(url).status_code == 200
+        assert calls == [("HeadObject", None)]
+        for _ in range(2):
+            calls.clear()
+            response = client.get(url, headers={"Range": "bytes=10-19"})
+            assert len(b"".join(response.streaming_content)) == 10
+            assert calls == [("GetObject", "bytes=10-19")]
+    finally:
+        events.unregister("before-call.s3", unique_id="test-record")
