@@ -81,14 +81,14 @@ def _check_name(name: str) -> None:
         raise ValueError(f"{name!r} is not a file name within a storage area")
 
 
-def _area_prefix(area: str) -> str:
+def area_prefix(area: str) -> str:
     """The bucket's prefix of ``area``: ``<ARBITER_S3_PREFIX>/<area>``."""
     return "/".join(part for part in (settings.ARBITER_S3_PREFIX.strip("/"), area) if part)
 
 
 def bucket_key(area: str, name: str) -> str:
     """The full key in the bucket of ``name`` in ``area``."""
-    return f"{_area_prefix(area)}/{object_key(area, name)}"
+    return f"{area_prefix(area)}/{object_key(area, name)}"
 
 
 def _client_config() -> Any:
@@ -140,7 +140,7 @@ def storage_for(area: str) -> Storage:
     _check_area(area)
     if not is_s3():
         return _local_storage(str(local_root(area)))
-    return _s3_storage(_area_prefix(area), *_s3_settings())
+    return _s3_storage(area_prefix(area), *_s3_settings())
 
 
 @functools.lru_cache(maxsize=16)
@@ -182,8 +182,9 @@ def _is_not_found(exc: Exception) -> bool:
     return code in ("404", "NoSuchKey", "NotFound")
 
 
-def put_file(area: str, name: str, local_path: Path) -> None:
-    """Stores the file at ``local_path`` as ``name``, whole or not at all; the local file is
+def put_file(area: str, name: str, local_path: Path, *, move: bool = False) -> None:
+    """Stores the file at ``local_path`` as ``name``, whole or not at all. With ``move`` the
+    local file is gone afterwards (renamed into place on disk when it can be); without, it is
     left where it is (its owner removes it)."""
     if is_s3():
         from boto3.s3.transfer import TransferConfig
@@ -192,9 +193,17 @@ def put_file(area: str, name: str, local_path: Path) -> None:
         s3_client().upload_file(
             str(local_path), settings.ARBITER_S3_BUCKET, bucket_key(area, name), Config=transfer
         )
+        if move:
+            local_path.unlink()
         return
     final = _local_path(area, name)
     final.parent.mkdir(parents=True, exist_ok=True)
+    if move:
+        try:
+            os.replace(local_path, final)  # the same file system: staged beside it
+            return
+        except OSError:
+            pass
     partial = final.with_name(f".{final.name}.{uuid.uuid4().hex}")
     try:
         shutil.copyfile(local_path, partial)
@@ -202,6 +211,20 @@ def put_file(area: str, name: str, local_path: Path) -> None:
         os.replace(partial, final)
     finally:
         partial.unlink(missing_ok=True)
+    if move:
+        local_path.unlink()
+
+
+def work_folder(area: str) -> Path:
+    """A new local folder for files on their way into ``area`` (created; the caller removes
+    it): beside the area's files on disk, so that ``put_file(move=True)`` renames, or in the
+    scratch folder with the bucket. A worker sweeps what a killed job left there when it
+    starts (annotation/core/scratch.py)."""
+    folder = local_root(area) / ".staging" / uuid.uuid4().hex if not is_s3() else None
+    if folder is None:
+        folder = scratch_path(f"{area}-staging")
+    folder.mkdir(parents=True, mode=0o700)
+    return folder
 
 
 def put_bytes(area: str, name: str, data: bytes) -> None:
@@ -233,7 +256,7 @@ def exists(area: str, name: str) -> bool:
     if not is_s3():
         return _local_path(area, name).is_file()
     try:
-        size(area, name)
+        _head_size(settings.ARBITER_S3_BUCKET, bucket_key(area, name), area, name)
     except FileNotFoundError:
         return False
     return True
@@ -241,18 +264,29 @@ def exists(area: str, name: str) -> bool:
 
 def size(area: str, name: str) -> int:
     """The size of ``name`` in bytes; ``FileNotFoundError`` when it is not stored. On the
-    bucket, one ``HeadObject``."""
+    bucket, one ``HeadObject``; a media file's size is then remembered by the process (a
+    name in that area always holds the same bytes), so serving its next range costs only
+    the ranged ``GetObject``."""
     if not is_s3():
         try:
             return _local_path(area, name).stat().st_size
         except (FileNotFoundError, NotADirectoryError):
             raise _missing(area, name) from None
+    key = bucket_key(area, name)
+    if area in _CONTENT_NAMED_AREAS:
+        return _remembered_size(settings.ARBITER_S3_BUCKET, key, area, name)
+    return _head_size(settings.ARBITER_S3_BUCKET, key, area, name)
+
+
+# Areas whose names are their contents' hashes: a name never holds other bytes.
+_CONTENT_NAMED_AREAS = frozenset({"media"})
+
+
+def _head_size(bucket: str, key: str, area: str, name: str) -> int:
     from botocore.exceptions import ClientError
 
     try:
-        head = s3_client().head_object(
-            Bucket=settings.ARBITER_S3_BUCKET, Key=bucket_key(area, name)
-        )
+        head = s3_client().head_object(Bucket=bucket, Key=key)
     except ClientError as exc:
         if _is_not_found(exc):
             raise _missing(area, name) from None
@@ -260,10 +294,15 @@ def size(area: str, name: str) -> int:
     return int(head["ContentLength"])
 
 
+# A missing object raises, and is not remembered.
+_remembered_size = functools.lru_cache(maxsize=65_536)(_head_size)
+
+
 def delete(area: str, name: str) -> None:
     """Removes ``name``; nothing happens when it is not there."""
     if is_s3():
         s3_client().delete_object(Bucket=settings.ARBITER_S3_BUCKET, Key=bucket_key(area, name))
+        _remembered_size.cache_clear()  # rare: forgetting them all costs a HEAD each
     else:
         _local_path(area, name).unlink(missing_ok=True)
 
@@ -314,6 +353,23 @@ def open_range(area: str, name: str, start: int, end: int) -> RangeReader:
             raise _missing(area, name) from None
         raise
     return RangeReader(answer["Body"], length)
+
+
+def open_stream(area: str, name: str) -> RangeReader:
+    """The whole of ``name`` chunk by chunk (one ``GetObject`` on the bucket);
+    ``FileNotFoundError`` when it is not stored."""
+    length = size(area, name)
+    if length == 0:
+        return RangeReader(_Empty(), 0)
+    return open_range(area, name, 0, length - 1)
+
+
+class _Empty:
+    def read(self, _: int) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
 
 
 def read_bytes(area: str, name: str) -> bytes:

@@ -4,8 +4,9 @@ and rendered by ``annotation.media``, and staged until the import commits. Every
 file runs in a bounded child process (``annotation.media.bounded``): a file that hits a limit
 is refused with the reason, as a corrupt one is; a window of files is checked in parallel.
 
-During an import new files wait in a staging folder under MEDIA_ROOT; ``publish`` moves them
-into place (an atomic rename each) just before the transaction commits, ``discard`` drops them
+During an import new files wait in a local staging folder (``storage.work_folder``: beside the
+media on disk, in the scratch folder with the bucket); ``publish`` moves them into storage (an
+atomic rename, or an upload, each) just before the transaction commits, ``discard`` drops them
 when the import fails, so a refused import leaves no files behind.
 """
 
@@ -15,7 +16,6 @@ import functools
 import hashlib
 import os
 import shutil
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -23,6 +23,7 @@ from typing import cast
 
 from django.conf import settings
 
+from annotation.core import storage
 from annotation.imports.bucket_folder import BucketFolder
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
@@ -133,7 +134,7 @@ class MediaStore:
         self.pool = pool
         self._cache: dict[str, ImageInfo | MediaError] = {}
         self._media_cache: dict[str, MediaRecord | MediaError] = {}
-        self._staged: dict[str, tuple[Path, Path]] = {}
+        self._staged: dict[str, tuple[Path, str]] = {}  # sha256 -> staged file, its name
         self._staging_dir: Path | None = None
 
     def resolve(self, reference: str) -> ImageInfo:
@@ -374,27 +375,23 @@ class MediaStore:
         return path
 
     def _stage(self, sha256: str, image_format: str, data: bytes) -> None:
-        final = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, image_format)
-        if sha256 in self._staged or final.exists():
+        name = Media.path_for(sha256, image_format)
+        if sha256 in self._staged or storage.exists("media", name):
             return
-        if self._staging_dir is None:
-            self._staging_dir = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
-            self._staging_dir.mkdir(parents=True)
-        staged = self._staging_dir / sha256
+        staged = self._staging() / sha256
         write_synced(staged, data)
-        self._staged[sha256] = (staged, final)
+        self._staged[sha256] = (staged, name)
 
     def _staging(self) -> Path:
         if self._staging_dir is None:
-            self._staging_dir = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
-            self._staging_dir.mkdir(parents=True)
+            self._staging_dir = storage.work_folder("media")
         return self._staging_dir
 
     def _stage_file(self, sha256: str, media_format: str, source: Path, *, copy: bool) -> None:
         """Stages a file already on disk: copied in chunks (an original in the media folder)
         or moved (a served copy written in the staging folder)."""
-        final = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, media_format)
-        if sha256 in self._staged or final.exists():
+        name = Media.path_for(sha256, media_format)
+        if sha256 in self._staged or storage.exists("media", name):
             if not copy:
                 source.unlink(missing_ok=True)
             return
@@ -405,16 +402,15 @@ class MediaStore:
             os.replace(source, staged)
         with open(staged, "rb") as handle:
             os.fsync(handle.fileno())
-        self._staged[sha256] = (staged, final)
+        self._staged[sha256] = (staged, name)
 
     def publish(self) -> None:
-        """Moves staged files into place; an existing file with the same hash is kept."""
-        for staged, final in self._staged.values():
-            if final.exists():
+        """Moves staged files into storage; an existing file with the same hash is kept."""
+        for staged, name in self._staged.values():
+            if storage.exists("media", name):
                 staged.unlink(missing_ok=True)
                 continue
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged, final)
+            storage.put_file("media", name, staged, move=True)
         self._staged.clear()
         self.discard()
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
 from annotation.core import storage
 from annotation.core.scratch import scratch_path
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
@@ -40,7 +38,6 @@ from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, relea
 Report = Callable[[int, int, str], None]
 """``report(rows_done, rows_total, stage)``."""
 
-_COPY_BYTES = 1024 * 1024
 # A build's work folder, next to the release folders of its project: ``.build-<id>-<hex>``.
 BUILD_FOLDER = ".build-{release_id}-{token}"
 _BUILD_FOLDER = re.compile(r"\.build-(\d+)-[0-9a-f]{32}")
@@ -68,11 +65,12 @@ class _MediaFiles:
     of its served copy (made first if an image has none) or, with ``original``, of its
     original bytes, and each file is copied once at the end."""
 
-    def __init__(self, *, original: bool, cache: Path) -> None:
+    def __init__(self, *, original: bool) -> None:
         self.files: dict[str, str] = {}  # media sha256 -> "images/<sha256 written>.<ext>"
-        self._sources: dict[str, Path] = {}  # path in the release -> where its bytes are
+        # Path in the release -> the name of its bytes in the storage's media area.
+        self._sources: dict[str, str] = {}
+        self._sizes: dict[str, int] = {}
         self._original = original
-        self._cache = cache  # the bucket's media, fetched once for the build
 
     def add_media(self, pairs: list[ReleasePair]) -> None:
         wanted = {
@@ -99,26 +97,19 @@ class _MediaFiles:
                 fmt = media.served_format or media.format
             path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[fmt]}"
             self.files[media.sha256] = path
-            self._sources[path] = self._local(relative, path)
+            self._sources[path] = relative
         if missing := wanted - set(self.files):
             raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
 
-    def _local(self, name: str, path: str) -> Path:
-        """A local file holding the media file ``name``: itself on disk, or a copy fetched
-        from the bucket into the build's work folder (removed with it)."""
-        if not storage.is_s3():
-            return storage.local_root("media") / name
-        local = self._cache / path
-        local.parent.mkdir(parents=True, exist_ok=True)
-        storage.s3_client().download_file(
-            settings.ARBITER_S3_BUCKET, storage.bucket_key("media", name), str(local)
-        )
-        return local
+    def size(self, path: str) -> int:
+        """The size of ``images/<name>`` (``videos/<name>``, ...) in bytes (the data files
+        embed images)."""
+        if path not in self._sizes:
+            self._sizes[path] = storage.size("media", self._sources[path])
+        return self._sizes[path]
 
-    def source(self, path: str) -> Path:
-        """Where the bytes of ``images/<name>`` (``videos/<name>``, ...) are (the data files
-        embed them)."""
-        return self._sources[path]
+    def read_bytes(self, path: str) -> bytes:
+        return storage.read_bytes("media", self._sources[path])
 
     def count(self, kind: str) -> int:
         return sum(path.startswith(f"{MEDIA_DIRS[kind]}/") for path in self._sources)
@@ -127,11 +118,12 @@ class _MediaFiles:
         entries = {}
         for path in sorted(self._sources):
             out = open_file(path)
+            source = storage.open_stream("media", self._sources[path])
             try:
-                with open(self._sources[path], "rb") as source:
-                    while block := source.read(_COPY_BYTES):
-                        out.write(block)
+                for block in source:
+                    out.write(block)
             finally:
+                source.close()
                 out.close()
             entries[path] = out.entry
         return entries
@@ -164,11 +156,10 @@ def write_release(
     selection: Selection,
     open_file: Callable[[str], HashingFile],
     report: Report,
-    media_cache: Path,
 ) -> tuple[int, dict[str, Any], str, dict[str, FileEntry]]:
     """Writes the release's files through ``open_file`` (a path in the release -> its file);
     returns the rows read, the statistics, the card and every file's entry (the manifest
-    included). Media fetched from the bucket wait in ``media_cache``."""
+    included)."""
     project = release.project
     multimodal = ProjectMedia.objects.filter(project=project).exists()
     av_kinds = _av_kinds(project) if multimodal else ()
@@ -176,7 +167,7 @@ def write_release(
     total = release_rows.pairs_total(project, selection)
     report(0, total, "reading")
     statistics = Statistics(scale=project.scale)
-    media_files = _MediaFiles(original=selection.original_media, cache=media_cache)
+    media_files = _MediaFiles(original=selection.original_media)
     writers: dict[str, SplitFiles] = {}
     done = 0
     entries: dict[str, FileEntry] = {}
@@ -188,9 +179,7 @@ def write_release(
                 media_files.add_media([pair for _, pair in chunk])
             for split, pair in chunk:
                 if split not in writers:
-                    writers[split] = SplitFiles(
-                        open_file, split, tables, media_files.source, flusher
-                    )
+                    writers[split] = SplitFiles(open_file, split, tables, media_files, flusher)
                 omni = omni_record(pair, files=media_files.files)
                 writers[split].add(
                     table_rows(
@@ -297,11 +286,7 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
             gc.disable()
             with release_rows.session_settings(_PROGRESS_SESSION, _PROGRESS_SESSION_RESET):
                 total, figures, card, entries = write_release(
-                    release=release,
-                    selection=selection,
-                    open_file=open_file,
-                    report=report,
-                    media_cache=work / "media",
+                    release=release, selection=selection, open_file=open_file, report=report
                 )
                 if collecting:
                     gc.enable()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 
-from annotation.media.judge_images import MediaUnavailable, media_path
+from annotation.media.judge_images import MediaUnavailable, media_file
 from judges.backends.base import (
     JudgeBackend,
     JudgeItem,
@@ -103,7 +103,8 @@ def _image_problem(media) -> str:
     if media is None:
         return "not in the media store"
     try:
-        stats: ImageStats = image_stats(media_path(media))
+        with media_file(media) as path:
+            stats: ImageStats = image_stats(path)
     except MediaUnavailable:
         return "unreadable"
     return "blank (near-uniform pixels)" if stats.is_blank else ""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from annotation.media.judge_images import MediaUnavailable, image_thumbnail_pixels, media_path
+from annotation.media.judge_images import MediaUnavailable, image_thumbnail_pixels, media_file
 
 if TYPE_CHECKING:
     from annotation.models import Media
@@ -71,7 +71,11 @@ def image_stats_cached(hashes, cache: dict[str, ImageStats | None]) -> None:
     wanted = {sha for sha in hashes if sha not in cache}
     rows = media_rows(wanted)
     for sha in wanted:
+        if sha not in rows:
+            cache[sha] = None
+            continue
         try:
-            cache[sha] = image_stats(media_path(rows[sha])) if sha in rows else None
+            with media_file(rows[sha]) as path:
+                cache[sha] = image_stats(path)
         except MediaUnavailable:
             cache[sha] = None
