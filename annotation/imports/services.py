@@ -22,11 +22,12 @@ from typing import Any
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DatabaseError, InterfaceError
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
 from annotation.core import storage
-from annotation.core.errors import InvalidInput
+from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.jobs import (
     BrokerUnavailable,
     StalledJobs,
@@ -133,6 +134,9 @@ def import_job_submit_stored(
     are read under ``media_bucket_prefix`` when given (a bucket import). InvalidInput
     when together they exceed ARBITER_MAX_UPLOAD_BYTES (and then they are removed)."""
     files = [upload, *([archive] if archive is not None else [])]
+    keys = [stored.key for stored in files]
+    if ImportJob.objects.filter(Q(upload_path__in=keys) | Q(media_archive_path__in=keys)).exists():
+        raise Conflict("This upload has been imported already: upload the file again.")
     if sum(stored.size for stored in files) > settings.ARBITER_MAX_UPLOAD_BYTES:
         for stored in files:
             _remove_upload_folder(PurePosixPath(stored.key).parts[0])
@@ -208,6 +212,8 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
                 )
     except (ImportFailed, ImportJobFinished):
         pass
+    except FileNotFoundError as exc:  # its upload was removed from storage meanwhile
+        import_job_fail(job_id=job.pk, message=f"{exc}: upload the file again.")
     except ProjectBusy:
         unfinished.update(progress_at=timezone.now())
         raise

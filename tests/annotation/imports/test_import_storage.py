@@ -14,6 +14,7 @@ import pytest
 
 from annotation.core import storage
 from annotation.imports.direct import MIN_PART_BYTES
+from annotation.imports.services import import_job_run
 from annotation.models import ImportJob, Pair, Role
 from tests.annotation.imports.conftest import (
     image_bytes,
@@ -305,3 +306,25 @@ def test_without_object_storage_the_page_keeps_todays_upload(project, carol, cli
     page = client_for(carol).get(f"/p/{project.slug}/imports/")
     assert b"data-direct-upload" not in page.content
     assert b"Import from the bucket" not in page.content
+
+
+def test_an_upload_starts_one_import_and_a_vanished_one_fails_its_job(
+    s3_storage, project, carol, api_for, settings
+):
+    api = api_for(carol)
+    data = jsonl_bytes([text_pair("once")])
+    token = _start(api, project.slug, size=len(data)).json()["token"]
+    _put_parts(api, project.slug, token, data, len(data), [1])
+    api.post(f"/api/v1/projects/{project.slug}/uploads/complete/", {"token": token})
+    url = f"/api/v1/projects/{project.slug}/imports/stored/"
+    first = api.post(url, {"file": token}, format="json")  # queued until the test commits
+    assert first.status_code == 201
+    again = api.post(url, {"file": token}, format="json")
+    assert again.status_code == 409
+    assert "imported already" in again.json()["detail"]
+    job = ImportJob.objects.get()
+    storage.delete("uploads", job.upload_path)
+    import_job_run(job=job)
+    assert job.status == ImportJob.Status.FAILED
+    assert "upload the file again" in job.errors[0]["message"]
+    assert not Pair.objects.exists()
