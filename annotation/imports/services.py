@@ -197,15 +197,11 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
                 _finished_or_quarantined(job)
                 return job
             with ExitStack() as stack:
-                # On S3 the worker reads temporary copies, removed on every way out.
-                source = stack.enter_context(storage.local_copy(UPLOADS, job.upload_path))
-                archive = job.media_archive_path and stack.enter_context(
-                    storage.local_copy(UPLOADS, job.media_archive_path)
-                )
+                archive = job.media_archive_path
                 pairs_import(
                     project=job.project,
-                    source=source,
-                    archive=archive or None,
+                    source=_readable(job.upload_path, stack),
+                    archive=_readable(archive, stack) if archive else None,
                     media_bucket_prefix=job.media_bucket_prefix,
                     job=job,
                     locked=True,
@@ -222,6 +218,14 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
         if job.finished:
             import_job_remove_uploads(job=job)
     return job
+
+
+def _readable(key: str, stack: ExitStack) -> Path:
+    """A local path of an upload: the file itself on local disk (the import names one that
+    cannot be read), a temporary copy from the bucket, removed when ``stack`` closes."""
+    if not storage.is_s3():
+        return storage.local_root(UPLOADS) / key
+    return stack.enter_context(storage.local_copy(UPLOADS, key))
 
 
 def _finished_or_quarantined(job: ImportJob) -> bool:
