@@ -99,6 +99,9 @@ def _client_config() -> Any:
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
         s3={"addressing_style": "path" if settings.ARBITER_S3_ENDPOINT_URL else "auto"},
+        # Presigned URLs (release downloads, the import page's parts) signed with SigV4, which
+        # every region takes; botocore would presign SigV2 in us-east-1.
+        signature_version="s3v4",
         retries={"max_attempts": 5, "mode": "standard"},
         max_pool_connections=32,
     )
