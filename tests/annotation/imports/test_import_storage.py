@@ -267,7 +267,7 @@ def test_a_bucket_import_names_the_missing_object(
 
 
 def test_a_bucket_prefix_stays_out_of_arbiters_own_objects(
-    s3_storage, project, carol, eve, api_for, settings
+    s3_storage, project, alice, carol, eve, api_for, settings
 ):
     settings.ARBITER_S3_IMPORT_ROOT = s3_storage.prefix
     api = api_for(carol)
@@ -277,6 +277,8 @@ def test_a_bucket_prefix_stays_out_of_arbiters_own_objects(
         assert answer.status_code == 400, (prefix, answer.content)
     outsider = api_for(eve).post(url, {"prefix": "x", "file": "p.jsonl"}, format="json")
     assert outsider.status_code == 404
+    annotator = api_for(alice).post(url, {"prefix": "x", "file": "p.jsonl"}, format="json")
+    assert annotator.status_code == 403
 
 
 def test_the_import_page_offers_both_and_lets_the_page_reach_the_bucket(
