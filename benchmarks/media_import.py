@@ -366,7 +366,7 @@ def main() -> None:
             rates = [r["files"] / r["seconds"] for r in runs]
             print(
                 f"{modality:9} {where:7} {'on ' if limits else 'off'}     "
-                f"{statistics.median(rates):6.1f} ({min(rates):.1f}-{max(rates):.1f})"
+                f"{statistics.median(rates):6.2f} ({min(rates):.2f}-{max(rates):.2f})"
                 f"{'':13}{max(r['rss_sum'] for r in runs):.0f} / "
                 f"{max(r['rss_one'] for r in runs):.0f}"
             )

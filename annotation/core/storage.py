@@ -18,7 +18,7 @@ import functools
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -200,22 +200,29 @@ def put_file(area: str, name: str, local_path: Path, *, move: bool = False) -> N
             local_path.unlink()
         return
     final = _local_path(area, name)
-    final.parent.mkdir(parents=True, exist_ok=True)
     if move:
+        final.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.replace(local_path, final)  # the same file system: staged beside it
             return
         except OSError:
             pass
+    _write_atomically(final, lambda partial: shutil.copyfile(local_path, partial))
+    if move:
+        local_path.unlink()
+
+
+def _write_atomically(final: Path, write: Callable[[Path], object]) -> None:
+    """``write`` into a partial file beside ``final``, synced, then renamed over it."""
+    final.parent.mkdir(parents=True, exist_ok=True)
     partial = final.with_name(f".{final.name}.{uuid.uuid4().hex}")
     try:
-        shutil.copyfile(local_path, partial)
-        _fsync(partial)
+        write(partial)
+        with open(partial, "rb") as handle:
+            os.fsync(handle.fileno())
         os.replace(partial, final)
     finally:
         partial.unlink(missing_ok=True)
-    if move:
-        local_path.unlink()
 
 
 def work_folder(area: str) -> Path:
@@ -223,9 +230,10 @@ def work_folder(area: str) -> Path:
     it): beside the area's files on disk, so that ``put_file(move=True)`` renames, or in the
     scratch folder with the bucket. A worker sweeps what a killed job left there when it
     starts (annotation/core/scratch.py)."""
-    folder = local_root(area) / ".staging" / uuid.uuid4().hex if not is_s3() else None
-    if folder is None:
+    if is_s3():
         folder = scratch_path(f"{area}-staging")
+    else:
+        folder = local_root(area) / ".staging" / uuid.uuid4().hex
     folder.mkdir(parents=True, mode=0o700)
     return folder
 
@@ -237,22 +245,7 @@ def put_bytes(area: str, name: str, data: bytes) -> None:
             Bucket=settings.ARBITER_S3_BUCKET, Key=bucket_key(area, name), Body=data
         )
         return
-    final = _local_path(area, name)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    partial = final.with_name(f".{final.name}.{uuid.uuid4().hex}")
-    try:
-        with open(partial, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(partial, final)
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-def _fsync(path: Path) -> None:
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
+    _write_atomically(_local_path(area, name), lambda partial: partial.write_bytes(data))
 
 
 def exists(area: str, name: str) -> bool:

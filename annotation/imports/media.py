@@ -17,6 +17,7 @@ import hashlib
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import cast
@@ -47,6 +48,8 @@ _IMAGE = "image"
 # Images checked one after the other in a child: starting a child costs more than checking
 # a small image (docs/operations.md, "Bounded media work").
 IMAGE_BATCH = 16
+# Files uploaded to the bucket at once when an import publishes.
+PUBLISH_UPLOADS = 8
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,14 @@ def _served_columns(sha256: str, served_sha256: str) -> dict:
     if served_sha256 == sha256:
         return {"served_sha256": sha256, "strip_result": Media.StripResult.UNCHANGED}
     return {"served_sha256": served_sha256, "strip_result": Media.StripResult.STRIPPED}
+
+
+def _publish_one(staged: tuple[Path, str]) -> None:
+    path, name = staged
+    if storage.exists("media", name):
+        path.unlink(missing_ok=True)
+    else:
+        storage.put_file("media", name, path, move=True)
 
 
 class MediaStore:
@@ -405,12 +416,15 @@ class MediaStore:
         self._staged[sha256] = (staged, name)
 
     def publish(self) -> None:
-        """Moves staged files into storage; an existing file with the same hash is kept."""
-        for staged, name in self._staged.values():
-            if storage.exists("media", name):
-                staged.unlink(missing_ok=True)
-                continue
-            storage.put_file("media", name, staged, move=True)
+        """Moves staged files into storage; an existing file with the same hash is kept.
+        Uploads to the bucket go ``PUBLISH_UPLOADS`` at a time (each waits on the network)."""
+        staged = list(self._staged.values())
+        if storage.is_s3() and len(staged) > 1:
+            with ThreadPoolExecutor(PUBLISH_UPLOADS, thread_name_prefix="publish") as pool:
+                list(pool.map(_publish_one, staged))
+        else:
+            for each in staged:
+                _publish_one(each)
         self._staged.clear()
         self.discard()
 
