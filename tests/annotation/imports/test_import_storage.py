@@ -330,3 +330,35 @@ def test_an_upload_starts_one_import_and_a_vanished_one_fails_its_job(
     assert job.status == ImportJob.Status.FAILED
     assert "upload the file again" in job.errors[0]["message"]
     assert not Pair.objects.exists()
+
+
+def test_a_pairs_file_and_its_media_archive_sent_straight_to_the_bucket_import_together(
+    s3_storage, project, carol, api_for, django_capture_on_commit_callbacks
+):
+    api = api_for(carol)
+    pairs = jsonl_bytes([image_pair("m1", "a.png", "b.png")])
+    archive = _archive({"a.png": image_bytes(), "b.png": image_bytes((10, 10, 240))})
+    tokens = {}
+    for field, name, data in (
+        ("file", "pairs.jsonl", pairs),
+        ("media_archive", "media.tar.gz", archive),
+    ):
+        token = _start(api, project.slug, size=len(data), filename=name, field=field).json()
+        _put_parts(api, project.slug, token["token"], data, len(data), [1])
+        done = api.post(
+            f"/api/v1/projects/{project.slug}/uploads/complete/", {"token": token["token"]}
+        )
+        assert done.json() == {"size": len(data)}
+        tokens[field] = token["token"]
+    url = f"/api/v1/projects/{project.slug}/imports/stored/"
+    swapped = api.post(url, {"file": tokens["media_archive"]}, format="json")
+    assert swapped.status_code == 400
+    response = _run_on_commit(
+        django_capture_on_commit_callbacks, lambda: api.post(url, tokens, format="json")
+    )
+    assert response.status_code == 201, response.content
+    job = ImportJob.objects.get()
+    assert job.status == ImportJob.Status.SUCCEEDED, job.errors
+    assert job.created_media == 2
+    assert s3_storage.keys("uploads") == []
+    assert leftover_uploads() == []
