@@ -16,6 +16,11 @@ spread: media files per second, and the peak memory of the worker and all its pr
 pool processes, their media servers and children), sampled every 50 ms with psutil: the sum
 of their PSS (a page that forked processes share counts once) and the largest RSS.
 
+With ``--storage s3`` (or both, the default) the same imports write to a bucket
+(``ARBITER_STORAGE=s3``; benchmarks/bucket.py: moto's server unless ``ARBITER_S3_ENDPOINT_URL``
+names another) beside local disk; the store is emptied after each run, so every run writes
+every file.
+
 Files are distinct (each has its own sha256), but to keep generation short only
 ``--distinct`` videos and MP3 clips are encoded; the others are remuxes of those with their
 own title tag. Targets: >= 20 video and audio files per second on a 2-core machine, peak RSS
@@ -44,6 +49,7 @@ import uuid
 from pathlib import Path
 
 from agreement_speed import ROOT, setup_django
+from bucket import bucket_environment, empty_store, use_storage
 from import_speed import drop_project, new_project
 
 FPS, SECONDS, WIDTH, HEIGHT, RATE = 25, 5, 854, 480, 44100
@@ -289,6 +295,7 @@ def run_import(worker: Worker, folder: Path) -> dict:
     finally:
         drop_project(project)
         Media.objects.all().delete()
+        empty_store()
     return {"files": files, "seconds": seconds, "rss_sum": peak_sum, "rss_one": peak_one}
 
 
@@ -329,11 +336,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="imports per modality and setting")
     parser.add_argument("--distinct", type=int, default=8, help="videos and MP3s encoded")
     parser.add_argument("--modality", choices=MODALITIES, action="append")
+    parser.add_argument("--storage", choices=("local", "s3"), action="append")
+    parser.add_argument("--limits", choices=("on", "off", "both"), default="both")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="arbiter-media-import-"))
     os.environ["ARBITER_MEDIA_ROOT"] = str(scratch / "store")
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
+    server = None
     try:
         setup_django()
         from django.core.management import call_command
@@ -341,35 +351,49 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         folders = generate(scratch / "input", args.files, args.images, args.distinct)
         overhead(scratch)
-        results: dict[tuple[str, bool], list[dict]] = {}
-        for limits in (True, False):
-            worker = Worker(limits=limits)
-            try:
-                for modality in args.modality or MODALITIES:
-                    for run in range(args.runs):
-                        result = run_import(worker, folders[modality])
-                        results.setdefault((modality, limits), []).append(result)
-                        print(
-                            f"limits {'on ' if limits else 'off'} {modality:8} run {run + 1}: "
-                            f"{result['files']:,} files in {result['seconds']:.1f} s = "
-                            f"{result['files'] / result['seconds']:.1f} files/s; peak RSS "
-                            f"{result['rss_sum']:.0f} MB in all (PSS), {result['rss_one']:.0f} MB "
-                            "the largest process",
-                            flush=True,
-                        )
-            finally:
-                worker.stop()
-        print("\nmodality  limits  files/s median (min-max)   peak PSS in all / largest RSS (MB)")
-        for (modality, limits), runs in results.items():
+        results: dict[tuple[str, str, bool], list[dict]] = {}
+        for where in args.storage or ("local", "s3"):
+            environment: dict[str, str] = {}
+            if where == "s3":
+                server, environment = bucket_environment()
+            use_storage(environment)
+            for limits in {"on": (True,), "off": (False,), "both": (True, False)}[args.limits]:
+                _run_worker(args, folders, where, limits, results)
+        print(
+            "\nmodality  storage limits  files/s median (min-max)   peak PSS all / largest RSS (MB)"
+        )
+        for (modality, where, limits), runs in results.items():
             rates = [r["files"] / r["seconds"] for r in runs]
             print(
-                f"{modality:9} {'on ' if limits else 'off'}     "
-                f"{statistics.median(rates):6.1f} ({min(rates):.1f}-{max(rates):.1f})"
+                f"{modality:9} {where:7} {'on ' if limits else 'off'}     "
+                f"{statistics.median(rates):6.2f} ({min(rates):.2f}-{max(rates):.2f})"
                 f"{'':13}{max(r['rss_sum'] for r in runs):.0f} / "
                 f"{max(r['rss_one'] for r in runs):.0f}"
             )
     finally:
+        if server is not None:
+            server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_worker(args, folders: dict[str, Path], where: str, limits: bool, results: dict) -> None:
+    """Every modality's ``--runs`` imports in one worker started for ``where`` and ``limits``."""
+    worker = Worker(limits=limits)
+    try:
+        for modality in args.modality or MODALITIES:
+            for run in range(args.runs):
+                result = run_import(worker, folders[modality])
+                results.setdefault((modality, where, limits), []).append(result)
+                print(
+                    f"{where:5} limits {'on ' if limits else 'off'} {modality:8} run {run + 1}: "
+                    f"{result['files']:,} files in {result['seconds']:.1f} s = "
+                    f"{result['files'] / result['seconds']:.1f} files/s; peak RSS "
+                    f"{result['rss_sum']:.0f} MB in all (PSS), {result['rss_one']:.0f} MB "
+                    "the largest process",
+                    flush=True,
+                )
+    finally:
+        worker.stop()
 
 
 if __name__ == "__main__":

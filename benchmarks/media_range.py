@@ -5,7 +5,9 @@ client: middleware, the membership check, the view), fetches it in ``--chunk-kib
 (1 MiB by default) as a browser playing a video does, checks that the bytes joined are the
 file's, and prints the time taken and how much the process's resident memory grew (its peak,
 Linux's VmHWM reset before the first request). Streaming keeps it flat: no range, and never
-the file, is held whole.
+the file, is held whole. ``--storage`` serves it from local disk, from a bucket (each range one
+ranged ``GetObject``; benchmarks/bucket.py), or both (the default), ``--runs`` times each (3),
+with the median and spread of the bytes per second.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench \\
         .venv/bin/python benchmarks/media_range.py                  # 200 MB in 1 MiB ranges
@@ -20,10 +22,12 @@ import json
 import os
 import random
 import shutil
+import statistics
 import time
 from pathlib import Path
 
 from agreement_speed import setup_django
+from bucket import bucket_environment, use_storage
 from release_speed import delete, scratch_roots
 
 SLUG = "media-range-bench"
@@ -57,6 +61,7 @@ def write_media(size: int, seed: int):
     """The project's one media file, ``size`` bytes written a MiB at a time."""
     from django.conf import settings
 
+    from annotation.core import storage
     from annotation.models import Media, ProjectMedia
     from annotation.projects.services import member_add, project_create
 
@@ -84,9 +89,7 @@ def write_media(size: int, seed: int):
         # Recorded as rebuilt, so the view serves these bytes as they are rather than rebuild.
         strip_result=Media.StripResult.REBUILT,
     )
-    target = Path(settings.MEDIA_ROOT) / media.served_relative_path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch.rename(target)
+    storage.put_file("media", media.served_relative_path, scratch, move=True)
     ProjectMedia.objects.create(project=project, media=media)
     return project, media, user.user
 
@@ -131,20 +134,44 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=200, help="file size in MB (10**6 bytes)")
     parser.add_argument("--chunk-kib", type=int, default=1024, help="bytes per Range request")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", type=int, default=3, help="times the file is served")
+    parser.add_argument("--storage", choices=("local", "s3"), action="append")
     args = parser.parse_args()
     scratch = scratch_roots("media-range-bench-")
     setup_django()
-    delete(SLUG)
+    server = None
     try:
         size = args.mb * 1_000_000
-        project, media, user = write_media(size, args.seed)
-        print(json.dumps(serve(project, media, user, size=size, chunk=args.chunk_kib * 1024)))
+        for where in args.storage or ("local", "s3"):
+            environment: dict[str, str] = {}
+            if where == "s3":
+                server, environment = bucket_environment()
+            use_storage(environment)
+            _cleanup()
+            project, media, user = write_media(size, args.seed)
+            rates = []
+            for _ in range(args.runs):
+                result = serve(project, media, user, size=size, chunk=args.chunk_kib * 1024)
+                print(json.dumps({"storage": where, **result}), flush=True)
+                rates.append(result["mb_per_s"])
+            print(
+                f"{where}: {statistics.median(rates):.1f} MB/s median "
+                f"({min(rates):.1f}-{max(rates):.1f}) over {args.runs} runs",
+                flush=True,
+            )
+            _cleanup()
     finally:
-        delete(SLUG)
-        from django.contrib.auth import get_user_model
-
-        get_user_model().objects.filter(username=f"{SLUG}-annotator").delete()
+        _cleanup()
+        if server is not None:
+            server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _cleanup() -> None:
+    from django.contrib.auth import get_user_model
+
+    delete(SLUG)
+    get_user_model().objects.filter(username=f"{SLUG}-annotator").delete()
 
 
 if __name__ == "__main__":

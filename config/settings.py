@@ -265,6 +265,27 @@ if not (ARBITER_MEDIA_ACCEL_PREFIX.startswith("/") and ARBITER_MEDIA_ACCEL_PREFI
         f"ARBITER_MEDIA_ACCEL_PREFIX={ARBITER_MEDIA_ACCEL_PREFIX!r} must start and end with /"
     )
 
+# Where Arbiter keeps every file it writes (annotation/core/storage.py, docs/operations.md,
+# "Object storage"): the local folders below (the default: a laptop and the demo need nothing
+# more), or an S3-compatible bucket, each area under ARBITER_S3_PREFIX/<area>/. Credentials are
+# boto3's own variables; left empty, boto3 looks further (an instance role, ~/.aws).
+ARBITER_STORAGE = env_choice("ARBITER_STORAGE", "local", ("local", "s3"))
+ARBITER_S3_BUCKET = env_str("ARBITER_S3_BUCKET", "")
+ARBITER_S3_ENDPOINT_URL = env_str("ARBITER_S3_ENDPOINT_URL", "")  # empty: AWS itself
+ARBITER_S3_PREFIX = env_str("ARBITER_S3_PREFIX", "").strip("/")
+AWS_ACCESS_KEY_ID = env_str("AWS_ACCESS_KEY_ID", "")
+AWS_SECRET_ACCESS_KEY = env_str("AWS_SECRET_ACCESS_KEY", "")
+AWS_DEFAULT_REGION = env_str("AWS_DEFAULT_REGION", "us-east-1")
+# Media objects are named by an HMAC of their content hash under this secret: never changed
+# once media is stored (a new one names other objects). Defaults to SECRET_KEY.
+ARBITER_STORAGE_KEY_SECRET = env_str("ARBITER_STORAGE_KEY_SECRET", "") or SECRET_KEY
+if ARBITER_STORAGE == "s3" and not ARBITER_S3_BUCKET:
+    raise ImproperlyConfigured("ARBITER_STORAGE=s3 needs ARBITER_S3_BUCKET")
+if ARBITER_STORAGE == "s3" and ARBITER_MEDIA_ACCEL == "apache":
+    raise ImproperlyConfigured(
+        "ARBITER_MEDIA_ACCEL=apache sends files from disk; with ARBITER_STORAGE=s3 use nginx or off"
+    )
+
 # Request bodies (annotation/core/middleware.py, docs/operations.md "Request body limits"): any
 # request may declare at most ARBITER_MAX_REQUEST_BYTES; only a project's curators may send up
 # to ARBITER_MAX_UPLOAD_BYTES, and only to its import endpoints. Form fields and JSON bodies
@@ -272,6 +293,15 @@ if not (ARBITER_MEDIA_ACCEL_PREFIX.startswith("/") and ARBITER_MEDIA_ACCEL_PREFI
 ARBITER_MAX_REQUEST_BYTES = env_int("ARBITER_MAX_REQUEST_BYTES", 1024 * 1024)
 ARBITER_MAX_UPLOAD_BYTES = env_int("ARBITER_MAX_UPLOAD_BYTES", 2 * 1024**3)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("ARBITER_MAX_FORM_BYTES", ARBITER_MAX_REQUEST_BYTES)
+# With ARBITER_STORAGE=s3 (docs/curators.md, "Large files straight to the bucket"): the size
+# of the parts the import page sends to the bucket, and how long each presigned URL (a part's
+# upload, a researcher's release download) stays good.
+ARBITER_UPLOAD_PART_BYTES = env_int("ARBITER_UPLOAD_PART_BYTES", 16 * 1024**2)
+ARBITER_PRESIGNED_UPLOAD_S = env_int("ARBITER_PRESIGNED_UPLOAD_S", 3600)
+ARBITER_PRESIGNED_DOWNLOAD_S = env_int("ARBITER_PRESIGNED_DOWNLOAD_S", 300)
+# The bucket's prefix under which curators name the prefixes they import from (never one of
+# Arbiter's own areas; docs/curators.md, "Importing from the bucket").
+ARBITER_S3_IMPORT_ROOT = env_str("ARBITER_S3_IMPORT_ROOT", "imports")
 if ARBITER_MAX_REQUEST_BYTES > ARBITER_MAX_UPLOAD_BYTES:
     raise ImproperlyConfigured(
         f"ARBITER_MAX_REQUEST_BYTES={ARBITER_MAX_REQUEST_BYTES} is larger than "

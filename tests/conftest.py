@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from annotation.agreement.services import agreement_report_forget_requests
 from annotation.models import Role
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
+from tests.s3_server import s3_server, s3_storage  # noqa: F401 - fixtures
 
 # The fuzz tests (tests/annotation/media/) keep no example database in the checkout: each run
 # draws the same examples, so a failure in CI is the one a developer sees.

@@ -5,6 +5,8 @@ from annotation.agreement.api import report as agreement
 from annotation.core import url_converters  # noqa: F401 - registers <version:...>
 from annotation.core.routes import routes
 from annotation.imports import api as imports
+from annotation.imports import bucket_api as bucket
+from annotation.imports import direct_api as direct
 from annotation.leaderboard import api as leaderboard
 from annotation.projects import api as projects
 from annotation.queue import api as queue
@@ -26,7 +28,17 @@ urlpatterns = [
         ("<slug:slug>/pairs/<path:external_id>/", projects.PairDetailApi.as_view(), "api-pair"),
         ("<slug:slug>/imports/", imports.ImportListApi.as_view(), "api-imports"),
         ("<slug:slug>/imports/<int:pk>/", imports.ImportDetailApi.as_view(), "api-import"),
+        ("<slug:slug>/imports/stored/", direct.StoredImportApi.as_view(), "api-import-stored"),
+        ("<slug:slug>/imports/bucket/", bucket.BucketImportApi.as_view(), "api-import-bucket"),
         ("<slug:slug>/agreement/", agreement.AgreementApi.as_view(), "api-agreement"),
+    ),
+    *routes(
+        "projects/<slug:slug>/uploads/",
+        ("", direct.DirectUploadStartApi.as_view(), "api-upload-start"),
+        ("part-urls/", direct.DirectUploadPartUrlsApi.as_view(), "api-upload-part-urls"),
+        ("parts/", direct.DirectUploadPartsApi.as_view(), "api-upload-parts"),
+        ("complete/", direct.DirectUploadCompleteApi.as_view(), "api-upload-complete"),
+        ("abort/", direct.DirectUploadAbortApi.as_view(), "api-upload-abort"),
     ),
     *routes(
         "projects/<slug:slug>/model-leaderboard/",

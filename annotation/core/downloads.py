@@ -5,18 +5,18 @@ archives and files and for the media view alike: one implementation of ``Range``
 Django's ``FileResponse`` streams but ignores ``Range``; a client resuming a large archive, or a
 browser seeking in a long video, needs ``206 Partial Content``. One range per request: a
 multi-range request is answered with the whole file, as the RFC lets a server do. The file is
-read in chunks from the range's start and never held in memory; a HEAD opens nothing. In
-production the bytes can be left to the web server instead (``handed_off_response``).
+read in chunks from the range's start and never held in memory, from disk or, for a file in
+storage, from the bucket by one ranged ``GetObject`` (``ranged_stored_response``); a HEAD
+opens nothing. In production the bytes can be left to the web server instead
+(``handed_off_response``).
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 from urllib.parse import quote
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -24,7 +24,7 @@ from django.http.response import HttpResponseBase
 from django.utils.cache import get_conditional_response
 from django.utils.http import content_disposition_header
 
-CHUNK_BYTES = 256 * 1024
+from annotation.core import storage
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)", re.IGNORECASE)
 # Positions of more digits than this lie past the end of any file; Python refuses to read an
@@ -91,29 +91,6 @@ def _if_range_holds(request: HttpRequest, etag: str | None) -> bool:
     return etag is not None and condition.strip() == etag
 
 
-class _FileChunks:
-    """The bytes of one range of an open file, chunk by chunk; the response closes the file
-    through ``close()``, also when the body was never read."""
-
-    def __init__(self, file: BinaryIO, start: int, length: int) -> None:
-        self.file = file
-        self.start = start
-        self.length = length
-
-    def __iter__(self) -> Iterator[bytes]:
-        self.file.seek(self.start)
-        left = self.length
-        while left > 0:
-            chunk = self.file.read(min(CHUNK_BYTES, left))
-            if not chunk:
-                return  # the file shrank under us; the client sees a short body
-            left -= len(chunk)
-            yield chunk
-
-    def close(self) -> None:
-        self.file.close()
-
-
 def _not_modified(request: HttpRequest, etag: str | None) -> HttpResponseBase | None:
     """304 (or 412 for a failed ``If-Match``) when the request's preconditions say so, with
     the ETag the client holds; None when the body is to be sent."""
@@ -140,37 +117,82 @@ def ranged_file_response(
     and ``If-None-Match`` are checked against. No ``Last-Modified`` is sent (a file's mtime
     would tell the media view's two sides apart by import order), so an ``If-Range`` date
     never holds and gets the whole file, as the RFC says."""
+
+    def body(start: int, length: int) -> Iterable[bytes]:
+        # Closed by the response through RangeReader.close(), also when never read.
+        return storage.RangeReader(open(path, "rb"), length, start=start)
+
+    return _ranged_response(
+        request,
+        size=lambda: path.stat().st_size,
+        body=body,
+        content_type=content_type,
+        filename=filename,
+        etag_value=etag_value,
+    )
+
+
+def ranged_stored_response(
+    request: HttpRequest,
+    *,
+    area: str,
+    name: str,
+    content_type: str,
+    filename: str | None = None,
+    etag_value: str | None = None,
+) -> HttpResponseBase:
+    """``ranged_file_response`` for a file in storage (annotation/core/storage.py), with the
+    same headers on either backend. On the bucket a HEAD costs one ``HeadObject`` and a GET
+    one ``HeadObject`` and one ``GetObject`` of exactly the range sent, streamed as it
+    arrives. ``FileNotFoundError`` when the file is not stored."""
+    return _ranged_response(
+        request,
+        size=lambda: storage.size(area, name),
+        body=lambda start, length: storage.open_range(area, name, start, start + length - 1),
+        content_type=content_type,
+        filename=filename,
+        etag_value=etag_value,
+    )
+
+
+def _ranged_response(
+    request: HttpRequest,
+    *,
+    size: Callable[[], int],
+    body: Callable[[int, int], Iterable[bytes]],
+    content_type: str,
+    filename: str | None,
+    etag_value: str | None,
+) -> HttpResponseBase:
+    """The answer to a GET or HEAD of a file of ``size()`` bytes whose bytes ``body(start,
+    length)`` streams (called only for a GET with something to send)."""
     etag = quoted_etag(etag_value) if etag_value else None
     not_modified = _not_modified(request, etag)
     if not_modified is not None:
         return not_modified
-    # Closed by the response through _FileChunks.close(), or below when nothing is sent.
-    file = None if request.method == "HEAD" else open(path, "rb")  # noqa: SIM115
-    size = os.fstat(file.fileno()).st_size if file is not None else path.stat().st_size
+    total = size()
     try:
         byte_range = None
         header = request.headers.get("Range")
         if header is not None and _if_range_holds(request, etag):
-            byte_range = parse_range(header, size)
+            byte_range = parse_range(header, total)
     except Unsatisfiable:
-        if file is not None:
-            file.close()
         refused = HttpResponse(status=416)
-        refused["Content-Range"] = f"bytes */{size}"
+        refused["Content-Range"] = f"bytes */{total}"
         refused["Accept-Ranges"] = "bytes"
         return refused
-    start, length = (0, size) if byte_range is None else (byte_range.start, byte_range.length)
+    start, length = (0, total) if byte_range is None else (byte_range.start, byte_range.length)
     status = 200 if byte_range is None else 206
     response: HttpResponseBase
-    if file is None:
+    if request.method == "HEAD" or length == 0:
         response = HttpResponse(status=status, content_type=content_type)
     else:
         response = StreamingHttpResponse(
-            _FileChunks(file, start, length), status=status, content_type=content_type
+            body(start, length), status=status, content_type=content_type
         )
     response["Content-Length"] = str(length)
     if byte_range is not None:
-        response["Content-Range"] = f"bytes {byte_range.start}-{byte_range.end}/{size}"
+        response["Content-Range"] = f"bytes {byte_range.start}-{byte_range.end}/{total}"
     response["Accept-Ranges"] = "bytes"
     # Behind a login: a shared cache must not keep it; gzip on the way would break ranges.
     response["Cache-Control"] = "private, no-transform"

@@ -39,6 +39,7 @@ from annotation.core.threads import in_background
 from annotation.decisions.lifecycle import Decision
 from annotation.decisions.services import ImportConsensus
 from annotation.imports import progress as job_records
+from annotation.imports.bucket_folder import BucketFolder
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
 from annotation.imports.locks import lock_project, restore_constraint_checks
 from annotation.imports.media import MediaRecord, MediaStore
@@ -77,13 +78,15 @@ def pairs_import(
     source: str | os.PathLike | BinaryIO,
     media_root: str | os.PathLike | None = None,
     archive: str | os.PathLike | BinaryIO | None = None,
+    media_bucket_prefix: str | None = None,
     job: ImportJob | None = None,
     progress: ProgressCallback | None = None,
     batch_size: int = BATCH_SIZE,
     locked: bool = False,
 ) -> ImportSummary:
     """Imports the pairs in ``source`` (JSONL or ``{"pairs": [...]}``) into ``project``.
-    Image paths are relative to ``media_root``, or to the unpacked ``archive``. Raises
+    Image paths are relative to ``media_root``, to the unpacked ``archive``, or to the
+    bucket key prefix ``media_bucket_prefix`` (``annotation/imports/bucket.py``). Raises
     ``ImportFailed`` with line-numbered errors, and then nothing was written. ``locked``:
     the caller holds the project's import lock (``project_import_lock``); otherwise the
     import waits for it (the command line)."""
@@ -96,8 +99,14 @@ def pairs_import(
                 job_records.job_started(job, total)
             if archive is not None:
                 media_root = unpack_archive(archive, stack)
+            bucket = None
+            if media_bucket_prefix is not None:
+                bucket = BucketFolder(media_bucket_prefix)
+                stack.callback(bucket.close)
             store = MediaStore(
-                media_root=Path(media_root) if media_root else None, pool=MediaPool()
+                media_root=Path(media_root) if media_root else None,
+                pool=MediaPool(),
+                media_bucket=bucket,
             )
             stack.callback(store.discard)
             reporter = stack.enter_context(Progress(job, progress, total))

@@ -4,8 +4,9 @@ and rendered by ``annotation.media``, and staged until the import commits. Every
 file runs in a bounded child process (``annotation.media.bounded``): a file that hits a limit
 is refused with the reason, as a corrupt one is; a window of files is checked in parallel.
 
-During an import new files wait in a staging folder under MEDIA_ROOT; ``publish`` moves them
-into place (an atomic rename each) just before the transaction commits, ``discard`` drops them
+During an import new files wait in a local staging folder (``storage.work_folder``: beside the
+media on disk, in the scratch folder with the bucket); ``publish`` moves them into storage (an
+atomic rename, or an upload, each) just before the transaction commits, ``discard`` drops them
 when the import fails, so a refused import leaves no files behind.
 """
 
@@ -15,14 +16,16 @@ import functools
 import hashlib
 import os
 import shutil
-import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import cast
 
 from django.conf import settings
 
+from annotation.core import storage
+from annotation.imports.bucket_folder import BucketFolder
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
 from annotation.media.av_media import AvPrepared, av_prepare
@@ -46,6 +49,8 @@ _IMAGE = "image"
 # Images checked one after the other in a child: starting a child costs more than checking
 # a small image (docs/operations.md, "Bounded media work").
 IMAGE_BATCH = 16
+# Files uploaded to the bucket at once when an import publishes.
+PUBLISH_UPLOADS = 8
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,14 @@ def _served_columns(sha256: str, served_sha256: str) -> dict:
     return {"served_sha256": served_sha256, "strip_result": Media.StripResult.STRIPPED}
 
 
+def _publish_one(staged: tuple[Path, str]) -> None:
+    path, name = staged
+    if storage.exists("media", name):
+        path.unlink(missing_ok=True)
+    else:
+        storage.put_file("media", name, path, move=True)
+
+
 class MediaStore:
     """Resolves image references for one import, each distinct reference read, hashed and
     verified once; stages the bytes of images not yet in storage."""
@@ -125,13 +138,15 @@ class MediaStore:
         media_root: Path | None,
         fetch: Callable[[str], bytes] = fetch_image_bytes,
         pool: MediaPool | None = None,
+        media_bucket: BucketFolder | None = None,
     ):
         self.media_root = Path(media_root).resolve() if media_root else None
+        self.media_bucket = media_bucket
         self.fetch = fetch
         self.pool = pool
         self._cache: dict[str, ImageInfo | MediaError] = {}
         self._media_cache: dict[str, MediaRecord | MediaError] = {}
-        self._staged: dict[str, tuple[Path, Path]] = {}
+        self._staged: dict[str, tuple[Path, str]] = {}  # sha256 -> staged file, its name
         self._staging_dir: Path | None = None
 
     def resolve(self, reference: str) -> ImageInfo:
@@ -343,8 +358,9 @@ class MediaStore:
         return MediaRecord(info.sha256, Media.Kind.MODEL3D, row, tuple(views))
 
     def _checked_path(self, reference: str, *, kind: str) -> Path:
-        """The file behind a relative path in the media folder, within the size limit."""
-        if self.media_root is None:
+        """The file behind a relative path in the media folder (or the bucket prefix: a
+        temporary copy), within the size limit."""
+        if self.media_root is None and self.media_bucket is None:
             raise MediaError(
                 f"{kind} {reference!r} is a file path but no media folder or archive was given"
             )
@@ -353,6 +369,10 @@ class MediaStore:
             raise MediaError(f"{kind} path {reference!r} must be relative to the media folder")
         if ".." in relative.parts:
             raise MediaError(f"{kind} path {reference!r} must not contain '..'")
+        limit = _byte_limits()[kind]
+        if self.media_bucket is not None:
+            return self.media_bucket.fetch(relative.as_posix(), kind=kind, limit=limit)
+        assert self.media_root is not None
         path = (self.media_root / relative).resolve()
         if not path.is_relative_to(self.media_root):
             raise MediaError(f"{kind} path {reference!r} leads outside the media folder")
@@ -362,33 +382,28 @@ class MediaStore:
             raise MediaError(f"no file {reference!r} in the media folder") from None
         if not path.is_file():
             raise MediaError(f"{reference!r} is not a file")
-        limit = _byte_limits()[kind]
         if stat.st_size > limit:
             raise MediaError(f"{kind} {reference!r} is larger than {limit:,} bytes")
         return path
 
     def _stage(self, sha256: str, image_format: str, data: bytes) -> None:
-        final = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, image_format)
-        if sha256 in self._staged or final.exists():
+        name = Media.path_for(sha256, image_format)
+        if sha256 in self._staged or storage.exists("media", name):
             return
-        if self._staging_dir is None:
-            self._staging_dir = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
-            self._staging_dir.mkdir(parents=True)
-        staged = self._staging_dir / sha256
+        staged = self._staging() / sha256
         write_synced(staged, data)
-        self._staged[sha256] = (staged, final)
+        self._staged[sha256] = (staged, name)
 
     def _staging(self) -> Path:
         if self._staging_dir is None:
-            self._staging_dir = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
-            self._staging_dir.mkdir(parents=True)
+            self._staging_dir = storage.work_folder("media")
         return self._staging_dir
 
     def _stage_file(self, sha256: str, media_format: str, source: Path, *, copy: bool) -> None:
         """Stages a file already on disk: copied in chunks (an original in the media folder)
         or moved (a served copy written in the staging folder)."""
-        final = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, media_format)
-        if sha256 in self._staged or final.exists():
+        name = Media.path_for(sha256, media_format)
+        if sha256 in self._staged or storage.exists("media", name):
             if not copy:
                 source.unlink(missing_ok=True)
             return
@@ -399,16 +414,18 @@ class MediaStore:
             os.replace(source, staged)
         with open(staged, "rb") as handle:
             os.fsync(handle.fileno())
-        self._staged[sha256] = (staged, final)
+        self._staged[sha256] = (staged, name)
 
     def publish(self) -> None:
-        """Moves staged files into place; an existing file with the same hash is kept."""
-        for staged, final in self._staged.values():
-            if final.exists():
-                staged.unlink(missing_ok=True)
-                continue
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staged, final)
+        """Moves staged files into storage; an existing file with the same hash is kept.
+        Uploads to the bucket go ``PUBLISH_UPLOADS`` at a time (each waits on the network)."""
+        staged = list(self._staged.values())
+        if storage.is_s3() and len(staged) > 1:
+            with ThreadPoolExecutor(PUBLISH_UPLOADS, thread_name_prefix="publish") as pool:
+                list(pool.map(_publish_one, staged))
+        else:
+            for each in staged:
+                _publish_one(each)
         self._staged.clear()
         self.discard()
 

@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import DatabaseError, InterfaceError
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
+from annotation.core import storage
+from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.jobs import (
     BrokerUnavailable,
     StalledJobs,
@@ -41,23 +45,20 @@ from annotation.imports.summary import ImportJobFinished, ImportSummary
 from annotation.models import ImportJob, Project
 
 _UNFINISHED = (ImportJob.Status.PENDING, ImportJob.Status.RUNNING)
+UPLOADS = "uploads"  # the storage area of uploads in flight (annotation/core/storage.py)
 # The task that runs an import (annotation/tasks.py registers it by this name).
 IMPORT_RUN_TASK = "annotation.tasks.import_run"
 
 
-def _uploads_root() -> Path:
-    # Under MEDIA_ROOT so the web server and workers share it; never served (media is
-    # served by content hash only).
-    return Path(settings.MEDIA_ROOT) / ".uploads"
+def upload_key(folder: str, prefix: str, filename: str | None) -> str:
+    """The key, in the ``uploads`` storage area, of a file uploaded for an import: chosen by
+    the server (a fresh folder per job, the client's name made safe), never by the client."""
+    name = get_valid_filename(os.path.basename(filename or "upload"))[-100:] or "upload"
+    return f"{folder}/{prefix}-{name}"
 
 
-def _save_upload(upload: UploadedFile, folder: Path, prefix: str) -> str:
-    name = get_valid_filename(os.path.basename(upload.name or "upload"))[-100:] or "upload"
-    path = folder / f"{prefix}-{name}"
-    with open(path, "wb") as out:
-        for chunk in upload.chunks():
-            out.write(chunk)
-    return str(path.relative_to(Path(settings.MEDIA_ROOT)))
+def _save_upload(upload: UploadedFile, folder: str, prefix: str) -> str:
+    return storage.storage_for(UPLOADS).save(upload_key(folder, prefix, upload.name), upload)
 
 
 def _enqueue(job_id: int, *, after_commit: bool = False, **how: Any) -> None:
@@ -78,8 +79,7 @@ def import_job_submit(
     ``in_background`` (the returned job is finished, unless another import into the project
     was running: then it is queued), otherwise in a Celery task started after the current
     transaction commits."""
-    folder = _uploads_root() / uuid.uuid4().hex
-    folder.mkdir(parents=True)
+    folder = uuid.uuid4().hex
     try:
         job = ImportJob.objects.create(
             project=project,
@@ -92,7 +92,7 @@ def import_job_submit(
             bytes_total=upload.size or 0,
         )
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove_upload_folder(folder)
         raise
     size = (upload.size or 0) + ((archive.size or 0) if archive is not None else 0)
     if not in_background and size <= settings.ARBITER_SYNC_IMPORT_MAX_BYTES:
@@ -100,12 +100,59 @@ def import_job_submit(
             return import_job_run(job=job)
         except ProjectBusy:
             pass  # a request does not wait for another import: the job goes to the queue
+    _enqueue_after_commit(job)
+    return job
 
+
+def _enqueue_after_commit(job: ImportJob) -> None:
     def refused(exc: BrokerUnavailable) -> None:
         # a job nobody will run must not stay pending
         import_job_fail(job_id=job.pk, message=f"{exc} The import could not be queued; try again.")
 
     _enqueue(job.pk, after_commit=True, on_refused=refused, refusal="log")
+
+
+@dataclass(frozen=True)
+class StoredUpload:
+    """A file already in the ``uploads`` area (sent straight to the bucket by the page)."""
+
+    key: str
+    size: int
+    filename: str
+
+
+def import_job_submit_stored(
+    *,
+    project: Project,
+    user,
+    upload: StoredUpload,
+    archive: StoredUpload | None = None,
+    media_bucket_prefix: str | None = None,
+) -> ImportJob:
+    """Imports files already stored in the ``uploads`` area, in a Celery task started after
+    the current transaction commits; they are removed once the job has finished. Media paths
+    are read under ``media_bucket_prefix`` when given (a bucket import). InvalidInput
+    when together they exceed ARBITER_MAX_UPLOAD_BYTES (and then they are removed)."""
+    files = [upload, *([archive] if archive is not None else [])]
+    keys = [stored.key for stored in files]
+    if ImportJob.objects.filter(Q(upload_path__in=keys) | Q(media_archive_path__in=keys)).exists():
+        raise Conflict("This upload has been imported already: upload the file again.")
+    if sum(stored.size for stored in files) > settings.ARBITER_MAX_UPLOAD_BYTES:
+        for stored in files:
+            _remove_upload_folder(PurePosixPath(stored.key).parts[0])
+        raise InvalidInput(
+            f"The upload is larger than {settings.ARBITER_MAX_UPLOAD_BYTES:,} bytes."
+        )
+    job = ImportJob.objects.create(
+        project=project,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+        filename=upload.filename[:255],
+        upload_path=upload.key,
+        media_archive_path=archive.key if archive is not None else "",
+        media_bucket_prefix=media_bucket_prefix,
+        bytes_total=upload.size,
+    )
+    _enqueue_after_commit(job)
     return job
 
 
@@ -149,16 +196,20 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
             ):
                 _finished_or_quarantined(job)
                 return job
-            root = Path(settings.MEDIA_ROOT)
-            pairs_import(
-                project=job.project,
-                source=root / job.upload_path,
-                archive=root / job.media_archive_path if job.media_archive_path else None,
-                job=job,
-                locked=True,
-            )
+            with ExitStack() as stack:
+                archive = job.media_archive_path
+                pairs_import(
+                    project=job.project,
+                    source=_readable(job.upload_path, stack),
+                    archive=_readable(archive, stack) if archive else None,
+                    media_bucket_prefix=job.media_bucket_prefix,
+                    job=job,
+                    locked=True,
+                )
     except (ImportFailed, ImportJobFinished):
         pass
+    except FileNotFoundError as exc:  # its upload was removed from storage meanwhile
+        import_job_fail(job_id=job.pk, message=f"{exc}: upload the file again.")
     except ProjectBusy:
         unfinished.update(progress_at=timezone.now())
         raise
@@ -167,6 +218,14 @@ def import_job_run(*, job: ImportJob) -> ImportJob:
         if job.finished:
             import_job_remove_uploads(job=job)
     return job
+
+
+def _readable(key: str, stack: ExitStack) -> Path:
+    """A local path of an upload: the file itself on local disk (the import names one that
+    cannot be read), a temporary copy from the bucket, removed when ``stack`` closes."""
+    if not storage.is_s3():
+        return storage.local_root(UPLOADS) / key
+    return stack.enter_context(storage.local_copy(UPLOADS, key))
 
 
 def _finished_or_quarantined(job: ImportJob) -> bool:
@@ -194,10 +253,24 @@ def import_job_fail(*, job_id: int, message: str) -> None:
 
 
 def import_job_remove_uploads(*, job: ImportJob) -> None:
-    if job.upload_path:
-        folder = (Path(settings.MEDIA_ROOT) / job.upload_path).parent
-        if folder.parent == _uploads_root():
-            shutil.rmtree(folder, ignore_errors=True)
+    """Removes the job's uploaded files (and, on local disk, their folder)."""
+    for key in (job.upload_path, job.media_archive_path):
+        if key:
+            _remove_upload_folder(PurePosixPath(key).parts[0])
+
+
+def _remove_upload_folder(folder: str) -> None:
+    """Every object under ``folder`` of the ``uploads`` area, whichever storage holds them."""
+    uploads = storage.storage_for(UPLOADS)
+    try:
+        _, names = uploads.listdir(folder)
+    except FileNotFoundError:
+        return
+    for name in names:
+        uploads.delete(f"{folder}/{name}")
+    if not storage.is_s3():
+        with contextlib.suppress(OSError):
+            os.rmdir(uploads.path(folder))
 
 
 class _StalledImports(StalledJobs[tuple[int, datetime, int]]):

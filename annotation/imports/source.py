@@ -1,5 +1,6 @@
 """An import's input: the pairs file opened (a path or an upload), its media archive
-unpacked into a work folder the import removes, and the cyclic collector paused meanwhile."""
+unpacked into a work folder the import removes (a local one also when storage is S3), and
+the cyclic collector paused meanwhile."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import BinaryIO
 
 from django.conf import settings
 
+from annotation.core import storage
+from annotation.core.scratch import scratch_path
 from annotation.imports.archive import ArchiveError, archive_extract
 from annotation.imports.errors import ImportFailed, ImportIssue
 
@@ -52,8 +55,16 @@ def open_source(source, stack: ExitStack) -> tuple[BinaryIO, str, int]:
     return stream, os.path.basename(getattr(source, "name", "") or ""), total
 
 
+def _unpack_folder() -> Path:
+    """Beside the media on local disk; in the system temporary folder when the media live in
+    the bucket, so no node keeps them (both swept when a worker starts: core/scratch.py)."""
+    if not storage.is_s3():
+        return Path(settings.MEDIA_ROOT) / ".unpacked" / uuid.uuid4().hex
+    return scratch_path("unpacked")
+
+
 def unpack_archive(archive, stack: ExitStack) -> Path:
-    work = Path(settings.MEDIA_ROOT) / ".unpacked" / uuid.uuid4().hex
+    work = _unpack_folder()
     stack.callback(shutil.rmtree, work, ignore_errors=True)
     try:
         archive_extract(source=archive, dest=work)

@@ -1,4 +1,5 @@
-"""The curator's import page: upload a pairs file (and a media archive), follow the import's
+"""The curator's import page: upload a pairs file (and a media archive; with object storage,
+large files straight to the bucket, or an import from a bucket prefix), follow the import's
 progress, read why an import was refused (line and field), and see the project's past
 imports. An upload from the form always runs as a job in a worker, whatever its size: the
 page answers at once and polls the job's progress (``import_status``), so no request waits
@@ -15,13 +16,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from annotation.core import storage
 from annotation.core.access import CURATORS, get_project_for_user
+from annotation.core.errors import DomainError
 from annotation.core.middleware import allows_large_upload
+from annotation.imports.bucket import import_job_submit_bucket
+from annotation.imports.direct import ARCHIVE_SUFFIXES, PAIR_FILE_SUFFIXES, bucket_origin
 from annotation.imports.services import import_job_submit
 from annotation.models import ImportJob
-
-PAIR_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json")
-ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
 class ImportForm(forms.Form):
@@ -61,14 +63,40 @@ class ImportForm(forms.Form):
         return cleaned
 
 
+class BucketImportForm(forms.Form):
+    bucket_prefix = forms.CharField(
+        label="Bucket prefix",
+        max_length=400,
+        required=False,
+        help_text="A folder under the import root of the bucket; media paths are read under it.",
+    )
+    file = forms.CharField(
+        label="Pairs file", max_length=200, help_text="Its name in the prefix: pairs.jsonl."
+    )
+
+
 @allows_large_upload
 @login_required
 @require_http_methods(["GET", "POST"])
 def imports(request, slug: str):
     project, role = get_project_for_user(request.user, slug, roles=CURATORS)
-    form = ImportForm()
+    form, bucket_form = ImportForm(), BucketImportForm()
     status = 200
-    if request.method == "POST":
+    if request.method == "POST" and "bucket_prefix" in request.POST:
+        bucket_form = BucketImportForm(request.POST)
+        if bucket_form.is_valid():
+            try:
+                submitted = import_job_submit_bucket(
+                    project=project,
+                    user=request.user,
+                    prefix=bucket_form.cleaned_data["bucket_prefix"],
+                    filename=bucket_form.cleaned_data["file"],
+                )
+                return _job_page(project, submitted)
+            except DomainError as exc:
+                bucket_form.add_error(None, str(exc))
+        status = 400
+    elif request.method == "POST":
         form = ImportForm(request.POST, request.FILES)
         if form.is_valid():
             submitted = import_job_submit(
@@ -78,14 +106,30 @@ def imports(request, slug: str):
                 archive=form.cleaned_data.get("media_archive"),
                 in_background=True,
             )
-            return redirect(f"{reverse('imports', args=[project.slug])}?job={submitted.pk}")
+            return _job_page(project, submitted)
         status = 400
     jobs = ImportJob.objects.filter(project=project).select_related("created_by")[:50]
     job = None
     if request.GET.get("job", "").isdigit():
         job = ImportJob.objects.filter(project=project, pk=request.GET["job"]).first()
-    context = {"project": project, "role": role, "form": form, "jobs": jobs, "job": job}
-    return render(request, "annotation/imports.html", context, status=status)
+    context = {
+        "project": project,
+        "role": role,
+        "form": form,
+        "bucket_form": bucket_form,
+        "jobs": jobs,
+        "job": job,
+        "in_bucket": storage.is_s3(),
+    }
+    response = render(request, "annotation/imports.html", context, status=status)
+    if storage.is_s3():
+        # The page's parts go straight to the bucket (static/js/direct_upload.js).
+        response._csp_update = {"connect-src": [bucket_origin()]}  # type: ignore[attr-defined]
+    return response
+
+
+def _job_page(project, job: ImportJob):
+    return redirect(f"{reverse('imports', args=[project.slug])}?job={job.pk}")
 
 
 @login_required

@@ -1,6 +1,7 @@
 """Reading stored images for judges: data URLs for HTTP judges, the pixels of small
-thumbnails for the statistics of the heuristic and reward-model judges. Bytes live at
-``MEDIA_ROOT / Media.relative_path``. Every decode of an image runs in a bounded child
+thumbnails for the statistics of the heuristic and reward-model judges. Bytes are read through
+the storage layer (annotation/core/storage.py): a decoder gets a local copy (``media_file``),
+removed afterwards when it came from the bucket. Every decode of an image runs in a bounded child
 (``annotation.media.bounded``): an original made smaller to send it (``image_data_url``),
 the thumbnails (``image_thumbnails``, many to a child), and the video and audio of
 ``judge_parts``; a file that hits a limit is ``MediaUnavailable`` with the reason, as an
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +19,7 @@ from django.conf import settings
 from PIL import Image, ImageOps
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     import numpy as np
 
@@ -42,23 +44,30 @@ def judge_decode(func: Callable[..., Any], /, *args: Any, kind: str, **kwargs: A
         raise MediaUnavailable(f"{kind} could not be decoded for the judge: {exc}") from None
 
 
-def media_path(media: Media) -> Path:
-    return Path(settings.MEDIA_ROOT) / media.relative_path
+@contextmanager
+def media_file(media: Media) -> Iterator[Path]:
+    """A local path holding the original of ``media`` for the length of the ``with``
+    (``storage.local_copy``); ``MediaUnavailable`` when it is missing. Opened in the caller,
+    never in a bounded child: the child reads the path it is given."""
+    from annotation.core import storage
+
+    try:
+        with storage.local_copy("media", media.relative_path) as path:
+            yield path
+    except FileNotFoundError:
+        raise MediaUnavailable(f"{media.kind} {media.sha256[:12]} is missing") from None
 
 
 def image_data_url(media: Media, *, max_side: int) -> str:
     """The image as a data URL: the original bytes, or a re-encoded copy whose longest side is
     ``max_side`` when the original is larger."""
-    try:
-        data = media_path(media).read_bytes()
-    except OSError as exc:
-        raise MediaUnavailable(f"image {media.sha256[:12]} is missing ({exc.strerror})") from None
-    content_type = media.content_type
-    if max_side and max(media.width, media.height) > max_side:
-        data, content_type = judge_decode(
-            _smaller, media_path(media), sha256=media.sha256, media_format=media.format,
-            max_side=max_side, kind="image",
-        )  # fmt: skip
+    with media_file(media) as path:
+        data, content_type = path.read_bytes(), media.content_type
+        if max_side and max(media.width, media.height) > max_side:
+            data, content_type = judge_decode(
+                _smaller, path, sha256=media.sha256, media_format=media.format,
+                max_side=max_side, kind="image",
+            )  # fmt: skip
     return f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 

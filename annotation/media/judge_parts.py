@@ -26,7 +26,8 @@ import numpy as np
 from django.conf import settings
 from PIL import Image
 
-from annotation.media.judge_images import MediaUnavailable, judge_decode, media_path
+from annotation.core import storage
+from annotation.media.judge_images import MediaUnavailable, judge_decode, media_file
 from annotation.models import Media
 
 # A gap between sampled times shorter than this is decoded through rather than sought.
@@ -72,13 +73,11 @@ def video_frames(media: Media, *, count: int, max_side: int) -> list[SampledFram
 def sampled_images(media: Media, *, count: int) -> list[tuple[float, Image.Image]]:
     """(seconds, image) of ``count`` frames sampled uniformly from the stored original,
     decoded in a bounded child."""
-    return judge_decode(_sampled_images, media, count=count, kind=Media.Kind.VIDEO.value)
+    with media_file(media) as path:
+        return judge_decode(_sampled_images, media, path, count=count, kind=Media.Kind.VIDEO.value)
 
 
-def _sampled_images(media: Media, *, count: int) -> list[tuple[float, Image.Image]]:
-    path = media_path(media)
-    if not path.is_file():
-        raise MediaUnavailable(f"video {media.sha256[:12]} is missing")
+def _sampled_images(media: Media, path: Path, *, count: int) -> list[tuple[float, Image.Image]]:
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
@@ -155,13 +154,15 @@ def audio_input(media: Media) -> dict:
     limit = settings.ARBITER_JUDGE_MAX_AUDIO_BYTES
     fmt = _SENT_AS_IS.get(media.served_format or media.format)
     if fmt and media.served_sha256:
-        served = Path(settings.MEDIA_ROOT) / media.served_relative_path
-        if served.is_file() and served.stat().st_size <= limit:
-            return {"data": base64.b64encode(served.read_bytes()).decode("ascii"), "format": fmt}
-    path = media_path(media)
-    if not path.is_file():
-        raise MediaUnavailable(f"audio {media.sha256[:12]} is missing")
-    data = _wav(media, path, limit=limit)
+        served = media.served_relative_path
+        try:
+            if storage.size("media", served) <= limit:
+                data = storage.read_bytes("media", served)
+                return {"data": base64.b64encode(data).decode("ascii"), "format": fmt}
+        except FileNotFoundError:
+            pass  # made again from the original below
+    with media_file(media) as path:
+        data = _wav(media, path, limit=limit)
     return {"data": base64.b64encode(data).decode("ascii"), "format": "wav"}
 
 
@@ -197,15 +198,14 @@ def _mono_samples(media: Media, *, budget: int, limit: int) -> np.ndarray:
     """The clip's samples as mono int16 at ``PAIR_RATE``, decoded in a bounded child;
     ``MediaUnavailable`` once they pass ``budget`` samples (what is left of the judges' byte
     ``limit``)."""
-    return judge_decode(
-        _mono_samples_decoded, media, budget=budget, limit=limit, kind=Media.Kind.AUDIO.value
-    )
+    with media_file(media) as path:
+        return judge_decode(
+            _mono_samples_decoded, media, path, budget=budget, limit=limit,
+            kind=Media.Kind.AUDIO.value,
+        )  # fmt: skip
 
 
-def _mono_samples_decoded(media: Media, *, budget: int, limit: int) -> np.ndarray:
-    path = media_path(media)
-    if not path.is_file():
-        raise MediaUnavailable(f"audio {media.sha256[:12]} is missing")
+def _mono_samples_decoded(media: Media, path: Path, *, budget: int, limit: int) -> np.ndarray:
     pieces: list[np.ndarray] = []
     count = 0
     try:

@@ -1,5 +1,6 @@
-"""Images checked and decoded with Pillow and kept byte for byte, once per sha256, at
-``MEDIA_ROOT/Media.relative_path``; beside each one, under its own sha256, the copy the app
+"""Images checked and decoded with Pillow and kept byte for byte, once per sha256, as
+``Media.relative_path`` in the storage's media area (annotation/core/storage.py: local disk
+or the bucket); beside each one, under its own sha256, the copy the app
 serves: a PNG written anew from the decoded pixels (``annotation.media.image_rebuild``), which
 holds nothing else. An import reads and stages its media through ``annotation.imports.media``;
 ``media_strip_metadata`` and ``media_render_views`` make the served copy (an image's, or a 3D
@@ -13,13 +14,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
 from django.db import transaction
 
+from annotation.core import storage
 from annotation.media.av_media import av_prepare
 from annotation.media.av_probe import av_limits
 from annotation.media.bounded import BoundedError, bounded_call, bounded_map
@@ -159,12 +159,15 @@ def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
     import does. Raises ``FileNotFoundError`` when the original is missing and ``MediaError``
     when it cannot be rebuilt (or hits a limit): the row then has no served copy, so nothing
     of it is served. Two calls at once for one file write the same file and the same values."""
-    original = Path(settings.MEDIA_ROOT) / media.relative_path
-    if not original.is_file():
-        raise FileNotFoundError(f"the original of {media.kind} {media.sha256} is missing")
-    if media.kind in _AV_KINDS:
-        _av_reencode(media, original)
-        return
+    with storage.local_copy("media", media.relative_path) as original:
+        if media.kind in _AV_KINDS:
+            _av_reencode(media, original)
+            return
+        _rebuild(media, original, remake=remake)
+
+
+def _rebuild(media: Media, original: Path, *, remake: bool) -> None:
+    """The served copy of an image or a 3D model rebuilt from ``original`` and recorded."""
     rows = Media.objects.filter(pk=media.pk)
     try:
         if media.kind == Media.Kind.MODEL3D:
@@ -195,8 +198,7 @@ def _av_reencode(media: Media, original: Path) -> None:
     """The served copy of a video or audio clip imported before every copy was re-encoded,
     made as an import makes it (``av_prepare``, in a bounded child) and recorded on the row;
     ``MediaError`` with the reason when it is refused."""
-    staging = Path(settings.MEDIA_ROOT) / ".staging" / uuid.uuid4().hex
-    staging.mkdir(parents=True)
+    staging = storage.work_folder("media")
     try:
         call = ((original,), {"kind": media.kind, "staging": staging, "limits": av_limits()})
         [outcome] = bounded_map(av_prepare, [call], kind=media.kind)
@@ -205,12 +207,9 @@ def _av_reencode(media: Media, original: Path) -> None:
             Media.objects.filter(pk=media.pk).update(served_sha256=None, strip_result=None)
             media.served_sha256 = media.strip_result = None
             raise MediaError(prepared.error)
-        final = Path(settings.MEDIA_ROOT) / Media.path_for(
-            prepared.served_sha256, prepared.info.served_format
-        )
-        if not final.exists():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(prepared.served, final)
+        name = Media.path_for(prepared.served_sha256, prepared.info.served_format)
+        if not storage.exists("media", name):
+            storage.put_file("media", name, prepared.served, move=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     columns = {
@@ -230,11 +229,10 @@ def media_render_views(*, media: Media) -> list[str]:
     row; returns their hashes. Raises ``GlbError`` for a model that cannot be rendered,
     ``BoundedError`` when rendering it hits a limit and ``FileNotFoundError`` when its
     original is missing."""
-    original = Path(settings.MEDIA_ROOT) / media.relative_path
-    if not original.is_file():
-        raise FileNotFoundError(f"the original of model {media.sha256} is missing: {original}")
+    with storage.local_copy("media", media.relative_path) as original:
+        rendered = bounded_call(rendered_views_of_file, original, kind="model3d")
     views = []
-    for view, served, png in bounded_call(rendered_views_of_file, original, kind="model3d"):
+    for view, served, png in rendered:
         _store(view.sha256, view.format, png)
         _store(served.sha256, served.format, served.data)
         views.append(view)
@@ -274,12 +272,9 @@ def image_row(info: ImageInfo) -> dict:
 
 def _store(sha256: str, media_format: str, data: bytes) -> None:
     """Writes a file into the store under its hash, whole or not at all; kept if there."""
-    path = Path(settings.MEDIA_ROOT) / Media.path_for(sha256, media_format)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-        write_synced(partial, data)
-        os.replace(partial, path)
+    name = Media.path_for(sha256, media_format)
+    if not storage.exists("media", name):
+        storage.put_bytes("media", name, data)
 
 
 def write_synced(path: Path, data: bytes) -> None:

@@ -11,12 +11,12 @@ use so that turning it off takes effect at once. Any kind of media is served the
 its content type and size: single ``Range`` requests answer 206 (a browser seeks in a long
 video), HEAD opens nothing, and with ``ARBITER_MEDIA_ACCEL`` the web server sends the bytes
 after the checks here (annotation/core/downloads.py; docs/operations.md, "Media through the
-web server"). A browser session or an API token (``Authorization: Token ...``) identifies the
-member, so the media URLs in an API client's assignment work for it too."""
+web server"). The bytes come from the storage's media area (annotation/core/storage.py): with
+the bucket each range is one ranged ``GetObject``, with the same headers as from disk. A
+browser session or an API token (``Authorization: Token ...``) identifies the member, so the
+media URLs in an API client's assignment work for it too."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
@@ -25,8 +25,9 @@ from django.views.decorators.http import require_safe
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
+from annotation.core import storage
 from annotation.core.access import get_project_for_user
-from annotation.core.downloads import handed_off_response, ranged_file_response
+from annotation.core.downloads import handed_off_response, ranged_stored_response
 from annotation.core.media_keys import URL_KEY, media_etag
 from annotation.media.services import (
     MediaError,
@@ -91,22 +92,25 @@ def media_file(request, slug: str, media_key: str):
         relative_path, content_type = media.served_relative_path, media.served_content_type
         sha256, cache = media.served_sha256 or media.sha256, _CACHE_SERVED
     etag = media_etag(sha256)
-    root = Path(settings.MEDIA_ROOT)
     response: HttpResponseBase
     try:
         if settings.ARBITER_MEDIA_ACCEL != "off":
             response = handed_off_response(
                 request,
-                root=root,
-                relative_path=relative_path,
+                root=storage.local_root("media"),
+                relative_path=storage.accel_path("media", relative_path),
                 mode=settings.ARBITER_MEDIA_ACCEL,
                 nginx_prefix=settings.ARBITER_MEDIA_ACCEL_PREFIX,
                 content_type=content_type,
                 etag_value=etag,
             )
         else:
-            response = ranged_file_response(
-                request, root / relative_path, content_type=content_type, etag_value=etag
+            response = ranged_stored_response(
+                request,
+                area="media",
+                name=relative_path,
+                content_type=content_type,
+                etag_value=etag,
             )
     except FileNotFoundError:
         raise Http404("Media file is missing from storage") from None

@@ -145,12 +145,12 @@ class Media(models.Model):
 
     @property
     def relative_path(self) -> str:
-        """Where the original bytes live under MEDIA_ROOT."""
+        """The original's name in the storage's media area (annotation/core/storage.py)."""
         return self.path_for(self.sha256, self.format)
 
     @property
     def served_relative_path(self) -> str:
-        """Where the served copy lives under MEDIA_ROOT (the original's path when unchanged)."""
+        """The served copy's name in the storage's media area (the original's when unchanged)."""
         if self.served_sha256 is None:
             raise ValueError(f"Media {self.sha256} has no served copy yet (strip_media_metadata)")
         return self.path_for(self.served_sha256, self.served_format or self.format)

@@ -25,6 +25,9 @@ class ImportJob(models.Model):
     filename = models.CharField(max_length=255)
     upload_path = models.CharField(max_length=500, blank=True)
     media_archive_path = models.CharField(max_length=500, blank=True)
+    # An import from the bucket: the key prefix its media paths are read under
+    # (annotation/imports/bucket.py); None for an upload or a command-line import.
+    media_bucket_prefix = models.CharField(max_length=500, null=True, blank=True)
     bytes_total = models.PositiveBigIntegerField(default=0)
     bytes_done = models.PositiveBigIntegerField(default=0)
     lines_done = models.PositiveIntegerField(default=0)

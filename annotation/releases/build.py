@@ -1,6 +1,7 @@
 """Building a release (docs/releases.md): the selected rows into each split's files, the
 media, the card, the manifest, then the archive, all in a temporary folder that replaces
-the release's folder and archive at the end, so no reader ever sees half a release."""
+the release's folder and archive at the end (on the bucket: uploaded and verified), so no
+reader ever sees half a release."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
+from annotation.core import storage
+from annotation.core.scratch import scratch_path
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
 from annotation.releases.archive import ArchiveParts, manifest_bytes
@@ -31,12 +32,12 @@ from annotation.releases.formats import (
 from annotation.releases.omni import omni_record
 from annotation.releases.read import MANIFEST
 from annotation.releases.selection import Selection, check_selection
+from annotation.releases.stored import release_store
 from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, release_tables
 
 Report = Callable[[int, int, str], None]
 """``report(rows_done, rows_total, stage)``."""
 
-_COPY_BYTES = 1024 * 1024
 # A build's work folder, next to the release folders of its project: ``.build-<id>-<hex>``.
 BUILD_FOLDER = ".build-{release_id}-{token}"
 _BUILD_FOLDER = re.compile(r"\.build-(\d+)-[0-9a-f]{32}")
@@ -60,7 +61,9 @@ class _MediaFiles:
 
     def __init__(self, *, original: bool) -> None:
         self.files: dict[str, str] = {}  # media sha256 -> "images/<sha256 written>.<ext>"
-        self._sources: dict[str, Path] = {}  # path in the release -> where its bytes are
+        # Path in the release -> the name of its bytes in the storage's media area.
+        self._sources: dict[str, str] = {}
+        self._sizes: dict[str, int] = {}
         self._original = original
 
     def add_media(self, pairs: list[ReleasePair]) -> None:
@@ -88,14 +91,19 @@ class _MediaFiles:
                 fmt = media.served_format or media.format
             path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[fmt]}"
             self.files[media.sha256] = path
-            self._sources[path] = Path(settings.MEDIA_ROOT) / relative
+            self._sources[path] = relative
         if missing := wanted - set(self.files):
             raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
 
-    def source(self, path: str) -> Path:
-        """Where the bytes of ``images/<name>`` (``videos/<name>``, ...) are (the data files
-        embed them)."""
-        return self._sources[path]
+    def size(self, path: str) -> int:
+        """The size of ``images/<name>`` (``videos/<name>``, ...) in bytes (the data files
+        embed images)."""
+        if path not in self._sizes:
+            self._sizes[path] = storage.size("media", self._sources[path])
+        return self._sizes[path]
+
+    def read_bytes(self, path: str) -> bytes:
+        return storage.read_bytes("media", self._sources[path])
 
     def count(self, kind: str) -> int:
         return sum(path.startswith(f"{MEDIA_DIRS[kind]}/") for path in self._sources)
@@ -104,11 +112,12 @@ class _MediaFiles:
         entries = {}
         for path in sorted(self._sources):
             out = open_file(path)
+            source = storage.open_stream("media", self._sources[path])
             try:
-                with open(self._sources[path], "rb") as source:
-                    while block := source.read(_COPY_BYTES):
-                        out.write(block)
+                for block in source:
+                    out.write(block)
             finally:
+                source.close()
                 out.close()
             entries[path] = out.entry
         return entries
@@ -164,9 +173,7 @@ def write_release(
                 media_files.add_media([pair for _, pair in chunk])
             for split, pair in chunk:
                 if split not in writers:
-                    writers[split] = SplitFiles(
-                        open_file, split, tables, media_files.source, flusher
-                    )
+                    writers[split] = SplitFiles(open_file, split, tables, media_files, flusher)
                 omni = omni_record(pair, files=media_files.files)
                 writers[split].add(
                     table_rows(
@@ -251,16 +258,13 @@ def remove_build_folders(folders: list[Path]) -> None:
 
 
 def build_release(*, release: Release, report: Report) -> BuildOutcome:
-    """Builds ``release`` (not published: the caller moved it to building) into its folder
-    and archive under ARBITER_RELEASE_ROOT. Work folders an earlier, killed build of this
-    release left are removed first: the caller holds the build."""
+    """Builds ``release`` (not published: the caller moved it to building) in a work folder,
+    then stores its folder and archive: on local disk moved into place under
+    ARBITER_RELEASE_ROOT, in the bucket uploaded and read back (``stored.release_store``). A
+    work folder an earlier, killed build of this release left on disk is removed first: the
+    caller holds the build."""
     selection = check_selection(release.selection)
-    home = release.folder.parent
-    home.mkdir(parents=True, exist_ok=True)
-    remove_build_folders(
-        [folder for folder, pk in build_folders(home.parent).items() if pk == release.pk]
-    )
-    work = home / BUILD_FOLDER.format(release_id=release.pk, token=uuid.uuid4().hex)
+    work = _work_folder(release)
     folder, archive = work / "release", work / "release.tar.gz"
     collecting = gc.isenabled()
     try:
@@ -281,8 +285,18 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
                 gc.enable()
             report(total, total, "archive")
             archived = parts.write(archive)
-        _replace(folder, release.folder)
-        _replace(archive, release.archive_path)
+        if storage.is_s3():
+            report(total, total, "storing")
+            release_store(
+                release=release,
+                folder=folder,
+                archive=archive,
+                archive_sha256=archived.sha256,
+                manifest_sha256=entries[MANIFEST].sha256,
+            )
+        else:
+            _replace(folder, release.folder)
+            _replace(archive, release.archive_path)
     finally:
         if collecting:
             gc.enable()
@@ -296,3 +310,17 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
         archive_sha256=archived.sha256,
         archive_size=archived.size,
     )
+
+
+def _work_folder(release: Release) -> Path:
+    """The build's work folder: beside the release folders on local disk (so the finished
+    folder is moved into place), in the system's temporary folder when the release goes to
+    the bucket (swept when a worker starts: core/scratch.py)."""
+    if storage.is_s3():
+        return scratch_path("release")
+    home = release.folder.parent
+    home.mkdir(parents=True, exist_ok=True)
+    remove_build_folders(
+        [folder for folder, pk in build_folders(home.parent).items() if pk == release.pk]
+    )
+    return home / BUILD_FOLDER.format(release_id=release.pk, token=uuid.uuid4().hex)

@@ -1,5 +1,6 @@
 """A published release's downloads, for the pages and the API alike (docs/releases.md,
-"Downloads" and "CSV"): the archive and each file streamed with range requests, and the
+"Downloads" and "CSV"): the archive and each file streamed with range requests (from the
+bucket: a redirect to a short-lived presigned URL, after the same access check), and the
 release as one CSV for spreadsheets (a row per pair, the messages as plain text, read from
 the release's files, formula injection neutralised by ``annotation.core.spreadsheets``)."""
 
@@ -12,6 +13,7 @@ from typing import Any
 from django.http import HttpRequest, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
+from annotation.core import storage
 from annotation.core.downloads import ranged_file_response
 from annotation.core.errors import Conflict
 from annotation.core.spreadsheets import csv_stream_response
@@ -19,6 +21,7 @@ from annotation.models import Release
 from annotation.releases.files import content_type_for, release_file
 from annotation.releases.read import ReleaseRow
 from annotation.releases.selectors import release_rows
+from annotation.releases.stored import AREA, archive_name, presigned_download
 
 IMAGE_MARK = "[image]"
 HEADER = (
@@ -93,9 +96,9 @@ def check_downloadable(release: Release) -> None:
 def release_archive_response(request: HttpRequest, release: Release) -> HttpResponseBase:
     """The release's .tar.gz; its ETag is the archive's sha256."""
     check_downloadable(release)
-    return ranged_file_response(
+    return _stored_file_response(
         request,
-        release.archive_path,
+        archive_name(release),
         filename=release.archive_name,
         content_type="application/gzip",
         etag_value=release.archive_sha256,
@@ -106,13 +109,29 @@ def release_file_response(request: HttpRequest, release: Release, name: str) -> 
     """One file of the release by the name its manifest lists (NotFound for any other), as
     ``<slug>-<version>-<path with / as ->``; its ETag is the manifest's sha256 of it."""
     check_downloadable(release)
-    path, entry = release_file(release, name)
-    return ranged_file_response(
+    stored, entry = release_file(release, name)
+    return _stored_file_response(
         request,
-        path,
+        stored,
         filename=f"{release.project.slug}-{release.version}-{name.replace('/', '-')}",
         content_type=content_type_for(name),
         etag_value=entry.sha256,
+    )
+
+
+def _stored_file_response(
+    request: HttpRequest, name: str, *, filename: str, content_type: str, etag_value: str
+) -> HttpResponseBase:
+    """A stored release file, after the caller's access check: streamed with range requests
+    from local disk, or a redirect to a short-lived presigned URL of the bucket's object."""
+    if storage.is_s3():
+        return presigned_download(name, filename=filename, content_type=content_type)
+    return ranged_file_response(
+        request,
+        storage.local_root(AREA) / name,
+        filename=filename,
+        content_type=content_type,
+        etag_value=etag_value,
     )
 
 

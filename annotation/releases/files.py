@@ -1,6 +1,7 @@
 """A built release's files for downloads and the release page: the manifest's list, and the
-path of one file named in it (docs/releases.md, "Downloads"). Only names the manifest lists
-are ever opened, so no crafted name (``../``, an absolute path, a link) reaches another file."""
+stored name of one file named in it (docs/releases.md, "Downloads"). Only names the manifest
+lists are ever opened, so no crafted name (``../``, an absolute path, a link) reaches another
+file."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from annotation.core import storage
 from annotation.core.errors import Conflict, NotFound
 from annotation.models import Release
 from annotation.releases.read import MANIFEST
+from annotation.releases.stored import AREA, StoredReleaseFiles, file_name, is_stored
 
 # Types a client can act on; anything else is a plain download.
 _CONTENT_TYPES = {
@@ -50,15 +53,14 @@ def _require_files(release: Release) -> None:
 def release_manifest(release: Release) -> dict[str, Any]:
     """The release's ``manifest.json``, parsed. Conflict before it is built."""
     _require_files(release)
-    return json.loads((release.folder / MANIFEST).read_text(encoding="utf-8"))
+    return json.loads(StoredReleaseFiles(release).text(MANIFEST))
 
 
 def release_files(release: Release) -> list[ReleaseFile]:
     """Every file of the release folder, the manifest itself first, then in path order."""
     manifest = release_manifest(release)
-    files = [
-        ReleaseFile(MANIFEST, (release.folder / MANIFEST).stat().st_size, release.manifest_sha256)
-    ]
+    size = storage.size(AREA, file_name(release, MANIFEST))
+    files = [ReleaseFile(MANIFEST, size, release.manifest_sha256)]
     files += [
         ReleaseFile(name, entry["size"], entry["sha256"])
         for name, entry in sorted(manifest["files"].items())
@@ -66,13 +68,12 @@ def release_files(release: Release) -> list[ReleaseFile]:
     return files
 
 
-def release_file(release: Release, name: str) -> tuple[Path, ReleaseFile]:
-    """The path on disk of the file ``name`` of the release and its manifest entry. NotFound
-    for any name the manifest does not list, whatever it points at."""
+def release_file(release: Release, name: str) -> tuple[str, ReleaseFile]:
+    """The stored name (in the ``releases`` area) of the file ``name`` of the release and its
+    manifest entry. NotFound for any name the manifest does not list, whatever it points at,
+    or one no longer stored."""
     listed = {entry.name: entry for entry in release_files(release)}
     entry = listed.get(name)
-    folder = release.folder.resolve()
-    path = (folder / name).resolve() if entry is not None else None
-    if entry is None or path is None or not path.is_relative_to(folder) or not path.is_file():
+    if entry is None or not is_stored(release, name):
         raise NotFound(f"Release {release.version} has no file {name!r}.")
-    return path, entry
+    return file_name(release, name), entry

@@ -1,12 +1,12 @@
 """A built release read back from its files: ``jsonl/<split>.jsonl`` line by line, so a diff
-or a CSV of a release of any size holds one row at a time and never parses Parquet."""
+or a CSV of a release of any size holds one row at a time and never parses Parquet. The files
+are read through a ``ReleaseFiles`` (``stored.StoredReleaseFiles``: local disk or the bucket)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -18,11 +18,19 @@ ReleaseRow = dict[str, Any]
 """One pair of a release: the columns of docs/releases.md ("Data files") and its ``split``."""
 
 
-def _manifest(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+class ReleaseFiles(Protocol):
+    """A release folder's files by their path in it."""
+
+    def text(self, relative: str) -> str: ...
+
+    def lines(self, relative: str) -> Iterator[str]: ...
 
 
-def release_splits(folder: Path) -> list[str]:
+def _manifest(folder: ReleaseFiles) -> dict[str, Any]:
+    return json.loads(folder.text(MANIFEST))
+
+
+def release_splits(folder: ReleaseFiles) -> list[str]:
     """The release's splits in the order the manifest (and the card) list them."""
     return list(_manifest(folder)["splits"])
 
@@ -41,7 +49,7 @@ _TIE_COLUMNS = {
 }
 
 
-def release_rows(folder: Path) -> Iterator[ReleaseRow]:
+def release_rows(folder: ReleaseFiles) -> Iterator[ReleaseRow]:
     """Every row of the release in ``folder``, split by split, in file order (by id): the
     preferences, then the ties, a tie's responses under the preference columns in imported
     order (A as ``chosen``) with ``label`` tie, for the diff and the CSV, which show the
@@ -54,10 +62,9 @@ def release_rows(folder: Path) -> Iterator[ReleaseRow]:
         ):
             if path not in manifest["files"]:
                 continue
-            with open(folder / path, encoding="utf-8") as lines:
-                for line in lines:
-                    row = orjson.loads(line)
-                    names = _TIE_COLUMNS if tie else _COLUMNS
-                    row = {names.get(name, name): value for name, value in row.items()}
-                    row["split"] = split
-                    yield row
+            for line in folder.lines(path):
+                row = orjson.loads(line)
+                names = _TIE_COLUMNS if tie else _COLUMNS
+                row = {names.get(name, name): value for name, value in row.items()}
+                row["split"] = split
+                yield row

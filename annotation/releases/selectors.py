@@ -10,6 +10,7 @@ from annotation.models import (
     Release,
 )
 from annotation.releases import read
+from annotation.releases.stored import StoredReleaseFiles
 
 
 def release_rows(release: Release) -> Iterator[read.ReleaseRow]:
@@ -18,4 +19,4 @@ def release_rows(release: Release) -> Iterator[read.ReleaseRow]:
     may have changed since). Conflict when it has not been built."""
     if release.status not in (Release.Status.BUILT, Release.Status.PUBLISHED):
         raise Conflict(f"Release {release.version} is {release.status}: it has no files yet.")
-    return read.release_rows(release.folder)
+    return read.release_rows(StoredReleaseFiles(release))

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation.core import storage
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.failures import describe_error, record_failure
 from annotation.core.jobs import (
@@ -39,6 +40,7 @@ from annotation.models import (
 )
 from annotation.releases.rows import selection_is_empty
 from annotation.releases.selection import Selection, check_selection, describe_selection
+from annotation.releases.stored import verify_stored
 
 Status = Release.Status
 # From where a build may start: never a published release, never one already building.
@@ -309,20 +311,27 @@ def release_builds_fail_stalled() -> int:
     return len(STALLED_BUILDS.sweep())
 
 
+def _verify(release: Release) -> list[str]:
+    """What differs between the stored release and its manifest (none: it verifies)."""
+    if storage.is_s3():
+        return verify_stored(release)
+    from annotation.releases.archive import verify_folder  # pyarrow, through the writer
+
+    return verify_folder(release.folder, manifest_sha256=release.manifest_sha256)
+
+
 @transaction.atomic
 def release_publish(*, release: Release, user) -> Release:
     """Publishes a built release for good: its files are verified against the manifest hash
     recorded at build time, then it is frozen (no save, update or delete ever again, by any
     code). Conflict when it is not built or its files no longer verify. The caller checked
     that ``user`` may publish (curators and researchers of the project)."""
-    from annotation.releases.archive import verify_folder  # pyarrow, through the writer
-
     locked = Release.objects.select_for_update().get(pk=release.pk)
     if locked.status != Status.BUILT:
         raise Conflict(
             f"Release {locked.version} is {locked.status}: only a built release is published."
         )
-    problems = verify_folder(locked.folder, manifest_sha256=locked.manifest_sha256)
+    problems = _verify(locked)
     if problems:
         raise Conflict(
             f"Release {locked.version} does not match its manifest ({'; '.join(problems[:5])});"

@@ -287,9 +287,13 @@ def image_preference_table() -> Table:
     )
 
 
-ImageSource = Callable[[str], Path]
-"""The file holding the bytes of a media file, by its path in the release (``images/<name>``,
-``videos/<name>``, ...)."""
+class ImageSource(Protocol):
+    """The bytes of a media file, by its path in the release (``images/<name>``,
+    ``videos/<name>``, ...), wherever storage keeps them."""
+
+    def size(self, path: str) -> int: ...
+
+    def read_bytes(self, path: str) -> bytes: ...
 
 
 class TableFiles:
@@ -341,14 +345,14 @@ class TableFiles:
         self._pending += 1
         for column, kind in self.table.images.items():
             for path in row[column] if kind == IMAGE_LIST else [row[column]]:
-                self._pending_image_bytes += self._source(path).stat().st_size
+                self._pending_image_bytes += self._source().size(path)
         if self._pending >= ROW_GROUP_ROWS or self._pending_image_bytes >= IMAGE_ROW_GROUP_BYTES:
             self.flush()
 
-    def _source(self, path: str) -> Path:
+    def _source(self) -> ImageSource:
         if self._image_source is None:
             raise ValueError("a table with images needs their source")
-        return self._image_source(path)
+        return self._image_source
 
     def _with_image_bytes(self, table: pa.Table) -> pa.Table:
         """The table with each embedded column's paths turned into ``{"bytes", "path"}``
@@ -358,7 +362,7 @@ class TableFiles:
         def images(paths: pa.Array) -> pa.StructArray:
             names = paths.to_pylist()
             data = [
-                read.get(name) or read.setdefault(name, self._source(name).read_bytes())
+                read.get(name) or read.setdefault(name, self._source().read_bytes(name))
                 for name in names
             ]
             return pa.StructArray.from_arrays(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import time
 
-from annotation.media.judge_images import media_path
 from judges.backends.base import (
     JudgeBackend,
     JudgeItem,
@@ -15,7 +14,7 @@ from judges.backends.base import (
     content_images,
     content_text,
 )
-from judges.core.images import ImageStats, image_stats, media_rows
+from judges.core.images import ImageStats, media_image_stats, media_rows
 from judges.prompts import task_family
 
 DEFAULT_CONFIDENCE = 0.95
@@ -92,12 +91,9 @@ class HeuristicBackend(JudgeBackend):
             if sha not in self._image_problems
         }
         rows = media_rows(wanted)
-        stats = image_stats(media_path(media) for media in rows.values())
+        stats = media_image_stats(rows)
         for sha in wanted:
-            media = rows.get(sha)
-            self._image_problems[sha] = _image_problem(
-                None if media is None else stats[media_path(media)], stored=media is not None
-            )
+            self._image_problems[sha] = _image_problem(stats.get(sha), stored=sha in rows)
 
     def close(self) -> None:
         self._image_problems.clear()

@@ -41,11 +41,11 @@ class RewardModelBackend(JudgeBackend):
     def model(self):
         """The loaded model (once per backend); raises ``CheckpointError`` when it cannot load."""
         # torch only where it is needed
-        from judges.reward_model.model import checkpoint_path, load_checkpoint
+        from judges.reward_model.model import checkpoint_local, load_checkpoint
 
         if self._model is None:
-            path = checkpoint_path(self.judge.checkpoint)
-            self._model = load_checkpoint(path, self.judge.device)
+            with checkpoint_local(self.judge.checkpoint) as path:
+                self._model = load_checkpoint(path, self.judge.device)
         return self._model
 
     def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:

@@ -4,15 +4,26 @@ in bounded children). Importable without Django set up (the reward model imports
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from annotation.media.judge_images import MediaUnavailable, image_thumbnails, media_path
+from annotation.media.judge_images import (
+    THUMBNAIL_BATCH,
+    MediaUnavailable,
+    image_thumbnails,
+    media_file,
+)
 
 if TYPE_CHECKING:
     from annotation.models import Media
+
+Key = TypeVar("Key", bound=Hashable)
+# Local copies held at once while their statistics are made (each a temporary download when
+# the files live in a bucket): a few children's worth.
+COPIES_AT_ONCE = 4 * THUMBNAIL_BATCH
 
 
 def media_rows(hashes) -> dict[str, Media]:
@@ -76,12 +87,36 @@ def image_stats(paths: Iterable[Path]) -> dict[Path, ImageStats | None]:
     return stats
 
 
+def copied_image_stats(
+    keys: Iterable[Key], local_copy: Callable[[Key], AbstractContextManager[Path]]
+) -> dict[Key, ImageStats | None]:
+    """Statistics of each image of ``keys``, each read from the local path ``local_copy(key)``
+    holds for the length of a ``with`` (the storage layer's copy); None when it is missing or
+    cannot be read. At most ``COPIES_AT_ONCE`` copies are held at a time."""
+    keys = list(dict.fromkeys(keys))
+    stats: dict[Key, ImageStats | None] = {}
+    for start in range(0, len(keys), COPIES_AT_ONCE):
+        with ExitStack() as copies:
+            paths: dict[Key, Path] = {}
+            for key in keys[start : start + COPIES_AT_ONCE]:
+                try:
+                    paths[key] = copies.enter_context(local_copy(key))
+                except (MediaUnavailable, FileNotFoundError):
+                    stats[key] = None
+            measured = image_stats(paths.values())
+            stats.update((key, measured[path]) for key, path in paths.items())
+    return stats
+
+
+def media_image_stats(rows: dict[str, Media]) -> dict[str, ImageStats | None]:
+    """Statistics of the stored originals of ``rows`` (hash to ``Media``), keyed by hash."""
+    return copied_image_stats(rows, lambda sha: media_file(rows[sha]))
+
+
 def image_stats_cached(hashes, cache: dict[str, ImageStats | None]) -> None:
     """Fills ``cache`` with the statistics of each hash not in it yet (None: the media row or
     its bytes are missing or unreadable). Media never change, so a cache may live long."""
     wanted = {sha for sha in hashes if sha not in cache}
-    rows = media_rows(wanted)
-    paths = {sha: media_path(rows[sha]) for sha in wanted if sha in rows}
-    stats = image_stats(paths.values())
+    stats = media_image_stats(media_rows(wanted))
     for sha in wanted:
-        cache[sha] = stats[paths[sha]] if sha in paths else None
+        cache[sha] = stats.get(sha)

@@ -57,6 +57,8 @@ def checkpoint_shown(path: str) -> str:
     shows only its folder's and its own name)."""
     if not path:
         return ""
+    if not Path(path).is_absolute():
+        return Path(path).as_posix()  # a name in the bucket's checkpoints area
     checkpoint = Path(path).resolve()
     root = Path(settings.ARBITER_CHECKPOINT_ROOT).resolve()
     if checkpoint.is_relative_to(root):

@@ -12,12 +12,14 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from annotation.core import storage
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from annotation.releases.read import release_splits
 from annotation.releases.selectors import release_rows
+from annotation.releases.stored import AREA, StoredReleaseFiles, file_name
 from judges.backends.base import content_images, content_text
 from judges.backends.media_stats import media_hashes, media_stats_cached
-from judges.core.images import ImageStats, image_stats, image_stats_cached
+from judges.core.images import ImageStats, copied_image_stats, image_stats_cached
 from judges.reward_model.checkpoint import ScoringInput
 
 TRAIN_SPLIT = "train"
@@ -135,19 +137,22 @@ def release_pairs(release: Release) -> TrainingData:
     """The rows of a built or published release with a side (A or B), read back from its
     files (never the database); of its ``train`` split when it has one, else of every split,
     so a release's test split stays unseen."""
-    folder = release.folder
-    splits = release_splits(folder)
+    splits = release_splits(StoredReleaseFiles(release))
     used = [TRAIN_SPLIT] if TRAIN_SPLIT in splits else splits
     rows = [row for row in release_rows(release) if row["split"] in used]
-    stats = image_stats(
-        folder / path
+    # On the bucket each image is a temporary copy, removed once measured.
+    paths = (
+        path
         for row in rows
         for column in ("chosen", "rejected")
         for path in row[f"{column}_images"]
     )
+    stats = copied_image_stats(
+        paths, lambda path: storage.local_copy(AREA, file_name(release, path))
+    )
 
     def images(paths: list[str]) -> tuple[ImageStats | None, ...]:
-        return tuple(stats[folder / path] for path in paths)
+        return tuple(stats[path] for path in paths)
 
     pairs, lines, ties = [], [], 0
     for row in rows:

@@ -29,6 +29,7 @@ from judges.core.images import N_IMAGE_FEATURES
 
 # The torch-free pieces (judges.reward_model.checkpoint), importable from here too.
 from judges.reward_model.checkpoint import CheckpointError, ScoringInput
+from judges.reward_model.checkpoint import checkpoint_local as checkpoint_local
 from judges.reward_model.checkpoint import checkpoint_path as checkpoint_path
 
 CHECKPOINT_FORMAT = "arbiter-reward-model"

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -25,6 +27,7 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from annotation.core import storage
 from annotation.core.jobs import (
     BrokerUnavailable,
     StalledJobs,
@@ -34,9 +37,11 @@ from annotation.core.jobs import (
     quarantine_reason,
     stalled_before,
 )
+from annotation.core.scratch import SCRATCH_PREFIX
 from annotation.models import Pair, PairStatus, Project, Release, Side
 from config.queues import TRAINING
 from judges.models import Judge, TrainingRun
+from judges.reward_model.checkpoint import AREA as CHECKPOINT_AREA
 from judges.reward_model.checkpoint import CheckpointError, checkpoint_path
 from judges.reward_model.data import (
     TrainingData,
@@ -65,11 +70,42 @@ JUDGE_NAME_MAX = 80  # Judge.name's max_length
 
 
 def default_out_dir(project: Project, run_id: int) -> Path:
-    return Path(settings.ARBITER_CHECKPOINT_ROOT) / "trained" / project.slug / f"run-{run_id}"
+    return Path(settings.ARBITER_CHECKPOINT_ROOT) / _stored_folder(project, run_id)
+
+
+def _stored_folder(project: Project, run_id: int) -> str:
+    """A run's folder in the ``checkpoints`` area (under ARBITER_CHECKPOINT_ROOT on disk)."""
+    return f"trained/{project.slug}/run-{run_id}"
+
+
+def _to_bucket(run: TrainingRun) -> bool:
+    """Whether the run's checkpoint goes to the bucket: with ARBITER_STORAGE=s3, unless the
+    command line named a folder of its own (``--out``)."""
+    return storage.is_s3() and not run.out_dir
 
 
 def _out_dir(run: TrainingRun) -> Path:
-    return Path(run.out_dir) if run.out_dir else default_out_dir(run.project, run.pk)
+    """Where the run writes: its folder, or, when it goes to the bucket, a local work folder
+    named after the run (so a run resumed on this node finds its state; swept when a worker
+    starts, core/scratch.py), uploaded at the end."""
+    if run.out_dir:
+        return Path(run.out_dir)
+    if _to_bucket(run):
+        return Path(tempfile.gettempdir()) / f"{SCRATCH_PREFIX}training-run-{run.pk}"
+    return default_out_dir(run.project, run.pk)
+
+
+def _store(run: TrainingRun, out: Path) -> str:
+    """The checkpoint's location for the judge: its path on disk, or, uploaded to the
+    bucket's ``checkpoints`` area with its metrics (the local folder then removed), its name
+    there."""
+    if not _to_bucket(run):
+        return str(out / CHECKPOINT_FILE)
+    folder = _stored_folder(run.project, run.pk)
+    for name in (CHECKPOINT_FILE, METRICS_FILE):
+        storage.put_file(CHECKPOINT_AREA, f"{folder}/{name}", out / name)
+    shutil.rmtree(out, ignore_errors=True)
+    return f"{folder}/{CHECKPOINT_FILE}"
 
 
 def _state_path(run: TrainingRun) -> Path:
@@ -403,9 +439,10 @@ def training_run_execute(
         "metrics": metrics,
         "trained_at": timezone.now().isoformat(),
     }
-    path = save_checkpoint(result.model, out / CHECKPOINT_FILE, config=result.config, meta=meta)
+    save_checkpoint(result.model, out / CHECKPOINT_FILE, config=result.config, meta=meta)
     (out / METRICS_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     state.unlink(missing_ok=True)
+    path = _store(run, out)
     try:
         _succeed(run, result, path)
     except ValidationError as exc:  # the name was taken while it trained
@@ -420,19 +457,19 @@ def training_run_execute(
 
 
 @transaction.atomic
-def _succeed(run: TrainingRun, result: TrainingResult, path: Path) -> None:
+def _succeed(run: TrainingRun, result: TrainingResult, path: str) -> None:
     """Registers the judge (when asked) and records the run's results, in one transaction."""
     if run.register_name:
         run.judge = judge_create(
             name=run.register_name,
             kind=Judge.Kind.REWARD_MODEL,
-            checkpoint=str(path),
+            checkpoint=path,
             device=run.device,
             projects=[run.project],
         )
     run.status = TrainingRun.Status.SUCCEEDED
     run.phase = ""
-    run.checkpoint = str(path)
+    run.checkpoint = path
     run.best_epoch = result.best_epoch
     run.heldout_accuracy = result.best.heldout_accuracy
     run.train_pairs, run.heldout_pairs = result.train_pairs, result.heldout_pairs
@@ -461,6 +498,8 @@ def training_run_fail(*, run_id: int, error: str) -> None:
     run = TrainingRun.objects.select_related("project").filter(pk=run_id).first()
     if run is not None and run.status == TrainingRun.Status.FAILED:
         _state_path(run).unlink(missing_ok=True)
+        if _to_bucket(run):  # its local work folder holds nothing more
+            shutil.rmtree(_out_dir(run), ignore_errors=True)
 
 
 def stalled_training_runs():

@@ -149,11 +149,12 @@ def judge_check(judge: Judge) -> None:
             errors["checkpoint"] = "A reward_model judge needs a checkpoint path."
         else:
             # Here, not at the top: only checking a reward-model judge loads torch.
-            from judges.reward_model.model import CheckpointError, checkpoint_path, load_checkpoint
+            from judges.reward_model.model import CheckpointError, checkpoint_local, load_checkpoint
 
             # Loaded on the CPU here: the machine checking may not be the GPU worker.
             try:
-                load_checkpoint(checkpoint_path(judge.checkpoint), "cpu")
+                with checkpoint_local(judge.checkpoint) as path:
+                    load_checkpoint(path, "cpu")
             except CheckpointError as exc:
                 errors["checkpoint"] = str(exc)
     elif kind not in Judge.Kind.values:

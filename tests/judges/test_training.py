@@ -259,7 +259,7 @@ def test_a_data_problem_fails_the_run_with_its_message(project, tmp_path):
 
 @pytest.mark.django_db
 def test_command_trains_on_a_releases_train_split(project, carol, checkpoint_root):
-    from annotation.releases.read import release_rows
+    from annotation.releases.selectors import release_rows
     from annotation.releases.services import release_build, release_create
 
     consensus_pairs_in(project, preference_pairs(200, seed=7))
@@ -276,7 +276,7 @@ def test_command_trains_on_a_releases_train_split(project, carol, checkpoint_roo
     release = release_build(release=release)
     train_ids = {
         row["id"]
-        for row in release_rows(release.folder)
+        for row in release_rows(release)
         if row["split"] == "train" and row["label"] != "tie"
     }
     out = checkpoint_root / "from-release"

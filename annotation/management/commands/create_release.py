@@ -9,11 +9,14 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
+from annotation.core import storage
 from annotation.core.errors import DomainError
 from annotation.management.progress import TerminalProgress
 from annotation.management.projects import ProjectCommand
+from annotation.releases.files import release_manifest
 from annotation.releases.selection import DEFAULT_SPLITS
 from annotation.releases.services import release_build, release_create, release_publish
+from annotation.releases.stored import AREA, archive_name, file_name, location, release_copy_out
 
 _STAGES = {"reading": "pairs", "images": "images", "card": "card", "archive": "archive"}
 
@@ -127,14 +130,15 @@ class Command(ProjectCommand):
             f"{stats['annotators']} annotators; {stats['images']} images; "
             f"{stats['ensemble_removed']} pairs removed as easy by the judge ensemble"
         )
-        write(f"  folder:   {release.folder}")
-        write(f"  archive:  {release.archive_path} ({release.archive_size:,} bytes)")
+        write(f"  folder:   {location(file_name(release, ''))}")
+        write(f"  archive:  {location(archive_name(release))} ({release.archive_size:,} bytes)")
         write(f"  manifest: sha256 {release.manifest_sha256}")
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             folder = out / f"{release.project.slug}-{release.version}"
             if folder.exists():
                 raise CommandError(f"--out: {folder} exists already; the release is built")
-            shutil.copytree(release.folder, folder)
-            shutil.copy2(release.archive_path, out / release.archive_name)
+            release_copy_out(release, folder, release_manifest(release))
+            with storage.local_copy(AREA, archive_name(release)) as archive:
+                shutil.copyfile(archive, out / release.archive_name)
             write(f"  copied to {folder} and {out / release.archive_name}")

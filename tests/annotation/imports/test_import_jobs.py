@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation import tasks
+from annotation.core import storage
 from annotation.core.broker import registered_task
 from annotation.core.jobs import quarantine_reason
 from annotation.core.scratch import SCRATCH_PREFIX, scratch_sweep
@@ -54,10 +55,8 @@ def _stored_job(project, pairs: list[dict] | None = None, **fields) -> ImportJob
     folder.mkdir(parents=True)
     path = folder / "pairs-p.jsonl"
     path.write_bytes(jsonl_bytes(pairs or [text_pair("p1"), text_pair("p2")]))
-    relative = str(path.relative_to(settings.MEDIA_ROOT))
-    return ImportJob.objects.create(
-        project=project, filename="p.jsonl", upload_path=relative, **fields
-    )
+    key = str(path.relative_to(storage.local_root("uploads")))
+    return ImportJob.objects.create(project=project, filename="p.jsonl", upload_path=key, **fields)
 
 
 # Attempts and quarantine -----------------------------------------------------------------
@@ -403,7 +402,7 @@ def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_never_runs_again(
     job = _queued(project, curator, [text_pair("p1")])
     # Its file never ends: a named pipe nobody writes to, so the import hangs in its read,
     # as it would in a parser that never returns.
-    stored = Path(settings.MEDIA_ROOT) / job.upload_path
+    stored = storage.local_root("uploads") / job.upload_path
     stored.unlink()
     os.mkfifo(stored)
     # What a killed worker left on this node: swept when the next worker starts.
@@ -465,7 +464,7 @@ def test_a_hanging_import_is_stopped_by_its_time_limit_and_the_next_one_runs(
     hung_project, hung_curator = _curator_project("hangs")
     next_project, next_curator = _curator_project("next")
     hung = _queued(hung_project, hung_curator, [text_pair("h1")])
-    stored = Path(settings.MEDIA_ROOT) / hung.upload_path
+    stored = storage.local_root("uploads") / hung.upload_path
     stored.unlink()
     os.mkfifo(stored)  # a read that never returns
     after = _queued(next_project, next_curator, [text_pair("n1")])
