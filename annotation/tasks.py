@@ -17,6 +17,7 @@ from annotation.imports.locks import ProjectBusy
 from annotation.imports.services import STALLED_IMPORTS, import_job_fail, import_job_run
 from annotation.models import ImportJob, Project, Release
 from annotation.releases import services as releases
+from annotation.webhooks.delivery import webhook_deliveries_send_due
 
 
 class ImportTask(JobTask):
@@ -108,3 +109,11 @@ release_builds_fail_stalled = sweep_task(
     releases.STALLED_BUILDS,
     doc="Periodic (Celery beat): builds whose worker died are marked failed.",
 )
+
+
+@shared_task(name="annotation.webhooks_deliver_due", **time_limits("sweep"))
+def webhooks_deliver_due() -> None:
+    """Sends the webhook deliveries that are due (kicked after an event commits, and
+    periodically by Celery beat for retries and anything a kick missed). Safe to run twice at
+    once: each sender claims its deliveries with SKIP LOCKED."""
+    webhook_deliveries_send_due()

@@ -525,6 +525,14 @@ if ARBITER_AGREEMENT_DEBOUNCE_S < 0:
     raise ImproperlyConfigured(
         f"ARBITER_AGREEMENT_DEBOUNCE_S={ARBITER_AGREEMENT_DEBOUNCE_S} must not be negative"
     )
+# Webhooks (docs/webhooks.md, "Settings"): private targets refused unless allowed; the
+# timeout of a request; the first retry's wait, doubling to its cap; the retry window; the sweep.
+ARBITER_WEBHOOK_ALLOW_PRIVATE = env_bool("ARBITER_WEBHOOK_ALLOW_PRIVATE", False)
+ARBITER_WEBHOOK_TIMEOUT_S = max(1, env_int("ARBITER_WEBHOOK_TIMEOUT_S", 5))
+ARBITER_WEBHOOK_BACKOFF_S = env_int("ARBITER_WEBHOOK_BACKOFF_S", 30)
+ARBITER_WEBHOOK_BACKOFF_MAX_S = env_int("ARBITER_WEBHOOK_BACKOFF_MAX_S", 3600)
+ARBITER_WEBHOOK_RETRY_FOR_S = env_int("ARBITER_WEBHOOK_RETRY_FOR_S", 24 * 3600)
+ARBITER_WEBHOOK_SWEEP_EVERY_S = max(1, env_int("ARBITER_WEBHOOK_SWEEP_EVERY_S", 10))
 CELERY_BEAT_SCHEDULE = {
     name: {
         "task": task,
@@ -540,6 +548,11 @@ CELERY_BEAT_SCHEDULE = {
         ("fail-stalled-release-builds", "annotation.release_builds_fail_stalled"),
         ("send-lost-agreement-refreshes", "annotation.agreement_refreshes_send_lost"),
     )
+}
+CELERY_BEAT_SCHEDULE["send-due-webhooks"] = {
+    "task": "annotation.webhooks_deliver_due",
+    "schedule": ARBITER_WEBHOOK_SWEEP_EVERY_S,
+    "options": {"expires": ARBITER_WEBHOOK_SWEEP_EVERY_S},
 }
 # Time limits of the Celery tasks, by kind of job (docs/operations.md, "Time limits,
 # attempts and quarantine"): the soft limit raises inside the task, which records the failure

@@ -38,6 +38,14 @@ from annotation.models.releases import (
     ReleaseFrozen,
     ReleaseQuerySet,
 )
+from annotation.models.webhooks import (
+    SUBSCRIBABLE_EVENTS,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+    WebhookEventKind,
+)
 
 __all__ = [
     "DEFAULT_GOLD_MIN_ACCURACY",
@@ -48,6 +56,7 @@ __all__ = [
     "RELEASE_VERSION_PART_MAX",
     "RELEASE_VERSION_PATTERN",
     "RELEASE_VERSION_REGEX",
+    "SUBSCRIBABLE_EVENTS",
     "Adjudication",
     "AgreementReport",
     "Assignment",
@@ -77,4 +86,9 @@ __all__ = [
     "Skip",
     "TaskAttempt",
     "Vote",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEvent",
+    "WebhookEventKind",
 ]
