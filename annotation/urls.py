@@ -12,6 +12,7 @@ from annotation.pairs import views as pairs
 from annotation.projects.views import home, settings
 from annotation.queue.views import curator, workbench
 from annotation.releases import views as releases
+from annotation.webhooks import views as webhooks
 
 urlpatterns = [
     *routes(
@@ -89,6 +90,17 @@ urlpatterns = [
             "members/<int:membership_id>/remove/",
             settings.settings_member_remove,
             "project-member-remove",
+        ),
+    ),
+    *routes(
+        "p/<slug:slug>/webhooks/",
+        ("", webhooks.webhooks, "webhooks"),
+        ("<int:webhook_id>/", webhooks.webhook_detail, "webhook"),
+        ("<int:webhook_id>/<slug:action>/", webhooks.webhook_action, "webhook-action"),
+        (
+            "<int:webhook_id>/deliveries/<int:delivery_id>/redeliver/",
+            webhooks.webhook_redeliver,
+            "webhook-redeliver",
         ),
     ),
 ]
