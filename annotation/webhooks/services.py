@@ -70,9 +70,11 @@ def check_description(description: str) -> str:
     return description
 
 
-def _flag_sync(project_id: int) -> None:
+def _flag_sync(project: Project) -> None:
+    """Sets ``webhooks_active`` on the row, and on the caller's instance of it."""
     active = WebhookEndpoint.objects.filter(project_id=OuterRef("pk"), active=True)
-    Project.objects.filter(pk=project_id).update(webhooks_active=Exists(active))
+    Project.objects.filter(pk=project.pk).update(webhooks_active=Exists(active))
+    project.webhooks_active = WebhookEndpoint.objects.filter(project=project, active=True).exists()
 
 
 @transaction.atomic
@@ -87,7 +89,7 @@ def webhook_create(
         description=check_description(description),
         secret=secret_new(),
     )
-    _flag_sync(project.pk)
+    _flag_sync(project)
     return endpoint
 
 
@@ -110,16 +112,16 @@ def webhook_update(
     if active is not None:
         endpoint.active = active
     endpoint.save(update_fields=["url", "events", "description", "active"])
-    _flag_sync(endpoint.project_id)
+    _flag_sync(endpoint.project)
     return endpoint
 
 
 @transaction.atomic
 def webhook_delete(*, endpoint: WebhookEndpoint) -> None:
     """Removes the endpoint, its deliveries and their log."""
-    project_id = endpoint.project_id
+    project = endpoint.project
     endpoint.delete()
-    _flag_sync(project_id)
+    _flag_sync(project)
 
 
 def webhook_secret_rotate(*, endpoint: WebhookEndpoint) -> str:
