@@ -82,11 +82,7 @@ class WebhookListApi(APIView):
         project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
         given = EndpointInput(data=request.data)
         given.is_valid(raise_exception=True)
-        fields = dict(given.validated_data)
-        active = fields.pop("active", True)
-        endpoint = services.webhook_create(project=project, **fields)
-        if not active:
-            services.webhook_update(endpoint=endpoint, active=False)
+        endpoint = services.webhook_create(project=project, **given.validated_data)
         return ApiResponse(CreatedSerializer(endpoint).data, status=status.HTTP_201_CREATED)
 
 

@@ -79,15 +79,21 @@ def _flag_sync(project: Project) -> None:
 
 @transaction.atomic
 def webhook_create(
-    *, project: Project, url: str, events: Iterable[str], description: str = ""
+    *,
+    project: Project,
+    url: str,
+    events: Iterable[str],
+    description: str = "",
+    active: bool = True,
 ) -> WebhookEndpoint:
-    """A new active endpoint with a fresh secret (its caller shows it once)."""
+    """A new endpoint with a fresh secret (its caller shows it once)."""
     endpoint = WebhookEndpoint.objects.create(
         project=project,
         url=check_url(url),
         events=check_events(events),
         description=check_description(description),
         secret=secret_new(),
+        active=active,
     )
     _flag_sync(project)
     return endpoint

@@ -61,9 +61,7 @@ def webhooks(request, slug: str):
     form = WebhookForm(request.POST if request.method == "POST" else None)
     created = None
     if form.is_bound:
-        created = form.apply(
-            lambda active, **fields: services.webhook_create(project=project, **fields)
-        )
+        created = form.apply(lambda **fields: services.webhook_create(project=project, **fields))
         if created is not None:
             form = WebhookForm()
     context = {
