@@ -528,11 +528,13 @@ if ARBITER_AGREEMENT_DEBOUNCE_S < 0:
 # Webhooks (docs/webhooks.md, "Settings"): private targets refused unless allowed; the
 # timeout of a request; the first retry's wait, doubling to its cap; the retry window; the sweep.
 ARBITER_WEBHOOK_ALLOW_PRIVATE = env_bool("ARBITER_WEBHOOK_ALLOW_PRIVATE", False)
-ARBITER_WEBHOOK_TIMEOUT_S = max(1, env_int("ARBITER_WEBHOOK_TIMEOUT_S", 5))
+ARBITER_WEBHOOK_TIMEOUT_S = env_int("ARBITER_WEBHOOK_TIMEOUT_S", 5)
 ARBITER_WEBHOOK_BACKOFF_S = env_int("ARBITER_WEBHOOK_BACKOFF_S", 30)
 ARBITER_WEBHOOK_BACKOFF_MAX_S = env_int("ARBITER_WEBHOOK_BACKOFF_MAX_S", 3600)
 ARBITER_WEBHOOK_RETRY_FOR_S = env_int("ARBITER_WEBHOOK_RETRY_FOR_S", 24 * 3600)
-ARBITER_WEBHOOK_SWEEP_EVERY_S = max(1, env_int("ARBITER_WEBHOOK_SWEEP_EVERY_S", 10))
+ARBITER_WEBHOOK_SWEEP_EVERY_S = env_int("ARBITER_WEBHOOK_SWEEP_EVERY_S", 10)
+if min(ARBITER_WEBHOOK_TIMEOUT_S, ARBITER_WEBHOOK_SWEEP_EVERY_S) < 1:
+    raise ImproperlyConfigured("ARBITER_WEBHOOK_TIMEOUT_S and _SWEEP_EVERY_S must be at least 1")
 CELERY_BEAT_SCHEDULE = {
     name: {
         "task": task,

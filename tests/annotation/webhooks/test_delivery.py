@@ -6,11 +6,12 @@ refused without the operator's setting."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -203,3 +204,29 @@ def test_an_endpoint_gets_only_the_events_it_takes(project, carol, receiver, hoo
     assert len(decided.requests) == 1
     assert escalated.requests == []
     assert json.loads(decided.requests[0].body)["type"] == "pair.decided"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_senders_at_once_send_each_delivery_once(project, carol, receiver, hooked, monkeypatch):
+    # No task after commit (eager in the tests, it would send them all before the senders).
+    monkeypatch.setattr("annotation.core.webhook_events.job_publish", lambda *a, **k: None)
+    target = receiver(hold_s=0.5)
+    for _ in range(3):
+        hooked(target.url)
+    pair_adjudicate(pair=_disputed(project), curator=carol, label="A", note="clear")
+    sent = []
+
+    def sender():
+        try:
+            sent.append(webhook_deliveries_send_due())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sender) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sum(sent) == 3  # the SKIP LOCKED claim split them; none went twice
+    assert len(target.requests) == 3
+    assert WebhookDelivery.objects.filter(status="delivered", attempts=1).count() == 3
