@@ -26,10 +26,11 @@ from rest_framework.authtoken.models import Token
 
 from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.core.media_keys import media_url_key
-from annotation.models import Assignment, ImportJob, ProjectMedia, Release
+from annotation.models import Assignment, ImportJob, ProjectMedia, Release, WebhookEndpoint
 from annotation.pairs.views import BULK_ACTIONS
 from annotation.queue.services import claim as queue_claim
 from annotation.queue.views.curator import ACTIONS
+from annotation.webhooks.services import webhook_test
 from judges.best_of_n.services import best_of_n_run
 from judges.evaluation.services import judge_evaluation_create
 from judges.models import TrainingRun
@@ -189,6 +190,10 @@ class World:
         self.pair = project.pairs.get(external_id="rel-disputed")
         self.media = ProjectMedia.objects.filter(project=project).first().media_id
         self.file_name = "manifest.json"
+        self.webhook = WebhookEndpoint.objects.create(
+            project=project, url="http://127.0.0.1:9/hook", events=["pair.decided"], secret="x"
+        )
+        self.delivery = webhook_test(endpoint=self.webhook)
         self.users = {"curator": carol, "annotator": alice, "researcher": dave}
         self.clients: dict[str, Client] = {}
         self.apis: dict[str, Client] = {}
@@ -211,6 +216,8 @@ class World:
             return [self.project.slug]
         if name == "version":
             return [self.release.version]
+        if (name in ("pk", "webhook_id") and "webhooks" in route) or name == "delivery_id":
+            return [str((self.delivery if name == "delivery_id" else self.webhook).pk)]
         if name in ("pk", "assignment_id") and ("assignments" in route or "annotate" in route):
             return [str(self.assignment.pk)]
         if name in ("pk", "job_id"):
@@ -242,6 +249,8 @@ class World:
             return ["alice"]
         if name == "chart":
             return [spec.name for spec in CHARTS] + list(TABLES)
+        if name == "action" and "webhooks" in route:
+            return ["test", "rotate", "nope"]
         if name == "action" and "/runs/" in route:  # a filter run's old URLs, by id
             return ["cancel", "resume", "nope"]
         if name == "action":
