@@ -121,30 +121,42 @@ class Meter:
     """Adds up what each measured request costs; ``report`` gives the costs per request."""
 
     def __init__(self, redis_url: str) -> None:
+        self.redis_url = redis_url
+        self.totals: dict[str, Counter[str]] = {}
+
+    @staticmethod
+    def backend_cpu() -> tuple[int | None, float]:
+        """This process's PostgreSQL backend and the CPU seconds it has used so far (the
+        connection is reopened after a request where Django's connection age says so)."""
         from django.db import connection
 
-        self.redis_url = redis_url
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            self.backend = psutil.Process(cursor.fetchone()[0])
-        self.totals: dict[str, Counter[str]] = {}
+        if connection.connection is None:
+            return None, 0.0
+        pid = connection.connection.info.backend_pid
+        try:
+            return pid, sum(psutil.Process(pid).cpu_times()[:2])
+        except psutil.NoSuchProcess:
+            return None, 0.0
 
     def measure(self, kind: str, request: Callable[[], int]) -> None:
         """Runs ``request`` (which returns the bytes it was answered) and books its cost."""
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
+        connection.ensure_connection()
         redis_before = redis_commands(self.redis_url)
         bucket_before = Counter(BUCKET_CALLS)
-        backend_before = sum(self.backend.cpu_times()[:2])
+        backend_before = self.backend_cpu()
         with CaptureQueriesContext(connection) as captured:
             started = time.process_time()
             answered = request()
             cpu = time.process_time() - started
+        backend, backend_cpu = self.backend_cpu()
+        if backend == backend_before[0]:
+            backend_cpu -= backend_before[1]
         total = self.totals.setdefault(kind, Counter())
         total["requests"] += 1
         total["web_cpu_us"] += round(cpu * 1e6)
-        backend_cpu = sum(self.backend.cpu_times()[:2]) - backend_before
         total["postgres_cpu_us"] += round(backend_cpu * 1e6)
         total["statements"] += len(captured.captured_queries)
         total["redis_commands"] += redis_commands(self.redis_url) - redis_before
@@ -255,9 +267,10 @@ def fetch_media(meter: Meter, where: str, *, project, media, user, requests: int
         meter.measure(f"media_range_{where}", functools.partial(fetch, asked))
 
 
-def one_run(args, redis_url: str) -> dict[str, dict[str, float]]:
+def one_run(args, redis_url: str, bucket: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Each request kind measured once; ``bucket`` is the bucket's environment."""
     from annotator_load import delete_project
-    from bucket import bucket_environment, use_storage
+    from bucket import use_storage
     from django.core.wsgi import get_wsgi_application
     from media_range import _cleanup
 
@@ -267,15 +280,12 @@ def one_run(args, redis_url: str) -> dict[str, dict[str, float]]:
     finally:
         delete_project(SLUG)
     for where in args.storage or ("local", "s3"):
-        server, environment = bucket_environment() if where == "s3" else (None, {})
-        use_storage(environment)
+        use_storage(bucket if where == "s3" else {})
         try:
             _cleanup()
             measure_media(meter, where, mb=args.mb, requests=args.media_requests)
         finally:
             _cleanup()
-            if server is not None:
-                server.stop()
     return meter.report()
 
 
@@ -304,6 +314,7 @@ def main() -> None:
     parser.add_argument("--storage", choices=("local", "s3"), action="append")
     args = parser.parse_args()
     from annotator_load import setup_django
+    from bucket import bucket_environment
     from release_speed import scratch_roots
     from vote_profile import production_environment
 
@@ -316,14 +327,17 @@ def main() -> None:
 
         call_command("migrate", verbosity=0)
         count_bucket_calls()
+        server, bucket = bucket_environment() if "s3" in (args.storage or ["s3"]) else (None, {})
         try:
             runs = []
             for number in range(args.runs):
-                runs.append(one_run(args, redis_url))
+                runs.append(one_run(args, redis_url, bucket))
                 print(json.dumps({"run": number + 1, **runs[-1]}), flush=True)
             for line in summarise(runs):
                 print(json.dumps(line), flush=True)
         finally:
+            if server is not None:
+                server.stop()
             shutil.rmtree(scratch, ignore_errors=True)
 
 
