@@ -267,6 +267,33 @@ def fetch_media(meter: Meter, where: str, *, project, media, user, requests: int
         meter.measure(f"media_range_{where}", functools.partial(fetch, asked))
 
 
+def measure_broker(meter: Meter, redis_url: str, *, messages: int) -> None:
+    """A filter run's batch messages, as ``judges.runs.services`` queues them (50 pairs in
+    both orders a batch), sent to a queue no worker reads: the commands and CPU a message
+    costs, and the memory it holds in Redis while it waits (``MEMORY USAGE`` of the queue)."""
+    from django.conf import settings
+
+    from annotation.core.jobs import job_publish
+    from judges.runs.services import BATCH_TASK, ORDERS
+
+    queue = "unit-costs-unread"
+    size = 2 * settings.ARBITER_JUDGE_BATCH_PAIRS
+    items = [[1_000_000 + i // 2, ORDERS[i % 2]] for i in range(size)]
+    client = redis_client(redis_url)
+    client.delete(queue)
+
+    def publish(attempt: int) -> int:
+        kwargs = {"run_id": 1, "judge_id": 1, "items": items, "attempt": attempt}
+        job_publish(BATCH_TASK, kwargs=kwargs, queue=queue, after_commit=False)
+        return 0
+
+    for attempt in range(messages):
+        meter.measure("judge_batch_message", functools.partial(publish, attempt + 1))
+    held = client.memory_usage(queue, samples=0) or 0
+    meter.totals["judge_batch_message"]["redis_bytes_held"] += round(held)
+    client.delete(queue)
+
+
 def one_run(args, redis_url: str, bucket: dict[str, str]) -> dict[str, dict[str, float]]:
     """Each request kind measured once; ``bucket`` is the bucket's environment."""
     from annotator_load import delete_project
@@ -279,6 +306,7 @@ def one_run(args, redis_url: str, bucket: dict[str, str]) -> dict[str, dict[str,
         measure_queue(meter, get_wsgi_application(), votes=args.votes)
     finally:
         delete_project(SLUG)
+    measure_broker(meter, redis_url, messages=args.messages)
     for where in args.storage or ("local", "s3"):
         use_storage(bucket if where == "s3" else {})
         try:
@@ -310,6 +338,7 @@ def main() -> None:
     parser.add_argument(
         "--media-requests", type=int, default=20, help="whole-file fetches (4 times as many ranges)"
     )
+    parser.add_argument("--messages", type=int, default=200, help="filter-run batches queued")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--storage", choices=("local", "s3"), action="append")
     args = parser.parse_args()
