@@ -1,5 +1,6 @@
 """What one request costs each component (docs/scaling.md): a claim, a vote, a vote with next,
-and a media request (the whole file, and a 1 MiB Range) from local disk and from a bucket.
+a media request (the whole file, and a 1 MiB Range) from local disk and from a bucket, and a
+filter run's batch message on the broker (its CPU, its commands, the Redis memory it holds).
 
 In this process, through the WSGI application as gunicorn calls it (production settings,
 token authentication for the API, a logged-in session for media), with a private Redis as
