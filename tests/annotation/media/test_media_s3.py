@@ -251,3 +251,24 @@ def test_a_celery_worker_imports_an_archive_into_the_bucket(
     for name in names:
         assert storage.exists("media", name)
     assert _all_files(Path(settings.MEDIA_ROOT)) == []
+
+
+def test_an_outdated_served_copy_is_rebuilt_from_the_bucket(
+    imported, project, client_for, carol, settings, tmp_path
+):
+    """An image imported before served copies were rebuilt gets its copy on the first request:
+    the original read from the bucket into a temporary copy, the rebuilt PNG written back."""
+    from annotation.core.media_keys import media_path
+
+    jpeg = hashlib.sha256((tmp_path / "source" / "b.jpg").read_bytes()).hexdigest()
+    image = Media.objects.get(sha256=jpeg)  # its served copy is a PNG: another object
+    served = image.served_relative_path
+    storage.delete("media", served)
+    Media.objects.filter(pk=image.pk).update(served_sha256=None, strip_result=None)
+    response = client_for(carol).get(media_path(slug=project.slug, sha256=image.sha256))
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content)
+    image.refresh_from_db()
+    assert image.strip_result == Media.StripResult.REBUILT
+    assert storage.read_bytes("media", image.served_relative_path) == body
+    assert _all_files(Path(settings.MEDIA_ROOT)) == []
