@@ -120,7 +120,8 @@ def execute_prepared(cursor, name: str, sql: str, params: list | dict) -> None:
         if count != len(params):
             raise ValueError(f"{name}: {count} placeholders for {len(params)} parameters")
     if plans == "functions":
-        _execute_function(cursor, name, text, values)
+        if not _execute_function(cursor, name, text, values):
+            cursor.execute(sql, params)  # till its function is made
         return
     prepared = _PREPARED.setdefault(connection.connection, set())
     if name not in prepared:
@@ -129,13 +130,17 @@ def execute_prepared(cursor, name: str, sql: str, params: list | dict) -> None:
     cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(values))})", values)
 
 
-def _execute_function(cursor, name: str, text: str, values: list) -> None:
+def _execute_function(cursor, name: str, text: str, values: list) -> bool:
+    """Runs ``text`` by its function; False (nothing run) while it is not made yet."""
     function = statement_function(name, text)
+    if function is None:
+        return False
     try:
         cursor.execute(function.call, values)
     except ProgrammingError as error:
         forget_if_missing(error, name, text)
         raise
+    return True
 
 
 class ModelColumns:

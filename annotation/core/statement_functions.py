@@ -10,20 +10,28 @@ not on every call. Each function's body is exactly the statement (``RETURN QUERY
 the statement's plus a hash of its text (``arbiter_take_1a2b3c4d``), its parameter and result
 types PostgreSQL's own, read by preparing the statement once and describing it.
 
-A process creates the functions it needs the first time it runs each statement, on a
-connection of its own in a transaction of its own (so a caller's rollback cannot take the
-function with it), under a transaction-level advisory lock (so two processes starting at once
-do not race), and drops the other versions of the same statement there: the first process of
-a new release replaces the previous release's functions. The database role needs ``CREATE``
-on the schema (docs/database.md, "Behind PgBouncer")."""
+A process makes the functions it needs the first time it runs each statement: at once when
+no transaction is open, else after the caller's transaction commits (``on_commit``; till then
+the statement runs as it is). Either way in a transaction of its own on the same connection,
+never while holding a server connection for another one (behind the pooler, waiting for a
+second server connection while holding one can wait forever), and never inside a request's
+transaction (whose rollback would take the function with it). A transaction-level advisory
+lock keeps two processes starting together from racing; the other versions of the same
+statement's function are dropped there, so the first process of a new release replaces the
+previous release's. The database role needs ``CREATE`` on the schema; without it the
+statements run unplanned, with a warning (docs/database.md, "Behind PgBouncer")."""
 
 from __future__ import annotations
 
 import hashlib
-import threading
+import logging
 from dataclasses import dataclass
+from functools import partial
 
-from django.db import connection
+import psycopg
+from django.db import DatabaseError, connection, transaction
+
+logger = logging.getLogger(__name__)
 
 _LOCK_KEY = "arbiter statement functions"
 # The function's body: dollar-quoted with a tag no statement contains.
@@ -40,8 +48,9 @@ class StatementFunction:
     call: str
 
 
-_KNOWN: dict[tuple[str, str], StatementFunction] = {}
-_CREATING = threading.Lock()
+# Per statement (its name and PostgreSQL's text): its function, or None where it could not be
+# made (the statement then runs as it is).
+_KNOWN: dict[tuple[str, str], StatementFunction | None] = {}
 
 
 def function_name(name: str, text: str, types: list[str]) -> str:
@@ -51,40 +60,54 @@ def function_name(name: str, text: str, types: list[str]) -> str:
     return f"{name}_{digest[:8]}"
 
 
-def statement_function(name: str, text: str) -> StatementFunction:
-    """The function that runs ``text`` (``$1, $2...`` parameters), created in the database if
-    this process has not seen it there yet."""
-    known = _KNOWN.get((name, text))
-    if known is None:
-        with _CREATING:
-            known = _KNOWN.get((name, text)) or _created(name, text)
-            _KNOWN[(name, text)] = known
-    return known
+def statement_function(name: str, text: str) -> StatementFunction | None:
+    """The function that runs ``text`` (``$1, $2...`` parameters), or None while it is not
+    made yet (inside a transaction: made after it commits) or cannot be."""
+    key = (name, text)
+    if key in _KNOWN:
+        return _KNOWN[key]
+    if connection.in_atomic_block:
+        transaction.on_commit(partial(_make, name, text))
+        return None
+    _make(name, text)
+    return _KNOWN[key]
 
 
 def forget_if_missing(error: Exception, name: str, text: str) -> None:
     """Forgets the function when ``error`` says it does not exist (the database was
-    recreated, or another release dropped it), so that the next call creates it again."""
+    recreated, or another release dropped it), so that the next call makes it again."""
     if getattr(error.__cause__, "sqlstate", None) == _UNDEFINED_FUNCTION:
         _KNOWN.pop((name, text), None)
 
 
-def _created(name: str, text: str) -> StatementFunction:
-    """The function for ``text``, created (with the other versions of ``name`` dropped) if
-    the database does not have it, on a connection of its own, committed before it returns."""
-    own = connection.copy()
+def _make(name: str, text: str) -> None:
+    """Makes the function for ``text`` if this process has not, in a transaction of its own;
+    one that cannot be made is remembered as such, with a warning."""
+    key = (name, text)
+    if key in _KNOWN:
+        return
     try:
-        with own.cursor() as cursor:
-            cursor.execute("BEGIN")
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [_LOCK_KEY])
-            found = _described(own, cursor, name, text)
-            if not found.exists:
-                cursor.execute(found.create_sql(text))
-                for stale in found.stale:
-                    cursor.execute(f"DROP FUNCTION IF EXISTS {stale}")
-            cursor.execute("COMMIT")
-    finally:
-        own.close()
+        _KNOWN[key] = _created(name, text)
+    except DatabaseError as error:
+        logger.warning(
+            "The statement %s runs unplanned: its function could not be made (%s); the "
+            "database role needs CREATE on its schema (docs/database.md)",
+            name,
+            str(error).strip(),
+        )
+        _KNOWN[key] = None
+
+
+def _created(name: str, text: str) -> StatementFunction:
+    """The function for ``text``, created (with the other versions of ``name``'s dropped) if
+    the database does not have it, committed before it returns."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [_LOCK_KEY])
+        found = _described(cursor, name, text)
+        if not found.exists:
+            cursor.execute(found.create_sql(text))
+            for stale in found.stale:
+                cursor.execute(f"DROP FUNCTION IF EXISTS {stale}")
     return found.function
 
 
@@ -107,16 +130,27 @@ class _Described:
         )
 
 
-def _described(own, cursor, name: str, text: str) -> _Described:
+def _types(name: str, text: str) -> tuple[list[int], list[int]]:
+    """The type oids of ``text``'s parameters and result columns, as PostgreSQL gives them
+    when it prepares the statement (the unnamed one, at the protocol level: nothing is left
+    on the server connection)."""
+    pgconn = connection.connection.pgconn
+    for answer in (pgconn.prepare(b"", text.encode()), pgconn.describe_prepared(b"")):
+        if answer.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            message = (answer.error_message or b"").decode(errors="replace").strip()
+            raise DatabaseError(f"{name}: {message}")
+    return (
+        [answer.param_type(at) for at in range(answer.nparams)],
+        [answer.ftype(at) for at in range(answer.nfields)],
+    )
+
+
+def _described(cursor, name: str, text: str) -> _Described:
     """``text``'s parameter and result types, as PostgreSQL prepares it, and whether its
     function exists; the other versions of ``name``'s function."""
     if _QUOTE in text:
         raise ValueError(f"{name}: the statement contains {_QUOTE}")
-    cursor.execute(f"PREPARE arbiter_describe AS {text}")
-    described = own.connection.pgconn.describe_prepared(b"arbiter_describe")
-    cursor.execute("DEALLOCATE arbiter_describe")
-    oids = [described.param_type(at) for at in range(described.nparams)]
-    result_oids = [described.ftype(at) for at in range(described.nfields)]
+    oids, result_oids = _types(name, text)
     if not result_oids:
         raise ValueError(f"{name}: a statement kept as a function returns rows (RETURNING)")
     cursor.execute(

@@ -57,7 +57,25 @@ def test_the_function_answers_what_the_statement_answers_with_postgresqls_types(
         assert cursor.fetchone() == ("TABLE(c1 bigint, c2 text, c3 boolean)",)
 
 
-def test_the_function_outlives_the_callers_rolled_back_transaction():
+def test_inside_a_transaction_the_statement_runs_as_it_is_till_it_commits():
+    with transaction.atomic():
+        assert _run() == [(42, "x%", True)]
+        assert _versions("arbiter_test_sum") == []
+    # Made after the commit, in a transaction of its own.
+    assert len(_versions("arbiter_test_sum")) == 1
+    # Another connection finds it in the catalog: nothing about it lives in a session.
+    function = statement_functions._KNOWN[("arbiter_test_sum", dollar_placeholders(SQL)[0])]
+    assert function is not None
+    other = connection.copy()
+    try:
+        with other.cursor() as cursor:
+            cursor.execute(function.call, PARAMS)
+            assert cursor.fetchall() == [(42, "x%", True)]
+    finally:
+        other.close()
+
+
+def test_a_transaction_that_rolls_back_makes_no_function():
     def run_then_fail():
         with transaction.atomic():
             assert _run() == [(42, "x%", True)]
@@ -65,16 +83,28 @@ def test_the_function_outlives_the_callers_rolled_back_transaction():
 
     with pytest.raises(RuntimeError):
         run_then_fail()
+    assert _versions("arbiter_test_sum") == []
+    assert _run() == [(42, "x%", True)]
     assert len(_versions("arbiter_test_sum")) == 1
-    # Another connection finds it in the catalog: nothing about it lives in a session.
-    other = connection.copy()
+
+
+def test_without_create_on_the_schema_the_statement_runs_unplanned_with_a_warning(caplog):
+    with connection.cursor() as cursor:
+        cursor.execute("DROP ROLE IF EXISTS arbiter_test_no_create")
+        cursor.execute("CREATE ROLE arbiter_test_no_create")
+        cursor.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        cursor.execute("SET ROLE arbiter_test_no_create")
     try:
-        with other.cursor() as cursor:
-            function = statement_functions._KNOWN[("arbiter_test_sum", dollar_placeholders(SQL)[0])]
-            cursor.execute(function.call, PARAMS)
-            assert cursor.fetchall() == [(42, "x%", True)]
+        assert _run() == [(42, "x%", True)]
+        assert _run() == [(42, "x%", True)]
     finally:
-        other.close()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET ROLE")
+            cursor.execute("DROP ROLE arbiter_test_no_create")
+    assert _versions("arbiter_test_sum") == []
+    (warning,) = [r.getMessage() for r in caplog.records if r.name.endswith("functions")]
+    assert "arbiter_test_sum runs unplanned" in warning
+    assert "permission denied for schema public" in warning
 
 
 def test_a_new_version_of_a_statement_replaces_the_old_function():
