@@ -64,6 +64,7 @@ def run_leg(args, leg: str) -> dict:
             connections["default"].settings_dict, pool_size=args.pool_size
         ).start()
         env["DATABASE_URL"] = bouncer.url
+        assert bouncer.process is not None  # started
         others["PgBouncer"] = bouncer.process.pid
         print(f"PgBouncer: transaction mode, {args.pool_size} server connections")
     try:
