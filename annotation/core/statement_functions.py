@@ -51,6 +51,9 @@ class StatementFunction:
 # Per statement (its name and PostgreSQL's text): its function, or None where it could not be
 # made (the statement then runs as it is).
 _KNOWN: dict[tuple[str, str], StatementFunction | None] = {}
+# Statements whose function was dropped under this process: made again, it drops no other
+# version (the one dropping it was a newer release's, which must not be dropped in turn).
+_DROPPED_UNDER_US: set[tuple[str, str]] = set()
 
 
 def function_name(name: str, text: str, types: list[str]) -> str:
@@ -78,6 +81,7 @@ def forget_if_missing(error: Exception, name: str, text: str) -> None:
     recreated, or another release dropped it), so that the next call makes it again."""
     if getattr(error.__cause__, "sqlstate", None) == _UNDEFINED_FUNCTION:
         _KNOWN.pop((name, text), None)
+        _DROPPED_UNDER_US.add((name, text))
 
 
 def _make(name: str, text: str) -> None:
@@ -87,7 +91,7 @@ def _make(name: str, text: str) -> None:
     if key in _KNOWN:
         return
     try:
-        _KNOWN[key] = _created(name, text)
+        _KNOWN[key] = _created(name, text, drop_stale=key not in _DROPPED_UNDER_US)
     except DatabaseError as error:
         logger.warning(
             "The statement %s runs unplanned: its function could not be made (%s); the "
@@ -98,15 +102,15 @@ def _make(name: str, text: str) -> None:
         _KNOWN[key] = None
 
 
-def _created(name: str, text: str) -> StatementFunction:
-    """The function for ``text``, created (with the other versions of ``name``'s dropped) if
-    the database does not have it, committed before it returns."""
+def _created(name: str, text: str, *, drop_stale: bool = True) -> StatementFunction:
+    """The function for ``text``, created (with the other versions of ``name``'s dropped,
+    where ``drop_stale``) if the database does not have it, committed before it returns."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [_LOCK_KEY])
         found = _described(cursor, name, text)
         if not found.exists:
             cursor.execute(found.create_sql(text))
-            for stale in found.stale:
+            for stale in found.stale if drop_stale else []:
                 cursor.execute(f"DROP FUNCTION IF EXISTS {stale}")
     return found.function
 

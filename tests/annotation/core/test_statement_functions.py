@@ -21,8 +21,10 @@ PARAMS: list[int | str] = [21, "x", "2020-01-01T00:00:00+00:00"]
 def _functions(settings):
     settings.ARBITER_STATEMENT_PLANS = "functions"
     statement_functions._KNOWN.clear()
+    statement_functions._DROPPED_UNDER_US.clear()
     yield
     statement_functions._KNOWN.clear()
+    statement_functions._DROPPED_UNDER_US.clear()
     with connection.cursor() as cursor:
         for stale in _versions("arbiter_test_sum"):
             cursor.execute(f"DROP FUNCTION {stale}")
@@ -124,6 +126,23 @@ def test_a_function_dropped_under_a_process_fails_one_call_and_is_made_again():
         _run()
     assert _run() == [(42, "x%", True)]
     assert _versions("arbiter_test_sum") == [made]
+
+
+def test_a_process_of_the_previous_release_does_not_drop_the_new_releases_function():
+    old_sql = SQL.replace("* 2", "* 3")
+    assert _run(old_sql) == [(63, "x%", True)]
+    (old,) = _versions("arbiter_test_sum")
+    # A process of the new release makes its version and drops the old one...
+    new = statement_functions._created("arbiter_test_sum", dollar_placeholders(SQL)[0]).name
+    assert [signature.split("(")[0] for signature in _versions("arbiter_test_sum")] == [new]
+    # ...under this process, which fails once, then makes its own again beside the new one.
+    with pytest.raises(ProgrammingError, match="does not exist"):
+        _run(old_sql)
+    assert _run(old_sql) == [(63, "x%", True)]
+    versions = _versions("arbiter_test_sum")
+    assert len(versions) == 2
+    assert old in versions
+    assert any(version.startswith(f"{new}(") for version in versions)
 
 
 def test_processes_starting_at_once_make_the_function_once():
