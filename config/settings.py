@@ -466,6 +466,11 @@ ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
 # kept as a PL/pgSQL function whose plan PostgreSQL caches per server connection, the only way
 # behind PgBouncer in transaction mode, whose server connections change under a client between
 # transactions; `none`, planned on every call.
+if "ARBITER_PREPARED_STATEMENTS" in os.environ:
+    raise ImproperlyConfigured(
+        "ARBITER_PREPARED_STATEMENTS is now ARBITER_STATEMENT_PLANS: prepare (was true), "
+        "none (was false), or functions (behind PgBouncer in transaction mode)"
+    )
 ARBITER_STATEMENT_PLANS = env_choice(
     "ARBITER_STATEMENT_PLANS",
     "functions" if ARBITER_DB_POOLER == "transaction" else "prepare",

@@ -219,6 +219,7 @@ def test_the_import_lock_stays_with_its_holder_behind_pgbouncer_and_goes_with_a_
             "ARBITER_STATEMENT_PLANS=prepare with ARBITER_DB_POOLER=transaction",
         ),
         ({"ARBITER_DB_POOLER": "session"}, "ARBITER_DB_POOLER='session': use one of"),
+        ({"ARBITER_PREPARED_STATEMENTS": "false"}, "is now ARBITER_STATEMENT_PLANS: prepare"),
         (
             {
                 "ARBITER_DB_POOLER": "transaction",
