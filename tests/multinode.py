@@ -73,9 +73,15 @@ def node_env(root: Path) -> dict[str, str]:
     """A node's own empty local folders under ``root``."""
     env = {name: str(root / folder) for name, folder in WORK_FOLDERS.items()}
     for path in env.values():
-        Path(path).mkdir(parents=True)
+        Path(path).mkdir(parents=True, exist_ok=True)
     env["PROMETHEUS_MULTIPROC_DIR"] = str(root / METRICS_FOLDER)
     return env
+
+
+def oldest_leftover_age_s(root: Path) -> float:
+    """How long ago the newest thing in the node's work folders was last touched."""
+    ages = [time.time() - (root / name).lstat().st_mtime for name in files_left(root)]
+    return min(ages, default=float("inf"))
 
 
 def files_left(root: Path) -> list[str]:
