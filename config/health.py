@@ -9,10 +9,8 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from django.conf import settings
-from django.core.files.storage import FileSystemStorage, storages
 from django.db import connections
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
@@ -41,20 +39,20 @@ def check_broker() -> None:
 
 
 def check_storage() -> None:
-    """Every file storage but the static files': a local folder must be there (made when
-    missing, as the first write would) and writable; another kind is asked whether a key
-    exists, one request to its server."""
-    for alias in settings.STORAGES:
-        if alias == "staticfiles":
-            continue
-        storage = storages[alias]
-        if isinstance(storage, FileSystemStorage):
-            location = Path(storage.location)
-            location.mkdir(parents=True, exist_ok=True)
-            if not os.access(location, os.W_OK | os.X_OK):
-                raise PermissionError(alias)
-        else:
-            storage.exists("readyz")
+    """Where Arbiter writes its files (annotation/core/storage.py): on local disk each area's
+    folder must be there (made when missing, as the first write would) and writable; in a
+    bucket, one request asks whether a key exists (a missing key is an answer; an unreachable
+    server or a refused credential is not)."""
+    from annotation.core import storage
+
+    if storage.is_s3():
+        storage.exists("media", "readyz")
+        return
+    for area in storage.AREAS:
+        location = storage.local_root(area)
+        location.mkdir(parents=True, exist_ok=True)
+        if not os.access(location, os.W_OK | os.X_OK):
+            raise PermissionError(area)
 
 
 CHECKS: dict[str, Callable[[], None]] = {

@@ -84,13 +84,23 @@ def test_readyz_names_the_database_on_a_closed_port(client, db, database_down):
 
 def test_readyz_names_a_storage_folder_that_cannot_be_made(client, db, settings, tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "default": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path / "a-file" / "media")},
-        },
-    }
+    settings.MEDIA_ROOT = tmp_path / "a-file" / "media"
+    response = client.get(reverse("readyz"))
+    assert response.status_code == 503
+    assert response.json()["down"] == ["storage"]
+
+
+def test_readyz_asks_the_bucket_when_files_live_in_one(client, db, s3_storage):
+    response = client.get(reverse("readyz"))
+    assert (response.status_code, response.json()["storage"]) == (200, "ok")
+
+
+def test_readyz_names_a_bucket_that_does_not_answer(client, db, s3_storage, settings):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    settings.ARBITER_S3_ENDPOINT_URL = f"http://127.0.0.1:{port}"
     response = client.get(reverse("readyz"))
     assert response.status_code == 503
     assert response.json()["down"] == ["storage"]

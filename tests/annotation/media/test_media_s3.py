@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -97,6 +98,7 @@ def test_members_get_ranges_from_the_bucket_and_outsiders_404(
                 continue
             url = part["url"]
             media = Media.objects.get(kind="video")
+            assert media.served_sha256 is not None
             whole = storage.read_bytes("media", media.served_relative_path)
             response = api.get(url, headers={"Range": "bytes=100-1099"})
             assert response.status_code == 206
@@ -149,6 +151,7 @@ def test_nginx_is_handed_the_object_key_which_names_no_hash(
 
     settings.ARBITER_MEDIA_ACCEL = "nginx"
     media = Media.objects.get(kind="video")
+    assert media.served_sha256 is not None
     response = client_for(carol).get(media_path(slug=project.slug, sha256=media.sha256))
     assert response.status_code == 200
     key = storage.bucket_key("media", media.served_relative_path)
@@ -183,3 +186,89 @@ def test_a_range_is_one_ranged_get_object_and_a_head_gets_no_body(
             assert calls == [("GetObject", "bytes=10-19")]
     finally:
         events.unregister("before-call.s3", unique_id="test-record")
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_celery_worker_imports_an_archive_into_the_bucket(
+    celery_worker_process, s3_storage, settings, tmp_path
+):
+    """A real worker, told of the bucket by its environment as a deployment tells it, imports
+    an archive's media into the bucket; the upload is gone afterwards and no media file is
+    left on the local disk."""
+    import io
+    import time
+    import zipfile
+
+    from annotation.imports.services import import_job_submit
+    from annotation.models import ImportJob, Project, Role
+    from tests.annotation.imports.conftest import upload
+    from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+    from tests.s3_server import CREDENTIALS
+
+    project = cast(Project, ProjectFactory(slug="bucket-import"))
+    curator = UserFactory(username="curator-bucket")
+    MembershipFactory(project=project, user=curator, role=Role.CURATOR)
+    celery_worker_process(
+        queues="default",
+        concurrency=1,
+        extra_env={
+            "ARBITER_STORAGE": "s3",
+            "ARBITER_S3_BUCKET": s3_storage.bucket,
+            "ARBITER_S3_ENDPOINT_URL": s3_storage.server.url,
+            "ARBITER_S3_PREFIX": s3_storage.prefix,
+            **CREDENTIALS,
+        },
+    )
+    audio_write(tmp_path / "a.wav", seconds=0.3)
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr("a.png", image_bytes((1, 2, 3), size=(20, 20)))
+        bundle.writestr("b.png", image_bytes((3, 2, 1), size=(20, 20)))
+        bundle.write(tmp_path / "a.wav", "a.wav")
+    image_pair = text_pair("i1", task="t2i")
+    image_pair["response_a"]["response_content"] = [["image", "a.png"]]
+    image_pair["response_b"]["response_content"] = [["image", "b.png"]]
+    audio_pair = text_pair("a1", task="t2a")
+    audio_pair["response_a"]["response_content"] = [["audio", "a.wav"]]
+    audio_pair["response_b"]["response_content"] = [["audio", "a.wav"]]
+    lines = "".join(json.dumps(pair) + "\n" for pair in (image_pair, audio_pair)).encode()
+    job = import_job_submit(
+        project=project,
+        user=curator,
+        upload=upload("pairs.jsonl", lines),
+        archive=upload("media.zip", archive.getvalue()),
+        in_background=True,
+    )
+    deadline = time.monotonic() + 120
+    while not job.finished and time.monotonic() < deadline:
+        time.sleep(0.25)
+        job.refresh_from_db()
+    assert job.status == ImportJob.Status.SUCCEEDED, job.errors
+    names = {media.relative_path for media in Media.objects.all()}
+    names |= {media.served_relative_path for media in Media.objects.all()}
+    assert len(s3_storage.keys("media")) == len(names) >= 4
+    for name in names:
+        assert storage.exists("media", name)
+    assert _all_files(Path(settings.MEDIA_ROOT)) == []
+
+
+def test_an_outdated_served_copy_is_rebuilt_from_the_bucket(
+    imported, project, client_for, carol, settings, tmp_path
+):
+    """An image imported before served copies were rebuilt gets its copy on the first request:
+    the original read from the bucket into a temporary copy, the rebuilt PNG written back."""
+    from annotation.core.media_keys import media_path
+
+    jpeg = hashlib.sha256((tmp_path / "source" / "b.jpg").read_bytes()).hexdigest()
+    image = Media.objects.get(sha256=jpeg)  # its served copy is a PNG: another object
+    served = image.served_relative_path
+    storage.delete("media", served)
+    Media.objects.filter(pk=image.pk).update(served_sha256=None, strip_result=None)
+    response = client_for(carol).get(media_path(slug=project.slug, sha256=image.sha256))
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content)
+    image.refresh_from_db()
+    assert image.strip_result == Media.StripResult.REBUILT
+    assert storage.read_bytes("media", image.served_relative_path) == body
+    assert _all_files(Path(settings.MEDIA_ROOT)) == []

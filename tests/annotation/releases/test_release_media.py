@@ -513,3 +513,17 @@ def test_the_release_opens_with_only_datasets_and_pyav(project, dave, tmp_path, 
     snippet = _card_snippet(release.card).replace("<this folder>", folder)
     printed = _run_reader(reader_python, snippet + "\nprint(len(frames))\n", home=home)
     assert int(printed) > 0
+
+
+def test_a_release_built_from_the_bucket_has_the_same_bytes(request, project, dave, released):
+    """The media moved to the bucket (``migrate_storage``), the build reads them from there
+    and gives the release built from the local disk, byte for byte."""
+    from django.core.management import call_command
+
+    s3 = request.getfixturevalue("s3_storage")
+    call_command("migrate_storage", "--area", "media", stdout=io.StringIO())
+    assert s3.keys("media")
+    shutil.rmtree(settings.MEDIA_ROOT)  # nothing left to read on disk
+    again = _build(project, dave, "2.0.0")
+    assert again.manifest_sha256 == released.manifest_sha256
+    assert again.archive_sha256 == released.archive_sha256
