@@ -58,7 +58,7 @@ pytestmark = [
 ]
 
 SLUG = "multinode"
-POOL_SIZE = 4  # against 2 nodes x 2 gunicorn workers and 2 workers x (2 + 1) processes
+POOL_SIZE = 4  # for 2 nodes x 2 gunicorn workers, 2 workers x 2 pool processes, and more
 JOB_S = 60
 # The workers' scratch sweep leaves what is younger (annotation/core/scratch.py).
 LONGEST_JOB_S = TIME_LIMIT_S + KILL_AFTER_S
