@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from annotation.models import Invitation, Membership, Role
 from annotation.projects.invitations import invitation_create
+from config.queues import MAIL
 from tests.conftest import PASSWORD
 
 BASE_URL = "https://arbiter.example.org"
@@ -279,3 +280,23 @@ def test_the_link_stays_out_of_the_task_log(
     assert "annotation.mail_send" in caplog.text
     assert invitation.key not in caplog.text
     assert link.split("/")[2] not in caplog.text
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_on_the_mail_queue_sends_the_invitation(
+    celery_worker_process, client, carol, project, smtp_server
+):
+    celery_worker_process(
+        queues=MAIL,
+        concurrency=1,
+        extra_env={"ARBITER_EMAIL_URL": smtp_server.url, "ARBITER_BASE_URL": BASE_URL},
+    )
+    client.force_login(carol)
+    response = client.post(
+        reverse("project-invite", args=[project.slug]),
+        {"email": "queued@example.org", "role": "annotator"},
+    )
+    assert response.status_code == 302
+    message = smtp_server.wait_for("queued@example.org")
+    assert Client().get(link_in(message)).status_code == 200
