@@ -6,7 +6,6 @@ worker has no request to take it from). Unset, mail is printed by the console ba
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
@@ -74,11 +73,11 @@ class MailSettings(NamedTuple):
     base_url: str  # ARBITER_BASE_URL
 
 
-def mail_settings(environ: Mapping[str, str], *, production: bool) -> MailSettings:
-    """Every mail setting, read from ``environ``. In production a configured mail server
-    without ``ARBITER_BASE_URL`` is refused: its links would point nowhere."""
-    url = environ.get("ARBITER_EMAIL_URL", "").strip()
-    base_url = environ.get("ARBITER_BASE_URL", "").strip()
+def mail_settings(*, url: str, sender: str, base_url: str, production: bool) -> MailSettings:
+    """Every mail setting from the values of ``ARBITER_EMAIL_URL``, ``ARBITER_EMAIL_FROM`` and
+    ``ARBITER_BASE_URL`` (empty when unset). In production a configured mail server without
+    ``ARBITER_BASE_URL`` is refused: its links would point nowhere."""
+    url, base_url = url.strip(), base_url.strip()
     if production and url and not base_url:
         raise ImproperlyConfigured(
             "ARBITER_EMAIL_URL is set but ARBITER_BASE_URL is not: links in mail need the "
@@ -86,6 +85,6 @@ def mail_settings(environ: Mapping[str, str], *, production: bool) -> MailSettin
         )
     return MailSettings(
         email=smtp_settings(url) if url else {"EMAIL_BACKEND": CONSOLE_BACKEND},
-        sender=environ.get("ARBITER_EMAIL_FROM", "").strip() or DEFAULT_FROM,
+        sender=sender.strip() or DEFAULT_FROM,
         base_url=base_url_checked(base_url) if base_url else DEVELOPMENT_BASE_URL,
     )

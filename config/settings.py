@@ -414,7 +414,12 @@ if ARBITER_PROJECT_CREATORS not in {"curators", "operators"}:
 
 # Mail (config/mail.py, docs/operations.md "Mail"): SMTP from ARBITER_EMAIL_URL, sent by the
 # `mail` queue's worker; an invitation's link works for ARBITER_INVITATION_DAYS days, once.
-_mail = mail_settings(os.environ, production=PRODUCTION)
+_mail = mail_settings(
+    url=env_str("ARBITER_EMAIL_URL", ""),
+    sender=env_str("ARBITER_EMAIL_FROM", ""),
+    base_url=env_str("ARBITER_BASE_URL", ""),
+    production=PRODUCTION,
+)
 globals().update(_mail.email)
 DEFAULT_FROM_EMAIL: str = _mail.sender
 ARBITER_BASE_URL: str = _mail.base_url

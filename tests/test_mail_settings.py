@@ -7,7 +7,18 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from config.mail import CONSOLE_BACKEND, SMTP_BACKEND, mail_settings
+from config.mail import CONSOLE_BACKEND, SMTP_BACKEND
+from config.mail import mail_settings as read_settings
+
+
+def mail_settings(environ: dict[str, str], *, production: bool):
+    """The settings the environment ``environ`` gives."""
+    return read_settings(
+        url=environ.get("ARBITER_EMAIL_URL", ""),
+        sender=environ.get("ARBITER_EMAIL_FROM", ""),
+        base_url=environ.get("ARBITER_BASE_URL", ""),
+        production=production,
+    )
 
 
 def test_unset_mail_is_printed_by_the_console_backend():
