@@ -52,9 +52,13 @@ def invitation_for_token(token: str) -> Invitation | None:
 
 
 def invitation_account(invitation: Invitation) -> User | None:
-    """The account that already has the invited email, if exactly one does."""
-    matches = list(get_user_model().objects.filter(email__iexact=invitation.email)[:2])
-    return matches[0] if len(matches) == 1 else None
+    """The account that accepting would take: the one that already has the invited email, if
+    exactly one does, else one whose username is the email (the name a new account gets)."""
+    users = get_user_model().objects
+    matches = list(users.filter(email__iexact=invitation.email)[:2])
+    if matches:
+        return matches[0] if len(matches) == 1 else None
+    return users.filter(username=invitation.email).first()
 
 
 def _check_invite(*, project: Project, email: str, role: str) -> str:

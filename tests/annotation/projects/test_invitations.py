@@ -19,6 +19,7 @@ from annotation.models import Invitation, Membership, Role
 from annotation.projects.invitations import invitation_create
 from config.queues import MAIL
 from tests.conftest import PASSWORD
+from tests.factories import UserFactory
 
 BASE_URL = "https://arbiter.example.org"
 NEW_PASSWORD = "a fresh and long passphrase"
@@ -176,6 +177,23 @@ def test_an_existing_account_signs_in_and_accepts(
     accepted = visitor.post(link)
     assert accepted.status_code == 302
     assert Membership.objects.get(project=project, user=eve).role == Role.ANNOTATOR
+
+
+def test_an_account_named_after_the_address_keeps_its_password(
+    carol, project, smtp_server, django_capture_on_commit_callbacks
+):
+    named = UserFactory(username="named@example.org", email="")
+    with django_capture_on_commit_callbacks(execute=True):
+        invitation_create(
+            project=project, email="named@example.org", role=Role.ANNOTATOR, invited_by=carol
+        )
+    link = link_in(smtp_server.wait_for("named@example.org"))
+    visitor = Client()
+    assert "sign in as named@example.org" in text_of(visitor.get(link))
+    visitor.post(link, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+    named.refresh_from_db()
+    assert named.check_password(PASSWORD)
+    assert not Membership.objects.filter(project=project, user=named).exists()
 
 
 @pytest.mark.parametrize(
