@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
@@ -42,7 +43,7 @@ def ask(email: str, capture, client=None):
 def test_the_reset_mail_arrives_and_its_link_sets_a_new_password_once(
     smtp_server, django_capture_on_commit_callbacks
 ):
-    user = UserFactory(username="frank", email="frank@example.org")
+    user = get_user_model().objects.create_user("frank", "frank@example.org", PASSWORD)
     OneTimePassword.objects.create(user=user, password=user.password)
     assert 'href="/password-reset/"' in Client().get(reverse("login")).content.decode()
 

@@ -16,10 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Invitation, Membership, Role
-from annotation.projects.invitations import invitation_create
+from annotation.projects.invitations import invitation_create, invitation_token
 from config.queues import MAIL
 from tests.conftest import PASSWORD
-from tests.factories import UserFactory
 
 BASE_URL = "https://arbiter.example.org"
 NEW_PASSWORD = "a fresh and long passphrase"
@@ -182,7 +181,7 @@ def test_an_existing_account_signs_in_and_accepts(
 def test_an_account_named_after_the_address_keeps_its_password(
     carol, project, smtp_server, django_capture_on_commit_callbacks
 ):
-    named = UserFactory(username="named@example.org", email="")
+    named = get_user_model().objects.create_user("named@example.org", "", PASSWORD)
     with django_capture_on_commit_callbacks(execute=True):
         invitation_create(
             project=project, email="named@example.org", role=Role.ANNOTATOR, invited_by=carol
@@ -318,3 +317,15 @@ def test_a_real_worker_on_the_mail_queue_sends_the_invitation(
     assert response.status_code == 302
     message = smtp_server.wait_for("queued@example.org")
     assert Client().get(link_in(message)).status_code == 200
+
+
+def test_accepting_needs_the_csrf_token(carol, project):
+    invitation = invitation_create(
+        project=project, email="csrf@example.org", role=Role.ANNOTATOR, invited_by=carol
+    )
+    link = reverse("invitation", args=[invitation_token(invitation)])
+    guarded = Client(enforce_csrf_checks=True)
+    data = {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD}
+    assert guarded.post(link, data).status_code == 403
+    invitation.refresh_from_db()
+    assert invitation.state == "pending"
