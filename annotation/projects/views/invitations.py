@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import SetPasswordForm
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
@@ -64,7 +65,7 @@ def invitation_action(request, slug: str, invitation_id: int, action: str):
     invitation = _curated_invitation(request, slug, invitation_id)
     service = {"resend": invitation_resend, "revoke": invitation_revoke}.get(action)
     if service is None:
-        return redirect("project-settings", slug=slug)
+        raise Http404("No such action")
     try:
         service(invitation=invitation)
     except InvitationClosed as exc:
