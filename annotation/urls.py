@@ -9,7 +9,7 @@ from annotation.imports import views as imports
 from annotation.leaderboard import views as leaderboard
 from annotation.media import views as media
 from annotation.pairs import views as pairs
-from annotation.projects.views import home, settings
+from annotation.projects.views import home, invitations, settings
 from annotation.queue.views import curator, workbench
 from annotation.releases import views as releases
 from annotation.webhooks import views as webhooks
@@ -20,6 +20,7 @@ urlpatterns = [
         ("", home.home, "home"),
         ("account/", accounts.account, "account"),
         ("projects/new/", home.project_new, "project-create"),
+        ("invitations/<str:token>/", invitations.invitation_page, "invitation"),
     ),
     *routes(
         "p/<slug:slug>/",
@@ -85,6 +86,12 @@ urlpatterns = [
         ("project/", settings.settings_project, "project-settings-save"),
         ("preview/", settings.guidelines_preview, "project-guidelines-preview"),
         ("members/", settings.settings_member_add, "project-member-add"),
+        ("invitations/", invitations.invitation_send, "project-invite"),
+        (
+            "invitations/<int:invitation_id>/<slug:action>/",
+            invitations.invitation_action,
+            "project-invitation-action",
+        ),
         ("members/<int:membership_id>/role/", settings.settings_member_role, "project-member-role"),
         (
             "members/<int:membership_id>/remove/",

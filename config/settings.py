@@ -37,6 +37,7 @@ from config.media_limits import (  # noqa: F401 - settings
     ARBITER_MEDIA_WALL_SECONDS,
     ARBITER_MEDIA_WORKERS,
 )
+from config.mail import mail_settings
 from config.queues import TASK_ROUTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -332,6 +333,26 @@ if ARBITER_PROJECT_CREATORS not in {"curators", "operators"}:
         f"ARBITER_PROJECT_CREATORS={ARBITER_PROJECT_CREATORS!r}: use curators or operators"
     )
 
+# Mail (config/mail.py, docs/operations.md "Mail"): SMTP from ARBITER_EMAIL_URL, sent by the
+# `mail` queue's worker; an invitation's link works for ARBITER_INVITATION_DAYS days, once.
+_mail = mail_settings(
+    url=env_str("ARBITER_EMAIL_URL", ""),
+    sender=env_str("ARBITER_EMAIL_FROM", ""),
+    base_url=env_str("ARBITER_BASE_URL", ""),
+    production=PRODUCTION,
+)
+globals().update(_mail.email)
+DEFAULT_FROM_EMAIL: str = _mail.sender
+ARBITER_BASE_URL: str = _mail.base_url
+ARBITER_INVITATION_DAYS = env_int("ARBITER_INVITATION_DAYS", 7)
+# Password-reset requests one address may make per hour (the answer never says whether an
+# account has the email); the login's lockout is django-axes'.
+ARBITER_PASSWORD_RESETS_PER_HOUR = env_int("ARBITER_PASSWORD_RESETS_PER_HOUR", 5)
+if ARBITER_INVITATION_DAYS < 1 or ARBITER_PASSWORD_RESETS_PER_HOUR < 1:
+    raise ImproperlyConfigured(
+        "ARBITER_INVITATION_DAYS and ARBITER_PASSWORD_RESETS_PER_HOUR must be at least 1"
+    )
+
 AXES_FAILURE_LIMIT = env_int("ARBITER_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_int("ARBITER_LOGIN_COOLOFF_MINUTES", 15) / 60
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -501,6 +522,7 @@ ARBITER_TASK_TIME_LIMITS: dict[str, tuple[int, str]] = {
         ("evaluation", "ARBITER_EVALUATION_TIME_LIMIT_S", 1800),
         ("training", "ARBITER_TRAINING_TIME_LIMIT_S", 3000),
         ("sweep", "ARBITER_SWEEP_TIME_LIMIT_S", 120),
+        ("mail", "ARBITER_MAIL_TIME_LIMIT_S", 120),
     )
 }
 ARBITER_TASK_KILL_AFTER_S = env_int("ARBITER_TASK_KILL_AFTER_S", 60)

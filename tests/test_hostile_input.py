@@ -21,6 +21,8 @@ from django.core.signals import got_request_exception
 from django.db import transaction
 from django.test import Client
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
@@ -28,6 +30,7 @@ from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.core.media_keys import media_url_key
 from annotation.models import Assignment, ImportJob, ProjectMedia, Release, WebhookEndpoint
 from annotation.pairs.views import BULK_ACTIONS
+from annotation.projects.invitations import invitation_create, invitation_token
 from annotation.queue.services import claim as queue_claim
 from annotation.queue.views.curator import ACTIONS
 from annotation.webhooks.services import webhook_test
@@ -187,6 +190,9 @@ class World:
         self.assignment = queue_claim.assignment_claim(project=project, annotator=alice)
         assert isinstance(self.assignment, Assignment)
         self.extra = MembershipFactory(project=project, user=UserFactory(username="zed"))
+        self.invitation = invitation_create(
+            project=project, email="invited@example.org", role="annotator", invited_by=carol
+        )
         self.pair = project.pairs.get(external_id="rel-disputed")
         self.media = ProjectMedia.objects.filter(project=project).first().media_id
         self.file_name = "manifest.json"
@@ -251,6 +257,14 @@ class World:
             return [spec.name for spec in CHARTS] + list(TABLES)
         if name == "action" and "webhooks" in route:
             return ["test", "rotate", "nope"]
+        if name == "invitation_id":
+            return [str(self.invitation.pk)]
+        if name == "token":  # an invitation's or a password reset's
+            return [invitation_token(self.invitation), "forged:token"]
+        if name == "uidb64":
+            return [urlsafe_base64_encode(force_bytes(self.users["curator"].pk)), "!!"]
+        if name == "action" and "invitations" in route:
+            return ["resend", "revoke", "nope"]
         if name == "action" and "/runs/" in route:  # a filter run's old URLs, by id
             return ["cancel", "resume", "nope"]
         if name == "action":

@@ -17,6 +17,7 @@ from annotation.models.choices import (
 )
 from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
 from annotation.models.imports import ImportJob
+from annotation.models.invitations import Invitation
 from annotation.models.jobs import TaskAttempt
 from annotation.models.pairs import Pair, PriorAnnotation
 from annotation.models.projects import (
@@ -64,6 +65,7 @@ __all__ = [
     "ConsensusRule",
     "ContentMixin",
     "ImportJob",
+    "Invitation",
     "JobStatus",
     "Media",
     "Membership",
