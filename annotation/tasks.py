@@ -120,6 +120,8 @@ def webhooks_deliver_due() -> None:
     periodically by Celery beat for retries and anything a kick missed). Safe to run twice at
     once: each sender claims its deliveries with SKIP LOCKED."""
     webhook_deliveries_send_due()
+
+
 # A message the SMTP server did not take for a passing reason (connection refused or lost, a
 # 4xx answer) is sent again: after 10 s, then doubling, six times in all (about 10 minutes).
 MAIL_MAX_RETRIES = 6

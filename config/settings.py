@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.env import env_bool, env_choice, env_int, env_list, env_str
 from config.local_postgres import LocalServer
 from config.logging import logging_config
+from config.mail import mail_settings
 from config.media_limits import (  # noqa: F401 - settings
     ARBITER_MAX_AUDIO_BYTES,
     ARBITER_MAX_AUDIO_SAMPLE_RATE,
@@ -37,7 +38,6 @@ from config.media_limits import (  # noqa: F401 - settings
     ARBITER_MEDIA_WALL_SECONDS,
     ARBITER_MEDIA_WORKERS,
 )
-from config.mail import mail_settings
 from config.queues import TASK_ROUTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
