@@ -16,12 +16,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.live_gunicorn import free_port
+from tests.live_gunicorn import ROOT, free_port
 
 START_TIMEOUT_S = 30
 BUCKET = "arbiter-test"
@@ -39,11 +40,14 @@ class S3Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        # The line compose's S3 service runs (deploy/commands.sh, docs/deploy.md), this
+        # interpreter first on the PATH.
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [str(ROOT / "deploy" / "commands.sh"), "s3", "127.0.0.1", str(self.port)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **CREDENTIALS},
+            env={**os.environ, **CREDENTIALS, "PATH": path},
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
