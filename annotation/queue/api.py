@@ -25,6 +25,7 @@ from annotation.queue.services.skips import assignment_skip
 from annotation.queue.services.undo import NOTHING_TO_UNDO, last_action_undo
 from annotation.queue.services.votes import vote_submit, vote_submit_and_claim
 from annotation.queue.statements import token_with_assignment
+from config.throttling import AnnotatorLoopThrottle
 
 _ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
 _DATETIME = serializers.DateTimeField()
@@ -115,6 +116,8 @@ class UndoSerializer(AssignmentSerializer):
 
 
 class ClaimApi(APIView):
+    throttle_classes = (AnnotatorLoopThrottle,)
+
     @extend_schema(
         request=None,
         responses={
@@ -154,6 +157,7 @@ class VoteTokenAuthentication(PreparedTokenAuthentication):
 
 class VoteApi(APIView):
     authentication_classes = (VoteTokenAuthentication, SessionAuthentication)
+    throttle_classes = (AnnotatorLoopThrottle,)
 
     class InputSerializer(serializers.Serializer):
         choice = serializers.CharField(
@@ -263,6 +267,8 @@ class VoteApi(APIView):
 
 
 class SkipApi(APIView):
+    throttle_classes = (AnnotatorLoopThrottle,)
+
     class InputSerializer(serializers.Serializer):
         reason = serializers.ChoiceField(choices=Skip.Reason.choices)
         note = serializers.CharField(
@@ -294,6 +300,8 @@ class SkipApi(APIView):
 
 
 class UndoApi(APIView):
+    throttle_classes = (AnnotatorLoopThrottle,)
+
     @extend_schema(
         request=None,
         responses={
