@@ -4,7 +4,7 @@ database, Celery tasks run eagerly inside the server's requests; tokens for the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ JUDGE = "heuristic-sanity"
 
 
 @pytest.fixture
-def live_server_for(transactional_db, settings) -> Callable[..., LiveGunicorn]:
+def live_server_for(transactional_db, settings) -> Iterator[Callable[..., LiveGunicorn]]:
     """``live_server_for(**env)``: gunicorn serving the test database and this test's media
     and release folders, stopped after the test."""
     started: list[LiveGunicorn] = []
