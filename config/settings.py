@@ -459,6 +459,12 @@ def env_rate(name: str, default: str | None) -> str | None:
     return value
 
 
+# API tokens expire this many days after they are made (named tokens from the account page
+# and command-line ones alike); 0, the default, keeps them until revoked.
+ARBITER_API_TOKEN_DAYS = env_int("ARBITER_API_TOKEN_DAYS", 0)
+if ARBITER_API_TOKEN_DAYS < 0:
+    raise ImproperlyConfigured("ARBITER_API_TOKEN_DAYS must be 0 (never) or a number of days")
+
 # Every API endpoint but the annotator's loop, per token (per user for a session). The test
 # suite counts nothing unless a test sets a rate.
 ARBITER_API_THROTTLE_RATE = env_rate(

@@ -33,9 +33,10 @@ class ApiTokenThrottle(SimpleRateThrottle):
         return getattr(settings, self.setting)
 
     def get_cache_key(self, request, view) -> str:
-        key = getattr(request.auth, "key", None)
-        if key:
-            ident = "token:" + hashlib.sha256(key.encode()).hexdigest()[:32]
+        token = getattr(request.auth, "pk", None)  # a command-line token's pk is its key
+        if token is not None:
+            kind = type(request.auth).__name__
+            ident = f"{kind}:" + hashlib.sha256(str(token).encode()).hexdigest()[:32]
         elif request.user and request.user.is_authenticated:
             ident = f"user:{request.user.pk}"
         else:

@@ -38,6 +38,7 @@ from annotation.models.releases import (
     ReleaseFrozen,
     ReleaseQuerySet,
 )
+from annotation.models.tokens import ApiToken
 
 __all__ = [
     "DEFAULT_GOLD_MIN_ACCURACY",
@@ -50,6 +51,7 @@ __all__ = [
     "RELEASE_VERSION_REGEX",
     "Adjudication",
     "AgreementReport",
+    "ApiToken",
     "Assignment",
     "ClaimKey",
     "ConsensusRule",

@@ -11,7 +11,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.accounts.authentication import PreparedTokenAuthentication
+from annotation.accounts.authentication import PreparedTokenAuthentication, is_named_token
 from annotation.core.access import get_project_for_user
 from annotation.core.content import MEDIA_PART_TYPES
 from annotation.core.json_input import text_refusal
@@ -147,6 +147,8 @@ class VoteTokenAuthentication(PreparedTokenAuthentication):
         return super().authenticate(request)
 
     def authenticate_credentials(self, key):
+        if is_named_token(key):  # the view then checks the assignment as for a session
+            return super().authenticate_credentials(key)
         request = self._request
         found = token_with_assignment(
             key=key, assignment_id=request.parser_context["kwargs"]["pk"], now=timezone.now()
