@@ -473,7 +473,7 @@ ARBITER_API_THROTTLE_RATE = env_rate(
 # Claim, vote, skip and undo: a person votes every few seconds at most; a scripted annotator
 # voting in one round trip (docs/api.md) may go far faster and is held here.
 ARBITER_API_THROTTLE_ANNOTATE_RATE = env_rate(
-    "ARBITER_API_THROTTLE_ANNOTATE_RATE", None if ENVIRONMENT == "test" else "6000/min"
+    "ARBITER_API_THROTTLE_ANNOTATE_RATE", None if ENVIRONMENT == "test" else "100/s"
 )
 # Where the counts live: Redis shared by every web process when set, else each process's
 # memory (each gunicorn worker then counts on its own).
