@@ -1,15 +1,24 @@
 """Per-token rate limits (config/throttling.py, docs/api.md "Rate limits"): a token past its
 rate gets 429 with Retry-After; another token, and the annotator's loop with its own rate,
-are counted apart; a malformed rate setting stops the start."""
+are counted apart; a malformed rate setting stops the start; several web processes count
+together in Redis."""
 
 from __future__ import annotations
 
+import os
+
+import httpx
 import pytest
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+from rest_framework.authtoken.models import Token
 
 from config.settings import env_rate
 from config.throttling import THROTTLE_CACHE
+from tests.celery_worker import database_url_for_tests
+from tests.conftest import requires_redis
+from tests.live_gunicorn import LiveGunicorn
 
 PROJECTS = "/api/v1/projects/"
 
@@ -75,3 +84,22 @@ def test_a_malformed_rate_is_refused_at_start(monkeypatch, value):
 def test_a_rate_setting_is_read(monkeypatch, value, rate):
     monkeypatch.setenv("ARBITER_API_THROTTLE_RATE", value)
     assert env_rate("ARBITER_API_THROTTLE_RATE", "1200/min") == rate
+
+
+@requires_redis()
+def test_several_web_processes_share_the_counts_through_redis(transactional_db, alice, project):
+    """Two gunicorn workers, each request on a new connection: with the counts in Redis the
+    token gets its rate once, not once per worker."""
+    key = Token.objects.create(user=alice).key
+    env = {
+        "ARBITER_API_THROTTLE_RATE": "3/min",
+        "ARBITER_API_THROTTLE_REDIS_URL": os.environ["CELERY_BROKER_URL"],
+    }
+    connections.close_all()
+    with LiveGunicorn(database_url=database_url_for_tests(), extra_env=env, workers=2) as server:
+        statuses = [
+            httpx.get(server.url + PROJECTS, headers={"Authorization": f"Token {key}"}).status_code
+            for _ in range(10)
+        ]
+    assert statuses.count(200) == 3, statuses
+    assert statuses.count(429) == 7
