@@ -26,7 +26,7 @@ from rest_framework.authtoken.models import Token
 
 from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.core.media_keys import media_url_key
-from annotation.models import Assignment, ImportJob, ProjectMedia, Release
+from annotation.models import ApiToken, Assignment, ImportJob, ProjectMedia, Release
 from annotation.pairs.views import BULK_ACTIONS
 from annotation.queue.services import claim as queue_claim
 from annotation.queue.views.curator import ACTIONS
@@ -189,6 +189,9 @@ class World:
         self.pair = project.pairs.get(external_id="rel-disputed")
         self.media = ProjectMedia.objects.filter(project=project).first().media_id
         self.file_name = "manifest.json"
+        self.api_token = ApiToken.objects.create(
+            user=carol, name="hostile", key_digest="f" * 64, key_start="arb_hostile"
+        )
         self.users = {"curator": carol, "annotator": alice, "researcher": dave}
         self.clients: dict[str, Client] = {}
         self.apis: dict[str, Client] = {}
@@ -232,6 +235,8 @@ class World:
             return [str(self.pair.pk)]
         if name == "external_id":
             return [self.pair.external_id]
+        if name == "token_id":
+            return [str(self.api_token.pk)]
         if name == "membership_id":
             return [str(self.extra.pk)]
         if name == "media_key":
