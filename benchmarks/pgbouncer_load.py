@@ -5,12 +5,17 @@ PostgreSQL. Prints each leg's figures, then votes/s of each against ``direct``'s
 
 Legs (``--legs``, in the order given):
 
-- ``direct``: DATABASE_URL as given, the claim's statement prepared with SQL ``PREPARE``
-  (``ARBITER_PREPARED_STATEMENTS``, the default without a pooler);
+- ``direct``: DATABASE_URL as given, the hot path's statements prepared with SQL ``PREPARE``
+  (``ARBITER_STATEMENT_PLANS=prepare``, the default without a pooler);
 - ``pgbouncer``: through Debian's PgBouncer in transaction mode with ``--pool-size`` server
-  connections (fewer than the workers), ``ARBITER_DB_POOLER=transaction``: nothing prepared;
-- ``direct-unprepared``: direct, ``ARBITER_PREPARED_STATEMENTS=false``: what losing
-  ``PREPARE`` costs, without the pooler's hop;
+  connections (fewer than the workers), ``ARBITER_DB_POOLER=transaction``: the statements
+  kept as PL/pgSQL functions (``ARBITER_STATEMENT_PLANS=functions``, its default there);
+- ``pgbouncer-unprepared``: the same pooler, ``ARBITER_STATEMENT_PLANS=none``: every statement
+  planned on every call (the pooler's path before the functions);
+- ``direct-functions``: direct, ``ARBITER_STATEMENT_PLANS=functions``: the functions against
+  ``PREPARE`` without the pooler's hop;
+- ``direct-unprepared``: direct, ``ARBITER_STATEMENT_PLANS=none``: what planning on every
+  call costs, without the pooler's hop;
 - ``direct-protocol``: direct, unprepared by SQL but prepared at the protocol level by psycopg
   (``ARBITER_DB_PREPARE_THRESHOLD``, server-side binding): what PgBouncer 1.21+ with
   ``max_prepared_statements`` could give back; 1.18 (Debian's here) forwards no prepared
@@ -18,7 +23,7 @@ Legs (``--legs``, in the order given):
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench \\
         .venv/bin/python benchmarks/pgbouncer_load.py
-    ... --legs direct,pgbouncer,direct-unprepared,direct-protocol --duration 30
+    ... --legs direct,pgbouncer,direct-functions,pgbouncer-unprepared --duration 30
 
 PgBouncer is started by the script (tests/pgbouncer.py: a free loopback port, an ini in a
 temporary folder), its CPU counted beside gunicorn's and PostgreSQL's. Run it alone on the
@@ -33,9 +38,11 @@ from loop_report import print_measured
 LEGS: dict[str, dict[str, str]] = {
     "direct": {},
     "pgbouncer": {"ARBITER_DB_POOLER": "transaction"},
-    "direct-unprepared": {"ARBITER_PREPARED_STATEMENTS": "false"},
+    "pgbouncer-unprepared": {"ARBITER_DB_POOLER": "transaction", "ARBITER_STATEMENT_PLANS": "none"},
+    "direct-functions": {"ARBITER_STATEMENT_PLANS": "functions"},
+    "direct-unprepared": {"ARBITER_STATEMENT_PLANS": "none"},
     "direct-protocol": {
-        "ARBITER_PREPARED_STATEMENTS": "false",
+        "ARBITER_STATEMENT_PLANS": "none",
         "ARBITER_DB_PREPARE_THRESHOLD": "5",
     },
 }
@@ -52,11 +59,12 @@ def run_leg(args, leg: str) -> dict:
     env = dict(LEGS[leg])
     bouncer = None
     others = {}
-    if leg == "pgbouncer":
+    if env.get("ARBITER_DB_POOLER") == "transaction":
         bouncer = PgBouncer.for_database(
             connections["default"].settings_dict, pool_size=args.pool_size
         ).start()
         env["DATABASE_URL"] = bouncer.url
+        assert bouncer.process is not None  # started
         others["PgBouncer"] = bouncer.process.pid
         print(f"PgBouncer: transaction mode, {args.pool_size} server connections")
     try:

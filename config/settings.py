@@ -193,7 +193,7 @@ DATABASES = {
 # What stands between Arbiter and PostgreSQL (docs/database.md, "Behind PgBouncer"): `none`,
 # or `transaction` for PgBouncer in transaction mode, where consecutive transactions of one
 # Django connection may run on different server connections. Then nothing may outlive a
-# transaction on the server: no SQL PREPARE (ARBITER_PREPARED_STATEMENTS below), no
+# transaction on the server: no SQL PREPARE (ARBITER_STATEMENT_PLANS below), no
 # server-side cursor held open in autocommit (Django's WITH HOLD cursors for .iterator()),
 # and no pool of Django's own in front of PgBouncer's. Session settings are never used,
 # with or without a pooler (SET LOCAL inside the transaction; annotation/core/transaction.py).
@@ -554,17 +554,26 @@ ARBITER_RELEASE_ROOT = Path(env_str("ARBITER_RELEASE_ROOT", str(VAR_DIR / "relea
 # runs every ARBITER_RESUME_STALLED_EVERY_S; the run page offers Resume after the same time.
 ARBITER_STALLED_AFTER_S = env_int("ARBITER_STALLED_AFTER_S", 600)
 ARBITER_RESUME_STALLED_EVERY_S = env_int("ARBITER_RESUME_STALLED_EVERY_S", 60)
-# The claim's statement is prepared once per database connection on PostgreSQL
-# (annotation/core/prepared.py); off behind PgBouncer in transaction mode, whose server
-# connections change under a client between transactions.
-ARBITER_PREPARED_STATEMENTS = env_bool(
-    "ARBITER_PREPARED_STATEMENTS", ARBITER_DB_POOLER != "transaction"
-)
-if ARBITER_PREPARED_STATEMENTS and ARBITER_DB_POOLER == "transaction":
+# How the hot path's hand-written statements are planned once rather than on every call
+# (annotation/core/prepared.py): `prepare`, SQL PREPARE once per connection; `functions`, each
+# kept as a PL/pgSQL function whose plan PostgreSQL caches per server connection, the only way
+# behind PgBouncer in transaction mode, whose server connections change under a client between
+# transactions; `none`, planned on every call.
+if "ARBITER_PREPARED_STATEMENTS" in os.environ:
     raise ImproperlyConfigured(
-        "ARBITER_PREPARED_STATEMENTS=true with ARBITER_DB_POOLER=transaction: a statement "
+        "ARBITER_PREPARED_STATEMENTS is now ARBITER_STATEMENT_PLANS: prepare (was true), "
+        "none (was false), or functions (behind PgBouncer in transaction mode)"
+    )
+ARBITER_STATEMENT_PLANS = env_choice(
+    "ARBITER_STATEMENT_PLANS",
+    "functions" if ARBITER_DB_POOLER == "transaction" else "prepare",
+    ("prepare", "functions", "none"),
+)
+if ARBITER_STATEMENT_PLANS == "prepare" and ARBITER_DB_POOLER == "transaction":
+    raise ImproperlyConfigured(
+        "ARBITER_STATEMENT_PLANS=prepare with ARBITER_DB_POOLER=transaction: a statement "
         "prepared with SQL PREPARE lives on one server connection, and PgBouncer hands the "
-        "next transaction another; leave ARBITER_PREPARED_STATEMENTS unset"
+        "next transaction another; leave ARBITER_STATEMENT_PLANS unset (functions)"
     )
 
 # Agreement reports (annotation/agreement/services.py, docs/agreement.md "The report"):

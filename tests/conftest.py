@@ -14,6 +14,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from rest_framework.test import APIClient
 
 from annotation.agreement.services import agreement_report_forget_requests
+from annotation.core import statement_functions
 from annotation.models import Role
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
 from tests.s3_server import s3_server, s3_storage  # noqa: F401 - fixtures
@@ -122,6 +123,14 @@ def _fresh_refresh_requests():
     # Project ids are reused across tests: a request remembered from another test's project
     # would hold back this test's (annotation/agreement/services.py, REQUEST_GAP_S).
     agreement_report_forget_requests()
+
+
+@pytest.fixture(autouse=True)
+def _statement_functions_forgotten():
+    # A test's transaction rolls back the functions made in it (annotation/core/
+    # statement_functions.py): what a process remembers of them goes with it.
+    yield
+    statement_functions._KNOWN.clear()
 
 
 @pytest.fixture

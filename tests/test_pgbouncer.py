@@ -128,6 +128,14 @@ def test_the_annotators_loop_a_release_and_a_report_through_pgbouncer(bouncer):
             failures = _annotate(server, token, project.slug, votes=25, between=reconnecting)
             assert failures == [], server.log()
         assert "prepared statement" not in server.log()
+    # The hot path's statements ran as the functions kept for them in the catalog, planned
+    # once per server connection (annotation/core/statement_functions.py).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_proc"
+            " WHERE proname ~ '^arbiter_(token_user|take|live_vote)_[0-9a-f]{8}$'"
+        )
+        assert cursor.fetchone() == (3,)
     assert Vote.objects.filter(pair__project=project).count() == 50
     # From here on server connections live on, so whatever a statement left on one stays.
     bouncer.admin("SET server_lifetime = 3600")
@@ -207,10 +215,11 @@ def test_the_import_lock_stays_with_its_holder_behind_pgbouncer_and_goes_with_a_
     ("env", "refusal"),
     [
         (
-            {"ARBITER_DB_POOLER": "transaction", "ARBITER_PREPARED_STATEMENTS": "true"},
-            "ARBITER_PREPARED_STATEMENTS=true with ARBITER_DB_POOLER=transaction",
+            {"ARBITER_DB_POOLER": "transaction", "ARBITER_STATEMENT_PLANS": "prepare"},
+            "ARBITER_STATEMENT_PLANS=prepare with ARBITER_DB_POOLER=transaction",
         ),
         ({"ARBITER_DB_POOLER": "session"}, "ARBITER_DB_POOLER='session': use one of"),
+        ({"ARBITER_PREPARED_STATEMENTS": "false"}, "is now ARBITER_STATEMENT_PLANS: prepare"),
         (
             {
                 "ARBITER_DB_POOLER": "transaction",
@@ -235,7 +244,7 @@ def test_a_contradictory_pooler_setting_is_refused_naming_it(env, refusal):
 
 def test_behind_the_pooler_nothing_outlives_a_transaction_on_the_server():
     code = (
-        "from config import settings as s; print(s.ARBITER_PREPARED_STATEMENTS, "
+        "from config import settings as s; print(s.ARBITER_STATEMENT_PLANS, "
         "s.DATABASES['default']['DISABLE_SERVER_SIDE_CURSORS'])"
     )
     result = subprocess.run(
@@ -247,4 +256,4 @@ def test_behind_the_pooler_nothing_outlives_a_transaction_on_the_server():
         timeout=60,
         check=True,
     )
-    assert result.stdout.split() == ["False", "True"]
+    assert result.stdout.split() == ["functions", "True"]

@@ -10,8 +10,10 @@ no dearer). Django binds parameters on the client, so the statement is prepared 
 A connection remembers the names it prepared (``_PREPARED``, keyed by the driver's connection
 object, which a reconnect replaces), and a statement is prepared again on a new connection.
 Behind PgBouncer in transaction mode (``ARBITER_DB_POOLER=transaction``), where a statement
-prepared on one server connection is unknown to the next, ``ARBITER_PREPARED_STATEMENTS`` is
-off and the statements run unprepared, the same SQL (docs/database.md, "Behind PgBouncer").
+prepared on one server connection is unknown to the next, each statement is kept instead as a
+PL/pgSQL function whose plan PostgreSQL caches per server connection
+(``annotation.core.statement_functions``); ``ARBITER_STATEMENT_PLANS`` chooses
+(docs/database.md, "Behind PgBouncer").
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import weakref
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db import connection
+from django.db import ProgrammingError, connection
 from django.db.models import Model
 from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 from django.utils.functional import cached_property
+
+from annotation.core.statement_functions import forget_if_missing, statement_function
 
 _PREPARED: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
 # "%%" is a literal "%", "%s" a parameter, in the driver's format that the statements use.
@@ -35,11 +39,14 @@ _PLACEHOLDER = re.compile(r"%%|%s")
 _NAMED = re.compile(r"%%|%\((\w+)\)s")
 # Per statement text with named parameters: PostgreSQL's text and the names in $1, $2... order.
 _NAMED_TEXTS: dict[str, tuple[str, tuple[str, ...]]] = {}
+_POSITIONAL_TEXTS: dict[str, tuple[str, int]] = {}
 
 
 def dollar_placeholders(sql: str) -> tuple[str, int]:
     """``sql`` with its ``%s`` parameters numbered as PostgreSQL's ``$1, $2, ...`` and ``%%``
     as ``%``, and the number of parameters."""
+    if (known := _POSITIONAL_TEXTS.get(sql)) is not None:
+        return known
     count = 0
 
     def replace(match: re.Match) -> str:
@@ -49,7 +56,9 @@ def dollar_placeholders(sql: str) -> tuple[str, int]:
         count += 1
         return f"${count}"
 
-    return _PLACEHOLDER.sub(replace, sql), count
+    text = _PLACEHOLDER.sub(replace, sql)
+    _POSITIONAL_TEXTS[sql] = text, count
+    return text, count
 
 
 def named_dollar_placeholders(sql: str) -> tuple[str, tuple[str, ...]]:
@@ -93,10 +102,12 @@ def positional(sql: str, params: dict) -> tuple[str, list]:
 
 def execute_prepared(cursor, name: str, sql: str, params: list | dict) -> None:
     """Runs ``sql`` (driver placeholders: ``%s`` with a list, ``%(name)s`` with a dict) with
-    ``params`` on ``cursor`` as the prepared statement ``name`` (a fixed identifier, one per
-    statement text), preparing it first on a connection that has not; as it is when prepared
-    statements are turned off (``ARBITER_PREPARED_STATEMENTS``)."""
-    if not settings.ARBITER_PREPARED_STATEMENTS:
+    ``params`` on ``cursor`` planned once, as ``ARBITER_STATEMENT_PLANS`` says: the prepared
+    statement ``name`` (a fixed identifier, one per statement text), prepared first on a
+    connection that has not; the function kept for it (``functions``); or as it is
+    (``none``)."""
+    plans = settings.ARBITER_STATEMENT_PLANS
+    if plans == "none":
         cursor.execute(sql, params)
         return
     values: list
@@ -105,15 +116,31 @@ def execute_prepared(cursor, name: str, sql: str, params: list | dict) -> None:
         values = [params[key] for key in names]
     else:
         values = params
+        text, count = dollar_placeholders(sql)
+        if count != len(params):
+            raise ValueError(f"{name}: {count} placeholders for {len(params)} parameters")
+    if plans == "functions":
+        if not _execute_function(cursor, name, text, values):
+            cursor.execute(sql, params)  # till its function is made
+        return
     prepared = _PREPARED.setdefault(connection.connection, set())
     if name not in prepared:
-        if not isinstance(params, dict):
-            text, count = dollar_placeholders(sql)
-            if count != len(params):
-                raise ValueError(f"{name}: {count} placeholders for {len(params)} parameters")
         cursor.execute(f"PREPARE {name} AS {text}")
         prepared.add(name)
     cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(values))})", values)
+
+
+def _execute_function(cursor, name: str, text: str, values: list) -> bool:
+    """Runs ``text`` by its function; False (nothing run) while it is not made yet."""
+    function = statement_function(name, text)
+    if function is None:
+        return False
+    try:
+        cursor.execute(function.call, values)
+    except ProgrammingError as error:
+        forget_if_missing(error, name, text)
+        raise
+    return True
 
 
 class ModelColumns:

@@ -182,7 +182,8 @@ def _decision_changes(decision: Decision, now: datetime) -> dict:
 
 
 # Pair.objects.filter(pk=..., status__in=OPEN_STATUSES, vote_count=F("target_votes"))
-# .update(**_decision_changes(decision, now)), prepared: a third of the votes end a pair, and
+# .update(**_decision_changes(decision, now)), prepared (its row returned, as a statement
+# kept as a function must return one): a third of the votes end a pair, and
 # the ORM took longer to compile the update than the rest of the vote's Python.
 _DECISION_COLUMNS = [
     field for name in _DECISION_FIELDS for field in Pair._meta.concrete_fields if field.name == name
@@ -192,6 +193,7 @@ UPDATE "{Pair._meta.db_table}"
 SET {", ".join(f'"{field.column}" = %s' for field in _DECISION_COLUMNS)}
 WHERE "id" = %s AND "status" IN ({sql_literals(OPEN_STATUSES)})
   AND "vote_count" = "target_votes"
+RETURNING "id"
 """
 
 
@@ -207,7 +209,7 @@ def pair_record_decision(*, pair_id: int, decision: Decision, now: datetime) -> 
         execute_prepared(
             cursor, "arbiter_record_decision", _RECORD_DECISION_SQL, [*params, pair_id]
         )
-        return cursor.rowcount == 1
+        return cursor.fetchone() is not None
 
 
 def pairs_record_decisions(

@@ -197,7 +197,8 @@ def test_a_gold_pair_never_moves_the_block_everyone_works_through(project, alice
     assert claim_and_vote(project, alice).pk in {p.pk for p in first}
 
 
-def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bob):
+def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bob, settings):
+    settings.ARBITER_STATEMENT_PLANS = "prepare"
     pairs_in_blocks(project, 4)
     for user in (alice, bob):
         with CaptureQueriesContext(connection) as queries:
@@ -216,13 +217,24 @@ def test_the_claims_statement_is_prepared_once_per_connection(project, alice, bo
         assert queue_claim._TAKE_SQL.count("%(") > 40
 
 
-def test_prepared_and_planned_claims_take_the_same_pairs(project, alice, settings):
+def test_prepared_function_and_planned_claims_take_the_same_pairs(
+    project, alice, settings, django_capture_on_commit_callbacks
+):
     (block,) = pairs_in_blocks(project, 6)
-    settings.ARBITER_PREPARED_STATEMENTS = False
-    planned = [claim_and_vote(project, alice).pk for _ in range(3)]
-    settings.ARBITER_PREPARED_STATEMENTS = True
-    prepared = [claim_and_vote(project, alice).pk for _ in range(3)]
-    assert planned + prepared == in_own_order(alice, block)
+    taken, sqls = [], []
+    for plans in ("none", "functions", "prepare"):
+        settings.ARBITER_STATEMENT_PLANS = plans
+        for _ in range(2):
+            # The functions are made once the first claim's transaction commits.
+            with (
+                django_capture_on_commit_callbacks(execute=True),
+                CaptureQueriesContext(connection) as queries,
+            ):
+                taken.append(claim_and_vote(project, alice).pk)
+            sqls += [query["sql"] for query in queries.captured_queries]
+    assert taken == in_own_order(alice, block)
+    assert any(sql.startswith("SELECT * FROM arbiter_take_") for sql in sqls)
+    assert any(sql.startswith("EXECUTE arbiter_take ") for sql in sqls)
 
 
 def test_voted_and_skipped_pairs_are_never_offered_again(project, alice):
