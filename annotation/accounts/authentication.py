@@ -2,7 +2,9 @@
 the token and its user read by a statement PostgreSQL planned once per connection instead of
 an ORM query compiled on every request (docs/architecture.md, "The annotators' hot path").
 The same answers: 401 "Invalid token." for an unknown key, "User inactive or deleted." for an
-inactive user; the NUL and header checks are DRF's own."""
+inactive user; the NUL and header checks are DRF's own. A named token (``arb_...``, made on
+the account page) is read by its sha256 instead; either is refused once older than
+``ARBITER_API_TOKEN_DAYS``, a named one also once revoked (docs/api.md, "Authentication")."""
 
 from __future__ import annotations
 
