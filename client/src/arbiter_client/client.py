@@ -243,17 +243,13 @@ class Client:
         for entry in self.release_files(slug, version):
             destination = safe_destination(folder, entry["name"])
             destination.parent.mkdir(parents=True, exist_ok=True)
-            self._download(entry["url"], destination)
+            self.transport.download(entry["url"], destination)
             check_file(destination, size=entry["size"], sha256=entry["sha256"])
             if entry["name"] == "manifest.json" and entry["sha256"] != release["manifest_sha256"]:
                 raise IntegrityError(
                     f"manifest.json is not the manifest release {version} recorded"
                 )
         return folder
-
-    def _download(self, path: str, destination: Path) -> None:
-        response = self.transport.request("GET", path)
-        destination.write_bytes(response.content)
 
     # Annotating (scripted annotators) --------------------------------------------------
 

@@ -8,11 +8,13 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from arbiter_client.errors import error_for
+from arbiter_client.files import CHUNK_BYTES
 
 RETRY_STATUSES = frozenset({429, 503})
 DEFAULT_RETRIES = 5
@@ -65,29 +67,45 @@ class Transport:
             return self.base_url + path
         return self.base_url + API_PREFIX + path
 
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def request(
+        self, method: str, path: str, *, stream: bool = False, **kwargs: Any
+    ) -> httpx.Response:
         """The response to the first try the server did not answer 429 or 503 (or the last
-        try's); a 4xx or 5xx is raised as an ``ApiError`` with the body."""
+        try's); a 4xx or 5xx is raised as an ``ApiError`` with the body. With ``stream`` the
+        body is left unread: the caller reads it and closes the response."""
         url = self.url(path)
         # Files are opened afresh for each try: a retried upload sends them whole again.
-        open_files = kwargs.pop("open_files", None)
+        open_files: Callable[[], dict[str, tuple[str, Any]]] | None = kwargs.pop("open_files", None)
         for attempt in range(self.retries + 1):
-            if open_files is None:
-                response = self.http.request(method, url, **kwargs)
-            else:
-                files = open_files()
-                try:
-                    response = self.http.request(method, url, files=files, **kwargs)
-                finally:
-                    for _, handle in files.values():
-                        handle.close()
+            files = open_files() if open_files is not None else None
+            try:
+                sent = self.http.build_request(method, url, files=files, **kwargs)
+                response = self.http.send(sent, stream=True)
+            finally:
+                for _, handle in (files or {}).values():
+                    handle.close()
             if response.status_code not in RETRY_STATUSES or attempt == self.retries:
                 break
             response.close()
             self._sleep(retry_after_seconds(response.headers.get("Retry-After"), attempt))
+        if response.status_code >= 400 or not stream:
+            try:
+                response.read()
+            finally:
+                response.close()
         if response.status_code >= 400:
             raise error_for(response.status_code, _body(response), method, url)
         return response
+
+    def download(self, path: str, destination: Path) -> None:
+        """The body of a GET written to ``destination`` a chunk at a time, never held whole."""
+        response = self.request("GET", path, stream=True)
+        try:
+            with destination.open("wb") as out:
+                for chunk in response.iter_bytes(CHUNK_BYTES):
+                    out.write(chunk)
+        finally:
+            response.close()
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.request(method, path, **kwargs)
