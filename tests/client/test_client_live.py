@@ -4,6 +4,7 @@ files checked against their hashes."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from datasets import Dataset
 
 from annotation.models import Pair
 from tests.client.conftest import text_pairs, token_for, write_pairs
+from tests.live_gunicorn import ROOT
 
 
 def test_lists_are_read_page_by_page_and_a_dataset_imports(
@@ -118,3 +120,39 @@ def test_a_published_release_downloads_with_its_hashes_checked(
     served.write_text(served.read_text().replace("a", "b"))
     with pytest.raises(IntegrityError, match=r"README\.md: sha256"):
         curator.download_release(project.slug, "1.0.0", tmp_path / "again")
+
+
+def test_mmrb2_and_omni_rewardbench_files_import_as_they_are(
+    live_server_for, project, carol, tmp_path
+):
+    """MMRB2's t2i.json with its images folder (zipped by the client) and an
+    Omni-RewardBench task file, into a likert6 project."""
+    project.scale = "likert6"
+    project.save(update_fields=["scale"])
+    server = live_server_for()
+    sample = ROOT / "fixtures" / "mmrb2_sample"
+    omni = tmp_path / "text_to_text_preferences.json"
+    omni.write_text(
+        json.dumps(
+            [
+                {
+                    "id": 12,
+                    "prompt": "Say hello.",
+                    "response1": "Hello!",
+                    "response2": "Bye.",
+                    "model1": "m1",
+                    "model2": "m2",
+                    "criteria": "politeness",
+                    "criteria_preference": "response1",
+                }
+            ]
+        )
+    )
+    with Client(server.url, token_for(carol)) as curator:
+        mmrb2 = curator.import_file(project.slug, sample / "t2i.json", media=sample, progress=False)
+        job = curator.import_file(project.slug, omni, progress=False)
+        assert curator.pair(project.slug, "t2t/12")["prior_label"] == "A"
+    expected = len(json.loads((sample / "t2i.json").read_text())["pairs"])
+    assert mmrb2["created_pairs"] == expected
+    assert mmrb2["created_media"] > 0  # its images, read from the zipped folder
+    assert job["created_pairs"] == 1
