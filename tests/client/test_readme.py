@@ -52,6 +52,8 @@ def test_the_readme_loop_runs_as_written(
     )
     assert run.returncode == 0, run.stdout + run.stderr + server.log()
     assert "alpha:" in run.stdout
+    assert "release build" in run.stderr  # the jobs' progress bars
+    assert "100%" in run.stderr
     assert "DatasetDict" in run.stdout  # open_release printed the release's splits
     release = Release.objects.get(project=project, version="1.0.0")
     assert release.status == Release.Status.PUBLISHED
