@@ -42,7 +42,7 @@ demo: $(STAMP)
 	@echo "Starting the web server at http://$(HOST):$(PORT)/ and a Celery worker (Ctrl-C stops both)"
 	@trap 'trap - INT TERM EXIT; kill $$worker 2>/dev/null; wait $$worker; \
 	  if [ -z "$$DATABASE_URL" ]; then $(PY) -m config.local_postgres stop; fi' INT TERM EXIT; \
-	  $(BIN)/celery -A config worker --loglevel=WARNING --concurrency=2 -Q imports,judges_http,judges_gpu,releases,training \
+	  $(BIN)/celery -A config worker --loglevel=WARNING --concurrency=2 -Q imports,judges_http,judges_gpu,releases,training,webhooks,mail \
 	    -B --schedule=var/celerybeat-schedule & \
 	  worker=$$!; \
 	  $(PY) manage.py runserver $(HOST):$(PORT) --noreload

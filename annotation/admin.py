@@ -226,3 +226,22 @@ class ReleaseAdmin(ViewOnlyAdmin):
     list_filter = ("status", "project")
     search_fields = ("version", "project__slug")
     list_select_related = ("project",)
+
+
+@admin.register(models.Invitation)
+class InvitationAdmin(ReadOnlyAdmin):
+    """Curators invite, resend and revoke on Settings; the key, half of a working link, is
+    never shown."""
+
+    list_display = (
+        "email",
+        "project",
+        "role",
+        "sent_at",
+        "expires_at",
+        "accepted_at",
+        "revoked_at",
+    )
+    list_filter = ("role", "project")
+    search_fields = ("email", "project__slug")
+    exclude = ("key",)

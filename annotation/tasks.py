@@ -5,7 +5,9 @@ docs/operations.md "Time limits, attempts and quarantine")."""
 
 from __future__ import annotations
 
+import logging
 import random
+import smtplib
 
 from celery import shared_task
 from django.conf import settings
@@ -13,10 +15,12 @@ from django.conf import settings
 from annotation.agreement import services as agreement
 from annotation.core.errors import Conflict
 from annotation.core.jobs import JobTask, job_failure_text, sweep_task, time_limits
+from annotation.core.mail import mail_deliver
 from annotation.imports.locks import ProjectBusy
 from annotation.imports.services import STALLED_IMPORTS, import_job_fail, import_job_run
 from annotation.models import ImportJob, Project, Release
 from annotation.releases import services as releases
+from annotation.webhooks.delivery import webhook_deliveries_send_due
 
 
 class ImportTask(JobTask):
@@ -108,3 +112,33 @@ release_builds_fail_stalled = sweep_task(
     releases.STALLED_BUILDS,
     doc="Periodic (Celery beat): builds whose worker died are marked failed.",
 )
+
+
+@shared_task(name="annotation.webhooks_deliver_due", **time_limits("sweep"))
+def webhooks_deliver_due() -> None:
+    """Sends the webhook deliveries that are due (kicked after an event commits, and
+    periodically by Celery beat for retries and anything a kick missed). Safe to run twice at
+    once: each sender claims its deliveries with SKIP LOCKED."""
+    webhook_deliveries_send_due()
+
+
+# A message the SMTP server did not take for a passing reason (connection refused or lost, a
+# 4xx answer) is sent again: after 10 s, then doubling, six times in all (about 10 minutes).
+MAIL_MAX_RETRIES = 6
+MAIL_RETRY_BASE_S = 10
+logger = logging.getLogger(__name__)
+
+
+@shared_task(bind=True, name="annotation.mail_send", **time_limits("mail"))
+def mail_send(self, message: dict[str, str]) -> None:
+    """Sends one message (``annotation.core.mail``). A permanent refusal (a 5xx answer: no
+    such mailbox, bad credentials) is logged and dropped, a passing one retried."""
+    try:
+        mail_deliver(message=message)
+    except OSError as exc:  # smtplib's errors are OSErrors
+        if isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500:
+            logger.error("The SMTP server refused mail to %s: %s", message["to"], exc)
+            return
+        wait = MAIL_RETRY_BASE_S * 2**self.request.retries
+        countdown = wait + random.uniform(0, wait / 2)
+        raise self.retry(exc=exc, countdown=countdown, max_retries=MAIL_MAX_RETRIES) from None

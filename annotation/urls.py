@@ -9,9 +9,10 @@ from annotation.imports import views as imports
 from annotation.leaderboard import views as leaderboard
 from annotation.media import views as media
 from annotation.pairs import views as pairs
-from annotation.projects.views import home, settings
+from annotation.projects.views import home, invitations, settings
 from annotation.queue.views import curator, workbench
 from annotation.releases import views as releases
+from annotation.webhooks import views as webhooks
 
 urlpatterns = [
     *routes(
@@ -30,6 +31,7 @@ urlpatterns = [
             "account-command-line-token-revoke",
         ),
         ("projects/new/", home.project_new, "project-create"),
+        ("invitations/<str:token>/", invitations.invitation_page, "invitation"),
     ),
     *routes(
         "p/<slug:slug>/",
@@ -95,11 +97,28 @@ urlpatterns = [
         ("project/", settings.settings_project, "project-settings-save"),
         ("preview/", settings.guidelines_preview, "project-guidelines-preview"),
         ("members/", settings.settings_member_add, "project-member-add"),
+        ("invitations/", invitations.invitation_send, "project-invite"),
+        (
+            "invitations/<int:invitation_id>/<slug:action>/",
+            invitations.invitation_action,
+            "project-invitation-action",
+        ),
         ("members/<int:membership_id>/role/", settings.settings_member_role, "project-member-role"),
         (
             "members/<int:membership_id>/remove/",
             settings.settings_member_remove,
             "project-member-remove",
+        ),
+    ),
+    *routes(
+        "p/<slug:slug>/webhooks/",
+        ("", webhooks.webhooks, "webhooks"),
+        ("<int:webhook_id>/", webhooks.webhook_detail, "webhook"),
+        ("<int:webhook_id>/<slug:action>/", webhooks.webhook_action, "webhook-action"),
+        (
+            "<int:webhook_id>/deliveries/<int:delivery_id>/redeliver/",
+            webhooks.webhook_redeliver,
+            "webhook-redeliver",
         ),
     ),
 ]

@@ -3,9 +3,10 @@
 Starts the loopback OpenAI-compatible server (answering after ``--delay-ms``), creates text
 pairs and OpenAI-compatible judges in a throw-away project on the database named by
 DATABASE_URL, starts ONE Celery worker on the broker named by CELERY_BROKER_URL (Redis), runs a
-filter over judges x 2 orders x pairs calls and prints seconds, calls/s and the peak RSS of
-each of the worker's processes (target: 3 judges x 2 orders x 2,000 pairs = 12,000 calls in
-<= 45 s, issue 19; it was <= 60 s, >= 200 calls/s). Then it times the reward-model judge
+filter over judges x 2 orders x pairs calls and prints seconds, calls/s, the peak RSS of
+each of the worker's processes and the CPU a call costs the worker and PostgreSQL beyond
+the judge's own time (docs/scaling.md); target: 3 judges x 2 orders x 2,000 pairs = 12,000
+calls in <= 45 s (issue 19; it was <= 60 s, >= 200 calls/s). Then it times the reward-model judge
 backend on CPU in responses/s (target >= 2,000 with a small model).
 
     DATABASE_URL=postgres://... CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
@@ -162,6 +163,7 @@ def worker_peak_rss_mb(session: int) -> list[float]:
 
 
 def bench_filter(args) -> None:
+    from annotator_load import database_backends_cpu, process_tree_cpu
     from django.db.models import Max
 
     from judges.models import FilterRun, Judge, Verdict
@@ -184,14 +186,22 @@ def bench_filter(args) -> None:
         worker = start_worker(args)
         try:
             wait_for_worker(worker)
+            worker_cpu, backends_seen = process_tree_cpu(worker.pid), database_backends_cpu()
+            backends_before = dict(backends_seen)
             started = time.perf_counter()
             run = filter_run_create(project=project, judges=judges)
             while True:
                 time.sleep(0.1)
+                backends_seen.update(database_backends_cpu())  # those the run opens, too
                 run.refresh_from_db()
                 if run.finished:
                     break
             elapsed = time.perf_counter() - started
+            worker_cpu = process_tree_cpu(worker.pid) - worker_cpu
+            backends_seen.update(database_backends_cpu())
+            database_cpu = sum(
+                cpu - backends_before.get(pid, 0) for pid, cpu in backends_seen.items()
+            )
             peaks = worker_peak_rss_mb(worker.pid)
         finally:
             os.killpg(worker.pid, 15)
@@ -211,6 +221,11 @@ def bench_filter(args) -> None:
             f"finishing (ensemble over all pairs) took {finalize:.2f} s"
         )
         print(f"  pairs: {run.summary.get('easy')} easy, {run.summary.get('queued')} queued")
+        print(
+            f"  CPU a call beyond the judge's own: worker {worker_cpu * 1000 / calls:.3f} ms "
+            f"(all its processes), PostgreSQL {database_cpu * 1000 / calls:.3f} ms "
+            "(this database's backends)"
+        )
         if peaks:
             print(
                 f"  worker peak RSS: {sum(peaks):.0f} MB in all (main process {peaks[0]:.0f} MB"

@@ -94,8 +94,16 @@ def main() -> None:
         "--overlap", type=int, default=3, help="votes a pair gets, from as many annotators"
     )
     parser.add_argument("--profile", type=int, default=0, help="print this many functions")
+    parser.add_argument(
+        "--webhook",
+        action="store_true",
+        help="give the project an active webhook taking pair.decided (docs/webhooks.md): "
+        "each deciding vote writes the event and sends the delivery task (CELERY_BROKER_URL)",
+    )
     args = parser.parse_args()
     production_environment()
+    if args.webhook:
+        os.environ["ARBITER_WEBHOOK_ALLOW_PRIVATE"] = "true"  # the endpoint is never called
     from annotator_load import (
         analyze_as_autovacuum_would,
         create_fixture,
@@ -113,6 +121,12 @@ def main() -> None:
     slug = f"bench-profile-{int(time.time())}"
     pairs = args.votes + args.warmup + 10
     tokens = create_fixture(slug=slug, pairs=pairs, overlap=args.overlap, annotators=args.overlap)
+    if args.webhook:
+        from annotation.models import Project
+        from annotation.webhooks.services import webhook_create
+
+        project = Project.objects.get(slug=slug)
+        webhook_create(project=project, url="http://127.0.0.1:9/hook", events=["pair.decided"])
     with connection.cursor() as cursor:
         analyze_as_autovacuum_would(cursor)
     application = get_wsgi_application()

@@ -10,6 +10,8 @@ JUDGES_HTTP = "judges_http"
 JUDGES_GPU = "judges_gpu"
 RELEASES = "releases"
 TRAINING = "training"
+WEBHOOKS = "webhooks"
+MAIL = "mail"
 
 # What each queue runs, in the order docs/deploy.md lists them; a worker that serves them
 # all (``make demo``) is started with ``-Q`` and ``ALL_QUEUES``.
@@ -19,6 +21,8 @@ QUEUES: dict[str, str] = {
     JUDGES_GPU: "filter runs and evaluations of reward_model judges (torch)",
     RELEASES: "release builds and agreement-report refreshes",
     TRAINING: "reward-model trainings (torch)",
+    WEBHOOKS: "webhook deliveries: signed POSTs to the projects' endpoints, and their retries",
+    MAIL: "outgoing mail: invitations and password resets",
 }
 ALL_QUEUES = ",".join(QUEUES)
 
@@ -39,6 +43,8 @@ _ROUTES: dict[str, tuple[str, ...]] = {
         "annotation.agreement_refreshes_send_lost",
     ),
     TRAINING: ("judges.training_run_execute", "judges.training_runs_resume_stalled"),
+    WEBHOOKS: ("annotation.webhooks_deliver_due",),
+    MAIL: ("annotation.mail_send",),
 }
 TASK_ROUTES: dict[str, dict[str, str]] = {
     task: {"queue": queue} for queue, tasks in _ROUTES.items() for task in tasks

@@ -10,63 +10,37 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.env import env_bool, env_choice, env_int, env_list, env_str
 from config.local_postgres import LocalServer
 from config.logging import logging_config
+from config.mail import mail_settings
+from config.media_limits import (  # noqa: F401 - settings
+    ARBITER_MAX_AUDIO_BYTES,
+    ARBITER_MAX_AUDIO_SAMPLE_RATE,
+    ARBITER_MAX_IMAGE_BYTES,
+    ARBITER_MAX_IMAGE_FRAMES,
+    ARBITER_MAX_IMAGE_PIXELS,
+    ARBITER_MAX_MEDIA_SECONDS,
+    ARBITER_MAX_MODEL3D_BYTES,
+    ARBITER_MAX_MODEL3D_TRIANGLES,
+    ARBITER_MAX_VIDEO_BYTES,
+    ARBITER_MAX_VIDEO_FRAME_RATE,
+    ARBITER_MAX_VIDEO_PIXELS,
+    ARBITER_MEDIA_CPU_SECONDS,
+    ARBITER_MEDIA_LIMITS,
+    ARBITER_MEDIA_MEMORY_BYTES,
+    ARBITER_MEDIA_THREADS,
+    ARBITER_MEDIA_WALL_SECONDS,
+    ARBITER_MEDIA_WORKERS,
+)
 from config.queues import TASK_ROUTES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-@overload
-def env_str(name: str, default: str) -> str: ...
-@overload
-def env_str(name: str, default: None = None) -> str | None: ...
-def env_str(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(name)
-    return default if value is None or value == "" else value
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    lowered = value.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true or false)")
-
-
-def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
-
-
-def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = env_str(name, default).strip().lower()
-    if value not in choices:
-        raise ImproperlyConfigured(
-            f"{name}={os.environ.get(name)!r}: use one of {', '.join(choices)}"
-        )
-    return value
-
-
-def env_list(name: str, default: list[str]) -> list[str]:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 ENVIRONMENT = env_str("ARBITER_ENV", "development")
@@ -313,58 +287,6 @@ if DATA_UPLOAD_MAX_MEMORY_SIZE > ARBITER_MAX_REQUEST_BYTES:
         f"ARBITER_MAX_REQUEST_BYTES={ARBITER_MAX_REQUEST_BYTES}, which refuses such bodies first"
     )
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
-ARBITER_MAX_IMAGE_BYTES = env_int("ARBITER_MAX_IMAGE_BYTES", 50 * 1024 * 1024)
-# 40 Mpx keeps the rebuild of the largest image allowed (decoded frames and their PNG) under
-# 500 MB (docs/operations.md, "Bounded media work").
-ARBITER_MAX_IMAGE_PIXELS = env_int("ARBITER_MAX_IMAGE_PIXELS", 40_000_000)
-# An animation's frames: at most this many, and all their pixels within the pixel limit.
-ARBITER_MAX_IMAGE_FRAMES = env_int("ARBITER_MAX_IMAGE_FRAMES", 1000)
-# Video, audio and 3D limits (docs/operations.md, "Limits"); checked from the header first.
-ARBITER_MAX_VIDEO_BYTES = env_int("ARBITER_MAX_VIDEO_BYTES", 1024 * 1024 * 1024)
-ARBITER_MAX_AUDIO_BYTES = env_int("ARBITER_MAX_AUDIO_BYTES", 200 * 1024 * 1024)
-ARBITER_MAX_MODEL3D_BYTES = env_int("ARBITER_MAX_MODEL3D_BYTES", 200 * 1024 * 1024)
-# A model with more triangles is refused: its views are rendered at import (docs/import-format.md).
-ARBITER_MAX_MODEL3D_TRIANGLES = env_int("ARBITER_MAX_MODEL3D_TRIANGLES", 1_000_000)
-ARBITER_MAX_MEDIA_SECONDS = env_int("ARBITER_MAX_MEDIA_SECONDS", 600)
-# 1920 x 1080 (or 1080 x 1920): x264 keeps its look-ahead at full size, and a 4K clip needs
-# about 1 GB to re-encode; raise it with ARBITER_MEDIA_MEMORY_BYTES_VIDEO (docs/import-format.md).
-ARBITER_MAX_VIDEO_PIXELS = env_int("ARBITER_MAX_VIDEO_PIXELS", 1920 * 1080)
-ARBITER_MAX_VIDEO_FRAME_RATE = env_int("ARBITER_MAX_VIDEO_FRAME_RATE", 240)
-ARBITER_MAX_AUDIO_SAMPLE_RATE = env_int("ARBITER_MAX_AUDIO_SAMPLE_RATE", 192_000)
-# Threads of each FFmpeg decoder and encoder of an import: fixed, so that a memory limit on the
-# process that decodes means what it says.
-ARBITER_MEDIA_THREADS = env_int("ARBITER_MEDIA_THREADS", 1)
-# Every parse, probe, transcode and render of an uploaded file runs in a child process with
-# these limits per kind of file (docs/operations.md, "Bounded media work"): memory is address
-# space beyond the media server's own, CPU and wall time are seconds per file. Off
-# (ARBITER_MEDIA_LIMITS=false, for the benchmark) runs the same children without rlimits.
-_MEDIA_KINDS = ("image", "video", "audio", "model3d")
-_MEDIA_MEMORY = {"image": 400, "video": 400, "audio": 400, "model3d": 400}
-_MEDIA_CPU = {"image": 30, "video": 600, "audio": 120, "model3d": 45}
-_MEDIA_WALL = {"image": 60, "video": 900, "audio": 180, "model3d": 55}
-ARBITER_MEDIA_MEMORY_BYTES = {
-    kind: env_int(f"ARBITER_MEDIA_MEMORY_BYTES_{kind.upper()}", _MEDIA_MEMORY[kind] * 1_000_000)
-    for kind in _MEDIA_KINDS
-}
-ARBITER_MEDIA_CPU_SECONDS = {
-    kind: env_int(f"ARBITER_MEDIA_CPU_SECONDS_{kind.upper()}", _MEDIA_CPU[kind])
-    for kind in _MEDIA_KINDS
-}
-ARBITER_MEDIA_WALL_SECONDS = {
-    kind: env_int(f"ARBITER_MEDIA_WALL_SECONDS_{kind.upper()}", _MEDIA_WALL[kind])
-    for kind in _MEDIA_KINDS
-}
-ARBITER_MEDIA_LIMITS = env_bool("ARBITER_MEDIA_LIMITS", True)
-# Media children at once in each process that imports (one per core: each is one thread).
-ARBITER_MEDIA_WORKERS = env_int("ARBITER_MEDIA_WORKERS", os.cpu_count() or 1)
-for _kind in _MEDIA_KINDS:
-    if ARBITER_MEDIA_WALL_SECONDS[_kind] < 1 or ARBITER_MEDIA_CPU_SECONDS[_kind] < 1:
-        raise ImproperlyConfigured(
-            f"ARBITER_MEDIA_CPU_SECONDS_{_kind.upper()} and ARBITER_MEDIA_WALL_SECONDS_"
-            f"{_kind.upper()} must be at least 1"
-        )
-if ARBITER_MEDIA_WORKERS < 1:
-    raise ImproperlyConfigured(f"ARBITER_MEDIA_WORKERS={ARBITER_MEDIA_WORKERS} must be at least 1")
 ARBITER_FETCH_TIMEOUT_S = env_int("ARBITER_FETCH_TIMEOUT_S", 10)
 ARBITER_FETCH_MAX_REDIRECTS = env_int("ARBITER_FETCH_MAX_REDIRECTS", 3)
 # Uploads larger than this are imported by a Celery task with a progress bar.
@@ -409,6 +331,26 @@ ARBITER_PROJECT_CREATORS = env_str("ARBITER_PROJECT_CREATORS", "curators")
 if ARBITER_PROJECT_CREATORS not in {"curators", "operators"}:
     raise ImproperlyConfigured(
         f"ARBITER_PROJECT_CREATORS={ARBITER_PROJECT_CREATORS!r}: use curators or operators"
+    )
+
+# Mail (config/mail.py, docs/operations.md "Mail"): SMTP from ARBITER_EMAIL_URL, sent by the
+# `mail` queue's worker; an invitation's link works for ARBITER_INVITATION_DAYS days, once.
+_mail = mail_settings(
+    url=env_str("ARBITER_EMAIL_URL", ""),
+    sender=env_str("ARBITER_EMAIL_FROM", ""),
+    base_url=env_str("ARBITER_BASE_URL", ""),
+    production=PRODUCTION,
+)
+globals().update(_mail.email)
+DEFAULT_FROM_EMAIL: str = _mail.sender
+ARBITER_BASE_URL: str = _mail.base_url
+ARBITER_INVITATION_DAYS = env_int("ARBITER_INVITATION_DAYS", 7)
+# Password-reset requests one address may make per hour (the answer never says whether an
+# account has the email); the login's lockout is django-axes'.
+ARBITER_PASSWORD_RESETS_PER_HOUR = env_int("ARBITER_PASSWORD_RESETS_PER_HOUR", 5)
+if ARBITER_INVITATION_DAYS < 1 or ARBITER_PASSWORD_RESETS_PER_HOUR < 1:
+    raise ImproperlyConfigured(
+        "ARBITER_INVITATION_DAYS and ARBITER_PASSWORD_RESETS_PER_HOUR must be at least 1"
     )
 
 AXES_FAILURE_LIMIT = env_int("ARBITER_LOGIN_FAILURE_LIMIT", 5)
@@ -584,6 +526,16 @@ if ARBITER_AGREEMENT_DEBOUNCE_S < 0:
     raise ImproperlyConfigured(
         f"ARBITER_AGREEMENT_DEBOUNCE_S={ARBITER_AGREEMENT_DEBOUNCE_S} must not be negative"
     )
+# Webhooks (docs/webhooks.md, "Settings"): private targets refused unless allowed; the
+# timeout of a request; the first retry's wait, doubling to its cap; the retry window; the sweep.
+ARBITER_WEBHOOK_ALLOW_PRIVATE = env_bool("ARBITER_WEBHOOK_ALLOW_PRIVATE", False)
+ARBITER_WEBHOOK_TIMEOUT_S = env_int("ARBITER_WEBHOOK_TIMEOUT_S", 5)
+ARBITER_WEBHOOK_BACKOFF_S = env_int("ARBITER_WEBHOOK_BACKOFF_S", 30)
+ARBITER_WEBHOOK_BACKOFF_MAX_S = env_int("ARBITER_WEBHOOK_BACKOFF_MAX_S", 3600)
+ARBITER_WEBHOOK_RETRY_FOR_S = env_int("ARBITER_WEBHOOK_RETRY_FOR_S", 24 * 3600)
+ARBITER_WEBHOOK_SWEEP_EVERY_S = env_int("ARBITER_WEBHOOK_SWEEP_EVERY_S", 10)
+if min(ARBITER_WEBHOOK_TIMEOUT_S, ARBITER_WEBHOOK_SWEEP_EVERY_S) < 1:
+    raise ImproperlyConfigured("ARBITER_WEBHOOK_TIMEOUT_S and _SWEEP_EVERY_S must be at least 1")
 CELERY_BEAT_SCHEDULE = {
     name: {
         "task": task,
@@ -600,6 +552,11 @@ CELERY_BEAT_SCHEDULE = {
         ("send-lost-agreement-refreshes", "annotation.agreement_refreshes_send_lost"),
     )
 }
+CELERY_BEAT_SCHEDULE["send-due-webhooks"] = {
+    "task": "annotation.webhooks_deliver_due",
+    "schedule": ARBITER_WEBHOOK_SWEEP_EVERY_S,
+    "options": {"expires": ARBITER_WEBHOOK_SWEEP_EVERY_S},
+}
 # Time limits of the Celery tasks, by kind of job (docs/operations.md, "Time limits,
 # attempts and quarantine"): the soft limit raises inside the task, which records the failure
 # on its job; ARBITER_TASK_KILL_AFTER_S later the worker kills the process. Both stay below
@@ -615,6 +572,7 @@ ARBITER_TASK_TIME_LIMITS: dict[str, tuple[int, str]] = {
         ("evaluation", "ARBITER_EVALUATION_TIME_LIMIT_S", 1800),
         ("training", "ARBITER_TRAINING_TIME_LIMIT_S", 3000),
         ("sweep", "ARBITER_SWEEP_TIME_LIMIT_S", 120),
+        ("mail", "ARBITER_MAIL_TIME_LIMIT_S", 120),
     )
 }
 ARBITER_TASK_KILL_AFTER_S = env_int("ARBITER_TASK_KILL_AFTER_S", 60)

@@ -18,6 +18,7 @@ from annotation.core import statement_functions
 from annotation.models import Role
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
 from tests.s3_server import s3_server, s3_storage  # noqa: F401 - fixtures
+from tests.smtp_server import smtp_server, smtp_tls_server  # noqa: F401 - fixtures
 
 # The fuzz tests (tests/annotation/media/) keep no example database in the checkout: each run
 # draws the same examples, so a failure in CI is the one a developer sees.

@@ -21,15 +21,26 @@ from django.core.signals import got_request_exception
 from django.db import transaction
 from django.test import Client
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
 from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.core.media_keys import media_url_key
-from annotation.models import ApiToken, Assignment, ImportJob, ProjectMedia, Release
+from annotation.models import (
+    ApiToken,
+    Assignment,
+    ImportJob,
+    ProjectMedia,
+    Release,
+    WebhookEndpoint,
+)
 from annotation.pairs.views import BULK_ACTIONS
+from annotation.projects.invitations import invitation_create, invitation_token
 from annotation.queue.services import claim as queue_claim
 from annotation.queue.views.curator import ACTIONS
+from annotation.webhooks.services import webhook_test
 from judges.best_of_n.services import best_of_n_run
 from judges.evaluation.services import judge_evaluation_create
 from judges.models import TrainingRun
@@ -186,12 +197,19 @@ class World:
         self.assignment = queue_claim.assignment_claim(project=project, annotator=alice)
         assert isinstance(self.assignment, Assignment)
         self.extra = MembershipFactory(project=project, user=UserFactory(username="zed"))
+        self.invitation = invitation_create(
+            project=project, email="invited@example.org", role="annotator", invited_by=carol
+        )
         self.pair = project.pairs.get(external_id="rel-disputed")
         self.media = ProjectMedia.objects.filter(project=project).first().media_id
         self.file_name = "manifest.json"
         self.api_token = ApiToken.objects.create(
             user=carol, name="hostile", key_digest="f" * 64, key_start="arb_hostile"
         )
+        self.webhook = WebhookEndpoint.objects.create(
+            project=project, url="http://127.0.0.1:9/hook", events=["pair.decided"], secret="x"
+        )
+        self.delivery = webhook_test(endpoint=self.webhook)
         self.users = {"curator": carol, "annotator": alice, "researcher": dave}
         self.clients: dict[str, Client] = {}
         self.apis: dict[str, Client] = {}
@@ -214,6 +232,8 @@ class World:
             return [self.project.slug]
         if name == "version":
             return [self.release.version]
+        if (name in ("pk", "webhook_id") and "webhooks" in route) or name == "delivery_id":
+            return [str((self.delivery if name == "delivery_id" else self.webhook).pk)]
         if name in ("pk", "assignment_id") and ("assignments" in route or "annotate" in route):
             return [str(self.assignment.pk)]
         if name in ("pk", "job_id"):
@@ -247,6 +267,16 @@ class World:
             return ["alice"]
         if name == "chart":
             return [spec.name for spec in CHARTS] + list(TABLES)
+        if name == "action" and "webhooks" in route:
+            return ["test", "rotate", "nope"]
+        if name == "invitation_id":
+            return [str(self.invitation.pk)]
+        if name == "token":  # an invitation's or a password reset's
+            return [invitation_token(self.invitation), "forged:token"]
+        if name == "uidb64":
+            return [urlsafe_base64_encode(force_bytes(self.users["curator"].pk)), "!!"]
+        if name == "action" and "invitations" in route:
+            return ["resend", "revoke", "nope"]
         if name == "action" and "/runs/" in route:  # a filter run's old URLs, by id
             return ["cancel", "resume", "nope"]
         if name == "action":

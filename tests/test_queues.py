@@ -18,7 +18,7 @@ from annotation.imports.services import import_job_submit
 from annotation.models import ImportJob, Release, Role
 from annotation.releases.services import release_build_start, release_create
 from config.celery import app
-from config.queues import ALL_QUEUES, IMPORTS, JUDGES_GPU, QUEUES, RELEASES, TRAINING
+from config.queues import ALL_QUEUES, IMPORTS, JUDGES_GPU, MAIL, QUEUES, RELEASES, TRAINING
 from judges.models import Judge
 from tests.annotation.imports.conftest import jsonl_bytes, text_pair, upload
 from tests.celery_worker import WorkerProcess
@@ -46,6 +46,7 @@ def test_every_registered_task_is_routed_to_the_queue_of_its_kind():
     assert queues["annotation.tasks.release_build_run"] == RELEASES
     assert queues["annotation.agreement_report_refresh"] == RELEASES
     assert queues["judges.training_run_execute"] == TRAINING
+    assert queues["annotation.mail_send"] == MAIL
     # each stalled-job sweep runs beside the jobs it recovers
     assert queues["annotation.imports_resume_stalled"] == IMPORTS
     assert queues["judges.training_runs_resume_stalled"] == TRAINING

@@ -21,7 +21,19 @@ API_PATH_PREFIX = "/api/"
 # (Django ties sessions to the password's hash).
 SESSION_KEY = "arbiter_password_change_required"
 # The pages a user with a one-time password may still reach: where they change it, and out.
-OPEN_VIEWS = frozenset({"account", "login", "logout", "healthz", "favicon"})
+OPEN_VIEWS = frozenset(
+    {
+        "account",
+        "login",
+        "logout",
+        "healthz",
+        "favicon",
+        "password_reset",
+        "password_reset_done",
+        "password_reset_confirm",
+        "password_reset_complete",
+    }
+)
 MESSAGE = "Change your one-time password on the account page first."
 
 

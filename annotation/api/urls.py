@@ -11,6 +11,7 @@ from annotation.leaderboard import api as leaderboard
 from annotation.projects import api as projects
 from annotation.queue import api as queue
 from annotation.releases import api as releases
+from annotation.webhooks import api as webhooks
 
 urlpatterns = [
     *routes(
@@ -71,5 +72,18 @@ urlpatterns = [
         ("projects/<slug:slug>/undo/", queue.UndoApi.as_view(), "api-undo"),
         ("assignments/<int:pk>/vote/", queue.VoteApi.as_view(), "api-vote"),
         ("assignments/<int:pk>/skip/", queue.SkipApi.as_view(), "api-skip"),
+    ),
+    *routes(
+        "projects/<slug:slug>/webhooks/",
+        ("", webhooks.WebhookListApi.as_view(), "api-webhooks"),
+        ("<int:pk>/", webhooks.WebhookDetailApi.as_view(), "api-webhook"),
+        ("<int:pk>/rotate-secret/", webhooks.WebhookRotateApi.as_view(), "api-webhook-rotate"),
+        ("<int:pk>/test/", webhooks.WebhookTestApi.as_view(), "api-webhook-test"),
+        ("<int:pk>/deliveries/", webhooks.WebhookDeliveriesApi.as_view(), "api-webhook-log"),
+        (
+            "<int:pk>/deliveries/<int:delivery_id>/redeliver/",
+            webhooks.WebhookRedeliverApi.as_view(),
+            "api-webhook-redeliver",
+        ),
     ),
 ]

@@ -42,6 +42,7 @@ PROJECT_TABS = (
     Tab("Best-of-N", "judges:best-of-n", STAFF_ROLES, also=("judges:best-of-n-run",)),
     Tab("Judges", "judges:project-judges", STAFF_ROLES),
     Tab("Model leaderboard", "model-leaderboard", STAFF_ROLES),
+    Tab("Webhooks", "webhooks", CURATORS, also=("webhook",)),
     Tab("Settings", "project-settings", CURATORS),
 )
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.core.prepared import execute_prepared
+from annotation.core.webhook_events import webhook_event_record
 from annotation.decisions import lifecycle
 from annotation.decisions.selectors import free_annotators
 from annotation.models import (
@@ -34,6 +35,7 @@ from annotation.models import (
     Scale,
     Side,
     Vote,
+    WebhookEventKind,
 )
 
 # Pairs re-applied per batch: their votes and prior annotations are read in one go.
@@ -71,7 +73,30 @@ def pair_complete(
             may_reopen=False,
         )
     lifecycle.pair_record_decision(pair_id=pair_id, decision=decision, now=now)
+    if project.webhooks_active and decision.status != PairStatus.ANNOTATING:
+        external_id, task = Pair.objects.filter(pk=pair_id).values_list("external_id", "task")[0]
+        pair_event_record(project=project, external_id=external_id, task=task, decision=decision)
     return decision
+
+
+def pair_event_record(
+    *,
+    project: Project,
+    external_id: str,
+    task: str,
+    decision: lifecycle.Decision,
+    by: str = "votes",
+) -> None:
+    """The webhook event of a pair just decided (``pair.decided``) or sent to adjudication
+    (``pair.escalated``), in the transaction of that change (docs/webhooks.md, "Events")."""
+    pair = {"id": external_id, "task": task}
+    if decision.status == PairStatus.DISPUTED:
+        kind, data = WebhookEventKind.PAIR_ESCALATED, {"reason": decision.reason}
+    else:
+        kind, data = WebhookEventKind.PAIR_DECIDED, {"label": decision.label, "by": by}
+    webhook_event_record(
+        project=project, kind=kind, data={"project": project.slug, "pair": pair, **data}
+    )
 
 
 class ImportConsensus:
@@ -140,6 +165,14 @@ def pair_adjudicate(*, pair: Pair, curator, label: str, note: str) -> Adjudicati
         live.superseded_at = now
         live.save(update_fields=["superseded_at"])
     lifecycle.pair_adjudicated(pair_id=pair.pk, label=label, now=now)
+    decided = lifecycle.Decision(PairStatus.CONSENSUS, label, "", 0, 0)
+    pair_event_record(
+        project=project,
+        external_id=pair.external_id,
+        task=pair.task,
+        decision=decided,
+        by="adjudication",
+    )
     return Adjudication.objects.create(
         pair_id=pair.pk, curator=curator, label=label, note=note, created_at=now
     )
@@ -303,6 +336,17 @@ def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
 # ---- Disputes nobody can answer ----
 
 
+def _escalations_record(*, project: Project, stalled: list) -> None:
+    if not project.webhooks_active:
+        return
+    tasks = dict(Pair.objects.filter(pk__in=[row[0] for row in stalled]).values_list("pk", "task"))
+    for pk, external_id, reason, _extra in stalled:
+        disputed = lifecycle.Decision(PairStatus.DISPUTED, "", reason, 0, 0)
+        pair_event_record(
+            project=project, external_id=external_id, task=tasks[pk], decision=disputed
+        )
+
+
 @transaction.atomic
 def disputes_settle(
     *, project: Project, pair_ids: Iterable[int] | None = None, dry_run: bool = False
@@ -343,6 +387,7 @@ def disputes_settle(
         lifecycle.pairs_send_to_adjudication(
             pair_ids=[pk for pk, *_ in stalled], now=timezone.now()
         )
+        _escalations_record(project=project, stalled=stalled)
     return [
         PairChange(
             external_id,

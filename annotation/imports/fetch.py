@@ -8,13 +8,13 @@ same way, and the body is capped in size and in total time.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import time
 from urllib.parse import urljoin
 
 import httpx
 from django.conf import settings
+
+from annotation.core.addresses import AddressRefused, resolve_checked
 
 _REDIRECTS = {301, 302, 303, 307, 308}
 _USER_AGENT = "Arbiter media import"
@@ -24,48 +24,12 @@ class FetchError(Exception):
     """The URL was refused or could not be fetched; the message says why."""
 
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-def address_is_public(address: IPAddress) -> bool:
-    """True for globally routable unicast addresses; False for loopback, private, link-local
-    (cloud metadata at 169.254.169.254), shared, reserved, multicast and unspecified ones."""
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour
-        if embedded is not None:
-            return address_is_public(embedded)
-        if address.teredo is not None:
-            return False
-    return address.is_global and not (
-        address.is_multicast
-        or address.is_loopback
-        or address.is_private
-        or address.is_link_local
-        or address.is_reserved
-        or address.is_unspecified
-    )
-
-
 def resolve_public(host: str, port: int) -> list[str]:
     """Every address ``host`` resolves to, refusing the host if any one of them is not public."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise FetchError(f"cannot resolve host {host!r}: {exc}") from None
-    addresses: list[str] = []
-    for _family, _type, _proto, _canon, sockaddr in infos:
-        host_text = sockaddr[0]
-        if not isinstance(host_text, str):  # only IPv4 and IPv6 answers come back for a host
-            raise FetchError(f"host {host!r} resolves to {host_text!r}, which is not an IP address")
-        text = host_text.split("%", 1)[0]  # drop an IPv6 zone id
-        address = ipaddress.ip_address(text)
-        if not address_is_public(address):
-            raise FetchError(f"host {host!r} resolves to {address}, which is not a public address")
-        if text not in addresses:
-            addresses.append(text)
-    if not addresses:
-        raise FetchError(f"host {host!r} has no address")
-    return addresses
+        return resolve_checked(host, port, allow_private=False)
+    except AddressRefused as exc:
+        raise FetchError(str(exc)) from None
 
 
 def fetch_image_bytes(

@@ -96,6 +96,9 @@ def pairs_import(
             stack.enter_context(cyclic_gc_paused())
             stream, name, total = open_source(source, stack)
             if job is not None:
+                # Its upload is stored under a key of the server's choosing: the name the
+                # curator's file had says what it is (an Omni-RewardBench task file...).
+                name = job.filename or name
                 job_records.job_started(job, total)
             if archive is not None:
                 media_root = unpack_archive(archive, stack)

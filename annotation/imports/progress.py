@@ -7,11 +7,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
 
+from annotation.core.webhook_events import webhook_event_record
 from annotation.imports import sql
-from annotation.models import ImportJob
+from annotation.models import ImportJob, Project, WebhookEventKind
 
 if TYPE_CHECKING:
     from annotation.imports.summary import ImportSummary
@@ -68,20 +69,44 @@ def job_status(job: ImportJob) -> str | None:
     return ImportJob.objects.filter(pk=job.pk).values_list("status", flat=True).first()
 
 
-def job_update(job: ImportJob, **values) -> None:
-    """Changes an unfinished job (a finished one stays as it ended); counts as progress."""
+def job_update(job: ImportJob, **values) -> bool:
+    """Changes an unfinished job (a finished one stays as it ended); counts as progress.
+    Returns whether the job was unfinished."""
     values["progress_at"] = timezone.now()
-    ImportJob.objects.filter(pk=job.pk).exclude(status__in=FINISHED).update(**values)
+    changed = ImportJob.objects.filter(pk=job.pk).exclude(status__in=FINISHED).update(**values)
     for key, value in values.items():
         setattr(job, key, value)
+    return bool(changed)
+
+
+# Of a failed import's errors, how many its webhook event lists (the job has them all).
+EVENT_ERRORS_MAX = 20
+
+
+def _job_finished_event(job: ImportJob) -> None:
+    """The webhook event of the job that just finished, in the transaction that finished it."""
+    project = Project.objects.get(pk=job.project_id)
+    failed = job.status == ImportJob.Status.FAILED
+    data = {
+        "id": job.pk,
+        "filename": job.filename,
+        "status": job.status,
+        "created_pairs": job.created_pairs,
+        "existing_pairs": job.existing_pairs,
+        "decided_pairs": job.decided_pairs,
+        "errors": job.errors[:EVENT_ERRORS_MAX],
+    }
+    kind = WebhookEventKind.IMPORT_FAILED if failed else WebhookEventKind.IMPORT_FINISHED
+    webhook_event_record(project=project, kind=kind, data={"project": project.slug, "import": data})
 
 
 def job_started(job: ImportJob, total: int) -> None:
     job_update(job, status=ImportJob.Status.RUNNING, bytes_total=total, bytes_done=0)
 
 
+@transaction.atomic
 def job_succeeded(job: ImportJob, summary: ImportSummary, total: int) -> None:
-    job_update(
+    finished = job_update(
         job,
         status=ImportJob.Status.SUCCEEDED,
         bytes_total=total,
@@ -94,10 +119,15 @@ def job_succeeded(job: ImportJob, summary: ImportSummary, total: int) -> None:
         errors=[],
         finished_at=timezone.now(),
     )
+    if finished:
+        _job_finished_event(job)
 
 
+@transaction.atomic
 def job_failed(job: ImportJob, errors: list[dict]) -> None:
-    job_update(job, status=ImportJob.Status.FAILED, errors=errors, finished_at=timezone.now())
+    now = timezone.now()
+    if job_update(job, status=ImportJob.Status.FAILED, errors=errors, finished_at=now):
+        _job_finished_event(job)
 
 
 def job_error(message: str) -> list[dict]:

@@ -17,6 +17,7 @@ from annotation.models.choices import (
 )
 from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
 from annotation.models.imports import ImportJob
+from annotation.models.invitations import Invitation
 from annotation.models.jobs import TaskAttempt
 from annotation.models.pairs import Pair, PriorAnnotation
 from annotation.models.projects import (
@@ -39,6 +40,14 @@ from annotation.models.releases import (
     ReleaseQuerySet,
 )
 from annotation.models.tokens import ApiToken
+from annotation.models.webhooks import (
+    SUBSCRIBABLE_EVENTS,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+    WebhookEventKind,
+)
 
 __all__ = [
     "DEFAULT_GOLD_MIN_ACCURACY",
@@ -49,6 +58,7 @@ __all__ = [
     "RELEASE_VERSION_PART_MAX",
     "RELEASE_VERSION_PATTERN",
     "RELEASE_VERSION_REGEX",
+    "SUBSCRIBABLE_EVENTS",
     "Adjudication",
     "AgreementReport",
     "ApiToken",
@@ -57,6 +67,7 @@ __all__ = [
     "ConsensusRule",
     "ContentMixin",
     "ImportJob",
+    "Invitation",
     "JobStatus",
     "Media",
     "Membership",
@@ -79,4 +90,9 @@ __all__ = [
     "Skip",
     "TaskAttempt",
     "Vote",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEvent",
+    "WebhookEventKind",
 ]

@@ -72,6 +72,9 @@ class Project(models.Model):
         "all) instead of the copy rebuilt without them: this weakens the blinding.",
     )
     paused = models.BooleanField(default=False)
+    # Whether the project has an active webhook (kept by annotation.webhooks.services): the
+    # vote path reads it on the row it loaded, so a project without one writes no event.
+    webhooks_active = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -31,12 +31,14 @@ from annotation.core.jobs import (
     stalled_before,
 )
 from annotation.core.local_settings import local_settings
+from annotation.core.webhook_events import webhook_event_record
 from annotation.models import (
     RELEASE_VERSION_PART_DIGITS,
     RELEASE_VERSION_PART_MAX,
     RELEASE_VERSION_PATTERN,
     Project,
     Release,
+    WebhookEventKind,
 )
 from annotation.releases.rows import selection_is_empty
 from annotation.releases.selection import Selection, check_selection, describe_selection
@@ -194,22 +196,43 @@ def release_build(
     except Exception as exc:
         release_build_fail(release_id=release.pk, message=describe_error(exc))
         raise
-    Release.objects.filter(pk=release.pk, status=Status.BUILDING).update(
-        status=Status.BUILT,
-        stage="done",
-        rows_done=outcome.rows_total,
-        rows_total=outcome.rows_total,
-        pair_count=outcome.pair_count,
-        statistics=outcome.statistics,
-        card=outcome.card,
-        manifest_sha256=outcome.manifest_sha256,
-        archive_sha256=outcome.archive_sha256,
-        archive_size=outcome.archive_size,
-        build_finished_at=timezone.now(),
-        progress_at=timezone.now(),
-    )
-    release.refresh_from_db()
+    with transaction.atomic():
+        built = Release.objects.filter(pk=release.pk, status=Status.BUILDING).update(
+            status=Status.BUILT,
+            stage="done",
+            rows_done=outcome.rows_total,
+            rows_total=outcome.rows_total,
+            pair_count=outcome.pair_count,
+            statistics=outcome.statistics,
+            card=outcome.card,
+            manifest_sha256=outcome.manifest_sha256,
+            archive_sha256=outcome.archive_sha256,
+            archive_size=outcome.archive_size,
+            build_finished_at=timezone.now(),
+            progress_at=timezone.now(),
+        )
+        release.refresh_from_db()
+        if built:
+            _release_built_event(release)
     return release
+
+
+def _release_built_event(release: Release) -> None:
+    """The webhook event of a release just built (docs/webhooks.md, "Events"); the project
+    read afresh, as a long build may have outlived its webhooks' change."""
+    project = Project.objects.get(pk=release.project_id)
+    data = {
+        "version": release.version,
+        "pair_count": release.pair_count,
+        "manifest_sha256": release.manifest_sha256,
+        "archive_sha256": release.archive_sha256,
+        "archive_size": release.archive_size,
+    }
+    webhook_event_record(
+        project=project,
+        kind=WebhookEventKind.RELEASE_BUILT,
+        data={"project": project.slug, "release": data},
+    )
 
 
 def _release_build_claim(*, release: Release, claimed: bool, redelivered: bool) -> None:

@@ -25,13 +25,14 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
+from annotation.core.webhook_events import webhook_event_record
 from annotation.decisions.lifecycle import (
     EnsembleOutcome,
     pairs_apply_ensemble,
     pairs_return_to_imported,
     pairs_start_judging,
 )
-from annotation.models import Pair, PairStatus, Project
+from annotation.models import Pair, PairStatus, Project, WebhookEventKind
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order, judge_judgeable
 from judges.ensemble import (
@@ -565,4 +566,9 @@ def filter_run_finish(*, run: FilterRun) -> bool:
         "judges": {names[pk]: stats.get(pk, {}) for pk in names},
     }
     run.save(update_fields=["summary"])
+    project = Project.objects.get(pk=run.project_id)
+    counts_only = {key: value for key, value in run.summary.items() if key != "judges"}
+    run_data = {"id": run.pk, "number": run.number, "summary": counts_only}
+    data = {"project": project.slug, "filter_run": run_data}
+    webhook_event_record(project=project, kind=WebhookEventKind.FILTER_RUN_FINISHED, data=data)
     return True

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from annotation.core.media_keys import media_path
 from annotation.models import Media, Project
+from annotation.projects.invitations import invitation_create
 from tests.annotation.queue.conftest import make_image
 from tests.factories import ProjectFactory, UserFactory
 
@@ -63,3 +64,16 @@ def test_votes_are_listed_as_the_annotator_saw_them(operator_client, api_for, sc
     listing = operator_client.get(reverse("admin:annotation_vote_changelist")).content.decode()
     cell = re.search(r'<td class="field-as_shown">(.*?)</td>', listing).group(1)
     assert cell == shown
+
+
+def test_invitations_are_listed_without_their_key(operator_client, project):
+    invitation = invitation_create(
+        project=project, email="listed@example.org", role="annotator", invited_by=None
+    )
+    listing = operator_client.get(reverse("admin:annotation_invitation_changelist"))
+    assert "listed@example.org" in listing.content.decode()
+    detail = operator_client.get(
+        reverse("admin:annotation_invitation_change", args=[invitation.pk])
+    )
+    assert detail.status_code == 200
+    assert invitation.key not in detail.content.decode()

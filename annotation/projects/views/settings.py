@@ -14,7 +14,15 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.core.access import CURATORS, get_project_for_user
 from annotation.core.markdown import render_markdown
-from annotation.models import GOLD_MIN_VOTES, ConsensusRule, Membership, Project, Role, Scale
+from annotation.models import (
+    GOLD_MIN_VOTES,
+    ConsensusRule,
+    Invitation,
+    Membership,
+    Project,
+    Role,
+    Scale,
+)
 from annotation.pairs import actions as pair_actions
 from annotation.projects.services import (
     MAX_GUIDELINES_CHARS,
@@ -122,27 +130,36 @@ class MemberAddForm(forms.Form):
         return {"email": value} if "@" in value else {"username": value}
 
 
+class InviteForm(forms.Form):
+    email = forms.EmailField(max_length=254, help_text="The link in the mail works once.")
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.ANNOTATOR)
+
+
 class MemberRoleForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices)
 
 
-def _add_errors(form: forms.Form, exc: ValidationError, aliases: dict[str, str]) -> None:
+def add_errors(form: forms.Form, exc: ValidationError, aliases: dict[str, str]) -> None:
     """A service's errors on the form fields they name (``aliases`` maps service names)."""
     for field, field_messages in exc.message_dict.items():
         target = aliases.get(field, field)
         form.add_error(target if target in form.fields else None, field_messages)
 
 
-def _render(request, project: Project, *, status: int = 200, **context):
+def render_settings(request, project: Project, *, status: int = 200, **context):
     limits = project_setting_limits(project=project)
     context.setdefault("project_form", ProjectSettingsForm(project=project, limits=limits))
     context.setdefault("add_form", MemberAddForm())
+    context.setdefault("invite_form", InviteForm())
     members = (
         Membership.objects.filter(project=project)
         .select_related("user")
         .order_by("role", "user__username")
     )
     context.update(
+        invitations=Invitation.objects.filter(
+            project=project, accepted_at=None, revoked_at=None
+        ).order_by("email"),
         project=project,
         role=Role.CURATOR,
         members=members,
@@ -170,7 +187,7 @@ def _curated_membership(request, slug: str, membership_id: int) -> tuple[Project
 @never_cache
 @login_required
 def settings_page(request, slug: str):
-    return _render(request, _curated(request, slug))
+    return render_settings(request, _curated(request, slug))
 
 
 @require_POST
@@ -185,11 +202,11 @@ def settings_project(request, slug: str):
         try:
             updated = project_update(project=project, **form.cleaned_data)
         except ValidationError as exc:
-            _add_errors(form, exc, {})
+            add_errors(form, exc, {})
         else:
             messages.success(request, _saved_message(updated))
             return redirect("project-settings", slug=project.slug)
-    return _render(request, project, project_form=form, status=400)
+    return render_settings(request, project, project_form=form, status=400)
 
 
 def _saved_message(updated: ProjectUpdated) -> str:
@@ -230,15 +247,15 @@ def settings_member_add(request, slug: str):
                 **form.identity(),
             )
         except ValidationError as exc:
-            _add_errors(form, exc, {"username": "user", "email": "user"})
+            add_errors(form, exc, {"username": "user", "email": "user"})
         else:
             user = added.membership.user
             verb = "Created the account" if added.created else "Added"
             messages.success(
                 request, f"{verb} {user.get_username()} as {added.membership.get_role_display()}."
             )
-            return _render(request, project, added=added)
-    return _render(request, project, add_form=form, status=400)
+            return render_settings(request, project, added=added)
+    return render_settings(request, project, add_form=form, status=400)
 
 
 @require_POST
@@ -252,7 +269,9 @@ def settings_member_role(request, slug: str, membership_id: int):
             raise ValidationError(form.errors)
         changed = member_role_change(membership=membership, role=form.cleaned_data["role"])
     except ValidationError as exc:
-        return _render(request, project, member_error=(membership.pk, exc.messages), status=400)
+        return render_settings(
+            request, project, member_error=(membership.pk, exc.messages), status=400
+        )
     messages.success(request, f"{changed.user.get_username()} is now {changed.get_role_display()}.")
     return redirect("project-settings", slug=project.slug)
 
@@ -265,6 +284,8 @@ def settings_member_remove(request, slug: str, membership_id: int):
     try:
         member_remove(membership=membership)
     except ValidationError as exc:
-        return _render(request, project, member_error=(membership.pk, exc.messages), status=400)
+        return render_settings(
+            request, project, member_error=(membership.pk, exc.messages), status=400
+        )
     messages.success(request, f"Removed {membership.user.get_username()} from the project.")
     return redirect("project-settings", slug=project.slug)

@@ -47,6 +47,7 @@ ROLE_TABS = {
         ("Best-of-N", "judges:best-of-n"),
         ("Judges", "judges:project-judges"),
         ("Model leaderboard", "model-leaderboard"),
+        ("Webhooks", "webhooks"),
         ("Settings", "project-settings"),
     ],
 }

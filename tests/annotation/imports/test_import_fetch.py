@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 
-from annotation.imports import fetch
+from annotation.core import addresses
 from annotation.imports.errors import ImportFailed
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair
@@ -95,14 +95,14 @@ def local_server():
 def public_for_first_check(monkeypatch) -> list:
     """The address check lets 127.0.0.1 through once (the first hop, our stand-in for a
     public server) and is the real check afterwards."""
-    real = fetch.address_is_public
+    real = addresses.address_is_public
     calls = []
 
     def check(address):
         calls.append(str(address))
         return len(calls) == 1 or real(address)
 
-    monkeypatch.setattr(fetch, "address_is_public", check)
+    monkeypatch.setattr(addresses, "address_is_public", check)
     return calls
 
 
@@ -143,7 +143,7 @@ def refused_urls(project, tmp_path, url_a: str, url_b: str) -> ImportFailed:
     ],
 )
 def test_address_check(address, public):
-    assert fetch.address_is_public(ipaddress.ip_address(address)) is public
+    assert addresses.address_is_public(ipaddress.ip_address(address)) is public
 
 
 def test_url_to_loopback_is_refused(url_project, tmp_path, local_server):
@@ -171,7 +171,7 @@ def test_every_resolved_address_is_checked(url_project, tmp_path, monkeypatch):
             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port)),
         ]
 
-    monkeypatch.setattr(fetch.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", resolve)
     url = "https://images.example.com/a.png"
     failure = refused_urls(url_project, tmp_path, url, url)
     assert "'images.example.com' resolves to 10.0.0.7" in failure.issues[0].message
@@ -182,7 +182,7 @@ def test_a_resolved_address_that_is_not_an_ip_is_refused(url_project, tmp_path, 
     def resolve(host, port, *args, **kwargs):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (0, b"\x00\x01"))]
 
-    monkeypatch.setattr(fetch.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", resolve)
     url = "https://images.example.com/a.png"
     failure = refused_urls(url_project, tmp_path, url, url)
     assert "'images.example.com' resolves to 0, which is not an IP address" in (
@@ -218,7 +218,7 @@ def test_fetched_image_is_imported_when_every_hop_is_public(
 
     local_server.routes["/start"] = (302, {"Location": "/image.png"}, b"")
     local_server.routes["/image.png"] = (200, {"Content-Type": "image/png"}, PNG)
-    monkeypatch.setattr(fetch, "address_is_public", lambda address: True)
+    monkeypatch.setattr(addresses, "address_is_public", lambda address: True)
     url = f"{local_server.base}/start"
     summary = import_urls(url_project, tmp_path, url, url)
     assert (summary.created_pairs, summary.media_created) == (1, 1)
@@ -247,7 +247,7 @@ def test_only_http_and_https_urls(url_project, tmp_path, url):
 def test_oversized_download_is_refused(url_project, tmp_path, local_server, monkeypatch, settings):
     settings.ARBITER_MAX_IMAGE_BYTES = 1000
     local_server.routes["/big.png"] = (200, {}, image_bytes(size=(400, 400)) + b"\0" * 5000)
-    monkeypatch.setattr(fetch, "address_is_public", lambda address: True)
+    monkeypatch.setattr(addresses, "address_is_public", lambda address: True)
     url = f"{local_server.base}/big.png"
     failure = refused_urls(url_project, tmp_path, url, url)
     assert "the image is larger than 1000 bytes" in failure.issues[0].message
@@ -257,7 +257,7 @@ def test_oversized_download_is_refused(url_project, tmp_path, local_server, monk
 def test_redirect_loops_stop(url_project, tmp_path, local_server, monkeypatch, settings):
     settings.ARBITER_FETCH_MAX_REDIRECTS = 3
     local_server.routes["/loop"] = (302, {"Location": "/loop"}, b"")
-    monkeypatch.setattr(fetch, "address_is_public", lambda address: True)
+    monkeypatch.setattr(addresses, "address_is_public", lambda address: True)
     url = f"{local_server.base}/loop"
     failure = refused_urls(url_project, tmp_path, url, url)
     assert "more than 3 redirects" in failure.issues[0].message
@@ -273,7 +273,7 @@ def test_slow_server_times_out(url_project, tmp_path, local_server, monkeypatch,
         return PNG
 
     local_server.routes["/slow.png"] = (200, {}, slow)
-    monkeypatch.setattr(fetch, "address_is_public", lambda address: True)
+    monkeypatch.setattr(addresses, "address_is_public", lambda address: True)
     url = f"{local_server.base}/slow.png"
     started = time.monotonic()
     failure = refused_urls(url_project, tmp_path, url, url)

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from PIL import Image
 
@@ -293,3 +294,23 @@ def test_the_api_reaches_each_pair_and_adjudicates_it(project, shared_ids, carol
     assert decided.status_code == 201, decided.content
     assert Pair.objects.get(project=project, external_id="t2t/omni-1").consensus_label == "B"
     assert Pair.objects.get(project=project, external_id="t2a/omni-1").consensus_label == ""
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["in-the-request", "in-a-job"])
+def test_an_uploaded_task_file_is_read_by_its_own_name(
+    project, carol, api_for, settings, background, django_capture_on_commit_callbacks
+):
+    # The upload is stored under a key of the server's choosing ("<folder>/pairs-<name>"):
+    # the task still comes from the name the curator's file had.
+    settings.ARBITER_SYNC_IMPORT_MAX_BYTES = 1 if background else 10**6
+    records = [_record(1, "response2", response1="Text one", response2="Text two")]
+    data = json.dumps(records).encode()
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = api_for(carol).post(
+            f"/api/v1/projects/{project.slug}/imports/",
+            {"file": SimpleUploadedFile("text_to_text_preferences.json", data)},
+            format="multipart",
+        )
+    assert answer.status_code == 201, answer.content
+    pair = Pair.objects.get(project=project)
+    assert (pair.external_id, pair.task, pair.prior_label) == ("t2t/omni-1", "t2t", "B")

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0027_importjob_media_bucket_prefix"),
+        ("annotation", "0029_invitation"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
