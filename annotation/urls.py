@@ -19,6 +19,17 @@ urlpatterns = [
         "",
         ("", home.home, "home"),
         ("account/", accounts.account, "account"),
+        ("account/tokens/", accounts.api_token_new, "account-token-new"),
+        (
+            "account/tokens/<int:token_id>/revoke/",
+            accounts.api_token_revoke_view,
+            "account-token-revoke",
+        ),
+        (
+            "account/tokens/command-line/revoke/",
+            accounts.command_line_token_revoke_view,
+            "account-command-line-token-revoke",
+        ),
         ("projects/new/", home.project_new, "project-create"),
         ("invitations/<str:token>/", invitations.invitation_page, "invitation"),
     ),

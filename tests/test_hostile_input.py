@@ -28,7 +28,14 @@ from rest_framework.authtoken.models import Token
 
 from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.core.media_keys import media_url_key
-from annotation.models import Assignment, ImportJob, ProjectMedia, Release, WebhookEndpoint
+from annotation.models import (
+    ApiToken,
+    Assignment,
+    ImportJob,
+    ProjectMedia,
+    Release,
+    WebhookEndpoint,
+)
 from annotation.pairs.views import BULK_ACTIONS
 from annotation.projects.invitations import invitation_create, invitation_token
 from annotation.queue.services import claim as queue_claim
@@ -196,6 +203,9 @@ class World:
         self.pair = project.pairs.get(external_id="rel-disputed")
         self.media = ProjectMedia.objects.filter(project=project).first().media_id
         self.file_name = "manifest.json"
+        self.api_token = ApiToken.objects.create(
+            user=carol, name="hostile", key_digest="f" * 64, key_start="arb_hostile"
+        )
         self.webhook = WebhookEndpoint.objects.create(
             project=project, url="http://127.0.0.1:9/hook", events=["pair.decided"], secret="x"
         )
@@ -245,6 +255,8 @@ class World:
             return [str(self.pair.pk)]
         if name == "external_id":
             return [self.pair.external_id]
+        if name == "token_id":
+            return [str(self.api_token.pk)]
         if name == "membership_id":
             return [str(self.extra.pk)]
         if name == "media_key":

@@ -1,14 +1,24 @@
 """Accounts: a one-time password (given to a member added on Settings) must be changed at
 first login, and anyone may change their password on the account page (docs/curators.md,
-"Accounts")."""
+"Accounts"), and the API tokens listed, made and revoked there (docs/api.md,
+"Authentication")."""
 
 from __future__ import annotations
 
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
-from annotation.models import OneTimePassword
+from annotation.core.errors import NotFound
+from annotation.models import ApiToken, OneTimePassword
+from annotation.models.tokens import NAMED_TOKEN_PREFIX, TOKEN_NAME_MAX_CHARS, key_digest
 
 
 def one_time_password_mark(*, user: User) -> None:
@@ -30,3 +40,42 @@ def account_password_change(*, user: User, password: str) -> None:
     user.set_password(password)
     user.save(update_fields=["password"])
     OneTimePassword.objects.filter(user=user).delete()
+
+
+def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
+    """A named API token for ``user`` and its key, which is shown once and never stored
+    (only its sha256); it expires after ``ARBITER_API_TOKEN_DAYS`` when that is set."""
+    name = name.strip()
+    if not name:
+        raise ValidationError({"name": "Give the token a name (what or who uses it)."})
+    if len(name) > TOKEN_NAME_MAX_CHARS:
+        raise ValidationError({"name": f"At most {TOKEN_NAME_MAX_CHARS} characters."})
+    key = NAMED_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    days = settings.ARBITER_API_TOKEN_DAYS
+    expires_at = timezone.now() + timedelta(days=days) if days else None
+    token = ApiToken.objects.create(
+        user=user,
+        name=name,
+        key_digest=key_digest(key),
+        key_start=key[:12],
+        expires_at=expires_at,
+    )
+    return token, key
+
+
+def api_token_revoke(*, user: User, token_id: int) -> ApiToken:
+    """Revokes one of ``user``'s named tokens (kept, marked revoked: it answers 401 from now
+    on); another user's token is not found."""
+    token = ApiToken.objects.filter(user=user, pk=token_id).first()
+    if token is None:
+        raise NotFound("No such token")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def command_line_token_revoke(*, user: User) -> bool:
+    """Deletes ``user``'s command-line token (``drf_create_token``); False when none."""
+    deleted, _ = Token.objects.filter(user=user).delete()
+    return bool(deleted)

@@ -4,19 +4,31 @@ one-time password is sent here until they do (annotation.accounts.password_chang
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import authenticate, update_session_auth_hash
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.core.exceptions import ValidationError
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
+from rest_framework.authtoken.models import Token
 
+from annotation.accounts.authentication import past_token_days
 from annotation.accounts.password_change import SESSION_KEY, password_change_done
-from annotation.accounts.services import account_password_change
+from annotation.accounts.services import (
+    account_password_change,
+    api_token_create,
+    api_token_revoke,
+    command_line_token_revoke,
+)
+from annotation.core.errors import NotFound
+from annotation.models import ApiToken
+from annotation.models.tokens import TOKEN_NAME_MAX_CHARS
 
 PAGE = "annotation/account.html"
 
@@ -66,4 +78,58 @@ def account(request):
             messages.success(request, "Your password has been changed.")
             return redirect(_next_url(request) or "home")
     context = {"form": form, "required": required, "next": _next_url(request)}
-    return render(request, PAGE, context, status=400 if form.is_bound else 200)
+    return _page(request, context, status=400 if form.is_bound else 200)
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(
+        max_length=TOKEN_NAME_MAX_CHARS,
+        help_text="What or who uses it: a script, a notebook, a scripted annotator.",
+    )
+
+
+def _page(request, context: dict, *, status: int = 200):
+    """The account page: the password form and the user's API tokens."""
+    context.setdefault("form", AccountPasswordForm(request.user, request=request))
+    context.setdefault("token_form", TokenForm())
+    context["api_tokens"] = ApiToken.objects.filter(user=request.user)
+    command_line = Token.objects.filter(user=request.user).first()
+    context["command_line_token"] = command_line
+    context["command_line_expired"] = bool(command_line and past_token_days(command_line.created))
+    context["token_days"] = settings.ARBITER_API_TOKEN_DAYS
+    return render(request, PAGE, context, status=status)
+
+
+@never_cache
+@require_http_methods(["POST"])
+@login_required
+def api_token_new(request):
+    """Makes a named token and shows its key on this answer only."""
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        return _page(request, {"token_form": form}, status=400)
+    try:
+        token, key = api_token_create(user=request.user, name=form.cleaned_data["name"])
+    except ValidationError as exc:
+        form.add_error(None, exc)
+        return _page(request, {"token_form": form}, status=400)
+    return _page(request, {"new_token": token, "new_key": key})
+
+
+@require_http_methods(["POST"])
+@login_required
+def api_token_revoke_view(request, token_id: int):
+    try:
+        token = api_token_revoke(user=request.user, token_id=token_id)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
+    messages.success(request, f"Token {token.name!r} was revoked.")
+    return redirect("account")
+
+
+@require_http_methods(["POST"])
+@login_required
+def command_line_token_revoke_view(request):
+    if command_line_token_revoke(user=request.user):
+        messages.success(request, "Your command-line token was revoked.")
+    return redirect("account")

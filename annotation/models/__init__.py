@@ -39,6 +39,7 @@ from annotation.models.releases import (
     ReleaseFrozen,
     ReleaseQuerySet,
 )
+from annotation.models.tokens import ApiToken
 from annotation.models.webhooks import (
     SUBSCRIBABLE_EVENTS,
     WebhookAttempt,
@@ -60,6 +61,7 @@ __all__ = [
     "SUBSCRIBABLE_EVENTS",
     "Adjudication",
     "AgreementReport",
+    "ApiToken",
     "Assignment",
     "ClaimKey",
     "ConsensusRule",

@@ -11,7 +11,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.accounts.authentication import PreparedTokenAuthentication
+from annotation.accounts.authentication import PreparedTokenAuthentication, is_named_token
 from annotation.core.access import get_project_for_user
 from annotation.core.content import MEDIA_PART_TYPES
 from annotation.core.json_input import text_refusal
@@ -25,6 +25,7 @@ from annotation.queue.services.skips import assignment_skip
 from annotation.queue.services.undo import NOTHING_TO_UNDO, last_action_undo
 from annotation.queue.services.votes import vote_submit, vote_submit_and_claim
 from annotation.queue.statements import token_with_assignment
+from config.throttling import AnnotatorLoopThrottle
 
 _ERROR = inline_serializer("Error", fields={"detail": serializers.CharField()})
 _DATETIME = serializers.DateTimeField()
@@ -115,6 +116,8 @@ class UndoSerializer(AssignmentSerializer):
 
 
 class ClaimApi(APIView):
+    throttle_classes = (AnnotatorLoopThrottle,)
+
     @extend_schema(
         request=None,
         responses={
@@ -144,6 +147,8 @@ class VoteTokenAuthentication(PreparedTokenAuthentication):
         return super().authenticate(request)
 
     def authenticate_credentials(self, key):
+        if is_named_token(key):  # the view then checks the assignment as for a session
+            return super().authenticate_credentials(key)
         request = self._request
         found = token_with_assignment(
             key=key, assignment_id=request.parser_context["kwargs"]["pk"], now=timezone.now()
@@ -154,6 +159,7 @@ class VoteTokenAuthentication(PreparedTokenAuthentication):
 
 class VoteApi(APIView):
     authentication_classes = (VoteTokenAuthentication, SessionAuthentication)
+    throttle_classes = (AnnotatorLoopThrottle,)
 
     class InputSerializer(serializers.Serializer):
         choice = serializers.CharField(
@@ -263,6 +269,8 @@ class VoteApi(APIView):
 
 
 class SkipApi(APIView):
+    throttle_classes = (AnnotatorLoopThrottle,)
+
     class InputSerializer(serializers.Serializer):
         reason = serializers.ChoiceField(choices=Skip.Reason.choices)
         note = serializers.CharField(
@@ -294,6 +302,8 @@ class SkipApi(APIView):
 
 
 class UndoApi(APIView):
+    throttle_classes = (AnnotatorLoopThrottle,)
+
     @extend_schema(
         request=None,
         responses={
