@@ -54,3 +54,17 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None or value == "":
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_rate(name: str, default: str | None) -> str | None:
+    """A request rate as DRF writes it (``600/min``: a count per s, min, hour or day), or
+    None for ``off``."""
+    value = env_str(name, default or "off").strip().lower()
+    if value in {"off", "none"}:
+        return None
+    count, _, period = value.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in {"s", "sec", "min", "hour", "day"}:
+        raise ImproperlyConfigured(
+            f"{name}={value!r}: use a count per s, min, hour or day (600/min), or off"
+        )
+    return value

@@ -15,6 +15,13 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.api_limits import (  # noqa: F401 - settings
+    ARBITER_API_THROTTLE_ANNOTATE_RATE,
+    ARBITER_API_THROTTLE_RATE,
+    ARBITER_API_THROTTLE_REDIS_URL,
+    ARBITER_API_TOKEN_DAYS,
+    CACHES,
+)
 from config.env import env_bool, env_choice, env_int, env_list, env_str
 from config.local_postgres import LocalServer
 from config.logging import logging_config
@@ -386,51 +393,6 @@ REST_FRAMEWORK = {
     ),
 }
 
-
-def env_rate(name: str, default: str | None) -> str | None:
-    """A request rate as DRF writes it (``600/min``: a count per s, min, hour or day), or
-    None for ``off``."""
-    value = env_str(name, default or "off").strip().lower()
-    if value in {"off", "none"}:
-        return None
-    count, _, period = value.partition("/")
-    if not count.isdigit() or int(count) < 1 or period not in {"s", "sec", "min", "hour", "day"}:
-        raise ImproperlyConfigured(
-            f"{name}={value!r}: use a count per s, min, hour or day (600/min), or off"
-        )
-    return value
-
-
-# API tokens expire this many days after they are made (named tokens from the account page
-# and command-line ones alike); 0, the default, keeps them until revoked.
-ARBITER_API_TOKEN_DAYS = env_int("ARBITER_API_TOKEN_DAYS", 0)
-if ARBITER_API_TOKEN_DAYS < 0:
-    raise ImproperlyConfigured("ARBITER_API_TOKEN_DAYS must be 0 (never) or a number of days")
-
-# Every API endpoint but the annotator's loop, per token (per user for a session). The test
-# suite counts nothing unless a test sets a rate.
-ARBITER_API_THROTTLE_RATE = env_rate(
-    "ARBITER_API_THROTTLE_RATE", None if ENVIRONMENT == "test" else "1200/min"
-)
-# Claim, vote, skip and undo: a person votes every few seconds at most; a scripted annotator
-# voting in one round trip (docs/api.md) may go far faster and is held here.
-ARBITER_API_THROTTLE_ANNOTATE_RATE = env_rate(
-    "ARBITER_API_THROTTLE_ANNOTATE_RATE", None if ENVIRONMENT == "test" else "100/s"
-)
-# Where the counts live: Redis shared by every web process when set, else each process's
-# memory (each gunicorn worker then counts on its own).
-ARBITER_API_THROTTLE_REDIS_URL = env_str("ARBITER_API_THROTTLE_REDIS_URL")
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "throttle": (
-        {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": ARBITER_API_THROTTLE_REDIS_URL,
-        }
-        if ARBITER_API_THROTTLE_REDIS_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "throttle"}
-    ),
-}
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Arbiter API",

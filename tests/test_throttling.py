@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from rest_framework.authtoken.models import Token
 
-from config.settings import env_rate
+from config.env import env_rate
 from config.throttling import THROTTLE_CACHE
 from tests.celery_worker import database_url_for_tests
 from tests.conftest import requires_redis

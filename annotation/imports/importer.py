@@ -274,9 +274,8 @@ class _Importer:
         """The file's valid pairs, MEDIA_WINDOW_PAIRS at a time; problems are collected."""
         window: list[PairSpec] = []
         scale, allow_urls = self.project.scale, self.project.allow_media_urls
-        # An Omni-RewardBench task file (text_to_video_preferences.json, ...) is read as it is,
-        # known by the name it was uploaded with (a job's stored file has a prefix of its own).
-        omni = omni_task(self.job.filename if self.job is not None else reader.name)
+        # An Omni-RewardBench task file (text_to_video_preferences.json, ...) is read as it is.
+        omni = omni_task(reader.name)
         for item in reader:
             if isinstance(item, ImportIssue):
                 self.issues.add(item)
