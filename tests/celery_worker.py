@@ -101,3 +101,10 @@ def purge_broker() -> None:
     from config.celery import app
 
     app.control.purge()
+
+
+def time_limits_env(seconds: int) -> dict[str, str]:
+    """Every kind's time limit (``ARBITER_TASK_TIME_LIMITS`` names their settings) set to
+    ``seconds``, for a worker started with a short visibility timeout: a kind added later
+    is shortened too, never left above the timeout (which the settings refuse)."""
+    return {name: str(seconds) for _limit, name in settings.ARBITER_TASK_TIME_LIMITS.values()}

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from tests.celery_worker import time_limits_env
 from tests.live_gunicorn import _PRODUCTION_ENV, LiveGunicorn
 from tests.s3_server import CREDENTIALS, S3Storage
 
@@ -33,15 +34,6 @@ METRICS_FOLDER = "metrics"
 VISIBILITY_S = 30
 TIME_LIMIT_S = 24
 KILL_AFTER_S = 4
-TIME_LIMITS = (
-    "ARBITER_IMPORT_TIME_LIMIT_S",
-    "ARBITER_RELEASE_TIME_LIMIT_S",
-    "ARBITER_AGREEMENT_TIME_LIMIT_S",
-    "ARBITER_FILTER_RUN_TIME_LIMIT_S",
-    "ARBITER_EVALUATION_TIME_LIMIT_S",
-    "ARBITER_TRAINING_TIME_LIMIT_S",
-    "ARBITER_SWEEP_TIME_LIMIT_S",
-)
 
 
 def shared_env(*, database_url: str, bucket: S3Storage) -> dict[str, str]:
@@ -57,7 +49,7 @@ def shared_env(*, database_url: str, bucket: S3Storage) -> dict[str, str]:
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "CELERY_VISIBILITY_S": str(VISIBILITY_S),
         "ARBITER_TASK_KILL_AFTER_S": str(KILL_AFTER_S),
-        **dict.fromkeys(TIME_LIMITS, str(TIME_LIMIT_S)),
+        **time_limits_env(TIME_LIMIT_S),
         "ARBITER_SYNC_IMPORT_MAX_BYTES": "1",
         "ARBITER_STORAGE": "s3",
         "ARBITER_S3_BUCKET": bucket.bucket,

@@ -19,6 +19,7 @@ from annotation.models import Pair, PairStatus, TaskAttempt
 from config.queues import QUEUES
 from judges.models import FilterRun, Judge, Verdict
 from judges.runs import services as runs
+from tests.celery_worker import time_limits_env
 from tests.factories import JudgeFactory, make_prompt, make_response
 from tests.judges.fake_openai import (
     FakeOpenAI,
@@ -188,15 +189,7 @@ def test_a_worker_killed_mid_run_loses_nothing(celery_worker_process, project):
         # the killed worker's unacknowledged task returns once the visibility timeout passed
         # (every task's time limits stay below it: docs/operations.md, "Time limits")
         time.sleep(2)
-        short = {
-            name: "3"
-            for name in (
-                "ARBITER_IMPORT_TIME_LIMIT_S", "ARBITER_RELEASE_TIME_LIMIT_S",
-                "ARBITER_AGREEMENT_TIME_LIMIT_S", "ARBITER_FILTER_RUN_TIME_LIMIT_S",
-                "ARBITER_EVALUATION_TIME_LIMIT_S", "ARBITER_TRAINING_TIME_LIMIT_S",
-                "ARBITER_SWEEP_TIME_LIMIT_S",
-            )
-        }  # fmt: skip
+        short = time_limits_env(3)
         limits = {**short, "ARBITER_TASK_KILL_AFTER_S": "1", "CELERY_VISIBILITY_S": "5"}
         celery_worker_process(extra_env={**WORKER_ENV, **limits})
         run = wait_for(run, timeout=90)

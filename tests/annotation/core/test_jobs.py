@@ -28,6 +28,7 @@ from annotation.releases.services import RELEASE_BUILD_TASK
 from judges.evaluation.services import EVALUATION_BATCH_TASK
 from judges.reward_model.services import TRAINING_TASK
 from judges.runs.services import BATCH_TASK, FINISH_TASK, START_TASK
+from tests.celery_worker import time_limits_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -477,18 +478,7 @@ def test_a_limit_that_reaches_the_visibility_timeout_stops_the_start():
         "ARBITER_IMPORT_TIME_LIMIT_S=850 plus ARBITER_TASK_KILL_AFTER_S=60 reaches the broker's "
         "visibility timeout (CELERY_VISIBILITY_S=900)"
     ) in refused.stderr
-    short = {
-        name: "100"
-        for name in (
-            "ARBITER_IMPORT_TIME_LIMIT_S",
-            "ARBITER_RELEASE_TIME_LIMIT_S",
-            "ARBITER_AGREEMENT_TIME_LIMIT_S",
-            "ARBITER_FILTER_RUN_TIME_LIMIT_S",
-            "ARBITER_EVALUATION_TIME_LIMIT_S",
-            "ARBITER_TRAINING_TIME_LIMIT_S",
-            "ARBITER_SWEEP_TIME_LIMIT_S",
-        )
-    }
+    short = time_limits_env(100)
     assert _start_django(CELERY_VISIBILITY_S="900", **short).returncode == 0
 
 

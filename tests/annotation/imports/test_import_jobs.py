@@ -43,7 +43,7 @@ from tests.annotation.imports.conftest import (
     text_pair,
     upload,
 )
-from tests.celery_worker import database_url_for_tests
+from tests.celery_worker import database_url_for_tests, time_limits_env
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
 QUARANTINED = quarantine_reason(2)
@@ -346,13 +346,8 @@ def test_the_default_age_is_the_longest_job(settings, tmp_path):
 
 # Limits short enough for a test: every kind's, below a visibility timeout of 10 s.
 _SHORT_LIMITS = {
+    **time_limits_env(5),
     "ARBITER_IMPORT_TIME_LIMIT_S": "7",
-    "ARBITER_RELEASE_TIME_LIMIT_S": "5",
-    "ARBITER_AGREEMENT_TIME_LIMIT_S": "5",
-    "ARBITER_FILTER_RUN_TIME_LIMIT_S": "5",
-    "ARBITER_EVALUATION_TIME_LIMIT_S": "5",
-    "ARBITER_TRAINING_TIME_LIMIT_S": "5",
-    "ARBITER_SWEEP_TIME_LIMIT_S": "5",
     "ARBITER_TASK_KILL_AFTER_S": "1",
     "CELERY_VISIBILITY_S": "10",
     "ARBITER_IMPORT_BUSY_RETRY_S": "1",

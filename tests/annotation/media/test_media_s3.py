@@ -210,7 +210,7 @@ def test_a_celery_worker_imports_an_archive_into_the_bucket(
     curator = UserFactory(username="curator-bucket")
     MembershipFactory(project=project, user=curator, role=Role.CURATOR)
     celery_worker_process(
-        queues="default",
+        queues="imports",
         concurrency=1,
         extra_env={
             "ARBITER_STORAGE": "s3",
