@@ -169,9 +169,12 @@
   // (Chromium shifts a player's clock by some tens of ms when it is muted or unmuted; a clock
   // kept on one fixed player, muted by ``x``, pulled the side heard after that shift.) For
   // SETTLE_MS after a mute or an unmute the clock stays on the player it was.
-  function clockElement(state) {
+  // ``now`` is the sync loop's one reading of the time for a frame: the clock it picks and the
+  // "just heard" rule it applies to the other side must agree on whether the settling is over
+  // (read twice, a frame that straddled its end had the side just heard nudged as a follower).
+  function clockElement(state, now = performance.now()) {
     const settle = state.settle;
-    if (settle && performance.now() < settle.until) {
+    if (settle && now < settle.until) {
       if (!settle.element.seeking && !settle.element.ended) return settle.element;
     }
     const longest = primary(state);
@@ -350,11 +353,13 @@
     cancelAnimationFrame(state.loop);
     const tick = () => {
       if (!state.playing || deck !== state) return;
-      let clock = clockElement(state);
+      const now = performance.now();
+      const settling = Boolean(state.settle) && now < state.settle.until;
+      let clock = clockElement(state, now);
       let at = clock.currentTime;
       if (state.loopOut !== null && at >= state.loopOut) {
         seek(state, state.loopIn || 0);
-        clock = clockElement(state);
+        clock = clockElement(state, now);
         at = clock.currentTime;
       }
       for (const element of state.media) {
@@ -366,7 +371,7 @@
         if (element.ended || !playable(element, at)) continue; // it ends on its own
         if (element.paused && !clock.paused) element.play().catch(() => undefined);
         if (element.seeking) continue; // a hard sync still under way
-        if (!element.muted && state.settle && performance.now() < state.settle.until) {
+        if (!element.muted && settling) {
           // Just heard: it plays on at the speed chosen until its time is fresh.
           if (Math.abs(element.playbackRate - state.speed) > 0.001) element.playbackRate = state.speed;
           continue;

@@ -33,6 +33,21 @@ SPREAD = """() => {
         .map((element) => element.currentTime);
     return Math.max(...times) - Math.min(...times);
 }"""
+# While playing: the spread read once an animation frame, ten frames running. One reading can
+# land on a frame where a loaded machine has just stalled one decoder for a few ms (the sync
+# loop takes that back on the next frames), so the typical spread (the median) is held to a
+# frame, and every reading to the hard-sync bound of static/js/players.js (0.15 s).
+PLAYING_SPREADS = """async () => {
+    const spreads = [];
+    for (let i = 0; i < 10; i++) {
+        await new Promise((done) => requestAnimationFrame(done));
+        const times = Array.from(document.querySelectorAll(".wb-response video"))
+            .map((element) => element.currentTime);
+        spreads.push(Math.max(...times) - Math.min(...times));
+    }
+    return spreads;
+}"""
+HARD_SYNC_SECONDS = 0.15
 
 
 def _import_pairs(project, tmp_path, kind: str, count: int = 1, seconds: float = 6.0) -> None:
@@ -74,6 +89,12 @@ def _times(page) -> list[dict]:
     return page.evaluate(TIMES)
 
 
+def _assert_playing_in_step(page) -> None:
+    spreads = sorted(page.evaluate(PLAYING_SPREADS))
+    assert spreads[len(spreads) // 2] <= FRAME, spreads
+    assert spreads[-1] <= HARD_SYNC_SECONDS, spreads
+
+
 def _wait_playing_past(page, seconds: float) -> None:
     page.wait_for_function(
         """seconds => Array.from(document.querySelectorAll(".wb-response :is(video, audio)"))
@@ -95,16 +116,16 @@ def test_two_videos_play_in_lock_step(page, live_server, project, alice, tmp_pat
     page.wait_for_timeout(400)
     later = _times(page)
     assert all(b["time"] > a["time"] + 0.2 for a, b in zip(first, later, strict=True)), later
-    assert page.evaluate(SPREAD) <= FRAME
+    _assert_playing_in_step(page)
     assert not Vote.objects.exists()
 
     # A seek while playing (5 s forward, then back) keeps them together.
     page.keyboard.press("l")
     page.wait_for_timeout(300)
-    assert page.evaluate(SPREAD) <= FRAME
+    _assert_playing_in_step(page)
     page.keyboard.press("j")
     page.wait_for_timeout(300)
-    assert page.evaluate(SPREAD) <= FRAME
+    _assert_playing_in_step(page)
     assert all(not t["paused"] for t in _times(page))
 
     # Faster, then slower: both at the new speed, still within a frame.
@@ -112,7 +133,7 @@ def test_two_videos_play_in_lock_step(page, live_server, project, alice, tmp_pat
         page.keyboard.press(key)
         page.wait_for_timeout(250)
         assert page.text_content("[data-deck-speed]") == f"{speed}×"  # noqa: RUF001 - the page's own multiplication sign
-        assert page.evaluate(SPREAD) <= FRAME
+        _assert_playing_in_step(page)
     assert all(abs(t["rate"] - 1.5) <= 0.15 for t in _times(page))
 
     # Space pauses both on the same frame; a frame step moves both by one frame.
@@ -165,7 +186,7 @@ def test_a_loop_brings_both_videos_back_to_its_start(page, live_server, project,
         }""",
         timeout=5000,
     )
-    assert page.evaluate(SPREAD) <= FRAME
+    _assert_playing_in_step(page)
     page.keyboard.press("c")
     assert page.text_content("[data-deck-loop]") == "No loop"
 
@@ -498,7 +519,7 @@ def test_the_pair_and_adjudication_pages_play_both_sides_together(
     _wait_playing_past(page, 0.3)
     page.keyboard.press("=")
     page.wait_for_timeout(300)
-    assert page.evaluate(SPREAD) <= FRAME
+    _assert_playing_in_step(page)
     assert all(abs(t["rate"] - 1.25) <= 0.15 for t in _times(page))
 
 

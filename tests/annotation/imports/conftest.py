@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -101,6 +102,15 @@ def leftover_uploads() -> list[Path]:
     root = Path(settings.MEDIA_ROOT)
     folders = (root / ".uploads", root / ".staging", root / ".unpacked")
     return sorted(p for folder in folders if folder.exists() for p in folder.iterdir())
+
+
+def wait_for_uploads_removed(timeout: float = 10.0) -> None:
+    """For a job run by a real worker: its uploads are removed just after its status is
+    committed, so a test that has just read the status waits for them to go."""
+    deadline = time.monotonic() + timeout
+    while left := leftover_uploads():
+        assert time.monotonic() < deadline, f"uploads left after {timeout} s: {left}"
+        time.sleep(0.1)
 
 
 def stored_files() -> list[Path]:

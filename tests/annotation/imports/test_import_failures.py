@@ -27,6 +27,7 @@ from tests.annotation.imports.conftest import (
     leftover_uploads,
     text_pair,
     upload,
+    wait_for_uploads_removed,
     write_jsonl,
 )
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
@@ -377,7 +378,7 @@ def test_import_whose_worker_was_killed_is_resumed(celery_worker_process, settin
     assert job.created_pairs == count
     assert Pair.objects.filter(project=project).count() == count
     assert Pair.objects.filter(project=project).values("external_id").distinct().count() == count
-    assert leftover_uploads() == []
+    wait_for_uploads_removed()
 
 
 def _forget_unacknowledged_tasks(app) -> None:

@@ -42,6 +42,7 @@ from tests.annotation.imports.conftest import (
     leftover_uploads,
     text_pair,
     upload,
+    wait_for_uploads_removed,
 )
 from tests.celery_worker import database_url_for_tests, time_limits_env
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
@@ -480,7 +481,7 @@ def test_a_hanging_import_is_stopped_by_its_time_limit_and_the_next_one_runs(
     _wait_for(lambda: finished(after), timeout=30, what="held back", log=worker.log)
     assert (after.status, after.created_pairs) == ("succeeded", 1)
     assert time.monotonic() - started < 60
-    assert leftover_uploads() == []
+    wait_for_uploads_removed()
 
 
 @pytest.mark.redis
