@@ -170,8 +170,7 @@ def _feature_lines(
     name: str, kind: pa.DataType, indent: int, images: Collection[str] = ()
 ) -> list[str]:
     """``datasets``' YAML for one feature (the form ``Features._to_yaml_list`` writes); a
-    file struct of one of the ``images`` columns is ``datasets.Image``, any other (video,
-    audio) a plain struct of its bytes and path."""
+    file struct of one of the ``images`` columns is ``datasets.Image``."""
     pad, inner = " " * indent, " " * (indent + 2)
     lines = [f"{pad}- name: {name}"]
     if name in images and kind == IMAGE_TYPE:
@@ -248,32 +247,32 @@ def _av_loading(av_kinds: Sequence[str]) -> list[str]:
         stream = "video=0" if first == "video" else "audio=0"
         kinds = " and ".join({"video": "Video", "audio": "audio"}[kind] for kind in decoded)
         lines += [
-            f"{kinds.capitalize()} files are in the Parquet files too, each as a "
-            '`{"bytes", "path"}` struct (the file\'s bytes, and its path in this folder), not a '
-            "`datasets.Video` or `datasets.Audio` feature: those decode with `torchcodec`, "
-            "which needs FFmpeg's libraries. The release loads with `datasets` alone; open "
-            "the files with PyAV (`pip install datasets av`, nothing else):",
+            f"{kinds.capitalize()} columns hold paths in this folder "
+            f'(`"{MEDIA_DIRS[first]}/<sha256>..."`), in Parquet as in JSONL: each file is here '
+            "once, however many pairs show it. They are not `datasets.Video` or "
+            "`datasets.Audio` features, which decode with `torchcodec` (FFmpeg's libraries): "
+            "the release loads with `datasets` alone; open the files with PyAV "
+            "(`pip install datasets av`, nothing else):",
             "",
             "```python",
-            "import io",
+            "import os",
             "",
             "import av",
             "from datasets import load_dataset",
             "",
-            'pairs = load_dataset("<this folder>")',
+            'folder = "<this folder>"',
+            "pairs = load_dataset(folder)",
             f"columns = {names!r}".replace("'", '"'),
             "# The first one in any split; reading only these columns leaves the images",
             "# undecoded (decoding them needs Pillow).",
-            "clip = next(",
+            "path = next(",
             "    files[0]",
             "    for split in pairs.values()",
             "    for row in split.select_columns(columns)",
             "    for files in row.values()",
             "    if files",
             ")",
-            f'# clip["path"]: "{MEDIA_DIRS[first]}/<sha256>...", which av.open opens in this '
-            "folder too",
-            'with av.open(io.BytesIO(clip["bytes"])) as container:',
+            "with av.open(os.path.join(folder, path)) as container:",
             f"    frames = [frame.to_ndarray() for frame in container.decode({stream})]",
             "```",
             "",

@@ -102,14 +102,14 @@ def _message_type(multimodal: bool) -> pa.DataType:
 
 
 # An image in Parquet as ``datasets.Image`` stores it: its bytes, and its path in the release.
-# Video and audio files are embedded in the same struct, declared as no ``datasets`` feature:
-# ``datasets.Video`` and ``datasets.Audio`` decode with torchcodec (which needs FFmpeg's shared
-# libraries), so a release declaring them could not be read without it; as plain
-# ``{"bytes", "path"}`` structs they load with ``datasets`` alone and PyAV opens the bytes
-# (docs/releases.md, "Video, audio and 3D"). A 3D model's column holds paths.
+# Video, audio and 3D columns hold paths in the release folder, as JSONL does: each file is
+# written once there, by its hash, however many rows show it (embedded, a clip shown in N
+# pairs was N copies in Parquet, and a release several times its media's size), and they
+# declare no ``datasets.Video`` or ``datasets.Audio`` feature, which decode with torchcodec
+# (FFmpeg's shared libraries): PyAV opens the file (docs/releases.md, "Video, audio and 3D").
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 # The kinds of media whose bytes Parquet embeds.
-EMBEDDED_KINDS = ("image", "video", "audio")
+EMBEDDED_KINDS = ("image",)
 IMAGE_LIST = "list"
 IMAGE_ONE = "one"
 # A row group of a table with images holds at most this many image bytes (and at most
@@ -135,17 +135,15 @@ _ENSEMBLE_COLUMNS = [
 @dataclass(frozen=True)
 class Table:
     """One kind of row file: its columns as the JSON lines hold them (``json_schema``, media
-    as paths) and as Parquet holds them (``schema``, images, video and audio as structs with
-    their bytes and path; the images declared ``datasets.Image`` in the schema's
-    ``huggingface`` metadata, the video and audio files, ``files``, as no feature)."""
+    as paths) and as Parquet holds them (``schema``, images as structs with their bytes and
+    path, declared ``datasets.Image`` in the schema's ``huggingface`` metadata; video, audio
+    and 3D models as paths)."""
 
     config: str
     parquet_dir: str
     jsonl_dir: str
     json_schema: pa.Schema
     images: dict[str, str]  # column -> IMAGE_LIST or IMAGE_ONE: the files embedded in Parquet
-    # The embedded columns that are plain ``{"bytes", "path"}`` structs (video, audio).
-    files: frozenset[str] = frozenset()
 
     @property
     def schema(self) -> pa.Schema:
@@ -161,7 +159,7 @@ class Table:
             for field in self.json_schema
         ]
         # Only the images' features: ``datasets`` reads the other columns' from their Arrow
-        # types, the file structs' as ``{"bytes": Value("binary"), "path": Value("string")}``.
+        # types.
         features = {
             name: (
                 {"_type": "Sequence", "feature": {"_type": "Image"}}
@@ -175,8 +173,8 @@ class Table:
 
     @property
     def image_columns(self) -> list[str]:
-        """The embedded columns declared ``datasets.Image``."""
-        return [name for name in self.images if name not in self.files]
+        """The embedded columns, declared ``datasets.Image``."""
+        return list(self.images)
 
     @property
     def dictionary_columns(self) -> list[str]:
@@ -194,21 +192,14 @@ def _media_fields(prefixes: tuple[str, str], av_kinds: Sequence[str]) -> list[tu
     ]
 
 
-def _embedded(
-    multimodal: bool, schema: pa.Schema, prefixes: tuple[str, str], av_kinds: Sequence[str]
-) -> tuple[dict[str, str], frozenset[str]]:
-    """The columns whose files Parquet embeds (images, video, audio; never 3D models), and
-    those of them that are plain file structs (video, audio)."""
+def _embedded(multimodal: bool, schema: pa.Schema, prefixes: tuple[str, str]) -> dict[str, str]:
+    """The columns whose files Parquet embeds: the images'."""
     if not multimodal:
-        return {}, frozenset()
-    kinds = {
-        f"{prefix}{MEDIA_COLUMNS[kind]}": kind
-        for kind in ("image", *av_kinds)
-        if kind in EMBEDDED_KINDS
-        for prefix in ("", *prefixes)
+        return {}
+    names = {
+        f"{prefix}{MEDIA_COLUMNS[kind]}" for kind in EMBEDDED_KINDS for prefix in ("", *prefixes)
     }
-    images = {name: IMAGE_LIST for name in schema.names if name in kinds}
-    return images, frozenset(name for name in images if kinds[name] != "image")
+    return {name: IMAGE_LIST for name in schema.names if name in names}
 
 
 def row_schema(multimodal: bool, av_kinds: Sequence[str] = ()) -> pa.Schema:
@@ -232,8 +223,8 @@ def row_schema(multimodal: bool, av_kinds: Sequence[str] = ()) -> pa.Schema:
 
 def preference_table(multimodal: bool, av_kinds: Sequence[str] = ()) -> Table:
     schema = row_schema(multimodal, av_kinds)
-    images, files = _embedded(multimodal, schema, ("chosen_", "rejected_"), av_kinds)
-    return Table(DEFAULT_CONFIG, DATA_DIR, JSONL_DIR, schema, images, files)
+    images = _embedded(multimodal, schema, ("chosen_", "rejected_"))
+    return Table(DEFAULT_CONFIG, DATA_DIR, JSONL_DIR, schema, images)
 
 
 def tie_table(multimodal: bool, av_kinds: Sequence[str] = ()) -> Table:
@@ -254,8 +245,8 @@ def tie_table(multimodal: bool, av_kinds: Sequence[str] = ()) -> Table:
             *_ENSEMBLE_COLUMNS,
         ]
     )
-    images, files = _embedded(multimodal, schema, prefixes, av_kinds)
-    return Table(TIES_CONFIG, TIES_DIR, TIES_JSONL_DIR, schema, images, files)
+    images = _embedded(multimodal, schema, prefixes)
+    return Table(TIES_CONFIG, TIES_DIR, TIES_JSONL_DIR, schema, images)
 
 
 def image_preference_table() -> Table:

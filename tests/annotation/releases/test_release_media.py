@@ -169,8 +169,9 @@ def test_media_files_are_the_stripped_copies_by_their_hash(released):
     assert "Videos: 2 files under `videos/`" in released.card
 
 
-# A video or audio file in Parquet: its bytes and its path, no feature that needs torchcodec.
-FILE_FEATURE = datasets.List({"bytes": datasets.Value("binary"), "path": datasets.Value("string")})
+# A video or audio file in Parquet: its path in the release folder, once there however many
+# rows show it (no feature that needs torchcodec).
+FILE_FEATURE = datasets.List(datasets.Value("string"))
 
 
 def test_load_dataset_reads_video_and_audio(released, tmp_path):
@@ -193,12 +194,11 @@ def test_load_dataset_reads_video_and_audio(released, tmp_path):
         assert not isinstance(inner, datasets.Video | datasets.Audio), column
     rows = {row["id"]: row for row in pairs}
     video = rows["t2v/t2v-0"]["chosen_videos"][0]
-    assert video["path"].startswith("videos/")
-    assert video["bytes"] == (folder / video["path"]).read_bytes()
-    with av.open(io.BytesIO(video["bytes"])) as container:
+    assert video.startswith("videos/")
+    with av.open(folder / video) as container:
         assert sum(1 for _ in container.decode(video=0)) == 4
     clip = rows["t2a/t2a-0"]["chosen_audios"][0]
-    with av.open(io.BytesIO(clip["bytes"])) as container:
+    with av.open(folder / clip) as container:
         samples = sum(frame.samples for frame in container.decode(audio=0))
     # 0.2 s, served at 48 kHz (AAC decodes whole frames of 1,024 samples).
     assert abs(samples - 48000 * 0.2) <= 2048
@@ -208,7 +208,7 @@ def test_load_dataset_reads_video_and_audio(released, tmp_path):
         "text",
     ]
     assert len(prompt_audio) == 1
-    assert prompt_audio[0]["path"].startswith("audio/")
+    assert prompt_audio[0].startswith("audio/")
     # 3D models are paths in the release folder; rendered views are images.
     model = rows["t23d/t23d-0"]["chosen_models3d"]
     assert len(model) == 1
@@ -405,10 +405,10 @@ def _run_reader(python: Path, script: str, *args: str, home: Path) -> str:
 
 # Loads every config and split of the release given and reads every row of its columns but
 # the images (whose decoding needs Pillow), then decodes the first video and the first audio
-# clip with PyAV, from the bytes in the row and from the file at its path.
+# clip with PyAV from the file at the path in the row.
 _READER = textwrap.dedent(
     """
-    import importlib.util, io, json, os, sys
+    import importlib.util, json, os, sys
 
     import av
     import datasets
@@ -442,12 +442,10 @@ _READER = textwrap.dedent(
     decoded = {}
     for media, clip in sorted(firsts.items()):
         stream = {"videos": "video", "audios": "audio"}[media]
-        counts = []
-        for source in (io.BytesIO(clip["bytes"]), os.path.join(folder, clip["path"])):
-            with av.open(source) as container:
-                frames = list(container.decode(**{stream: 0}))
-            counts.append(sum(getattr(frame, "samples", 1) for frame in frames))
-        decoded[media] = {"path": clip["path"], "counts": counts}
+        with av.open(os.path.join(folder, clip)) as container:
+            frames = list(container.decode(**{stream: 0}))
+        count = sum(getattr(frame, "samples", 1) for frame in frames)
+        decoded[media] = {"path": clip, "count": count}
     report["decoded"] = decoded
     # Neither torchcodec nor Pillow is there to be used.
     report["missing"] = [
@@ -487,8 +485,8 @@ def test_the_release_opens_with_only_datasets_and_pyav(project, dave, tmp_path, 
         if splits
     }
     assert set(report["configs"]) >= {"default", "ties"}
-    # Video and audio as plain file columns; images are still `datasets.Image`.
-    file_struct = {"bytes": "binary", "path": "string"}
+    # Video and audio as paths; images are still `datasets.Image`.
+    file_struct = "string"
     for config, prefixes in (
         ("default", ("", "chosen_", "rejected_")),
         ("ties", ("", "response_a_", "response_b_")),
@@ -499,16 +497,15 @@ def test_the_release_opens_with_only_datasets_and_pyav(project, dave, tmp_path, 
             assert features[f"{prefix}audios"] == file_struct
             assert features[f"{prefix}images"] == "Image"
             assert features[f"{prefix}models3d"] == "string"
-    # One video's frames and one audio clip's samples, decoded by PyAV from the row's bytes
-    # and from the file at its path in the release.
+    # One video's frames and one audio clip's samples, decoded by PyAV from the file at its
+    # path in the release.
     decoded = report["decoded"]
     assert decoded["videos"]["path"].startswith("videos/")
     assert decoded["audios"]["path"].startswith("audio/")
-    assert decoded["videos"]["counts"][0] == decoded["videos"]["counts"][1] in (3, 4)
+    assert decoded["videos"]["count"] in (3, 4)
     # a1.wav or a2.wav: 0.2 s or 0.3 s, served at 48 kHz in whole AAC frames of 1,024 samples
-    first, second = decoded["audios"]["counts"]
-    assert first == second
-    assert min(abs(first - 48000 * seconds) for seconds in (0.2, 0.3)) <= 2048
+    count = decoded["audios"]["count"]
+    assert min(abs(count - 48000 * seconds) for seconds in (0.2, 0.3)) <= 2048
     # The card's snippet runs there as written.
     snippet = _card_snippet(release.card).replace("<this folder>", folder)
     printed = _run_reader(reader_python, snippet + "\nprint(len(frames))\n", home=home)
