@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from annotation.releases.compress import GzipMember, gzip_member
+from annotation.releases.compress import GzipMember, gzip_member, stored_member
+from annotation.releases.formats import MEDIA_DIRS
 from annotation.releases.read import MANIFEST
 from annotation.releases.writer import FileEntry, HashingFile
 
@@ -61,6 +62,25 @@ class ArchivePart:
         self.closed = True
 
 
+# The release's media folders: their files' members are stored, not deflated.
+STORED_DIRS = frozenset(MEDIA_DIRS.values())
+
+
+def stored_in_archive(relative: str) -> bool:
+    """Whether the file at ``relative`` in the release is stored in the archive undeflated."""
+    return PurePosixPath(relative).parts[0] in STORED_DIRS
+
+
+class StoredPart:
+    """A media file's content in the archive: read from ``path`` (its file in the release
+    folder) when the archive is joined, as a stored gzip member."""
+
+    def __init__(self, path: Path, size: int):
+        self.path = path
+        self.size = size
+        self.closed = True
+
+
 class ArchiveParts:
     """The members of a release's .tar.gz, made while its files are written (so compressing
     overlaps building) and joined at the end: for each file in path order, a member with its
@@ -73,7 +93,7 @@ class ArchiveParts:
         self._root = root
         self._threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads)
-        self._parts: dict[str, ArchivePart] = {}
+        self._parts: dict[str, ArchivePart | StoredPart] = {}
         folder.mkdir(parents=True, exist_ok=True)
 
     def __enter__(self) -> ArchiveParts:
@@ -82,7 +102,7 @@ class ArchiveParts:
     def __exit__(self, *exc_info) -> None:
         self._pool.shutdown(cancel_futures=True)
         for part in self._parts.values():
-            if not part.closed:  # a build that failed half-way
+            if isinstance(part, ArchivePart) and not part.closed:  # a build that failed
                 part._file.close()
 
     def part(self, relative: str) -> ArchivePart:
@@ -91,6 +111,10 @@ class ArchiveParts:
         )
         self._parts[relative] = part
         return part
+
+    def stored(self, relative: str, path: Path, size: int) -> None:
+        """``relative``'s member will be the ``size`` bytes of the file at ``path``, stored."""
+        self._parts[relative] = StoredPart(path, size)
 
     def _header(self, relative: str, size: int) -> bytes:
         info = tarfile.TarInfo(f"{self._root}/{relative}")
@@ -110,10 +134,14 @@ class ArchiveParts:
                 part = self._parts[relative]
                 header = self._header(relative, part.size)
                 out.write(gzip_member(header))
+                padding = -part.size % tarfile.BLOCKSIZE
                 with open(part.path, "rb") as member:
-                    while block := member.read(_READ_BYTES):
-                        out.write(block)
-                length += len(header) + part.size + (-part.size % tarfile.BLOCKSIZE)
+                    if isinstance(part, StoredPart):
+                        stored_member(out, member, size=part.size, padding=padding)
+                    else:
+                        while block := member.read(_READ_BYTES):
+                            out.write(block)
+                length += len(header) + part.size + padding
             end = b"\0" * (2 * tarfile.BLOCKSIZE)
             length += len(end)
             out.write(gzip_member(end + b"\0" * (-length % tarfile.RECORDSIZE)))
@@ -134,6 +162,9 @@ def archive_write(folder: Path, archive: Path, *, root: str, work: Path) -> File
     the same bytes a build writes for the same files."""
     with ArchiveParts(work, root=root) as parts:
         for relative in _files(folder):
+            if stored_in_archive(relative):
+                parts.stored(relative, folder / relative, (folder / relative).stat().st_size)
+                continue
             part = parts.part(relative)
             with open(folder / relative, "rb") as handle:
                 while block := handle.read(_READ_BYTES):
@@ -142,7 +173,8 @@ def archive_write(folder: Path, archive: Path, *, root: str, work: Path) -> File
         return parts.write(archive)
 
 
-def _digest(handle) -> FileEntry:
+def file_digest(handle) -> FileEntry:
+    """The sha256 and size of what is left to read in ``handle`` (a binary file)."""
     digest, size = hashlib.sha256(), 0
     while block := handle.read(_READ_BYTES):
         digest.update(block)
@@ -198,7 +230,7 @@ def verify_folder(folder: Path, *, manifest_sha256: str | None = None) -> list[s
     for relative in _files(folder):
         if relative != MANIFEST:
             with open(folder / relative, "rb") as handle:
-                found[relative] = _digest(handle)
+                found[relative] = file_digest(handle)
     return _compare(listed, found)
 
 
@@ -223,7 +255,7 @@ def verify_archive(archive: Path, *, manifest_sha256: str | None = None) -> list
                 if relative == MANIFEST:
                     data = handle.read()
                 else:
-                    found[relative] = _digest(handle)
+                    found[relative] = file_digest(handle)
             # tarfile stops quietly at a damaged header: what is left must still decompress.
             while stream.read(_READ_BYTES):
                 pass

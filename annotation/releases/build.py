@@ -11,16 +11,16 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from annotation.core import storage
 from annotation.core.scratch import scratch_path
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
-from annotation.releases.archive import ArchiveParts, manifest_bytes
+from annotation.releases.archive import GZIP_THREADS, ArchiveParts, file_digest, manifest_bytes
 from annotation.releases.card import Statistics, render_card
 from annotation.releases.formats import (
     AV_KINDS,
@@ -108,19 +108,81 @@ class _MediaFiles:
     def count(self, kind: str) -> int:
         return sum(path.startswith(f"{MEDIA_DIRS[kind]}/") for path in self._sources)
 
-    def write(self, open_file: Callable[[str], HashingFile]) -> dict[str, FileEntry]:
-        entries = {}
-        for path in sorted(self._sources):
-            out = open_file(path)
-            source = storage.open_stream("media", self._sources[path])
+    def write(self, folder: Path, parts: ArchiveParts, checks: HashChecks) -> dict[str, FileEntry]:
+        """Puts every file in ``folder`` (several at once) and adds it to ``parts`` as a
+        stored member, read from the folder when the archive is joined."""
+        paths = sorted(self._sources)
+        with ThreadPoolExecutor(
+            max_workers=GZIP_THREADS, thread_name_prefix="release-media"
+        ) as pool:
+            placed = list(pool.map(lambda path: self._place(folder, path, checks), paths))
+        for path, entry in zip(paths, placed, strict=True):
+            parts.stored(path, folder / path, entry.size)
+        return dict(zip(paths, placed, strict=True))
+
+    def _place(self, folder: Path, path: str, checks: HashChecks) -> FileEntry:
+        """One file in the release folder, named by the sha256 of its bytes: on local disk a
+        hard link to the stored file (media files are never rewritten: a new copy has a new
+        name), hashed by ``checks`` while the build goes on; else (a bucket, another file
+        system) copied while hashed."""
+        target, name = folder / path, self._sources[path]
+        expected = PurePosixPath(path).stem
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not storage.is_s3():
             try:
-                for block in source:
-                    out.write(block)
-            finally:
-                source.close()
-                out.close()
-            entries[path] = out.entry
-        return entries
+                os.link(storage.local_root("media") / name, target)
+            except OSError:  # another file system, or one without hard links
+                pass
+            else:
+                checks.submit(target, name, expected)
+                return FileEntry(expected, target.stat().st_size)
+        out = HashingFile(target)
+        source = storage.open_stream("media", name)
+        try:
+            for block in source:
+                out.write(block)
+        finally:
+            source.close()
+            out.close()
+        check_media_hash(name, expected, out.entry.sha256)
+        return out.entry
+
+
+def check_media_hash(name: str, expected: str, found: str) -> None:
+    if found != expected:
+        raise ValueError(
+            f"The stored media file {name} does not hold the bytes it is named by (its sha256 "
+            f"is {found}): the media storage is damaged. Restore the file from a backup, or "
+            "import it again."
+        )
+
+
+class HashChecks:
+    """Media files hashed on threads of their own while the build goes on (the archive is
+    joined meanwhile); ``wait`` raises for the first whose bytes are not those its name
+    says, before the release is stored."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=GZIP_THREADS, thread_name_prefix="release-hash")
+        self._pending: list[Future] = []
+
+    def __enter__(self) -> HashChecks:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._pool.shutdown(cancel_futures=True)
+
+    def submit(self, path: Path, name: str, expected: str) -> None:
+        self._pending.append(self._pool.submit(self._check, path, name, expected))
+
+    @staticmethod
+    def _check(path: Path, name: str, expected: str) -> None:
+        with open(path, "rb") as handle:
+            check_media_hash(name, expected, file_digest(handle).sha256)
+
+    def wait(self) -> None:
+        for pending in self._pending:
+            pending.result()
 
 
 def _av_kinds(project: Project) -> tuple[str, ...]:
@@ -148,12 +210,18 @@ def write_release(
     *,
     release: Release,
     selection: Selection,
-    open_file: Callable[[str], HashingFile],
+    folder: Path,
+    parts: ArchiveParts,
+    checks: HashChecks,
     report: Report,
 ) -> tuple[int, dict[str, Any], str, dict[str, FileEntry]]:
-    """Writes the release's files through ``open_file`` (a path in the release -> its file);
-    returns the rows read, the statistics, the card and every file's entry (the manifest
-    included)."""
+    """Writes the release's files into ``folder``, each one's archive member into ``parts``
+    (the media files' hashes checked by ``checks``); returns the rows read, the statistics,
+    the card and every file's entry (the manifest included)."""
+
+    def open_file(relative: str) -> HashingFile:
+        return HashingFile(folder / relative, tee=parts.part(relative))
+
     project = release.project
     multimodal = ProjectMedia.objects.filter(project=project).exists()
     av_kinds = _av_kinds(project) if multimodal else ()
@@ -189,7 +257,7 @@ def write_release(
             entries |= writers[split].close()
     done = total  # pairs imported meanwhile are not in the count
     report(done, total, "images")
-    entries |= media_files.write(open_file)
+    entries |= media_files.write(folder, parts, checks)
     report(done, total, "card")
     split_order = [name for name in selection.split_names if name in writers]
     figures = statistics.as_json(
@@ -269,22 +337,27 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
     collecting = gc.isenabled()
     try:
         folder.mkdir(parents=True)
-        with ArchiveParts(work / "parts", root=release.project.slug) as parts:
-
-            def open_file(relative: str) -> HashingFile:
-                return HashingFile(folder / relative, tee=parts.part(relative))
-
+        with (
+            ArchiveParts(work / "parts", root=release.project.slug) as parts,
+            HashChecks() as checks,
+        ):
             # The rows are acyclic dicts and lists, freed by reference counting; with the
             # cyclic collector on, its full passes over the millions of objects a chunk
             # makes took a third of the build's time.
             gc.disable()
             total, figures, card, entries = write_release(
-                release=release, selection=selection, open_file=open_file, report=report
+                release=release,
+                selection=selection,
+                folder=folder,
+                parts=parts,
+                checks=checks,
+                report=report,
             )
             if collecting:
                 gc.enable()
             report(total, total, "archive")
             archived = parts.write(archive)
+            checks.wait()
         if storage.is_s3():
             report(total, total, "storing")
             release_store(

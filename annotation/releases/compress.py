@@ -3,14 +3,15 @@ depend only on the data and the compressor: it is cut into BLOCK_BYTES blocks, e
 on its own with the 32 KiB before it as its dictionary and ended by a sync flush, and the
 pieces are joined in order into one deflate stream; the header has no file name and mtime 0.
 A release's archive is such gzip members one after the other
-(``annotation.releases.archive``), which every gzip reader reads as one stream."""
+(``annotation.releases.archive``), which every gzip reader reads as one stream. A media file's
+member is stored, not deflated (``stored_member``): MP4, M4A, PNG and GLB are compressed
+already."""
 
 from __future__ import annotations
 
-import io
 import struct
 from collections import deque
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 
 from isal import isal_zlib
 
@@ -22,6 +23,8 @@ GZIP_LEVEL = 1
 # ISA-L's buffer size (memLevel), fixed: the bytes depend on it.
 _MEM_LEVEL = isal_zlib.DEF_MEM_LEVEL
 BLOCK_BYTES = 1024 * 1024
+# The largest stored deflate block (its length is 16 bits).
+_STORED_BLOCK = 0xFFFF
 _WINDOW = 32 * 1024
 _HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, OS unknown
 
@@ -91,10 +94,55 @@ class GzipMember:
 
 
 def gzip_member(data: bytes) -> bytes:
-    """``data`` as one gzip member, the same bytes as a GzipMember would write."""
-    out = io.BytesIO()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        member = GzipMember(out, pool=pool)
-        member.write(data)
-        member.close()
-    return out.getvalue()
+    """``data`` as one gzip member, the same bytes as a GzipMember would write, deflated here
+    (a tar header's member is a few hundred bytes: a thread pool cost more than the deflate)."""
+    view = memoryview(data).cast("B")
+    pieces, previous = [_HEADER], b""
+    # As GzipMember cuts them: whole blocks, then what is left (maybe nothing) as the last.
+    whole = len(view) // BLOCK_BYTES * BLOCK_BYTES
+    for start in range(0, whole + 1, BLOCK_BYTES):
+        end = start + BLOCK_BYTES if start < whole else len(view)
+        block = bytes(view[start:end])
+        pieces.append(_deflate(GZIP_LEVEL, block, previous, start == whole))
+        previous = block[-_WINDOW:]
+    pieces.append(struct.pack("<II", isal_zlib.crc32(view), len(view) & 0xFFFFFFFF))
+    return b"".join(pieces)
+
+
+def _write_stored(out, data, final: bool) -> None:
+    """``data`` to ``out`` as stored deflate blocks (each byte-aligned: a header byte, LEN,
+    NLEN, the bytes), the last one marked final when ``final``."""
+    view = memoryview(data)
+    start = 0
+    while True:
+        block = view[start : start + _STORED_BLOCK]
+        start += len(block)
+        last = final and start >= len(view)
+        out.write(struct.pack("<BHH", int(last), len(block), len(block) ^ 0xFFFF))
+        out.write(block)
+        if start >= len(view):
+            return
+
+
+def stored_member(out, source, *, size: int, padding: int) -> None:
+    """``size`` bytes read from ``source`` (a binary file), then ``padding`` zero bytes, as one
+    gzip member of stored deflate blocks written to ``out``: the bytes depend only on the
+    data. Raises ``ValueError`` when ``source`` holds fewer or more than ``size`` bytes."""
+    out.write(_HEADER)
+    crc, done = 0, 0
+    while done < size:
+        chunk = source.read(min(BLOCK_BYTES, size - done))
+        if not chunk:
+            raise ValueError(f"the file ended after {done} of its {size} bytes")
+        done += len(chunk)
+        if done == size and padding:
+            chunk += b"\0" * padding
+        crc = isal_zlib.crc32(chunk, crc)
+        _write_stored(out, chunk, final=done == size)
+    if source.read(1):
+        raise ValueError(f"the file holds more than its {size} bytes")
+    if size == 0:
+        tail = b"\0" * padding
+        crc = isal_zlib.crc32(tail, crc)
+        _write_stored(out, tail, final=True)
+    out.write(struct.pack("<II", crc, (size + padding) & 0xFFFFFFFF))

@@ -174,3 +174,33 @@ def test_win_rates_count_ties_half():
     assert rates[1][0] == pytest.approx(0.25)
     assert rates[0][2] is None
     assert rates[2][1] == 1.0
+
+
+def test_the_bootstrap_in_chunks_draws_and_fits_the_same(monkeypatch):
+    """Fitted a few rounds at a time (as many models' rounds are, to bound the memory), the
+    bootstrap draws the same resamples and gives the same strengths as in one batch."""
+    table = simulated(np.array([0.0, 0.4, -0.3, 1.1, 0.2]), 2_000, seed=7)
+    whole = bootstrap_strengths(table, rounds=50, seed=3)
+    monkeypatch.setattr("annotation.leaderboard.bradley_terry._CHUNK_BYTES", 8 * 25 * 7)
+    chunked = bootstrap_strengths(table, rounds=50, seed=3)
+    assert chunked.shape == whole.shape == (50, 5)
+    assert np.allclose(chunked, whole, atol=1e-7, equal_nan=True)
+
+
+def test_the_bootstrap_of_many_models_stays_within_its_memory(monkeypatch):
+    """Many rounds of many models: in one batch the fit's (rounds, K, K) arrays together
+    were several times one of them (2,000 rounds of 30 models: 160 MB); fitted in chunks
+    of a 4 MB array, the peak stays near a chunk's arrays, whatever the rounds."""
+    import tracemalloc
+
+    monkeypatch.setattr("annotation.leaderboard.bradley_terry._CHUNK_BYTES", 4 * 1024 * 1024)
+    table = simulated(np.linspace(-1.0, 1.0, 30), 5_000, seed=2)
+    tracemalloc.start()
+    try:
+        strengths = bootstrap_strengths(table, rounds=2_000, seed=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert strengths.shape == (2_000, 30)
+    assert not np.isnan(strengths).any()
+    assert peak < 48 * 1024 * 1024, f"{peak / 2**20:.0f} MB"

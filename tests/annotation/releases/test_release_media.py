@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from PIL import Image
 from annotation.core.errors import InvalidInput
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair, PairStatus, Release
+from annotation.releases.archive import stored_in_archive
 from annotation.releases.downloads import message_text
 from annotation.releases.selectors import release_rows
 from annotation.releases.services import release_build, release_create
@@ -242,6 +244,44 @@ def test_a_rebuild_gives_the_same_bytes(project, dave, released):
     again = _build(project, dave, "2.0.0")
     assert again.manifest_sha256 == released.manifest_sha256
     assert again.archive_sha256 == released.archive_sha256
+
+
+def test_media_files_are_linked_once_and_stored_undeflated(released):
+    """On local disk each media file in the release is the stored file itself (a hard link:
+    no bytes written), and its archive member is stored, not deflated, so the archive holds
+    each file once at its size (docs/releases.md, "Speed")."""
+    manifest = json.loads((released.folder / "manifest.json").read_text())["files"]
+    media = {path: entry for path, entry in manifest.items() if stored_in_archive(path)}
+    assert {path.split("/")[0] for path in media} == {"videos", "audio", "models", "images"}
+    for path in media:
+        served = Media.objects.filter(served_sha256=Path(path).stem).first()
+        stored = Path(settings.MEDIA_ROOT) / served.served_relative_path
+        assert (released.folder / path).stat().st_ino == stored.stat().st_ino
+    with tarfile.open(released.archive_path, "r:gz") as archive:
+        for member in archive.getmembers():
+            relative = member.name.split("/", 1)[1]
+            if relative in media:
+                assert (
+                    archive.extractfile(member).read() == (released.folder / relative).read_bytes()
+                )
+    media_bytes = sum(entry["size"] for entry in media.values())
+    assert released.archive_size >= media_bytes
+
+
+def test_a_damaged_media_file_fails_the_build_naming_it(project, dave, released):
+    manifest = json.loads((released.folder / "manifest.json").read_text())["files"]
+    video = next(path for path in manifest if path.startswith("videos/"))
+    served = Media.objects.get(served_sha256=Path(video).stem)
+    stored = Path(settings.MEDIA_ROOT) / served.served_relative_path
+    stored.unlink()  # a new file: the built release keeps the bytes it linked
+    stored.write_bytes(b"not the video any more")
+    with pytest.raises(ValueError, match="does not hold the bytes it is named by"):
+        _build(project, dave, "2.0.0")
+    failed = Release.objects.get(project=project, version="2.0.0")
+    assert failed.status == "failed"
+    assert served.served_relative_path in failed.error
+    assert "the media storage is damaged" in failed.error
+    assert hashlib.sha256((released.folder / video).read_bytes()).hexdigest() == Path(video).stem
 
 
 def test_omni_files_import_back_with_the_same_pairs_and_labels(project, dave, released):
