@@ -30,10 +30,10 @@ TEMPLATE = "annotation/vote_history.html"
 
 class HistoryFilterForm(forms.Form):
     since = forms.DateField(
-        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+        required=False, label="Since", widget=forms.DateInput(attrs={"type": "date"})
     )
     until = forms.DateField(
-        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+        required=False, label="Until", widget=forms.DateInput(attrs={"type": "date"})
     )
     before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
