@@ -21,6 +21,7 @@ from annotation.models import Project, Role, Skip
 from annotation.queue.history import (
     CONSENSUS_WORDS,
     SESSION_GAP_MINUTES,
+    SPEED_WINDOW_VOTES,
     HistoryFilter,
     HistoryInputError,
     annotator_speed,
@@ -406,9 +407,11 @@ class _SessionSerializer(serializers.Serializer):
 
 class MySpeedApi(APIView):
     class OutputSerializer(serializers.Serializer):
-        votes = serializers.IntegerField(help_text="All your votes in the project.")
+        votes = serializers.IntegerField(
+            help_text=f"The votes these figures read: your latest, {SPEED_WINDOW_VOTES} at most."
+        )
         timed_votes = serializers.IntegerField(
-            help_text="Of your latest votes, those timed from the moment the pair was served."
+            help_text="Of those, the votes timed from the moment the pair was served to you."
         )
         median_seconds_per_vote = serializers.FloatField(allow_null=True)
         votes_per_hour = serializers.FloatField(

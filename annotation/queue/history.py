@@ -164,12 +164,12 @@ def annotator_speed(*, project: Project, annotator) -> dict:
     start, the server's clock) to their vote, over ``timed_votes``; their last
     ``SPEED_SESSIONS`` ``sessions`` (votes less than ``SESSION_GAP`` apart), newest first,
     each with its ``votes_per_hour``, and ``votes_per_hour`` over those sessions together;
-    ``votes`` counts all their votes in the project. Two queries."""
-    mine = Vote.objects.filter(annotator=annotator, pair__project=project, is_adjudication=False)
+    ``votes``: the votes read. One query, a walk of ``vote_annotator_idx`` that stops after
+    the window (no count of a long history)."""
     latest = list(
-        mine.order_by("-created_at", "-id").values_list("created_at", "assignment__created_at")[
-            :SPEED_WINDOW_VOTES
-        ]
+        Vote.objects.filter(annotator=annotator, pair__project=project, is_adjudication=False)
+        .order_by("-created_at", "-id")
+        .values_list("created_at", "assignment__created_at")[:SPEED_WINDOW_VOTES]
     )
     latest.reverse()
     seconds = [
@@ -187,7 +187,7 @@ def annotator_speed(*, project: Project, annotator) -> dict:
     timed = [s for s in shown if s["votes_per_hour"] is not None]
     hours = sum((s["ended_at"] - s["started_at"]).total_seconds() for s in timed) / 3600
     return {
-        "votes": mine.count(),
+        "votes": len(latest),
         "timed_votes": len(seconds),
         "median_seconds_per_vote": round(statistics.median(seconds), 1) if seconds else None,
         "votes_per_hour": round(sum(s["votes"] for s in timed) / hours, 1) if hours else None,

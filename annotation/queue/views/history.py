@@ -18,6 +18,7 @@ from annotation.queue.history import (
     CONSENSUS_WORDS,
     HISTORY_PAGE_SIZE,
     SESSION_GAP_MINUTES,
+    SPEED_WINDOW_VOTES,
     HistoryFilter,
     HistoryInputError,
     annotator_speed,
@@ -105,6 +106,7 @@ def vote_history(request, slug: str):
         "speed": speed,
         "chart": _sessions_chart(speed["sessions"]),
         "session_gap_minutes": SESSION_GAP_MINUTES,
+        "speed_window_votes": SPEED_WINDOW_VOTES,
         "shows_consensus": project.history_shows_consensus,
     }
     return render(request, TEMPLATE, context, status=status)

@@ -417,3 +417,14 @@ def test_curators_turn_the_consensus_on_in_settings(client_for, project, carol, 
     assert client_for(alice).post(save, settings_data(project)).status_code == 403
     project.refresh_from_db()
     assert project.history_shows_consensus
+
+
+def test_speed_reads_only_the_latest_window(project, alice, monkeypatch):
+    monkeypatch.setattr("annotation.queue.history.SPEED_WINDOW_VOTES", 2)
+    now = timezone.now()
+    for hours in (0, 1, 2):
+        pair = PairFactory(project=project, status=PairStatus.ANNOTATING)
+        VoteFactory(pair=pair, annotator=alice, created_at=now - timedelta(hours=hours))
+    speed = annotator_speed(project=project, annotator=alice)
+    assert speed["votes"] == 2
+    assert [s["ended_at"] for s in speed["sessions"]] == [now, now - timedelta(hours=1)]
