@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -77,7 +78,9 @@ def _sessions_chart(sessions: list[dict]) -> Chart | None:
 @never_cache
 @login_required
 def vote_history(request, slug: str):
-    project, _ = get_project_for_user(request.user, slug, roles=(Role.ANNOTATOR,))
+    project, role = get_project_for_user(request.user, slug, roles=(Role.ANNOTATOR,))
+    if role != Role.ANNOTATOR:  # a superuser acts as a curator, who has no votes of their own
+        raise PermissionDenied("Only annotators of this project have a history of votes here")
     form = HistoryFilterForm(request.GET)
     rows: list[dict] = []
     older = None

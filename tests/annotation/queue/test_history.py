@@ -33,7 +33,7 @@ from tests.annotation.queue.conftest import (
     SECRET_MODEL_B,
     secret_pair,
 )
-from tests.factories import PairFactory, VoteFactory
+from tests.factories import PairFactory, UserFactory, VoteFactory
 
 
 def page_url(project) -> str:
@@ -321,6 +321,8 @@ def test_page_access(client_for, project, alice, carol, dave, eve):
     assert client_for(carol).get(page_url(project)).status_code == 403
     assert client_for(dave).get(page_url(project)).status_code == 403
     assert client_for(alice).get(reverse("vote-history", args=["nope"])).status_code == 404
+    # A superuser acts as a curator: no votes of their own to show.
+    assert client_for(UserFactory(is_superuser=True)).get(page_url(project)).status_code == 403
 
 
 def test_the_tab_is_an_annotators(client_for, project, alice, carol):
