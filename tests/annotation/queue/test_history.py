@@ -33,7 +33,7 @@ from tests.annotation.queue.conftest import (
     SECRET_MODEL_B,
     secret_pair,
 )
-from tests.factories import PairFactory, UserFactory, VoteFactory
+from tests.factories import PairFactory, ProjectFactory, UserFactory, VoteFactory
 
 
 def page_url(project) -> str:
@@ -104,6 +104,15 @@ def test_a_vote_shown_with_b_on_the_left_reads_as_the_side_she_saw(project, alic
     VoteFactory(pair=pair, annotator=alice, side=Side.A, left_is_a=False)
     (row,) = history_rows(own_votes(project=project, annotator=alice), project=project)
     assert (row["choice"], row["label"]) == ("right", "Right is better")
+
+
+def test_a_likert6_vote_reads_as_the_value_on_her_screen(alice):
+    project = ProjectFactory(scale="likert6")
+    pair = PairFactory(project=project, status=PairStatus.ANNOTATING)
+    # Canonical 5 (A better), shown with B on the left: 5 on her screen, right better.
+    VoteFactory(pair=pair, annotator=alice, side=Side.A, value=5, left_is_a=False)
+    (row,) = history_rows(own_votes(project=project, annotator=alice), project=project)
+    assert (row["choice"], row["value"], row["label"]) == (None, 5, "Right better")
 
 
 def test_consensus_outcome_only_when_shown_and_final(project, alice, decided):
