@@ -10,7 +10,7 @@ from annotation.leaderboard import views as leaderboard
 from annotation.media import views as media
 from annotation.pairs import views as pairs
 from annotation.projects.views import home, invitations, settings
-from annotation.queue.views import curator, workbench
+from annotation.queue.views import curator, history, workbench
 from annotation.releases import views as releases
 from annotation.webhooks import views as webhooks
 
@@ -47,6 +47,7 @@ urlpatterns = [
         ("<int:assignment_id>/skip/", workbench.skip, "annotate-skip"),
         ("undo/", workbench.undo, "annotate-undo"),
     ),
+    *routes("p/<slug:slug>/history/", ("", history.vote_history, "vote-history")),
     *routes(
         "p/<slug:slug>/queue/",
         ("", curator.curator_queue, "curator-queue"),

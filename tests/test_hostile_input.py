@@ -223,7 +223,7 @@ class World:
             )
 
     def role_for(self, route: str) -> str:
-        annotating = ("annotate", "claim/", "undo/", "assignments/")
+        annotating = ("annotate", "claim/", "undo/", "assignments/", "/me/", "/history/")
         return "annotator" if any(word in route for word in annotating) else "curator"
 
     def values(self, route: str, name: str) -> list[str]:

@@ -70,6 +70,8 @@ urlpatterns = [
         "",
         ("projects/<slug:slug>/claim/", queue.ClaimApi.as_view(), "api-claim"),
         ("projects/<slug:slug>/undo/", queue.UndoApi.as_view(), "api-undo"),
+        ("projects/<slug:slug>/me/votes/", queue.MyVotesApi.as_view(), "api-my-votes"),
+        ("projects/<slug:slug>/me/speed/", queue.MySpeedApi.as_view(), "api-my-speed"),
         ("assignments/<int:pk>/vote/", queue.VoteApi.as_view(), "api-vote"),
         ("assignments/<int:pk>/skip/", queue.SkipApi.as_view(), "api-skip"),
     ),

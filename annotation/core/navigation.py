@@ -31,6 +31,7 @@ OVERVIEW = Tab("Overview", "project-detail", ANYONE)
 PROJECT_TABS = (
     OVERVIEW,
     Tab("Annotate", "annotate", (Role.ANNOTATOR,)),
+    Tab("My votes", "vote-history", (Role.ANNOTATOR,)),
     Tab("Pairs", "pairs", STAFF_ROLES, also=("pair",)),
     Tab("Queue", "curator-queue", CURATORS, also=("adjudication", "adjudication-pair")),
     Tab("Import", "imports", CURATORS),

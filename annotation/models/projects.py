@@ -71,6 +71,13 @@ class Project(models.Model):
         help_text="Annotators receive each media file as it came (its format, metadata and "
         "all) instead of the copy rebuilt without them: this weakens the blinding.",
     )
+    # Tells annotators something of others' votes (docs/curators.md, "An annotator's own
+    # history"): off unless the curators choose it.
+    history_shows_consensus = models.BooleanField(
+        default=False,
+        help_text="Annotators' own history says, for decided pairs only, whether their vote "
+        "matched the consensus: a summary of the other annotators' votes.",
+    )
     paused = models.BooleanField(default=False)
     # Whether the project has an active webhook (kept by annotation.webhooks.services): the
     # vote path reads it on the row it loaded, so a project without one writes no event.

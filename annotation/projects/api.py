@@ -27,6 +27,7 @@ class ProjectSerializer(serializers.ModelSerializer):
             "min_agree",
             "allow_media_urls",
             "media_serve_source",
+            "history_shows_consensus",
             "lease_minutes",
             "require_rationale",
             "paused",

@@ -158,18 +158,22 @@ def project_update(
     consensus_rule: str | None = None,
     play_to_end: bool | None = None,
     media_serve_source: bool | None = None,
+    history_shows_consensus: bool | None = None,
 ) -> ProjectUpdated:
     """Changes the project's settings. The scale and the overlap change only while that is safe
     (``project_setting_limits``); open pairs that had the old overlap as target get the new one.
     A changed consensus rule (or its ``min_agree``) is re-applied to the decided pairs
     (``consensus_reapply``: no vote changes, adjudicated pairs keep their label); disputes
     nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``).
-    ``consensus_rule``, ``play_to_end`` and ``media_serve_source`` left out keep their value."""
+    ``consensus_rule``, ``play_to_end``, ``media_serve_source`` and ``history_shows_consensus``
+    left out keep their value."""
     locked = Project.objects.select_for_update().get(pk=project.pk)
     consensus_rule = consensus_rule or locked.consensus_rule
     play_to_end = locked.play_to_end if play_to_end is None else play_to_end
     if media_serve_source is None:
         media_serve_source = locked.media_serve_source
+    if history_shows_consensus is None:
+        history_shows_consensus = locked.history_shows_consensus
     limits = project_setting_limits(project=locked)
     if scale != locked.scale and limits.scale_locked_because:
         raise ValidationError({"scale": limits.scale_locked_because})
@@ -204,6 +208,7 @@ def project_update(
         "consensus_rule": consensus_rule,
         "play_to_end": play_to_end,
         "media_serve_source": media_serve_source,
+        "history_shows_consensus": history_shows_consensus,
     }
     for field, value in changes.items():
         setattr(locked, field, value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
@@ -18,6 +18,16 @@ from annotation.core.json_input import text_refusal
 from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
 from annotation.core.scales import on_screen_vote
 from annotation.models import Project, Role, Skip
+from annotation.queue.history import (
+    CONSENSUS_WORDS,
+    SESSION_GAP_MINUTES,
+    SPEED_WINDOW_VOTES,
+    HistoryFilter,
+    HistoryInputError,
+    annotator_speed,
+    history_rows,
+    own_votes,
+)
 from annotation.queue.presentation import assignment_payload, undone_answer
 from annotation.queue.selectors import assignment_access_checked, assignment_for_annotator
 from annotation.queue.services.claim import assignment_claim
@@ -323,6 +333,101 @@ class UndoApi(APIView):
         body = assignment_payload(undone.assignment, request=request)
         body["undone"] = undone_answer(undone, scale=project.scale)
         return ApiResponse(body)
+
+
+class MyVotesApi(generics.ListAPIView):
+    """The caller's own votes in the project, newest first, as they gave them."""
+
+    class FilterSerializer(serializers.Serializer):
+        since = serializers.DateField(
+            required=False, help_text="Votes from this day on (YYYY-MM-DD, UTC)."
+        )
+        until = serializers.DateField(
+            required=False, help_text="Votes up to this day, included (YYYY-MM-DD, UTC)."
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        created_at = serializers.DateTimeField()
+        prompt = serializers.CharField(
+            allow_blank=True, help_text="The prompt's text (its images, video or audio left out)."
+        )
+        choice = serializers.CharField(
+            allow_null=True, help_text='"left"/"tie"/"right" as it was on your screen (else null).'
+        )
+        value = serializers.IntegerField(
+            allow_null=True, help_text="likert6: 1..6 as it was on your screen (else null)."
+        )
+        # The payload's key, as in _OptionSerializer.
+        label = serializers.CharField()  # type: ignore[assignment]
+        rationale = serializers.CharField(allow_blank=True)
+        consensus = serializers.ChoiceField(
+            choices=list(CONSENSUS_WORDS),
+            allow_null=True,
+            help_text="Only where the project shows it, and only once the pair's decision is "
+            "final: whether your vote matched the consensus (tie: the consensus was a tie and "
+            "you took a side). Null otherwise.",
+        )
+
+    serializer_class = OutputSerializer
+
+    @extend_schema(
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer(many=True), 400: _ERROR},
+        summary="My votes in a project",
+    )
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def list(self, request, *args, **kwargs):
+        project = _annotated_project(request, self.kwargs["slug"])
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        try:
+            votes = own_votes(
+                project=project,
+                annotator=request.user,
+                history=HistoryFilter(**filters.validated_data),
+            )
+        except HistoryInputError as exc:
+            raise serializers.ValidationError({exc.field: [exc.message]}) from None
+        page = self.paginate_queryset(votes)
+        rows = history_rows(page if page is not None else votes, project=project)
+        return self.get_paginated_response(self.get_serializer(rows, many=True).data)
+
+
+class _SessionSerializer(serializers.Serializer):
+    started_at = serializers.DateTimeField(
+        help_text="When its first pair was served to you (or its first vote)."
+    )
+    ended_at = serializers.DateTimeField(help_text="Its last vote.")
+    votes = serializers.IntegerField()
+    votes_per_hour = serializers.FloatField(allow_null=True)
+
+
+class MySpeedApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        votes = serializers.IntegerField(
+            help_text=f"The votes these figures read: your latest, {SPEED_WINDOW_VOTES} at most."
+        )
+        timed_votes = serializers.IntegerField(
+            help_text="Of those, the votes timed from the moment the pair was served to you."
+        )
+        median_seconds_per_vote = serializers.FloatField(allow_null=True)
+        votes_per_hour = serializers.FloatField(
+            allow_null=True, help_text="Over the sessions listed."
+        )
+        sessions = _SessionSerializer(
+            many=True,
+            help_text=f"Your latest sessions (votes under {SESSION_GAP_MINUTES} minutes apart), "
+            "newest first.",
+        )
+
+    @extend_schema(responses=OutputSerializer, summary="My speed in a project")
+    def get(self, request, slug: str):
+        project = _annotated_project(request, slug)
+        speed = annotator_speed(project=project, annotator=request.user)
+        return ApiResponse(self.OutputSerializer(speed).data)
 
 
 _VOTE_FIELDS = frozenset({"choice", "value", "rationale", "time_on_task_ms", "next"})

@@ -95,7 +95,7 @@ def test_researchers_and_annotators_see_only_their_tabs(live_server, page, stock
 
     page.context.clear_cookies()
     log_in(page, live_server, "alice", f"/p/{stocked.slug}/")
-    assert tabs(page) == ["Overview", "Annotate"]
+    assert tabs(page) == ["Overview", "Annotate", "My votes"]
     assert "10 pairs left for you" in page.locator(".ov-next").inner_text()
     assert not page.locator(".ov-tasks").count()
     screenshot(page, "overview-annotator")

@@ -107,6 +107,10 @@ def test_a_published_release_downloads_with_its_hashes_checked(
     Pair.objects.filter(project=project).update(status="queued")
     for token in annotator_tokens:
         assert Client(server.url, token).annotate(project.slug, lambda a: {"choice": "left"}) == 3
+    annotator = Client(server.url, annotator_tokens[0])
+    mine = list(annotator.my_votes(project.slug))
+    assert [vote["choice"] for vote in mine] == ["left"] * 3
+    assert annotator.my_speed(project.slug)["timed_votes"] == 3
     built = curator.create_release(project.slug, "1.0.0", progress=False)
     assert built["status"] == "built"
     curator.publish_release(project.slug, "1.0.0")

@@ -96,6 +96,14 @@ class ProjectSettingsForm(forms.Form):
         " it came: its format, size, metadata and all, which can tell one model's files from"
         " another's. Off (the default), they receive a copy rebuilt without any of that.",
     )
+    history_shows_consensus = forms.BooleanField(
+        required=False,
+        label="Show annotators whether their vote matched the consensus (reveals a summary of"
+        " others' votes)",
+        help_text="On each annotator's own history (My votes), for decided pairs only: matched,"
+        " differed or tie. It tells them something of the other annotators' votes; pairs still"
+        " collecting votes never say anything. Off by default.",
+    )
     paused = forms.BooleanField(required=False, help_text="Annotators get no new pairs.")
 
     def __init__(self, *args, project: Project, limits: SettingLimits, **kwargs):

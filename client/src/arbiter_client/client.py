@@ -269,6 +269,20 @@ class Client:
     def undo(self, slug: str) -> Json:
         return self._post(f"projects/{slug}/undo/")
 
+    def my_votes(
+        self, slug: str, *, since: str | None = None, until: str | None = None
+    ) -> Iterator[Json]:
+        """My own votes in the project, newest first, as I gave them; ``since`` and ``until``
+        (``YYYY-MM-DD``, both included) pick days."""
+        params = {"since": since, "until": until}
+        return self.transport.pages(
+            f"projects/{slug}/me/votes/", {k: v for k, v in params.items() if v}
+        )
+
+    def my_speed(self, slug: str) -> Json:
+        """My median seconds per vote and votes per hour over my latest sessions."""
+        return self._get(f"projects/{slug}/me/speed/")
+
     def annotate(self, slug: str, decide: Decide, *, limit: int | None = None) -> int:
         """Claims and votes until nothing is left (or ``limit`` votes), one request per vote:
         ``decide(assignment)`` returns the vote's fields. The number of votes sent."""

@@ -21,7 +21,11 @@ TAB = re.compile(r'<li><a href="([^"]+)"( aria-current="page")?>([^<]+)</a></li>
 
 # Every tab each role may use, in the header's order, with its URL name.
 ROLE_TABS = {
-    "alice": [("Overview", "project-detail"), ("Annotate", "annotate")],
+    "alice": [
+        ("Overview", "project-detail"),
+        ("Annotate", "annotate"),
+        ("My votes", "vote-history"),
+    ],
     "dave": [
         ("Overview", "project-detail"),
         ("Pairs", "pairs"),
@@ -117,6 +121,7 @@ def test_the_comparison_page_has_the_annotators_header(client_for, alice, projec
     assert [(label, current) for label, _, current in nav_tabs(body)] == [
         ("Overview", False),
         ("Annotate", True),
+        ("My votes", False),
     ]
 
 
