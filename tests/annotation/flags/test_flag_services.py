@@ -24,7 +24,9 @@ def lease(project, alice):
 
 def test_a_flag_keeps_the_vote_to_give(lease, alice, project):
     flag, created = flag_raise(assignment=lease, annotator=alice, kind="broken_media", note=" x ")
-    assert created and flag.note == "x" and flag.is_open
+    assert created
+    assert flag.note == "x"
+    assert flag.is_open
     lease.refresh_from_db()
     assert lease.status == Assignment.Status.LIVE
     # The same lease is still hers, and the vote counts as ever.
@@ -38,15 +40,17 @@ def test_a_flag_after_the_vote(lease, alice):
     vote_submit(assignment=lease, annotator=alice, choice="tie")
     lease.refresh_from_db()
     flag, created = flag_raise(assignment=lease, annotator=alice, kind="identical")
-    assert created and flag.pair_id == lease.pair_id
+    assert created
+    assert flag.pair_id == lease.pair_id
     assert Vote.objects.get().side == "tie"
 
 
 def test_flag_and_skip(lease, alice, project):
-    flag, created, skip = assignment_flag(
+    _flag, created, skip = assignment_flag(
         assignment=lease, annotator=alice, kind="broken_media", note="video 2 is black", skip=True
     )
-    assert created and skip is not None
+    assert created
+    assert skip is not None
     assert (skip.reason, skip.note) == (Skip.Reason.BROKEN, "video 2 is black")
     assert assignment_claim(project=project, annotator=alice) is None  # never offered again
     other = PairFactory(project=project, status=PairStatus.QUEUED)
@@ -75,7 +79,7 @@ def test_a_refused_skip_leaves_no_flag(lease, alice):
     ],
 )
 def test_bad_flags_name_the_field(lease, alice, kind, note, field):
-    with pytest.raises(InvalidInput, match=f"^{field}:"):
+    with pytest.raises(InvalidInput, match=rf"^{field}:"):
         flag_raise(assignment=lease, annotator=alice, kind=kind, note=note)
     assert not Flag.objects.exists()
 
@@ -94,20 +98,22 @@ def test_one_open_flag_per_annotator_and_pair(lease, alice, bob, project):
     # Once resolved, she may flag the pair again.
     flag_resolve(flag=first, by=None)
     _, created = flag_raise(assignment=lease, annotator=alice, kind="other", note="still wrong")
-    assert created and Flag.objects.filter(annotator=alice).count() == 2
+    assert created
+    assert Flag.objects.filter(annotator=alice).count() == 2
 
 
 def test_reply_and_resolve(lease, alice, carol):
     flag, _ = flag_raise(assignment=lease, annotator=alice, kind="ambiguous_prompt")
-    with pytest.raises(InvalidInput, match="^text:"):
+    with pytest.raises(InvalidInput, match=r"^text:"):
         flag_reply(flag=flag, author=carol, text="  ")
-    with pytest.raises(InvalidInput, match="^text:"):
+    with pytest.raises(InvalidInput, match=r"^text:"):
         flag_reply(flag=flag, author=carol, text="x" * 5001)
     flag_reply(flag=flag, author=carol, text="Judge the first sentence only.")
     assert flag.is_open
     flag_reply(flag=flag, author=carol, text="Fixed in the guidelines.", resolve=True)
     flag.refresh_from_db()
-    assert flag.resolved_by == carol and not flag.is_open
+    assert flag.resolved_by == carol
+    assert not flag.is_open
     assert not flag_resolve(flag=flag, by=carol)  # resolved already: nothing changes
     [shown] = pair_flags(pair=lease.pair)
     assert [c.text for c in shown.comments.all()] == [

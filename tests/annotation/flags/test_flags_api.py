@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from annotation.models import Flag, PairStatus, Skip, Vote
+from annotation.models import Flag, Skip, Vote
 from tests.annotation.queue.conftest import (
     SECRET_EXTERNAL,
     SECRET_MODEL_A,
@@ -52,13 +52,15 @@ def test_flag_beside_a_vote_and_with_a_skip(api_for, project, alice):
     assert (body["kind"], body["skipped"], body["assignment"]) == ("ambiguous_prompt", False, first)
     assert flag(api, first, kind="ambiguous_prompt", note="which lighthouse?").status_code == 200
     conflict = flag(api, first, kind="identical")
-    assert conflict.status_code == 409 and "already" in conflict.json()["detail"]
+    assert conflict.status_code == 409
+    assert "already" in conflict.json()["detail"]
     assert claim(api) == first  # the lease is still hers: flagging used no vote
     voted = api.post(f"/api/v1/assignments/{first}/vote/", {"choice": "tie"}, format="json")
     assert voted.status_code == 201
     second = claim(api)
     skipped = flag(api, second, kind="broken_media", skip=True)
-    assert skipped.status_code == 201 and skipped.json()["skipped"] is True
+    assert skipped.status_code == 201
+    assert skipped.json()["skipped"] is True
     assert Skip.objects.get(annotator=alice).reason == "broken"
     assert Vote.objects.filter(annotator=alice).count() == 1
 
@@ -106,7 +108,8 @@ def test_my_flags_show_only_mine_and_the_replies_to_them(api_for, flagged, carol
     mine = api_for(alices.annotator).get("/api/v1/projects/demo/my-flags/")
     assert mine.status_code == 200
     [row] = mine.json()
-    assert row["kind"] == "broken_media" and row["resolved_at"]
+    assert row["kind"] == "broken_media"
+    assert row["resolved_at"]
     assert [r["text"] for r in row["replies"]] == ["Re-imported the image."]
     assert row["prompt"].startswith("Draw a lighthouse")
     text = mine.content.decode()
@@ -125,7 +128,8 @@ def test_curators_list_reply_and_resolve(api_for, flagged, carol, dave):
     ]
     assert listed.json()[0]["note"] == "<b>image 2</b>"  # JSON, as written
     resolved = curator.post(f"/api/v1/projects/demo/flags/{bobs.pk}/resolve/")
-    assert resolved.status_code == 200 and resolved.json()["resolved_by"] == "carol"
+    assert resolved.status_code == 200
+    assert resolved.json()["resolved_by"] == "carol"
     assert curator.post(f"/api/v1/projects/demo/flags/{bobs.pk}/resolve/").status_code == 200
     assert [f["id"] for f in curator.get("/api/v1/projects/demo/flags/").json()] == [alices.pk]
     assert [
@@ -133,11 +137,13 @@ def test_curators_list_reply_and_resolve(api_for, flagged, carol, dave):
     ] == [bobs.pk]
     assert len(curator.get("/api/v1/projects/demo/flags/", {"state": "all"}).json()) == 2
     bad_state = curator.get("/api/v1/projects/demo/flags/", {"state": "closed"})
-    assert bad_state.status_code == 400 and "state" in bad_state.json()["detail"]
+    assert bad_state.status_code == 400
+    assert "state" in bad_state.json()["detail"]
     empty = curator.post(
         f"/api/v1/projects/demo/flags/{alices.pk}/replies/", {"text": ""}, format="json"
     )
-    assert empty.status_code == 400 and "text" in empty.json()
+    assert empty.status_code == 400
+    assert "text" in empty.json()
     # Researchers read the list, and only that.
     assert api_for(dave).get("/api/v1/projects/demo/flags/").status_code == 200
 
@@ -159,7 +165,8 @@ def test_who_may_do_what(api_for, flagged, other_project, alice, carol, dave, ev
     elsewhere = f"/api/v1/projects/{other_project.slug}/flags/{alices.pk}/resolve/"
     assert api_for(carol).post(elsewhere).status_code == 404
     alices.refresh_from_db()
-    assert alices.is_open and not alices.comments.exists()
+    assert alices.is_open
+    assert not alices.comments.exists()
 
 
 def test_schema_documents_the_flag_endpoints(client, alice):
