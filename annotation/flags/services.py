@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from annotation.core.errors import Conflict, InvalidInput, NotFound
 from annotation.core.limits import MAX_FLAG_NOTE_CHARS, MAX_FLAG_REPLY_CHARS
-from annotation.models import Assignment, Flag, FlagComment
+from annotation.core.webhook_events import webhook_event_record
+from annotation.models import Assignment, Flag, FlagComment, WebhookEventKind
 
 
 def check_flag_input(*, kind: str, note: str) -> str:
@@ -24,12 +25,14 @@ def check_flag_input(*, kind: str, note: str) -> str:
     return note
 
 
+@transaction.atomic
 def flag_raise(
     *, assignment: Assignment, annotator, kind: str, note: str = ""
 ) -> tuple[Flag, bool]:
     """Flags the pair of the annotator's own ``assignment`` (live, voted or skipped alike), and
     returns the flag and whether it is new. One open flag per annotator and pair: the same
-    flag sent again returns the first; another one while it is open is refused."""
+    flag sent again returns the first; another one while it is open is refused. A new flag
+    is a ``pair.flagged`` webhook event (docs/webhooks.md), written in this transaction."""
     if assignment.annotator_id != annotator.pk:
         raise NotFound("No such assignment.")
     note = check_flag_input(kind=kind, note=note)
@@ -45,6 +48,16 @@ def flag_raise(
                 "open until a curator resolves it, and their answer appears in My flags."
             ) from None
         return flag, False
+    pair = assignment.pair
+    webhook_event_record(
+        project=pair.project,
+        kind=WebhookEventKind.PAIR_FLAGGED,
+        data={
+            "project": pair.project.slug,
+            "pair": {"id": pair.external_id, "task": pair.task},
+            "flag": {"id": flag.pk, "kind": flag.kind, "note": flag.note},
+        },
+    )
     return flag, True
 
 
