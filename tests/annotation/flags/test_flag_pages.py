@@ -12,6 +12,7 @@ from annotation.flags.services import flag_raise, flag_reply
 from annotation.models import Assignment, Flag, FlagComment, Skip
 from annotation.queue.services.claim import assignment_claim
 from tests.annotation.queue.conftest import SECRET_MODEL_A, secret_pair
+from tests.factories import UserFactory
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 SCRIPT = "<script>alert(1)</script>"
@@ -183,3 +184,11 @@ def test_pairs_browser_flags_filter_and_overview_count(client_for, carol, projec
     overview = client.get(reverse("project-detail", args=[project.slug])).content.decode()
     assert 'data-open-flags="1"' in overview
     assert "?flags=open" in overview
+
+
+def test_operators_read_flags_in_the_admin(client, flag):
+    client.force_login(UserFactory(username="root", is_superuser=True, is_staff=True))
+    listing = client.get(reverse("admin:annotation_flag_changelist"))
+    assert listing.status_code == 200
+    assert "Other (say what in the note)" in listing.content.decode()
+    assert client.get(reverse("admin:annotation_flag_add")).status_code == 403
