@@ -13,7 +13,9 @@ from tests.browser.conftest import log_in, page_errors, wait_for_keys
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_flag_reply_and_the_annotator_reads_it(live_server, browser, page, project, alice, carol):
+def test_flag_reply_and_the_annotator_reads_it(
+    live_server, browser, page, project, alice, carol, screenshot
+):
     secret_pair(project, 0)
     secret_pair(project, 1)
     errors = page_errors(page)
@@ -23,6 +25,7 @@ def test_flag_reply_and_the_annotator_reads_it(live_server, browser, page, proje
     wait_for_keys(page)
     page.keyboard.press("f")
     page.keyboard.press("ArrowDown")  # from Broken media to Ambiguous prompt
+    screenshot(page, "flag-form")
     page.keyboard.press("Enter")
     page.wait_for_selector(".wb-notice:has-text('Flagged: Ambiguous prompt')")
     wait_for_keys(page)
@@ -38,9 +41,11 @@ def test_flag_reply_and_the_annotator_reads_it(live_server, browser, page, proje
     curator.fill(f"#reply-{flag.pk}", "The lighthouse on the left of the prompt.")
     curator.click("text=Reply and resolve")
     curator.wait_for_selector("#flags .badge:has-text('resolved')")
+    screenshot(curator, "flag-replied")
     curator.context.close()
 
     page.click("[data-my-flags]")
     page.wait_for_selector(".flag-replies:has-text('The lighthouse on the left of the prompt.')")
     assert "resolved" in page.inner_text(".flag-item")
+    screenshot(page, "my-flags")
     assert errors == []
