@@ -2,7 +2,8 @@
 
 The browser's URL holds everything it shows (filters, sort, page cursor, page size), so a view
 can be shared; htmx swaps only the results when the filters change, and every link and form
-works without it. Researchers browse and read; bulk actions are the curators'.
+works without it. Researchers browse and read; bulk actions, and answering annotators' flags on
+the pair page (docs/curators.md, "Flags"), are the curators'.
 """
 
 from __future__ import annotations
