@@ -217,6 +217,15 @@ class SkipAdmin(ReadOnlyAdmin):
     search_fields = ("pair__external_id", "annotator__username", "note")
 
 
+@admin.register(models.Flag)
+class FlagAdmin(ReadOnlyAdmin):
+    """Flags are answered on the pair page (docs/curators.md, "Flags"); here they are read."""
+
+    list_display = ("pair", "annotator", "kind", "created_at", "resolved_at")
+    list_filter = ("kind", "pair__project")
+    search_fields = ("pair__external_id", "annotator__username", "note")
+
+
 @admin.register(models.Release)
 class ReleaseAdmin(ViewOnlyAdmin):
     """Releases are made, built and published by their services (docs/releases.md); here they

@@ -5,6 +5,7 @@ from annotation.agreement.views import adjudication
 from annotation.agreement.views import report as agreement
 from annotation.core import url_converters  # noqa: F401 - registers <version:...>
 from annotation.core.routes import routes
+from annotation.flags import views as flags
 from annotation.imports import views as imports
 from annotation.leaderboard import views as leaderboard
 from annotation.media import views as media
@@ -45,6 +46,8 @@ urlpatterns = [
         ("", workbench.annotate, "annotate"),
         ("<int:assignment_id>/vote/", workbench.vote, "annotate-vote"),
         ("<int:assignment_id>/skip/", workbench.skip, "annotate-skip"),
+        ("<int:assignment_id>/flag/", workbench.flag, "annotate-flag"),
+        ("flags/", flags.my_flags, "annotate-flags"),
         ("undo/", workbench.undo, "annotate-undo"),
     ),
     *routes("p/<slug:slug>/history/", ("", history.vote_history, "vote-history")),
@@ -66,6 +69,12 @@ urlpatterns = [
         ("", pairs.pairs_browser, "pairs"),
         ("bulk/<slug:action>/", pairs.pairs_bulk, "pairs-bulk"),
         ("<int:pair_id>/", pairs.pair_detail, "pair"),
+        ("<int:pair_id>/flags/<int:flag_id>/reply/", pairs.flag_reply_page, "pair-flag-reply"),
+        (
+            "<int:pair_id>/flags/<int:flag_id>/resolve/",
+            pairs.flag_resolve_page,
+            "pair-flag-resolve",
+        ),
         ("id/<path:external_id>", pairs.pair_by_external_id, "pair-by-external-id"),
     ),
     *routes(

@@ -4,6 +4,7 @@ from annotation.agreement.api import adjudication
 from annotation.agreement.api import report as agreement
 from annotation.core import url_converters  # noqa: F401 - registers <version:...>
 from annotation.core.routes import routes
+from annotation.flags import api as flags
 from annotation.imports import api as imports
 from annotation.imports import bucket_api as bucket
 from annotation.imports import direct_api as direct
@@ -74,6 +75,14 @@ urlpatterns = [
         ("projects/<slug:slug>/me/speed/", queue.MySpeedApi.as_view(), "api-my-speed"),
         ("assignments/<int:pk>/vote/", queue.VoteApi.as_view(), "api-vote"),
         ("assignments/<int:pk>/skip/", queue.SkipApi.as_view(), "api-skip"),
+        ("assignments/<int:pk>/flag/", queue.FlagApi.as_view(), "api-flag"),
+    ),
+    *routes(
+        "projects/<slug:slug>/",
+        ("my-flags/", flags.MyFlagsApi.as_view(), "api-my-flags"),
+        ("flags/", flags.FlagListApi.as_view(), "api-flags"),
+        ("flags/<int:pk>/replies/", flags.FlagReplyApi.as_view(), "api-flag-replies"),
+        ("flags/<int:pk>/resolve/", flags.FlagResolveApi.as_view(), "api-flag-resolve"),
     ),
     *routes(
         "projects/<slug:slug>/webhooks/",

@@ -16,6 +16,7 @@ from annotation.models.choices import (
     Side,
 )
 from annotation.models.content import ContentMixin, Media, ProjectMedia, Prompt, Response
+from annotation.models.flags import Flag, FlagComment
 from annotation.models.imports import ImportJob
 from annotation.models.invitations import Invitation
 from annotation.models.jobs import TaskAttempt
@@ -66,6 +67,8 @@ __all__ = [
     "ClaimKey",
     "ConsensusRule",
     "ContentMixin",
+    "Flag",
+    "FlagComment",
     "ImportJob",
     "Invitation",
     "JobStatus",

@@ -120,6 +120,15 @@ class SkipReason(models.TextChoices):
     UNSAFE = "unsafe", "Unsafe content"
 
 
+class FlagKind(models.TextChoices):
+    """``Flag.Kind``: what an annotator says is wrong with a pair."""
+
+    BROKEN_MEDIA = "broken_media", "Broken media"
+    AMBIGUOUS_PROMPT = "ambiguous_prompt", "Ambiguous prompt"
+    IDENTICAL = "identical", "Both responses identical"
+    OTHER = "other", "Other (say what in the note)"
+
+
 # Agreement and releases.
 
 

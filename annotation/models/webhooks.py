@@ -13,6 +13,7 @@ from annotation.models.projects import Project
 class WebhookEventKind(models.TextChoices):
     PAIR_DECIDED = "pair.decided", "Pair decided"
     PAIR_ESCALATED = "pair.escalated", "Pair sent to adjudication"
+    PAIR_FLAGGED = "pair.flagged", "Pair flagged by an annotator"
     IMPORT_FINISHED = "import.finished", "Import finished"
     IMPORT_FAILED = "import.failed", "Import failed"
     FILTER_RUN_FINISHED = "filter_run.finished", "Filter run finished"

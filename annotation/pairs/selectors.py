@@ -28,6 +28,7 @@ from django.db.models.functions import Coalesce
 from annotation.core.json_input import json_loads
 from annotation.core.search import search_condition
 from annotation.models import (
+    Flag,
     Pair,
     PairStatus,
     Project,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     class _BrowseAnnotations(TypedDict):
         sort_value: Any  # the row's sort key (its type depends on the sort)
         skip_count: int  # on the page's rows; neighbour lookups fetch only ids
+        open_flags: int  # on the page's rows too
 
     # A pair as the browser's keyset query returns it.
     AnnotatedPair = WithAnnotations[Pair, _BrowseAnnotations]
@@ -81,6 +83,8 @@ PAIR_SORTS: dict[str, PairSort] = {
 DEFAULT_PAIR_SORT = "id"
 # A label filter's value for "no label yet".
 NO_LABEL = "none"
+# The Flags filter's values: pairs with an open flag, with any flag, with none.
+FLAG_FILTERS = {"open": "open flags", "any": "flagged (open or resolved)", "none": "never flagged"}
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ class PairFilters:
     consensus_label: str = ""  # A, B, tie, or NO_LABEL
     is_gold: bool | None = None
     skipped: bool | None = None
+    flags: str = ""  # a key of FLAG_FILTERS
     sort: str = DEFAULT_PAIR_SORT
     descending: bool = False
 
@@ -107,6 +112,7 @@ class PairFilters:
 class PairRow:
     pair: Pair
     skip_count: int
+    open_flags: int
     # the first media part of the prompt and of each response (annotation/pairs/thumbnails.py)
     thumbnails: list[Thumbnail]
 
@@ -164,6 +170,11 @@ def _filter_q(filters: PairFilters) -> Q:
     if filters.skipped is not None:
         skipped = Exists(Skip.objects.filter(pair_id=OuterRef("pk")))
         q &= Q(skipped) if filters.skipped else ~Q(skipped)
+    if filters.flags:
+        flags = Flag.objects.filter(pair_id=OuterRef("pk"))
+        if filters.flags == "open":
+            flags = flags.filter(resolved_at__isnull=True)
+        q &= ~Q(Exists(flags)) if filters.flags == "none" else Q(Exists(flags))
     return q
 
 
@@ -228,7 +239,8 @@ def _keyset_rows(
     page = _keyset(
         _page_rows(Pair.objects.filter(pk__in=ids)), filters=filters, cursor=None, forward=forward
     )
-    # The page's query also carries skip_count (_page_rows): the stubs lose it across calls.
+    # The page's query also carries skip_count and open_flags (_page_rows): the stubs lose them
+    # across calls.
     rows = cast("list[AnnotatedPair]", list(page))
     return rows if forward else rows[::-1]
 
@@ -274,10 +286,20 @@ def _page_rows(pairs: QuerySet[Pair]) -> QuerySet[Pair]:
         .annotate(n=Count("id"))
         .values("n")
     )
+    open_flags = (
+        Flag.objects.filter(pair_id=OuterRef("pk"), resolved_at__isnull=True)
+        .order_by()
+        .values("pair_id")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
     return (
         pairs.select_related("prompt", "response_a", "response_b")
         .defer("metadata", "ensemble_summary", "search_words", "prompt__metadata")
-        .annotate(skip_count=Coalesce(Subquery(skips, output_field=IntegerField()), 0))
+        .annotate(
+            skip_count=Coalesce(Subquery(skips, output_field=IntegerField()), 0),
+            open_flags=Coalesce(Subquery(open_flags, output_field=IntegerField()), 0),
+        )
     )
 
 
@@ -311,7 +333,7 @@ def pairs_browse(
         ([row.prompt.content, row.response_a.content, row.response_b.content] for row in rows),
     )
     page_rows = [
-        PairRow(pair=row, skip_count=row.skip_count, thumbnails=shown)
+        PairRow(pair=row, skip_count=row.skip_count, open_flags=row.open_flags, thumbnails=shown)
         for row, shown in zip(rows, thumbnails, strict=True)
     ]
     first, last = (rows[0], rows[-1]) if rows else (None, None)

@@ -2,7 +2,8 @@
 
 The browser's URL holds everything it shows (filters, sort, page cursor, page size), so a view
 can be shared; htmx swaps only the results when the filters change, and every link and form
-works without it. Researchers browse and read; bulk actions are the curators'.
+works without it. Researchers browse and read; bulk actions, and answering annotators' flags on
+the pair page (docs/curators.md, "Flags"), are the curators'.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -24,15 +26,19 @@ from django.views.decorators.vary import vary_on_headers
 from annotation.agreement.prior_ratings import ratings_by_response
 from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.core.actions import action_apply
-from annotation.core.limits import MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
+from annotation.core.errors import DomainError
+from annotation.core.limits import MAX_FLAG_REPLY_CHARS, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.core.pair_sections import pair_sections
 from annotation.core.scales import on_screen_vote, options_for
 from annotation.core.shown import pair_page_context
-from annotation.models import Pair, PairStatus, Project, Role, Side, Vote
+from annotation.flags.selectors import get_flag_for_user, pair_flags
+from annotation.flags.services import flag_reply, flag_resolve
+from annotation.models import Flag, Pair, PairStatus, Project, Role, Side, Vote
 from annotation.pairs import actions as pair_actions
 from annotation.pairs.selectors import (
     DEFAULT_PAIR_PAGE_SIZE,
     DEFAULT_PAIR_SORT,
+    FLAG_FILTERS,
     NO_LABEL,
     PAIR_PAGE_SIZES,
     PAIR_SORTS,
@@ -83,6 +89,7 @@ class PairFilterForm(forms.Form):
     consensus = forms.ChoiceField(choices=_LABELS, required=False, label="Consensus")
     gold = _yes_no("Gold")
     skipped = _yes_no("Skipped")
+    flags = forms.ChoiceField(choices=[*_ANY, *FLAG_FILTERS.items()], required=False)
     sort = forms.ChoiceField(choices=_SORT_CHOICES, required=False)
     per_page = forms.TypedChoiceField(
         choices=[(n, n) for n in PAIR_PAGE_SIZES],
@@ -129,6 +136,7 @@ class PairFilterForm(forms.Form):
             consensus_label=data["consensus"],
             is_gold=_YES_NO_VALUE.get(data["gold"]),
             skipped=_YES_NO_VALUE.get(data["skipped"]),
+            flags=data["flags"],
             sort=sort.removeprefix("-"),
             descending=sort.startswith("-"),
         )
@@ -397,11 +405,11 @@ def _vote_rows(project: Project, votes: list[Vote]) -> list[dict]:
     return rows
 
 
-@require_GET
-@login_required
-def pair_detail(request, slug: str, pair_id: int):
-    """One pair with everything known about it; prev/next follow the browser's filter."""
-    project, role = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
+def _pair_page(
+    request, project: Project, role: str, pair_id: int, *, refused: dict | None = None
+) -> HttpResponse:
+    """The pair page; ``refused``: a curator's reply the page could not take (``flag_id``,
+    ``text``, ``error``), shown again under its flag with the error, as a 400."""
     pair = (
         Pair.objects.select_related("prompt", "response_a", "response_b")
         .filter(project=project, pk=pair_id)
@@ -415,12 +423,19 @@ def pair_detail(request, slug: str, pair_id: int):
         previous_id, next_id = pair_neighbours(project=project, filters=form.filters(), pair=pair)
     votes = list(pair.votes.select_related("annotator").order_by("created_at", "pk"))
     priors = list(pair.prior_annotations.all())
+    refused = refused or {}
     context = {
         **pair_page_context(project, role, pair),
         "votes": _vote_rows(project, votes),
         "priors": [prior for prior in priors if not prior.rating],
         "prior_ratings": ratings_by_response((p.response, p.rating) for p in priors),
         "skips": list(pair.skips.select_related("annotator").order_by("created_at", "pk")),
+        "flags": [
+            {"flag": flag, **(refused if refused.get("flag_id") == flag.pk else {})}
+            for flag in pair_flags(pair=pair)
+        ],
+        "is_curator": role == Role.CURATOR,
+        "max_reply_chars": MAX_FLAG_REPLY_CHARS,
         "restricted_to": list(
             project_annotators(project).filter(pk__in=pair.restrictions.values("annotator_id"))
         )
@@ -431,7 +446,70 @@ def pair_detail(request, slug: str, pair_id: int):
         "previous_id": previous_id,
         "next_id": next_id,
     }
-    return render(request, "annotation/pair_detail.html", context)
+    status = 400 if refused else 200
+    return render(request, "annotation/pair_detail.html", context, status=status)
+
+
+@require_GET
+@login_required
+def pair_detail(request, slug: str, pair_id: int):
+    """One pair with everything known about it; prev/next follow the browser's filter."""
+    project, role = get_project_for_user(request.user, slug, roles=STAFF_ROLES)
+    return _pair_page(request, project, role, pair_id)
+
+
+class FlagReplyForm(forms.Form):
+    text = forms.CharField(max_length=MAX_FLAG_REPLY_CHARS, strip=True)
+    resolve = forms.BooleanField(required=False)
+
+
+def _pair_flag(request, slug: str, pair_id: int, flag_id: int) -> tuple[Flag, Project]:
+    """A flag on this pair, for a curator of its project (outsiders 404, other roles 403)."""
+    flag, project = get_flag_for_user(request.user, slug, flag_id, roles=CURATORS)
+    if flag.pair_id != pair_id:
+        raise Http404("No such flag")
+    return flag, project
+
+
+def _back_to_pair(request, project: Project, pair_id: int) -> HttpResponse:
+    url = reverse("pair", args=[project.slug, pair_id])
+    query = request.GET.urlencode()
+    return redirect(f"{url}?{query}#flags" if query else f"{url}#flags")
+
+
+@require_POST
+@login_required
+def flag_reply_page(request, slug: str, pair_id: int, flag_id: int):
+    """A curator's reply to a flag (and, with "resolve", the flag resolved), from the pair page."""
+    flag, project = _pair_flag(request, slug, pair_id, flag_id)
+    form = FlagReplyForm(request.POST)
+    error = "" if form.is_valid() else form_error_text(form)
+    if not error:
+        try:
+            flag_reply(
+                flag=flag,
+                author=request.user,
+                text=form.cleaned_data["text"],
+                resolve=form.cleaned_data["resolve"],
+            )
+        except DomainError as exc:
+            error = str(exc)
+    if error:
+        refused = {"flag_id": flag.pk, "text": request.POST.get("text", ""), "error": error}
+        return _pair_page(request, project, Role.CURATOR, pair_id, refused=refused)
+    messages.success(request, "Reply sent; the annotator sees it in My flags.")
+    return _back_to_pair(request, project, pair_id)
+
+
+@require_POST
+@login_required
+def flag_resolve_page(request, slug: str, pair_id: int, flag_id: int):
+    flag, project = _pair_flag(request, slug, pair_id, flag_id)
+    if flag_resolve(flag=flag, by=request.user):
+        messages.success(request, "Flag resolved.")
+    else:
+        messages.info(request, "That flag was resolved already.")
+    return _back_to_pair(request, project, pair_id)
 
 
 @require_GET

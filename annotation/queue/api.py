@@ -1,4 +1,4 @@
-"""The annotator's queue over REST: claim the next pair, vote, skip, undo. Every answer is
+"""The annotator's queue over REST: claim the next pair, vote, skip, flag, undo. Every answer is
 the blinded view (``annotation.queue.presentation``): left and right, never A/B or model names."""
 
 from __future__ import annotations
@@ -15,9 +15,15 @@ from annotation.accounts.authentication import PreparedTokenAuthentication, is_n
 from annotation.core.access import get_project_for_user
 from annotation.core.content import MEDIA_PART_TYPES
 from annotation.core.json_input import text_refusal
-from annotation.core.limits import MAX_RATIONALE_CHARS, MAX_SKIP_NOTE_CHARS, MAX_TIME_ON_TASK_MS
+from annotation.core.limits import (
+    MAX_FLAG_NOTE_CHARS,
+    MAX_RATIONALE_CHARS,
+    MAX_SKIP_NOTE_CHARS,
+    MAX_TIME_ON_TASK_MS,
+)
 from annotation.core.scales import on_screen_vote
-from annotation.models import Project, Role, Skip
+from annotation.core.strict import StrictInputSerializer
+from annotation.models import Flag, Project, Role, Skip
 from annotation.queue.history import (
     CONSENSUS_WORDS,
     SESSION_GAP_MINUTES,
@@ -31,6 +37,7 @@ from annotation.queue.history import (
 from annotation.queue.presentation import assignment_payload, undone_answer
 from annotation.queue.selectors import assignment_access_checked, assignment_for_annotator
 from annotation.queue.services.claim import assignment_claim
+from annotation.queue.services.flags import assignment_flag
 from annotation.queue.services.skips import assignment_skip
 from annotation.queue.services.undo import NOTHING_TO_UNDO, last_action_undo
 from annotation.queue.services.votes import vote_submit, vote_submit_and_claim
@@ -309,6 +316,63 @@ class SkipApi(APIView):
             "created_at": skip.created_at,
         }
         return ApiResponse(self.OutputSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class FlagApi(APIView):
+    throttle_classes = (AnnotatorLoopThrottle,)
+
+    class InputSerializer(StrictInputSerializer):
+        kind = serializers.ChoiceField(choices=Flag.Kind.choices)
+        note = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=MAX_FLAG_NOTE_CHARS,
+            default="",
+            help_text='Required with the kind "other".',
+        )
+        skip = serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="Also skip the pair (broken_media as broken content, any other kind as "
+            "cannot judge). Without it the assignment stays yours to vote on.",
+        )
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        assignment = serializers.IntegerField()
+        kind = serializers.CharField()
+        note = serializers.CharField(allow_blank=True)
+        created_at = serializers.DateTimeField()
+        skipped = serializers.BooleanField(help_text="Whether this call skipped the pair.")
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            201: OutputSerializer,
+            200: OpenApiResponse(OutputSerializer, description="The same flag, sent again."),
+            400: _ERROR,
+            409: OpenApiResponse(_ERROR, description="Another flag of yours is open on the pair."),
+        },
+        summary="Flag the pair of an assignment for the curators (before or after voting)",
+    )
+    def post(self, request, pk: int):
+        assignment = assignment_for_annotator(user=request.user, assignment_id=pk)
+        data = _valid(self.InputSerializer, request)
+        flag, created, skipped = assignment_flag(
+            assignment=assignment, annotator=request.user, **data
+        )
+        body = {
+            "id": flag.pk,
+            "assignment": assignment.pk,
+            "kind": flag.kind,
+            "note": flag.note,
+            "created_at": flag.created_at,
+            "skipped": skipped is not None,
+        }
+        return ApiResponse(
+            self.OutputSerializer(body).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
 
 
 class UndoApi(APIView):

@@ -119,6 +119,14 @@
     if (first) first.focus();
   }
 
+  function openFlag() {
+    const panel = document.querySelector("[data-flag]");
+    if (!panel) return;
+    panel.open = true;
+    const kind = panel.querySelector("[data-flag-kind]:checked") || panel.querySelector("[data-flag-kind]");
+    if (kind) kind.focus();
+  }
+
   function isTyping(target) {
     return (
       target instanceof HTMLElement &&
@@ -137,6 +145,12 @@
   function onKeydown(event) {
     if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
     const target = event.target;
+    if (event.key === "Enter" && target instanceof Element && target.matches("[data-flag-kind]")) {
+      // Enter on a kind sends the flag, as it would from a text box.
+      event.preventDefault();
+      submitWith(target.form.querySelector("[data-flag-submit]"));
+      return;
+    }
     if (event.key === "Escape" && isTyping(target)) {
       target.blur();
       return;
@@ -149,7 +163,7 @@
     }
   }
 
-  const SHORTCUTS = /^([1-9]|Arrow(Left|Right|Down)|[sugrz?]|Escape)$/;
+  const SHORTCUTS = /^([1-9]|Arrow(Left|Right|Down)|[sugrzf?]|Escape)$/;
   // The keys that answer a pair, which the guard after a new pair holds back.
   const ANSWERS = /^([1-9]|Arrow(Left|Right|Down)|[sr])$/;
 
@@ -170,6 +184,8 @@
       else return false;
     } else if (key === "s") {
       openSkip();
+    } else if (key === "f") {
+      openFlag();
     } else if (key === "u") {
       const undo = document.querySelector("[data-undo] button");
       if (undo) submitWith(undo);

@@ -13,6 +13,7 @@ import pytest
 from arbiter_client import (
     BadRequest,
     Client,
+    Conflict,
     Forbidden,
     IntegrityError,
     NotFound,
@@ -21,8 +22,9 @@ from arbiter_client import (
 )
 from datasets import Dataset
 
-from annotation.models import Pair
+from annotation.models import Pair, PairStatus
 from tests.client.conftest import text_pairs, token_for, write_pairs
+from tests.factories import PairFactory
 from tests.live_gunicorn import ROOT
 
 
@@ -63,6 +65,24 @@ def test_refusals_carry_the_apis_field_and_message(
     with pytest.raises(Unauthorized):
         Client(server.url, "0" * 40).project(project.slug)
     assert Pair.objects.filter(project=project).count() == 0
+    # A flag: another one on the same pair refused (409) while it is open; the curator's reply
+    # read back by its author.
+    PairFactory(project=project, status=PairStatus.QUEUED)
+    with (
+        Client(server.url, token_for(alice)) as annotator,
+        Client(server.url, token_for(carol)) as curator,
+    ):
+        assignment = annotator.claim(project.slug)
+        assert annotator.flag(assignment["id"], kind="identical", note="same")["skipped"] is False
+        with pytest.raises(Conflict) as conflict:
+            annotator.flag(assignment["id"], kind="broken_media")
+        assert "already" in conflict.value.detail
+        [listed] = curator.flags(project.slug)
+        assert (listed["annotator"], listed["note"]) == ("alice", "same")
+        curator.reply_to_flag(project.slug, listed["id"], "Fixed upstream.", resolve=True)
+        assert curator.flags(project.slug) == []
+        [mine] = annotator.my_flags(project.slug)
+        assert [reply["text"] for reply in mine["replies"]] == ["Fixed upstream."]
 
 
 def test_429_is_retried_after_retry_after_and_raised_once_retries_run_out(

@@ -10,6 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from annotation.core.access import get_project_for_user, may_create_projects
+from annotation.flags.selectors import open_flag_count
 from annotation.models import ConsensusRule, Membership, Project, Role, Scale
 from annotation.projects.selectors import overview_next_steps, project_overview, projects_for_user
 from annotation.projects.services import MAX_GUIDELINES_CHARS, SETTING_RANGES, project_create
@@ -97,6 +98,7 @@ def project_detail(request, slug: str):
     else:
         overview = project_overview(project=project)
         context["overview"] = overview
+        context["open_flags"] = open_flag_count(project=project)
         waiting = overview["disputes_waiting"]
         rows = disputes_waiting(project=project) if waiting else []
         context["steps"] = overview_next_steps(

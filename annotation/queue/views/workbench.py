@@ -23,13 +23,15 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.core.access import get_project_for_user
 from annotation.core.errors import DomainError, NotAllowed
 from annotation.core.limits import (
+    MAX_FLAG_NOTE_CHARS,
     MAX_RATIONALE_CHARS,
     MAX_SKIP_NOTE_CHARS,
     MAX_TIME_ON_TASK_MS,
     UNDO_SECONDS,
 )
 from annotation.core.scales import option_label, options_for
-from annotation.models import Assignment, Membership, Project, Role, Skip
+from annotation.flags.selectors import answered_flag_count
+from annotation.models import Assignment, Flag, Membership, Project, Role, Skip
 from annotation.queue.presentation import assignment_payload, undone_answer
 from annotation.queue.selectors import (
     annotator_progress,
@@ -37,6 +39,7 @@ from annotation.queue.selectors import (
     upcoming_media_urls,
 )
 from annotation.queue.services.claim import assignment_claim
+from annotation.queue.services.flags import assignment_flag
 from annotation.queue.services.skips import assignment_skip
 from annotation.queue.services.undo import NOTHING_TO_UNDO, Undone, last_action_undo
 from annotation.queue.services.votes import vote_submit, vote_submit_and_claim
@@ -63,6 +66,12 @@ class VoteForm(forms.Form):
 class SkipForm(forms.Form):
     reason = forms.ChoiceField(choices=Skip.Reason.choices)
     note = forms.CharField(required=False, max_length=MAX_SKIP_NOTE_CHARS, strip=True)
+
+
+class FlagForm(forms.Form):
+    kind = forms.ChoiceField(choices=Flag.Kind.choices)
+    note = forms.CharField(required=False, max_length=MAX_FLAG_NOTE_CHARS, strip=True)
+    then = forms.ChoiceField(choices=[("", "keep the pair"), ("skip", "skip it")], required=False)
 
 
 def _form_error(form: forms.Form) -> str:
@@ -136,6 +145,9 @@ def _workbench_context(
         "progress": progress,
         "progress_max": max(1, progress["done_today"] + progress["left"]),
         "skip_reasons": Skip.Reason.choices,
+        "flag_kinds": Flag.Kind.choices,
+        "flag_draft": {},
+        "answered_flags": answered_flag_count(project=project, annotator=request.user),
         "shortcut_options": _options(options_for(project.scale)),
         "assignment": None,
         "annotator_paused": False,
@@ -178,6 +190,15 @@ def _respond(
         return redirect("annotate", slug=project.slug)
     context = _workbench_context(request, project, notice=notice, error=error, **state)
     return render(request, f"{TEMPLATE}#workbench", context)
+
+
+def _flag_refused(request, project: Project, error: str, draft: dict) -> HttpResponse:
+    """A flag the page could not take: the same pair again with the error and the flag form
+    open as it was sent, so nothing typed is lost (a 400; htmx swaps it in all the same)."""
+    context = _workbench_context(request, project, error=error)
+    context["flag_draft"] = draft
+    template = f"{TEMPLATE}#workbench" if request.htmx else TEMPLATE
+    return render(request, template, context, status=400)
 
 
 def _annotated_assignment(request, slug: str, assignment_id: int) -> tuple[Project, Assignment]:
@@ -259,6 +280,38 @@ def skip(request, slug: str, assignment_id: int):
     return _respond(
         request, project, notice=f"Skipped: {reason}. The curators will have a look; u undoes it."
     )
+
+
+@require_POST
+@never_cache
+@login_required
+def flag(request, slug: str, assignment_id: int):
+    """Flags the pair on screen; the pair stays to vote on, unless "then" asks to skip it."""
+    project, assignment = _annotated_assignment(request, slug, assignment_id)
+    form = FlagForm(request.POST)
+    draft = {"kind": request.POST.get("kind", ""), "note": request.POST.get("note", "")}
+    if not form.is_valid():
+        return _flag_refused(request, project, _form_error(form), draft)
+    data = form.cleaned_data
+    try:
+        raised, _, skipped = assignment_flag(
+            assignment=assignment,
+            annotator=request.user,
+            kind=data["kind"],
+            note=data["note"],
+            skip=data["then"] == "skip",
+        )
+    except DomainError as exc:
+        return _flag_refused(request, project, str(exc), draft)
+    kind = raised.get_kind_display()
+    if skipped is not None:
+        notice = f"Flagged ({kind}) and skipped. The curators' answer appears in My flags."
+    else:
+        notice = (
+            f"Flagged: {kind}. Vote on the pair or skip it; the curators' answer appears in "
+            "My flags."
+        )
+    return _respond(request, project, notice=notice)
 
 
 @require_POST

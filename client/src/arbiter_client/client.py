@@ -283,6 +283,30 @@ class Client:
         """My median seconds per vote and votes per hour over my latest sessions."""
         return self._get(f"projects/{slug}/me/speed/")
 
+    def flag(self, assignment_id: int, *, kind: str, note: str = "", skip: bool = False) -> Json:
+        """Flags the assignment's pair for the curators (``broken_media``, ``ambiguous_prompt``,
+        ``identical``, ``other`` with a note); with ``skip`` also skips it."""
+        body = {"kind": kind, "note": note, "skip": skip}
+        return self._post(f"assignments/{assignment_id}/flag/", body)
+
+    def my_flags(self, slug: str) -> list[Json]:
+        """My flags in the project, newest first, with the curators' replies."""
+        return self._get(f"projects/{slug}/my-flags/")
+
+    # Flags (curators) ------------------------------------------------------------------
+
+    def flags(self, slug: str, *, state: str = "open") -> list[Json]:
+        """The project's flags: ``open`` (the default), ``resolved`` or ``all``."""
+        return self._get(f"projects/{slug}/flags/", state=state)
+
+    def reply_to_flag(self, slug: str, flag_id: int, text: str, *, resolve: bool = False) -> Json:
+        """A reply its author reads in My flags; ``resolve`` also resolves the flag."""
+        body = {"text": text, "resolve": resolve}
+        return self._post(f"projects/{slug}/flags/{flag_id}/replies/", body)
+
+    def resolve_flag(self, slug: str, flag_id: int) -> Json:
+        return self._post(f"projects/{slug}/flags/{flag_id}/resolve/")
+
     def annotate(self, slug: str, decide: Decide, *, limit: int | None = None) -> int:
         """Claims and votes until nothing is left (or ``limit`` votes), one request per vote:
         ``decide(assignment)`` returns the vote's fields. The number of votes sent."""

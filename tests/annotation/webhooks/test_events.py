@@ -1,6 +1,7 @@
 """Each event kind is written by the service that makes its change (docs/webhooks.md,
-"Events"): a vote that decides a pair or sends it to adjudication, an import that finishes or
-fails, a filter run that finishes, a release built; and received as documented."""
+"Events"): a vote that decides a pair or sends it to adjudication, a pair flagged, an import
+that finishes or fails, a filter run that finishes, a release built; and received as
+documented."""
 
 from __future__ import annotations
 
@@ -65,6 +66,20 @@ def test_a_dispute_nobody_can_answer_sends_pair_escalated(project, alice, bob, a
     assert event["type"] == "pair.escalated"
     assert event["data"]["pair"]["id"] == "d1"
     assert event["data"]["reason"]
+
+
+def test_a_new_flag_sends_pair_flagged_once(project, alice, api_for, received):
+    PairFactory(project=project, external_id="f1", status="queued", task="t2i")
+    api = api_for(alice)
+    assignment = api.post("/api/v1/projects/demo/claim/").json()["id"]
+    for _ in range(2):  # the same flag again is no new event
+        api.post(f"/api/v1/assignments/{assignment}/flag/", {"kind": "identical", "note": "same"})
+    (event,) = received()
+    assert event["type"] == "pair.flagged"
+    assert event["data"]["pair"] == {"id": "f1", "task": "t2i"}
+    assert event["data"]["flag"]["kind"] == "identical"
+    assert event["data"]["flag"]["note"] == "same"
+    assert "alice" not in json.dumps(event)
 
 
 def test_an_import_sends_import_finished_or_import_failed(project, carol, received):
