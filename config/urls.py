@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from allauth.socialaccount import views as socialaccount_views
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from annotation.accounts.login import LoginView
 from annotation.accounts.password_reset import PasswordResetView
 from annotation.projects.views.home import favicon
 from config.errors import api_not_found, page_not_found, permission_denied, server_error
@@ -28,8 +30,22 @@ handler500 = server_error
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Single sign-on and two-factor login (docs/sso.md): allauth's provider and MFA views, and
+    # its names for the login and logout pages, which are Arbiter's.
+    path("login/", LoginView.as_view(), name="account_login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="account_logout"),
+    path("accounts/", include("allauth.socialaccount.providers.openid_connect.urls")),
+    path(
+        "accounts/login/cancelled/",
+        socialaccount_views.login_cancelled,
+        name="socialaccount_login_cancelled",
+    ),
+    path(
+        "accounts/login/error/", socialaccount_views.login_error, name="socialaccount_login_error"
+    ),
+    path("accounts/2fa/", include("allauth.mfa.urls")),
     path("password-reset/", PasswordResetView.as_view(), name="password_reset"),
     path(
         "password-reset/sent/",

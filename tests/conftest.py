@@ -17,6 +17,7 @@ from annotation.agreement.services import agreement_report_forget_requests
 from annotation.core import statement_functions
 from annotation.models import Role
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
+from tests.oidc_server import oidc_provider, sso_settings  # noqa: F401 - fixtures
 from tests.s3_server import s3_server, s3_storage  # noqa: F401 - fixtures
 from tests.smtp_server import smtp_server, smtp_tls_server  # noqa: F401 - fixtures
 
