@@ -11,8 +11,10 @@ import pytest
 from allauth.socialaccount.models import SocialAccount
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.urls import reverse
 
 from annotation.models import Membership, Role
+from annotation.projects.invitations import invitation_create, invitation_token
 from config.sso import group_roles
 from tests.conftest import PASSWORD
 from tests.factories import UserFactory
@@ -151,3 +153,43 @@ def test_group_roles_refuse_bad_values(value, named):
     with pytest.raises(ImproperlyConfigured, match="ARBITER_OIDC_GROUP_ROLES") as caught:
         group_roles(value)
     assert named in str(caught.value)
+
+
+def _invitation(settings, smtp_server, project, carol, email: str) -> str:
+    smtp_server.use(settings)
+    invitation = invitation_create(
+        project=project, email=email, role=Role.RESEARCHER, invited_by=carol
+    )
+    return reverse("invitation", args=[invitation_token(invitation)])
+
+
+def test_invitation_accepted_after_signing_in_with_a_verified_email(
+    client, sso_settings, settings, smtp_server, project, carol
+):
+    path = _invitation(settings, smtp_server, project, carol, "inv@example.org")
+    page = client.get(path).text
+    assert "Sign in with Example ID" in page
+    assert 'id="id_new_password1"' in page
+    sso_settings.account("inv-sub", email="INV@example.org", email_verified=True)
+    response = client.get(sso_settings.sign_in(client, "inv-sub", next_url=path))
+    assert response["Location"] == path
+    assert "Accept the invitation" in client.get(path).text
+    response = client.post(path)
+    assert response.status_code == 302
+    user = User.objects.get(pk=client.session["_auth_user_id"])
+    assert Membership.objects.get(user=user, project=project).role == Role.RESEARCHER
+
+
+def test_invitation_not_accepted_with_an_unverified_email(
+    client, sso_settings, settings, smtp_server, project, carol
+):
+    settings.ARBITER_LOCAL_PASSWORDS = False
+    path = _invitation(settings, smtp_server, project, carol, "unv@example.org")
+    assert 'id="id_new_password1"' not in client.get(path).text
+    sso_settings.account("unv-sub", email="unv@example.org", email_verified=False)
+    client.get(sso_settings.sign_in(client, "unv-sub", next_url=path))
+    page = client.get(path).text
+    assert "Accept the invitation" not in page
+    assert "whose email is not unv@example.org" in page
+    assert client.post(path, {"new_password1": "x", "new_password2": "x"}).status_code == 403
+    assert not Membership.objects.filter(project=project, role=Role.RESEARCHER).exists()
