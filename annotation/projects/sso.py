@@ -103,6 +103,13 @@ class AccountAdapter(DefaultAccountAdapter):
                 remember_at_login(None, request, user)
         return super().post_login(request, user, **kwargs)
 
+    def add_message(self, request, level, message_template=None, *args, **kwargs) -> None:
+        # Signing in says nothing, as it did before allauth: the page the person asked for
+        # is the answer.
+        if message_template == "account/messages/logged_in.txt":
+            return
+        super().add_message(request, level, message_template, *args, **kwargs)
+
     def is_reauthentication_required(self, *, app: str, **kwargs) -> bool:
         # Adding a second factor needs no new sign-in; removing one is refused where it is
         # required (MFAAdapter), and otherwise is the signed-in user's own choice.

@@ -68,3 +68,12 @@ def test_admin_login_refuses_an_account_with_two_factor_login(client, settings, 
     )
     assert "Sign in on the site&#x27;s login page" in response.text
     assert "_auth_user_id" not in client.session
+
+
+def test_two_factor_pages_need_a_signed_in_user_and_csrf(client, alice):
+    for path in ("/accounts/2fa/", "/accounts/2fa/totp/activate/"):
+        assert client.get(path)["Location"].startswith("/login/")
+    guarded = Client(enforce_csrf_checks=True)
+    guarded.force_login(alice)
+    assert guarded.post("/accounts/2fa/totp/activate/", {"code": "123456"}).status_code == 403
+    assert not Authenticator.objects.exists()

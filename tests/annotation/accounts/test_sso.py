@@ -11,6 +11,7 @@ import pytest
 from allauth.socialaccount.models import SocialAccount
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Membership, Role
@@ -193,3 +194,8 @@ def test_invitation_not_accepted_with_an_unverified_email(
     assert "whose email is not unv@example.org" in page
     assert client.post(path, {"new_password1": "x", "new_password2": "x"}).status_code == 403
     assert not Membership.objects.filter(project=project, role=Role.RESEARCHER).exists()
+
+
+def test_the_sign_in_button_needs_csrf(sso_settings):
+    guarded = Client(enforce_csrf_checks=True)
+    assert guarded.post("/accounts/oidc/sso/login/", {"next": "/"}).status_code == 403
