@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import pyotp
 import pytest
+from django.core.cache import cache
 
 from config.sso import group_roles
 from tests.browser.conftest import page_errors
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _codes_forgotten():
+    """allauth counts failed codes and remembers used ones in the cache, by user id: another
+    test's never count here."""
+    cache.clear()
 
 
 def _sign_in_at_provider(page, live_server, login: str) -> None:

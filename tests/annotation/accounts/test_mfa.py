@@ -9,11 +9,19 @@ import re
 import pyotp
 import pytest
 from allauth.mfa.models import Authenticator
+from django.core.cache import cache
 from django.test import Client
 
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _codes_forgotten():
+    """allauth counts failed codes and remembers used ones in the cache, by user id: another
+    test's never count here."""
+    cache.clear()
 
 
 def _enrol(client) -> pyotp.TOTP:
