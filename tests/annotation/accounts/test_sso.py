@@ -134,6 +134,11 @@ def test_local_passwords_off(client, sso_settings, settings, alice):
     assert "Passwords are switched off here: sign in with Example ID." in response.text
     assert "_auth_user_id" not in client.session
     assert client.post("/password-reset/", {"email": "a@example.org"}).status_code == 403
+    alice.is_superuser = alice.is_staff = True
+    alice.save(update_fields=["is_superuser", "is_staff"])
+    admin = client.post("/admin/login/", {"username": "alice", "password": PASSWORD})
+    assert "Sign in on the site&#x27;s login page" in admin.text
+    assert "_auth_user_id" not in client.session
     client.force_login(alice)
     response = client.post(
         "/account/",
