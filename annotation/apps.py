@@ -10,8 +10,10 @@ class AnnotationConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
 
+        from annotation.accounts import mfa
         from annotation.accounts.password_change import remember_at_login
 
         # Every way of logging in (the login page, the admin's, tests' force_login) ends in
         # django.contrib.auth.login, which sends this.
         user_logged_in.connect(remember_at_login, dispatch_uid="arbiter-password-change")
+        user_logged_in.connect(mfa.remember_at_login, dispatch_uid="arbiter-mfa-required")

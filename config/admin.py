@@ -3,9 +3,15 @@ projects on the in-app pages (queue, imports, settings), where every view checks
 
 from __future__ import annotations
 
+from allauth.mfa.models import Authenticator
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.core.exceptions import ValidationError
+
+SIGN_IN_ON_SITE = (
+    "Sign in on the site's login page: it asks for your two-factor code (docs/sso.md)."
+)
 
 
 def is_operator(user) -> bool:
@@ -23,6 +29,10 @@ class OperatorAuthenticationForm(AdminAuthenticationForm):
                 code="invalid_login",
                 params={"username": self.username_field.verbose_name},
             )
+        # This form signs in with a password alone: a second factor is asked for on the site's
+        # login page, and passwords switched off are off here too.
+        if not settings.ARBITER_LOCAL_PASSWORDS or Authenticator.objects.filter(user=user).exists():
+            raise ValidationError(SIGN_IN_ON_SITE, code="mfa")
 
 
 class OperatorAdminSite(admin.AdminSite):

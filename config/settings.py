@@ -46,6 +46,7 @@ from config.media_limits import (  # noqa: F401 - settings
     ARBITER_MEDIA_WORKERS,
 )
 from config.queues import TASK_ROUTES
+from config.sso import *  # noqa: F403 - settings (docs/sso.md)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -91,6 +92,7 @@ INSTALLED_APPS = [
     "template_partials",
     "csp",
     "axes",
+    *SSO_APPS,  # noqa: F405
     "annotation",
     "judges",
 ]
@@ -115,6 +117,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
     # After authentication and messages: a one-time password is changed before anything else.
     "annotation.accounts.password_change.PasswordChangeMiddleware",
+    *SSO_MIDDLEWARE,  # noqa: F405
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -210,9 +213,6 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "home"
-LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -327,7 +327,7 @@ CONTENT_SECURITY_POLICY = {
         "font-src": ["'self'"],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],
-        "form-action": ["'self'"],
+        "form-action": ["'self'", *SSO_FORM_ACTIONS],  # noqa: F405
         "frame-ancestors": ["'none'"],
     }
 }

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from allauth.mfa.base import views as mfa_views
+from allauth.mfa.totp import views as totp_views
+from allauth.socialaccount import views as socialaccount_views
+from allauth.socialaccount.providers.openid_connect import views as oidc_views
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from annotation.accounts.login import LoginView
 from annotation.accounts.password_reset import PasswordResetView
 from annotation.projects.views.home import favicon
 from config.errors import api_not_found, page_not_found, permission_denied, server_error
@@ -28,8 +33,32 @@ handler500 = server_error
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Single sign-on and two-factor login (docs/sso.md): allauth's provider and MFA views, and
+    # its names for the login and logout pages, which are Arbiter's.
+    path("login/", LoginView.as_view(), name="account_login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="account_logout"),
+    path("accounts/oidc/<str:provider_id>/login/", oidc_views.login, name="openid_connect_login"),
+    path(
+        "accounts/oidc/<str:provider_id>/login/callback/",
+        oidc_views.callback,
+        name="openid_connect_callback",
+    ),
+    path(
+        "accounts/login/cancelled/",
+        socialaccount_views.login_cancelled,
+        name="socialaccount_login_cancelled",
+    ),
+    path(
+        "accounts/login/error/", socialaccount_views.login_error, name="socialaccount_login_error"
+    ),
+    # TOTP only, and no reauthentication page: adding a factor needs none, removing one is
+    # refused where it is required (annotation/projects/sso.py).
+    path("accounts/2fa/", mfa_views.index, name="mfa_index"),
+    path("accounts/2fa/authenticate/", mfa_views.authenticate, name="mfa_authenticate"),
+    path("accounts/2fa/totp/activate/", totp_views.activate_totp, name="mfa_activate_totp"),
+    path("accounts/2fa/totp/deactivate/", totp_views.deactivate_totp, name="mfa_deactivate_totp"),
     path("password-reset/", PasswordResetView.as_view(), name="password_reset"),
     path(
         "password-reset/sent/",

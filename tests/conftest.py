@@ -17,6 +17,7 @@ from annotation.agreement.services import agreement_report_forget_requests
 from annotation.core import statement_functions
 from annotation.models import Role
 from tests.factories import MembershipFactory, PairFactory, ProjectFactory, UserFactory
+from tests.oidc_server import oidc_provider, sso_settings  # noqa: F401 - fixtures
 from tests.s3_server import s3_server, s3_storage  # noqa: F401 - fixtures
 from tests.smtp_server import smtp_server, smtp_tls_server  # noqa: F401 - fixtures
 
@@ -30,14 +31,17 @@ set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "arbiter-hypothesis")
 
 PASSWORD = "correct horse battery staple"
 ROOT = Path(__file__).resolve().parent.parent
-# What a test run may leave in the checkout: bytecode and tool caches, and the screenshots a
-# reviewer asks for (ARBITER_SCREENSHOTS=1, tests/browser/conftest.py).
+# What a test run may leave in the checkout: bytecode and tool caches, the test OpenID
+# provider's packages (git-ignored, installed by the first test that needs them when .ci/run
+# has not: tests/oidc_server.py), and the screenshots a reviewer asks for
+# (ARBITER_SCREENSHOTS=1, tests/browser/conftest.py).
 LEFT_BY_TOOLS = (
     "__pycache__/",
     ".pytest_cache/",
     ".ruff_cache/",
     ".mypy_cache/",
     ".import_linter_cache/",
+    "tests/oidc_provider/node_modules/",
 )
 SCREENSHOTS = "var/screenshots/"
 # The demo's PostgreSQL (docs/database.md): a server started by `make demo` or `manage.py`

@@ -283,6 +283,8 @@ class World:
             return list(BULK_ACTIONS if "bulk" in route else ACTIONS)
         if name == "unmatched":
             return ["nowhere"]
+        if name == "provider_id":  # single sign-on's, configured or not (docs/sso.md)
+            return ["sso", "nope"]
         raise AssertionError(f"no value for <{name}> in {route}")
 
 

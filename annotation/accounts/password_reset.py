@@ -13,6 +13,7 @@ from django.contrib.auth.forms import PasswordResetForm
 from django.core.cache import cache
 from django.template import loader
 
+from annotation.accounts.login import refuse_without_local_passwords
 from annotation.core.mail import mail_queue
 
 LIMIT_WINDOW_S = 3600
@@ -56,6 +57,9 @@ class PasswordResetView(auth_views.PasswordResetView):
     form_class = QueuedPasswordResetForm
     email_template_name = "registration/password_reset_email.txt"
     subject_template_name = "registration/password_reset_subject.txt"
+
+    def post(self, request, *args, **kwargs):
+        return refuse_without_local_passwords(request) or super().post(request, *args, **kwargs)
 
     def form_valid(self, form):
         email = form.cleaned_data["email"].strip().lower()

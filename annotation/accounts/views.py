@@ -19,6 +19,8 @@ from django.views.decorators.http import require_http_methods
 from rest_framework.authtoken.models import Token
 
 from annotation.accounts.authentication import past_token_days
+from annotation.accounts.login import refuse_without_local_passwords
+from annotation.accounts.mfa import mfa_enabled
 from annotation.accounts.password_change import SESSION_KEY, password_change_done
 from annotation.accounts.services import (
     account_password_change,
@@ -65,6 +67,8 @@ def _next_url(request) -> str:
 @require_http_methods(["GET", "POST"])
 @login_required
 def account(request):
+    if request.method == "POST" and (refused := refuse_without_local_passwords(request)):
+        return refused
     required = bool(request.session.get(SESSION_KEY))
     form = AccountPasswordForm(request.user, request.POST or None, request=request)
     if form.is_valid():
@@ -97,6 +101,8 @@ def _page(request, context: dict, *, status: int = 200):
     context["command_line_token"] = command_line
     context["command_line_expired"] = bool(command_line and past_token_days(command_line.created))
     context["token_days"] = settings.ARBITER_API_TOKEN_DAYS
+    context["mfa_enabled"] = mfa_enabled(request.user)
+    context["local_passwords"] = settings.ARBITER_LOCAL_PASSWORDS
     return render(request, PAGE, context, status=status)
 
 

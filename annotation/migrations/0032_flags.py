@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0030_api_tokens"),
+        ("annotation", "0031_project_history_shows_consensus"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -4,6 +4,7 @@ already has the email) and lands in the project."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -16,6 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
 
+from annotation.accounts.login import sso_context
 from annotation.core.access import CURATORS, get_project_for_user
 from annotation.models import Invitation
 from annotation.projects.invitations import (
@@ -95,20 +97,43 @@ def invitation_page(request, token: str):
             request, PAGE, {"state": invitation.state, "invitation": invitation}, status=410
         )
     account = invitation_account(invitation)
-    if account is not None and account.has_usable_password():
+    if account is not None and (
+        account.has_usable_password() or _signed_in_as(request, account, invitation)
+    ):
         return _existing_account(request, invitation, account)
+    context = {"state": "pending", "invitation": invitation, **_sso(request)}
+    if not settings.ARBITER_LOCAL_PASSWORDS:
+        # Single sign-on only: the sign-in makes the account, which then accepts here.
+        status = 403 if request.method == "POST" else 200
+        return render(request, PAGE, {**context, "form": None}, status=status)
     form = AcceptPasswordForm(invitation.email, request.POST or None)
     if form.is_valid():
         return _accepted(request, invitation, password=form.cleaned_data["new_password1"])
-    context = {"state": "pending", "invitation": invitation, "form": form}
-    return render(request, PAGE, context, status=400 if form.is_bound else 200)
+    return render(request, PAGE, {**context, "form": form}, status=400 if form.is_bound else 200)
+
+
+def _signed_in_as(request, account: User, invitation: Invitation) -> bool:
+    """The signed-in user is ``account`` and has the invited email (an account made by single
+    sign-on has an email only when the provider marked it verified)."""
+    return (
+        request.user.is_authenticated
+        and request.user.pk == account.pk
+        and account.email.lower() == invitation.email.lower()
+    )
+
+
+def _sso(request) -> dict:
+    """The "Sign in with ..." button, coming back to this page, for someone not signed in."""
+    if request.user.is_authenticated:
+        return {"sso": None}
+    return {**sso_context(request), "sso_next": request.path}
 
 
 def _existing_account(request, invitation: Invitation, account: User):
     """The email has an account with a password: its owner signs in, then accepts."""
     if request.method == "POST" and request.user.pk == account.pk:
         return _accepted(request, invitation, user=account)
-    context = {"state": "pending", "invitation": invitation, "account": account}
+    context = {"state": "pending", "invitation": invitation, "account": account, **_sso(request)}
     return render(request, PAGE, context)
 
 

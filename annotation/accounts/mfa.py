@@ -1,0 +1,67 @@
+"""Two-factor login (docs/sso.md, "Two-factor login"): allauth's TOTP, which anyone may turn on
+from the account page and ``ARBITER_MFA_REQUIRED_FOR`` requires of curators and operators.
+Until such a user has set it up, every page sends them to its set-up page and the API refuses
+their session requests, as for a one-time password (annotation.accounts.password_change)."""
+
+from __future__ import annotations
+
+from allauth.mfa.models import Authenticator  # type: ignore[import-untyped]
+from django.conf import settings
+from django.http import JsonResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django_htmx.http import HttpResponseClientRedirect
+
+from annotation.core.access import is_operator
+from annotation.models import Membership, Role
+
+API_PATH_PREFIX = "/api/"
+# Set at login while the user must still set up a second factor: one query per login, and
+# one per request only while it is set.
+SESSION_KEY = "arbiter_mfa_setup_required"
+OPEN_VIEWS = frozenset({"logout", "login", "healthz", "favicon", "mfa_activate_totp", "mfa_index"})
+MESSAGE = "Set up two-factor login first: your role requires it."
+
+
+def mfa_enabled(user) -> bool:
+    return Authenticator.objects.filter(user=user, type=Authenticator.Type.TOTP).exists()
+
+
+def mfa_required(user) -> bool:
+    """Whether ``ARBITER_MFA_REQUIRED_FOR`` asks ``user`` for a second factor."""
+    required = settings.ARBITER_MFA_REQUIRED_FOR
+    if "operators" in required and is_operator(user):
+        return True
+    return (
+        "curators" in required and Membership.objects.filter(user=user, role=Role.CURATOR).exists()
+    )
+
+
+def remember_at_login(sender, request, user, **kwargs) -> None:
+    """``user_logged_in`` receiver: marks the session of a user who must still set it up."""
+    if request is not None and mfa_required(user) and not mfa_enabled(user):
+        request.session[SESSION_KEY] = True
+
+
+class MfaRequiredMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+            return None
+        if not request.session.get(SESSION_KEY) or not request.user.is_authenticated:
+            return None
+        if request.resolver_match.url_name in OPEN_VIEWS:
+            return None
+        if mfa_enabled(request.user):
+            request.session.pop(SESSION_KEY, None)
+            return None
+        if request.path_info.startswith(API_PATH_PREFIX):
+            return JsonResponse({"detail": MESSAGE}, status=403)
+        if getattr(request, "htmx", False):
+            return HttpResponseClientRedirect(reverse("mfa_activate_totp"))
+        return redirect("mfa_activate_totp")

@@ -1,0 +1,121 @@
+"""allauth's adapters (docs/sso.md): how a sign-in through the OpenID provider finds or makes
+its Arbiter account, and the project roles a groups claim gives. Roles stay Arbiter's: a new
+account has none, and ``ARBITER_OIDC_GROUP_ROLES`` only adds the roles it names."""
+
+from __future__ import annotations
+
+import logging
+
+from allauth.account.adapter import DefaultAccountAdapter  # type: ignore[import-untyped]
+from allauth.core.exceptions import ImmediateHttpResponse  # type: ignore[import-untyped]
+from allauth.mfa.adapter import DefaultMFAAdapter  # type: ignore[import-untyped]
+from allauth.socialaccount.adapter import DefaultSocialAccountAdapter  # type: ignore[import-untyped]
+from django.conf import settings
+from django.contrib.auth.backends import ModelBackend
+from django.shortcuts import render
+
+from annotation.accounts.mfa import mfa_required, remember_at_login
+from annotation.accounts.sso import AmbiguousEmail, sso_account_for_email
+from annotation.models import Membership, Project
+from annotation.projects.services import member_add
+
+logger = logging.getLogger(__name__)
+MODEL_BACKEND = f"{ModelBackend.__module__}.{ModelBackend.__qualname__}"
+REFUSED_PAGE = "socialaccount/authentication_error.html"
+AMBIGUOUS = (
+    "More than one Arbiter account has the email {email}, so this sign-in cannot tell which is "
+    "yours. Ask an operator to clear the email of the accounts that are not yours, then sign in "
+    "again."
+)
+
+
+def _claims(sociallogin) -> dict:
+    data = sociallogin.account.extra_data
+    return {**data.get("id_token", {}), **data.get("userinfo", {})}
+
+
+def sso_roles_grant(*, user, groups: list[str]) -> list[Membership]:
+    """Gives ``user`` each role that ``ARBITER_OIDC_GROUP_ROLES`` maps one of ``groups`` to,
+    in projects where they have no role yet (a role they have is Arbiter's to change)."""
+    granted = []
+    for group in groups:
+        for slug, role in settings.ARBITER_OIDC_GROUP_ROLES.get(group, []):
+            project = Project.objects.filter(slug=slug).first()
+            if project is None:
+                logger.warning("ARBITER_OIDC_GROUP_ROLES names project %r, which is not here", slug)
+                continue
+            if Membership.objects.filter(project=project, user=user).exists():
+                continue
+            added = member_add(project=project, role=role, username=user.get_username())
+            granted.append(added.membership)
+    return granted
+
+
+class SocialAccountAdapter(DefaultSocialAccountAdapter):
+    def pre_social_login(self, request, sociallogin) -> None:
+        """A first sign-in takes the one account with the email the provider marks verified,
+        is refused when several accounts have it, and otherwise makes a new account, which
+        keeps the email only when it is verified."""
+        if sociallogin.is_existing:
+            return
+        claims = _claims(sociallogin)
+        email = str(claims.get("email") or "")
+        verified = claims.get("email_verified") is True
+        try:
+            account = sso_account_for_email(email=email, verified=verified)
+        except AmbiguousEmail:
+            message = AMBIGUOUS.format(email=email)
+            raise ImmediateHttpResponse(
+                render(request, REFUSED_PAGE, {"refusal": message}, status=403)
+            ) from None
+        if account is not None:
+            sociallogin.connect(request, account)
+        elif not verified:
+            sociallogin.email_addresses = []
+            sociallogin.user.email = ""
+
+    def is_open_for_signup(self, request, sociallogin) -> bool:
+        return True
+
+    def is_auto_signup_allowed(self, request, sociallogin) -> bool:
+        return True
+
+
+class AccountAdapter(DefaultAccountAdapter):
+    def is_open_for_signup(self, request) -> bool:
+        # Accounts are made by invitations, members added and single sign-on, never by
+        # allauth's sign-up form (its URLs are not served).
+        return False
+
+    def login(self, request, user) -> None:
+        if not hasattr(user, "backend"):
+            user.backend = MODEL_BACKEND
+        super().login(request, user)
+
+    def post_login(self, request, user, **kwargs):
+        sociallogin = (kwargs.get("signal_kwargs") or {}).get("sociallogin")
+        claim = settings.ARBITER_OIDC_GROUPS_CLAIM
+        if sociallogin is not None and claim:
+            groups = _claims(sociallogin).get(claim) or []
+            if isinstance(groups, list):
+                sso_roles_grant(user=user, groups=[str(group) for group in groups])
+                # A role just given may be one that requires two-factor login.
+                remember_at_login(None, request, user)
+        return super().post_login(request, user, **kwargs)
+
+    def add_message(self, request, level, message_template=None, *args, **kwargs) -> None:
+        # Signing in says nothing, as it did before allauth: the page the person asked for
+        # is the answer.
+        if message_template == "account/messages/logged_in.txt":
+            return
+        super().add_message(request, level, message_template, *args, **kwargs)
+
+    def is_reauthentication_required(self, *, app: str, **kwargs) -> bool:
+        # Adding a second factor needs no new sign-in; removing one is refused where it is
+        # required (MFAAdapter), and otherwise is the signed-in user's own choice.
+        return False
+
+
+class MFAAdapter(DefaultMFAAdapter):
+    def can_delete_authenticator(self, authenticator) -> bool:
+        return not mfa_required(authenticator.user)
