@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
+from annotation.audit.services import audit_record
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.core.prepared import execute_prepared
@@ -153,7 +154,7 @@ def pair_adjudicate(*, pair: Pair, curator, label: str, note: str) -> Adjudicati
         raise InvalidInput("note: say why you decided so; the note is kept with the decision.")
     if len(note) > MAX_ADJUDICATION_NOTE_CHARS:
         raise InvalidInput(f"note: at most {MAX_ADJUDICATION_NOTE_CHARS} characters.")
-    locked = Pair.objects.select_for_update().only("status").get(pk=pair.pk)
+    locked = Pair.objects.select_for_update().only("status", "consensus_label").get(pk=pair.pk)
     live = Adjudication.objects.filter(pair_id=pair.pk, superseded_at__isnull=True).first()
     if live is None and locked.status != PairStatus.DISPUTED:
         raise Conflict(
@@ -172,6 +173,15 @@ def pair_adjudicate(*, pair: Pair, curator, label: str, note: str) -> Adjudicati
         task=pair.task,
         decision=decided,
         by="adjudication",
+    )
+    audit_record(
+        actor=curator,
+        project=project,
+        action="pair.adjudicated",
+        target=pair,
+        target_label=pair.external_id,
+        before={"status": locked.status, "consensus_label": locked.consensus_label},
+        after={"status": PairStatus.CONSENSUS, "consensus_label": label, "note": note},
     )
     return Adjudication.objects.create(
         pair_id=pair.pk, curator=curator, label=label, note=note, created_at=now

@@ -200,7 +200,7 @@ def settings_project(request, slug: str):
     )
     if form.is_valid():
         try:
-            updated = project_update(project=project, **form.cleaned_data)
+            updated = project_update(project=project, actor=request.user, **form.cleaned_data)
         except ValidationError as exc:
             add_errors(form, exc, {})
         else:
@@ -244,6 +244,7 @@ def settings_member_add(request, slug: str):
                 project=project,
                 role=form.cleaned_data["role"],
                 one_time_password=True,
+                actor=request.user,
                 **form.identity(),
             )
         except ValidationError as exc:
@@ -267,7 +268,9 @@ def settings_member_role(request, slug: str, membership_id: int):
     try:
         if not form.is_valid():
             raise ValidationError(form.errors)
-        changed = member_role_change(membership=membership, role=form.cleaned_data["role"])
+        changed = member_role_change(
+            membership=membership, role=form.cleaned_data["role"], actor=request.user
+        )
     except ValidationError as exc:
         return render_settings(
             request, project, member_error=(membership.pk, exc.messages), status=400
@@ -282,7 +285,7 @@ def settings_member_role(request, slug: str, membership_id: int):
 def settings_member_remove(request, slug: str, membership_id: int):
     project, membership = _curated_membership(request, slug, membership_id)
     try:
-        member_remove(membership=membership)
+        member_remove(membership=membership, actor=request.user)
     except ValidationError as exc:
         return render_settings(
             request, project, member_error=(membership.pk, exc.messages), status=400
