@@ -57,10 +57,21 @@ def _as_logged(moment) -> str:
 
 
 def _settings(project, **changes) -> dict:
-    fields = (
-        "name guidelines scale overlap min_agree max_extra_votes lease_minutes require_rationale"
-        " gold_rate gold_min_accuracy gold_pause paused min_seconds_per_vote"
-    ).split()
+    fields = [
+        "name",
+        "guidelines",
+        "scale",
+        "overlap",
+        "min_agree",
+        "max_extra_votes",
+        "lease_minutes",
+        "require_rationale",
+        "gold_rate",
+        "gold_min_accuracy",
+        "gold_pause",
+        "paused",
+        "min_seconds_per_vote",
+    ]
     return {**{name: getattr(project, name) for name in fields}, **changes}
 
 
