@@ -8,7 +8,7 @@ from annotation.audit.actions import ACTIONS
 from annotation.audit.selectors import AuditFilter
 from annotation.models.audit import AUDIT_ACTOR_MAX_CHARS
 
-_ACTION_CHOICES = [("", "Any action"), *sorted(ACTIONS.items())]
+_ACTION_CHOICES = [("", "Any action"), *sorted(ACTIONS.items(), key=lambda item: item[1])]
 
 
 class AuditFilterForm(forms.Form):
