@@ -17,6 +17,7 @@ ACTIONS: dict[str, str] = {
     "invitation.revoked": "Invitation revoked",
     "invitation.accepted": "Invitation accepted",
     "pair.adjudicated": "Pair adjudicated",
+    "consensus.reapplied": "Consensus rule re-applied",
     "pairs.gold_set": "Pairs made gold",
     "pairs.gold_cleared": "Pairs no longer gold",
     "pairs.priority_set": "Pairs' priority set",

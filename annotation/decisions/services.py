@@ -190,6 +190,9 @@ def pair_adjudicate(*, pair: Pair, curator, label: str, note: str) -> Adjudicati
 
 # ---- Re-applying the rule ----
 
+# Changed pairs an audit event names; beyond them it gives their number.
+REAPPLY_CHANGES_AUDITED = 100
+
 
 @dataclass(frozen=True)
 class PairChange:
@@ -254,11 +257,15 @@ def _values_by_pair(pair_ids: list[int]) -> dict[int, list[int]]:
 
 
 @transaction.atomic
-def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
+def consensus_reapply(
+    *, project: Project, dry_run: bool = False, actor=None, audited: bool = True
+) -> Reapplied:
     """Decides every decided pair of the project again by its current rule (and imported
     pairs with prior annotations, for re-analysis), from the votes and prior annotations they
     have; changes no vote. Adjudicated pairs keep their label. A dispute under the cap goes
-    back to the annotators with one more slot, as it does when the last vote arrives."""
+    back to the annotators with one more slot, as it does when the last vote arrives. Unless
+    ``audited`` is False (a settings change that records its own event), the audit log gets
+    what changed as ``actor``'s."""
     result = Reapplied(rule=project.consensus_rule, dry_run=dry_run)
     adjudicated = Exists(
         Adjudication.objects.filter(pair_id=OuterRef("pk"), superseded_at__isnull=True)
@@ -340,6 +347,17 @@ def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
     settled = disputes_settle(project=project, dry_run=dry_run)
     result.examined += len(settled)
     result.changes += settled
+    if audited and not dry_run:
+        after = {
+            "rule": result.rule,
+            "examined": result.examined,
+            "adjudicated_kept": result.adjudicated_kept,
+            "changed": [str(change) for change in result.changes[:REAPPLY_CHANGES_AUDITED]],
+            "changed_count": len(result.changes),
+        }
+        audit_record(
+            actor=actor, project=project, action="consensus.reapplied", target=project, after=after
+        )
     return result
 
 

@@ -235,7 +235,9 @@ def project_update(
         raise ValidationError({"overlap": taken})
     if (locked.consensus_rule, locked.min_agree) != rule_before:
         # Re-applying settles the disputes nobody can answer too.
-        return ProjectUpdated(locked, consensus_reapply(project=locked), 0)
+        # The event recorded above, of the rule's change, stands for its re-application.
+        reapplied = consensus_reapply(project=locked, audited=False)
+        return ProjectUpdated(locked, reapplied, 0)
     return ProjectUpdated(locked, None, len(disputes_settle(project=locked)))
 
 

@@ -16,7 +16,7 @@ from annotation.accounts.services import (
 )
 from annotation.audit.actions import SECRET_CHANGED
 from annotation.audit.services import audit_record
-from annotation.decisions.services import pair_adjudicate
+from annotation.decisions.services import consensus_reapply, pair_adjudicate
 from annotation.models import AuditEvent, Membership, PairStatus, Role, WebhookEndpoint
 from annotation.pairs import services as pairs
 from annotation.projects import invitations
@@ -31,7 +31,7 @@ from annotation.queue.services import levers
 from annotation.webhooks import services as webhooks
 from judges.roster.services import judge_create, judge_update
 from judges.runs.services import filter_run_cancel, filter_run_create
-from tests.factories import JudgeFactory, PairFactory, UserFactory
+from tests.factories import JudgeFactory, PairFactory, UserFactory, VoteFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -154,6 +154,26 @@ def adjudicated(project, carol, alice):
     return Case(
         "pair.adjudicated", {"status": "disputed", "consensus_label": ""}, after, target_type="pair"
     )
+
+
+def reapplied(project, carol, alice):
+    pair = PairFactory(
+        project=project,
+        external_id="p1",
+        status=PairStatus.CONSENSUS,
+        consensus_label="B",
+        vote_count=3,
+    )
+    VoteFactory.create_batch(3, pair=pair, side="A")
+    consensus_reapply(project=project, actor=carol)
+    after = {
+        "rule": "majority",
+        "examined": 1,
+        "adjudicated_kept": 0,
+        "changed": ["p1: consensus B -> consensus A"],
+        "changed_count": 1,
+    }
+    return Case("consensus.reapplied", {}, after, target_type="project")
 
 
 def _two_pairs(project):
@@ -305,6 +325,7 @@ CASES = [
     invitation_resent,
     invitation_revoked,
     adjudicated,
+    reapplied,
     gold_set,
     priority_set,
     restricted,
@@ -347,6 +368,7 @@ def test_each_audited_change_writes_one_event(change, project, carol, alice, set
 
 def test_a_change_that_changes_nothing_records_nothing(project, carol):
     project_update(project=project, actor=carol, **_settings(project))
+    consensus_reapply(project=project, actor=carol, dry_run=True)
     webhooks.webhook_update(endpoint=_endpoint(project), active=True, actor=carol)
     assert not AuditEvent.objects.exists()
 
