@@ -348,7 +348,7 @@ def consensus_reapply(
     result.examined += len(settled)
     result.changes += settled
     if audited and not dry_run:
-        after = {
+        summary = {
             "rule": result.rule,
             "examined": result.examined,
             "adjudicated_kept": result.adjudicated_kept,
@@ -356,7 +356,11 @@ def consensus_reapply(
             "changed_count": len(result.changes),
         }
         audit_record(
-            actor=actor, project=project, action="consensus.reapplied", target=project, after=after
+            actor=actor,
+            project=project,
+            action="consensus.reapplied",
+            target=project,
+            after=summary,
         )
     return result
 
