@@ -35,6 +35,9 @@ ACTIONS: dict[str, str] = {
     "webhook.secret_rotated": "Webhook secret rotated",
     "api_token.created": "API token made",
     "api_token.revoked": "API token revoked",
+    "admin.added": "Added in the admin",
+    "admin.changed": "Changed in the admin",
+    "admin.deleted": "Deleted in the admin",
     # Single sign-on's settings, once the site has them, record "sign_in.settings_changed"
     # through ``audit_record`` with ``project=None`` in the service that saves them.
     "sign_in.settings_changed": "Sign-in settings changed",
