@@ -169,12 +169,7 @@ def _filter_run_insert(
         "pairs": len(ids),
     }
     audit_record(
-        actor=created_by,
-        project=project,
-        action="filter_run.created",
-        target=run,
-        target_label=f"run {run.number}",
-        after=after,
+        actor=created_by, project=project, action="filter_run.created", target=run, after=after
     )
     return run
 
@@ -266,16 +261,14 @@ def filter_run_cancel(*, run: FilterRun, actor=None) -> bool:
         status=Status.CANCELLED, finished_at=timezone.now()
     )
     before = run.status
-    if cancelled:
-        pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
     run.refresh_from_db()
     if cancelled:
+        pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
         audit_record(
             actor=actor,
             project=run.project,
             action="filter_run.cancelled",
             target=run,
-            target_label=f"run {run.number}",
             before={"status": before},
             after={"status": run.status},
         )
