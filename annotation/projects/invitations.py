@@ -179,10 +179,11 @@ def invitation_accept(
             role=invitation.role,
             email=invitation.email,
             password=password,
+            by_member=True,
         )
     else:
         added = member_add(
-            project=invitation.project, role=invitation.role, username=user.username, actor=user
+            project=invitation.project, role=invitation.role, username=user.username, by_member=True
         )
     invitation.accepted_at = timezone.now()
     invitation.accepted_by = added.membership.user

@@ -316,13 +316,15 @@ def member_add(
     password: str | None = None,
     one_time_password: bool = False,
     actor=None,
+    by_member: bool = False,
 ) -> MemberAdded:
     """Adds the account with ``username`` or ``email`` to ``project`` with ``role`` (changing
     the role of a member), creating it when there is none. A new account gets ``password``, or
     a random one returned once when ``one_time_password`` (to be changed at first login:
     ``annotation.accounts.services``), or none (it cannot log in);
     ``password`` also resets an existing account's password (operators' command line).
-    Recorded in the audit log as ``actor``'s (None: the command line); never the password."""
+    Recorded in the audit log as ``actor``'s (None: the command line), or as the member's own
+    with ``by_member`` (accepting an invitation); never the password."""
     _check_role(role)
     _lock_project(project)
     user, created = _user_for(username=username, email=email)
@@ -337,6 +339,8 @@ def member_add(
         user.save()
     if generated:
         one_time_password_mark(user=user)
+    if by_member:
+        actor = user
     membership = Membership.objects.filter(project=project, user=user).first()
     if membership is None:
         membership = Membership.objects.create(project=project, user=user, role=role)

@@ -3,6 +3,8 @@ the project's own settings, with a live preview of the guidelines."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -42,6 +44,13 @@ PAGE = "annotation/settings.html"
 def _bounded(field: str, form_class=forms.IntegerField, **kwargs) -> forms.Field:
     low, high = SETTING_RANGES[field]
     return form_class(min_value=low, max_value=high, **kwargs)
+
+
+class Identity(TypedDict, total=False):
+    """Who ``member_add`` adds: a username or an email."""
+
+    username: str
+    email: str
 
 
 class ProjectSettingsForm(forms.Form):
@@ -124,7 +133,7 @@ class MemberAddForm(forms.Form):
     )
     role = forms.ChoiceField(choices=Role.choices, initial=Role.ANNOTATOR)
 
-    def identity(self) -> dict[str, str]:
+    def identity(self) -> Identity:
         """``member_add``'s username or email argument."""
         value = self.cleaned_data["user"].strip()
         return {"email": value} if "@" in value else {"username": value}

@@ -391,6 +391,7 @@ def test_accepting_an_invitation_records_the_membership_and_the_invitation(proje
     invitations.invitation_accept(invitation=invitation, password="a long new password 1")
     added, accepted = AuditEvent.objects.filter(id__gt=0).order_by("id")[1:]
     assert (added.action, added.after["role"]) == ("member.added", Role.ANNOTATOR)
+    assert (added.actor_label, added.actor_role) == ("new@example.com", Role.ANNOTATOR)
     assert (accepted.action, accepted.actor_label) == ("invitation.accepted", "new@example.com")
     assert accepted.actor_role == Role.ANNOTATOR
 
