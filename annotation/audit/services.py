@@ -18,6 +18,8 @@ from annotation.models.audit import (
 )
 from config.logging import current_request_id
 
+# The longest text value an event keeps whole.
+AUDIT_TEXT_MAX_CHARS = 2000
 # The role recorded for a staff member or superuser acting where they hold no project role.
 OPERATOR = "operator"
 
@@ -27,8 +29,18 @@ def audit_changes(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The fields whose values differ, as (before, after) with those fields only."""
     changed = [field for field in after if before.get(field) != after[field]]
-    return {field: before.get(field) for field in changed}, {
-        field: after[field] for field in changed
+    old = {field: before.get(field) for field in changed}
+    return old, {field: after[field] for field in changed}
+
+
+def _small(values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``values`` with each long text cut to its start and its length (a project's guidelines
+    may hold 100,000 characters)."""
+    return {
+        field: f"{value[:AUDIT_TEXT_MAX_CHARS]}… ({len(value):,} characters)"
+        if isinstance(value, str) and len(value) > AUDIT_TEXT_MAX_CHARS
+        else value
+        for field, value in (values or {}).items()
     }
 
 
@@ -79,7 +91,7 @@ def audit_record(
         target_type=target_type or (str(target._meta.model_name) if target is not None else ""),
         target_ref=str(target.pk) if target is not None else "",
         target_label=label[:AUDIT_LABEL_MAX_CHARS],
-        before=dict(before or {}),
-        after=dict(after or {}),
+        before=_small(before),
+        after=_small(after),
         request_id=(current_request_id.get() or "")[:AUDIT_REQUEST_ID_MAX_CHARS],
     )

@@ -15,7 +15,7 @@ from annotation.accounts.services import (
     command_line_token_revoke,
 )
 from annotation.audit.actions import SECRET_CHANGED
-from annotation.audit.services import audit_record
+from annotation.audit.services import AUDIT_TEXT_MAX_CHARS, audit_record
 from annotation.decisions.services import consensus_reapply, pair_adjudicate
 from annotation.models import AuditEvent, Membership, PairStatus, Role, WebhookEndpoint
 from annotation.pairs import services as pairs
@@ -371,6 +371,15 @@ def test_a_change_that_changes_nothing_records_nothing(project, carol):
     consensus_reapply(project=project, actor=carol, dry_run=True)
     webhooks.webhook_update(endpoint=_endpoint(project), active=True, actor=carol)
     assert not AuditEvent.objects.exists()
+
+
+def test_long_texts_are_kept_as_their_start_and_length(project, carol):
+    guidelines = "Prefer the image that follows the prompt. " * 1000
+    project_update(project=project, actor=carol, **_settings(project, guidelines=guidelines))
+    (event,) = AuditEvent.objects.all()
+    kept = event.after["guidelines"]
+    assert kept.startswith(guidelines[:AUDIT_TEXT_MAX_CHARS])
+    assert kept.endswith(f"… ({len(guidelines):,} characters)")
 
 
 def test_the_command_line_is_recorded_without_an_actor(db):
