@@ -185,7 +185,23 @@ def test_the_page_records_its_request_id(client_for, carol, project):
     )
     assert saved.status_code == 302
     events = AuditEvent.objects.filter(request_id="audit-request-0001")
-    assert [event.action for event in events] == ["project.settings_changed"]
+    assert [(event.action, event.actor_label) for event in events] == [
+        ("project.settings_changed", "carol")
+    ]
+
+
+def test_a_change_through_the_api_names_its_caller(api_for, carol, project, settings):
+    settings.ARBITER_WEBHOOK_ALLOW_PRIVATE = True
+    hook = {"url": "http://127.0.0.1:9/hook", "events": ["pair.decided"]}
+    created = api_for(carol).post(f"/api/v1/projects/{project.slug}/webhooks/", hook, format="json")
+    assert created.status_code == 201
+    (event,) = AuditEvent.objects.all()
+    assert (event.action, event.actor_label, event.actor_role) == (
+        "webhook.created",
+        "carol",
+        "curator",
+    )
+    assert created.json()["secret"] not in str(event.after)
 
 
 def test_the_api_is_in_the_schema():
