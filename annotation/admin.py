@@ -11,6 +11,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils.html import format_html
 
 from annotation import models
+from annotation.audit.admin import AuditedAdmin
 from annotation.core.media_keys import media_path
 from annotation.core.scales import LIKERT6_LABELS, on_screen_vote
 
@@ -40,7 +41,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(models.Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(AuditedAdmin):
     list_display = ("name", "slug", "scale", "overlap", "consensus_rule", "paused", "created_at")
     list_filter = ("scale", "consensus_rule", "paused")
     search_fields = ("name", "slug")
@@ -49,7 +50,7 @@ class ProjectAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(AuditedAdmin):
     list_display = ("user", "project", "role", "created_at")
     list_filter = ("role", "project")
     search_fields = ("user__username", "project__slug")
@@ -120,7 +121,7 @@ class PriorAnnotationInline(admin.TabularInline):
 
 
 @admin.register(models.Pair)
-class PairAdmin(admin.ModelAdmin):
+class PairAdmin(AuditedAdmin):
     list_display = (
         "external_id",
         "project",

@@ -3,6 +3,7 @@ from __future__ import annotations
 from annotation.accounts import views as accounts
 from annotation.agreement.views import adjudication
 from annotation.agreement.views import report as agreement
+from annotation.audit import views as audit
 from annotation.core import url_converters  # noqa: F401 - registers <version:...>
 from annotation.core.routes import routes
 from annotation.flags import views as flags
@@ -130,5 +131,15 @@ urlpatterns = [
             webhooks.webhook_redeliver,
             "webhook-redeliver",
         ),
+    ),
+    *routes(
+        "p/<slug:slug>/audit/",
+        ("", audit.audit_log, "audit"),
+        ("audit.csv", audit.audit_csv, "audit-csv"),
+    ),
+    *routes(
+        "audit/",
+        ("", audit.site_audit_log, "site-audit"),
+        ("audit.csv", audit.site_audit_csv, "site-audit-csv"),
     ),
 ]

@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.forms.models import construct_instance
 
 from annotation.admin import ViewOnlyAdmin
+from annotation.audit.admin import AuditedAdmin
 from judges.models import FilterRun, Judge, Verdict
 from judges.roster.services import OPTIONS_HELP, judge_check
 
@@ -65,7 +66,7 @@ class JudgeAdminForm(forms.ModelForm):
 
 
 @admin.register(Judge)
-class JudgeAdmin(admin.ModelAdmin):
+class JudgeAdmin(AuditedAdmin):
     form = JudgeAdminForm
     list_display = ("name", "kind", "enabled", "model", "api_key_env", "queue", "created_at")
     list_filter = ("kind", "enabled")

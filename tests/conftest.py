@@ -138,6 +138,20 @@ def _statement_functions_forgotten():
     statement_functions._KNOWN.clear()
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test database lets ``flush``, which ends every transactional test, empty the audit
+    log: the log refuses TRUNCATE unless the session sets ``arbiter.audit_truncate`` (docs/
+    audit.md, "Append-only"); connections opened from now on have it set."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        name = connection.ops.quote_name(connection.settings_dict["NAME"])
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER DATABASE {name} SET arbiter.audit_truncate = 'on'")
+        connection.close()
+
+
 @pytest.fixture
 def project(db):
     return ProjectFactory(slug="demo", name="Demo project", scale="ternary", overlap=3)

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from annotation.audit.services import audit_record
 from annotation.core.errors import NotFound
 from annotation.models import ApiToken, OneTimePassword
 from annotation.models.tokens import NAMED_TOKEN_PREFIX, TOKEN_NAME_MAX_CHARS, key_digest
@@ -42,6 +43,7 @@ def account_password_change(*, user: User, password: str) -> None:
     OneTimePassword.objects.filter(user=user).delete()
 
 
+@transaction.atomic
 def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     """A named API token for ``user`` and its key, which is shown once and never stored
     (only its sha256); it expires after ``ARBITER_API_TOKEN_DAYS`` when that is set."""
@@ -60,9 +62,26 @@ def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
         key_start=key[:12],
         expires_at=expires_at,
     )
+    after = {"name": name, "key_start": token.key_start, "expires_at": expires_at}
+    _audit_token(user, token, "api_token.created", {}, after)
     return token, key
 
 
+def _audit_token(user: User, token: ApiToken | None, action: str, before: dict, after: dict):
+    """A token's event, site-wide (tokens belong to the account); never the key."""
+    audit_record(
+        actor=user,
+        project=None,
+        action=action,
+        target=token,
+        target_type=None if token is not None else "token",
+        target_label=str(token) if token is not None else "command-line token",
+        before=before,
+        after=after,
+    )
+
+
+@transaction.atomic
 def api_token_revoke(*, user: User, token_id: int) -> ApiToken:
     """Revokes one of ``user``'s named tokens (kept, marked revoked: it answers 401 from now
     on); another user's token is not found."""
@@ -72,10 +91,15 @@ def api_token_revoke(*, user: User, token_id: int) -> ApiToken:
     if token.revoked_at is None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
+        after = {"revoked_at": token.revoked_at}
+        _audit_token(user, token, "api_token.revoked", {"revoked_at": None}, after)
     return token
 
 
+@transaction.atomic
 def command_line_token_revoke(*, user: User) -> bool:
     """Deletes ``user``'s command-line token (``drf_create_token``); False when none."""
     deleted, _ = Token.objects.filter(user=user).delete()
+    if deleted:
+        _audit_token(user, None, "api_token.revoked", {"command_line_token": True}, {})
     return bool(deleted)

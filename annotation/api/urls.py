@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from annotation.agreement.api import adjudication
 from annotation.agreement.api import report as agreement
+from annotation.audit import api as audit
 from annotation.core import url_converters  # noqa: F401 - registers <version:...>
 from annotation.core.routes import routes
 from annotation.flags import api as flags
@@ -96,5 +97,9 @@ urlpatterns = [
             webhooks.WebhookRedeliverApi.as_view(),
             "api-webhook-redeliver",
         ),
+    ),
+    *routes(
+        "projects/<slug:slug>/audit/",
+        ("", audit.AuditLogApi.as_view(), "api-audit"),
     ),
 ]

@@ -19,14 +19,15 @@ FormT = TypeVar("FormT", bound=forms.Form)
 def action_apply(
     request: HttpRequest,
     project: Any,
-    actions: Mapping[str, tuple[Callable[..., FormT], Callable[[Any, dict], str]]],
+    actions: Mapping[str, tuple[Callable[..., FormT], Callable[[Any, dict, Any], str]]],
     action: str,
     *,
     unknown: str,
     **form_kwargs: Any,
 ) -> tuple[FormT, bool]:
     """The bound form of ``actions[action]`` (its form class takes the POST and the
-    project) and whether its service ran (it returns the message to flash): a form that does
+    project) and whether its service ran (called with the project, the cleaned data and the
+    acting user, for the audit log; it returns the message to flash): a form that does
     not validate, or a service's refusal (a ``DomainError``, added to the form), gives
     False. An action not in ``actions`` is a 404 saying ``unknown``."""
     if action not in actions:
@@ -35,7 +36,7 @@ def action_apply(
     form = form_class(request.POST, project=project, **form_kwargs)
     if form.is_valid():
         try:
-            message = apply(project, form.cleaned_data)
+            message = apply(project, form.cleaned_data, request.user)
         except DomainError as exc:
             form.add_error(None, str(exc))
         else:

@@ -44,6 +44,7 @@ PROJECT_TABS = (
     Tab("Judges", "judges:project-judges", STAFF_ROLES),
     Tab("Model leaderboard", "model-leaderboard", STAFF_ROLES),
     Tab("Webhooks", "webhooks", CURATORS, also=("webhook",)),
+    Tab("Audit log", "audit", CURATORS),
     Tab("Settings", "project-settings", CURATORS),
 )
 

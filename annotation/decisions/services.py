@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
+from annotation.audit.services import audit_record
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.limits import MAX_ADJUDICATION_NOTE_CHARS
 from annotation.core.prepared import execute_prepared
@@ -153,7 +154,7 @@ def pair_adjudicate(*, pair: Pair, curator, label: str, note: str) -> Adjudicati
         raise InvalidInput("note: say why you decided so; the note is kept with the decision.")
     if len(note) > MAX_ADJUDICATION_NOTE_CHARS:
         raise InvalidInput(f"note: at most {MAX_ADJUDICATION_NOTE_CHARS} characters.")
-    locked = Pair.objects.select_for_update().only("status").get(pk=pair.pk)
+    locked = Pair.objects.select_for_update().only("status", "consensus_label").get(pk=pair.pk)
     live = Adjudication.objects.filter(pair_id=pair.pk, superseded_at__isnull=True).first()
     if live is None and locked.status != PairStatus.DISPUTED:
         raise Conflict(
@@ -173,12 +174,24 @@ def pair_adjudicate(*, pair: Pair, curator, label: str, note: str) -> Adjudicati
         decision=decided,
         by="adjudication",
     )
+    audit_record(
+        actor=curator,
+        project=project,
+        action="pair.adjudicated",
+        target=pair,
+        target_label=pair.external_id,
+        before={"status": locked.status, "consensus_label": locked.consensus_label},
+        after={"status": PairStatus.CONSENSUS, "consensus_label": label, "note": note},
+    )
     return Adjudication.objects.create(
         pair_id=pair.pk, curator=curator, label=label, note=note, created_at=now
     )
 
 
 # ---- Re-applying the rule ----
+
+# Changed pairs an audit event names; beyond them it gives their number.
+REAPPLY_CHANGES_AUDITED = 100
 
 
 @dataclass(frozen=True)
@@ -244,11 +257,15 @@ def _values_by_pair(pair_ids: list[int]) -> dict[int, list[int]]:
 
 
 @transaction.atomic
-def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
+def consensus_reapply(
+    *, project: Project, dry_run: bool = False, actor=None, audited: bool = True
+) -> Reapplied:
     """Decides every decided pair of the project again by its current rule (and imported
     pairs with prior annotations, for re-analysis), from the votes and prior annotations they
     have; changes no vote. Adjudicated pairs keep their label. A dispute under the cap goes
-    back to the annotators with one more slot, as it does when the last vote arrives."""
+    back to the annotators with one more slot, as it does when the last vote arrives. Unless
+    ``audited`` is False (a settings change that records its own event), the audit log gets
+    what changed as ``actor``'s."""
     result = Reapplied(rule=project.consensus_rule, dry_run=dry_run)
     adjudicated = Exists(
         Adjudication.objects.filter(pair_id=OuterRef("pk"), superseded_at__isnull=True)
@@ -330,6 +347,21 @@ def consensus_reapply(*, project: Project, dry_run: bool = False) -> Reapplied:
     settled = disputes_settle(project=project, dry_run=dry_run)
     result.examined += len(settled)
     result.changes += settled
+    if audited and not dry_run:
+        summary = {
+            "rule": result.rule,
+            "examined": result.examined,
+            "adjudicated_kept": result.adjudicated_kept,
+            "changed": [str(change) for change in result.changes[:REAPPLY_CHANGES_AUDITED]],
+            "changed_count": len(result.changes),
+        }
+        audit_record(
+            actor=actor,
+            project=project,
+            action="consensus.reapplied",
+            target=project,
+            after=summary,
+        )
     return result
 
 

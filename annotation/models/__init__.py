@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from annotation.core.claim_key import ClaimKey
 from annotation.models.agreement import Adjudication, AgreementReport
+from annotation.models.audit import AuditEvent
 from annotation.models.choices import (
     ConsensusRule,
     JobStatus,
@@ -64,6 +65,7 @@ __all__ = [
     "AgreementReport",
     "ApiToken",
     "Assignment",
+    "AuditEvent",
     "ClaimKey",
     "ConsensusRule",
     "ContentMixin",

@@ -31,24 +31,28 @@ def enqueue(*, project: Project, pair_ids: Sequence[int] | None) -> str:
     return f"Sent {plural(count, 'imported pair')} to the annotators' queue{chosen}."
 
 
-def set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> str:
-    count = services.pairs_set_priority(project=project, pair_ids=pair_ids, priority=priority)
+def set_priority(*, project: Project, pair_ids: Iterable[int], priority: int, actor) -> str:
+    count = services.pairs_set_priority(
+        project=project, pair_ids=pair_ids, priority=priority, actor=actor
+    )
     return f"Priority {priority} set on {plural(count, 'pair')}."
 
 
-def restrict(*, project: Project, pair_ids: Iterable[int], annotators: Sequence) -> str:
+def restrict(*, project: Project, pair_ids: Iterable[int], annotators: Sequence, actor) -> str:
     """Only ``annotators`` may claim the pairs from now on; none lifts the restriction."""
-    count = services.pairs_restrict(project=project, pair_ids=pair_ids, annotators=annotators)
+    count = services.pairs_restrict(
+        project=project, pair_ids=pair_ids, annotators=annotators, actor=actor
+    )
     if not annotators:
         return f"Restriction lifted on {plural(count, 'pair')}."
     names = ", ".join(user.get_username() for user in annotators)
     return f"{plural(count, 'pair')} restricted to {names}."
 
 
-def set_gold(*, project: Project, pair_ids: Iterable[int], label: str) -> str:
+def set_gold(*, project: Project, pair_ids: Iterable[int], label: str, actor) -> str:
     """Makes the pairs gold with the known answer ``label``, or ordinary for CLEAR_GOLD."""
     if label == CLEAR_GOLD:
-        count = services.pairs_clear_gold(project=project, pair_ids=pair_ids)
+        count = services.pairs_clear_gold(project=project, pair_ids=pair_ids, actor=actor)
         return f"{plural(count, 'pair')} no longer gold."
-    count = services.pairs_set_gold(project=project, pair_ids=pair_ids, label=label)
+    count = services.pairs_set_gold(project=project, pair_ids=pair_ids, label=label, actor=actor)
     return f"{plural(count, 'gold pair')} with the answer {label}."

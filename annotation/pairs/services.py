@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.audit.services import audit_record
 from annotation.core.errors import InvalidInput
 from annotation.core.limits import MAX_PRIORITY, MIN_PRIORITY
 from annotation.decisions import lifecycle
@@ -42,13 +44,34 @@ def _lock_pairs(*, project: Project, pair_ids: Iterable[int]) -> list[Pair]:
         Pair.objects.select_for_update()
         .filter(project=project, pk__in=list(pair_ids))
         .order_by("pk")
-        .only("pk", "external_id", "status", "is_gold", "lease_count")
+        .only("pk", "external_id", "status", "is_gold", "gold_label", "lease_count")
     )
 
 
 def _voted_on(pairs: list[Pair]) -> set[int]:
     return set(
         Vote.objects.filter(pair_id__in=[p.pk for p in pairs]).values_list("pair_id", flat=True)
+    )
+
+
+# Pairs an audit event names one by one; beyond them it gives their number.
+AUDITED_PAIRS_NAMED = 100
+
+
+def _audit_pairs(
+    *, actor, project: Project, action: str, external_ids: list[str], before: dict, after: dict
+) -> None:
+    """One event for a curator's action on chosen pairs, naming them by external id."""
+    shown = ", ".join(external_ids[:5]) + (" …" if len(external_ids) > 5 else "")
+    audit_record(
+        actor=actor,
+        project=project,
+        action=action,
+        target=None,
+        target_type="pairs",
+        target_label=f"{len(external_ids)} pairs: {shown}" if external_ids else "no pairs",
+        before=before,
+        after={"pairs": external_ids[:AUDITED_PAIRS_NAMED], "count": len(external_ids), **after},
     )
 
 
@@ -59,7 +82,7 @@ def _refuse(pairs: list[Pair], why: str) -> None:
 
 
 @transaction.atomic
-def pairs_set_gold(*, project: Project, pair_ids: Iterable[int], label: str) -> int:
+def pairs_set_gold(*, project: Project, pair_ids: Iterable[int], label: str, actor=None) -> int:
     """Makes the project's pairs gold pairs with the known answer ``label`` (A, B, or tie on
     a ternary scale), or corrects the label of gold pairs; returns how many. Every annotator
     may answer a gold pair once. A pair someone already voted on as an ordinary pair, or one
@@ -75,13 +98,21 @@ def pairs_set_gold(*, project: Project, pair_ids: Iterable[int], label: str) -> 
         [p for p in pairs if not p.is_gold and (p.status not in GOLD_STATUSES or p.pk in voted)],
         "only pairs nobody has voted on, imported or queued, can become gold.",
     )
+    _audit_pairs(
+        actor=actor,
+        project=project,
+        action="pairs.gold_set",
+        external_ids=[p.external_id for p in pairs],
+        before={"gold_labels": {p.external_id: p.gold_label for p in pairs if p.is_gold}},
+        after={"gold_label": label},
+    )
     return lifecycle.pairs_make_gold(
         pair_ids=[p.pk for p in pairs], label=label, now=timezone.now()
     )
 
 
 @transaction.atomic
-def pairs_clear_gold(*, project: Project, pair_ids: Iterable[int]) -> int:
+def pairs_clear_gold(*, project: Project, pair_ids: Iterable[int], actor=None) -> int:
     """Makes gold pairs ordinary pairs again, with the project's overlap as target; returns
     how many. A gold pair with votes is refused: they were scored as gold answers."""
     pairs = [p for p in _lock_pairs(project=project, pair_ids=pair_ids) if p.is_gold]
@@ -90,12 +121,23 @@ def pairs_clear_gold(*, project: Project, pair_ids: Iterable[int]) -> int:
         [p for p in pairs if p.pk in voted],
         "annotators answered them as gold pairs; correct the label instead.",
     )
+    _audit_pairs(
+        actor=actor,
+        project=project,
+        action="pairs.gold_cleared",
+        external_ids=[p.external_id for p in pairs],
+        before={"gold_labels": {p.external_id: p.gold_label for p in pairs}},
+        after={"gold": False},
+    )
     return lifecycle.pairs_make_ordinary(
         pair_ids=[p.pk for p in pairs], overlap=project.overlap, now=timezone.now()
     )
 
 
-def pairs_set_priority(*, project: Project, pair_ids: Iterable[int], priority: int) -> int:
+@transaction.atomic
+def pairs_set_priority(
+    *, project: Project, pair_ids: Iterable[int], priority: int, actor=None
+) -> int:
     """Sets the serving priority (higher first) of the project's pairs; returns how many."""
     if (
         isinstance(priority, bool)
@@ -103,13 +145,23 @@ def pairs_set_priority(*, project: Project, pair_ids: Iterable[int], priority: i
         or not MIN_PRIORITY <= priority <= MAX_PRIORITY
     ):
         raise InvalidInput(f"priority: must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}.")
-    return Pair.objects.filter(project=project, pk__in=list(pair_ids)).update(
-        priority=priority, updated_at=timezone.now()
+    chosen = Pair.objects.filter(project=project, pk__in=list(pair_ids))
+    old = dict(chosen.order_by("pk").values_list("external_id", "priority"))
+    _audit_pairs(
+        actor=actor,
+        project=project,
+        action="pairs.priority_set",
+        external_ids=list(old),
+        before={"priorities": dict(list(old.items())[:AUDITED_PAIRS_NAMED])},
+        after={"priority": priority},
     )
+    return chosen.update(priority=priority, updated_at=timezone.now())
 
 
 @transaction.atomic
-def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Iterable) -> int:
+def pairs_restrict(
+    *, project: Project, pair_ids: Iterable[int], annotators: Iterable, actor=None
+) -> int:
     """Only ``annotators`` (users or user ids, annotators of the project) may claim these
     pairs from now on; an empty list lifts the restriction. Returns how many pairs."""
     user_ids = {getattr(user, "pk", user) for user in annotators}
@@ -121,8 +173,22 @@ def pairs_restrict(*, project: Project, pair_ids: Iterable[int], annotators: Ite
     if user_ids - members:
         unknown = ", ".join(str(pk) for pk in sorted(user_ids - members))
         raise InvalidInput(f"annotators: users {unknown} are not annotators of this project.")
-    pks = list(
-        Pair.objects.filter(project=project, pk__in=list(pair_ids)).values_list("pk", flat=True)
+    chosen = dict(
+        Pair.objects.filter(project=project, pk__in=list(pair_ids))
+        .order_by("pk")
+        .values_list("pk", "external_id")
+    )
+    pks = list(chosen)
+    names = sorted(
+        get_user_model().objects.filter(pk__in=user_ids).values_list("username", flat=True)
+    )
+    _audit_pairs(
+        actor=actor,
+        project=project,
+        action="pairs.restricted",
+        external_ids=list(chosen.values()),
+        before={},
+        after={"annotators": names},
     )
     PairRestriction.objects.filter(pair_id__in=pks).delete()
     PairRestriction.objects.bulk_create(

@@ -238,27 +238,29 @@ def project_annotators(project: Project):
     )
 
 
-def _apply_enqueue(project: Project, data: dict) -> str:
+def _apply_enqueue(project: Project, data: dict, actor) -> str:
     return pair_actions.enqueue(project=project, pair_ids=data["pks"])
 
 
-def _apply_priority(project: Project, data: dict) -> str:
+def _apply_priority(project: Project, data: dict, actor) -> str:
     return pair_actions.set_priority(
-        project=project, pair_ids=data["pks"], priority=data["priority"]
+        actor=actor, project=project, pair_ids=data["pks"], priority=data["priority"]
     )
 
 
-def _apply_restrict(project: Project, data: dict) -> str:
+def _apply_restrict(project: Project, data: dict, actor) -> str:
     return pair_actions.restrict(
-        project=project, pair_ids=data["pks"], annotators=data["annotators"]
+        actor=actor, project=project, pair_ids=data["pks"], annotators=data["annotators"]
     )
 
 
-def _apply_gold(project: Project, data: dict) -> str:
-    return pair_actions.set_gold(project=project, pair_ids=data["pks"], label=data["label"])
+def _apply_gold(project: Project, data: dict, actor) -> str:
+    return pair_actions.set_gold(
+        actor=actor, project=project, pair_ids=data["pks"], label=data["label"]
+    )
 
 
-BULK_ACTIONS: dict[str, tuple[type[PairSelectionForm], Callable[[Project, dict], str]]] = {
+BULK_ACTIONS: dict[str, tuple[type[PairSelectionForm], Callable[[Project, dict, Any], str]]] = {
     "enqueue": (PairSelectionForm, _apply_enqueue),
     "priority": (PriorityForm, _apply_priority),
     "restrict": (RestrictForm, _apply_restrict),

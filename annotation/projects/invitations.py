@@ -20,6 +20,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from annotation.audit.actions import SECRET_CHANGED
+from annotation.audit.services import audit_record
 from annotation.core.mail import absolute_url, mail_queue
 from annotation.models import Invitation, Membership, Project, Role
 from annotation.projects.services import member_add
@@ -114,7 +116,21 @@ def invitation_create(
         expires_at=now,
     )
     _send(invitation)
+    _audit(invited_by, invitation, "invitation.created", {}, {"email": email, "role": role})
     return invitation
+
+
+def _audit(actor, invitation: Invitation, action: str, before: dict, after: dict) -> None:
+    """The invitation's event; never its key (the link)."""
+    audit_record(
+        actor=actor,
+        project=invitation.project,
+        action=action,
+        target=invitation,
+        target_label=invitation.email,
+        before=before,
+        after=after,
+    )
 
 
 def _locked(invitation: Invitation) -> Invitation:
@@ -122,24 +138,27 @@ def _locked(invitation: Invitation) -> Invitation:
 
 
 @transaction.atomic
-def invitation_resend(*, invitation: Invitation) -> Invitation:
+def invitation_resend(*, invitation: Invitation, actor: User | None = None) -> Invitation:
     """Mails a new link (the older one stops working) valid for the full time again; for a
     pending or expired invitation."""
     invitation = _locked(invitation)
     if invitation.state in ("accepted", "revoked"):
         raise InvitationClosed(invitation.state)
     _send(invitation)
+    _audit(actor, invitation, "invitation.resent", {}, {"link": SECRET_CHANGED})
     return invitation
 
 
 @transaction.atomic
-def invitation_revoke(*, invitation: Invitation) -> Invitation:
+def invitation_revoke(*, invitation: Invitation, actor: User | None = None) -> Invitation:
     """Closes a pending or expired invitation: its link says so from now on."""
     invitation = _locked(invitation)
     if invitation.state in ("accepted", "revoked"):
         raise InvitationClosed(invitation.state)
     invitation.revoked_at = timezone.now()
     invitation.save(update_fields=["revoked_at"])
+    after = {"revoked_at": invitation.revoked_at}
+    _audit(actor, invitation, "invitation.revoked", {"revoked_at": None}, after)
     return invitation
 
 
@@ -149,7 +168,8 @@ def invitation_accept(
 ) -> Membership:
     """Accepts a pending invitation, once: ``user`` (the signed-in account that has the
     invited email), or else the account made for the email with ``password``. The caller
-    checked that ``user`` is that account; ``password`` went through the validators."""
+    checked that ``user`` is that account; ``password`` went through the validators. The audit
+    log gets the membership's event (``member_add``) and the invitation's, both the account's."""
     invitation = _locked(invitation)
     if invitation.state != "pending":
         raise InvitationClosed(invitation.state)
@@ -159,10 +179,15 @@ def invitation_accept(
             role=invitation.role,
             email=invitation.email,
             password=password,
+            by_member=True,
         )
     else:
-        added = member_add(project=invitation.project, role=invitation.role, username=user.username)
+        added = member_add(
+            project=invitation.project, role=invitation.role, username=user.username, by_member=True
+        )
     invitation.accepted_at = timezone.now()
     invitation.accepted_by = added.membership.user
     invitation.save(update_fields=["accepted_at", "accepted_by"])
+    account = added.membership.user
+    _audit(account, invitation, "invitation.accepted", {}, {"accepted_by": account.get_username()})
     return added.membership

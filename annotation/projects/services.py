@@ -16,6 +16,8 @@ from django.db.models import F, Max
 from django.db.models.functions import Least
 
 from annotation.accounts.services import one_time_password_mark
+from annotation.audit.actions import SECRET_CHANGED
+from annotation.audit.services import audit_changes, audit_record
 from annotation.decisions import lifecycle
 from annotation.decisions.services import Reapplied, consensus_reapply, disputes_settle
 from annotation.models import (
@@ -104,6 +106,10 @@ def _check_guidelines(guidelines: str) -> None:
         raise ValidationError({"guidelines": f"At most {MAX_GUIDELINES_CHARS:,} characters."})
 
 
+# What a project's creation records in the audit log.
+_CREATED_FIELDS = ("slug", "name", "scale", "overlap", "consensus_rule", "min_agree")
+
+
 @transaction.atomic
 def project_create(
     *,
@@ -135,6 +141,10 @@ def project_create(
     project.save()
     if curator is not None:
         Membership.objects.create(project=project, user=curator, role=Role.CURATOR)
+    created = {field: getattr(project, field) for field in _CREATED_FIELDS}
+    audit_record(
+        actor=curator, project=project, action="project.created", target=project, after=created
+    )
     return project
 
 
@@ -159,6 +169,7 @@ def project_update(
     play_to_end: bool | None = None,
     media_serve_source: bool | None = None,
     history_shows_consensus: bool | None = None,
+    actor=None,
 ) -> ProjectUpdated:
     """Changes the project's settings. The scale and the overlap change only while that is safe
     (``project_setting_limits``); open pairs that had the old overlap as target get the new one.
@@ -166,7 +177,8 @@ def project_update(
     (``consensus_reapply``: no vote changes, adjudicated pairs keep their label); disputes
     nobody can answer, or past a lowered cap, go to adjudication (``disputes_settle``).
     ``consensus_rule``, ``play_to_end``, ``media_serve_source`` and ``history_shows_consensus``
-    left out keep their value."""
+    left out keep their value. The changed fields go to the audit log as ``actor``'s (None:
+    the command line)."""
     locked = Project.objects.select_for_update().get(pk=project.pk)
     consensus_rule = consensus_rule or locked.consensus_rule
     play_to_end = locked.play_to_end if play_to_end is None else play_to_end
@@ -210,10 +222,17 @@ def project_update(
         "media_serve_source": media_serve_source,
         "history_shows_consensus": history_shows_consensus,
     }
+    before, after = audit_changes({field: getattr(locked, field) for field in changes}, changes)
     for field, value in changes.items():
         setattr(locked, field, value)
     locked.full_clean()
     locked.save(update_fields=list(changes))
+    if after:
+        rule_changed = "consensus_rule" in after or "min_agree" in after
+        action = "project.consensus_rule_changed" if rule_changed else "project.settings_changed"
+        audit_record(
+            actor=actor, project=locked, action=action, target=locked, before=before, after=after
+        )
     if overlap != old_overlap and not lifecycle.pairs_retarget(
         project=locked, old=old_overlap, new=overlap
     ):
@@ -221,7 +240,9 @@ def project_update(
         raise ValidationError({"overlap": taken})
     if (locked.consensus_rule, locked.min_agree) != rule_before:
         # Re-applying settles the disputes nobody can answer too.
-        return ProjectUpdated(locked, consensus_reapply(project=locked), 0)
+        # The event recorded above, of the rule's change, stands for its re-application.
+        reapplied = consensus_reapply(project=locked, audited=False)
+        return ProjectUpdated(locked, reapplied, 0)
     return ProjectUpdated(locked, None, len(disputes_settle(project=locked)))
 
 
@@ -299,12 +320,16 @@ def member_add(
     email: str = "",
     password: str | None = None,
     one_time_password: bool = False,
+    actor=None,
+    by_member: bool = False,
 ) -> MemberAdded:
     """Adds the account with ``username`` or ``email`` to ``project`` with ``role`` (changing
     the role of a member), creating it when there is none. A new account gets ``password``, or
     a random one returned once when ``one_time_password`` (to be changed at first login:
     ``annotation.accounts.services``), or none (it cannot log in);
-    ``password`` also resets an existing account's password (operators' command line)."""
+    ``password`` also resets an existing account's password (operators' command line).
+    Recorded in the audit log as ``actor``'s (None: the command line), or as the member's own
+    with ``by_member`` (accepting an invitation); never the password."""
     _check_role(role)
     _lock_project(project)
     user, created = _user_for(username=username, email=email)
@@ -319,37 +344,62 @@ def member_add(
         user.save()
     if generated:
         one_time_password_mark(user=user)
+    if by_member:
+        actor = user
     membership = Membership.objects.filter(project=project, user=user).first()
     if membership is None:
         membership = Membership.objects.create(project=project, user=user, role=role)
+        after = {"user": user.get_username(), "role": role, "account_created": created}
+        if password:
+            after["password"] = SECRET_CHANGED
+        _audit_member(actor, membership, "member.added", {}, after)
     elif membership.role != role:
         _check_keeps_a_curator(membership, role)
+        before = {"role": membership.role}
         membership.role = role
         membership.save(update_fields=["role"])
+        _audit_member(actor, membership, "member.role_changed", before, {"role": role})
         disputes_settle(project=project)
     return MemberAdded(membership, created, generated)
 
 
+def _audit_member(actor, membership: Membership, action: str, before: dict, after: dict) -> None:
+    audit_record(
+        actor=actor,
+        project=membership.project,
+        action=action,
+        target=membership,
+        target_label=membership.user.get_username(),
+        before=before,
+        after=after,
+    )
+
+
 @transaction.atomic
-def member_role_change(*, membership: Membership, role: str) -> Membership:
+def member_role_change(*, membership: Membership, role: str, actor=None) -> Membership:
     """Gives the member another role; the project's last curator keeps theirs."""
     _check_role(role)
     _lock_project(membership.project)
     membership = Membership.objects.select_related("user").get(pk=membership.pk)
     if membership.role != role:
         _check_keeps_a_curator(membership, role)
+        before = {"role": membership.role}
         membership.role = role
         membership.save(update_fields=["role"])
+        _audit_member(actor, membership, "member.role_changed", before, {"role": role})
         # An annotator no more: a dispute only they could still answer goes to adjudication.
         disputes_settle(project=membership.project)
     return membership
 
 
 @transaction.atomic
-def member_remove(*, membership: Membership) -> None:
+def member_remove(*, membership: Membership, actor=None) -> None:
     """Takes the member out of the project (their votes stay); never its last curator."""
     _lock_project(membership.project)
     membership = Membership.objects.select_related("user").get(pk=membership.pk)
     _check_keeps_a_curator(membership, None)
+    removed = {"user": membership.user.get_username(), "role": membership.role}
+    # Recorded before the row goes, so that the event knows the member's id.
+    _audit_member(actor, membership, "member.removed", removed, {})
     membership.delete()
     disputes_settle(project=membership.project)

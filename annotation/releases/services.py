@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation.audit.services import audit_record
 from annotation.core import storage
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.core.failures import describe_error, record_failure
@@ -113,12 +114,17 @@ def release_create(
     check_selection_not_empty(project=project, selection=chosen)
     try:
         with transaction.atomic():
-            return Release.objects.create(
+            release = Release.objects.create(
                 project=project,
                 version=version,
                 selection=chosen.as_json(),
                 created_by=user if getattr(user, "is_authenticated", False) else None,
             )
+            after = {"version": version, "selection": release.selection}
+            audit_record(
+                actor=user, project=project, action="release.created", target=release, after=after
+            )
+            return release
     except IntegrityError:
         if Release.objects.filter(project=project, version=version).exists():
             raise Conflict(
@@ -366,4 +372,12 @@ def release_publish(*, release: Release, user) -> Release:
         published_by=user if getattr(user, "is_authenticated", False) else None,
     )
     release.refresh_from_db()
+    audit_record(
+        actor=user,
+        project=release.project,
+        action="release.published",
+        target=release,
+        before={"status": Status.BUILT},
+        after={"status": Status.PUBLISHED, "manifest_sha256": release.manifest_sha256},
+    )
     return release

@@ -82,7 +82,9 @@ class WebhookListApi(APIView):
         project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
         given = EndpointInput(data=request.data)
         given.is_valid(raise_exception=True)
-        endpoint = services.webhook_create(project=project, **given.validated_data)
+        endpoint = services.webhook_create(
+            project=project, actor=request.user, **given.validated_data
+        )
         return ApiResponse(CreatedSerializer(endpoint).data, status=status.HTTP_201_CREATED)
 
 
@@ -96,12 +98,12 @@ class WebhookDetailApi(APIView):
         endpoint = _endpoint(request, slug, pk)
         given = EndpointInput(data=request.data, partial=True)
         given.is_valid(raise_exception=True)
-        services.webhook_update(endpoint=endpoint, **given.validated_data)
+        services.webhook_update(endpoint=endpoint, actor=request.user, **given.validated_data)
         return ApiResponse(EndpointSerializer(endpoint).data)
 
     @extend_schema(responses={204: None}, summary="Remove a webhook and its log")
     def delete(self, request, slug: str, pk: int):
-        services.webhook_delete(endpoint=_endpoint(request, slug, pk))
+        services.webhook_delete(endpoint=_endpoint(request, slug, pk), actor=request.user)
         return ApiResponse(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -109,7 +111,7 @@ class WebhookRotateApi(APIView):
     @extend_schema(request=None, responses=CreatedSerializer, summary="Rotate the secret")
     def post(self, request, slug: str, pk: int):
         endpoint = _endpoint(request, slug, pk)
-        services.webhook_secret_rotate(endpoint=endpoint)
+        services.webhook_secret_rotate(endpoint=endpoint, actor=request.user)
         return ApiResponse(CreatedSerializer(endpoint).data)
 
 

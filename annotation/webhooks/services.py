@@ -14,6 +14,8 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from annotation.audit.actions import SECRET_CHANGED
+from annotation.audit.services import audit_changes, audit_record
 from annotation.core.errors import InvalidInput
 from annotation.core.jobs import job_publish
 from annotation.core.webhook_events import DELIVER_TASK, webhook_event_create
@@ -77,6 +79,10 @@ def _flag_sync(project: Project) -> None:
     project.webhooks_active = WebhookEndpoint.objects.filter(project=project, active=True).exists()
 
 
+# An endpoint's settings, as the audit log records them.
+_AUDITED_FIELDS = ("url", "events", "description", "active")
+
+
 @transaction.atomic
 def webhook_create(
     *,
@@ -85,6 +91,7 @@ def webhook_create(
     events: Iterable[str],
     description: str = "",
     active: bool = True,
+    actor=None,
 ) -> WebhookEndpoint:
     """A new endpoint with a fresh secret (its caller shows it once)."""
     endpoint = WebhookEndpoint.objects.create(
@@ -96,7 +103,26 @@ def webhook_create(
         active=active,
     )
     _flag_sync(project)
+    after = {**_audited(endpoint), "secret": SECRET_CHANGED}
+    _audit(actor, endpoint, "webhook.created", {}, after)
     return endpoint
+
+
+def _audited(endpoint: WebhookEndpoint) -> dict:
+    """What the audit log keeps of an endpoint: its settings, never its secret."""
+    return {field: getattr(endpoint, field) for field in _AUDITED_FIELDS}
+
+
+def _audit(actor, endpoint: WebhookEndpoint, action: str, before: dict, after: dict) -> None:
+    audit_record(
+        actor=actor,
+        project=endpoint.project,
+        action=action,
+        target=endpoint,
+        target_label=endpoint.url,
+        before=before,
+        after=after,
+    )
 
 
 @transaction.atomic
@@ -107,8 +133,10 @@ def webhook_update(
     events: Iterable[str] | None = None,
     description: str | None = None,
     active: bool | None = None,
+    actor=None,
 ) -> WebhookEndpoint:
     """Changes the fields given (None: kept). Events already written keep their deliveries."""
+    old = _audited(endpoint)
     if url is not None:
         endpoint.url = check_url(url)
     if events is not None:
@@ -117,24 +145,30 @@ def webhook_update(
         endpoint.description = check_description(description)
     if active is not None:
         endpoint.active = active
-    endpoint.save(update_fields=["url", "events", "description", "active"])
+    endpoint.save(update_fields=list(_AUDITED_FIELDS))
     _flag_sync(endpoint.project)
+    before, after = audit_changes(old, _audited(endpoint))
+    if after:
+        _audit(actor, endpoint, "webhook.changed", before, after)
     return endpoint
 
 
 @transaction.atomic
-def webhook_delete(*, endpoint: WebhookEndpoint) -> None:
+def webhook_delete(*, endpoint: WebhookEndpoint, actor=None) -> None:
     """Removes the endpoint, its deliveries and their log."""
     project = endpoint.project
+    _audit(actor, endpoint, "webhook.removed", _audited(endpoint), {})
     endpoint.delete()
     _flag_sync(project)
 
 
-def webhook_secret_rotate(*, endpoint: WebhookEndpoint) -> str:
+@transaction.atomic
+def webhook_secret_rotate(*, endpoint: WebhookEndpoint, actor=None) -> str:
     """A new secret for the endpoint, returned to be shown once; the old one stops signing
-    at once, retries of earlier events included."""
+    at once, retries of earlier events included. The audit log records that it changed."""
     endpoint.secret = secret_new()
     endpoint.save(update_fields=["secret"])
+    _audit(actor, endpoint, "webhook.secret_rotated", {}, {"secret": SECRET_CHANGED})
     return endpoint.secret
 
 

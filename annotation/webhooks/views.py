@@ -61,7 +61,9 @@ def webhooks(request, slug: str):
     form = WebhookForm(request.POST if request.method == "POST" else None)
     created = None
     if form.is_bound:
-        created = form.apply(lambda **fields: services.webhook_create(project=project, **fields))
+        created = form.apply(
+            lambda **fields: services.webhook_create(project=project, actor=request.user, **fields)
+        )
         if created is not None:
             form = WebhookForm()
     context = {
@@ -88,7 +90,7 @@ def webhook_detail(request, slug: str, webhook_id: int):
     }
     form = WebhookForm(request.POST if request.method == "POST" else None, initial=initial)
     if form.is_bound and form.apply(
-        lambda **fields: services.webhook_update(endpoint=endpoint, **fields)
+        lambda **fields: services.webhook_update(endpoint=endpoint, actor=request.user, **fields)
     ):
         messages.success(request, "Webhook saved.")
         return redirect("webhook", project.slug, endpoint.pk)
@@ -108,14 +110,14 @@ def webhook_detail(request, slug: str, webhook_id: int):
 def webhook_action(request, slug: str, webhook_id: int, action: str):
     project, role, endpoint = _endpoint_of(request, slug, webhook_id)
     if action == "rotate":
-        secret = services.webhook_secret_rotate(endpoint=endpoint)
+        secret = services.webhook_secret_rotate(endpoint=endpoint, actor=request.user)
         context = {"project": project, "role": role, "endpoint": endpoint, "secret": secret}
         return render(request, "annotation/webhook_secret.html", context)
     if action == "test":
         services.webhook_test(endpoint=endpoint)
         messages.success(request, "Test event queued: its delivery shows in the log below.")
     elif action == "delete":
-        services.webhook_delete(endpoint=endpoint)
+        services.webhook_delete(endpoint=endpoint, actor=request.user)
         messages.success(request, f"Webhook {endpoint.url} removed.")
         return redirect("webhooks", project.slug)
     else:

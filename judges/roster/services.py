@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from annotation.audit.services import audit_changes, audit_record
 from annotation.models import Project
 from judges.core.keys import api_key_env_allowed, api_key_env_refusal
 from judges.models import Judge
@@ -202,18 +203,34 @@ def _check_all(judge: Judge) -> None:
 
 
 @transaction.atomic
-def judge_create(*, name: str, kind: str, projects: Iterable[Project] = (), **fields) -> Judge:
+def judge_create(
+    *, name: str, kind: str, projects: Iterable[Project] = (), actor=None, **fields
+) -> Judge:
     """Creates a judge after checking its fields and its kind's requirements. ``projects``:
-    the projects that may run it; none means every project (docs/judges.md)."""
+    the projects that may run it; none means every project (docs/judges.md). Recorded in the
+    audit log, site-wide, as ``actor``'s (None: the command line or a training run)."""
     judge = Judge(name=name, kind=kind, **fields)
     _check_all(judge)
     judge.save()
     judge.projects.set(projects)
+    after = {"name": name, "kind": kind, **_audited(judge, fields)}
+    audit_record(actor=actor, project=None, action="judge.created", target=judge, after=after)
     return judge
 
 
+def _audited(judge: Judge, fields) -> dict:
+    """A judge's settings as the audit log records them (an API key's variable name, never
+    a key: judges read keys from the environment)."""
+    values = {field: getattr(judge, field) for field in fields}
+    values["enabled"] = judge.enabled
+    values["projects"] = sorted(judge.projects.values_list("slug", flat=True))
+    return values
+
+
 @transaction.atomic
-def judge_update(*, judge: Judge, projects: Iterable[Project], enabled: bool, **fields) -> Judge:
+def judge_update(
+    *, judge: Judge, projects: Iterable[Project], enabled: bool, actor=None, **fields
+) -> Judge:
     """Changes a judge's settings (its kind's ``KIND_FIELDS`` and ``options``), whether it is
     enabled and which projects may run it, checked as ``judge_create`` checks a new one. The
     name and kind stay: runs, evaluations and the command line refer to them."""
@@ -221,12 +238,23 @@ def judge_update(*, judge: Judge, projects: Iterable[Project], enabled: bool, **
     allowed = {*KIND_FIELDS[locked.kind], "options"}
     if unknown := sorted(set(fields) - allowed):
         raise ValidationError(f"Not settings of a {locked.kind} judge: {', '.join(unknown)}.")
+    old = _audited(locked, fields)
     for field, value in fields.items():
         setattr(locked, field, value)
     locked.enabled = enabled
     _check_all(locked)
     locked.save(update_fields=[*fields, "enabled"])
     locked.projects.set(projects)
+    before, after = audit_changes(old, _audited(locked, fields))
+    if after:
+        audit_record(
+            actor=actor,
+            project=None,
+            action="judge.changed",
+            target=locked,
+            before=before,
+            after=after,
+        )
     return locked
 
 

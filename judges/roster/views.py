@@ -62,7 +62,9 @@ def judge_edit(request, judge_id: int):
     judge = get_object_or_404(Judge, pk=judge_id)
     form = JudgeForm(request.POST or None, judge=judge)
     if form.is_bound:
-        saved = _save(form, lambda **values: judge_update(judge=judge, **values))
+        saved = _save(
+            form, lambda **values: judge_update(judge=judge, actor=request.user, **values)
+        )
         if saved is not None:
             state = "enabled" if saved.enabled else "disabled"
             messages.success(request, f"Saved the judge {saved.name} ({state}).")

@@ -236,7 +236,7 @@ class FilterRunCancelApi(APIView):
     @extend_schema(request=None, responses={200: FilterRunDetailSerializer})
     def post(self, request, slug: str, number: int):
         run, _ = get_run_for_user(request.user, slug, number, roles=CURATORS)
-        if not filter_run_cancel(run=run):
+        if not filter_run_cancel(run=run, actor=request.user):
             raise serializers.ValidationError({"status": f"The run had already {run.status}."})
         return ApiResponse(FilterRunDetailSerializer(run).data)
 

@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
+from annotation.audit.services import audit_record
 from annotation.core.jobs import BrokerUnavailable, StalledJobs, job_publish, stalled_before
 from annotation.core.webhook_events import webhook_event_record
 from annotation.decisions.lifecycle import (
@@ -160,6 +161,16 @@ def _filter_run_insert(
     through.objects.bulk_create(
         [through(filterrun_id=run.pk, pair_id=pk) for pk in ids], batch_size=2000
     )
+    after = {
+        "judges": sorted(judge.name for judge in judges),
+        "threshold": threshold,
+        "budget_per_task": budget_per_task,
+        "min_valid_votes": run.min_valid_votes,
+        "pairs": len(ids),
+    }
+    audit_record(
+        actor=created_by, project=project, action="filter_run.created", target=run, after=after
+    )
     return run
 
 
@@ -243,15 +254,24 @@ def filter_runs_resume_stalled() -> list[int]:
 
 
 @transaction.atomic
-def filter_run_cancel(*, run: FilterRun) -> bool:
+def filter_run_cancel(*, run: FilterRun, actor=None) -> bool:
     """Stops an unfinished (or failed) run: batches still queued do nothing, its pairs go back
     to "imported". Verdicts already written are kept. False when the run had finished."""
     cancelled = FilterRun.objects.filter(pk=run.pk, status__in=[*ACTIVE, Status.FAILED]).update(
         status=Status.CANCELLED, finished_at=timezone.now()
     )
+    before = run.status
+    run.refresh_from_db()
     if cancelled:
         pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
-    run.refresh_from_db()
+        audit_record(
+            actor=actor,
+            project=run.project,
+            action="filter_run.cancelled",
+            target=run,
+            before={"status": before},
+            after={"status": run.status},
+        )
     return bool(cancelled)
 
 

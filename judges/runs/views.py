@@ -128,7 +128,7 @@ def _render_run(request, run, role: str, status: int = 200):
 @require_POST
 def run_cancel(request, slug: str, number: int):
     run, _ = get_run_for_user(request.user, slug, number, roles=CURATORS)
-    if filter_run_cancel(run=run):
+    if filter_run_cancel(run=run, actor=request.user):
         messages.success(request, f"Run {run.number} cancelled; its pairs are imported again.")
     else:
         messages.error(request, f"Run {run.number} had already {run.status}.")

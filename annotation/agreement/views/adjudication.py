@@ -179,6 +179,6 @@ def adjudication_decide(request, slug: str, pair_id: int):
 def adjudication_reapply(request, slug: str):
     """Re-applies the project's current rule to its decided pairs (``apply_consensus``)."""
     project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
-    result = consensus_reapply(project=project)
+    result = consensus_reapply(project=project, actor=request.user)
     messages.success(request, result.summary())
     return redirect("adjudication", slug=project.slug)

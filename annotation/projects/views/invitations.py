@@ -69,7 +69,7 @@ def invitation_action(request, slug: str, invitation_id: int, action: str):
     if service is None:
         raise Http404("No such action")
     try:
-        service(invitation=invitation)
+        service(invitation=invitation, actor=request.user)
     except InvitationClosed as exc:
         messages.error(request, f"Not done: the invitation of {invitation.email} is {exc.state}.")
     else:

@@ -3,6 +3,8 @@ the project's own settings, with a live preview of the guidelines."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -42,6 +44,13 @@ PAGE = "annotation/settings.html"
 def _bounded(field: str, form_class=forms.IntegerField, **kwargs) -> forms.Field:
     low, high = SETTING_RANGES[field]
     return form_class(min_value=low, max_value=high, **kwargs)
+
+
+class Identity(TypedDict, total=False):
+    """Who ``member_add`` adds: a username or an email."""
+
+    username: str
+    email: str
 
 
 class ProjectSettingsForm(forms.Form):
@@ -132,7 +141,7 @@ class MemberAddForm(forms.Form):
     )
     role = forms.ChoiceField(choices=Role.choices, initial=Role.ANNOTATOR)
 
-    def identity(self) -> dict[str, str]:
+    def identity(self) -> Identity:
         """``member_add``'s username or email argument."""
         value = self.cleaned_data["user"].strip()
         return {"email": value} if "@" in value else {"username": value}
@@ -208,7 +217,7 @@ def settings_project(request, slug: str):
     )
     if form.is_valid():
         try:
-            updated = project_update(project=project, **form.cleaned_data)
+            updated = project_update(project=project, actor=request.user, **form.cleaned_data)
         except ValidationError as exc:
             add_errors(form, exc, {})
         else:
@@ -252,6 +261,7 @@ def settings_member_add(request, slug: str):
                 project=project,
                 role=form.cleaned_data["role"],
                 one_time_password=True,
+                actor=request.user,
                 **form.identity(),
             )
         except ValidationError as exc:
@@ -275,7 +285,9 @@ def settings_member_role(request, slug: str, membership_id: int):
     try:
         if not form.is_valid():
             raise ValidationError(form.errors)
-        changed = member_role_change(membership=membership, role=form.cleaned_data["role"])
+        changed = member_role_change(
+            membership=membership, role=form.cleaned_data["role"], actor=request.user
+        )
     except ValidationError as exc:
         return render_settings(
             request, project, member_error=(membership.pk, exc.messages), status=400
@@ -290,7 +302,7 @@ def settings_member_role(request, slug: str, membership_id: int):
 def settings_member_remove(request, slug: str, membership_id: int):
     project, membership = _curated_membership(request, slug, membership_id)
     try:
-        member_remove(membership=membership)
+        member_remove(membership=membership, actor=request.user)
     except ValidationError as exc:
         return render_settings(
             request, project, member_error=(membership.pk, exc.messages), status=400

@@ -171,48 +171,52 @@ class UnpauseForm(ProjectForm):
         )
 
 
-def _apply_pause(project: Project, data: dict) -> str:
-    queue.project_pause(project=project, paused=data["paused"])
+def _apply_pause(project: Project, data: dict, actor) -> str:
+    queue.project_pause(actor=actor, project=project, paused=data["paused"])
     if data["paused"]:
         return "Project paused: annotators get no new pairs until you resume it."
     return "Project resumed: annotators get pairs again."
 
 
-def _apply_priority(project: Project, data: dict) -> str:
+def _apply_priority(project: Project, data: dict, actor) -> str:
     return pair_actions.set_priority(
-        project=project, pair_ids=data["pks"], priority=data["priority"]
+        actor=actor, project=project, pair_ids=data["pks"], priority=data["priority"]
     )
 
 
-def _apply_release(project: Project, data: dict) -> str:
-    count = queue.leases_release(project=project, older_than_minutes=data["older_than_minutes"])
+def _apply_release(project: Project, data: dict, actor) -> str:
+    count = queue.leases_release(
+        actor=actor, project=project, older_than_minutes=data["older_than_minutes"]
+    )
     leases = pair_actions.plural(count, "lease")
     return f"Released {leases}; their slots are free for other annotators."
 
 
-def _apply_restrict(project: Project, data: dict) -> str:
+def _apply_restrict(project: Project, data: dict, actor) -> str:
     return pair_actions.restrict(
-        project=project, pair_ids=data["pair_ids"], annotators=data["annotators"]
+        actor=actor, project=project, pair_ids=data["pair_ids"], annotators=data["annotators"]
     )
 
 
-def _apply_enqueue(project: Project, data: dict) -> str:
+def _apply_enqueue(project: Project, data: dict, actor) -> str:
     return pair_actions.enqueue(project=project, pair_ids=data["pair_ids"])
 
 
-def _apply_gold(project: Project, data: dict) -> str:
-    return pair_actions.set_gold(project=project, pair_ids=data["pair_ids"], label=data["label"])
+def _apply_gold(project: Project, data: dict, actor) -> str:
+    return pair_actions.set_gold(
+        actor=actor, project=project, pair_ids=data["pair_ids"], label=data["label"]
+    )
 
 
-def _apply_unpause(project: Project, data: dict) -> str:
-    queue.membership_unpause(project=project, annotator=data["annotator"])
+def _apply_unpause(project: Project, data: dict, actor) -> str:
+    queue.membership_unpause(actor=actor, project=project, annotator=data["annotator"])
     return (
         f"{data['annotator'].get_username()} can annotate again; their gold accuracy is"
         " judged afresh from now on."
     )
 
 
-ACTIONS: dict[str, tuple[type[ProjectForm], Callable[[Project, dict], str]]] = {
+ACTIONS: dict[str, tuple[type[ProjectForm], Callable[[Project, dict, Any], str]]] = {
     "pause": (PauseForm, _apply_pause),
     "priority": (PriorityForm, _apply_priority),
     "release": (ReleaseForm, _apply_release),

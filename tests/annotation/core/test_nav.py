@@ -52,6 +52,7 @@ ROLE_TABS = {
         ("Judges", "judges:project-judges"),
         ("Model leaderboard", "model-leaderboard"),
         ("Webhooks", "webhooks"),
+        ("Audit log", "audit"),
         ("Settings", "project-settings"),
     ],
 }

@@ -1,0 +1,1 @@
+"""The audit log (docs/audit.md): who changed what, when, before and after."""
