@@ -129,8 +129,11 @@ class _MediaFiles:
         expected = PurePosixPath(path).stem
         target.parent.mkdir(parents=True, exist_ok=True)
         if not storage.is_s3():
+            stored = storage.local_root("media") / storage.object_key("media", name)
+            if stored.is_symlink():  # never made by Arbiter: a link could point anywhere
+                raise ValueError(f"The stored media file {name} is a symbolic link.")
             try:
-                os.link(storage.local_root("media") / name, target)
+                os.link(stored, target, follow_symlinks=False)
             except OSError:  # another file system, or one without hard links
                 pass
             else:
@@ -152,8 +155,9 @@ def check_media_hash(name: str, expected: str, found: str) -> None:
     if found != expected:
         raise ValueError(
             f"The stored media file {name} does not hold the bytes it is named by (its sha256 "
-            f"is {found}): the media storage is damaged. Restore the file from a backup, or "
-            "import it again."
+            f"is {found}): the media storage is damaged. Restore the file from a backup as a "
+            "new file renamed into place (releases share the stored files' bytes: "
+            'docs/operations.md, "Media files and releases"), or import it again.'
         )
 
 

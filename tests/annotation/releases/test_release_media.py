@@ -284,6 +284,22 @@ def test_a_damaged_media_file_fails_the_build_naming_it(project, dave, released)
     assert hashlib.sha256((released.folder / video).read_bytes()).hexdigest() == Path(video).stem
 
 
+def test_a_stored_media_file_that_is_a_symbolic_link_fails_the_build(
+    project, dave, released, tmp_path
+):
+    """Never made by Arbiter: a link could point anywhere (the same bytes elsewhere here)."""
+    manifest = json.loads((released.folder / "manifest.json").read_text())["files"]
+    audio = next(path for path in manifest if path.startswith("audio/"))
+    served = Media.objects.get(served_sha256=Path(audio).stem)
+    stored = Path(settings.MEDIA_ROOT) / served.served_relative_path
+    elsewhere = tmp_path / "elsewhere.m4a"
+    shutil.copyfile(stored, elsewhere)
+    stored.unlink()
+    stored.symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        _build(project, dave, "2.0.0")
+
+
 def test_omni_files_import_back_with_the_same_pairs_and_labels(project, dave, released):
     folder = released.folder
     omni = sorted(path.relative_to(folder) for path in (folder / "omni" / "test").iterdir())
