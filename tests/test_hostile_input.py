@@ -28,6 +28,7 @@ from rest_framework.authtoken.models import Token
 
 from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.core.media_keys import media_url_key
+from annotation.flags.services import flag_raise
 from annotation.models import (
     ApiToken,
     Assignment,
@@ -196,6 +197,9 @@ class World:
         )
         self.assignment = queue_claim.assignment_claim(project=project, annotator=alice)
         assert isinstance(self.assignment, Assignment)
+        self.flag, _ = flag_raise(
+            assignment=self.assignment, annotator=alice, kind="other", note="<b>hostile</b>"
+        )
         self.extra = MembershipFactory(project=project, user=UserFactory(username="zed"))
         self.invitation = invitation_create(
             project=project, email="invited@example.org", role="annotator", invited_by=carol
@@ -236,6 +240,10 @@ class World:
             return [str((self.delivery if name == "delivery_id" else self.webhook).pk)]
         if name in ("pk", "assignment_id") and ("assignments" in route or "annotate" in route):
             return [str(self.assignment.pk)]
+        if name == "flag_id" or (name == "pk" and "flags/" in route):
+            return [str(self.flag.pk)]
+        if name == "pair_id" and "/flags/" in route:  # the flagged pair's
+            return [str(self.flag.pair_id)]
         if name in ("pk", "job_id"):
             return [str(self.job.pk)]
         if name == "judge_id":
