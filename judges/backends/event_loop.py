@@ -24,12 +24,21 @@ _thread: threading.Thread | None = None
 _owner_pid = 0
 
 
+def _alive() -> bool:
+    return _thread is not None and _thread.is_alive() and _owner_pid == os.getpid()
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """This process's loop when it runs (None before its first use, after a fork or a stop)."""
+    with _lock:
+        return _loop if _alive() else None
+
+
 def event_loop() -> asyncio.AbstractEventLoop:
     """This process's loop, started on first use (again after a fork or a stop)."""
     global _loop, _thread, _owner_pid
     with _lock:
-        alive = _thread is not None and _thread.is_alive() and _owner_pid == os.getpid()
-        if _loop is None or not alive:
+        if _loop is None or not _alive():
             _loop = asyncio.new_event_loop()
             _thread = threading.Thread(target=_loop.run_forever, name="judge-calls", daemon=True)
             _thread.start()

@@ -29,7 +29,7 @@ import httpx
 from annotation.media.judge_images import MediaUnavailable, image_data_url
 from annotation.media.judge_parts import audio_input, audio_pair_input, video_frames
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, done_future, results_of
-from judges.backends.event_loop import on_loop, run_on_loop
+from judges.backends.event_loop import on_loop, run_on_loop, running_loop
 from judges.backends.model3d import MODEL3D, items_with_rendered_views
 from judges.core.images import media_rows
 from judges.core.keys import api_key_env_allowed, api_key_env_refusal, redact
@@ -117,8 +117,8 @@ class OpenAIBackend(JudgeBackend):
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
-        if pool is None or pool.loop.is_closed() or not pool.loop.is_running():
-            return  # a loop that is gone took its connections with it
+        if pool is None or pool.loop is not running_loop():
+            return  # a loop that is gone (stopped, or another process's) took them with it
         try:
             run_on_loop(pool.aclose(), timeout=5)
         except Exception:  # closing is best effort: the sockets go with the process

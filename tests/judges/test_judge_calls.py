@@ -13,6 +13,7 @@ import pytest
 from annotation.models import PairStatus
 from judges import tasks
 from judges.backends import get_backend
+from judges.backends.event_loop import event_loop_stop
 from judges.models import FilterRun, Verdict
 from judges.runs import services as runs
 from judges.runs.calls import ANSWERS_FLUSH_S, judge_backends_close, judges_call
@@ -175,3 +176,16 @@ def test_a_batch_queued_in_the_one_judge_form_still_runs(project):
         run_id=run.pk, judge_id=judge.pk, items=[[pair.pk, "AB"], [pair.pk, "BA"]]
     )
     assert set(Verdict.objects.filter(run=run).values_list("order", flat=True)) == {"AB", "BA"}
+
+
+def test_a_stopped_loop_starts_again_and_the_judge_connects_anew():
+    with FakeOpenAI(verdict("1")) as server:
+        backend = get_backend(http_judge(server, "restart", concurrency=2))
+        try:
+            (first,) = backend.judge_batch([item()])
+            event_loop_stop()  # as a worker process does when it ends
+            (second,) = backend.judge_batch([item()])
+        finally:
+            backend.close()
+    assert (first.outcome, second.outcome) == ("ok", "ok")
+    assert server.connections == 2  # the stopped loop's connection was not reused
