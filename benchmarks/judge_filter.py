@@ -1,22 +1,34 @@
-"""How fast a filter run gets through its judge calls (issue 4, "Speed").
+"""How fast a filter run gets through its judge calls (issue 36, "The filter run").
 
 Starts the loopback OpenAI-compatible server (answering after ``--delay-ms``), creates text
 pairs and OpenAI-compatible judges in a throw-away project on the database named by
 DATABASE_URL, starts ONE Celery worker on the broker named by CELERY_BROKER_URL (Redis), runs a
-filter over judges x 2 orders x pairs calls and prints seconds, calls/s, the peak RSS of
-each of the worker's processes and the CPU a call costs the worker and PostgreSQL beyond
-the judge's own time (docs/scaling.md); target: 3 judges x 2 orders x 2,000 pairs = 12,000
-calls in <= 45 s (issue 19; it was <= 60 s, >= 200 calls/s). Then it times the reward-model judge
-backend on CPU in responses/s (target >= 2,000 with a small model).
+filter over judges x 2 orders x pairs calls and prints, as one JSON object, its settings, the
+machine's core count, the limit the judges' concurrency sets (calls x delay / (judges x
+concurrency): every judge's calls all in flight the whole time) and Arbiter's figures measured
+in the same run: seconds, calls/s, the most requests the server saw in flight, the CPU a call
+costs the worker and PostgreSQL beyond the judge's own time (docs/scaling.md) and the peak RSS
+of each of the worker's processes. The defaults are issue 36's: 3 judges x 2 orders x 2,000
+pairs, 100 ms a call, 32 concurrent calls a judge, one worker started as ``celery -A config
+worker -c 2 -Q default,judges_http,judges_gpu``; limit 12.5 s, goal <= 15 s. Then it times the
+reward-model judge backend on CPU in responses/s (target >= 2,000 with a small model), also
+as one JSON object.
 
     DATABASE_URL=postgres://... CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
-        python benchmarks/judge_filter.py --pairs 2000 --judges 3
+        python benchmarks/judge_filter.py --skip-reward-model
+
+``--profile FILE`` records the worker's processes with py-spy (``pip install py-spy``) into
+FILE (collapsed stacks, one a line with its sample count); the run's timings then include
+py-spy's own cost.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,7 +45,8 @@ def setup_django(args) -> None:
     os.environ.setdefault("DJANGO_DEBUG", "false")  # DEBUG keeps every query in memory
     os.environ.setdefault("ARBITER_LOG_LEVEL", "WARNING")
     os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
-    os.environ["ARBITER_JUDGE_BATCH_PAIRS"] = str(args.batch_pairs)
+    if args.batch_pairs is not None:
+        os.environ["ARBITER_JUDGE_BATCH_PAIRS"] = str(args.batch_pairs)
     import django
 
     django.setup()
@@ -104,23 +117,28 @@ def start_worker(args) -> subprocess.Popen:
         "PYTHONUNBUFFERED": "1",
     }
     log = open(args.worker_log, "w")  # noqa: SIM115 - lives as long as the worker
+    command = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "--loglevel=WARNING",
+        f"--concurrency={args.worker_concurrency}",
+        "-Q",
+        args.queues,
+        "--without-gossip",
+        "--without-mingle",
+        "-n",
+        f"bench-{os.getpid()}@%h",
+    ]
+    if args.profile:
+        py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        profile = [py_spy, "record", "--subprocesses", "--format", "raw", "--rate", "50"]
+        command = [*profile, "-o", args.profile, "--", *command]
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--loglevel=WARNING",
-            f"--concurrency={args.worker_concurrency}",
-            "-Q",
-            "judges_http",
-            "--without-gossip",
-            "--without-mingle",
-            "-n",
-            f"bench-{os.getpid()}@%h",
-        ],
+        command,
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -164,9 +182,10 @@ def worker_peak_rss_mb(session: int) -> list[float]:
 
 def bench_filter(args) -> None:
     from annotator_load import database_backends_cpu, process_tree_cpu
+    from django.conf import settings
     from django.db.models import Max
 
-    from judges.models import FilterRun, Judge, Verdict
+    from judges.models import Judge, Verdict
     from judges.runs.services import filter_run_create
     from tests.judges.fake_openai import FakeOpenAI, by_marker
 
@@ -188,6 +207,9 @@ def bench_filter(args) -> None:
             wait_for_worker(worker)
             worker_cpu, backends_seen = process_tree_cpu(worker.pid), database_backends_cpu()
             backends_before = dict(backends_seen)
+            # The loopback server's threads run in this process: its CPU is theirs, mostly.
+            server_cpu = process_tree_cpu(os.getpid())
+            load_before = [round(x, 2) for x in os.getloadavg()]
             started = time.perf_counter()
             run = filter_run_create(project=project, judges=judges)
             while True:
@@ -198,42 +220,54 @@ def bench_filter(args) -> None:
                     break
             elapsed = time.perf_counter() - started
             worker_cpu = process_tree_cpu(worker.pid) - worker_cpu
+            server_cpu = process_tree_cpu(os.getpid()) - server_cpu
             backends_seen.update(database_backends_cpu())
             database_cpu = sum(
                 cpu - backends_before.get(pid, 0) for pid, cpu in backends_seen.items()
             )
             peaks = worker_peak_rss_mb(worker.pid)
         finally:
-            os.killpg(worker.pid, 15)
+            # py-spy writes its profile on SIGINT, which stops the worker as SIGTERM does.
+            os.killpg(worker.pid, signal.SIGINT if args.profile else signal.SIGTERM)
             worker.wait(timeout=30)
         calls = args.judges * 2 * args.pairs
         last = Verdict.objects.filter(run=run).aggregate(last=Max("created_at"))["last"]
         finalize = (run.finished_at - last).total_seconds() if last else 0.0
-        print(
-            f"filter run {run.status}: {args.judges} judges x 2 orders x {args.pairs:,} pairs = "
-            f"{calls:,} calls ({server.request_count:,} requests served) in {elapsed:.1f} s = "
-            f"{calls / elapsed:,.0f} calls/s"
-        )
-        print(
-            f"  one worker, {args.worker_concurrency} processes, {args.batch_pairs} pairs per "
-            f"batch, {args.judge_concurrency} requests in flight per batch, answers after "
-            f"{args.delay_ms} ms; at most {server.max_in_flight} requests in flight; "
-            f"finishing (ensemble over all pairs) took {finalize:.2f} s"
-        )
-        print(f"  pairs: {run.summary.get('easy')} easy, {run.summary.get('queued')} queued")
-        print(
-            f"  CPU a call beyond the judge's own: worker {worker_cpu * 1000 / calls:.3f} ms "
-            f"(all its processes), PostgreSQL {database_cpu * 1000 / calls:.3f} ms "
-            "(this database's backends)"
-        )
-        if peaks:
-            print(
-                f"  worker peak RSS: {sum(peaks):.0f} MB in all (main process {peaks[0]:.0f} MB"
-                + "".join(f", pool process {peak:.0f} MB" for peak in peaks[1:])
-                + ")"
-            )
-        if run.status != FilterRun.Status.SUCCEEDED:
-            print(f"  error: {run.error}")
+        limit = calls * args.delay_ms / 1000 / (args.judges * args.judge_concurrency)
+        report = {
+            "benchmark": "judge_filter",
+            "settings": {
+                "pairs": args.pairs,
+                "judges": args.judges,
+                "orders": 2,
+                "calls": calls,
+                "delay_ms": args.delay_ms,
+                "judge_concurrency": args.judge_concurrency,
+                "worker": f"celery -A config worker -c {args.worker_concurrency} -Q {args.queues}",
+                "batch_pairs": settings.ARBITER_JUDGE_BATCH_PAIRS,
+                "profiled": bool(args.profile),
+            },
+            "cores": os.cpu_count(),
+            "load_average_before": load_before,
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "limit_s": round(limit, 2),
+            "goal_s": round(limit * 1.2, 2),
+            "status": run.status,
+            "error": run.error,
+            "seconds": round(elapsed, 2),
+            "times_limit": round(elapsed / limit, 2),
+            "calls_per_s": round(calls / elapsed, 1),
+            "requests_served": server.request_count,
+            "max_in_flight": server.max_in_flight,
+            "finish_s": round(finalize, 2),
+            "easy": run.summary.get("easy"),
+            "queued": run.summary.get("queued"),
+            "worker_cpu_ms_per_call": round(worker_cpu * 1000 / calls, 3),
+            "postgres_cpu_ms_per_call": round(database_cpu * 1000 / calls, 3),
+            "server_cpu_ms_per_call": round(server_cpu * 1000 / calls, 3),
+            "worker_peak_rss_mb": [round(peak) for peak in peaks],
+        }
+        print(json.dumps(report), flush=True)
     if not args.keep:
         clear()
 
@@ -281,13 +315,19 @@ def bench_reward_model(args) -> None:
             elapsed = time.perf_counter() - started
         finally:
             backend.close()
-    ok = sum(r.outcome == "ok" for r in results)
     responses = 2 * args.rm_pairs  # distinct responses; each is scored once per batch
-    print(
-        f"reward-model judge on CPU ({torch.get_num_threads()} threads): {args.rm_pairs:,} pairs "
-        f"x 2 orders ({ok:,} ok), {responses:,} responses in {elapsed:.2f} s = "
-        f"{responses / elapsed:,.0f} responses/s"
-    )
+    report = {
+        "benchmark": "judge_filter reward model",
+        "settings": {"pairs": args.rm_pairs, "orders": 2, "batch_size": args.rm_batch_size},
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "ok": sum(r.outcome == "ok" for r in results),
+        "responses": responses,
+        "seconds": round(elapsed, 2),
+        "responses_per_s": round(responses / elapsed),
+        "target_responses_per_s": 2000,
+    }
+    print(json.dumps(report), flush=True)
 
 
 def main() -> None:
@@ -296,13 +336,21 @@ def main() -> None:
     parser.add_argument("--judges", type=int, default=3)
     parser.add_argument("--delay-ms", type=int, default=100, help="the server's answer delay")
     parser.add_argument("--worker-concurrency", type=int, default=2, help="worker processes")
-    parser.add_argument("--judge-concurrency", type=int, default=64, help="requests in flight")
-    parser.add_argument("--batch-pairs", type=int, default=50, help="pairs per batch task")
+    parser.add_argument(
+        "--queues", default="default,judges_http,judges_gpu", help="the queues the worker serves"
+    )
+    parser.add_argument(
+        "--judge-concurrency", type=int, default=32, help="each judge's concurrency setting"
+    )
+    parser.add_argument(
+        "--batch-pairs", type=int, help="pairs per batch task (ARBITER_JUDGE_BATCH_PAIRS)"
+    )
     parser.add_argument("--rm-pairs", type=int, default=2000, help="pairs for the reward model")
     parser.add_argument("--rm-batch-size", type=int, default=256)
     parser.add_argument("--skip-reward-model", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark project")
     parser.add_argument("--worker-log", default=os.devnull, help="where the worker logs go")
+    parser.add_argument("--profile", help="record the worker with py-spy into this file")
     args = parser.parse_args()
     if not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"):
         raise SystemExit("set CELERY_BROKER_URL=redis://... (the worker needs a real broker)")

@@ -14,9 +14,11 @@ from celery.signals import worker_process_shutdown
 
 from annotation.core.failures import describe_error
 from annotation.core.jobs import JobStopped, JobTask, sweep_task, time_limits
+from judges.backends.event_loop import event_loop_stop
 from judges.evaluation import services as evaluations
 from judges.reward_model import services as training
 from judges.runs import services as runs
+from judges.runs.calls import judge_backends_close
 
 
 def _reason(exc: BaseException) -> str:
@@ -61,8 +63,16 @@ def filter_run_start(run_id: int) -> None:
 
 
 @shared_task(base=FilterRunTask, name="judges.filter_run_batch", **time_limits("filter run"))
-def filter_run_batch(run_id: int, judge_id: int, items: list, attempt: int = 1) -> None:
-    runs.filter_run_judge_batch(run_id=run_id, judge_id=judge_id, items=items, attempt=attempt)
+def filter_run_batch(
+    run_id: int,
+    work: list | None = None,
+    attempt: int = 1,
+    judge_id: int | None = None,
+    items: list | None = None,
+) -> None:
+    # ``judge_id`` and ``items``: one judge's batch, as queued before batches held several.
+    work = work if work is not None else [[judge_id, items or []]]
+    runs.filter_run_judge_batch(run_id=run_id, work=work, attempt=attempt)
 
 
 @shared_task(base=FilterRunTask, name="judges.filter_run_finish", **time_limits("filter run"))
@@ -79,7 +89,8 @@ filter_runs_resume_stalled = sweep_task(
 
 @worker_process_shutdown.connect
 def _close_judge_backends(**kwargs) -> None:
-    runs.judge_backends_close()
+    judge_backends_close()
+    event_loop_stop()
 
 
 @shared_task(

@@ -13,6 +13,7 @@ judge is not sent, video to a judge that reads text and images: never called, th
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -92,22 +93,48 @@ def judge_judgeable(backend: JudgeBackend, items: list[JudgeItem]) -> list[Judge
     """``backend.judge_batch`` on the items it can judge; the others are skipped, never
     called, with the reason naming the parts it would not see (never a silent vote on the
     text alone)."""
+    return results_of(judge_judgeable_submit(backend, items))
+
+
+def judge_judgeable_submit(
+    backend: JudgeBackend, items: list[JudgeItem]
+) -> list[Future[JudgeResult]]:
+    """As ``judge_judgeable``, through ``backend.submit``: one future per item, in order,
+    each done as soon as its own answer is in."""
     received = backend.received_parts()
     refused = {i: unjudged_parts(item, received) for i, item in enumerate(items)}
     refused = {i: kinds for i, kinds in refused.items() if kinds}
     sent = [item for i, item in enumerate(items) if i not in refused]
-    answered = backend.judge_batch(sent) if sent else []
+    answered = backend.submit(sent) if sent else []
     if len(answered) != len(sent):
+        for future in answered:
+            future.cancel()
         raise RuntimeError(
             f"{type(backend).__name__} answered {len(answered)} of {len(sent)} items"
         )
     answers = iter(answered)
     return [
-        JudgeResult(outcome="skipped", error=backend.refusal(refused[i]))
+        done_future(JudgeResult(outcome="skipped", error=backend.refusal(refused[i])))
         if i in refused
         else next(answers)
         for i in range(len(items))
     ]
+
+
+def done_future(result: JudgeResult) -> Future[JudgeResult]:
+    future: Future[JudgeResult] = Future()
+    future.set_result(result)
+    return future
+
+
+def results_of(futures: list[Future[JudgeResult]]) -> list[JudgeResult]:
+    """Waits for every future; an exception (a task's time limit) cancels those not done."""
+    try:
+        return [future.result() for future in futures]
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
 
 
 class JudgeBackend:
@@ -121,6 +148,12 @@ class JudgeBackend:
 
     def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:
         raise NotImplementedError
+
+    def submit(self, items: list[JudgeItem]) -> list[Future[JudgeResult]]:
+        """Starts judging ``items``: one future per item, in order. A backend that judges in
+        the calling thread returns them done; an HTTP one returns at once, its calls running
+        on the process's event loop (``judges.backends.event_loop``)."""
+        return [done_future(result) for result in self.judge_batch(items)]
 
     def received_parts(self) -> frozenset[str]:
         """The kinds of content part this backend is sent; pairs with others are refused."""

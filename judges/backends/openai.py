@@ -1,16 +1,18 @@
 """Judges served by any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, the
 compatible endpoints of Gemini and Anthropic, vLLM, SGLang).
 
-Many requests are in flight at once inside one process (asyncio + httpx, bounded by
-``judge.concurrency``), paced by ``judge.requests_per_minute``. The API key is read from
+Many requests are in flight at once inside one process (asyncio + httpx on the process's
+event loop, ``judges.backends.event_loop``, bounded by ``judge.concurrency`` for the process
+across its batches), paced by ``judge.requests_per_minute``. The backend keeps its clients,
+and so its connections, from batch to batch until it is closed. The API key is read from
 ``os.environ[judge.api_key_env]`` at call time and is redacted from everything recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
+import functools
 import json
 import logging
 import math
@@ -18,6 +20,7 @@ import os
 import random
 import ssl
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -25,7 +28,8 @@ import httpx
 
 from annotation.media.judge_images import MediaUnavailable, image_data_url
 from annotation.media.judge_parts import audio_input, audio_pair_input, video_frames
-from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
+from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, done_future, results_of
+from judges.backends.event_loop import on_loop, run_on_loop, running_loop
 from judges.backends.model3d import MODEL3D, items_with_rendered_views
 from judges.core.images import media_rows
 from judges.core.keys import api_key_env_allowed, api_key_env_refusal, redact
@@ -42,6 +46,21 @@ ERROR_BODY_CHARS = 300
 _CONNECTIONS_PER_CLIENT = 8
 # Media part kinds whose bytes go into the request (a judge is refused the others).
 _SENT_MEDIA = ("image", "video", "audio")
+
+
+@dataclass
+class _Pool:
+    """A backend's clients on one event loop, and the slots that bound its calls in flight:
+    each slot names a client with a free connection."""
+
+    loop: asyncio.AbstractEventLoop
+    clients: list[httpx.AsyncClient]
+    slots: asyncio.Queue[httpx.AsyncClient]
+    pacing: asyncio.Lock
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
 
 
 @dataclass
@@ -66,28 +85,44 @@ class OpenAIBackend(JudgeBackend):
         self.url = judge.base_url.rstrip("/") + "/chat/completions"
         # Start of the next request slot under requests_per_minute, across batches.
         self._next_slot = 0.0
-        self._ssl_context: ssl.SSLContext | None = (
-            None  # built once: loading the CA bundle costs milliseconds
-        )
+        self._pool: _Pool | None = None  # built on the loop by the first call
 
     def __repr__(self) -> str:
         return f"<OpenAIBackend judge={self.judge.name!r} model={self.judge.model!r}>"
 
     def judge_batch(self, items: list[JudgeItem]) -> list[JudgeResult]:
+        return results_of(self.submit(items))
+
+    def submit(self, items: list[JudgeItem]) -> list[Future[JudgeResult]]:
         if not items:
             return []
         env_name = self.judge.api_key_env
         if env_name and not api_key_env_allowed(env_name):
             # A judge stored before the pattern was enforced: the variable is never read.
             message = f"judge {self.judge.name}: {api_key_env_refusal()}"
-            return [JudgeResult(outcome="error", error=message) for _ in items]
+            return [done_future(JudgeResult(outcome="error", error=message)) for _ in items]
         api_key = os.environ.get(env_name, "") if env_name else ""
         if env_name and not api_key:
             message = f"environment variable {env_name} is not set"
-            return [JudgeResult(outcome="error", error=message) for _ in items]
-        # Database reads and image encoding happen here, before the event loop starts.
+            return [done_future(JudgeResult(outcome="error", error=message)) for _ in items]
+        # Database reads and image encoding happen here, in the caller's thread.
         requests = self._requests(items)
-        return asyncio.run(self._run_all(items, requests, api_key))
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return [
+            done_future(request)
+            if isinstance(request, JudgeResult)
+            else on_loop(self._judge_one(item, request, headers, api_key))
+            for item, request in zip(items, requests, strict=True)
+        ]
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None or pool.loop is not running_loop():
+            return  # a loop that is gone (stopped, or another process's) took them with it
+        try:
+            run_on_loop(pool.aclose(), timeout=5)
+        except Exception:  # closing is best effort: the sockets go with the process
+            logger.warning("judge %s: its HTTP clients did not close", self.judge.name)
 
     # Building requests --------------------------------------------------------------------
 
@@ -188,53 +223,49 @@ class OpenAIBackend(JudgeBackend):
 
     # Calling ------------------------------------------------------------------------------
 
-    async def _run_all(self, items, requests, api_key: str) -> list[JudgeResult]:
+    async def _pool_here(self) -> _Pool:
+        """The clients and slots on the running loop, built on first use. httpcore's pool
+        does work quadratic in its connections on every request, so the connections are
+        spread over small clients; the queue of slots bounds the calls in flight and hands
+        each a client with a free connection."""
+        loop = asyncio.get_running_loop()
+        if self._pool is not None and self._pool.loop is loop:
+            return self._pool
         concurrency = max(1, self.judge.concurrency)
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # httpcore's pool does work quadratic in its connections on every request, so the
-        # connections are spread over small clients; a queue of slots bounds the total in
-        # flight and hands each request a client with a free connection.
         shards = math.ceil(concurrency / _CONNECTIONS_PER_CLIENT)
         per_client = math.ceil(concurrency / shards)
         limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
-        timeout = httpx.Timeout(self.judge.timeout_s)
-        if self._ssl_context is None:
-            self._ssl_context = httpx.create_ssl_context()
-        pacing = asyncio.Lock()
-        async with contextlib.AsyncExitStack() as stack:
-            clients = [
-                await stack.enter_async_context(
-                    httpx.AsyncClient(
-                        headers=headers, timeout=timeout, limits=limits, verify=self._ssl_context
-                    )
-                )
-                for _ in range(shards)
-            ]
-            slots: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
-            for slot in range(concurrency):
-                slots.put_nowait(clients[slot % shards])
-
-            async def one(item: JudgeItem, request) -> JudgeResult:
-                if isinstance(request, JudgeResult):
-                    return request
-                result = await self._call(slots, pacing, item, request, api_key)
-                return _redacted(result, api_key)
-
-            return list(
-                await asyncio.gather(*(one(i, r) for i, r in zip(items, requests, strict=True)))
+        clients = [
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(self.judge.timeout_s),
+                limits=limits,
+                verify=_ssl_context(),
             )
+            for _ in range(shards)
+        ]
+        slots: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
+        for slot in range(concurrency):
+            slots.put_nowait(clients[slot % shards])
+        self._pool = _Pool(loop=loop, clients=clients, slots=slots, pacing=asyncio.Lock())
+        return self._pool
+
+    async def _judge_one(
+        self, item: JudgeItem, payload: dict, headers: dict, api_key: str
+    ) -> JudgeResult:
+        pool = await self._pool_here()
+        return _redacted(await self._call(pool, item, payload, headers, api_key), api_key)
 
     async def _call(
-        self, slots: asyncio.Queue, pacing, item: JudgeItem, payload, api_key: str
+        self, pool: _Pool, item: JudgeItem, payload, headers: dict, api_key: str
     ) -> JudgeResult:
         attempt = _Attempt()
         for number in range(self.max_retries + 1):
-            await self._pace(pacing)
-            client = await slots.get()
+            await self._pace(pool.pacing)
+            client = await pool.slots.get()
             try:
-                attempt = await self._attempt(client, item, payload, api_key)
+                attempt = await self._attempt(client, item, payload, headers, api_key)
             finally:
-                slots.put_nowait(client)
+                pool.slots.put_nowait(client)
             if attempt.result is not None:
                 attempt.result.attempts = number + 1
                 return attempt.result
@@ -256,11 +287,13 @@ class OpenAIBackend(JudgeBackend):
             attempts=self.max_retries + 1,
         )
 
-    async def _attempt(self, client, item: JudgeItem, payload: dict, api_key: str) -> _Attempt:
+    async def _attempt(
+        self, client, item: JudgeItem, payload: dict, headers: dict, api_key: str
+    ) -> _Attempt:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.judge.timeout_s):
-                response = await client.post(self.url, json=payload)
+                response = await client.post(self.url, json=payload, headers=headers)
         except (TimeoutError, httpx.TimeoutException):
             return _Attempt(
                 failure=f"timed out after {self.judge.timeout_s:g}s",
@@ -304,6 +337,12 @@ class OpenAIBackend(JudgeBackend):
             return min(retry_after_s, self.retry_max_s) + random.uniform(0, self.retry_base_s / 4)
         ceiling = min(self.retry_max_s, self.retry_base_s * 2**attempt)
         return random.uniform(ceiling / 2, ceiling)
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """Built once a process, for every judge: loading the CA bundle costs milliseconds."""
+    return httpx.create_ssl_context()
 
 
 def _media_key(part: dict) -> tuple[str, tuple[str, ...]]:

@@ -4,8 +4,9 @@ its releases or its imported reference labels (docs/judges-evaluation.md).
 An evaluation needs the judge's answer on every target pair in both orders. Answers already on
 hand are reused: the evaluation's judgements (called earlier or imported) and the judge's
 filter-run verdicts on the same (pair, order), errors excepted. Only what is still missing is
-called, as Celery batches through the filter runs' machinery (``runs.judge_batch_call``:
-one backend per judge per worker, retries of transient failures with backoff), each batch safe
+called, as Celery batches through the filter runs' machinery (``judges.runs.calls``: one
+backend per judge per worker, answers written as they come in, retries of transient failures
+with backoff), each batch safe
 to run twice thanks to the unique (judge, pair, order) of ``Judgement``. When nothing is
 missing, the answers are scored (``judges.evaluation.scoring.evaluate``) and stored on the
 evaluation.
@@ -40,6 +41,7 @@ from judges.models import Judge, JudgeEvaluation, Judgement, Verdict
 from judges.roster.selectors import judges_for_project
 from judges.roster.services import check_judge_enabled, disabled_judges_message
 from judges.runs import services as runs
+from judges.runs.calls import batch_calls_before, judge_item, judges_call
 
 Status = JudgeEvaluation.Status
 # The task that judges a batch (judges/tasks.py registers it by this name).
@@ -280,7 +282,7 @@ def judge_evaluation_judge_batch(*, evaluation_id: int, items: list, attempt: in
             evaluation_id=evaluation.pk, error=f"{disabled} Enable it and resume the evaluation."
         )
         return
-    calls_before = runs.batch_calls_before(items)
+    calls_before = batch_calls_before(items)
     pair_ids = {pk for pk, _ in calls_before}
     done = set(
         Judgement.objects.filter(judge=judge, pair_id__in=pair_ids).values_list("pair_id", "order")
@@ -291,24 +293,34 @@ def judge_evaluation_judge_batch(*, evaluation_id: int, items: list, attempt: in
         .in_bulk()
     )
     todo = [
-        runs.judge_item(pairs[pk], order, allow_tie=evaluation.project.has_tie)
+        judge_item(pairs[pk], order, allow_tie=evaluation.project.has_tie)
         for pk, order in calls_before
         if (pk, order) not in done and pk in pairs
     ]
     if todo:
-        calls = runs.judge_batch_call(
-            judge=judge, todo=todo, calls_before=calls_before, attempt=attempt
+
+        def record(answers: dict) -> bool:
+            rows = answers.get(judge, [])
+            Judgement.objects.bulk_create(
+                [Judgement(judge=judge, **fields) for fields in rows], ignore_conflicts=True
+            )
+            JudgeEvaluation.objects.filter(pk=evaluation.pk).update(
+                calls=F("calls") + sum(fields["attempts"] for fields in rows),
+                progress_at=timezone.now(),
+            )
+            return True  # an evaluation cannot be stopped while its batches run
+
+        calls = judges_call(
+            todo={judge: todo},
+            calls_before={judge.pk: calls_before},
+            attempt=attempt,
+            record=record,
         )
-        Judgement.objects.bulk_create(
-            [Judgement(judge=judge, **fields) for fields in calls.answers],
-            ignore_conflicts=True,
-        )
-        JudgeEvaluation.objects.filter(pk=evaluation.pk).update(
-            calls=F("calls") + sum(fields["attempts"] for fields in calls.answers),
-            progress_at=timezone.now(),
-        )
-        if calls.retry:
-            _enqueue_batch(evaluation, calls.retry, attempt=attempt + 1, countdown=calls.countdown)
+        if calls.stopped:
+            return
+        if retry := calls.retry.get(judge):
+            countdown = runs.retry_countdown(attempt)
+            _enqueue_batch(evaluation, retry, attempt=attempt + 1, countdown=countdown)
             return
     judge_evaluation_finish_if_complete(evaluation_id=evaluation.pk)
 

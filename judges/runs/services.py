@@ -8,20 +8,16 @@ resuming after a crash and re-delivered batches all enqueue exactly that. See do
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections import defaultdict
-from dataclasses import dataclass
 from itertools import zip_longest
-from typing import cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max, Q
 from django.db.models.functions import Coalesce
-from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from annotation.audit.services import audit_record
@@ -34,8 +30,7 @@ from annotation.decisions.lifecycle import (
     pairs_start_judging,
 )
 from annotation.models import Pair, PairStatus, Project, WebhookEventKind
-from judges import backends
-from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, Order, judge_judgeable
+from judges.backends.base import JudgeItem, Order
 from judges.ensemble import (
     DEFAULT_EASY_THRESHOLD,
     ORDERS,
@@ -47,6 +42,7 @@ from judges.ensemble import (
 )
 from judges.models import FilterRun, Judge, Verdict
 from judges.roster.services import disabled_judges_message
+from judges.runs.calls import batch_calls_before, judge_item, judges_call
 from judges.runs.selectors import ACTIVE, stalled_filter_runs, verdict_rows
 
 logger = logging.getLogger(__name__)
@@ -300,29 +296,32 @@ def _missing_work(run: FilterRun) -> dict[Judge, list[list]]:
 
 
 def _enqueue_missing(run: FilterRun) -> int:
-    """Enqueues the missing items in batches, judges interleaved so all progress together."""
+    """Enqueues the missing items in batches: each holds the next slice of every judge of one
+    queue, so a worker process keeps all of them busy at once (each bounded by its own
+    concurrency)."""
     size = 2 * settings.ARBITER_JUDGE_BATCH_PAIRS
-    per_judge = [
-        [(judge, items[i : i + size]) for i in range(0, len(items), size)]
-        for judge, items in _missing_work(run).items()
-    ]
+    by_queue: defaultdict[str, list[list[tuple[Judge, list]]]] = defaultdict(list)
+    for judge, items in _missing_work(run).items():
+        by_queue[judge.queue].append(
+            [(judge, items[i : i + size]) for i in range(0, len(items), size)]
+        )
     enqueued = 0
-    for round_ in zip_longest(*per_judge):
-        for batch in round_:
-            if batch is not None:
-                judge, items = batch
-                _enqueue_batch(run_id=run.pk, judge=judge, items=items)
-                enqueued += len(items)
+    for queue, per_judge in by_queue.items():
+        for round_ in zip_longest(*per_judge):
+            work = [[judge.pk, items] for judge, items in filter(None, round_)]
+            _enqueue_batch(run_id=run.pk, queue=queue, work=work)
+            enqueued += sum(len(items) for _, items in work)
     return enqueued
 
 
 def _enqueue_batch(
-    *, run_id: int, judge: Judge, items: list[list], attempt: int = 1, countdown: float = 0
+    *, run_id: int, queue: str, work: list, attempt: int = 1, countdown: float = 0
 ) -> None:
+    """``work``: ``[[judge_id, items], ...]``, judges that share ``queue``."""
     job_publish(
         BATCH_TASK,
-        kwargs={"run_id": run_id, "judge_id": judge.pk, "items": items, "attempt": attempt},
-        queue=judge.queue,
+        kwargs={"run_id": run_id, "work": work, "attempt": attempt},
+        queue=queue,
         countdown=countdown or None,
         after_commit=False,
     )
@@ -337,115 +336,25 @@ def retry_countdown(attempt: int) -> float:
     return random.uniform(ceiling / 2, ceiling) / 1000
 
 
-def judge_item(pair: Pair, order: Order, *, allow_tie: bool) -> JudgeItem:
-    """The pair as one judge call sees it: ``first`` is the response shown first."""
-    first, second = (pair.response_a, pair.response_b)
-    if order == "BA":
-        first, second = second, first
-    return JudgeItem(
-        pair_id=pair.pk,
-        order=order,
-        task=pair.task,
-        prompt=pair.prompt.content,
-        first=first.content,
-        second=second.content,
-        criterion=pair.criterion,
-        allow_tie=allow_tie,
-        metadata=pair.metadata,
-    )
-
-
-def answer_fields(item: JudgeItem, result: JudgeResult, calls: int) -> dict:
-    """What a backend's result records, in canonical terms: the fields of ``Answer`` that a
-    filter run's verdict and an evaluation's judgement share."""
-    outcome: str = result.outcome  # a Verdict.Outcome below when the result is no vote
-    side, error = "", result.error
-    if outcome == Verdict.Outcome.OK:
-        if result.preferred in ("first", "second", "tie"):
-            side = item.canonical_side(result.preferred)
-        else:
-            outcome, error = Verdict.Outcome.UNPARSEABLE, "The judge named no preference."
-    elif outcome not in Verdict.Outcome.values:
-        outcome, error = Verdict.Outcome.ERROR, f"Unknown outcome {result.outcome!r}. {error}"
-    return {
-        "pair_id": item.pair_id,
-        "order": item.order,
-        "outcome": outcome,
-        "side": side,
-        "confidence": result.confidence if side else None,
-        "reasoning": result.reasoning,
-        "raw": result.raw,
-        "error": error[:2000],
-        "attempts": calls,
-        "latency_ms": result.latency_ms,
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-    }
-
-
-@dataclass
-class BatchCalls:
-    """What one batch of calls gave: answers to record (fields for ``Answer``) and the items
-    to retry later (``[pair_id, order, calls so far]``), with the countdown before they may."""
-
-    answers: list[dict]
-    retry: list[list]
-    countdown: float
-
-
-def judge_batch_call(
-    *, judge: Judge, todo: list[JudgeItem], calls_before: dict, attempt: int
-) -> BatchCalls:
-    """Calls ``judge``'s backend once on ``todo``; results that failed transiently are to be
-    retried until ``ARBITER_JUDGE_MAX_ATTEMPTS``, the rest are recorded. Filter runs and
-    evaluations both judge through this (docs/judges-runs.md, "How a run executes")."""
-    backend = _backend_for(judge)
-    try:
-        results = judge_judgeable(backend, todo)
-    except BaseException:
-        judge_backends_close(judge_id=judge.pk)  # its state is unknown: start afresh
-        raise
-    if len(results) != len(todo):
-        raise RuntimeError(
-            f"Judge {judge.name} returned {len(results)} results for {len(todo)} items"
-        )
-    answers, retry = [], []
-    for item, result in zip(todo, results, strict=True):
-        calls = calls_before.get((item.pair_id, item.order), 0) + (result.attempts or 1)
-        retryable = result.outcome == Verdict.Outcome.ERROR and result.transient
-        if retryable and attempt < settings.ARBITER_JUDGE_MAX_ATTEMPTS:
-            retry.append([item.pair_id, item.order, calls])
-        else:
-            answers.append(answer_fields(item, result, calls))
-    return BatchCalls(answers, retry, retry_countdown(attempt) if retry else 0.0)
-
-
-def batch_calls_before(items: list) -> dict[tuple[int, Order], int]:
-    """A batch's items (``[pair_id, order]``, or ``[pair_id, order, calls so far]`` when
-    retried) as (pair_id, order) -> calls made so far."""
-    return {
-        (int(item[0]), cast(Order, str(item[1]))): int(item[2]) if len(item) > 2 else 0
-        for item in items
-    }
-
-
-def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: int = 1) -> None:
-    """Judges the batch's items (``[pair_id, order]``, or ``[pair_id, order, calls so far]``
-    when retried) that still lack a verdict and writes them; items that failed transiently go
-    back to the queue later, with backoff, until ``ARBITER_JUDGE_MAX_ATTEMPTS``."""
+def filter_run_judge_batch(*, run_id: int, work: list, attempt: int = 1) -> None:
+    """Judges the batch's items that still lack a verdict, every judge's at once, and writes
+    the verdicts as they come in. ``work``: ``[[judge_id, items], ...]``, items ``[pair_id,
+    order]`` (``[pair_id, order, calls so far]`` when retried). Items that failed transiently
+    go back to the queue later, with backoff, until ``ARBITER_JUDGE_MAX_ATTEMPTS``."""
     run = FilterRun.objects.select_related("project").filter(pk=run_id).first()
-    judge = Judge.objects.filter(pk=judge_id).first()
-    if run is None or judge is None or run.status != Status.RUNNING:
+    found = Judge.objects.in_bulk([judge_id for judge_id, _ in work])
+    judges = {found[judge_id]: items for judge_id, items in work if judge_id in found}
+    if run is None or not judges or run.status != Status.RUNNING:
         return
-    if (disabled := disabled_judges_message([judge])) is not None:
+    if (disabled := disabled_judges_message(list(judges))) is not None:
         # Disabled while its batches waited: never called; enabling it lets the run resume.
         filter_run_fail(run_id=run.pk, error=f"{disabled} Enable it and resume the run.")
         return
-    calls_before = batch_calls_before(items)
-    pair_ids = {pk for pk, _ in calls_before}
+    calls_before = {judge.pk: batch_calls_before(items) for judge, items in judges.items()}
+    pair_ids = {pk for before in calls_before.values() for pk, _ in before}
     done = set(
-        Verdict.objects.filter(run=run, judge=judge, pair_id__in=pair_ids).values_list(
-            "pair_id", "order"
+        Verdict.objects.filter(run=run, judge__in=list(judges), pair_id__in=pair_ids).values_list(
+            "judge_id", "pair_id", "order"
         )
     )
     pairs = (
@@ -453,51 +362,45 @@ def filter_run_judge_batch(*, run_id: int, judge_id: int, items: list, attempt: 
         .select_related("prompt", "response_a", "response_b")
         .in_bulk()
     )
-    todo = [
-        judge_item(pairs[pk], order, allow_tie=run.project.has_tie)
-        for pk, order in calls_before
-        if (pk, order) not in done and pk in pairs
-    ]
+    shown: dict[tuple[int, Order], JudgeItem] = {}  # one item per pair and order, all judges
+    todo: dict[Judge, list[JudgeItem]] = {}
+    for judge in judges:
+        keys = [
+            (pk, order)
+            for pk, order in calls_before[judge.pk]
+            if (judge.pk, pk, order) not in done and pk in pairs
+        ]
+        for pk, order in keys:
+            if (pk, order) not in shown:
+                shown[pk, order] = judge_item(pairs[pk], order, allow_tie=run.project.has_tie)
+        if keys:
+            todo[judge] = [shown[key] for key in keys]
     if todo:
-        calls = judge_batch_call(judge=judge, todo=todo, calls_before=calls_before, attempt=attempt)
-        Verdict.objects.bulk_create(
-            [Verdict(run_id=run.pk, judge_id=judge.pk, **fields) for fields in calls.answers],
-            ignore_conflicts=True,
-        )
+
+        def record(answers: dict[Judge, list[dict]]) -> bool:
+            Verdict.objects.bulk_create(
+                [
+                    Verdict(run_id=run.pk, judge_id=judge.pk, **fields)
+                    for judge, rows in answers.items()
+                    for fields in rows
+                ],
+                ignore_conflicts=True,
+            )
+            return FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).exists()
+
+        calls = judges_call(todo=todo, calls_before=calls_before, attempt=attempt, record=record)
+        if calls.stopped:
+            return
         if calls.retry:
             _enqueue_batch(
                 run_id=run.pk,
-                judge=judge,
-                items=calls.retry,
+                queue=next(iter(calls.retry)).queue,
+                work=[[judge.pk, items] for judge, items in calls.retry.items()],
                 attempt=attempt + 1,
-                countdown=calls.countdown,
+                countdown=retry_countdown(attempt),
             )
             return
     filter_run_finish_if_complete(run_id=run.pk)
-
-
-# One backend per judge per worker process, so a reward model loads once rather than per batch.
-_backends: dict[int, tuple[str, JudgeBackend]] = {}
-
-
-def _backend_for(judge: Judge) -> JudgeBackend:
-    """The judge's backend, built again when the judge's settings changed."""
-    fingerprint = json.dumps(model_to_dict(judge), sort_keys=True, default=str)
-    cached = _backends.get(judge.pk)
-    if cached is not None and cached[0] == fingerprint:
-        return cached[1]
-    judge_backends_close(judge_id=judge.pk)
-    backend = backends.get_backend(judge)
-    _backends[judge.pk] = (fingerprint, backend)
-    return backend
-
-
-def judge_backends_close(*, judge_id: int | None = None) -> None:
-    """Closes this process's backends (one judge's, or all when a worker process ends)."""
-    for pk in [judge_id] if judge_id is not None else list(_backends):
-        cached = _backends.pop(pk, None)
-        if cached is not None:
-            cached[1].close()
 
 
 def filter_run_finish_if_complete(*, run_id: int) -> bool:

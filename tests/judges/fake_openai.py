@@ -11,7 +11,8 @@ Helpers build replies: ``verdict("1")``, ``by_marker("GOOD")`` (prefers the resp
 text contains the marker), ``malformed()``, ``status(429, retry_after="1")``, ``status(500)``,
 ``sleep(2.0)``, ``per_item([status(429)], then=verdict("1"))`` (the first answers for each
 distinct item, then another). ``delay_s`` adds a fixed delay to every answer. The server
-counts ``requests`` and records ``max_in_flight`` and every ``FakeRequest``.
+counts ``requests`` and ``connections`` (TCP connections accepted) and records
+``max_in_flight`` and every ``FakeRequest``.
 
     with FakeOpenAI(by_marker("GOOD"), delay_s=0.1) as server:
         judge.base_url = server.base_url
@@ -140,6 +141,7 @@ class FakeOpenAI:
         self.delay_s = delay_s
         self.requests: list[FakeRequest] = []
         self.max_in_flight = 0
+        self.connections = 0
         self._in_flight = 0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -187,6 +189,7 @@ class FakeOpenAI:
         with self._lock:
             self.requests.clear()
             self.max_in_flight = 0
+            self.connections = 0
             if rule is not None:
                 self.rule = rule
 
@@ -210,6 +213,10 @@ class FakeOpenAI:
         with self._lock:
             self._in_flight -= 1
 
+    def _connected(self) -> None:
+        with self._lock:
+            self.connections += 1
+
 
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAI
@@ -217,6 +224,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args) -> None:  # keep test output clean
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.fake._connected()
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

@@ -14,7 +14,7 @@ from config.celery import app
 from judges import backends
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult
 from judges.models import Judge
-from judges.runs import services as runs
+from judges.runs.calls import judge_backends_close
 from tests.factories import JudgeFactory
 
 Answer = Callable[[JudgeItem], JudgeResult]
@@ -37,7 +37,7 @@ class ScriptedBackend(JudgeBackend):
 
 def use_scripted_judges(monkeypatch, answers: dict[str, Answer]) -> list[tuple[str, JudgeItem]]:
     """Routes every judge named in ``answers`` to a ScriptedBackend; returns the call log."""
-    runs.judge_backends_close()  # drop backends a previous test left in this process
+    judge_backends_close()  # drop backends a previous test left in this process
     ScriptedBackend.calls = []
     monkeypatch.setattr(backends, "get_backend", lambda judge: ScriptedBackend(judge, answers))
     return ScriptedBackend.calls
@@ -50,7 +50,7 @@ def celery_eager():
     app.conf.task_always_eager = True
     yield
     app.conf.task_always_eager = eager
-    runs.judge_backends_close()
+    judge_backends_close()
 
 
 def make_judges(*names: str, kind: str = "openai") -> list[Judge]:

@@ -94,7 +94,7 @@ def test_work_queued_before_the_judge_was_disabled_fails_without_calling_it(
     items = [[pair.pk, order] for pair in pairs for order in ("AB", "BA")]
 
     judge_evaluation_judge_batch(evaluation_id=evaluation.pk, items=items)
-    filter_run_judge_batch(run_id=run.pk, judge_id=marker_judge.pk, items=items)
+    filter_run_judge_batch(run_id=run.pk, work=[[marker_judge.pk, items]])
 
     evaluation.refresh_from_db()
     run.refresh_from_db()

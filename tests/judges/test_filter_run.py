@@ -198,9 +198,9 @@ def test_a_batch_run_twice_writes_one_verdict_per_key(monkeypatch, project):
         status=FilterRun.Status.RUNNING
     )
     items = [[p.pk, order] for p in pairs for order in ("AB", "BA")]
-    runs.filter_run_judge_batch(run_id=run.pk, judge_id=judge.pk, items=items)
+    runs.filter_run_judge_batch(run_id=run.pk, work=[[judge.pk, items]])
     assert len(calls) == 6
-    runs.filter_run_judge_batch(run_id=run.pk, judge_id=judge.pk, items=items)
+    runs.filter_run_judge_batch(run_id=run.pk, work=[[judge.pk, items]])
     assert len(calls) == 6  # the second delivery finds every verdict and calls nobody
     assert Verdict.objects.filter(run=run).count() == 6
 
@@ -300,7 +300,7 @@ def test_cancel_returns_pairs_and_stops_batches(monkeypatch, project):
     assert run.status == FilterRun.Status.CANCELLED
     assert Pair.objects.get(pk=pair.pk).status == PairStatus.IMPORTED
     runs.filter_run_start(run_id=run.pk)
-    runs.filter_run_judge_batch(run_id=run.pk, judge_id=judge.pk, items=[[pair.pk, "AB"]])
+    runs.filter_run_judge_batch(run_id=run.pk, work=[[judge.pk, [[pair.pk, "AB"]]]])
     assert calls == []
     assert not Verdict.objects.exists()
     assert runs.filter_run_cancel(run=run) is False

@@ -15,6 +15,7 @@ from judges import backends
 from judges.backends.base import JUDGED_PART_TYPES
 from judges.models import FilterRun, Verdict
 from judges.runs import services as runs
+from judges.runs.calls import judge_backends_close
 from tests.factories import PairFactory, make_response
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
     ScriptedBackend,
@@ -38,7 +39,7 @@ class _SeesVideo(ScriptedBackend):
 def use_judges(monkeypatch, answers: dict, *, seeing_video=()) -> list:
     """Scripted judges (``tests.judges.scripted``); those in ``seeing_video`` are sent video
     too, the others only text and images. Returns the call log."""
-    runs.judge_backends_close()
+    judge_backends_close()
     ScriptedBackend.calls = []
 
     def backend(judge):

@@ -1,0 +1,177 @@
+"""How a batch calls its judges, shared by filter runs and evaluations: the items as a judge
+sees them, every judge's calls started at once on its backend (one per judge per process,
+kept from batch to batch), the answers handed over as they come in, in canonical terms
+(docs/judges-runs.md, "How a run executes")."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
+from typing import cast
+
+from django.conf import settings
+from django.forms.models import model_to_dict
+
+from annotation.models import Pair
+from judges import backends
+from judges.backends.base import (
+    JudgeBackend,
+    JudgeItem,
+    JudgeResult,
+    Order,
+    judge_judgeable_submit,
+)
+from judges.models import Judge, Verdict
+
+
+def judge_item(pair: Pair, order: Order, *, allow_tie: bool) -> JudgeItem:
+    """The pair as one judge call sees it: ``first`` is the response shown first."""
+    first, second = (pair.response_a, pair.response_b)
+    if order == "BA":
+        first, second = second, first
+    return JudgeItem(
+        pair_id=pair.pk,
+        order=order,
+        task=pair.task,
+        prompt=pair.prompt.content,
+        first=first.content,
+        second=second.content,
+        criterion=pair.criterion,
+        allow_tie=allow_tie,
+        metadata=pair.metadata,
+    )
+
+
+def answer_fields(item: JudgeItem, result: JudgeResult, calls: int) -> dict:
+    """What a backend's result records, in canonical terms: the fields of ``Answer`` that a
+    filter run's verdict and an evaluation's judgement share."""
+    outcome: str = result.outcome  # a Verdict.Outcome below when the result is no vote
+    side, error = "", result.error
+    if outcome == Verdict.Outcome.OK:
+        if result.preferred in ("first", "second", "tie"):
+            side = item.canonical_side(result.preferred)
+        else:
+            outcome, error = Verdict.Outcome.UNPARSEABLE, "The judge named no preference."
+    elif outcome not in Verdict.Outcome.values:
+        outcome, error = Verdict.Outcome.ERROR, f"Unknown outcome {result.outcome!r}. {error}"
+    return {
+        "pair_id": item.pair_id,
+        "order": item.order,
+        "outcome": outcome,
+        "side": side,
+        "confidence": result.confidence if side else None,
+        "reasoning": result.reasoning,
+        "raw": result.raw,
+        "error": error[:2000],
+        "attempts": calls,
+        "latency_ms": result.latency_ms,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+    }
+
+
+def batch_calls_before(items: list) -> dict[tuple[int, Order], int]:
+    """A batch's items (``[pair_id, order]``, or ``[pair_id, order, calls so far]`` when
+    retried) as (pair_id, order) -> calls made so far."""
+    return {
+        (int(item[0]), cast(Order, str(item[1]))): int(item[2]) if len(item) > 2 else 0
+        for item in items
+    }
+
+
+# A batch writes its answers as they come in, every ANSWERS_FLUSH_S seconds (and at its end),
+# so a batch killed midway loses little and its run's progress moves while it runs.
+ANSWERS_FLUSH_S = 0.5
+
+# Records answers, per judge fields for ``Answer``; returns False when the job stopped
+# meanwhile (cancelled): the calls still out are then cancelled.
+Recorder = Callable[[dict[Judge, list[dict]]], bool]
+
+
+@dataclass
+class BatchCalls:
+    """What a batch's calls left to do: per judge, the items to retry later (``[pair_id,
+    order, calls so far]``); ``stopped`` when the recorder stopped the batch."""
+
+    retry: dict[Judge, list[list]]
+    stopped: bool = False
+
+
+def judges_call(
+    *,
+    todo: dict[Judge, list[JudgeItem]],
+    calls_before: dict[int, dict[tuple[int, Order], int]],
+    attempt: int,
+    record: Recorder,
+) -> BatchCalls:
+    """Starts every judge's calls at once (each backend bounds its own calls in flight) and
+    hands the answers to ``record`` as they come in; results that failed transiently are to
+    be retried until ``ARBITER_JUDGE_MAX_ATTEMPTS``. ``calls_before``: per judge id, calls
+    made so far per item. Filter runs and evaluations both judge through this
+    (docs/judges-runs.md, "How a run executes")."""
+    futures: dict[Future[JudgeResult], tuple[Judge, JudgeItem]] = {}
+    try:
+        for judge, items in todo.items():
+            submitted = judge_judgeable_submit(_backend_for(judge), items)
+            futures.update(zip(submitted, ((judge, item) for item in items), strict=True))
+        return _collect(futures, calls_before=calls_before, attempt=attempt, record=record)
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        for judge in todo:  # a call that raised, or a time limit: start afresh
+            judge_backends_close(judge_id=judge.pk)
+        raise
+
+
+def _collect(futures, *, calls_before, attempt: int, record: Recorder) -> BatchCalls:
+    """Waits for the calls, recording the answers in every ``ANSWERS_FLUSH_S``."""
+    retry: defaultdict[Judge, list[list]] = defaultdict(list)
+    answers: defaultdict[Judge, list[dict]] = defaultdict(list)
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=ANSWERS_FLUSH_S)
+        for future in done:
+            judge, item = futures[future]
+            result = future.result()
+            before = calls_before.get(judge.pk, {}).get((item.pair_id, item.order), 0)
+            calls = before + (result.attempts or 1)
+            retryable = result.outcome == Verdict.Outcome.ERROR and result.transient
+            if retryable and attempt < settings.ARBITER_JUDGE_MAX_ATTEMPTS:
+                retry[judge].append([item.pair_id, item.order, calls])
+            else:
+                answers[judge].append(answer_fields(item, result, calls))
+        if answers:
+            going = record(dict(answers))
+            answers.clear()
+            if not going:
+                for future in pending:
+                    future.cancel()
+                return BatchCalls({}, stopped=True)
+    return BatchCalls(dict(retry))
+
+
+# One backend per judge per worker process, so a reward model loads once rather than per batch.
+_backends: dict[int, tuple[str, JudgeBackend]] = {}
+
+
+def _backend_for(judge: Judge) -> JudgeBackend:
+    """The judge's backend, built again when the judge's settings changed."""
+    fingerprint = json.dumps(model_to_dict(judge), sort_keys=True, default=str)
+    cached = _backends.get(judge.pk)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    judge_backends_close(judge_id=judge.pk)
+    backend = backends.get_backend(judge)
+    _backends[judge.pk] = (fingerprint, backend)
+    return backend
+
+
+def judge_backends_close(*, judge_id: int | None = None) -> None:
+    """Closes this process's backends (one judge's, or all when a worker process ends)."""
+    for pk in [judge_id] if judge_id is not None else list(_backends):
+        cached = _backends.pop(pk, None)
+        if cached is not None:
+            cached[1].close()
