@@ -44,11 +44,14 @@ def remember_at_login(sender, request, user, **kwargs) -> None:
         request.session[SESSION_KEY] = True
 
 
-def _audit_two_factor(user, authenticator, *, on: bool) -> None:
+def two_factor_audit(*, actor, authenticator: Authenticator, on: bool) -> None:
+    """Two-factor login turned on or off for ``authenticator``'s user, in the site-wide audit
+    log as ``sign_in.settings_changed`` by ``actor`` (the user, or an operator in the admin)."""
     if authenticator.type != Authenticator.Type.TOTP:  # recovery codes come and go with it
         return
+    user = authenticator.user
     audit_record(
-        actor=user,
+        actor=actor,
         project=None,
         action="sign_in.settings_changed",
         target=user,
@@ -60,14 +63,14 @@ def _audit_two_factor(user, authenticator, *, on: bool) -> None:
 
 
 def audit_authenticator_added(sender, request, user, authenticator, **kwargs) -> None:
-    """allauth's ``authenticator_added`` receiver: two-factor login turned on, in the site-wide
-    audit log as the user's own change (allauth sends it once the change is committed)."""
-    _audit_two_factor(user, authenticator, on=True)
+    """allauth's ``authenticator_added`` receiver: two-factor login turned on, as the user's own
+    change (allauth sends it once the change is committed)."""
+    two_factor_audit(actor=user, authenticator=authenticator, on=True)
 
 
 def audit_authenticator_removed(sender, request, user, authenticator, **kwargs) -> None:
     """allauth's ``authenticator_removed`` receiver: two-factor login turned off."""
-    _audit_two_factor(user, authenticator, on=False)
+    two_factor_audit(actor=user, authenticator=authenticator, on=False)
 
 
 class MfaRequiredMiddleware:

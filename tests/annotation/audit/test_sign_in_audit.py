@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from allauth.mfa.models import Authenticator
 from django.contrib.auth import get_user_model
+from django.urls import reverse
 
 from annotation.models import AuditEvent, Membership, Role
 from config.sso import group_roles
@@ -57,6 +58,32 @@ def test_refused_deactivation_records_nothing(
     assert Authenticator.objects.filter(user=carol, type="totp").exists()
     (on,) = _site_wide("sign_in.settings_changed")
     assert (on.actor_label, on.actor_role, on.after) == ("carol", "", {"two_factor_login": True})
+
+
+def test_an_authenticator_deleted_in_the_admin(client, alice):
+    """A lost phone: the operator deletes the user's second factor, recorded as the user's
+    two-factor login turned off by the operator; nobody adds or changes one there."""
+    first = Authenticator.objects.create(user=alice, type="totp", data={"secret": "x"})
+    root = UserFactory(username="root", is_superuser=True, is_staff=True)
+    client.force_login(root)
+    assert client.get(reverse("admin:mfa_authenticator_add")).status_code == 403
+    url = reverse("admin:mfa_authenticator_delete", args=[first.pk])
+    assert client.post(url, {"post": "yes"}).status_code == 302
+    assert not Authenticator.objects.exists()
+    again = Authenticator.objects.create(user=alice, type="totp", data={"secret": "y"})
+    changelist = reverse("admin:mfa_authenticator_changelist")
+    chosen = {"action": "delete_selected", "_selected_action": [again.pk], "post": "yes"}
+    assert client.post(changelist, chosen).status_code == 302
+    assert not Authenticator.objects.exists()
+    events = _site_wide("sign_in.settings_changed")
+    assert len(events) == 2
+    for event in events:
+        assert (event.actor_label, event.actor_role, event.target_label) == (
+            "root",
+            "operator",
+            "alice",
+        )
+        assert event.after == {"two_factor_login": False}
 
 
 def test_first_sign_in_linking_an_account(client, sso_settings):
