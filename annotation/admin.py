@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from allauth.mfa.admin import AuthenticatorAdmin  # type: ignore[import-untyped]
+from allauth.mfa.models import Authenticator  # type: ignore[import-untyped]
 from django.contrib import admin
 from django.db.models import OuterRef, Subquery
 from django.utils.html import format_html
 
 from annotation import models
+from annotation.accounts.mfa import two_factor_audit
 from annotation.audit.admin import AuditedAdmin
 from annotation.core.media_keys import media_path
 from annotation.core.scales import LIKERT6_LABELS, on_screen_vote
@@ -255,3 +258,28 @@ class InvitationAdmin(ReadOnlyAdmin):
     list_filter = ("role", "project")
     search_fields = ("email", "project__slug")
     exclude = ("key",)
+
+
+admin.site.unregister(Authenticator)
+
+
+@admin.register(Authenticator)
+class AuditedAuthenticatorAdmin(AuthenticatorAdmin):
+    """Second factors (docs/sso.md): an operator deletes one for a lost phone, which the audit
+    log records as that user's two-factor login turned off by the operator. Nobody adds or
+    changes one here: they hold the user's secret and are set up by the user."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def delete_model(self, request, obj) -> None:
+        two_factor_audit(actor=request.user, authenticator=obj, on=False)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for authenticator in queryset.select_related("user"):
+            two_factor_audit(actor=request.user, authenticator=authenticator, on=False)
+        super().delete_queryset(request, queryset)

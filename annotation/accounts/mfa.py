@@ -12,6 +12,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
+from annotation.audit.services import audit_record
 from annotation.core.access import is_operator
 from annotation.models import Membership, Role
 
@@ -41,6 +42,35 @@ def remember_at_login(sender, request, user, **kwargs) -> None:
     """``user_logged_in`` receiver: marks the session of a user who must still set it up."""
     if request is not None and mfa_required(user) and not mfa_enabled(user):
         request.session[SESSION_KEY] = True
+
+
+def two_factor_audit(*, actor, authenticator: Authenticator, on: bool) -> None:
+    """Two-factor login turned on or off for ``authenticator``'s user, in the site-wide audit
+    log as ``sign_in.settings_changed`` by ``actor`` (the user, or an operator in the admin)."""
+    if authenticator.type != Authenticator.Type.TOTP:  # recovery codes come and go with it
+        return
+    user = authenticator.user
+    audit_record(
+        actor=actor,
+        project=None,
+        action="sign_in.settings_changed",
+        target=user,
+        target_type="user",
+        target_label=user.get_username(),
+        before={"two_factor_login": not on},
+        after={"two_factor_login": on},
+    )
+
+
+def audit_authenticator_added(sender, request, user, authenticator, **kwargs) -> None:
+    """allauth's ``authenticator_added`` receiver: two-factor login turned on, as the user's own
+    change (allauth sends it once the change is committed)."""
+    two_factor_audit(actor=user, authenticator=authenticator, on=True)
+
+
+def audit_authenticator_removed(sender, request, user, authenticator, **kwargs) -> None:
+    """allauth's ``authenticator_removed`` receiver: two-factor login turned off."""
+    two_factor_audit(actor=user, authenticator=authenticator, on=False)
 
 
 class MfaRequiredMiddleware:

@@ -23,6 +23,8 @@ ACTIONS: dict[str, str] = {
     "pairs.priority_set": "Pairs' priority set",
     "pairs.restricted": "Pairs restricted to annotators",
     "leases.released": "Leases released",
+    "flag.replied": "Flag answered",
+    "flag.resolved": "Flag resolved",
     "release.created": "Release created",
     "release.published": "Release published",
     "judge.created": "Judge added",
@@ -38,9 +40,11 @@ ACTIONS: dict[str, str] = {
     "admin.added": "Added in the admin",
     "admin.changed": "Changed in the admin",
     "admin.deleted": "Deleted in the admin",
-    # Single sign-on's settings, once the site has them, record "sign_in.settings_changed"
-    # through ``audit_record`` with ``project=None`` in the service that saves them.
+    # Site-wide (project=None): an account's sign-in settings (two-factor login turned on or
+    # off), and a first single sign-on that linked or made an account.
     "sign_in.settings_changed": "Sign-in settings changed",
+    "account.sso_linked": "Account linked to single sign-on",
+    "account.sso_created": "Account made by single sign-on",
 }
 
 # What a secret's value is recorded as: that it changed, never what it is.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotation.audit.services import audit_record
 from annotation.core.errors import Conflict, InvalidInput, NotFound
 from annotation.core.limits import MAX_FLAG_NOTE_CHARS, MAX_FLAG_REPLY_CHARS
 from annotation.core.webhook_events import webhook_event_record
@@ -61,27 +62,58 @@ def flag_raise(
     return flag, True
 
 
+def _audit_flag(*, flag: Flag, actor, action: str, before: dict, after: dict) -> None:
+    """A curator's action on ``flag`` in the audit log, named by the flag's and the pair's ids
+    only: never its author, nor anyone's vote (docs/audit.md)."""
+    pair = flag.pair
+    audit_record(
+        actor=actor,
+        project=pair.project,
+        action=action,
+        target=flag,
+        target_label=f"flag {flag.pk} on pair {pair.external_id}",
+        before=before,
+        after=after,
+    )
+
+
+@transaction.atomic
 def flag_resolve(*, flag: Flag, by) -> bool:
-    """Marks ``flag`` resolved by the curator ``by``; False when it was resolved already."""
+    """Marks ``flag`` resolved by the curator ``by`` (recorded as ``flag.resolved``); False when
+    it was resolved already, which records nothing."""
     now = timezone.now()
     changed = Flag.objects.filter(pk=flag.pk, resolved_at__isnull=True).update(
         resolved_at=now, resolved_by=by
     )
     if changed:
         flag.resolved_at, flag.resolved_by = now, by
+        _audit_flag(
+            flag=flag,
+            actor=by,
+            action="flag.resolved",
+            before={"resolved": False},
+            after={"resolved": True},
+        )
     return bool(changed)
 
 
 @transaction.atomic
 def flag_reply(*, flag: Flag, author, text: str, resolve: bool = False) -> FlagComment:
-    """A curator's reply to ``flag``, which its author reads in My flags; ``resolve`` also
-    resolves the flag."""
+    """A curator's reply to ``flag``, which its author reads in My flags (recorded as
+    ``flag.replied``, with the reply); ``resolve`` also resolves the flag."""
     text = (text or "").strip()
     if not text:
         raise InvalidInput("text: write a reply.")
     if len(text) > MAX_FLAG_REPLY_CHARS:
         raise InvalidInput(f"text: at most {MAX_FLAG_REPLY_CHARS} characters.")
     comment = FlagComment.objects.create(flag=flag, author=author, text=text)
+    _audit_flag(
+        flag=flag,
+        actor=author,
+        action="flag.replied",
+        before={},
+        after={"reply": text, "comment": comment.pk},
+    )
     if resolve:
         flag_resolve(flag=flag, by=author)
     return comment

@@ -322,6 +322,7 @@ def member_add(
     one_time_password: bool = False,
     actor=None,
     by_member: bool = False,
+    note: str = "",
 ) -> MemberAdded:
     """Adds the account with ``username`` or ``email`` to ``project`` with ``role`` (changing
     the role of a member), creating it when there is none. A new account gets ``password``, or
@@ -329,7 +330,8 @@ def member_add(
     ``annotation.accounts.services``), or none (it cannot log in);
     ``password`` also resets an existing account's password (operators' command line).
     Recorded in the audit log as ``actor``'s (None: the command line), or as the member's own
-    with ``by_member`` (accepting an invitation); never the password."""
+    with ``by_member`` (accepting an invitation); never the password. ``note`` says in the
+    event what made the change when no person did (single sign-on's group mapping)."""
     _check_role(role)
     _lock_project(project)
     user, created = _user_for(username=username, email=email)
@@ -352,6 +354,8 @@ def member_add(
         after = {"user": user.get_username(), "role": role, "account_created": created}
         if password:
             after["password"] = SECRET_CHANGED
+        if note:
+            after["note"] = note
         _audit_member(actor, membership, "member.added", {}, after)
     elif membership.role != role:
         _check_keeps_a_curator(membership, role)

@@ -12,10 +12,12 @@ from allauth.mfa.adapter import DefaultMFAAdapter  # type: ignore[import-untyped
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter  # type: ignore[import-untyped]
 from django.conf import settings
 from django.contrib.auth.backends import ModelBackend
+from django.db import transaction
 from django.shortcuts import render
 
 from annotation.accounts.mfa import mfa_required, remember_at_login
 from annotation.accounts.sso import AmbiguousEmail, sso_account_for_email
+from annotation.audit.services import audit_record
 from annotation.models import Membership, Project
 from annotation.projects.services import member_add
 
@@ -34,9 +36,23 @@ def _claims(sociallogin) -> dict:
     return {**data.get("id_token", {}), **data.get("userinfo", {})}
 
 
+def _audit_sso_account(*, action: str, user, sociallogin, after: dict) -> None:
+    """A first sign-in's account, linked or made, in the site-wide audit log as the user's own
+    change: the provider's account id (``<issuer>#<subject>``), never a token."""
+    audit_record(
+        actor=user,
+        project=None,
+        action=action,
+        target=user,
+        target_label=user.get_username(),
+        after={"provider_account": sociallogin.account.uid, **after},
+    )
+
+
 def sso_roles_grant(*, user, groups: list[str]) -> list[Membership]:
     """Gives ``user`` each role that ``ARBITER_OIDC_GROUP_ROLES`` maps one of ``groups`` to,
-    in projects where they have no role yet (a role they have is Arbiter's to change)."""
+    in projects where they have no role yet (a role they have is Arbiter's to change). Each is
+    recorded as ``member.added`` with no actor and a note naming the group."""
     granted = []
     for group in groups:
         for slug, role in settings.ARBITER_OIDC_GROUP_ROLES.get(group, []):
@@ -46,7 +62,12 @@ def sso_roles_grant(*, user, groups: list[str]) -> list[Membership]:
                 continue
             if Membership.objects.filter(project=project, user=user).exists():
                 continue
-            added = member_add(project=project, role=role, username=user.get_username())
+            added = member_add(
+                project=project,
+                role=role,
+                username=user.get_username(),
+                note=f"single sign-on: the group {group!r} in ARBITER_OIDC_GROUP_ROLES",
+            )
             granted.append(added.membership)
     return granted
 
@@ -69,10 +90,30 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
                 render(request, REFUSED_PAGE, {"refusal": message}, status=403)
             ) from None
         if account is not None:
-            sociallogin.connect(request, account)
+            with transaction.atomic():
+                sociallogin.connect(request, account)
+                _audit_sso_account(
+                    action="account.sso_linked",
+                    user=account,
+                    sociallogin=sociallogin,
+                    after={"email": email},
+                )
         elif not verified:
             sociallogin.email_addresses = []
             sociallogin.user.email = ""
+
+    @transaction.atomic
+    def save_user(self, request, sociallogin, form=None):
+        """A first sign-in that found no account makes one (recorded as
+        ``account.sso_created``)."""
+        user = super().save_user(request, sociallogin, form)
+        _audit_sso_account(
+            action="account.sso_created",
+            user=user,
+            sociallogin=sociallogin,
+            after={"username": user.get_username(), "email": user.email},
+        )
+        return user
 
     def is_open_for_signup(self, request, sociallogin) -> bool:
         return True

@@ -83,6 +83,20 @@ def test_refusals_carry_the_apis_field_and_message(
         assert curator.flags(project.slug) == []
         [mine] = annotator.my_flags(project.slug)
         assert [reply["text"] for reply in mine["replies"]] == ["Fixed upstream."]
+        # The curator's reply and resolution in the audit log, read page by page and filtered;
+        # an annotator may not read it, and a bad date is refused naming the field.
+        logged = list(curator.audit(project.slug, actor="carol", page_size=1))
+        assert [event["action"] for event in logged] == ["flag.resolved", "flag.replied"]
+        assert logged[1]["after"]["reply"] == "Fixed upstream."
+        today = logged[0]["created_at"][:10]
+        [resolved] = curator.audit(project.slug, action="flag.resolved", since=today, until=today)
+        assert (resolved["target_type"], resolved["after"]) == ("flag", {"resolved": True})
+        assert list(curator.audit(project.slug, actor="alice")) == []
+        with pytest.raises(Forbidden):
+            list(annotator.audit(project.slug))
+        with pytest.raises(BadRequest) as bad_date:
+            list(curator.audit(project.slug, since="yesterday"))
+        assert "since" in bad_date.value.fields
 
 
 def test_429_is_retried_after_retry_after_and_raised_once_retries_run_out(

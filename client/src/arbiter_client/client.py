@@ -307,6 +307,33 @@ class Client:
     def resolve_flag(self, slug: str, flag_id: int) -> Json:
         return self._post(f"projects/{slug}/flags/{flag_id}/resolve/")
 
+    # Audit log (curators, operators) ------------------------------------------------------
+
+    def audit(
+        self,
+        slug: str,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[Json]:
+        """The project's audit log, newest first: who changed what, with the changed fields
+        before and after; ``actor`` (a username), ``action`` (``flag.resolved``, ...) and
+        ``since`` and ``until`` (``YYYY-MM-DD``, both included) pick events, ``page_size`` a
+        request (the server's 50 unless told)."""
+        params = {
+            "actor": actor,
+            "action": action,
+            "since": since,
+            "until": until,
+            "limit": page_size,
+        }
+        return self.transport.pages(
+            f"projects/{slug}/audit/", {k: v for k, v in params.items() if v}
+        )
+
     def annotate(self, slug: str, decide: Decide, *, limit: int | None = None) -> int:
         """Claims and votes until nothing is left (or ``limit`` votes), one request per vote:
         ``decide(assignment)`` returns the vote's fields. The number of votes sent."""

@@ -14,7 +14,7 @@ from annotation.accounts.services import (
     api_token_revoke,
     command_line_token_revoke,
 )
-from annotation.audit.actions import SECRET_CHANGED
+from annotation.audit.actions import ACTIONS, SECRET_CHANGED
 from annotation.audit.services import AUDIT_TEXT_MAX_CHARS, audit_record
 from annotation.decisions.services import consensus_reapply, pair_adjudicate
 from annotation.models import AuditEvent, Membership, PairStatus, Role, WebhookEndpoint
@@ -31,6 +31,7 @@ from annotation.queue.services import levers
 from annotation.webhooks import services as webhooks
 from judges.roster.services import judge_create, judge_update
 from judges.runs.services import filter_run_cancel, filter_run_create
+from tests.conftest import ROOT
 from tests.factories import JudgeFactory, PairFactory, UserFactory, VoteFactory
 
 pytestmark = pytest.mark.django_db
@@ -429,3 +430,9 @@ def test_an_unknown_action_is_refused(project, carol):
     with pytest.raises(ValueError, match="action"):
         audit_record(actor=carol, project=project, action="made.up", target=project)
     assert not AuditEvent.objects.exists()
+
+
+def test_docs_list_every_action():
+    """docs/audit.md's table names each action a service may record."""
+    listed = (ROOT / "docs" / "audit.md").read_text()
+    assert [action for action in ACTIONS if f"`{action}`" not in listed] == []
