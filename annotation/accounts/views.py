@@ -3,6 +3,8 @@ one-time password is sent here until they do (annotation.accounts.password_chang
 
 from __future__ import annotations
 
+from allauth.mfa.models import Authenticator  # type: ignore[import-untyped]
+from allauth.mfa.totp.internal.auth import TOTP  # type: ignore[import-untyped]
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -16,8 +18,6 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
-from allauth.mfa.models import Authenticator  # type: ignore[import-untyped]
-from allauth.mfa.totp.internal.auth import TOTP  # type: ignore[import-untyped]
 from rest_framework.authtoken.models import Token
 
 from annotation.accounts.authentication import past_token_days

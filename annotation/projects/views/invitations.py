@@ -5,8 +5,8 @@ lands in the project, signed in through allauth's login stages."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from allauth.account.utils import perform_login  # type: ignore[import-untyped]
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import SetPasswordForm

@@ -17,7 +17,6 @@ from django.urls import reverse
 from annotation.accounts.services import api_token_create
 from annotation.models import ApiToken, Membership, Role
 from annotation.projects.services import member_role_change
-
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db

@@ -19,9 +19,9 @@ from annotation.models import Membership, Role
 from annotation.projects.invitations import invitation_create, invitation_token
 from config.sso import group_roles
 from tests.conftest import PASSWORD
+from tests.factories import UserFactory
 
 NEW_PASSWORD = "a fresh and long passphrase"
-from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()

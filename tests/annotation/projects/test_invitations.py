@@ -227,7 +227,7 @@ def test_the_link_never_sets_a_password_on_an_account_without_one(
     owner.refresh_from_db()
     assert not owner.has_usable_password()
     assert not Membership.objects.filter(user=owner).exists()
-    with pytest.raises(ValidationError, match="An account with the email owner@example.org"):
+    with pytest.raises(ValidationError, match=r"An account with the email owner@example\.org"):
         invitation_accept(
             invitation=Invitation.objects.get(email="owner@example.org"),
             password=NEW_PASSWORD,
