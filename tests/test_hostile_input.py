@@ -28,6 +28,7 @@ from rest_framework.authtoken.models import Token
 
 from annotation.agreement.views.report import CHARTS, TABLES
 from annotation.core.media_keys import media_url_key
+from annotation.flags.services import flag_raise
 from annotation.models import (
     ApiToken,
     Assignment,
@@ -36,6 +37,7 @@ from annotation.models import (
     Release,
     WebhookEndpoint,
 )
+from annotation.models.choices import FlagKind
 from annotation.pairs.views import BULK_ACTIONS
 from annotation.projects.invitations import invitation_create, invitation_token
 from annotation.queue.services import claim as queue_claim
@@ -196,6 +198,9 @@ class World:
         )
         self.assignment = queue_claim.assignment_claim(project=project, annotator=alice)
         assert isinstance(self.assignment, Assignment)
+        self.flag, _ = flag_raise(
+            assignment=self.assignment, annotator=alice, kind=FlagKind.values[0]
+        )
         self.extra = MembershipFactory(project=project, user=UserFactory(username="zed"))
         self.invitation = invitation_create(
             project=project, email="invited@example.org", role="annotator", invited_by=carol
@@ -251,8 +256,12 @@ class World:
             return [str((self.training if training else self.run).pk)]
         if name == "evaluation_id":
             return [str(self.evaluation.pk)]
+        if name == "pair_id" and "flags" in route:  # the flag's own pair
+            return [str(self.flag.pair_id)]
         if name == "pair_id":
             return [str(self.pair.pk)]
+        if name == "flag_id":
+            return [str(self.flag.pk)]
         if name == "external_id":
             return [self.pair.external_id]
         if name == "token_id":
