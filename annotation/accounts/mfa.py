@@ -1,7 +1,10 @@
 """Two-factor login (docs/sso.md, "Two-factor login"): allauth's TOTP, which anyone may turn on
 from the account page and ``ARBITER_MFA_REQUIRED_FOR`` requires of curators and operators.
 Until such a user has set it up, every page sends them to its set-up page and the API refuses
-their session requests, as for a one-time password (annotation.accounts.password_change)."""
+their session requests, as for a one-time password (annotation.accounts.password_change). The
+requirement is checked on every request, so a role given mid-session (or a session from before
+the setting) counts at once: one query (the role) per request while the setting is on, none
+once the session's user is known to have an authenticator."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ API_PATH_PREFIX = "/api/"
 # Set at login while the user must still set up a second factor: one query per login, and
 # one per request only while it is set.
 SESSION_KEY = "arbiter_mfa_setup_required"
+# Set once the session's user has an authenticator: nothing more to check in this session.
+SESSION_OK_KEY = "arbiter_mfa_set_up"
 OPEN_VIEWS = frozenset({"logout", "login", "healthz", "favicon", "mfa_activate_totp", "mfa_index"})
 MESSAGE = "Set up two-factor login first: your role requires it."
 
@@ -73,6 +78,21 @@ def audit_authenticator_removed(sender, request, user, authenticator, **kwargs) 
     two_factor_audit(actor=user, authenticator=authenticator, on=False)
 
 
+def mfa_setup_pending(request) -> bool:
+    """Whether the signed-in user must still set up two-factor login (cached in the session
+    once they have an authenticator)."""
+    user = request.user
+    if request.session.get(SESSION_OK_KEY) == user.pk:
+        return False
+    if not request.session.get(SESSION_KEY) and not mfa_required(user):
+        return False
+    if mfa_enabled(user):
+        request.session.pop(SESSION_KEY, None)
+        request.session[SESSION_OK_KEY] = user.pk
+        return False
+    return True
+
+
 class MfaRequiredMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
@@ -83,12 +103,11 @@ class MfaRequiredMiddleware:
     def process_view(self, request, view_func, view_args, view_kwargs):
         if settings.SESSION_COOKIE_NAME not in request.COOKIES:
             return None
-        if not request.session.get(SESSION_KEY) or not request.user.is_authenticated:
+        if not request.user.is_authenticated:
             return None
         if request.resolver_match.url_name in OPEN_VIEWS:
             return None
-        if mfa_enabled(request.user):
-            request.session.pop(SESSION_KEY, None)
+        if not mfa_setup_pending(request):
             return None
         if request.path_info.startswith(API_PATH_PREFIX):
             return JsonResponse({"detail": MESSAGE}, status=403)

@@ -11,15 +11,32 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.auth.password_validation import validate_password
+from django.contrib.sessions.models import Session
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from annotation.accounts.mfa import mfa_enabled, mfa_required
 from annotation.audit.services import audit_record
 from annotation.core.errors import NotFound
 from annotation.models import ApiToken, OneTimePassword
 from annotation.models.tokens import NAMED_TOKEN_PREFIX, TOKEN_NAME_MAX_CHARS, key_digest
+
+MFA_FIRST = "Set up two-factor login first: your role requires it before you make an API token."
+
+
+def account_sessions_end(*, user: User, keep: str | None = None) -> int:
+    """Ends ``user``'s sessions (signs them out everywhere) but the one keyed ``keep``; returns
+    how many ended. Reads every live session: for rare events (linking an account)."""
+    ended = []
+    for session in Session.objects.filter(expire_date__gt=timezone.now()).iterator():
+        if session.session_key == keep:
+            continue
+        if str(session.get_decoded().get("_auth_user_id")) == str(user.pk):
+            ended.append(session.session_key)
+    Session.objects.filter(session_key__in=ended).delete()
+    return len(ended)
 
 
 def one_time_password_mark(*, user: User) -> None:
@@ -46,7 +63,11 @@ def account_password_change(*, user: User, password: str) -> None:
 @transaction.atomic
 def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     """A named API token for ``user`` and its key, which is shown once and never stored
-    (only its sha256); it expires after ``ARBITER_API_TOKEN_DAYS`` when that is set."""
+    (only its sha256); it expires after ``ARBITER_API_TOKEN_DAYS`` when that is set. Refused
+    while ``ARBITER_MFA_REQUIRED_FOR`` requires two-factor login of ``user`` and they have not
+    set it up (a token must not sidestep it)."""
+    if mfa_required(user) and not mfa_enabled(user):
+        raise ValidationError(MFA_FIRST)
     name = name.strip()
     if not name:
         raise ValidationError({"name": "Give the token a name (what or who uses it)."})

@@ -3,11 +3,29 @@
 
 from __future__ import annotations
 
+from allauth.account.models import EmailAddress  # type: ignore[import-untyped]
+from allauth.socialaccount.models import SocialAccount  # type: ignore[import-untyped]
 from allauth.socialaccount.providers.openid_connect.provider import OpenIDConnectProvider  # type: ignore[import-untyped]
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.urls import reverse
+
+from annotation.models import Invitation
+
+NOT_PROVEN = (
+    "An Arbiter account has the email {email}, but Arbiter never confirmed that this email is "
+    "that account's, so single sign-on does not take it over. Ask an operator to link it "
+    '(docs/sso.md, "Linking an existing account"), then sign in again.'
+)
+OPERATOR = (
+    "The Arbiter account with the email {email} is an operator's, which single sign-on never "
+    "takes over. Ask another operator to link it, then sign in again."
+)
+LINKED = (
+    "The Arbiter account with the email {email} is linked to another single sign-on user "
+    "already. Ask an operator to check which account is yours."
+)
 
 
 class IssuerOpenIDConnectProvider(OpenIDConnectProvider):
@@ -42,3 +60,28 @@ def sso_account_for_email(*, email: str, verified: bool) -> User | None:
     if len(matches) > 1:
         raise AmbiguousEmail(email)
     return matches[0] if matches else None
+
+
+def email_proven(*, user: User, email: str) -> bool:
+    """Whether Arbiter confirmed that ``email`` is ``user``'s: the account accepted an
+    invitation mailed to it, or it is an allauth email address marked verified (an operator's,
+    in the Django admin)."""
+    if not email:
+        return False
+    return (
+        Invitation.objects.filter(accepted_by=user, email__iexact=email).exists()
+        or EmailAddress.objects.filter(user=user, email__iexact=email, verified=True).exists()
+    )
+
+
+def sso_link_refusal(*, user: User, email: str) -> str | None:
+    """Why a first sign-in bringing ``email`` may not take ``user`` (the one account with that
+    email), or None when it may: never an operator's account, one linked to another subject, or
+    one whose email Arbiter never confirmed."""
+    if user.is_staff or user.is_superuser:
+        return OPERATOR.format(email=email)
+    if SocialAccount.objects.filter(user=user).exists():
+        return LINKED.format(email=email)
+    if not email_proven(user=user, email=email):
+        return NOT_PROVEN.format(email=email)
+    return None

@@ -3,6 +3,8 @@ one-time password is sent here until they do (annotation.accounts.password_chang
 
 from __future__ import annotations
 
+from allauth.mfa.models import Authenticator  # type: ignore[import-untyped]
+from allauth.mfa.totp.internal.auth import TOTP  # type: ignore[import-untyped]
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -90,12 +92,32 @@ class TokenForm(forms.Form):
         max_length=TOKEN_NAME_MAX_CHARS,
         help_text="What or who uses it: a script, a notebook, a scripted annotator.",
     )
+    code = forms.CharField(
+        label="Two-factor code",
+        max_length=16,
+        help_text="The 6-digit code your authenticator app shows now.",
+    )
+
+    def __init__(self, *args, user, **kwargs):
+        """With two-factor login on, a token needs a current code from the authenticator."""
+        super().__init__(*args, **kwargs)
+        self.authenticator = Authenticator.objects.filter(
+            user=user, type=Authenticator.Type.TOTP
+        ).first()
+        if self.authenticator is None:
+            del self.fields["code"]
+
+    def clean_code(self) -> str:
+        code = self.cleaned_data["code"].strip()
+        if not TOTP(self.authenticator).validate_code(code):
+            raise forms.ValidationError("Incorrect code: enter the one your app shows now.")
+        return code
 
 
 def _page(request, context: dict, *, status: int = 200):
     """The account page: the password form and the user's API tokens."""
     context.setdefault("form", AccountPasswordForm(request.user, request=request))
-    context.setdefault("token_form", TokenForm())
+    context.setdefault("token_form", TokenForm(user=request.user))
     context["api_tokens"] = ApiToken.objects.filter(user=request.user)
     command_line = Token.objects.filter(user=request.user).first()
     context["command_line_token"] = command_line
@@ -110,8 +132,9 @@ def _page(request, context: dict, *, status: int = 200):
 @require_http_methods(["POST"])
 @login_required
 def api_token_new(request):
-    """Makes a named token and shows its key on this answer only."""
-    form = TokenForm(request.POST)
+    """Makes a named token and shows its key on this answer only; with two-factor login on, a
+    current code is asked for too (a stolen session alone makes no token)."""
+    form = TokenForm(request.POST, user=request.user)
     if not form.is_valid():
         return _page(request, {"token_form": form}, status=400)
     try:

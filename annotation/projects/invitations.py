@@ -1,7 +1,8 @@
 """Invitations (docs/curators.md, "Inviting members"): a curator invites an email address with a
 role; the mail's link (the invitation's random key, signed) works until the invitation expires
 (``ARBITER_INVITATION_DAYS``) and once. Accepting it makes the account, or takes the one that
-already has the email, and gives it the role. Resending draws a new key, so the older link stops
+already has the email (its owner signed in: the link never sets the password of an existing
+account), and gives it the role. Resending draws a new key, so the older link stops
 working; revoking closes the invitation."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from annotation.projects.services import member_add
 _SALT = "arbiter.invitation"
 KEY_BYTES = 32
 MAIL_TEMPLATE = "annotation/mail/invitation.txt"
+EXISTING_ACCOUNT = "An account with the email {email} exists: sign in to it, then accept."
 
 
 class InvitationClosed(Exception):
@@ -53,14 +55,10 @@ def invitation_for_token(token: str) -> Invitation | None:
     return Invitation.objects.select_related("project").filter(key=key).first()
 
 
-def invitation_account(invitation: Invitation) -> User | None:
-    """The account that accepting would take: the one that already has the invited email, if
-    exactly one does, else one whose username is the email (the name a new account gets)."""
-    users = get_user_model().objects
-    matches = list(users.filter(email__iexact=invitation.email)[:2])
-    if matches:
-        return matches[0] if len(matches) == 1 else None
-    return users.filter(username=invitation.email).first()
+def invitation_accounts(invitation: Invitation) -> list[User]:
+    """The accounts that already have the invited email (letter case aside): one of them,
+    signed in, accepts; never an account whose username merely looks like the email."""
+    return list(get_user_model().objects.filter(email__iexact=invitation.email).order_by("pk"))
 
 
 def _check_invite(*, project: Project, email: str, role: str) -> str:
@@ -167,13 +165,16 @@ def invitation_accept(
     *, invitation: Invitation, password: str | None, user: User | None = None
 ) -> Membership:
     """Accepts a pending invitation, once: ``user`` (the signed-in account that has the
-    invited email), or else the account made for the email with ``password``. The caller
-    checked that ``user`` is that account; ``password`` went through the validators. The audit
+    invited email), or else a new account made for the email with ``password``, refused
+    (``ValidationError``) when an account has the email already. The caller checked that
+    ``user`` is that account; ``password`` went through the validators. The audit
     log gets the membership's event (``member_add``) and the invitation's, both the account's."""
     invitation = _locked(invitation)
     if invitation.state != "pending":
         raise InvitationClosed(invitation.state)
     if user is None:
+        if invitation_accounts(invitation):
+            raise ValidationError({"email": EXISTING_ACCOUNT.format(email=invitation.email)})
         added = member_add(
             project=invitation.project,
             role=invitation.role,

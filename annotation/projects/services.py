@@ -284,8 +284,9 @@ def _check_keeps_a_curator(membership: Membership, new_role: str | None) -> None
 
 
 def _user_for(*, username: str, email: str):
-    """The account with this username, or with this email; a new unsaved one (named after the
-    email when no username is given) when there is none. Returns it and whether it is new."""
+    """The account with this email (never one whose username merely equals it), or else with
+    this username; a new unsaved one (named after the email when no username is given) when
+    there is none. Returns it and whether it is new."""
     user_model = get_user_model()
     if email:
         try:
@@ -300,11 +301,23 @@ def _user_for(*, username: str, email: str):
             )
         if matches:
             return matches[0], False
-        username = username or email
+        if not username:
+            if user_model.objects.filter(username__iexact=email).exists():
+                raise ValidationError(
+                    {
+                        "email": f"No account has the email {email}, and the username {email} is"
+                        " another account's: ask an operator to rename that account."
+                    }
+                )
+            username = email
     if not username:
         raise ValidationError({"username": "Give a username or an email."})
     user = user_model.objects.filter(username=username).first()
     if user is not None:
+        if email:
+            raise ValidationError(
+                {"username": f"{username} is an account without the email {email}."}
+            )
         return user, False
     user = user_model(username=username, email=email)
     user.full_clean(exclude=["password"])

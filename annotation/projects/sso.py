@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from allauth.account.adapter import DefaultAccountAdapter  # type: ignore[import-untyped]
+from allauth.account.utils import user_username  # type: ignore[import-untyped]
 from allauth.core.exceptions import ImmediateHttpResponse  # type: ignore[import-untyped]
 from allauth.mfa.adapter import DefaultMFAAdapter  # type: ignore[import-untyped]
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter  # type: ignore[import-untyped]
@@ -16,7 +17,8 @@ from django.db import transaction
 from django.shortcuts import render
 
 from annotation.accounts.mfa import mfa_required, remember_at_login
-from annotation.accounts.sso import AmbiguousEmail, sso_account_for_email
+from annotation.accounts.services import account_sessions_end
+from annotation.accounts.sso import AmbiguousEmail, sso_account_for_email, sso_link_refusal
 from annotation.audit.services import audit_record
 from annotation.models import Membership, Project
 from annotation.projects.services import member_add
@@ -72,11 +74,26 @@ def sso_roles_grant(*, user, groups: list[str]) -> list[Membership]:
     return granted
 
 
+def _refuse(request, message: str):
+    return ImmediateHttpResponse(render(request, REFUSED_PAGE, {"refusal": message}, status=403))
+
+
+def sso_link(*, request, sociallogin, user) -> None:
+    """Links the provider's user to ``user``: with local passwords off its password stops
+    working; its other sessions end (whoever else was signed in to it is signed out)."""
+    if not settings.ARBITER_LOCAL_PASSWORDS and user.has_usable_password():
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    account_sessions_end(user=user, keep=request.session.session_key)
+    sociallogin.connect(request, user)
+
+
 class SocialAccountAdapter(DefaultSocialAccountAdapter):
     def pre_social_login(self, request, sociallogin) -> None:
-        """A first sign-in takes the one account with the email the provider marks verified,
-        is refused when several accounts have it, and otherwise makes a new account, which
-        keeps the email only when it is verified."""
+        """A first sign-in takes the one account with the email the provider marks verified
+        when Arbiter confirmed that email too (``sso_link_refusal``), is refused when several
+        accounts have it or that account may not be taken, and otherwise makes a new account,
+        which keeps the email only when it is verified."""
         if sociallogin.is_existing:
             return
         claims = _claims(sociallogin)
@@ -85,13 +102,14 @@ class SocialAccountAdapter(DefaultSocialAccountAdapter):
         try:
             account = sso_account_for_email(email=email, verified=verified)
         except AmbiguousEmail:
-            message = AMBIGUOUS.format(email=email)
-            raise ImmediateHttpResponse(
-                render(request, REFUSED_PAGE, {"refusal": message}, status=403)
-            ) from None
+            raise _refuse(request, AMBIGUOUS.format(email=email)) from None
         if account is not None:
+            refusal = sso_link_refusal(user=account, email=email)
+            if refusal:
+                logger.warning("single sign-on refused to take account %s: %s", account.pk, refusal)
+                raise _refuse(request, refusal)
             with transaction.atomic():
-                sociallogin.connect(request, account)
+                sso_link(request=request, sociallogin=sociallogin, user=account)
                 _audit_sso_account(
                     action="account.sso_linked",
                     user=account,
@@ -127,6 +145,15 @@ class AccountAdapter(DefaultAccountAdapter):
         # Accounts are made by invitations, members added and single sign-on, never by
         # allauth's sign-up form (its URLs are not served).
         return False
+
+    def populate_username(self, request, user) -> None:
+        """A new account's username: the provider's ``preferred_username``, made unique, but
+        never with an "@" (only the part before it), so it can never equal an email address
+        (an invitation's or a member's)."""
+        username = user_username(user) or ""
+        if "@" in username:
+            user_username(user, self.generate_unique_username([username, "user"]))
+        super().populate_username(request, user)
 
     def login(self, request, user) -> None:
         if not hasattr(user, "backend"):

@@ -1,18 +1,20 @@
 """Invitations: a project's curators invite, resend and revoke on the Settings page; the
-invited person opens the mailed link, chooses a password (or signs in to the account that
-already has the email) and lands in the project."""
+invited person opens the mailed link, chooses a password for a new account (or signs in to the
+account that already has the email: the link never sets an existing account's password) and
+lands in the project, signed in through allauth's login stages."""
 
 from __future__ import annotations
 
+from allauth.account.utils import perform_login  # type: ignore[import-untyped]
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import SetPasswordForm
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST
@@ -23,7 +25,7 @@ from annotation.models import Invitation
 from annotation.projects.invitations import (
     InvitationClosed,
     invitation_accept,
-    invitation_account,
+    invitation_accounts,
     invitation_create,
     invitation_for_token,
     invitation_resend,
@@ -32,7 +34,6 @@ from annotation.projects.invitations import (
 from annotation.projects.views.settings import InviteForm, add_errors, render_settings
 
 PAGE = "annotation/invitation.html"
-MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
 @require_POST
@@ -96,11 +97,9 @@ def invitation_page(request, token: str):
         return render(
             request, PAGE, {"state": invitation.state, "invitation": invitation}, status=410
         )
-    account = invitation_account(invitation)
-    if account is not None and (
-        account.has_usable_password() or _signed_in_as(request, account, invitation)
-    ):
-        return _existing_account(request, invitation, account)
+    accounts = invitation_accounts(invitation)
+    if accounts:
+        return _existing_account(request, invitation, accounts)
     context = {"state": "pending", "invitation": invitation, **_sso(request)}
     if not settings.ARBITER_LOCAL_PASSWORDS:
         # Single sign-on only: the sign-in makes the account, which then accepts here.
@@ -108,18 +107,11 @@ def invitation_page(request, token: str):
         return render(request, PAGE, {**context, "form": None}, status=status)
     form = AcceptPasswordForm(invitation.email, request.POST or None)
     if form.is_valid():
-        return _accepted(request, invitation, password=form.cleaned_data["new_password1"])
+        try:
+            return _accepted(request, invitation, password=form.cleaned_data["new_password1"])
+        except ValidationError as exc:
+            form.add_error(None, exc.messages[0])
     return render(request, PAGE, {**context, "form": form}, status=400 if form.is_bound else 200)
-
-
-def _signed_in_as(request, account: User, invitation: Invitation) -> bool:
-    """The signed-in user is ``account`` and has the invited email (an account made by single
-    sign-on has an email only when the provider marked it verified)."""
-    return (
-        request.user.is_authenticated
-        and request.user.pk == account.pk
-        and account.email.lower() == invitation.email.lower()
-    )
 
 
 def _sso(request) -> dict:
@@ -129,19 +121,33 @@ def _sso(request) -> dict:
     return {**sso_context(request), "sso_next": request.path}
 
 
-def _existing_account(request, invitation: Invitation, account: User):
-    """The email has an account with a password: its owner signs in, then accepts."""
-    if request.method == "POST" and request.user.pk == account.pk:
-        return _accepted(request, invitation, user=account)
-    context = {"state": "pending", "invitation": invitation, "account": account, **_sso(request)}
-    return render(request, PAGE, context)
+def _existing_account(request, invitation: Invitation, accounts: list[User]):
+    """The email has an account: its owner signs in (by password or single sign-on, with the
+    second factor where the account has one), then accepts. Whoever else holds the link can
+    neither accept for it nor give it a password."""
+    signed_in = next((a for a in accounts if a.pk == request.user.pk), None)
+    if request.method == "POST" and signed_in is not None:
+        return _accepted(request, invitation, user=signed_in)
+    context = {
+        "state": "pending",
+        "invitation": invitation,
+        "has_account": True,
+        "account": signed_in or (accounts[0] if len(accounts) == 1 else None),
+        "signed_in": signed_in is not None,
+        **_sso(request),
+    }
+    return render(request, PAGE, context, status=403 if request.method == "POST" else 200)
 
 
 def _accepted(request, invitation: Invitation, *, password: str | None = None, user=None):
+    """Accepts; a new account is signed in through allauth's login stages (as at the login
+    page), an account accepting for itself is signed in already."""
     try:
         membership = invitation_accept(invitation=invitation, password=password, user=user)
     except InvitationClosed as exc:
         return render(request, PAGE, {"state": exc.state, "invitation": invitation}, status=410)
-    login(request, membership.user, backend=MODEL_BACKEND)
     messages.success(request, f"Welcome to {membership.project.name}.")
-    return redirect("project-detail", slug=membership.project.slug)
+    target = reverse("project-detail", args=[membership.project.slug])
+    if user is not None:
+        return redirect(target)
+    return perform_login(request, membership.user, redirect_url=target)

@@ -10,8 +10,13 @@ import pyotp
 import pytest
 from allauth.mfa.models import Authenticator
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.test import Client
+from django.urls import reverse
 
+from annotation.accounts.services import api_token_create
+from annotation.models import ApiToken, Membership, Role
+from annotation.projects.services import member_role_change
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -85,3 +90,38 @@ def test_two_factor_pages_need_a_signed_in_user_and_csrf(client, alice):
     guarded.force_login(alice)
     assert guarded.post("/accounts/2fa/totp/activate/", {"code": "123456"}).status_code == 403
     assert not Authenticator.objects.exists()
+
+
+def test_a_role_given_mid_session_requires_it_at_the_next_request(client, settings, alice):
+    # Signed in before the setting and before the role: both count at once.
+    assert client.post("/login/", {"username": "alice", "password": PASSWORD}).status_code == 302
+    settings.ARBITER_MFA_REQUIRED_FOR = ("curators",)
+    assert client.get("/").status_code == 200
+    membership = Membership.objects.get(user=alice)
+    member_role_change(membership=membership, role=Role.CURATOR)
+    assert client.get("/")["Location"] == "/accounts/2fa/totp/activate/"
+    assert client.get("/api/v1/projects/").status_code == 403
+    assert client.post(reverse("account-token-new"), {"name": "script"}).status_code == 302
+    assert not ApiToken.objects.exists()
+    with pytest.raises(ValidationError, match="Set up two-factor login first"):
+        api_token_create(user=alice, name="script")
+    _enrol(client)
+    assert client.get("/").status_code == 200
+
+
+def test_a_token_needs_a_current_code_with_two_factor_login_on(client, alice):
+    client.force_login(alice)
+    url = reverse("account-token-new")
+    # Without two-factor login no code is asked for.
+    assert client.post(url, {"name": "before"}).status_code == 200
+    totp = _enrol(client)
+    page = client.get("/account/").text
+    assert 'name="code"' in page
+    missing = client.post(url, {"name": "script"})
+    assert missing.status_code == 400
+    wrong = client.post(url, {"name": "script", "code": "000000"})
+    assert "Incorrect code" in wrong.text
+    assert list(ApiToken.objects.values_list("name", flat=True)) == ["before"]
+    made = client.post(url, {"name": "script", "code": totp.now()})
+    assert made.status_code == 200
+    assert ApiToken.objects.filter(user=alice, name="script").exists()

@@ -8,6 +8,7 @@ import time
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
+from allauth.account.models import EmailAddress
 from allauth.socialaccount.models import SocialAccount
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
@@ -20,6 +21,8 @@ from config.sso import group_roles
 from tests.conftest import PASSWORD
 from tests.factories import UserFactory
 
+NEW_PASSWORD = "a fresh and long passphrase"
+
 pytestmark = pytest.mark.django_db
 User = get_user_model()
 
@@ -30,10 +33,18 @@ def _signed_in(client):
 
 def test_verified_email_of_one_account_links_to_it(client, sso_settings):
     ann = UserFactory(username="ann", email="Ann@Example.org")
+    # Arbiter confirmed the email (an operator in the admin: docs/sso.md).
+    EmailAddress.objects.create(user=ann, email="ann@example.org", verified=True)
+    elsewhere = Client()
+    assert elsewhere.post("/login/", {"username": "ann", "password": PASSWORD}).status_code == 302
     sso_settings.account("ann-sub", email="ann@example.org", email_verified=True)
     response = client.get(sso_settings.sign_in(client, "ann-sub"))
     assert response.status_code == 302
     assert int(client.session["_auth_user_id"]) == ann.pk
+    # Linking signs the account out everywhere else; with local passwords on it keeps its own.
+    assert not _signed_in(elsewhere)
+    ann.refresh_from_db()
+    assert ann.check_password(PASSWORD)
     account = SocialAccount.objects.get(user=ann)
     # Keyed by (issuer, subject): the same subject at another issuer is another account.
     assert account.uid == f"{sso_settings.issuer}#ann-sub"
@@ -56,6 +67,75 @@ def test_unverified_email_makes_a_new_account_without_a_role(client, sso_setting
     assert not SocialAccount.objects.filter(user=owner).exists()
     # No role: the new account is an outsider to every project.
     assert client.get(f"/p/{project.slug}/").status_code == 404
+
+
+def _refused(client, response, text: str) -> None:
+    assert response.status_code == 403
+    assert text in response.text
+    assert "_auth_user_id" not in client.session
+
+
+def test_an_email_arbiter_never_confirmed_takes_no_account(client, sso_settings):
+    # A curator can make an account with any email (Settings, "Add a member"): the provider's
+    # verified email must not hand that account over, nor the provider's user to that account.
+    planted = UserFactory(username="planted", email="victim@example.org")
+    sso_settings.account("victim-sub", email="victim@example.org", email_verified=True)
+    response = client.get(sso_settings.sign_in(client, "victim-sub"))
+    _refused(client, response, "Arbiter never confirmed that this email is that account")
+    assert "Ask an operator to link it" in response.text
+    assert not SocialAccount.objects.exists()
+    assert list(User.objects.all()) == [planted]
+
+
+def test_an_operator_or_already_linked_account_is_never_taken(client, sso_settings):
+    boss = UserFactory(username="boss", email="boss@example.org", is_staff=True)
+    EmailAddress.objects.create(user=boss, email="boss@example.org", verified=True)
+    sso_settings.account("boss-sub", email="boss@example.org", email_verified=True)
+    response = client.get(sso_settings.sign_in(client, "boss-sub"))
+    _refused(client, response, "is an operator&#x27;s, which single sign-on never takes over")
+    assert not SocialAccount.objects.exists()
+
+    ann = UserFactory(username="ann", email="ann@example.org")
+    EmailAddress.objects.create(user=ann, email="ann@example.org", verified=True)
+    sso_settings.account("ann-sub", email="ann@example.org", email_verified=True)
+    client.get(sso_settings.sign_in(client, "ann-sub"))
+    assert SocialAccount.objects.get().user == ann
+    client.logout()
+    # Another subject at the provider now claims the same email: refused.
+    sso_settings.account("other-sub", email="ann@example.org", email_verified=True)
+    response = client.get(sso_settings.sign_in(client, "other-sub"))
+    _refused(client, response, "is linked to another single sign-on user already")
+    assert SocialAccount.objects.count() == 1
+
+
+def test_an_accepted_invitation_proves_the_email_and_passwords_off_end_the_password(
+    client, sso_settings, settings, smtp_server, project, carol
+):
+    path = _invitation(settings, smtp_server, project, carol, "inv@example.org")
+    Client().post(path, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+    member = User.objects.get(email="inv@example.org")
+    assert member.check_password(NEW_PASSWORD)
+    settings.ARBITER_LOCAL_PASSWORDS = False
+    sso_settings.account("inv-sub", email="inv@example.org", email_verified=True)
+    client.get(sso_settings.sign_in(client, "inv-sub"))
+    assert int(client.session["_auth_user_id"]) == member.pk
+    member.refresh_from_db()
+    assert not member.has_usable_password()
+
+
+def test_a_username_from_the_provider_never_holds_an_email(client, sso_settings):
+    # preferred_username is the provider user's choice: an address there could later pass
+    # for the address an invitation or a curator names.
+    sso_settings.account(
+        "mal-sub",
+        email="mal@example.org",
+        email_verified=False,
+        preferred_username="victim@example.org",
+    )
+    client.get(sso_settings.sign_in(client, "mal-sub"))
+    user = User.objects.get(pk=client.session["_auth_user_id"])
+    assert "@" not in user.username
+    assert user.username.startswith("victim")
 
 
 def test_verified_email_of_two_accounts_is_refused(client, sso_settings):

@@ -9,14 +9,17 @@ from datetime import timedelta
 from html import unescape
 
 import pytest
+from allauth.account import signals as allauth_signals
+from allauth.mfa.models import Authenticator
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import Invitation, Membership, Role
-from annotation.projects.invitations import invitation_create, invitation_token
+from annotation.projects.invitations import invitation_accept, invitation_create, invitation_token
 from config.queues import MAIL
 from tests.conftest import PASSWORD
 
@@ -178,21 +181,83 @@ def test_an_existing_account_signs_in_and_accepts(
     assert Membership.objects.get(project=project, user=eve).role == Role.ANNOTATOR
 
 
-def test_an_account_named_after_the_address_keeps_its_password(
+def _invited(carol, project, smtp_server, capture, email: str) -> str:
+    with capture(execute=True):
+        invitation_create(project=project, email=email, role=Role.CURATOR, invited_by=carol)
+    return link_in(smtp_server.wait_for(email))
+
+
+def test_an_account_named_after_the_address_is_not_taken(
     carol, project, smtp_server, django_capture_on_commit_callbacks
 ):
-    named = get_user_model().objects.create_user("named@example.org", "", PASSWORD)
-    with django_capture_on_commit_callbacks(execute=True):
-        invitation_create(
-            project=project, email="named@example.org", role=Role.ANNOTATOR, invited_by=carol
-        )
-    link = link_in(smtp_server.wait_for("named@example.org"))
+    # A single sign-on user once chose the address as their username (no email kept): the
+    # invitation is not theirs, and its new account cannot take that name.
+    squatter = get_user_model().objects.create_user("named@example.org", "", None)
+    link = _invited(
+        carol, project, smtp_server, django_capture_on_commit_callbacks, "named@example.org"
+    )
     visitor = Client()
-    assert "sign in as named@example.org" in text_of(visitor.get(link))
-    visitor.post(link, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
-    named.refresh_from_db()
-    assert named.check_password(PASSWORD)
-    assert not Membership.objects.filter(project=project, user=named).exists()
+    assert "sign in as" not in text_of(visitor.get(link))
+    response = visitor.post(link, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+    assert response.status_code == 400
+    assert "the username named@example.org is another account's" in text_of(response)
+    squatter.refresh_from_db()
+    assert not squatter.has_usable_password()
+    assert not Membership.objects.filter(user=squatter).exists()
+    assert "_auth_user_id" not in visitor.session
+
+
+def test_the_link_never_sets_a_password_on_an_account_without_one(
+    carol, project, smtp_server, django_capture_on_commit_callbacks
+):
+    # An account single sign-on made (no usable password), with two-factor login on: whoever
+    # holds the link must sign in as it, second factor included, to accept.
+    owner = get_user_model().objects.create_user("sso-owner", "owner@example.org", None)
+    Authenticator.objects.create(user=owner, type=Authenticator.Type.TOTP, data={})
+    link = _invited(
+        carol, project, smtp_server, django_capture_on_commit_callbacks, "owner@example.org"
+    )
+    visitor = Client()
+    page = visitor.get(link)
+    assert "sign in as sso-owner" in text_of(page)
+    assert 'id="id_new_password1"' not in page.text
+    response = visitor.post(link, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD})
+    assert response.status_code == 403
+    assert "_auth_user_id" not in visitor.session
+    owner.refresh_from_db()
+    assert not owner.has_usable_password()
+    assert not Membership.objects.filter(user=owner).exists()
+    with pytest.raises(ValidationError, match=r"An account with the email owner@example\.org"):
+        invitation_accept(
+            invitation=Invitation.objects.get(email="owner@example.org"),
+            password=NEW_PASSWORD,
+        )
+
+
+def test_a_new_account_is_signed_in_through_the_login_stages(
+    carol, project, smtp_server, django_capture_on_commit_callbacks, settings
+):
+    # A curator's role that requires two-factor login: the sign-in goes through allauth's
+    # stages and Arbiter's receivers, so the new curator is sent to set it up.
+    settings.ARBITER_MFA_REQUIRED_FOR = ("curators",)
+    link = _invited(
+        carol, project, smtp_server, django_capture_on_commit_callbacks, "lead@example.org"
+    )
+    visitor = Client()
+    signed_in = []
+    receiver = lambda sender, user, **kwargs: signed_in.append(user.pk)  # noqa: E731
+    allauth_signals.user_logged_in.connect(receiver, weak=False)
+    try:
+        response = visitor.post(
+            link, {"new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD}
+        )
+    finally:
+        allauth_signals.user_logged_in.disconnect(receiver)
+    assert response.status_code == 302
+    lead = get_user_model().objects.get(email="lead@example.org")
+    assert int(visitor.session["_auth_user_id"]) == lead.pk
+    assert signed_in == [lead.pk]  # allauth's login flow, which asks for a second factor
+    assert visitor.get(response["Location"])["Location"] == "/accounts/2fa/totp/activate/"
 
 
 @pytest.mark.parametrize(
