@@ -5,6 +5,7 @@ roles a groups claim gives, recorded with no actor and a note naming the group."
 from __future__ import annotations
 
 import pytest
+from allauth.account.models import EmailAddress
 from allauth.mfa.models import Authenticator
 from django.contrib.auth import get_user_model
 from django.urls import reverse
@@ -88,6 +89,8 @@ def test_an_authenticator_deleted_in_the_admin(client, alice):
 
 def test_first_sign_in_linking_an_account(client, sso_settings):
     ann = UserFactory(username="ann", email="ann@example.org")
+    # An email Arbiter confirmed (docs/sso.md): only such an account is taken over.
+    EmailAddress.objects.create(user=ann, email="ann@example.org", verified=True)
     sso_settings.account("ann-sub", email="ann@example.org", email_verified=True)
     client.get(sso_settings.sign_in(client, "ann-sub"))
     assert int(client.session["_auth_user_id"]) == ann.pk
