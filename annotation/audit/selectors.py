@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -95,3 +96,47 @@ def audit_csv_rows(events: QuerySet[AuditEvent]) -> Iterator[tuple[object, ...]]
             _json(event.after),
             event.request_id,
         )
+
+
+# The triggers that keep the log append-only (migrations 0033 and 0034).
+AUDIT_TRIGGERS = ("annotation_auditevent_append_only", "annotation_auditevent_no_truncate")
+
+
+def audit_table_exposure() -> list[str]:
+    """What the current database role could do to the audit log past its triggers, one
+    sentence each (none: the role can only read and add events; docs/audit.md, "Hardening")."""
+    table = AuditEvent._meta.db_table
+    problems = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_user, r.rolsuper, pg_has_role(current_user, c.relowner, 'USAGE'),"
+            " pg_get_userbyid(c.relowner),"
+            " has_table_privilege(current_user, c.oid, 'TRUNCATE'),"
+            " has_table_privilege(current_user, c.oid, 'TRIGGER')"
+            " FROM pg_class c, pg_roles r WHERE c.oid = %s::regclass AND r.rolname = current_user",
+            [table],
+        )
+        role, superuser, owner, owner_name, truncate, trigger = cursor.fetchone()
+        cursor.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND tgenabled <> 'D'",
+            [table],
+        )
+        enabled = {name for (name,) in cursor.fetchall()}
+    if superuser:
+        problems.append(
+            f"{role} is a superuser: it can disable the triggers, empty and drop {table}."
+        )
+    elif owner:
+        problems.append(
+            f"{role} owns {table} (as {owner_name}): it can disable the triggers and drop it."
+        )
+    if truncate and not superuser:
+        problems.append(f"{role} holds TRUNCATE on {table} (the trigger still refuses it).")
+    if trigger and not (superuser or owner):
+        problems.append(f"{role} holds TRIGGER on {table}: it can add triggers to it.")
+    problems.extend(
+        f"The trigger {name} is missing or disabled."
+        for name in AUDIT_TRIGGERS
+        if name not in enabled
+    )
+    return problems
