@@ -1,19 +1,26 @@
 """Admin for operators (superusers only, see ``config/admin.py``): search and filters everywhere;
 content, votes and media read-only, because a benchmark must show exactly what was imported and
-what people answered. Curators use the in-app project pages instead."""
+what people answered. Every addition, change and deletion here is audited (docs/audit.md),
+the site-wide rows of other apps' admins (accounts, second factors, sign-in identities, API
+keys) included. Curators use the in-app project pages instead."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from allauth.account.models import EmailAddress  # type: ignore[import-untyped]
 from allauth.mfa.admin import AuthenticatorAdmin  # type: ignore[import-untyped]
 from allauth.mfa.models import Authenticator  # type: ignore[import-untyped]
+from allauth.socialaccount.models import SocialAccount, SocialApp, SocialToken  # type: ignore[import-untyped]
 from django.contrib import admin
+from django.contrib.auth.models import Group, User
 from django.db.models import OuterRef, Subquery
 from django.utils.html import format_html
+from rest_framework.authtoken.models import TokenProxy
 
 from annotation import models
 from annotation.accounts.mfa import two_factor_audit
+from annotation.audit import site_admin
 from annotation.audit.admin import AuditedAdmin
 from annotation.core.media_keys import media_path
 from annotation.core.scales import LIKERT6_LABELS, on_screen_vote
@@ -22,7 +29,10 @@ THUMBNAIL_SIDE = 64  # px, in the media list
 PREVIEW_SIDE = 480  # px, on a medium's own page
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(AuditedAdmin):
+    """Rows nobody adds or changes here; an operator may delete one (the audit log records
+    it, with the project it belonged to)."""
+
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
@@ -283,3 +293,18 @@ class AuditedAuthenticatorAdmin(AuthenticatorAdmin):
         for authenticator in queryset.select_related("user"):
             two_factor_audit(actor=request.user, authenticator=authenticator, on=False)
         super().delete_queryset(request, queryset)
+
+
+# The site-wide rows other apps' admins change, audited (annotation/audit/site_admin.py).
+for model, audited in (
+    (User, site_admin.AuditedUserAdmin),
+    (Group, site_admin.AuditedGroupAdmin),
+    (EmailAddress, site_admin.AuditedEmailAddressAdmin),
+    (SocialAccount, site_admin.AuditedSocialAccountAdmin),
+    (SocialApp, site_admin.AuditedSocialAppAdmin),
+    (SocialToken, site_admin.AuditedSocialTokenAdmin),
+    (TokenProxy, site_admin.AuditedTokenAdmin),
+):
+    if admin.site.is_registered(model):
+        admin.site.unregister(model)
+    admin.site.register(model, audited)

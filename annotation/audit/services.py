@@ -70,11 +70,13 @@ def audit_record(
     after: Mapping[str, Any] | None = None,
     target_label: str | None = None,
     target_type: str | None = None,
+    target_ref: str | None = None,
 ) -> AuditEvent:
     """Records that ``actor`` (None: the command line or background work) did ``action`` to
-    ``target`` in ``project`` (None: site-wide), with the changed fields ``before`` and
-    ``after``. Call it inside the transaction that makes the change. ``target_label`` and
-    ``target_type`` name a target that is no single row (a set of pairs)."""
+        ``target`` in ``project`` (None: site-wide), with the changed fields ``before`` and
+        ``after``. Call it inside the transaction that makes the change. ``target_label`` and
+        ``target_type`` name a target that is no single row (a set of pairs); ``target_ref``
+    replaces its id where the id is a secret (DRF's token, whose key is its id)."""
     if action not in ACTIONS:
         raise ValueError(
             f"action: {action!r} is not an audited action (annotation/audit/actions.py)"
@@ -89,7 +91,9 @@ def audit_record(
         actor_role=actor_role(actor=person, project=project),
         action=action,
         target_type=target_type or (str(target._meta.model_name) if target is not None else ""),
-        target_ref=str(target.pk) if target is not None else "",
+        target_ref=target_ref
+        if target_ref is not None
+        else (str(target.pk) if target is not None else ""),
         target_label=label[:AUDIT_LABEL_MAX_CHARS],
         before=_small(before),
         after=_small(after),
