@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.db import models
 
@@ -31,6 +32,21 @@ def audit_changes(
     changed = [field for field in after if before.get(field) != after[field]]
     old = {field: before.get(field) for field in changed}
     return old, {field: after[field] for field in changed}
+
+
+def audit_url(url: str) -> str:
+    """``url`` as the log keeps it: without its user and password, query string and fragment,
+    where a receiver's token often travels (``https://hooks.example/in?token=...``)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _small(values: Mapping[str, Any] | None) -> dict[str, Any]:

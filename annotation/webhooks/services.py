@@ -15,7 +15,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from annotation.audit.actions import SECRET_CHANGED
-from annotation.audit.services import audit_changes, audit_record
+from annotation.audit.services import audit_changes, audit_record, audit_url
 from annotation.core.errors import InvalidInput
 from annotation.core.jobs import job_publish
 from annotation.core.webhook_events import DELIVER_TASK, webhook_event_create
@@ -109,8 +109,10 @@ def webhook_create(
 
 
 def _audited(endpoint: WebhookEndpoint) -> dict:
-    """What the audit log keeps of an endpoint: its settings, never its secret."""
-    return {field: getattr(endpoint, field) for field in _AUDITED_FIELDS}
+    """What the audit log keeps of an endpoint: its settings, never its secret, its URL
+    without the credentials or query string a receiver's token may travel in."""
+    kept = {field: getattr(endpoint, field) for field in _AUDITED_FIELDS}
+    return {**kept, "url": audit_url(endpoint.url)}
 
 
 def _audit(actor, endpoint: WebhookEndpoint, action: str, before: dict, after: dict) -> None:
@@ -119,7 +121,7 @@ def _audit(actor, endpoint: WebhookEndpoint, action: str, before: dict, after: d
         project=endpoint.project,
         action=action,
         target=endpoint,
-        target_label=endpoint.url,
+        target_label=audit_url(endpoint.url),
         before=before,
         after=after,
     )
@@ -136,7 +138,7 @@ def webhook_update(
     actor=None,
 ) -> WebhookEndpoint:
     """Changes the fields given (None: kept). Events already written keep their deliveries."""
-    old = _audited(endpoint)
+    old, old_url = _audited(endpoint), endpoint.url
     if url is not None:
         endpoint.url = check_url(url)
     if events is not None:
@@ -148,6 +150,10 @@ def webhook_update(
     endpoint.save(update_fields=list(_AUDITED_FIELDS))
     _flag_sync(endpoint.project)
     before, after = audit_changes(old, _audited(endpoint))
+    if endpoint.url != old_url and "url" not in after:
+        # Only what the log leaves out changed: it says so, never what it was.
+        before["url"] = old["url"]
+        after["url"] = f"{old['url']} (query or credentials {SECRET_CHANGED})"
     if after:
         _audit(actor, endpoint, "webhook.changed", before, after)
     return endpoint

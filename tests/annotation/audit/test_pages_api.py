@@ -190,6 +190,19 @@ def test_the_page_records_its_request_id(client_for, carol, project):
     ]
 
 
+def test_a_client_chosen_request_id_is_recorded_only_when_well_formed(client_for, carol, project):
+    url = reverse("project-settings-save", args=[project.slug])
+    for given, name in (("<script>x</script>", "one"), ("ok-request-0002", "two")):
+        saved = client_for(carol).post(
+            url, settings_data(project, name=name), HTTP_X_REQUEST_ID=given
+        )
+        assert saved.status_code == 302
+    bad, good = AuditEvent.objects.filter(action="project.settings_changed").order_by("id")
+    assert good.request_id == "ok-request-0002"
+    assert bad.request_id != "<script>x</script>"
+    assert len(bad.request_id) == 32  # a fresh id in its place
+
+
 def test_a_change_through_the_api_names_its_caller(api_for, carol, project, settings):
     settings.ARBITER_WEBHOOK_ALLOW_PRIVATE = True
     hook = {"url": "http://127.0.0.1:9/hook", "events": ["pair.decided"]}

@@ -15,7 +15,7 @@ from annotation.accounts.services import (
     command_line_token_revoke,
 )
 from annotation.audit.actions import ACTIONS, SECRET_CHANGED
-from annotation.audit.services import AUDIT_TEXT_MAX_CHARS, audit_record
+from annotation.audit.services import AUDIT_TEXT_MAX_CHARS, audit_record, audit_url
 from annotation.decisions.services import consensus_reapply, pair_adjudicate
 from annotation.models import AuditEvent, Membership, PairStatus, Role, WebhookEndpoint
 from annotation.pairs import services as pairs
@@ -436,3 +436,39 @@ def test_docs_list_every_action():
     """docs/audit.md's table names each action a service may record."""
     listed = (ROOT / "docs" / "audit.md").read_text()
     assert [action for action in ACTIONS if f"`{action}`" not in listed] == []
+
+
+def test_a_webhook_url_is_recorded_without_its_token(project, carol, settings):
+    settings.ARBITER_WEBHOOK_ALLOW_PRIVATE = True
+    endpoint = webhooks.webhook_create(
+        project=project,
+        url="http://127.0.0.1:9/in?token=tok3n-one#frag",
+        events=["pair.decided"],
+        actor=carol,
+    )
+    webhooks.webhook_update(
+        endpoint=endpoint, url="http://127.0.0.1:9/in?token=tok3n-two", actor=carol
+    )
+    created, changed = AuditEvent.objects.order_by("id")
+    assert (created.after["url"], created.target_label) == ("http://127.0.0.1:9/in",) * 2
+    # Only the token changed: the log says so, without either. (A URL with a user name and
+    # password is refused on input; audit_url drops them anyway.)
+    assert (changed.before, changed.after) == (
+        {"url": "http://127.0.0.1:9/in"},
+        {"url": "http://127.0.0.1:9/in (query or credentials (changed))"},
+    )
+    logged = " ".join(f"{e.before} {e.after} {e.target_label}" for e in (created, changed))
+    for secret in ("tok3n-one", "tok3n-two", "frag"):
+        assert secret not in logged
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("https://hooks.example/in", "https://hooks.example/in"),
+        ("https://u:p@hooks.example:8443/a/b?x=1", "https://hooks.example:8443/a/b"),
+        ("http://[::1]:9/in?t=1", "http://[::1]:9/in"),
+    ],
+)
+def test_audit_url_keeps_the_address_only(url, kept):
+    assert audit_url(url) == kept
