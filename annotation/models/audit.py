@@ -1,7 +1,7 @@
 """The audit log (docs/audit.md): one row per change a curator, researcher or operator made,
 written by the service that made it, in its transaction. The table is append-only in the
-database itself (a trigger refuses UPDATE, DELETE and TRUNCATE, migration 0031), so it holds
-no foreign key: a project or account deleted later leaves its events as they were, named by
+database itself (triggers refuse UPDATE, DELETE and TRUNCATE, migrations 0033 and 0034), so
+it holds no foreign key: a project or account deleted later leaves its events as they were, named by
 the id and label they had."""
 
 from __future__ import annotations
