@@ -1,9 +1,8 @@
 """The site-wide rows an operator can change in the admin, audited (docs/audit.md, "What is
 recorded"): accounts (staff and superuser grants, emails, passwords as "(changed)"), groups,
 sign-in identities (moving one to another account), sign-in providers and API keys (second
-factors: ``annotation.admin``). Each subclasses its app's own admin
-with ``AuditedAdmin``; ``annotation.admin`` registers them in place of the originals. Their
-events are site-wide (no project)."""
+factors: ``annotation.admin``). Each subclasses its app's own admin with ``AuditedAdmin``;
+``annotation.admin`` registers them in place of the originals. Their events are site-wide."""
 
 from __future__ import annotations
 
