@@ -9,9 +9,10 @@ already."""
 
 from __future__ import annotations
 
+import io
 import struct
 from collections import deque
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 
 from isal import isal_zlib
 
@@ -93,20 +94,23 @@ class GzipMember:
         self._out.write(struct.pack("<II", self._crc, self.size & 0xFFFFFFFF))
 
 
+class _Inline(Executor):
+    """Runs each submitted call at once, in the caller's thread."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        done: Future = Future()
+        done.set_result(fn(*args, **kwargs))
+        return done
+
+
 def gzip_member(data: bytes) -> bytes:
-    """``data`` as one gzip member, the same bytes as a GzipMember would write, deflated here
-    (a tar header's member is a few hundred bytes: a thread pool cost more than the deflate)."""
-    view = memoryview(data).cast("B")
-    pieces, previous = [_HEADER], b""
-    # As GzipMember cuts them: whole blocks, then what is left (maybe nothing) as the last.
-    whole = len(view) // BLOCK_BYTES * BLOCK_BYTES
-    for start in range(0, whole + 1, BLOCK_BYTES):
-        end = start + BLOCK_BYTES if start < whole else len(view)
-        block = bytes(view[start:end])
-        pieces.append(_deflate(GZIP_LEVEL, block, previous, start == whole))
-        previous = block[-_WINDOW:]
-    pieces.append(struct.pack("<II", isal_zlib.crc32(view), len(view) & 0xFFFFFFFF))
-    return b"".join(pieces)
+    """``data`` as one gzip member: a GzipMember deflating in this thread (a tar header's
+    member is a few hundred bytes: a thread pool cost more than the deflate)."""
+    out = io.BytesIO()
+    member = GzipMember(out, pool=_Inline())
+    member.write(data)
+    member.close()
+    return out.getvalue()
 
 
 def _write_stored(out, data, final: bool) -> None:
