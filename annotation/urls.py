@@ -70,6 +70,11 @@ urlpatterns = [
         ("", pairs.pairs_browser, "pairs"),
         ("bulk/<slug:action>/", pairs.pairs_bulk, "pairs-bulk"),
         ("<int:pair_id>/", pairs.pair_detail, "pair"),
+        (
+            "<int:pair_id>/<slug:action>/",
+            pairs.pair_exclusion_page,
+            "pair-exclusion",
+        ),
         ("<int:pair_id>/flags/<int:flag_id>/reply/", pairs.flag_reply_page, "pair-flag-reply"),
         (
             "<int:pair_id>/flags/<int:flag_id>/resolve/",

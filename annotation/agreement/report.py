@@ -91,6 +91,7 @@ class _Pairs:
 def _read_pairs(project: Project) -> _Pairs:
     rows = list(
         Pair.objects.filter(project=project)
+        .exclude(status=PairStatus.EXCLUDED)
         .order_by("pk")
         .values_list("pk", "task", "criterion", "is_gold", "gold_label")
     )
@@ -128,17 +129,17 @@ class _Votes:
 
 def _read_votes(project: Project, source: str) -> _Votes:
     votes = _number_rows(
-        Vote.objects.filter(pair__project=project, is_adjudication=False).values_list(
-            "pk", "pair_id", "annotator_id", "value", "time_on_task_ms"
-        )
+        Vote.objects.filter(pair__project=project, is_adjudication=False)
+        .exclude(pair__status=PairStatus.EXCLUDED)
+        .values_list("pk", "pair_id", "annotator_id", "value", "time_on_task_ms")
         if source != ReportSource.PRIOR
         else Vote.objects.none(),
         5,
     )
     priors = _number_rows(
-        PriorAnnotation.objects.filter(pair__project=project, value__isnull=False).values_list(
-            "pk", "pair_id", "position", "value"
-        )
+        PriorAnnotation.objects.filter(pair__project=project, value__isnull=False)
+        .exclude(pair__status=PairStatus.EXCLUDED)
+        .values_list("pk", "pair_id", "position", "value")
         if source != ReportSource.VOTES
         else PriorAnnotation.objects.none(),
         4,

@@ -28,6 +28,16 @@ urlpatterns = [
             adjudication.AdjudicateApi.as_view(),
             "api-adjudicate",
         ),
+        (
+            "<slug:slug>/pairs/<path:external_id>/exclude/",
+            projects.PairExcludeApi.as_view(),
+            "api-pair-exclude",
+        ),
+        (
+            "<slug:slug>/pairs/<path:external_id>/include/",
+            projects.PairIncludeApi.as_view(),
+            "api-pair-include",
+        ),
         ("<slug:slug>/pairs/<path:external_id>/", projects.PairDetailApi.as_view(), "api-pair"),
         ("<slug:slug>/imports/", imports.ImportListApi.as_view(), "api-imports"),
         ("<slug:slug>/imports/<int:pk>/", imports.ImportDetailApi.as_view(), "api-import"),

@@ -22,6 +22,8 @@ ACTIONS: dict[str, str] = {
     "pairs.gold_cleared": "Pairs no longer gold",
     "pairs.priority_set": "Pairs' priority set",
     "pairs.restricted": "Pairs restricted to annotators",
+    "pairs.excluded": "Pairs excluded",
+    "pairs.included": "Excluded pairs included again",
     "leases.released": "Leases released",
     "flag.replied": "Flag answered",
     "flag.resolved": "Flag resolved",

@@ -8,6 +8,7 @@ MAX_SKIP_NOTE_CHARS = 2000
 MAX_FLAG_NOTE_CHARS = 2000
 MAX_FLAG_REPLY_CHARS = 5000
 MAX_ADJUDICATION_NOTE_CHARS = 5000
+MAX_EXCLUSION_REASON_CHARS = 2000
 # A vote's time on task above a day is a tab left open, not time spent judging.
 MAX_TIME_ON_TASK_MS = 24 * 3600 * 1000
 # Serving priority: higher first, 0 normal.

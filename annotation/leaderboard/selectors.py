@@ -90,7 +90,11 @@ def _source_rows(project: Project, source: str) -> tuple[models.QuerySet, str, s
         rows = Pair.objects.filter(project=project, status=PairStatus.CONSENSUS)
         return rows.filter(is_gold=False), "", "consensus_label"
     if source == ModelSource.REFERENCE:
-        rows = Pair.objects.filter(project=project, is_gold=False).exclude(prior_label="")
+        rows = (
+            Pair.objects.filter(project=project, is_gold=False)
+            .exclude(prior_label="")
+            .exclude(status=PairStatus.EXCLUDED)
+        )
         return rows, "", "prior_label"
     raise ValueError(f"source {source!r}: expected one of {', '.join(ModelSource.values)}")
 
@@ -98,8 +102,12 @@ def _source_rows(project: Project, source: str) -> tuple[models.QuerySet, str, s
 def _vote_sources(project: Project) -> list[tuple[models.QuerySet, str, str]]:
     """Every human vote: the project's own (adjudications left out, as agreement does) and
     the prior annotations that came with the import."""
-    votes = Vote.objects.filter(pair__project=project, pair__is_gold=False, is_adjudication=False)
-    priors = PriorAnnotation.objects.filter(pair__project=project, pair__is_gold=False)
+    votes = Vote.objects.filter(
+        pair__project=project, pair__is_gold=False, is_adjudication=False
+    ).exclude(pair__status=PairStatus.EXCLUDED)
+    priors = PriorAnnotation.objects.filter(pair__project=project, pair__is_gold=False).exclude(
+        pair__status=PairStatus.EXCLUDED
+    )
     return [(votes, "pair__", "side"), (priors.exclude(label=""), "pair__", "label")]
 
 
@@ -107,6 +115,7 @@ def _counted_pairs(project: Project, source: str, task: str) -> int:
     """How many pairs gave at least one counted comparison."""
     pairs = (
         Pair.objects.filter(project=project, is_gold=False)
+        .exclude(status=PairStatus.EXCLUDED)
         .exclude(response_a__model_name="")
         .exclude(response_b__model_name="")
         .exclude(response_a__model_name=F("response_b__model_name"))

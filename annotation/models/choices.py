@@ -101,6 +101,10 @@ class PairStatus(models.TextChoices):
     ANNOTATING = "annotating", "Annotating"
     CONSENSUS = "consensus", "Consensus"
     DISPUTED = "disputed", "Disputed"
+    # Taken out by a curator (broken media, a bad prompt): never served, decided, released,
+    # counted in agreement, leaderboards or judge scores; ``Pair.excluded_from`` keeps the
+    # status it had, which including it again restores (docs/curators.md, "Excluding pairs").
+    EXCLUDED = "excluded", "Excluded"
 
 
 class AssignmentStatus(models.TextChoices):

@@ -71,6 +71,15 @@ class Pair(models.Model):
     # names (annotation.core.search.search_words), written by the importer; GIN-indexed on
     # PostgreSQL by migration 0011 (an index no other database has).
     search_words = SearchWordsField(blank=True, default="", editable=False)
+    # Exclusion (annotation/pairs/services.py): the status the pair had, the curator's reason.
+    excluded_from = models.CharField(
+        max_length=16,
+        choices=PairStatus.choices,
+        blank=True,
+        help_text="The status an excluded pair had, restored when it is included again.",
+    )
+    exclusion_reason = models.TextField(blank=True)
+    excluded_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -89,6 +98,12 @@ class Pair(models.Model):
             models.CheckConstraint(
                 condition=~Q(status="consensus") | ~Q(consensus_label=""),
                 name="pair_consensus_has_label",
+            ),
+            # An excluded pair knows the status it came from, and only an excluded one does.
+            models.CheckConstraint(
+                condition=(Q(status="excluded") & ~Q(excluded_from__in=["", "excluded"]))
+                | (~Q(status="excluded") & Q(excluded_from="")),
+                name="pair_exclusion_consistent",
             ),
         ]
         indexes = [

@@ -56,3 +56,15 @@ def set_gold(*, project: Project, pair_ids: Iterable[int], label: str, actor) ->
         return f"{plural(count, 'pair')} no longer gold."
     count = services.pairs_set_gold(project=project, pair_ids=pair_ids, label=label, actor=actor)
     return f"{plural(count, 'gold pair')} with the answer {label}."
+
+
+def exclude(*, project: Project, pair_ids: Iterable[int], reason: str, actor) -> str:
+    """Takes the pairs out of serving, decisions, releases and every figure."""
+    count = services.pairs_exclude(project=project, pair_ids=pair_ids, reason=reason, actor=actor)
+    return f"{plural(count, 'pair')} excluded."
+
+
+def include(*, project: Project, pair_ids: Iterable[int], actor) -> str:
+    """Gives excluded pairs back the status they had."""
+    count = services.pairs_include(project=project, pair_ids=pair_ids, actor=actor)
+    return f"{plural(count, 'excluded pair')} included again."

@@ -1,6 +1,6 @@
 """Curators' writes on chosen pairs: gold pairs and their known answers, the serving
-priority, and restricting pairs to some annotators (docs/curators.md). The pages say what
-each did through ``annotation.pairs.actions``."""
+priority, restricting pairs to some annotators, and excluding pairs (docs/curators.md). The
+pages say what each did through ``annotation.pairs.actions``."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from annotation.audit.services import audit_record
 from annotation.core.errors import InvalidInput
-from annotation.core.limits import MAX_PRIORITY, MIN_PRIORITY
+from annotation.core.limits import MAX_EXCLUSION_REASON_CHARS, MAX_PRIORITY, MIN_PRIORITY
 from annotation.decisions import lifecycle
-from annotation.decisions.services import disputes_settle
+from annotation.decisions.services import disputes_settle, pair_complete
 from annotation.models import (
+    Assignment,
     Membership,
     Pair,
     PairRestriction,
@@ -199,3 +201,94 @@ def pairs_restrict(
     Pair.objects.filter(pk__in=pks).update(restricted=bool(user_ids), updated_at=timezone.now())
     disputes_settle(project=project, pair_ids=pks)
     return len(pks)
+
+
+@transaction.atomic
+def pairs_exclude(*, project: Project, pair_ids: Iterable[int], reason: str, actor=None) -> int:
+    """Takes the project's pairs out (docs/curators.md, "Excluding pairs"): never served
+    again, and left out of consensus, releases, agreement, leaderboards and judge scores.
+    Their live leases are released (a vote still sent through one is kept, as any late vote),
+    their votes and decision kept, and the status each had is remembered for
+    ``pairs_include``. Pairs in a running filter are refused; pairs excluded already are left
+    as they are. Returns how many were excluded."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidInput("reason: say why the pairs are excluded (annotators never see it).")
+    if len(reason) > MAX_EXCLUSION_REASON_CHARS:
+        raise InvalidInput(f"reason: at most {MAX_EXCLUSION_REASON_CHARS} characters.")
+    pairs = _lock_pairs(project=project, pair_ids=pair_ids)
+    _refuse(
+        [p for p in pairs if p.status == PairStatus.JUDGING],
+        "a filter run is judging them; wait for it or cancel it first.",
+    )
+    pairs = [p for p in pairs if p.status != PairStatus.EXCLUDED]
+    if not pairs:
+        return 0
+    _audit_pairs(
+        actor=actor,
+        project=project,
+        action="pairs.excluded",
+        external_ids=[p.external_id for p in pairs],
+        before={"statuses": {p.external_id: p.status for p in pairs[:AUDITED_PAIRS_NAMED]}},
+        after={"status": PairStatus.EXCLUDED, "reason": reason},
+    )
+    now = timezone.now()
+    pks = [p.pk for p in pairs]
+    Assignment.objects.filter(pair_id__in=pks, status=Assignment.Status.LIVE).update(
+        status=Assignment.Status.RELEASED
+    )
+    for status in {p.status for p in pairs}:
+        Pair.objects.filter(pk__in=[p.pk for p in pairs if p.status == status]).update(
+            status=PairStatus.EXCLUDED,
+            excluded_from=status,
+            exclusion_reason=reason,
+            excluded_at=now,
+            lease_count=0,
+            updated_at=now,
+        )
+    return len(pairs)
+
+
+@transaction.atomic
+def pairs_include(*, project: Project, pair_ids: Iterable[int], actor=None) -> int:
+    """Gives excluded pairs back the status they had; returns how many. An open pair whose
+    votes reached its target while it was out (late votes are kept) is decided now by the
+    project's rule, as its last vote would have decided it."""
+    pairs = [
+        p
+        for p in _lock_pairs(project=project, pair_ids=pair_ids)
+        if p.status == PairStatus.EXCLUDED
+    ]
+    if not pairs:
+        return 0
+    _audit_pairs(
+        actor=actor,
+        project=project,
+        action="pairs.included",
+        external_ids=[p.external_id for p in pairs],
+        before={"status": PairStatus.EXCLUDED},
+        after={},
+    )
+    now = timezone.now()
+    pks = [p.pk for p in pairs]
+    chosen = Pair.objects.filter(pk__in=pks)
+    chosen.update(
+        status=F("excluded_from"),
+        excluded_from="",
+        exclusion_reason="",
+        excluded_at=None,
+        updated_at=now,
+    )
+    full = chosen.filter(
+        status__in=lifecycle.OPEN_STATUSES, is_gold=False, vote_count__gte=F("target_votes")
+    ).values_list("pk", "target_votes", "extra_slots")
+    for pair_id, target_votes, extra_slots in full:
+        pair_complete(
+            pair_id=pair_id,
+            project=project,
+            target_votes=target_votes,
+            extra_slots=extra_slots,
+            now=now,
+        )
+    disputes_settle(project=project, pair_ids=pks)
+    return len(pairs)

@@ -27,7 +27,13 @@ from annotation.agreement.prior_ratings import ratings_by_response
 from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
 from annotation.core.actions import action_apply
 from annotation.core.errors import DomainError
-from annotation.core.limits import MAX_FLAG_REPLY_CHARS, MAX_PAIR_IDS, MAX_PRIORITY, MIN_PRIORITY
+from annotation.core.limits import (
+    MAX_EXCLUSION_REASON_CHARS,
+    MAX_FLAG_REPLY_CHARS,
+    MAX_PAIR_IDS,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+)
 from annotation.core.pair_sections import pair_sections
 from annotation.core.scales import on_screen_vote, options_for
 from annotation.core.shown import pair_page_context
@@ -230,6 +236,10 @@ class GoldForm(PairSelectionForm):
         field.choices = pair_actions.gold_label_choices(self.project)
 
 
+class ExcludeForm(PairSelectionForm):
+    reason = forms.CharField(max_length=MAX_EXCLUSION_REASON_CHARS, strip=True)
+
+
 def project_annotators(project: Project):
     return (
         get_user_model()
@@ -260,11 +270,23 @@ def _apply_gold(project: Project, data: dict, actor) -> str:
     )
 
 
+def _apply_exclude(project: Project, data: dict, actor) -> str:
+    return pair_actions.exclude(
+        actor=actor, project=project, pair_ids=data["pks"], reason=data["reason"]
+    )
+
+
+def _apply_include(project: Project, data: dict, actor) -> str:
+    return pair_actions.include(actor=actor, project=project, pair_ids=data["pks"])
+
+
 BULK_ACTIONS: dict[str, tuple[type[PairSelectionForm], Callable[[Project, dict, Any], str]]] = {
     "enqueue": (PairSelectionForm, _apply_enqueue),
     "priority": (PriorityForm, _apply_priority),
     "restrict": (RestrictForm, _apply_restrict),
     "gold": (GoldForm, _apply_gold),
+    "exclude": (ExcludeForm, _apply_exclude),
+    "include": (PairSelectionForm, _apply_include),
 }
 
 
@@ -310,6 +332,7 @@ def _browser_page(
         "min_priority": MIN_PRIORITY,
         "gold_labels": pair_actions.gold_label_choices(project),
         "max_priority": MAX_PRIORITY,
+        "max_exclusion_chars": MAX_EXCLUSION_REASON_CHARS,
         **(_links(project, form, page) if page else {}),
     }
     template = f"{PAGE}#pairs_results" if request.htmx else PAGE
@@ -411,7 +434,8 @@ def _pair_page(
     request, project: Project, role: str, pair_id: int, *, refused: dict | None = None
 ) -> HttpResponse:
     """The pair page; ``refused``: a curator's reply the page could not take (``flag_id``,
-    ``text``, ``error``), shown again under its flag with the error, as a 400."""
+    ``text``, ``error``), shown again under its flag with the error, or an exclusion it
+    refused (``exclusion_error``, ``exclusion_reason``), as a 400."""
     pair = (
         Pair.objects.select_related("prompt", "response_a", "response_b")
         .filter(project=project, pk=pair_id)
@@ -436,6 +460,9 @@ def _pair_page(
             {"flag": flag, **(refused if refused.get("flag_id") == flag.pk else {})}
             for flag in pair_flags(pair=pair)
         ],
+        "exclusion_error": refused.get("exclusion_error", ""),
+        "exclusion_reason": refused.get("exclusion_reason", ""),
+        "max_exclusion_chars": MAX_EXCLUSION_REASON_CHARS,
         "is_curator": role == Role.CURATOR,
         "max_reply_chars": MAX_FLAG_REPLY_CHARS,
         "restricted_to": list(
@@ -512,6 +539,48 @@ def flag_resolve_page(request, slug: str, pair_id: int, flag_id: int):
     else:
         messages.info(request, "That flag was resolved already.")
     return _back_to_pair(request, project, pair_id)
+
+
+class PairExcludeForm(forms.Form):
+    reason = forms.CharField(max_length=MAX_EXCLUSION_REASON_CHARS, strip=True)
+
+
+@require_POST
+@login_required
+def pair_exclusion_page(request, slug: str, pair_id: int, action: str):
+    """A curator excludes this pair (with a reason) or includes it again, from the pair page;
+    a refusal is shown on the page, as a 400."""
+    project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
+    if not Pair.objects.filter(project=project, pk=pair_id).exists():
+        raise Http404("No such pair")
+    if action not in ("exclude", "include"):
+        raise Http404("No such action")
+    error = ""
+    if action == "exclude":
+        form = PairExcludeForm(request.POST)
+        error = "" if form.is_valid() else form_error_text(form)
+    if not error:
+        try:
+            if action == "exclude":
+                message = pair_actions.exclude(
+                    project=project,
+                    pair_ids=[pair_id],
+                    reason=form.cleaned_data["reason"],
+                    actor=request.user,
+                )
+            else:
+                message = pair_actions.include(
+                    project=project, pair_ids=[pair_id], actor=request.user
+                )
+        except DomainError as exc:
+            error = str(exc)
+    if error:
+        refused = {"exclusion_error": error, "exclusion_reason": request.POST.get("reason", "")}
+        return _pair_page(request, project, Role.CURATOR, pair_id, refused=refused)
+    messages.success(request, message)
+    url = reverse("pair", args=[project.slug, pair_id])
+    query = request.GET.urlencode()
+    return redirect(f"{url}?{query}#exclusion" if query else f"{url}#exclusion")
 
 
 @require_GET

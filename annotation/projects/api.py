@@ -1,17 +1,22 @@
 """Projects and pairs. Pairs (with model names and judge outcomes) are for curators and
-researchers only; annotators reach pairs through the blinded queue endpoints."""
+researchers only; annotators reach pairs through the blinded queue endpoints. Curators
+exclude pairs and include them again (docs/api.md, "Excluding pairs")."""
 
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers
 from rest_framework.response import Response as ApiResponse
 from rest_framework.views import APIView
 
-from annotation.core.access import STAFF_ROLES, get_project_for_user
+from annotation.core.access import CURATORS, STAFF_ROLES, get_project_for_user
+from annotation.core.limits import MAX_EXCLUSION_REASON_CHARS
 from annotation.core.media_keys import media_path
 from annotation.models import Membership, Pair, PairStatus, Project
+from annotation.pairs.services import pairs_exclude, pairs_include
+
+_ERROR = inline_serializer("PairActionError", fields={"detail": serializers.CharField()})
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -96,6 +101,9 @@ class PairSerializer(serializers.ModelSerializer):
             "ensemble_label",
             "ensemble_agreement",
             "consensus_label",
+            "excluded_from",
+            "exclusion_reason",
+            "excluded_at",
             "created_at",
         )
 
@@ -159,3 +167,52 @@ class PairDetailApi(APIView):
     def get(self, request, slug: str, external_id: str):
         pair = get_object_or_404(_pairs_for(request, slug), external_id=external_id)
         return ApiResponse(PairSerializer(pair, context={"request": request}).data)
+
+
+class PairExcludeApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.CharField(max_length=MAX_EXCLUSION_REASON_CHARS)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: PairSerializer, 400: _ERROR, 403: _ERROR, 404: _ERROR},
+        summary="Exclude a pair (curators)",
+        description="Never served again; left out of consensus, releases, agreement, "
+        "leaderboards and judge scores; live leases released; votes kept. The reason is "
+        "recorded in the audit log. A pair excluded already is left as it is (200); a pair "
+        "a filter run is judging answers 400.",
+    )
+    def post(self, request, slug: str, external_id: str):
+        project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
+        pair = get_object_or_404(Pair, project=project, external_id=external_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        pairs_exclude(
+            project=project,
+            pair_ids=[pair.pk],
+            reason=serializer.validated_data["reason"],
+            actor=request.user,
+        )
+        return _pair_answer(request, pair.pk)
+
+
+class PairIncludeApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: PairSerializer, 403: _ERROR, 404: _ERROR},
+        summary="Include an excluded pair again (curators)",
+        description="The pair gets back the status it had when it was excluded; a pair not "
+        "excluded is left as it is.",
+    )
+    def post(self, request, slug: str, external_id: str):
+        project, _ = get_project_for_user(request.user, slug, roles=CURATORS)
+        pair = get_object_or_404(Pair, project=project, external_id=external_id)
+        pairs_include(project=project, pair_ids=[pair.pk], actor=request.user)
+        return _pair_answer(request, pair.pk)
+
+
+def _pair_answer(request, pair_id: int) -> ApiResponse:
+    pair = Pair.objects.select_related("project", "prompt", "response_a", "response_b").get(
+        pk=pair_id
+    )
+    return ApiResponse(PairSerializer(pair, context={"request": request}).data)

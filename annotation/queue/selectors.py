@@ -196,7 +196,7 @@ def gold_scores(*, project: Project, annotator_ids: list[int] | None = None) -> 
         pair__project=project,
         pair__is_gold=True,
         is_adjudication=False,
-    )
+    ).exclude(pair__status=PairStatus.EXCLUDED)
     if annotator_ids is not None:
         votes = votes.filter(annotator_id__in=annotator_ids)
     rows = (

@@ -52,9 +52,13 @@ class Source:
 
 def selected_pairs(project: Project, selection: Selection) -> QuerySet:
     """The project's pairs the selection's sources and filters take (all but
-    ``min_agreement``, which needs each pair's votes). Never gold pairs."""
+    ``min_agreement``, which needs each pair's votes). Never gold or excluded pairs."""
     live = Adjudication.objects.filter(pair_id=OuterRef("pk"), superseded_at__isnull=True)
-    pairs = Pair.objects.filter(project=project, is_gold=False).annotate(adjudicated=Exists(live))
+    pairs = (
+        Pair.objects.filter(project=project, is_gold=False)
+        .exclude(status=PairStatus.EXCLUDED)
+        .annotate(adjudicated=Exists(live))
+    )
     if selection.reference_labels:
         return _filtered(_with_reference(pairs, selection), selection)
     decided = Q(status=PairStatus.CONSENSUS)

@@ -50,10 +50,11 @@ logger = logging.getLogger(__name__)
 
 
 def _labelled_target(pairs: QuerySet[Pair], label_field: str) -> list[TargetItem]:
-    """``pairs`` with a non-blank ``label_field`` as target items (gold pairs left out), in
-    primary-key order."""
+    """``pairs`` with a non-blank ``label_field`` as target items (gold and excluded pairs
+    left out), in primary-key order."""
     rows = (
         pairs.filter(is_gold=False)
+        .exclude(status=PairStatus.EXCLUDED)
         .exclude(**{label_field: ""})
         .order_by("pk")
         .values_list(

@@ -97,6 +97,17 @@ def test_refusals_carry_the_apis_field_and_message(
         with pytest.raises(BadRequest) as bad_date:
             list(curator.audit(project.slug, since="yesterday"))
         assert "since" in bad_date.value.fields
+        # The flagged pair excluded with a reason, the annotator's claim then empty, and the
+        # pair included again; an empty reason refused naming the field.
+        external_id = Pair.objects.get(project=project).external_id
+        with pytest.raises(BadRequest) as no_reason:
+            curator.exclude_pair(project.slug, external_id, reason="")
+        assert "reason" in no_reason.value.fields
+        why = "both answers are identical"
+        out = curator.exclude_pair(project.slug, external_id, reason=why)
+        assert (out["status"], out["exclusion_reason"]) == ("excluded", why)
+        assert annotator.claim(project.slug) is None
+        assert curator.include_pair(project.slug, external_id)["status"] == "annotating"
 
 
 def test_429_is_retried_after_retry_after_and_raised_once_retries_run_out(

@@ -74,6 +74,14 @@ class Client:
             f"projects/{slug}/pairs/{pair_id}/adjudicate/", {"label": label, "note": note}
         )
 
+    def exclude_pair(self, slug: str, pair_id: str, *, reason: str) -> Json:
+        """Takes the pair out of serving, consensus, releases and every figure (curators)."""
+        return self._post(f"projects/{slug}/pairs/{pair_id}/exclude/", {"reason": reason})
+
+    def include_pair(self, slug: str, pair_id: str) -> Json:
+        """Gives an excluded pair back the status it had (curators)."""
+        return self._post(f"projects/{slug}/pairs/{pair_id}/include/")
+
     # Imports ---------------------------------------------------------------------------
 
     def import_file(

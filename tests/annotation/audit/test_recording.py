@@ -207,6 +207,22 @@ def restricted(project, carol, alice):
     return Case("pairs.restricted", {}, after)
 
 
+def excluded(project, carol, alice):
+    ids = [p.pk for p in _two_pairs(project)]
+    pairs.pairs_exclude(project=project, pair_ids=ids, reason="image 2 is blank", actor=carol)
+    before = {"statuses": {"p1": PairStatus.QUEUED, "p2": PairStatus.QUEUED}}
+    after = {"pairs": ["p1", "p2"], "count": 2, "status": "excluded", "reason": "image 2 is blank"}
+    return Case("pairs.excluded", before, after, target_type="pairs")
+
+
+def included(project, carol, alice):
+    ids = [p.pk for p in _two_pairs(project)]
+    pairs.pairs_exclude(project=project, pair_ids=ids, reason="blank", actor=None)
+    pairs.pairs_include(project=project, pair_ids=ids, actor=carol)
+    after = {"pairs": ["p1", "p2"], "count": 2}
+    return Case("pairs.included", {"status": "excluded"}, after, target_type="pairs")
+
+
 def paused(project, carol, alice):
     levers.project_pause(project=project, paused=True, actor=carol)
     return Case("project.paused", {"paused": False}, {"paused": True})
@@ -330,6 +346,8 @@ CASES = [
     gold_set,
     priority_set,
     restricted,
+    excluded,
+    included,
     paused,
     unpaused,
     leases_released,
