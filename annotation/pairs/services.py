@@ -216,6 +216,13 @@ def pairs_exclude(*, project: Project, pair_ids: Iterable[int], reason: str, act
         raise InvalidInput("reason: say why the pairs are excluded (annotators never see it).")
     if len(reason) > MAX_EXCLUSION_REASON_CHARS:
         raise InvalidInput(f"reason: at most {MAX_EXCLUSION_REASON_CHARS} characters.")
+    pair_ids = list(pair_ids)
+    # Their live leases locked first, in id order, as a vote and the lease sweep lock a lease
+    # before its pair: an exclusion and a vote on the same pair cannot deadlock.
+    live = Assignment.objects.filter(
+        pair__project=project, pair_id__in=pair_ids, status=Assignment.Status.LIVE
+    )
+    list(live.select_for_update(of=("self",)).order_by("pk").values_list("pk", flat=True))
     pairs = _lock_pairs(project=project, pair_ids=pair_ids)
     _refuse(
         [p for p in pairs if p.status == PairStatus.JUDGING],

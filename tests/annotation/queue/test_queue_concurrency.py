@@ -299,3 +299,40 @@ def test_two_votes_with_next_each_wanting_the_pair_the_other_holds_both_get_it(
     assert _race([lambda u=u, a=a: vote(u, a) for u, a in zip(users, leases, strict=True)]) == []
     assert nexts == {users[0].pk: leases[1].pair_id, users[1].pk: leases[0].pair_id}
     assert set(Pair.objects.values_list("vote_count", "lease_count")) == {(1, 1)}
+
+
+def test_excluding_pairs_while_annotators_vote_loses_nothing_and_never_deadlocks(
+    transactional_db,
+):
+    """A curator excludes and includes every pair over and over while annotators claim and
+    vote: no deadlock or error, every vote kept, no pair beyond its target, and no pair left
+    with a lease count its live leases do not have (docs/curators.md, "Excluding pairs")."""
+    from annotation.pairs.services import pairs_exclude, pairs_include
+
+    project = ProjectFactory(slug="exclude-race", overlap=3)
+    pairs = PairFactory.create_batch(8, project=project, status=PairStatus.QUEUED)
+    curator = annotator(project, "curator")
+    users = [annotator(project, f"voter{i}") for i in range(6)]
+    ids = [pair.pk for pair in pairs]
+    votes_sent = Counter()
+
+    def annotate(user):
+        for _ in range(12):
+            assignment = queue_claim.assignment_claim(project=project, annotator=user)
+            if assignment is None:
+                return
+            queue_votes.vote_submit(assignment=assignment, annotator=user, choice="left")
+            votes_sent[user.pk] += 1
+
+    def curate():
+        for round_ in range(6):
+            pairs_exclude(project=project, pair_ids=ids, reason=f"round {round_}", actor=curator)
+            pairs_include(project=project, pair_ids=ids, actor=curator)
+
+    assert _race([curate, *[lambda u=user: annotate(u) for user in users]]) == []
+    assert Vote.objects.count() == sum(votes_sent.values())
+    for pair in Pair.objects.filter(pk__in=ids):
+        live = pair.assignments.filter(status=Assignment.Status.LIVE).count()
+        assert pair.lease_count == live, pair
+        assert pair.vote_count == pair.votes.filter(is_extra=False).count() <= pair.target_votes
+        assert pair.status != PairStatus.EXCLUDED
