@@ -180,6 +180,14 @@ def worker_peak_rss_mb(session: int) -> list[float]:
     return [peak for _, peak in sorted(peaks, key=lambda item: item[0])]
 
 
+def own_cpu() -> float:
+    """CPU seconds (user + system) of this process alone, its children left out."""
+    import psutil
+
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
 def bench_filter(args) -> None:
     from annotator_load import database_backends_cpu, process_tree_cpu
     from django.conf import settings
@@ -207,8 +215,9 @@ def bench_filter(args) -> None:
             wait_for_worker(worker)
             worker_cpu, backends_seen = process_tree_cpu(worker.pid), database_backends_cpu()
             backends_before = dict(backends_seen)
-            # The loopback server's threads run in this process: its CPU is theirs, mostly.
-            server_cpu = process_tree_cpu(os.getpid())
+            # The loopback server's thread runs in this process: its CPU is the server's,
+            # mostly. This process alone: the worker is its child, counted above.
+            server_cpu = own_cpu()
             load_before = [round(x, 2) for x in os.getloadavg()]
             started = time.perf_counter()
             run = filter_run_create(project=project, judges=judges)
@@ -220,7 +229,7 @@ def bench_filter(args) -> None:
                     break
             elapsed = time.perf_counter() - started
             worker_cpu = process_tree_cpu(worker.pid) - worker_cpu
-            server_cpu = process_tree_cpu(os.getpid()) - server_cpu
+            server_cpu = own_cpu() - server_cpu
             backends_seen.update(database_backends_cpu())
             database_cpu = sum(
                 cpu - backends_before.get(pid, 0) for pid, cpu in backends_seen.items()
