@@ -13,8 +13,9 @@ Each request is answered by ``rule``, called on the loop (a rule must not block)
 Helpers build replies: ``verdict("1")``, ``by_marker("GOOD")`` (prefers the response whose
 text contains the marker), ``malformed()``, ``status(429, retry_after="1")``, ``status(500)``,
 ``sleep(2.0)``, ``per_item([status(429)], then=verdict("1"))`` (the first answers for each
-distinct item, then another). ``delay_s`` adds a fixed delay to every answer. The server
-counts ``requests`` and ``connections`` (TCP connections accepted) and records
+distinct item, then another). ``delay_s`` adds a fixed delay to every answer. It answers as a
+proxy too (the absolute URL in the request line). The server counts ``requests`` and
+``connections`` (TCP connections accepted) and records
 ``max_in_flight`` and every ``FakeRequest``.
 
     with FakeOpenAI(by_marker("GOOD"), delay_s=0.1) as server:
@@ -31,6 +32,7 @@ import hashlib
 import json
 import threading
 import traceback
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -313,7 +315,8 @@ class _Connection(asyncio.Protocol):
         if method != "POST":
             self._send(501, json.dumps({"error": f"unsupported method {method}"}), {})
             return
-        if target.rstrip("/") != "/v1/chat/completions":
+        # A proxy is sent the absolute form (http://host/v1/...): the path is what counts.
+        if urllib.parse.urlsplit(target).path.rstrip("/") != "/v1/chat/completions":
             self._send(404, json.dumps({"error": "not found"}), {})
             return
         fake = self.fake
