@@ -89,22 +89,21 @@ def pairs_apply_ensemble(*, outcomes: Iterable[EnsembleOutcome]) -> Counter[str]
         pair.ensemble_agreement = outcome.agreement
         pair.ensemble_summary = outcome.summary
         pair.updated_at = now
-    if connection.vendor == "postgresql":
-        _pairs_write_ensemble(pairs)
-    else:
-        # bulk_update on the "judging" queryset: the UPDATE itself keeps the status condition.
-        judging.bulk_update(pairs, _ENSEMBLE_FIELDS, batch_size=_BULK_BATCH)
+    _pairs_write_ensemble(pairs)
     return Counter(pair.status for pair in pairs)
 
 
-_ENSEMBLE_FIELDS = ["status", "ensemble_label", "ensemble_agreement", "ensemble_summary"]
-_ENSEMBLE_COLUMNS = [Pair._meta.get_field(name) for name in _ENSEMBLE_FIELDS + ["updated_at"]]
+_ENSEMBLE_COLUMNS = [
+    Pair._meta.get_field(name)
+    for name in ("status", "ensemble_label", "ensemble_agreement", "ensemble_summary", "updated_at")
+]
 
 
 def _pairs_write_ensemble(pairs: list[Pair]) -> None:
-    """``bulk_update`` of the ensemble's fields on the pairs still "judging", as one UPDATE
-    from arrays (PostgreSQL): bulk_update's CASE per field and pair cost 1.3 s of Python for
-    a run of 2,000 pairs, more than its last batch of calls (docs/judges-runs.md, "Speed")."""
+    """Writes the ensemble's fields of ``pairs`` on those still "judging" (the UPDATE keeps
+    the status condition), as one UPDATE from arrays: ``bulk_update``'s CASE per field and
+    pair cost 1.3 s of Python for a run of 2,000 pairs, more than its last batch of calls
+    (docs/judges-runs.md, "Speed")."""
     columns = ", ".join(f'"{field.column}" = v."{field.column}"' for field in _ENSEMBLE_COLUMNS)
     arrays = ", ".join(f"%s::{field.db_type(connection)}[]" for field in _ENSEMBLE_COLUMNS)
     names = ", ".join(f'"{field.column}"' for field in _ENSEMBLE_COLUMNS)
