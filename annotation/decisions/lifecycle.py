@@ -94,8 +94,10 @@ def pairs_apply_ensemble(*, outcomes: Iterable[EnsembleOutcome]) -> Counter[str]
 
 
 _ENSEMBLE_COLUMNS = [
-    Pair._meta.get_field(name)
+    field
     for name in ("status", "ensemble_label", "ensemble_agreement", "ensemble_summary", "updated_at")
+    for field in Pair._meta.concrete_fields
+    if field.name == name
 ]
 
 
