@@ -7,12 +7,13 @@ filter over judges x 2 orders x pairs calls and prints, as one JSON object, its 
 machine's core count, the limit the judges' concurrency sets (calls x delay / (judges x
 concurrency): every judge's calls all in flight the whole time) and Arbiter's figures measured
 in the same run: seconds, calls/s, the most requests the server saw in flight, the CPU a call
-costs the worker and PostgreSQL beyond the judge's own time (docs/scaling.md) and the peak RSS
-of each of the worker's processes. The defaults are issue 36's: 3 judges x 2 orders x 2,000
-pairs, 100 ms a call, 32 concurrent calls a judge, one worker started as ``celery -A config
-worker -c 2 -Q default,judges_http,judges_gpu``; limit 12.5 s, goal <= 15 s. Then it times the
-reward-model judge backend on CPU in responses/s (target >= 2,000 with a small model), also
-as one JSON object.
+costs the worker and PostgreSQL beyond the judge's own time (docs/scaling.md), the CPU of this
+process (the loopback server's, mostly) and the peak RSS of each of the worker's processes.
+The defaults are issue 36's: 3 judges x 2 orders x 2,000 pairs, 100 ms a call, 32 concurrent
+calls a judge, one worker started as ``celery -A config worker -c 2 -Q
+default,judges_http,judges_gpu``; limit 12.5 s, goal <= 15 s. Then it times the reward-model
+judge backend on CPU in responses/s (target >= 2,000 with a small model), also as one JSON
+object.
 
     DATABASE_URL=postgres://... CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
         python benchmarks/judge_filter.py --skip-reward-model
