@@ -7,12 +7,13 @@ filter over judges x 2 orders x pairs calls and prints, as one JSON object, its 
 machine's core count, the limit the judges' concurrency sets (calls x delay / (judges x
 concurrency): every judge's calls all in flight the whole time) and Arbiter's figures measured
 in the same run: seconds, calls/s, the most requests the server saw in flight, the CPU a call
-costs the worker and PostgreSQL beyond the judge's own time (docs/scaling.md) and the peak RSS
-of each of the worker's processes. The defaults are issue 36's: 3 judges x 2 orders x 2,000
-pairs, 100 ms a call, 32 concurrent calls a judge, one worker started as ``celery -A config
-worker -c 2 -Q default,judges_http,judges_gpu``; limit 12.5 s, goal <= 15 s. Then it times the
-reward-model judge backend on CPU in responses/s (target >= 2,000 with a small model), also
-as one JSON object.
+costs the worker and PostgreSQL beyond the judge's own time (docs/scaling.md), the CPU of this
+process (the loopback server's, mostly) and the peak RSS of each of the worker's processes.
+The defaults are issue 36's: 3 judges x 2 orders x 2,000 pairs, 100 ms a call, 32 concurrent
+calls a judge, one worker started as ``celery -A config worker -c 2 -Q
+default,judges_http,judges_gpu``; limit 12.5 s, goal <= 15 s. Then it times the reward-model
+judge backend on CPU in responses/s (target >= 2,000 with a small model), also as one JSON
+object.
 
     DATABASE_URL=postgres://... CELERY_BROKER_URL=redis://127.0.0.1:6379/0 \\
         python benchmarks/judge_filter.py --skip-reward-model
@@ -180,6 +181,14 @@ def worker_peak_rss_mb(session: int) -> list[float]:
     return [peak for _, peak in sorted(peaks, key=lambda item: item[0])]
 
 
+def own_cpu() -> float:
+    """CPU seconds (user + system) of this process alone, its children left out."""
+    import psutil
+
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
 def bench_filter(args) -> None:
     from annotator_load import database_backends_cpu, process_tree_cpu
     from django.conf import settings
@@ -207,8 +216,9 @@ def bench_filter(args) -> None:
             wait_for_worker(worker)
             worker_cpu, backends_seen = process_tree_cpu(worker.pid), database_backends_cpu()
             backends_before = dict(backends_seen)
-            # The loopback server's threads run in this process: its CPU is theirs, mostly.
-            server_cpu = process_tree_cpu(os.getpid())
+            # The loopback server's thread runs in this process: its CPU is the server's,
+            # mostly. This process alone: the worker is its child, counted above.
+            server_cpu = own_cpu()
             load_before = [round(x, 2) for x in os.getloadavg()]
             started = time.perf_counter()
             run = filter_run_create(project=project, judges=judges)
@@ -220,7 +230,7 @@ def bench_filter(args) -> None:
                     break
             elapsed = time.perf_counter() - started
             worker_cpu = process_tree_cpu(worker.pid) - worker_cpu
-            server_cpu = process_tree_cpu(os.getpid()) - server_cpu
+            server_cpu = own_cpu() - server_cpu
             backends_seen.update(database_backends_cpu())
             database_cpu = sum(
                 cpu - backends_before.get(pid, 0) for pid, cpu in backends_seen.items()

@@ -49,7 +49,44 @@ def event_loop() -> asyncio.AbstractEventLoop:
 def on_loop(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     """Schedules ``coro`` on this process's loop; its result, or its exception, comes in the
     future (cancelling the future cancels the coroutine)."""
-    return asyncio.run_coroutine_threadsafe(coro, event_loop())
+    return on_loop_each([coro])[0]
+
+
+def on_loop_each(coros: list[Coroutine[Any, Any, T]]) -> list[concurrent.futures.Future[T]]:
+    """``on_loop`` for each of ``coros``, in one wake-up of the loop rather than one each (a
+    batch starts hundreds of calls at once)."""
+    loop = event_loop()
+    futures: list[concurrent.futures.Future[T]] = [concurrent.futures.Future() for _ in coros]
+
+    def start() -> None:
+        for coro, future in zip(coros, futures, strict=True):
+            if future.cancelled():  # before it started
+                coro.close()
+                continue
+            _chain(loop.create_task(coro), future, loop)
+
+    loop.call_soon_threadsafe(start)
+    return futures
+
+
+def _chain(task: asyncio.Task[T], future: concurrent.futures.Future[T], loop) -> None:
+    """The task's outcome goes to ``future``; cancelling ``future`` cancels the task."""
+
+    def settle(task: asyncio.Task[T]) -> None:
+        if task.cancelled():
+            future.cancel()
+        elif future.set_running_or_notify_cancel():
+            if (exc := task.exception()) is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(task.result())
+
+    def cancel(future: concurrent.futures.Future[T]) -> None:
+        if future.cancelled() and not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
+
+    task.add_done_callback(settle)
+    future.add_done_callback(cancel)
 
 
 def run_on_loop(coro: Coroutine[Any, Any, T], *, timeout: float | None = None) -> T:

@@ -1,10 +1,13 @@
 """Judges served by any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, the
 compatible endpoints of Gemini and Anthropic, vLLM, SGLang).
 
-Many requests are in flight at once inside one process (asyncio + httpx on the process's
+Many requests are in flight at once inside one process (asyncio + aiohttp on the process's
 event loop, ``judges.backends.event_loop``, bounded by ``judge.concurrency`` for the process
-across its batches), paced by ``judge.requests_per_minute``. The backend keeps its clients,
-and so its connections, from batch to batch until it is closed. The API key is read from
+across its batches), paced by ``judge.requests_per_minute``. The backend keeps its session,
+and so its connections, from batch to batch until it is closed. aiohttp rather than httpx
+(which Arbiter's other, low-volume clients use): a judge call is the one request Arbiter makes
+thousands of times a second, and aiohttp's costs a third of httpx's CPU (docs/judges-runs.md,
+"Speed"). The API key is read from
 ``os.environ[judge.api_key_env]`` at call time and is redacted from everything recorded.
 """
 
@@ -15,21 +18,24 @@ import email.utils
 import functools
 import json
 import logging
-import math
 import os
 import random
 import ssl
 import time
+import urllib.parse
+import urllib.request
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, cast
 
-import httpx
+import aiohttp
+import certifi
+import orjson
 
 from annotation.media.judge_images import MediaUnavailable, image_data_url
 from annotation.media.judge_parts import audio_input, audio_pair_input, video_frames
 from judges.backends.base import JudgeBackend, JudgeItem, JudgeResult, done_future, results_of
-from judges.backends.event_loop import on_loop, run_on_loop, running_loop
+from judges.backends.event_loop import on_loop_each, run_on_loop, running_loop
 from judges.backends.model3d import MODEL3D, items_with_rendered_views
 from judges.core.images import media_rows
 from judges.core.keys import api_key_env_allowed, api_key_env_refusal, redact
@@ -43,24 +49,22 @@ DEFAULT_RETRY_BASE_S = 1.0
 DEFAULT_RETRY_MAX_S = 30.0
 # How much of an error body a verdict keeps (after the key is redacted from it).
 ERROR_BODY_CHARS = 300
-_CONNECTIONS_PER_CLIENT = 8
 # Media part kinds whose bytes go into the request (a judge is refused the others).
 _SENT_MEDIA = ("image", "video", "audio")
 
 
 @dataclass
 class _Pool:
-    """A backend's clients on one event loop, and the slots that bound its calls in flight:
-    each slot names a client with a free connection."""
+    """A backend's session (its connections) on one event loop, and the slots that bound its
+    calls in flight."""
 
     loop: asyncio.AbstractEventLoop
-    clients: list[httpx.AsyncClient]
-    slots: asyncio.Queue[httpx.AsyncClient]
+    session: aiohttp.ClientSession
+    slots: asyncio.Semaphore
     pacing: asyncio.Lock
 
     async def aclose(self) -> None:
-        for client in self.clients:
-            await client.aclose()
+        await self.session.close()
 
 
 @dataclass
@@ -83,6 +87,7 @@ class OpenAIBackend(JudgeBackend):
         self.rubrics = options.get("rubrics") or {}
         self.prompt = PromptSpec.from_options(options)
         self.url = judge.base_url.rstrip("/") + "/chat/completions"
+        self.proxy = env_proxy(self.url)
         # Start of the next request slot under requests_per_minute, across batches.
         self._next_slot = 0.0
         self._pool: _Pool | None = None  # built on the loop by the first call
@@ -107,12 +112,21 @@ class OpenAIBackend(JudgeBackend):
             return [done_future(JudgeResult(outcome="error", error=message)) for _ in items]
         # Database reads and image encoding happen here, in the caller's thread.
         requests = self._requests(items)
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        calls = iter(
+            on_loop_each(
+                [
+                    self._judge_one(item, request, headers, api_key)
+                    for item, request in zip(items, requests, strict=True)
+                    if not isinstance(request, JudgeResult)
+                ]
+            )
+        )
         return [
-            done_future(request)
-            if isinstance(request, JudgeResult)
-            else on_loop(self._judge_one(item, request, headers, api_key))
-            for item, request in zip(items, requests, strict=True)
+            done_future(request) if isinstance(request, JudgeResult) else next(calls)
+            for request in requests
         ]
 
     def close(self) -> None:
@@ -122,7 +136,7 @@ class OpenAIBackend(JudgeBackend):
         try:
             run_on_loop(pool.aclose(), timeout=5)
         except Exception:  # closing is best effort: the sockets go with the process
-            logger.warning("judge %s: its HTTP clients did not close", self.judge.name)
+            logger.warning("judge %s: its HTTP session did not close", self.judge.name)
 
     # Building requests --------------------------------------------------------------------
 
@@ -224,29 +238,19 @@ class OpenAIBackend(JudgeBackend):
     # Calling ------------------------------------------------------------------------------
 
     async def _pool_here(self) -> _Pool:
-        """The clients and slots on the running loop, built on first use. httpcore's pool
-        does work quadratic in its connections on every request, so the connections are
-        spread over small clients; the queue of slots bounds the calls in flight and hands
-        each a client with a free connection."""
+        """The session and slots on the running loop, built on first use: at most
+        ``concurrency`` calls in flight, each on a connection of its own, kept alive."""
         loop = asyncio.get_running_loop()
         if self._pool is not None and self._pool.loop is loop:
             return self._pool
         concurrency = max(1, self.judge.concurrency)
-        shards = math.ceil(concurrency / _CONNECTIONS_PER_CLIENT)
-        per_client = math.ceil(concurrency / shards)
-        limits = httpx.Limits(max_connections=per_client, max_keepalive_connections=per_client)
-        clients = [
-            httpx.AsyncClient(
-                timeout=httpx.Timeout(self.judge.timeout_s),
-                limits=limits,
-                verify=_ssl_context(),
-            )
-            for _ in range(shards)
-        ]
-        slots: asyncio.Queue[httpx.AsyncClient] = asyncio.Queue()
-        for slot in range(concurrency):
-            slots.put_nowait(clients[slot % shards])
-        self._pool = _Pool(loop=loop, clients=clients, slots=slots, pacing=asyncio.Lock())
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=concurrency, ssl=_ssl_context()),
+            # The whole call, from connecting to the body's last byte.
+            timeout=aiohttp.ClientTimeout(total=self.judge.timeout_s),
+        )
+        slots = asyncio.Semaphore(concurrency)
+        self._pool = _Pool(loop=loop, session=session, slots=slots, pacing=asyncio.Lock())
         return self._pool
 
     async def _judge_one(
@@ -256,16 +260,14 @@ class OpenAIBackend(JudgeBackend):
         return _redacted(await self._call(pool, item, payload, headers, api_key), api_key)
 
     async def _call(
-        self, pool: _Pool, item: JudgeItem, payload, headers: dict, api_key: str
+        self, pool: _Pool, item: JudgeItem, payload: dict, headers: dict, api_key: str
     ) -> JudgeResult:
         attempt = _Attempt()
+        body = orjson.dumps(payload)
         for number in range(self.max_retries + 1):
             await self._pace(pool.pacing)
-            client = await pool.slots.get()
-            try:
-                attempt = await self._attempt(client, item, payload, headers, api_key)
-            finally:
-                pool.slots.put_nowait(client)
+            async with pool.slots:
+                attempt = await self._attempt(pool.session, item, body, headers, api_key)
             if attempt.result is not None:
                 attempt.result.attempts = number + 1
                 return attempt.result
@@ -288,23 +290,30 @@ class OpenAIBackend(JudgeBackend):
         )
 
     async def _attempt(
-        self, client, item: JudgeItem, payload: dict, headers: dict, api_key: str
+        self,
+        session: aiohttp.ClientSession,
+        item: JudgeItem,
+        payload: bytes,
+        headers: dict,
+        api_key: str,
     ) -> _Attempt:
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(self.judge.timeout_s):
-                response = await client.post(self.url, json=payload, headers=headers)
-        except (TimeoutError, httpx.TimeoutException):
+            async with session.post(
+                self.url, data=payload, headers=headers, proxy=self.proxy, allow_redirects=False
+            ) as response:
+                raw = await response.read()
+        except TimeoutError:  # the session's timeout, aiohttp's ServerTimeoutError among them
             return _Attempt(
                 failure=f"timed out after {self.judge.timeout_s:g}s",
                 latency_ms=_elapsed_ms(started),
             )
-        except httpx.TransportError as exc:
+        except aiohttp.ClientError as exc:
             return _Attempt(
                 failure=f"connection error ({type(exc).__name__})", latency_ms=_elapsed_ms(started)
             )
         latency_ms = _elapsed_ms(started)
-        status = response.status_code
+        status = response.status
         if status == 429 or status >= 500:
             return _Attempt(
                 failure=f"HTTP {status}",
@@ -313,7 +322,7 @@ class OpenAIBackend(JudgeBackend):
             )
         # Redacted before anything is cut to length: a cut could split the key, and the
         # half left would escape the replacement.
-        body = redact(response.text, api_key)
+        body = redact(_text(raw, response.charset), api_key)
         if status >= 400:
             error = f"HTTP {status}: {body[:ERROR_BODY_CHARS]}"
             return _Attempt(JudgeResult(outcome="error", error=error, latency_ms=latency_ms))
@@ -341,8 +350,33 @@ class OpenAIBackend(JudgeBackend):
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """Built once a process, for every judge: loading the CA bundle costs milliseconds."""
-    return httpx.create_ssl_context()
+    """Built once a process, for every judge: loading the CA bundle costs milliseconds. The
+    certificates httpx trusts: SSL_CERT_FILE or SSL_CERT_DIR when set, else certifi's."""
+    if cafile := os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=cafile)
+    if capath := os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=capath)
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``ALL_PROXY``, less the hosts in ``NO_PROXY``), as httpx honoured them; aiohttp's own
+    ``trust_env`` would also send ``~/.netrc`` credentials to the judge."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parts.scheme) or proxies.get("all")
+
+
+def _text(raw: bytes, charset: str | None) -> str:
+    """A response body as text: its declared charset, else UTF-8; bytes that do not decode
+    are replaced (as httpx's ``Response.text`` does)."""
+    try:
+        return raw.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return raw.decode("utf-8", errors="replace")
 
 
 def _media_key(part: dict) -> tuple[str, tuple[str, ...]]:

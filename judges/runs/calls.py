@@ -158,8 +158,10 @@ _backends: dict[int, tuple[str, JudgeBackend]] = {}
 
 
 def _backend_for(judge: Judge) -> JudgeBackend:
-    """The judge's backend, built again when the judge's settings changed."""
-    fingerprint = json.dumps(model_to_dict(judge), sort_keys=True, default=str)
+    """The judge's backend, built again when the judge's settings changed (its own fields:
+    which projects may use it changes nothing in the backend, and costs a query to read)."""
+    fields = [field.name for field in judge._meta.concrete_fields]
+    fingerprint = json.dumps(model_to_dict(judge, fields=fields), sort_keys=True, default=str)
     cached = _backends.get(judge.pk)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]

@@ -1,7 +1,10 @@
 """A loopback OpenAI-compatible server for tests and benchmarks.
 
-``FakeOpenAI(rule)`` serves ``POST /v1/chat/completions`` on 127.0.0.1 at a free port, in
-daemon threads (hundreds of requests at once). Each request is answered by ``rule``:
+``FakeOpenAI(rule)`` serves ``POST /v1/chat/completions`` on 127.0.0.1 at a free port, from
+an asyncio event loop in a daemon thread: HTTP/1.1 with keep-alive, hundreds of requests at
+once, each delay waited on the loop rather than in a thread of its own, so that a benchmark's
+stand-in for a remote judge costs little of the machine's CPU (docs/judges-runs.md, "Speed").
+Each request is answered by ``rule``, called on the loop (a rule must not block):
 
 - a ``Reply`` (the same answer every time),
 - a callable ``rule(request: FakeRequest) -> Reply``,
@@ -10,8 +13,9 @@ daemon threads (hundreds of requests at once). Each request is answered by ``rul
 Helpers build replies: ``verdict("1")``, ``by_marker("GOOD")`` (prefers the response whose
 text contains the marker), ``malformed()``, ``status(429, retry_after="1")``, ``status(500)``,
 ``sleep(2.0)``, ``per_item([status(429)], then=verdict("1"))`` (the first answers for each
-distinct item, then another). ``delay_s`` adds a fixed delay to every answer. The server
-counts ``requests`` and ``connections`` (TCP connections accepted) and records
+distinct item, then another). ``delay_s`` adds a fixed delay to every answer. It answers as a
+proxy too (the absolute URL in the request line). The server counts ``requests`` and
+``connections`` (TCP connections accepted) and records
 ``max_in_flight`` and every ``FakeRequest``.
 
     with FakeOpenAI(by_marker("GOOD"), delay_s=0.1) as server:
@@ -23,13 +27,15 @@ From a shell or a benchmark, in its own process: ``python -m tests.judges.fake_o
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import threading
-import time
+import traceback
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
 
 from judges.prompts import response_footer, response_header
 
@@ -144,28 +150,41 @@ class FakeOpenAI:
         self.connections = 0
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.Transport] = set()
 
     # Lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> FakeOpenAI:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        server_class = type(
-            "Server", (ThreadingHTTPServer,), {"daemon_threads": True, "request_queue_size": 1024}
-        )
-        self._server = server_class(("127.0.0.1", 0), handler)
+        self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=self._loop.run_forever, name="fake-openai", daemon=True
         )
         self._thread.start()
+        listening = self._loop.create_server(
+            lambda: _Connection(self), "127.0.0.1", 0, backlog=1024
+        )
+        self._server = asyncio.run_coroutine_threadsafe(listening, self._loop).result()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._close(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+        self._loop = self._thread = self._server = None
+
+    async def _close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for transport in list(self._open):  # kept-alive connections end with the server
+            transport.close()
+        await self._server.wait_closed()
 
     def __enter__(self) -> FakeOpenAI:
         return self.start()
@@ -175,7 +194,8 @@ class FakeOpenAI:
 
     @property
     def port(self) -> int:
-        return self._server.server_address[1]
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[1]
 
     @property
     def base_url(self) -> str:
@@ -204,55 +224,11 @@ class FakeOpenAI:
             rule = rule[min(request.number, len(rule) - 1)]
         return _resolve(rule, request)
 
-    def _enter(self) -> None:
-        with self._lock:
-            self._in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self._in_flight)
-
-    def _leave(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
-
-    def _connected(self) -> None:
-        with self._lock:
-            self.connections += 1
-
-
-class _Handler(BaseHTTPRequestHandler):
-    fake: FakeOpenAI
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format, *args) -> None:  # keep test output clean
-        pass
-
-    def setup(self) -> None:
-        super().setup()
-        self.fake._connected()
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
-        if self.path.rstrip("/") != "/v1/chat/completions":
-            self._send(404, json.dumps({"error": "not found"}), {})
-            return
-        self.fake._enter()
-        try:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                self._send(400, json.dumps({"error": "body is not JSON"}), {})
-                return
-            reply = self.fake._reply_for(body, dict(self.headers.items()))
-            delay = self.fake.delay_s + reply.delay_s
-            if delay:
-                time.sleep(delay)
-            if reply.body is not None:
-                self._send(reply.status, reply.body, reply.headers)
-                return
-            content = reply.content or ""
-            prompt_text = json.dumps(body.get("messages", []))
-            completion = {
-                "id": f"chatcmpl-fake-{len(self.fake.requests)}",
+    def _completion(self, body: dict, content: str) -> str:
+        prompt_text = json.dumps(body.get("messages", []))
+        return json.dumps(
+            {
+                "id": f"chatcmpl-fake-{len(self.requests)}",
                 "object": "chat.completion",
                 "model": body.get("model", ""),
                 "choices": [
@@ -268,22 +244,143 @@ class _Handler(BaseHTTPRequestHandler):
                     "total_tokens": len(prompt_text) // 4 + max(1, len(content) // 4),
                 },
             }
-            self._send(reply.status, json.dumps(completion), reply.headers)
-        finally:
-            self.fake._leave()
+        )
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _connected(self, transport: asyncio.Transport) -> None:
+        self._open.add(transport)
+        with self._lock:
+            self.connections += 1
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: HTTP/1.1 requests with a ``Content-Length`` body, answered one
+    at a time and in order, the connection kept alive unless the client asks otherwise."""
+
+    def __init__(self, fake: FakeOpenAI) -> None:
+        self.fake = fake
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.answering = False  # a request is being answered; the next one waits
+        self.keep_alive = True
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.fake._connected(transport)
+
+    def connection_lost(self, exc) -> None:
+        self.fake._open.discard(self.transport)
+        self.transport = None  # a reply still due (the client gave up) is dropped
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._next_request()
+
+    def _next_request(self) -> None:
+        if self.answering or self.transport is None:
+            return
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        lines = self.buffer[:end].decode("latin-1").split("\r\n")
+        try:
+            method, target, version = lines[0].split(" ", 2)
+            headers = dict(_header(line) for line in lines[1:])
+            lower = {name.lower(): value for name, value in headers.items()}
+            length = int(lower.get("content-length") or 0)
+        except ValueError:
+            self.keep_alive = False
+            self._send(400, json.dumps({"error": "malformed request"}), {})
+            return
+        if len(self.buffer) < end + 4 + length:
+            return  # the rest of the body is still on its way
+        raw = bytes(self.buffer[end + 4 : end + 4 + length])
+        del self.buffer[: end + 4 + length]
+        connection = lower.get("connection", "").lower()
+        self.keep_alive = connection != "close" and (
+            version == "HTTP/1.1" or connection == "keep-alive"
+        )
+        self.answering = True
+        self._answer(method, target, headers, raw)
+
+    def _answer(self, method: str, target: str, headers: dict, raw: bytes) -> None:
+        if method != "POST":
+            self._send(501, json.dumps({"error": f"unsupported method {method}"}), {})
+            return
+        # A proxy is sent the absolute form (http://host/v1/...): the path is what counts.
+        if urllib.parse.urlsplit(target).path.rstrip("/") != "/v1/chat/completions":
+            self._send(404, json.dumps({"error": "not found"}), {})
+            return
+        fake = self.fake
+        fake._enter()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            fake._leave()
+            self._send(400, json.dumps({"error": "body is not JSON"}), {})
+            return
+        try:
+            reply = fake._reply_for(body, headers)
+        except Exception:
+            fake._leave()
+            traceback.print_exc()  # a broken rule: the client sees the connection drop
+            if self.transport is not None:
+                self.transport.close()
+            return
+        delay = fake.delay_s + reply.delay_s
+        if delay:
+            asyncio.get_running_loop().call_later(delay, self._reply, body, reply)
+        else:
+            self._reply(body, reply)
+
+    def _reply(self, body: dict, reply: Reply) -> None:
+        self.fake._leave()
+        if reply.body is not None:
+            self._send(reply.status, reply.body, reply.headers)
+        else:
+            completion = self.fake._completion(body, reply.content or "")
+            self._send(reply.status, completion, reply.headers)
 
     def _send(self, code: int, body: str, headers: dict) -> None:
+        self.answering = False
+        if self.transport is None:
+            return  # the client gave up (a timeout test); nothing to answer
         data = body.encode()
-        try:
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (a timeout test); nothing to answer
+        head = [
+            f"HTTP/1.1 {code} {_reason(code)}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(data)}",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        if not self.keep_alive:
+            head.append("Connection: close")
+        self.transport.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+        if self.keep_alive:
+            self._next_request()
+        else:
+            self.transport.close()
+
+
+def _header(line: str) -> tuple[str, str]:
+    name, colon, value = line.partition(":")
+    if not colon:
+        raise ValueError(f"not a header: {line!r}")
+    return name.strip(), value.strip()
+
+
+def _reason(code: int) -> str:
+    try:
+        return HTTPStatus(code).phrase
+    except ValueError:
+        return ""
 
 
 def main(argv: list[str] | None = None) -> None:

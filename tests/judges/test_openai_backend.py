@@ -358,3 +358,39 @@ def test_an_echoed_key_is_redacted_before_the_error_is_cut(
     if code != 503:  # a transient failure records only its status
         assert "[redacted]" in verdict.error
         assert "x" * 20 in verdict.error
+
+
+@pytest.fixture
+def proxy_env(monkeypatch):
+    """No proxy from the machine's environment: each test sets its own."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return monkeypatch
+
+
+def test_a_judge_calls_through_the_proxy_the_environment_names(server, make_judge, proxy_env):
+    proxy_env.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.port}")
+    # A host that resolves nowhere: only the proxy can answer for it.
+    judge = make_judge(base_url="http://judge.invalid/v1", options={"max_retries": 0})
+    (result,) = judge_once(judge, [item()])
+    assert result.outcome == "ok"
+    assert server.request_count == 1
+
+
+def test_no_proxy_hosts_are_called_directly(server, make_judge, proxy_env):
+    proxy_env.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+    proxy_env.setenv("NO_PROXY", "127.0.0.1")
+    (result,) = judge_once(make_judge(options={"max_retries": 0}), [item()])
+    assert result.outcome == "ok"
+    assert server.request_count == 1
+
+
+def test_netrc_credentials_never_reach_a_judge(server, make_judge, proxy_env, tmp_path):
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password netrc-secret\n")
+    netrc.chmod(0o600)
+    proxy_env.setenv("NETRC", str(netrc))
+    (result,) = judge_once(make_judge(), [item()])
+    assert result.outcome == "ok"
+    assert "Authorization" not in server.requests[0].headers
