@@ -221,7 +221,9 @@ def measure_limit(folder: Path, cores: int) -> dict:
     files = sorted((folder / "media").iterdir())
     jobs = [(str(path), str(out / f"{index}.mp4")) for index, path in enumerate(files)]
     try:
-        with multiprocessing.get_context("fork").Pool(cores) as pool:
+        # Spawned, not forked: this process has threads (the broker's, the database's), and a
+        # child forked while one of them holds a lock can wait for it forever.
+        with multiprocessing.get_context("spawn").Pool(cores) as pool:
             pool.map(_transcode_one, jobs[:cores])  # imports PyAV, warms the processes
             started = time.perf_counter()
             peaks = pool.map(_transcode_one, jobs, chunksize=1)
