@@ -295,6 +295,9 @@ class MediaStore:
         poster_sha256 = None
         if imported.poster is not None and imported.poster_files is not None:
             poster = imported.poster
+            # image_prepare records the served copy on the info it gives.
+            assert poster.served_sha256 is not None
+            assert poster.served_format is not None
             self._stage_file(poster.sha256, poster.format, imported.poster_files[0])
             self._stage_file(poster.served_sha256, poster.served_format, imported.poster_files[1])
             extra, poster_sha256 = (poster,), poster.sha256
