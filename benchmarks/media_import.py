@@ -330,10 +330,15 @@ class Worker:
             processes = [root, *root.children(recursive=True)]
         except psutil.Error:
             return 0.0
-        servers = set()
+        media = set()  # a media server and its children, forked from it, share its command
         for process in processes:
             with contextlib.suppress(psutil.Error):
                 if "annotation.media.bounded_child" in " ".join(process.cmdline()):
+                    media.add(process.pid)
+        servers = set()
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                if process.pid in media and process.ppid() not in media:
                     servers.add(process.pid)
         for process in processes:
             with contextlib.suppress(psutil.Error):
