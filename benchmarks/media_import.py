@@ -21,21 +21,32 @@ With ``--storage s3`` (or both, the default) the same imports write to a bucket
 names another) beside local disk; the store is emptied after each run, so every run writes
 every file.
 
+For video and audio (issue 36), the same run measures the limit just before each import:
+PyAV transcoding the very same files in ``os.cpu_count()`` processes, one FFmpeg thread each
+(``transcode``: H.264 with libx264 ``veryfast``, CRF 18, a keyframe a second; AAC at 48 kHz,
+192 kb/s, in MP4), in files per second; Arbiter's figure over it is the ratio. Each role's
+peak RSS (the worker, its pool processes, the media server, the media children) is sampled
+every 50 ms. ``--long-seconds 120`` also imports a pair of two-minute videos, to show that
+memory does not grow with the duration. The figures end as one JSON document.
+
 Files are distinct (each has its own sha256), but to keep generation short only
 ``--distinct`` videos and MP3 clips are encoded; the others are remuxes of those with their
-own title tag. Targets: >= 20 video and audio files per second on a 2-core machine, peak RSS
-of the worker's processes < 500 MB each.
+own title tag. Targets (issue 36): video and audio at >= 0.7 times the limit, peak RSS
+of every process < 500 MB whatever the duration.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/arbiter_bench \\
     CELERY_BROKER_URL=redis://127.0.0.1:6379/14 \\
         .venv/bin/python benchmarks/media_import.py               # 40 files a modality
     ... benchmarks/media_import.py --files 20 --images 100 --runs 1   # a quick look
+    ... benchmarks/media_import.py --modality video --modality audio --storage local \\
+        --limits on --long-seconds 120                                  # issue 36's row
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -55,10 +66,10 @@ from import_speed import drop_project, new_project
 FPS, SECONDS, WIDTH, HEIGHT, RATE = 25, 5, 854, 480, 44100
 
 
-def _tone(frequency: float, channels: int = 2):
+def _tone(frequency: float, channels: int = 2, seconds: int = SECONDS):
     import numpy as np
 
-    t = np.arange(RATE * SECONDS) / RATE
+    t = np.arange(RATE * seconds) / RATE
     wave = (0.3 * np.sin(2 * np.pi * frequency * t)).astype(np.float32)
     return np.ascontiguousarray(np.stack([wave] * channels))
 
@@ -86,8 +97,9 @@ def _audio_mux(container, stream, samples) -> None:
         container.mux(packet)
 
 
-def write_video(path: Path, seed: int) -> None:
-    """Five seconds of a scrolling block pattern with a moving box, and a tone."""
+def write_video(path: Path, seed: int, seconds: int = SECONDS) -> None:
+    """Five seconds (or ``seconds``) of a scrolling block pattern with a moving box, and a
+    tone."""
     import av
     import numpy as np
 
@@ -98,7 +110,7 @@ def write_video(path: Path, seed: int) -> None:
         video = container.add_stream("libx264", rate=FPS, options={"preset": "veryfast"})
         video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
         audio = container.add_stream("aac", rate=RATE, layout="stereo")
-        for index in range(FPS * SECONDS):
+        for index in range(FPS * seconds):
             pixels = np.roll(base, index * 4, axis=1)
             left = (index * 6) % (WIDTH - 80)
             pixels[100:180, left : left + 80] = (255, 40, 0)
@@ -106,7 +118,7 @@ def write_video(path: Path, seed: int) -> None:
                 container.mux(packet)
         for packet in video.encode():
             container.mux(packet)
-        _audio_mux(container, audio, _tone(220 + seed * 7))
+        _audio_mux(container, audio, _tone(220 + seed * 7, seconds=seconds))
 
 
 def write_mp3(path: Path, seed: int) -> None:
@@ -143,6 +155,82 @@ def remux_tagged(source: Path, dest: Path, tag: str) -> None:
 
 
 MODALITIES = ("image", "video", "audio", "model3d")
+# The limit's transcode (issue 36): H.264 with libx264 "veryfast" at CRF 18, a keyframe a
+# second, and AAC at 48 kHz, 192 kb/s; one FFmpeg thread a process, one process a core.
+LIMIT_X264 = {"preset": "veryfast", "crf": "18"}
+LIMIT_AUDIO_RATE, LIMIT_AUDIO_BIT_RATE = 48000, 192_000
+
+
+def transcode(source: str, dest: str) -> None:
+    """PyAV transcoding ``source`` as the limit does: every frame decoded and encoded again,
+    the video to H.264 (its size and frame rate), the audio to stereo AAC, in MP4."""
+    import av
+
+    with av.open(source) as original, av.open(dest, "w", format="mp4") as copy:
+        video = original.streams.video[0] if original.streams.video else None
+        audio = original.streams.audio[0] if original.streams.audio else None
+        streams = [s for s in (video, audio) if s is not None]
+        for stream in streams:
+            stream.codec_context.thread_count = 1
+        video_out = audio_out = resampler = None
+        if video is not None:
+            rate = video.average_rate or video.guessed_rate
+            keyint = max(1, round(rate))
+            video_out = copy.add_stream("libx264", rate=rate, options={
+                **LIMIT_X264, "x264-params": f"keyint={keyint}:min-keyint={keyint}:scenecut=0",
+            })  # fmt: skip
+            video_out.width, video_out.height = video.width, video.height
+            video_out.pix_fmt = "yuv420p"
+            video_out.codec_context.thread_count = 1
+        if audio is not None:
+            audio_out = copy.add_stream("aac", rate=LIMIT_AUDIO_RATE, layout="stereo")
+            audio_out.bit_rate = LIMIT_AUDIO_BIT_RATE
+            resampler = av.AudioResampler(format="fltp", layout="stereo", rate=LIMIT_AUDIO_RATE)
+        for packet in original.demux(streams):
+            for frame in packet.decode():
+                if packet.stream is video:
+                    frame.pts, frame.pict_type = None, av.video.frame.PictureType.NONE
+                    copy.mux(video_out.encode(frame))
+                else:
+                    for piece in resampler.resample(frame):
+                        piece.pts = None
+                        copy.mux(audio_out.encode(piece))
+        if video_out is not None:
+            copy.mux(video_out.encode(None))
+        if audio_out is not None:
+            for piece in resampler.resample(None):
+                piece.pts = None
+                copy.mux(audio_out.encode(piece))
+            copy.mux(audio_out.encode(None))
+
+
+def _transcode_one(job: tuple[str, str]) -> int:
+    """In a pool process: one file transcoded; its peak RSS so far, in bytes."""
+    import resource
+
+    transcode(*job)
+    os.unlink(job[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def measure_limit(folder: Path, cores: int) -> dict:
+    """The limit: PyAV transcoding every file of ``folder``'s media, ``cores`` processes."""
+    import multiprocessing
+
+    out = Path(tempfile.mkdtemp(prefix="arbiter-limit-"))
+    files = sorted((folder / "media").iterdir())
+    jobs = [(str(path), str(out / f"{index}.mp4")) for index, path in enumerate(files)]
+    try:
+        # Spawned, not forked: this process has threads (the broker's, the database's), and a
+        # child forked while one of them holds a lock can wait for it forever.
+        with multiprocessing.get_context("spawn").Pool(cores) as pool:
+            pool.map(_transcode_one, jobs[:cores])  # imports PyAV, warms the processes
+            started = time.perf_counter()
+            peaks = pool.map(_transcode_one, jobs, chunksize=1)
+            seconds = time.perf_counter() - started
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return {"files": len(files), "seconds": seconds, "peak_rss_mb": max(peaks) / 2**20}
 
 
 def write_image(path: Path, seed: int) -> None:
@@ -230,22 +318,43 @@ class Worker:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the Celery worker did not start")
 
-    def rss(self) -> tuple[float, float]:
-        """The memory of the worker and its processes, in MB: in all (the sum of their PSS,
-        which counts a page that forked processes share once) and the largest RSS."""
+    def sample(self, peaks: dict[str, float], *, pss: bool) -> float:
+        """Raises each role's entry of ``peaks`` (worker, pool process, media server, media
+        child) to the largest RSS among its processes now, in MB; with ``pss``, returns the
+        sum of their PSS (a page that forked processes share counts once), else 0."""
         import psutil
 
-        pss, rss = [], []
+        total = 0
         try:
             root = psutil.Process(self.process.pid)
-            for process in [root, *root.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    memory = process.memory_full_info()
-                    pss.append(memory.pss)
-                    rss.append(memory.rss)
+            processes = [root, *root.children(recursive=True)]
         except psutil.Error:
-            pass
-        return sum(pss) / 2**20, max(rss, default=0) / 2**20
+            return 0.0
+        media = set()  # a media server and its children, forked from it, share its command
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                if "annotation.media.bounded_child" in " ".join(process.cmdline()):
+                    media.add(process.pid)
+        servers = set()
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                if process.pid in media and process.ppid() not in media:
+                    servers.add(process.pid)
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                if process.pid == root.pid:
+                    role = "worker"
+                elif process.pid in servers:
+                    role = "media server"
+                elif process.ppid() in servers:
+                    role = "media child"
+                else:
+                    role = "pool process"
+                rss = process.memory_info().rss / 2**20
+                peaks[role] = max(peaks.get(role, 0.0), rss)
+                if pss:
+                    total += process.memory_full_info().pss
+        return total / 2**20
 
     def stop(self) -> None:
         self.process.terminate()
@@ -258,30 +367,29 @@ class Worker:
 
 def run_import(worker: Worker, folder: Path) -> dict:
     """One import job of ``folder``'s pairs, run by ``worker``; its figures."""
-    from django.conf import settings
-
-    from annotation.imports.services import _enqueue
+    from annotation.core import storage
+    from annotation.imports.services import UPLOADS, _enqueue, upload_key
     from annotation.models import ImportJob, Media
 
     project = new_project()
-    uploads = Path(settings.MEDIA_ROOT) / ".uploads" / uuid.uuid4().hex
-    uploads.mkdir(parents=True)
-    for name in ("pairs.jsonl", "media.tar"):
-        shutil.copyfile(folder / name, uploads / name)
-    root = Path(settings.MEDIA_ROOT)
+    keys = {}
+    upload = uuid.uuid4().hex
+    for name, prefix in (("pairs.jsonl", "pairs"), ("media.tar", "media")):
+        keys[name] = upload_key(upload, prefix, name)
+        storage.put_file(UPLOADS, keys[name], folder / name)
     job = ImportJob.objects.create(
         project=project, filename="pairs.jsonl",
-        upload_path=str((uploads / "pairs.jsonl").relative_to(root)),
-        media_archive_path=str((uploads / "media.tar").relative_to(root)),
+        upload_path=keys["pairs.jsonl"], media_archive_path=keys["media.tar"],
         bytes_total=(folder / "pairs.jsonl").stat().st_size,
     )  # fmt: skip
-    peak_sum = peak_one = 0.0
+    peak_sum = 0.0
+    peaks: dict[str, float] = {}
     started = time.perf_counter()
     try:
         _enqueue(job.pk)
-        while True:
-            total, largest = worker.rss()
-            peak_sum, peak_one = max(peak_sum, total), max(peak_one, largest)
+        for tick in itertools.count():
+            # RSS every 50 ms (cheap: statm); PSS, which reads every mapping, every 0.5 s.
+            peak_sum = max(peak_sum, worker.sample(peaks, pss=tick % 10 == 0))
             job.refresh_from_db()
             if job.finished:
                 break
@@ -290,13 +398,16 @@ def run_import(worker: Worker, folder: Path) -> dict:
             time.sleep(0.05)
         seconds = time.perf_counter() - started
         if job.status != ImportJob.Status.SUCCEEDED:
-            raise RuntimeError(f"import {job.pk} {job.status}: {job.error or ''}"[:2000])
+            raise RuntimeError(f"import {job.pk} {job.status}: {job.errors}"[:2000])
         files = sum(1 for f in (folder / "media").iterdir())
     finally:
         drop_project(project)
         Media.objects.all().delete()
         empty_store()
-    return {"files": files, "seconds": seconds, "rss_sum": peak_sum, "rss_one": peak_one}
+    return {
+        "files": files, "seconds": seconds, "rss_sum": peak_sum,
+        "rss_one": max(peaks.values(), default=0.0), "peak_rss_mb": peaks,
+    }  # fmt: skip
 
 
 def overhead(folder: Path, calls: int = 200) -> None:
@@ -338,7 +449,12 @@ def main() -> None:
     parser.add_argument("--modality", choices=MODALITIES, action="append")
     parser.add_argument("--storage", choices=("local", "s3"), action="append")
     parser.add_argument("--limits", choices=("on", "off", "both"), default="both")
+    parser.add_argument(
+        "--long-seconds", type=int, default=0,
+        help="also import a pair of videos this long (seconds), for the peak memory",
+    )  # fmt: skip
     args = parser.parse_args()
+    modalities = args.modality or list(MODALITIES)
     scratch = Path(tempfile.mkdtemp(prefix="arbiter-media-import-"))
     os.environ["ARBITER_MEDIA_ROOT"] = str(scratch / "store")
     os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
@@ -350,7 +466,10 @@ def main() -> None:
 
         call_command("migrate", verbosity=0)
         folders = generate(scratch / "input", args.files, args.images, args.distinct)
-        overhead(scratch)
+        if args.long_seconds:
+            folders["long video"] = generate_long(scratch / "long", args.long_seconds)
+        if "image" in modalities:
+            overhead(scratch)
         results: dict[tuple[str, str, bool], list[dict]] = {}
         for where in args.storage or ("local", "s3"):
             environment: dict[str, str] = {}
@@ -358,7 +477,7 @@ def main() -> None:
                 server, environment = bucket_environment()
             use_storage(environment)
             for limits in {"on": (True,), "off": (False,), "both": (True, False)}[args.limits]:
-                _run_worker(args, folders, where, limits, results)
+                _run_worker(args, modalities, folders, where, limits, results)
         print(
             "\nmodality  storage limits  files/s median (min-max)   peak PSS all / largest RSS (MB)"
         )
@@ -370,26 +489,117 @@ def main() -> None:
                 f"{'':13}{max(r['rss_sum'] for r in runs):.0f} / "
                 f"{max(r['rss_one'] for r in runs):.0f}"
             )
+        print(json.dumps(report(args, results), indent=1))
     finally:
         if server is not None:
             server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run_worker(args, folders: dict[str, Path], where: str, limits: bool, results: dict) -> None:
-    """Every modality's ``--runs`` imports in one worker started for ``where`` and ``limits``."""
+def generate_long(folder: Path, seconds: int) -> Path:
+    """A pairs file of one pair: two ``seconds``-long videos (the same pictures, own tags)."""
+    media = folder / "media"
+    media.mkdir(parents=True)
+    write_video(folder / "long.mp4", 99, seconds=seconds)
+    for name in ("l0.mp4", "l1.mp4"):
+        remux_tagged(folder / "long.mp4", media / name, name)
+    (folder / "long.mp4").unlink()
+    line = {
+        "id": "long-0", "task": "t2v", "prompt_content": [["text", "A long clip"]],
+        "response_a": {"model_name": "m1", "response_content": [["video", "l0.mp4"]]},
+        "response_b": {"model_name": "m2", "response_content": [["video", "l1.mp4"]]},
+    }  # fmt: skip
+    (folder / "pairs.jsonl").write_text(json.dumps(line) + "\n")
+    with tarfile.open(folder / "media.tar", "w") as archive:
+        for name in ("l0.mp4", "l1.mp4"):
+            archive.add(media / name, arcname=name)
+    return folder
+
+
+def _summary(rates: list[float]) -> dict:
+    return {"median": round(statistics.median(rates), 3), "min": round(min(rates), 3),
+            "max": round(max(rates), 3), "runs": [round(r, 3) for r in rates]}  # fmt: skip
+
+
+def report(args, results: dict) -> dict:
+    """The figures as JSON: the settings, the cores, the limit and Arbiter's figure measured
+    in this run, and their ratio (of the medians, and run by run)."""
+    from django.conf import settings
+
+    from annotation.media.av_media import X264_OPTIONS
+
+    cores = os.cpu_count() or 1
+    figures: dict[str, dict] = {}
+    for (modality, where, limits), runs in results.items():
+        rates = [r["files"] / r["seconds"] for r in runs]
+        roles: dict[str, float] = {}
+        for run in runs:
+            for role, mb in run["peak_rss_mb"].items():
+                roles[role] = round(max(roles.get(role, 0.0), mb), 1)
+        entry = {
+            "files": runs[0]["files"],
+            "arbiter_files_per_s": _summary(rates),
+            "peak_rss_mb_by_process": roles,
+            "peak_pss_mb_all": round(max(r["rss_sum"] for r in runs), 1),
+        }
+        if all("limit" in run for run in runs):
+            limit = [r["limit"]["files"] / r["limit"]["seconds"] for r in runs]
+            entry["limit_files_per_s"] = _summary(limit)
+            entry["limit_peak_rss_mb"] = round(max(r["limit"]["peak_rss_mb"] for r in runs), 1)
+            entry["ratio"] = round(statistics.median(rates) / statistics.median(limit), 3)
+            entry["ratio_runs"] = [round(a / b, 3) for a, b in zip(rates, limit, strict=True)]
+        figures[f"{modality}, {where}, limits {'on' if limits else 'off'}"] = entry
+    return {
+        "settings": {
+            "files": args.files,
+            "images": args.images,
+            "runs": args.runs,
+            "distinct": args.distinct,
+            "long_seconds": args.long_seconds,
+            "worker": "celery -A config worker -c 2 -Q imports",
+            "media_workers": settings.ARBITER_MEDIA_WORKERS,
+            "media_threads": settings.ARBITER_MEDIA_THREADS,
+            "served_x264": X264_OPTIONS,
+            "limit": {
+                "x264": LIMIT_X264,
+                "keyframe_seconds": 1,
+                "audio": "aac",
+                "audio_rate": LIMIT_AUDIO_RATE,
+                "audio_bit_rate": LIMIT_AUDIO_BIT_RATE,
+                "processes": cores,
+                "threads_a_process": 1,
+            },
+        },
+        "cores": cores,
+        "load_average": os.getloadavg(),
+        "figures": figures,
+    }
+
+
+def _run_worker(
+    args, modalities: list[str], folders: dict[str, Path], where: str, limits: bool, results: dict
+) -> None:
+    """Every modality's ``--runs`` imports in one worker started for ``where`` and ``limits``
+    (and the long videos' import once, after them)."""
     worker = Worker(limits=limits)
     try:
-        for modality in args.modality or MODALITIES:
-            for run in range(args.runs):
+        for modality in [*modalities, *(["long video"] if "long video" in folders else [])]:
+            for run in range(1 if modality == "long video" else args.runs):
+                limit = None
+                if modality in ("video", "audio"):
+                    # The limit just before each import, so that both see the same machine.
+                    limit = measure_limit(folders[modality], os.cpu_count() or 1)
                 result = run_import(worker, folders[modality])
+                if limit is not None:
+                    result["limit"] = limit
                 results.setdefault((modality, where, limits), []).append(result)
                 print(
                     f"{where:5} limits {'on ' if limits else 'off'} {modality:8} run {run + 1}: "
                     f"{result['files']:,} files in {result['seconds']:.1f} s = "
                     f"{result['files'] / result['seconds']:.1f} files/s; peak RSS "
                     f"{result['rss_sum']:.0f} MB in all (PSS), {result['rss_one']:.0f} MB "
-                    "the largest process",
+                    "the largest process"
+                    + (f"; limit {limit['files'] / limit['seconds']:.2f} files/s" if limit else ""),
                     flush=True,
                 )
     finally:

@@ -17,16 +17,18 @@ from logging.config import dictConfig
 from celery import Celery, Task
 from celery.signals import (
     before_task_publish,
+    celeryd_after_setup,
     setup_logging,
     task_failure,
     task_postrun,
     task_prerun,
     worker_init,
+    worker_process_init,
 )
 
 from annotation.core.metrics import JOB_FAILURES, JOB_SECONDS
 from config.logging import current_request_id
-from config.queues import TASK_ROUTES
+from config.queues import IMPORTS, TASK_ROUTES
 
 REQUEST_ID_HEADER = "arbiter_request_id"
 task_logger = logging.getLogger("arbiter.task")
@@ -61,6 +63,26 @@ def _serve_worker_metrics(**kwargs):
     from config.metrics import worker_metrics_serve
 
     worker_metrics_serve()
+
+
+# Whether this worker takes imports; set before its pool processes are forked.
+_takes_imports = False
+
+
+@celeryd_after_setup.connect
+def _note_the_imports_queue(sender, instance, **kwargs):
+    global _takes_imports
+    _takes_imports = IMPORTS in instance.app.amqp.queues.consume_from
+
+
+@worker_process_init.connect
+def _start_the_media_server(**kwargs):
+    """A pool process of a worker that takes imports starts its media server as it starts,
+    not at its first import (~1 s: docs/operations.md, "Bounded media work")."""
+    if _takes_imports:
+        from annotation.media.bounded import bounded_start
+
+        bounded_start()
 
 
 _started: dict[str, float] = {}

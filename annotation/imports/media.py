@@ -28,13 +28,12 @@ from annotation.core import storage
 from annotation.imports.bucket_folder import BucketFolder
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
-from annotation.media.av_media import AvPrepared, av_prepare
 from annotation.media.av_probe import av_limits
 from annotation.media.bounded import BoundedError, bounded_map
 from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
-from annotation.media.media_pool import MediaPool, av_outcome
+from annotation.media.media_pool import AvImported, MediaPool, av_import, av_imported
 from annotation.media.services import (
     ImageInfo,
     MediaError,
@@ -182,17 +181,6 @@ class MediaStore:
         self._stage(served.sha256, served.format, served.data)
         return info
 
-    def _image(self, data: bytes, name: str) -> ImageInfo:
-        """An image made here from a checked file (a video's poster frame), rebuilt as every
-        image is and staged with its served copy; raises ``MediaError`` naming it."""
-        try:
-            info, served = image_prepare(data)
-        except MediaError as exc:
-            raise MediaError(f"{name} refused: {exc}") from None
-        self._stage(info.sha256, info.format, data)
-        self._stage(served.sha256, served.format, served.data)
-        return info
-
     def resolve_media(self, reference: str, *, kind: str) -> MediaRecord:
         """The verified video, audio clip or 3D model behind a path in the media folder, with
         its served copy staged; raises ``MediaError``."""
@@ -220,8 +208,8 @@ class MediaStore:
             [outcome] = bounded_map(model3d_check, [((path,), {})], kind=kind)
             return self._model3d_record(path, name, outcome)
         call = ((path,), {"kind": kind, "staging": self._staging(), "limits": av_limits()})
-        [outcome] = bounded_map(av_prepare, [call], kind=kind)
-        return self._av_record(path, name, kind, av_outcome(outcome))
+        [outcome] = bounded_map(av_import, [call], kind=kind)
+        return self._av_record(name, kind, av_imported(outcome))
 
     def prefetch(self, references: list[tuple[str, str]]) -> None:
         """Checks at once, in bounded children (up to ``ARBITER_MEDIA_WORKERS`` at a time),
@@ -259,11 +247,9 @@ class MediaStore:
         if av and self.pool is not None:
             files = [(path, kind) for _, kind, path in av.values()]
             prepared = self.pool.prepare(files, staging=self._staging(), limits=av_limits())
-            for (key, (reference, kind, path)), each in zip(av.items(), prepared, strict=True):
+            for (key, (reference, kind, _path)), each in zip(av.items(), prepared, strict=True):
                 try:
-                    self._media_cache[key] = self._av_record(
-                        path, f"{kind} {reference!r}", kind, each
-                    )
+                    self._media_cache[key] = self._av_record(f"{kind} {reference!r}", kind, each)
                 except MediaError as exc:
                     self._media_cache[key] = exc
         for finish in checks:
@@ -295,17 +281,25 @@ class MediaStore:
             finishes.append(functools.partial(_cache_outcome, self._media_cache, key, model))
         return finishes
 
-    def _av_record(self, path: Path, name: str, kind: str, prepared: AvPrepared) -> MediaRecord:
-        if prepared.info is None or prepared.served is None:
+    def _av_record(self, name: str, kind: str, imported: AvImported) -> MediaRecord:
+        """Stages what the child wrote (the original, the served copy, the poster's files:
+        renames) and gives the file's record."""
+        prepared = imported.prepared
+        if prepared.info is None or prepared.served is None or prepared.original is None:
             raise MediaError(f"{name} refused: {prepared.error}")
         info = prepared.info
         # Re-encoded from the decoded frames and samples, in the one served format.
-        self._stage_file(prepared.served_sha256, info.served_format, prepared.served, copy=False)
-        self._stage_file(info.sha256, info.format, path, copy=True)
+        self._stage_file(prepared.served_sha256, info.served_format, prepared.served)
+        self._stage_file(info.sha256, info.format, prepared.original)
         extra: tuple[ImageInfo, ...] = ()
         poster_sha256 = None
-        if info.poster_jpeg is not None:
-            poster = self._image(info.poster_jpeg, f"{name}'s poster frame")
+        if imported.poster is not None and imported.poster_files is not None:
+            poster = imported.poster
+            # image_prepare records the served copy on the info it gives.
+            assert poster.served_sha256 is not None
+            assert poster.served_format is not None
+            self._stage_file(poster.sha256, poster.format, imported.poster_files[0])
+            self._stage_file(poster.served_sha256, poster.served_format, imported.poster_files[1])
             extra, poster_sha256 = (poster,), poster.sha256
         row = {
             "sha256": info.sha256,
@@ -399,21 +393,15 @@ class MediaStore:
             self._staging_dir = storage.work_folder("media")
         return self._staging_dir
 
-    def _stage_file(self, sha256: str, media_format: str, source: Path, *, copy: bool) -> None:
-        """Stages a file already on disk: copied in chunks (an original in the media folder)
-        or moved (a served copy written in the staging folder)."""
+    def _stage_file(self, sha256: str, media_format: str, source: Path) -> None:
+        """Stages a file that a child wrote and synced in the staging folder (a rename), or
+        removes it when the same bytes are staged or stored already."""
         name = Media.path_for(sha256, media_format)
         if sha256 in self._staged or storage.exists("media", name):
-            if not copy:
-                source.unlink(missing_ok=True)
+            source.unlink(missing_ok=True)
             return
         staged = self._staging() / sha256
-        if copy:
-            shutil.copyfile(source, staged)
-        else:
-            os.replace(source, staged)
-        with open(staged, "rb") as handle:
-            os.fsync(handle.fileno())
+        os.replace(source, staged)
         self._staged[sha256] = (staged, name)
 
     def publish(self) -> None:

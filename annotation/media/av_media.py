@@ -23,8 +23,10 @@ stopped at the limit.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import itertools
+import os
 import uuid
 from dataclasses import dataclass
 from fractions import Fraction
@@ -47,6 +49,7 @@ from annotation.media.av_probe import (
     file_sha256,
     served_rate,
 )
+from annotation.media.bounded import BoundedError
 from annotation.media.loudness import FrameLoudness
 from annotation.models import Media
 
@@ -60,10 +63,12 @@ _POSTER_QUALITY = 90
 
 
 # The served copy's settings (docs/import-format.md, "What a served video or audio clip
-# keeps", has the measurements): x264 at CRF 16 with preset "faster" kept every frame of the
-# generated clips (noise scrolling, small text, colour ramps, a zone plate) at SSIM 0.994 and
-# PSNR 41 dB or more, where "veryfast" let noise fall to 39 dB.
-X264_OPTIONS = {"preset": "faster", "crf": "16"}
+# keeps", has the measurements): x264 at CRF 16 with preset "veryfast" kept every frame of the
+# generated clips (noise scrolling, small text, colour ramps, a zone plate) at SSIM 0.994 or
+# more (the media issue asks 0.98 at CRF 18 or lower) and PSNR 39 dB or more; "faster" adds
+# about 2 dB on noise for 1.5 to 1.8 times the encoder's CPU, which made the import run at
+# 0.6 times a plain transcode (docs/operations.md, "Import speed").
+X264_OPTIONS = {"preset": "veryfast", "crf": "16"}
 AUDIO_RATE = 48000
 AUDIO_BIT_RATE = 192_000
 AUDIO_LAYOUT = "stereo"
@@ -90,11 +95,13 @@ def av_inspect(
     kind: str,
     limits: dict[str, int] | None = None,
     served_to: Path | None = None,
+    original_to: Path | None = None,
 ) -> AvInfo:
     """Probes and fully decodes the file at ``path`` as a ``kind`` ("video" or "audio");
     raises ``AvMediaError`` naming the reason it cannot be accepted. ``limits``: those of
     ``av_limits()``, passed by a caller in another process. With ``served_to``, the served
-    copy is encoded there in the same pass and read back."""
+    copy is encoded there in the same pass and read back; with ``original_to``, the file's
+    bytes are copied there (and synced) as they are hashed."""
     limits = limits or av_limits()
     size = path.stat().st_size
     if size == 0:
@@ -127,8 +134,30 @@ def av_inspect(
         if encoder is not None:
             encoder.discard()
         raise
-    info.sha256 = file_sha256(path)
+    info.sha256 = file_sha256(path) if original_to is None else _copy_synced(path, original_to)
     return info
+
+
+def _copy_synced(source: Path, dest: Path) -> str:
+    """Copies ``source`` to ``dest`` and syncs it; returns the bytes' sha256."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as reader, open(dest, "wb") as writer:
+        while chunk := reader.read(1 << 20):
+            digest.update(chunk)
+            writer.write(chunk)
+        writer.flush()
+        os.fsync(writer.fileno())
+    return digest.hexdigest()
+
+
+def _sync_sha256(path: Path) -> str:
+    """The sha256 of the file at ``path``, synced to disk on the way."""
+    digest = hashlib.sha256()
+    with open(path, "rb+") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+        os.fsync(handle.fileno())
+    return digest.hexdigest()
 
 
 def _decode(container, info: AvInfo, *, limits: dict[str, int], encoder: _Encoder | None) -> None:
@@ -172,9 +201,9 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int], encoder: _Encode
                 if encoder is not None:
                     encoder.audio(frame)
                 if peaks is not None and loudness is not None:
-                    samples = frame.to_ndarray()
+                    samples = _as_float(frame.to_ndarray())
                     peaks.add(samples)
-                    loudness.add(frame, _as_float(samples))
+                    loudness.add(frame, samples)
     except AvMediaError:
         raise
     except DECODE_ERRORS as exc:
@@ -436,7 +465,8 @@ class _Peaks:
         self.pending = np.zeros(0, dtype=np.float32)
 
     def add(self, samples: np.ndarray) -> None:
-        values = np.abs(_as_float(samples))
+        """``samples``: a frame's ``to_ndarray()`` as floats in -1..1."""
+        values = np.abs(samples)
         # Planar layouts are (channels, samples); packed ones (1, samples * channels).
         mono = values.max(axis=0) if values.ndim == 2 else values
         data = np.concatenate([self.pending, mono])
@@ -476,18 +506,40 @@ class AvPrepared:
     served: Path | None = None
     served_sha256: str = ""
     error: str = ""
+    # With ``keep_original``: the file's bytes, copied into the staging folder and synced.
+    original: Path | None = None
 
 
-def av_prepare(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) -> AvPrepared:
-    """Checks the file at ``path`` and writes its served copy into the folder ``staging``:
-    what an import does with each video and audio file, in any process (it touches no
-    database and no settings). A refusal is ``error``; only a failed allocation raises (the
-    bounded child that runs it names the memory limit in its refusal)."""
+def av_prepare(
+    path: Path, *, kind: str, staging: Path, limits: dict[str, int], keep_original: bool = False
+) -> AvPrepared:
+    """Checks the file at ``path`` and writes its served copy into the folder ``staging``,
+    synced (with ``keep_original``, a copy of the file too): what an import does with each
+    video and audio file, in any process (it touches no database and no settings). A refusal
+    is ``error``; only a failed allocation raises (the bounded child that runs it names the
+    memory limit in its refusal)."""
     served = staging / f"served-{uuid.uuid4().hex}"
+    original = staging / f"original-{uuid.uuid4().hex}" if keep_original else None
     try:
-        info = av_inspect(path, kind=kind, limits=limits, served_to=served)
+        info = av_inspect(path, kind=kind, limits=limits, served_to=served, original_to=original)
     except AvMediaError as exc:
         if isinstance(exc.__context__, MemoryError):
             raise  # the bounded child's memory limit, which its refusal names
         return AvPrepared(error=str(exc))
-    return AvPrepared(info=info, served=served, served_sha256=file_sha256(served))
+    except BaseException:
+        if original is not None:
+            original.unlink(missing_ok=True)
+        raise
+    return AvPrepared(
+        info=info, served=served, served_sha256=_sync_sha256(served), original=original
+    )
+
+
+def av_outcome(outcome: object) -> AvPrepared:
+    """What a bounded ``av_prepare`` gave: its result, or the refusal its failure means (a
+    limit hit, or an error the file provoked in the decoder)."""
+    if isinstance(outcome, AvPrepared):
+        return outcome
+    if isinstance(outcome, BoundedError):
+        return AvPrepared(error=str(outcome))
+    return AvPrepared(error=f"could not be read ({type(outcome).__name__}: {outcome})")

@@ -172,6 +172,21 @@ def out_of_memory(exc: BaseException) -> bool:
     return False
 
 
+def bounded_start() -> None:
+    """Starts this process's media server now, in a thread, rather than at its first call:
+    the first call then waits only for what is left of the start (a Celery pool process of a
+    worker that takes imports calls it as it starts)."""
+
+    def start() -> None:
+        with _LOCK:
+            try:
+                _server()
+            except (BoundedError, OSError) as exc:  # the first call starts one, or says why
+                logger.warning("the media server did not start ahead of use: %s", exc)
+
+    threading.Thread(target=start, name="media-server-start", daemon=True).start()
+
+
 def bounded_stop() -> None:
     """Stops this process's media server and its children (a new one starts when needed)."""
     global _SERVER

@@ -128,14 +128,25 @@ def integrated_loudness(
     return meter.integrated()
 
 
+# Samples a frame meter gathers before filtering them at once: a decoder's frames hold 1,024
+# or 1,152 samples, and each call of the filter costs more than filtering a frame's samples
+# (docs/operations.md, "Import speed").
+_FRAME_BATCH_SAMPLES = 16384
+
+
 class FrameLoudness:
     """A track's meter fed PyAV audio frames: made at the first frame, which names the
-    channels; a track whose layout or rate changes midway gets no figure."""
+    channels; a track whose layout or rate changes midway gets no figure. Frames are
+    filtered ``_FRAME_BATCH_SAMPLES`` at a time (the filter's state carries over, so the
+    figure is the one frame by frame gives)."""
 
     def __init__(self):
         self.meter: LoudnessMeter | None = None
         self.rate = 0
+        self.names: list[str] = []
         self.failed = False
+        self.pending: list[np.ndarray] = []
+        self.pending_samples = 0
 
     def add(self, frame, samples: np.ndarray) -> None:
         """``samples``: the frame's ``to_ndarray()`` as floats in -1..1."""
@@ -147,14 +158,28 @@ class FrameLoudness:
         try:
             if self.meter is None:
                 self.meter = LoudnessMeter(sample_rate=frame.sample_rate, channels=names)
-                self.rate = frame.sample_rate
-            if frame.sample_rate != self.rate:
-                raise ValueError("the sample rate changed")
-            self.meter.add(samples)
+                self.rate, self.names = frame.sample_rate, names
+            if frame.sample_rate != self.rate or names != self.names:
+                raise ValueError("the sample rate or the channels changed")
+            if samples.ndim != 2 or samples.shape[0] != len(names):
+                raise ValueError(f"samples shaped {tuple(samples.shape)}")
         except ValueError:
             self.failed = True
+            return
+        self.pending.append(samples)
+        self.pending_samples += samples.shape[1]
+        if self.pending_samples >= _FRAME_BATCH_SAMPLES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending and self.meter is not None:
+            self.meter.add(np.concatenate(self.pending, axis=1))
+        self.pending, self.pending_samples = [], 0
 
     def integrated(self) -> float | None:
         """LUFS to two decimals, or None (silence, under 400 ms, or a changing layout)."""
-        value = None if self.failed or self.meter is None else self.meter.integrated()
+        if self.failed or self.meter is None:
+            return None
+        self._flush()
+        value = self.meter.integrated()
         return None if value is None else round(value, 2)

@@ -1,26 +1,58 @@
 """Video and audio files of an import checked in parallel: probing, decoding and re-encoding
-(``av_prepare``) are CPU-bound, so a window of files is handed to bounded children
-(``annotation.media.bounded``), one per file and up to ``ARBITER_MEDIA_WORKERS`` at once,
-while the importing process copies files into place and writes rows (docs/operations.md,
-"Import speed"). The children work inside a Celery pool process too: they are started by the
-media server, not by ``multiprocessing``."""
+are CPU-bound, so a window of files is handed to bounded children (``annotation.media.bounded``),
+one per file and up to ``ARBITER_MEDIA_WORKERS`` at once. A child does all of a file's work
+(``av_import``): the check and the served copy, the original copied and the poster frame made
+into an image with its served copy, each written and synced in the staging folder, so that
+the importing process only renames files and writes rows (docs/operations.md, "Import speed").
+The children work inside a Celery pool process too: they are started by the media server,
+not by ``multiprocessing``."""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
-from annotation.media.av_media import AvPrepared, av_prepare
-from annotation.media.bounded import BoundedError, bounded_map
+from annotation.media.av_media import AvPrepared, av_outcome, av_prepare
+from annotation.media.bounded import bounded_map
+from annotation.media.services import ImageInfo, MediaError, image_prepare, write_synced
 
 
-def av_outcome(outcome: object) -> AvPrepared:
-    """What a bounded ``av_prepare`` gave: its result, or the refusal its failure means (a
-    limit hit, or an error the file provoked in the decoder)."""
-    if isinstance(outcome, AvPrepared):
-        return outcome
-    if isinstance(outcome, BoundedError):
-        return AvPrepared(error=str(outcome))
-    return AvPrepared(error=f"could not be read ({type(outcome).__name__}: {outcome})")
+@dataclass
+class AvImported:
+    """A video or audio file checked for an import (``av_import``): the check, with the
+    original and the served copy staged, and a video's poster frame as an image."""
+
+    prepared: AvPrepared
+    poster: ImageInfo | None = None
+    # The poster's JPEG and its served copy, staged and synced.
+    poster_files: tuple[Path, Path] | None = None
+
+
+def av_import(path: Path, *, kind: str, staging: Path, limits: dict[str, int]) -> AvImported:
+    """In a bounded child: ``av_prepare`` of the file at ``path`` keeping its original, and
+    the poster frame checked as every image is, its JPEG and served copy staged."""
+    prepared = av_prepare(path, kind=kind, staging=staging, limits=limits, keep_original=True)
+    info = prepared.info
+    if info is None or info.poster_jpeg is None:
+        return AvImported(prepared)
+    try:
+        poster, served = image_prepare(info.poster_jpeg)
+    except MediaError as exc:
+        for staged in (prepared.served, prepared.original):
+            if staged is not None:
+                staged.unlink(missing_ok=True)
+        return AvImported(AvPrepared(error=f"its poster frame cannot be made: {exc}"))
+    files = (staging / f"poster-{uuid.uuid4().hex}", staging / f"poster-{uuid.uuid4().hex}")
+    write_synced(files[0], info.poster_jpeg)
+    write_synced(files[1], served.data)
+    info.poster_jpeg = None  # staged: not pickled back
+    return AvImported(prepared, poster, files)
+
+
+def av_imported(outcome: object) -> AvImported:
+    """What a bounded ``av_import`` gave, a limit it hit or an error turned into a refusal."""
+    return outcome if isinstance(outcome, AvImported) else AvImported(av_outcome(outcome))
 
 
 class MediaPool:
@@ -28,10 +60,10 @@ class MediaPool:
 
     def prepare(
         self, files: list[tuple[Path, str]], *, staging: Path, limits: dict[str, int]
-    ) -> list[AvPrepared]:
-        """``av_prepare`` of each ``(path, kind)``, in order, each in its own child."""
+    ) -> list[AvImported]:
+        """``av_import`` of each ``(path, kind)``, in order, each in its own child."""
         calls = [
             ((path,), {"kind": kind, "staging": staging, "limits": limits}) for path, kind in files
         ]
         kinds = [kind for _, kind in files]
-        return [av_outcome(outcome) for outcome in bounded_map(av_prepare, calls, kind=kinds)]
+        return [av_imported(outcome) for outcome in bounded_map(av_import, calls, kind=kinds)]

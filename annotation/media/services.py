@@ -20,7 +20,7 @@ from pathlib import Path
 from django.db import transaction
 
 from annotation.core import storage
-from annotation.media.av_media import av_prepare
+from annotation.media.av_media import av_outcome, av_prepare
 from annotation.media.av_probe import av_limits
 from annotation.media.bounded import BoundedError, bounded_call, bounded_map
 from annotation.media.glb import GlbError, glb_inspect
@@ -33,7 +33,6 @@ from annotation.media.image_rebuild import (
     image_decode,
     image_encode,
 )
-from annotation.media.media_pool import av_outcome
 from annotation.models import Media, ProjectMedia
 
 # ``MediaError`` is defined beside the rebuild, the lowest layer that raises it; the importer

@@ -5,6 +5,7 @@ children, which import this module by name."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import io
 import os
@@ -383,3 +384,30 @@ def test_a_celery_pool_process_killed_with_9_takes_its_media_server_along(
     pool_process.kill()
     _gone, alive = psutil.wait_procs(servers, timeout=10)
     assert [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_that_takes_imports_starts_a_media_server_in_each_pool_process(
+    celery_worker_process,
+):
+    """As its pool processes start, before any import, so that no import waits for one; a
+    worker of other queues starts none."""
+
+    def servers(worker) -> list[psutil.Process]:
+        found = []
+        for process in psutil.Process(worker.process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "annotation.media.bounded_child" in " ".join(process.cmdline()):
+                    found.append(process)
+        return found
+
+    importer = celery_worker_process(queues="imports", concurrency=2)
+    other = celery_worker_process(queues="releases", concurrency=1)
+    deadline = time.monotonic() + 60
+    while len(servers(importer)) < 2:
+        assert time.monotonic() < deadline, "no media server started"
+        time.sleep(0.2)
+    pool = {process.pid for process in psutil.Process(importer.process.pid).children()}
+    assert {server.ppid() for server in servers(importer)} == pool
+    assert servers(other) == []

@@ -101,6 +101,9 @@ def test_video_parts_are_probed_stored_and_given_a_poster(project, tmp_path, set
     assert (poster.kind, poster.format, poster.width, poster.height) == ("image", "JPEG", 64, 48)
     assert ProjectMedia.objects.filter(project=project, media=poster).exists()
     assert original_path(poster, settings).is_file()
+    # Rebuilt as every image is, in the child that checked the video.
+    assert (poster.served_format, poster.strip_result) == ("PNG", "rebuilt")
+    assert served_path(poster, settings).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The original is kept byte for byte for releases; the served copy beside it.
     assert original_path(mp4, settings).read_bytes() == (tmp_path / "a.mp4").read_bytes()
     assert mp4.strip_result == "rebuilt"
@@ -441,6 +444,41 @@ def test_bounded_children_check_the_files_the_same_one_or_several_at_once(
     assert "bad.mp4" in issue.message
     assert "HTML" in issue.message
     assert pooled[-1] == 5
+
+
+def test_the_child_stages_every_file_of_a_video_so_the_importer_only_renames(tmp_path):
+    """``av_import`` writes the original, the served copy, the poster and its served copy in
+    the staging folder, each under a name of its own, with the hashes the rows record."""
+    import hashlib
+
+    from annotation.media.av_probe import av_limits
+    from annotation.media.media_pool import av_import
+
+    video_write(tmp_path / "a.mp4")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    done = av_import(tmp_path / "a.mp4", kind="video", staging=staging, limits=av_limits())
+    prepared, poster = done.prepared, done.poster
+    assert prepared.error == ""
+    assert poster is not None
+    assert done.poster_files is not None
+    assert prepared.info.poster_jpeg is None  # its bytes are staged, not sent back
+    files = [prepared.original, prepared.served, *done.poster_files]
+    assert sorted(staging.iterdir()) == sorted(files)
+    digests = [hashlib.sha256(path.read_bytes()).hexdigest() for path in files]
+    assert digests == [
+        prepared.info.sha256,
+        prepared.served_sha256,
+        poster.sha256,
+        poster.served_sha256,
+    ]
+    assert prepared.original.read_bytes() == (tmp_path / "a.mp4").read_bytes()
+
+    (tmp_path / "bad.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(100))
+    refused = av_import(tmp_path / "bad.mp4", kind="video", staging=staging, limits=av_limits())
+    assert refused.prepared.error
+    assert refused.poster is None
+    assert sorted(staging.iterdir()) == sorted(files)  # a refusal leaves nothing behind
 
 
 def test_an_avi_is_served_as_mp4(project, tmp_path, settings):

@@ -109,6 +109,28 @@ def test_fed_in_pieces_it_reads_as_fed_at_once():
     )
 
 
+def test_decoded_frames_gathered_in_batches_read_as_fed_at_once():
+    """An import's meter filters many frames at once; the figure is the one of the whole
+    signal, packed (interleaved) or planar, and a layout change midway gives no figure."""
+    from annotation.media.loudness import FrameLoudness
+
+    tone = np.vstack([sine(7.3, -18), sine(7.3, -25, frequency=300)]).astype(np.float32)
+    expected = round(integrated_loudness(tone, sample_rate=RATE, channels=["FL", "FR"]), 2)
+    for fmt in ("fltp", "flt"):
+        meter = FrameLoudness()
+        for start in range(0, tone.shape[1], 1152):
+            piece = np.ascontiguousarray(tone[:, start : start + 1152])
+            data = piece if fmt == "fltp" else piece.T.reshape(1, -1)
+            frame = av.AudioFrame.from_ndarray(data, format=fmt, layout="stereo")
+            frame.sample_rate = RATE
+            meter.add(frame, frame.to_ndarray())
+        assert meter.integrated() == pytest.approx(expected, abs=0.011)
+    mono = av.AudioFrame.from_ndarray(tone[:1, :1152], format="fltp", layout="mono")
+    mono.sample_rate = RATE
+    meter.add(mono, mono.to_ndarray())
+    assert meter.integrated() is None
+
+
 @pytest.mark.django_db
 def test_an_import_stores_each_audio_files_loudness(project, tmp_path):
     # A stereo WAV of a -20 dBFS sine in both channels (its samples interleaved) reads
