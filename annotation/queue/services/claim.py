@@ -153,13 +153,18 @@ RETURNING {{returning}}
 # (as the slot left it) and the pair's prompt and responses, as
 # ``annotation.queue.statements.pair_with_content`` reads them. Prepared, it is planned once
 # a connection, so the content joined in costs no planning on every claim.
-_LEASE = InsertSelect(Assignment, prefix="lease_", computed={"pair": "slot.id"})
+# Whether the lease is claimed ahead is written in the statement (two statements), not bound.
+_LEASE = InsertSelect(Assignment, prefix="lease_", computed={"pair": "slot.id", "ahead": "FALSE"})
+_LEASE_AHEAD = InsertSelect(
+    Assignment, prefix="lease_", computed={"pair": "slot.id", "ahead": "TRUE"}
+)
 _A_COLUMNS = ModelColumns(Assignment, "a")
 _P_COLUMNS = ModelColumns(Pair, "p")
 
 
-def _take_sql(held_sql: str) -> str:
-    """``_TAKE_SQL`` with ``held_sql`` as the lease looked for first."""
+def _take_sql(held_sql: str, lease: InsertSelect) -> str:
+    """``_TAKE_SQL`` with ``held_sql`` as the lease looked for first and ``lease`` the one
+    written."""
     return f"""
 WITH held AS ({held_sql}), slot AS ({
         _TAKE_SLOT_SQL.format(
@@ -168,8 +173,8 @@ WITH held AS ({held_sql}), slot AS ({
             returning=ModelColumns(Pair, Pair._meta.db_table).select_list(),
         )
     }), lease AS (
-  INSERT INTO {Assignment._meta.db_table} AS a ({_LEASE.columns})
-  SELECT {_LEASE.values} FROM slot
+  INSERT INTO {Assignment._meta.db_table} AS a ({lease.columns})
+  SELECT {lease.values} FROM slot
   RETURNING {_A_COLUMNS.select_list()}
 )
 SELECT lease.*, TRUE, p.*, {CONTENT_COLUMNS} FROM lease CROSS JOIN slot p {CONTENT_JOINS}
@@ -179,10 +184,10 @@ FROM held JOIN {Pair._meta.db_table} p ON p.id = held.pair_id {CONTENT_JOINS}
 """
 
 
-_TAKE_SQL = _take_sql(HELD_SQL)
+_TAKE_SQL = _take_sql(HELD_SQL, _LEASE)
 # The claim ahead: the lease the annotator holds claimed ahead, or a slot taken beside the
 # lease on screen (the pair on screen is not claimable: they hold a live lease on it).
-_TAKE_AHEAD_SQL = _take_sql(HELD_AHEAD_SQL)
+_TAKE_AHEAD_SQL = _take_sql(HELD_AHEAD_SQL, _LEASE_AHEAD)
 _LEASE_PAIR_AT = _A_COLUMNS.attnames.index("pair_id")
 # The block the take looks in (its first claimable pair's), read without locks; NULL when the
 # annotator has nothing left to claim.
