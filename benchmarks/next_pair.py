@@ -244,6 +244,14 @@ def run(*, base_url: str, slug: str, username: str, password: str, args) -> dict
             page = context.new_page()
             failed: list[str] = []
             page.on("pageerror", lambda error: failed.append(str(error)))
+            page.on(
+                "response",
+                lambda response: (
+                    failed.append(f"{response.request.method} {response.status} {response.url}")
+                    if response.status >= 400 and not response.url.endswith("/favicon.ico")
+                    else None
+                ),
+            )
             annotate = f"/p/{slug}/annotate/"
             page.goto(f"{base_url}/login/?next={annotate}")
             page.fill("#id_username", username)
@@ -307,6 +315,9 @@ def main() -> None:
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     media_root = Path(tempfile.mkdtemp(prefix="arbiter-next-media-"))
     os.environ["ARBITER_MEDIA_ROOT"] = str(media_root)
+    # The media URLs' opaque ids are made from the secret key: the server (which passes
+    # this one on) and the import here must share it.
+    os.environ.setdefault("DJANGO_SECRET_KEY", "next-pair-benchmark-only-" + "x" * 40)
     setup_django()
     from django.core.management import call_command
     from django.db import connections
