@@ -204,7 +204,7 @@ def create_project(*, slug: str, clips: Path, pairs: int, username: str, passwor
 
 def clip_urls(slug: str) -> list[tuple[str, str]]:
     """The media URLs of each pair's two clips (the page's own opaque ones)."""
-    from annotation.core.shown import media_path
+    from annotation.core.media_keys import media_path
     from annotation.models import Pair
 
     urls = []

@@ -34,6 +34,7 @@
     template.remove();
     prepared = next;
     leaveUrl = document.getElementById("workbench").getAttribute("data-leave-url") || "";
+    document.body.setAttribute("data-leave-beacon", ""); // armed (the browser tests disarm it)
     if (next && window.arbiterPlayers) window.arbiterPlayers.prepare(next);
   }
 
@@ -321,6 +322,7 @@
   window.addEventListener("pagehide", function () {
     const token = document.querySelector("#workbench input[name=csrfmiddlewaretoken]");
     if (!leaveUrl || !token || !navigator.sendBeacon) return;
+    if (!document.body.hasAttribute("data-leave-beacon")) return;
     const body = new FormData();
     body.append("csrfmiddlewaretoken", token.value);
     navigator.sendBeacon(leaveUrl, body);
