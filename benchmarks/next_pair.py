@@ -132,7 +132,11 @@ LIMIT_SETUP = """async ([left, right]) => {
         return video;
     });
     await Promise.all(videos.map((video) => video.readyState >= 4 ? null
-        : new Promise((ready) => video.addEventListener("canplaythrough", ready, {once: true}))));
+        : new Promise((ready) => {
+            video.addEventListener("canplaythrough", ready, {once: true});
+            setTimeout(ready, 10000);  // reported below with the state reached
+        })));
+    return videos.map((video) => video.readyState);
     window.addEventListener("keydown", (event) => {
         window.__firstPlaying = new Map();
         for (const video of videos) video.play();
@@ -214,6 +218,10 @@ def clip_urls(slug: str) -> list[tuple[str, str]]:
     return urls
 
 
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def figures(samples: list[dict]) -> dict:
     playing = [max(s["playing"]) - s["started"] for s in samples]
     lockstep = [s["lockstep"] - s["started"] for s in samples]
@@ -268,6 +276,7 @@ def run(*, base_url: str, slug: str, username: str, password: str, args) -> dict
                 page.wait_for_selector("[data-pair-card]:not(.wb-settling)")
                 page.wait_for_timeout(args.think_ms)
                 page.keyboard.press("1")
+                progress(f"answer {n + 1}")
                 try:
                     page.wait_for_function(
                         "n => window.__samples.length > n", arg=n - missed, timeout=10_000
@@ -279,13 +288,17 @@ def run(*, base_url: str, slug: str, username: str, password: str, args) -> dict
             arbiter = page.evaluate("window.__samples")
             same_document = page.evaluate("window.__sameDocument === true")
             # The limit, in the same browser, over the same clips.
-            limit = []
+            limit, limit_missed = [], 0
             for left, right in clip_urls(slug)[: args.pairs]:
                 page.goto(f"{base_url}/")
                 page.evaluate(TRACK)
-                page.evaluate(LIMIT_SETUP, [f"{base_url}{left}", f"{base_url}{right}"])
+                states = page.evaluate(LIMIT_SETUP, [f"{base_url}{left}", f"{base_url}{right}"])
+                progress(f"limit: clips loaded to readyState {states}")
                 page.keyboard.press("1")
-                page.wait_for_function("() => window.__samples.length > 0")
+                try:
+                    page.wait_for_function("() => window.__samples.length > 0", timeout=10_000)
+                except PlaywrightTimeout:
+                    limit_missed += 1
                 limit += page.evaluate("window.__samples")
         finally:
             browser.close()
@@ -293,6 +306,7 @@ def run(*, base_url: str, slug: str, username: str, password: str, args) -> dict
         "arbiter": arbiter,
         "limit": limit,
         "missed": missed,
+        "limit_missed": limit_missed,
         "same_document": same_document,
         "failed": failed,
     }
@@ -376,6 +390,7 @@ def main() -> None:
                 "limit": {
                     "what": "two clips loaded (canplaythrough), play() on the key",
                     **figures(result["limit"]),
+                    "missed": result["limit_missed"],
                 },
                 "arbiter": {
                     **figures(arbiter),
