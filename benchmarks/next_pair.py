@@ -111,7 +111,8 @@ PAGE_PROBE = """() => {
             const button = document.querySelector("[data-deck-play]");
             const pressedPlay = Boolean(button) && button.textContent === "Play";
             if (pressedPlay) button.click();
-            window.__track(videos.slice(0, 2), started, {from, to, pressedPlay});
+            const urls = videos.slice(0, 2).map((video) => video.currentSrc || video.src);
+            window.__track(videos.slice(0, 2), started, {from, to, pressedPlay, urls});
         };
         requestAnimationFrame(look);
     }, true);
@@ -206,18 +207,6 @@ def create_project(*, slug: str, clips: Path, pairs: int, username: str, passwor
     )
 
 
-def clip_urls(slug: str) -> list[tuple[str, str]]:
-    """The media URLs of each pair's two clips (the page's own opaque ones)."""
-    from annotation.core.media_keys import media_path
-    from annotation.models import Pair
-
-    urls = []
-    for pair in Pair.objects.filter(project__slug=slug).select_related("response_a", "response_b"):
-        parts = [pair.response_a.content[0], pair.response_b.content[0]]
-        urls.append(tuple(media_path(slug=slug, sha256=part["media"]) for part in parts))
-    return urls
-
-
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -289,10 +278,11 @@ def run(*, base_url: str, slug: str, username: str, password: str, args) -> dict
             same_document = page.evaluate("window.__sameDocument === true")
             # The limit, in the same browser, over the same clips.
             limit, limit_missed = [], 0
-            for left, right in clip_urls(slug)[: args.pairs]:
+            # The clips the page showed, by the URLs it was given.
+            for left, right in [sample["urls"] for sample in arbiter]:
                 page.goto(f"{base_url}/")
                 page.evaluate(TRACK)
-                states = page.evaluate(LIMIT_SETUP, [f"{base_url}{left}", f"{base_url}{right}"])
+                states = page.evaluate(LIMIT_SETUP, [left, right])
                 progress(f"limit: clips loaded to readyState {states}")
                 page.keyboard.press("1")
                 try:
