@@ -55,6 +55,7 @@ FPS = 25
 TRACK = """() => {
     window.__samples = [];
     window.__firstPlaying = new Map();
+    if (window.__track) return;  // installed on this page already
     document.addEventListener("playing", (event) => {
         if (!window.__firstPlaying.has(event.target))
             window.__firstPlaying.set(event.target, performance.now());
@@ -121,6 +122,7 @@ PAGE_PROBE = """() => {
 # The limit: two video elements of a pair's clips, loaded to canplaythrough, on a page of the
 # same origin; the key plays both.
 LIMIT_SETUP = """async ([left, right]) => {
+    for (const video of document.querySelectorAll("video")) video.pause();
     document.body.innerHTML = "";
     const videos = [left, right].map((url, index) => {
         const video = document.createElement("video");
@@ -279,8 +281,8 @@ def run(*, base_url: str, slug: str, username: str, password: str, args) -> dict
             # The limit, in the same browser, over the same clips.
             limit, limit_missed = [], 0
             # The clips the page showed, by the URLs it was given.
+            page.goto(f"{base_url}/")
             for left, right in [sample["urls"] for sample in arbiter]:
-                page.goto(f"{base_url}/")
                 page.evaluate(TRACK)
                 states = page.evaluate(LIMIT_SETUP, [left, right])
                 progress(f"limit: clips loaded to readyState {states}")
