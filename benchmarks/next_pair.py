@@ -139,12 +139,12 @@ LIMIT_SETUP = """async ([left, right]) => {
             video.addEventListener("canplaythrough", ready, {once: true});
             setTimeout(ready, 10000);  // reported below with the state reached
         })));
-    return videos.map((video) => video.readyState);
     window.addEventListener("keydown", (event) => {
         window.__firstPlaying = new Map();
         for (const video of videos) video.play();
         window.__track(videos, event.timeStamp, {});
     }, {once: true, capture: true});
+    return videos.map((video) => video.readyState);
 }"""
 
 
