@@ -209,6 +209,23 @@ def create_project(*, slug: str, clips: Path, pairs: int, username: str, passwor
     )
 
 
+def clip_hashes(clips: Path) -> list[str]:
+    import hashlib
+
+    return [hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(clips.glob("*.mp4"))]
+
+
+def delete_media(hashes: list[str]) -> None:
+    """The media rows of the clips (and their served copies, posters), once no project
+    links them."""
+    from annotation.models import Media, ProjectMedia
+
+    rows = Media.objects.filter(sha256__in=hashes)
+    derived = [sha for row in rows for sha in (row.served_sha256, row.poster_sha256) if sha]
+    linked = ProjectMedia.objects.values("media_id")
+    Media.objects.filter(sha256__in=[*hashes, *derived]).exclude(sha256__in=linked).delete()
+
+
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -332,6 +349,10 @@ def main() -> None:
     clips = Path(args.clips) / f"{args.width}x{args.height}-{args.seconds}s"
     pairs = args.pairs + 2  # the first is shown without an answer; one more after the last
     make_clips(clips, pairs=pairs, seconds=args.seconds, width=args.width, height=args.height)
+    # Media rows are kept by content hash across projects: rows of an earlier run whose
+    # files went with its media folder would be served from nowhere.
+    clips_made = clip_hashes(clips)
+    delete_media(clips_made)
     slug = f"bench-next-{int(time.time())}"
     username, password = f"{slug}-ann0", secrets.token_urlsafe(16)
     static_root = Path(tempfile.mkdtemp(prefix="arbiter-next-static-"))
@@ -358,6 +379,7 @@ def main() -> None:
             server.wait(timeout=30)
         shutil.rmtree(static_root, ignore_errors=True)
         delete_project(slug)
+        delete_media(clips_made)
         shutil.rmtree(media_root, ignore_errors=True)
         connections.close_all()
     commit = subprocess.run(
