@@ -50,6 +50,7 @@ urlpatterns = [
         ("<int:assignment_id>/flag/", workbench.flag, "annotate-flag"),
         ("flags/", flags.my_flags, "annotate-flags"),
         ("undo/", workbench.undo, "annotate-undo"),
+        ("leave/", workbench.leave, "annotate-leave"),
     ),
     *routes("p/<slug:slug>/history/", ("", history.vote_history, "vote-history")),
     *routes(

@@ -27,6 +27,10 @@ class Assignment(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.LIVE)
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
+    # Claimed ahead for the comparison page, which prepares the pair while the annotator
+    # answers the one before it; not shown yet (docs/curators.md, "The next pair, prepared
+    # ahead"). The claim that serves it clears this and starts its clock anew.
+    ahead = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

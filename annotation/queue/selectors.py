@@ -315,14 +315,15 @@ def disputes_waiting(*, project: Project, limit: int = WAITING_DISPUTES_LIMIT) -
 
 
 def live_assignments(*, project: Project, annotator, now=None) -> QuerySet[Assignment]:
-    """The annotator's unexpired leases on open pairs of the project, newest lease first."""
+    """The annotator's unexpired leases on open pairs of the project, newest lease first, a
+    lease claimed ahead after those on screen."""
     return Assignment.objects.filter(
         annotator=annotator,
         status=Assignment.Status.LIVE,
         expires_at__gt=now or timezone.now(),
         pair__project=project,
         pair__status__in=OPEN_STATUSES,
-    ).order_by("-expires_at", "-pk")
+    ).order_by("ahead", "-expires_at", "-pk")
 
 
 def annotator_progress(*, project: Project, annotator, now=None) -> dict:

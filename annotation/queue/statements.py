@@ -151,15 +151,19 @@ def annotator_membership_lock(*, project_id: int, user_id: int) -> tuple | None:
 
 
 # live_assignments(project=..., annotator=..., now=...).first(); also the claim's ``held``
-# (annotation.queue.services.claim._TAKE_SQL).
-HELD_SQL = f"""
+# (annotation.queue.services.claim._TAKE_SQL): a lease on screen before one claimed ahead.
+_HELD_TEMPLATE = f"""
 SELECT {_ASSIGNMENT.select_list()}
 FROM "{_A}" a JOIN "{_P}" p ON p."id" = a."pair_id"
 WHERE a."annotator_id" = %(annotator)s AND a."status" = '{Assignment.Status.LIVE}'
   AND a."expires_at" > %(now)s AND p."project_id" = %(project)s AND p."status" IN ({_OPEN})
-ORDER BY a."expires_at" DESC, a."id" DESC
+  {{only}}
+ORDER BY a."ahead", a."expires_at" DESC, a."id" DESC
 LIMIT 1
 """
+HELD_SQL = _HELD_TEMPLATE.format(only="")
+# The lease the annotator holds claimed ahead (the claim ahead's ``held``).
+HELD_AHEAD_SQL = _HELD_TEMPLATE.format(only='AND a."ahead"')
 
 
 # Assignment.objects.filter(pair__project=..., status=LIVE, expires_at__lte=now).exists()

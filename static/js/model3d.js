@@ -415,6 +415,11 @@ document.addEventListener("click", (event) => {
 document.addEventListener("htmx:beforeSwap", (event) => {
   if (event.detail.target instanceof HTMLElement) tearDown(event.detail.target);
 });
+// The next pair, prepared ahead, shown in place of the one answered (static/js/workbench.js).
+document.addEventListener("arbiter:pairswap", (event) => {
+  tearDown(event.detail.old);
+  setUpAll(event.detail.card);
+});
 document.addEventListener("htmx:load", (event) => {
   if (event.detail.elt instanceof HTMLElement) setUpAll(event.detail.elt);
 });

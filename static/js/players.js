@@ -61,7 +61,7 @@
 
   // ---- The deck: one clock for the responses' media ----
 
-  function build(root) {
+  function build(root, preparing = false) {
     const responses = Array.from(
       root.querySelectorAll(".wb-response video[data-side], .wb-response audio[data-side]"),
     );
@@ -91,7 +91,7 @@
     };
     for (const element of media) {
       element.controls = false;
-      element.preload = "auto";
+      if (!preparing) element.preload = "auto"; // a prepared card's: within the budget (prepare)
       element.addEventListener("loadedmetadata", () => render(state));
       element.addEventListener("ended", () => ended(state, element));
     }
@@ -501,6 +501,67 @@
       element.load();
     }
   }
+
+  // ---- The next pair, prepared ahead (docs/curators.md, "The next pair, prepared ahead") ----
+
+  // Bytes of the next pair's video, audio and 3D models loaded before it is shown, in the
+  // card's order: a part past the budget loads only its first segment (what its first frame
+  // needs: preload "metadata"), a 3D model past it is fetched when shown.
+  const PREPARE_BUDGET_BYTES = 32 * 1024 * 1024;
+  const preparedDecks = new WeakMap(); // a prepared card -> its deck (null: nothing timed)
+
+  async function sizeOf(url) {
+    try {
+      const response = await fetch(url, {method: "HEAD", credentials: "same-origin"});
+      return response.ok ? parseInt(response.headers.get("Content-Length") || "", 10) : NaN;
+    } catch (error) {
+      return NaN;
+    }
+  }
+
+  async function preloadWithin(card, budget) {
+    const parts = Array.from(card.querySelectorAll("video[data-side], audio[data-side], [data-model3d][data-url]"));
+    const urls = parts.map((part) => part.getAttribute("src") || part.getAttribute("data-url"));
+    const sizes = await Promise.all(urls.map(sizeOf));
+    let left = budget;
+    parts.forEach((part, index) => {
+      const size = sizes[index];
+      const within = Number.isFinite(size) && size <= left;
+      if (within) left -= size;
+      if (part.hasAttribute("data-model3d")) {
+        // Into the HTTP cache (the media answers are cacheable), where the viewer reads it.
+        if (within) fetch(urls[index], {credentials: "same-origin"}).catch(() => undefined);
+      } else {
+        part.preload = within ? "auto" : "metadata";
+      }
+    });
+  }
+
+  // The next pair's card, not in the document yet: its players built (one clock, the
+  // control bar) and its media loading within the budget.
+  function prepare(card) {
+    preparedDecks.set(card, build(card, true));
+    return preloadWithin(card, PREPARE_BUDGET_BYTES);
+  }
+
+  // A prepared card is on screen now (``card``, in the document): its deck takes the keys and
+  // plays at once, the two sides together; the card before it stops.
+  function activate(card) {
+    if (deck) {
+      cancelAnimationFrame(deck.loop);
+      deck.playing = false;
+      for (const element of deck.media) element.pause();
+    }
+    deck = preparedDecks.has(card) ? preparedDecks.get(card) : build(card);
+    preparedDecks.delete(card);
+    if (!deck) return;
+    for (const element of deck.media) element.preload = "auto";
+    drawWaveforms(card, deck);
+    startCountdown(card);
+    play(deck);
+  }
+
+  window.arbiterPlayers = {prepare, activate};
 
   // ---- Wiring ----
 

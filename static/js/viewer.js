@@ -296,6 +296,9 @@
       fitPageImages(event.target);
     }
   });
+  document.addEventListener("arbiter:pairswap", function (event) {
+    fitPageImages(event.detail.card);
+  });
 
   window.arbiterViewer = { open, isOpen };
 })();

@@ -19,6 +19,90 @@
     return document.querySelector("[data-pair-card]");
   }
 
+  // ---- The next pair, prepared ahead (docs/curators.md, "The next pair, prepared ahead") ----
+  // The page carries the pair after this one (claimed ahead) in <template data-next-pair>:
+  // its card is built out of the document with its players (players.js) and its media loading;
+  // an answer shows it at once while the vote is sent, and the answer's response brings the
+  // pair after that.
+  let prepared = null; // the next pair's card, built, not in the document
+  let leaveUrl = "";
+
+  function prepareNext(root) {
+    const template = root.querySelector("template[data-next-pair]");
+    if (!template) return;
+    const next = document.importNode(template.content, true).querySelector("[data-pair-card]");
+    template.remove();
+    prepared = next;
+    leaveUrl = document.getElementById("workbench").getAttribute("data-leave-url") || "";
+    document.body.setAttribute("data-leave-beacon", ""); // armed (the browser tests disarm it)
+    if (next && window.arbiterPlayers) window.arbiterPlayers.prepare(next);
+  }
+
+  // Whether an answer through ``button`` can show the prepared pair before the server answers:
+  // a vote (not a skip or a flag), with no "play to the end" countdown still running.
+  function answersAhead(button) {
+    const form = button.form;
+    if (!prepared || !window.fetch || !form || !form.hasAttribute("data-vote-form")) return false;
+    const note = document.querySelector("[data-pair-card] [data-play-left]");
+    return !(note && note.textContent && !note.textContent.includes("You may vote"));
+  }
+
+  function answerAhead(button) {
+    const form = button.form;
+    const field = form.querySelector("[data-time-on-task]");
+    if (field) field.value = String(Math.max(0, Math.round(performance.now() - shownAt)));
+    const body = new FormData(form, button);
+    const next = prepared;
+    prepared = null;
+    state = "sending";
+    const old = card();
+    old.replaceWith(next);
+    if (window.htmx) window.htmx.process(next);
+    // For the 3D viewer and the image viewer, as after htmx's swap.
+    document.dispatchEvent(new CustomEvent("arbiter:pairswap", {detail: {old, card: next}}));
+    if (window.arbiterPlayers) window.arbiterPlayers.activate(next);
+    cardShown();
+    window.scrollTo(0, 0);
+    fetch(form.action, {
+      method: "POST",
+      body,
+      credentials: "same-origin",
+      headers: {"HX-Request": "true", "HX-Target": "workbench", "HX-Current-URL": location.href},
+    })
+      .then((response) => response.text().then((html) => answered(html, response.status)))
+      .catch(() => showError("No connection to the server. Your choice was not sent; reload the page."));
+  }
+
+  // The vote's answer: the pair on screen is the one the server serves (its lease the one
+  // claimed ahead): the rest of the answer is taken (progress, notice, the pair after it).
+  // Anything else (a refusal, another pair) replaces the workbench as htmx would.
+  function answered(html, status) {
+    const holder = document.createElement("template");
+    holder.innerHTML = html;
+    const fresh = holder.content.querySelector("#workbench");
+    const shown = card();
+    const freshCard = fresh && fresh.querySelector("[data-pair-card]");
+    const workbench = document.getElementById("workbench");
+    if (status < 400 && freshCard && shown && freshCard.dataset.assignment === shown.dataset.assignment) {
+      for (const selector of [".wb-bar", ".wb-notice"]) {
+        const part = fresh.querySelector(selector);
+        workbench.querySelector(selector).replaceWith(part);
+        if (window.htmx) window.htmx.process(part);
+      }
+      const template = fresh.querySelector("template[data-next-pair]");
+      if (template) workbench.append(template);
+      prepareNext(workbench);
+      state = "ready";
+      return;
+    }
+    if (window.htmx && fresh) {
+      window.htmx.swap(workbench, html, {swapStyle: "outerHTML"});
+      if (state !== "ready") cardReady();
+    } else {
+      showError("The server could not save that. Try again, or reload the page.");
+    }
+  }
+
   function prefetch(root) {
     const urls = (root.getAttribute("data-prefetch") || "").split(/\s+/).filter(Boolean);
     for (const url of urls) {
@@ -62,11 +146,13 @@
     guardTimer = setTimeout(() => current.classList.remove("wb-settling"), KEY_GUARD_MS);
   }
 
-  // Its forms are live: warm the cache for the pair after it.
+  // Its forms are live: warm the cache for the pair after it, or prepare it.
   function cardReady() {
     state = "ready";
     const current = card();
     if (current) prefetch(current);
+    const workbench = document.getElementById("workbench");
+    if (workbench) prepareNext(workbench);
   }
 
   function tooSoon() {
@@ -93,7 +179,8 @@
     if (!button || state !== "ready") return;
     const form = button.form;
     if (form && !form.reportValidity()) return;
-    button.click(); // a real click, so htmx sends the button's name and value
+    if (answersAhead(button)) answerAhead(button);
+    else button.click(); // a real click, so htmx sends the button's name and value
   }
 
   function openReason() {
@@ -231,6 +318,15 @@
     }
   }
 
+  // Leaving the page frees the pair claimed ahead for it (a beacon: it outlives the page).
+  window.addEventListener("pagehide", function () {
+    const token = document.querySelector("#workbench input[name=csrfmiddlewaretoken]");
+    if (!leaveUrl || !token || !navigator.sendBeacon) return;
+    if (!document.body.hasAttribute("data-leave-beacon")) return;
+    const body = new FormData();
+    body.append("csrfmiddlewaretoken", token.value);
+    navigator.sendBeacon(leaveUrl, body);
+  });
   document.addEventListener("keydown", onKeydown);
   document.addEventListener("submit", onSubmit, true);
   document.addEventListener("click", onClick);

@@ -5,6 +5,7 @@ calls from async code is lifted for these tests (the ORM calls here are plain sy
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -36,7 +37,20 @@ def page(browser):
     context.set_default_timeout(15_000)
     page = context.new_page()
     yield page
+    _disarm_leave_beacon(page)
     context.close()
+
+
+def _disarm_leave_beacon(page) -> None:
+    """A comparison page holding a pair claimed ahead frees it by a beacon when left
+    (docs/curators.md, "The next pair, prepared ahead"); closed at the end of a test, its
+    request would race the emptying of the test's database (a deadlock). The tests that
+    leave the page do it while they run."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    # A page closed or gone already sends no beacon.
+    with contextlib.suppress(PlaywrightError):
+        page.evaluate("() => document.body && document.body.removeAttribute('data-leave-beacon')")
 
 
 @pytest.fixture

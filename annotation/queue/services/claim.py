@@ -23,6 +23,7 @@ from annotation.queue.serving import BLOCK_FROM_CURSOR, NEXT_PAIR_SQL, next_pair
 from annotation.queue.statements import (
     CONTENT_COLUMNS,
     CONTENT_JOINS,
+    HELD_AHEAD_SQL,
     HELD_SQL,
     annotator_membership_lock,
     pair_with_content,
@@ -41,6 +42,17 @@ def assignment_claim(*, project: Project, annotator) -> Assignment | None:
     return with_content(held, project=project)
 
 
+def assignment_claim_ahead(*, project: Project, annotator) -> Assignment | None:
+    """A live lease, marked ahead, on the pair ``annotator`` will be served after the one on
+    their screen, with its content loaded, so the comparison page can prepare it; the one
+    they hold claimed ahead already, if any. None when nothing else is left for them or the
+    project or their annotation is paused. It counts against the pair's target as any lease
+    does, and is freed by ``ahead_leases_release`` (the page left) or when it expires."""
+    with transaction.atomic():
+        held = lease_claim(project=project, annotator=annotator, ahead=True)
+    return with_content(held, project=project)
+
+
 def with_content(held: Assignment | None, *, project: Project) -> Assignment | None:
     """``held`` with its pair's content loaded, if the claim did not load it; in a query of
     its own, after the claim's locks are gone."""
@@ -56,11 +68,18 @@ def _content_loaded(assignment: Assignment) -> bool:
 
 
 def lease_claim(
-    *, project: Project, annotator, membership: tuple | None = None, wait: bool = True
+    *,
+    project: Project,
+    annotator,
+    membership: tuple | None = None,
+    wait: bool = True,
+    ahead: bool = False,
 ) -> Assignment | None:
     """The lease the annotator holds, or a new one. Caller holds a transaction, and
     ``membership`` when it locked it already (``annotator_membership_lock``). ``wait``: as
-    ``_take_slot``'s."""
+    ``_take_slot``'s. A lease claimed ahead is served when none on screen is held: its clock
+    starts then (``_ahead_serve``). ``ahead``: claim the pair after the one on screen instead
+    (the lease they hold claimed ahead, or a new one, marked ahead)."""
     # Locking the membership serialises one annotator's claims (two tabs racing) and checks
     # the role in the same query.
     if membership is None:
@@ -81,6 +100,7 @@ def lease_claim(
         status=Assignment.Status.LIVE,
         created_at=now,
         expires_at=now + timedelta(minutes=project.lease_minutes),
+        ahead=ahead,
     )
     take = {"project": project, "lease": lease, "cursor": cursor, "wait": wait}
     found, gold = _take_slot(is_gold=gold_first, **take), gold_first
@@ -91,6 +111,8 @@ def lease_claim(
         return None
     if found is not lease:  # the lease they held already
         CLAIMS.labels("held").inc()
+        if found.ahead and not ahead:
+            _ahead_serve(found, project=project, now=now)
         return found
     CLAIMS.labels("new").inc()
     pair_id = lease.pair_id
@@ -99,6 +121,16 @@ def lease_claim(
     if not gold and claim_key(pair_id) != cursor:
         Membership.objects.filter(pk=membership_id).update(claim_cursor=claim_key(pair_id))
     return lease
+
+
+def _ahead_serve(lease: Assignment, *, project: Project, now) -> None:
+    """A lease claimed ahead is on screen from ``now``: its clock starts (the project's
+    shortest look and "play to the end" are timed from ``created_at``) and it runs for the
+    project's lease time from here. Caller holds the transaction."""
+    lease.ahead = False
+    lease.created_at = now
+    lease.expires_at = now + timedelta(minutes=project.lease_minutes)
+    lease.save(update_fields=["ahead", "created_at", "expires_at"])
 
 
 # One statement takes a slot on the first claimable pair in the annotator's serving order
@@ -121,19 +153,28 @@ RETURNING {{returning}}
 # (as the slot left it) and the pair's prompt and responses, as
 # ``annotation.queue.statements.pair_with_content`` reads them. Prepared, it is planned once
 # a connection, so the content joined in costs no planning on every claim.
-_LEASE = InsertSelect(Assignment, prefix="lease_", computed={"pair": "slot.id"})
+# Whether the lease is claimed ahead is written in the statement (two statements), not bound.
+_LEASE = InsertSelect(Assignment, prefix="lease_", computed={"pair": "slot.id", "ahead": "FALSE"})
+_LEASE_AHEAD = InsertSelect(
+    Assignment, prefix="lease_", computed={"pair": "slot.id", "ahead": "TRUE"}
+)
 _A_COLUMNS = ModelColumns(Assignment, "a")
 _P_COLUMNS = ModelColumns(Pair, "p")
-_TAKE_SQL = f"""
-WITH held AS ({HELD_SQL}), slot AS ({
-    _TAKE_SLOT_SQL.format(
-        lock="FOR UPDATE SKIP LOCKED",
-        held="AND NOT EXISTS (SELECT 1 FROM held)",
-        returning=ModelColumns(Pair, Pair._meta.db_table).select_list(),
-    )
-}), lease AS (
-  INSERT INTO {Assignment._meta.db_table} AS a ({_LEASE.columns})
-  SELECT {_LEASE.values} FROM slot
+
+
+def _take_sql(held_sql: str, lease: InsertSelect) -> str:
+    """``_TAKE_SQL`` with ``held_sql`` as the lease looked for first and ``lease`` the one
+    written."""
+    return f"""
+WITH held AS ({held_sql}), slot AS ({
+        _TAKE_SLOT_SQL.format(
+            lock="FOR UPDATE SKIP LOCKED",
+            held="AND NOT EXISTS (SELECT 1 FROM held)",
+            returning=ModelColumns(Pair, Pair._meta.db_table).select_list(),
+        )
+    }), lease AS (
+  INSERT INTO {Assignment._meta.db_table} AS a ({lease.columns})
+  SELECT {lease.values} FROM slot
   RETURNING {_A_COLUMNS.select_list()}
 )
 SELECT lease.*, TRUE, p.*, {CONTENT_COLUMNS} FROM lease CROSS JOIN slot p {CONTENT_JOINS}
@@ -141,6 +182,12 @@ UNION ALL
 SELECT held.*, FALSE, {_P_COLUMNS.select_list()}, {CONTENT_COLUMNS}
 FROM held JOIN {Pair._meta.db_table} p ON p.id = held.pair_id {CONTENT_JOINS}
 """
+
+
+_TAKE_SQL = _take_sql(HELD_SQL, _LEASE)
+# The claim ahead: the lease the annotator holds claimed ahead, or a slot taken beside the
+# lease on screen (the pair on screen is not claimable: they hold a live lease on it).
+_TAKE_AHEAD_SQL = _take_sql(HELD_AHEAD_SQL, _LEASE_AHEAD)
 _LEASE_PAIR_AT = _A_COLUMNS.attnames.index("pair_id")
 # The block the take looks in (its first claimable pair's), read without locks; NULL when the
 # annotator has nothing left to claim.
@@ -186,9 +233,12 @@ def _take_slot(
         **next_pair_params(project=project, annotator=annotator, is_gold=is_gold, cursor=cursor),
         **_LEASE.params(lease),
     }
+    name, statement = (
+        ("arbiter_take_ahead", _TAKE_AHEAD_SQL) if lease.ahead else ("arbiter_take", _TAKE_SQL)
+    )
     with connection.cursor() as db:
         for attempt in range(BLOCK_SKIPS + LOCKED_RETRIES + 1):
-            execute_prepared(db, "arbiter_take", _TAKE_SQL, params)
+            execute_prepared(db, name, statement, params)
             row = db.fetchone()
             if row is not None:
                 return _taken(row, lease=lease)

@@ -41,6 +41,22 @@ def expired_leases_free(*, project: Project, now, known: bool | None = None) -> 
         )
 
 
+def ahead_leases_release(*, project: Project, annotator) -> int:
+    """Frees the leases the annotator holds claimed ahead in the project (the comparison
+    page left before they were served); returns how many."""
+    with transaction.atomic():
+        ahead = Assignment.objects.filter(
+            pair__project=project,
+            annotator=annotator,
+            status=Assignment.Status.LIVE,
+            ahead=True,
+        )
+        return leases_free(
+            list(ahead.select_for_update(of=("self",)).order_by("pk").values_list("pk", "pair_id")),
+            project=project,
+        )
+
+
 def leases_free(leases: list[tuple[int, int]], *, project: Project) -> int:
     """Marks locked live leases (assignment id, pair id) released and frees their slots; a
     dispute whose extra slot only a lease of someone who may no longer vote held goes to

@@ -38,14 +38,17 @@ from annotation.queue.selectors import (
     assignment_for_annotator,
     upcoming_media_urls,
 )
-from annotation.queue.services.claim import assignment_claim
+from annotation.queue.services.claim import assignment_claim, assignment_claim_ahead
 from annotation.queue.services.flags import assignment_flag
+from annotation.queue.services.leases import ahead_leases_release
 from annotation.queue.services.skips import assignment_skip
 from annotation.queue.services.undo import NOTHING_TO_UNDO, Undone, last_action_undo
 from annotation.queue.services.votes import vote_submit, vote_submit_and_claim
 
 ANNOTATORS = (Role.ANNOTATOR,)
 TEMPLATE = "annotation/workbench.html"
+# Pairs with these parts have the pair after them claimed and prepared ahead.
+AHEAD_PART_TYPES = ("video", "audio", "model3d")
 _ARROWS = {"left": ("ArrowLeft", "←"), "right": ("ArrowRight", "→"), "down": ("ArrowDown", "↓")}
 
 
@@ -161,20 +164,45 @@ def _workbench_context(
         ).exists()
         return context
     payload = assignment_payload(assignment, request=request)
+    context.update(_card(payload))
     context["assignment"] = payload
-    # A prompt with an image (an edit's input) is laid out beside the two responses.
-    context["beside_input"] = any(part["type"] == "image" for part in payload["prompt"])
     if restored is not None and restored["assignment_id"] == assignment.pk:
         context["restored"] = restored
     earlier = (restored or {}).get("option")
     context["options"] = [
         {**option, "chosen": (option["field"], option["value"]) == earlier}
-        for option in _options(payload["options"])
+        for option in context["options"]
     ]
-    context["prefetch_urls"] = upcoming_media_urls(
-        project=project, annotator=request.user, after_pair_id=assignment.pair_id
-    )
+    context["next_card"] = None
+    context["prefetch_urls"] = {}
+    if _plays_media(payload):
+        # The pair after it claimed now, so the page prepares its players while this one is
+        # answered (docs/curators.md, "The next pair, prepared ahead").
+        ahead = assignment_claim_ahead(project=project, annotator=request.user)
+        if ahead is not None:
+            context["next_card"] = _card(assignment_payload(ahead, request=request))
+    if context["next_card"] is None:
+        context["prefetch_urls"] = upcoming_media_urls(
+            project=project, annotator=request.user, after_pair_id=assignment.pair_id
+        )
     return context
+
+
+def _card(payload: dict) -> dict:
+    """What the pair card shows of an assignment's payload besides the payload itself."""
+    return {
+        "assignment": payload,
+        # A prompt with an image (an edit's input) is laid out beside the two responses.
+        "beside_input": any(part["type"] == "image" for part in payload["prompt"]),
+        "options": _options(payload["options"]),
+    }
+
+
+def _plays_media(payload: dict) -> bool:
+    """Whether the pair has video, audio or a 3D model, which take long enough to load that
+    the page prepares the next pair ahead."""
+    parts = (*payload["prompt"], *payload["left"], *payload["right"])
+    return any(part["type"] in AHEAD_PART_TYPES for part in parts)
 
 
 def _respond(
@@ -330,3 +358,14 @@ def undo(request, slug: str):
         notice=f"Your last {what} was undone (you had chosen: {restored['phrase']}).",
         restored=restored,
     )
+
+
+@require_POST
+@never_cache
+@login_required
+def leave(request, slug: str):
+    """The comparison page is left (closed, reloaded, navigated away: the page sends this
+    beacon): the pair claimed ahead for it is freed for others."""
+    project, _ = get_project_for_user(request.user, slug, roles=ANNOTATORS)
+    ahead_leases_release(project=project, annotator=request.user)
+    return HttpResponse(status=204)
