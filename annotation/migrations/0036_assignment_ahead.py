@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("annotation", "0034_audit_truncate_superuser_only"),
+        ("annotation", "0035_pair_exclusion"),
     ]
 
     operations = [
