@@ -73,8 +73,10 @@ def pair_complete(
             extra_slots=extra_slots,
             may_reopen=False,
         )
-    lifecycle.pair_record_decision(pair_id=pair_id, decision=decision, now=now)
-    if project.webhooks_active and decision.status != PairStatus.ANNOTATING:
+    recorded = lifecycle.pair_record_decision(pair_id=pair_id, decision=decision, now=now)
+    # Only a decision written is told: a late vote that fills an excluded pair's last slot
+    # decides nothing (docs/curators.md, "Excluding pairs").
+    if recorded and project.webhooks_active and decision.status != PairStatus.ANNOTATING:
         external_id, task = Pair.objects.filter(pk=pair_id).values_list("external_id", "task")[0]
         pair_event_record(project=project, external_id=external_id, task=task, decision=decision)
     return decision

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from annotation.agreement.services import agreement_report_request_refresh
 from annotation.audit.services import audit_record
 from annotation.core.errors import InvalidInput
 from annotation.core.limits import MAX_EXCLUSION_REASON_CHARS, MAX_PRIORITY, MIN_PRIORITY
@@ -253,7 +254,16 @@ def pairs_exclude(*, project: Project, pair_ids: Iterable[int], reason: str, act
             lease_count=0,
             updated_at=now,
         )
+    _refresh_agreement(project)
     return len(pairs)
+
+
+def _refresh_agreement(project: Project) -> None:
+    """The project's agreement reports computed again once the change is committed: they
+    count only included pairs. A refresh that cannot be queued never fails the change."""
+    transaction.on_commit(
+        lambda: agreement_report_request_refresh(project_id=project.pk), robust=True
+    )
 
 
 @transaction.atomic
@@ -298,4 +308,5 @@ def pairs_include(*, project: Project, pair_ids: Iterable[int], actor=None) -> i
             now=now,
         )
     disputes_settle(project=project, pair_ids=pks)
+    _refresh_agreement(project)
     return len(pairs)

@@ -312,6 +312,14 @@ class OpenAIBackend(JudgeBackend):
             return _Attempt(
                 failure=f"connection error ({type(exc).__name__})", latency_ms=_elapsed_ms(started)
             )
+        except ValueError:
+            # aiohttp refuses, before sending, a header with a control character: an API key
+            # read from a file with its newline. The same for every call, so not retried; the
+            # item fails alone, as httpx's refusal did.
+            error = "the request was not sent: a header holds a control character (the API key?)"
+            return _Attempt(
+                JudgeResult(outcome="error", error=error, latency_ms=_elapsed_ms(started))
+            )
         latency_ms = _elapsed_ms(started)
         status = response.status
         if status == 429 or status >= 500:

@@ -245,6 +245,20 @@ def test_a_named_but_unset_key_variable_is_an_error_naming_it(server, make_judge
     assert server.request_count == 0
 
 
+def test_a_key_with_a_newline_fails_each_item_alone_unsent_and_unretried(
+    server, make_judge, monkeypatch
+):
+    """A key read from a file with its newline: aiohttp refuses the header before sending
+    (a ValueError, not a ClientError); each item is a permanent error, the batch goes on."""
+    monkeypatch.setenv(KEY_ENV, "sk-from-a-file\n")
+    results = judge_once(make_judge(api_key_env=KEY_ENV), [item(), item()])
+    assert [result.outcome for result in results] == ["error", "error"]
+    assert all(not result.transient for result in results)
+    assert "control character" in results[0].error
+    assert "sk-from-a-file" not in results[0].error
+    assert server.request_count == 0
+
+
 def test_the_api_key_is_sent_but_never_stored_logged_or_shown(
     server, make_judge, monkeypatch, caplog, admin_client
 ):

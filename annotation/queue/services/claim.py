@@ -111,8 +111,12 @@ def lease_claim(
         return None
     if found is not lease:  # the lease they held already
         CLAIMS.labels("held").inc()
-        if found.ahead and not ahead:
-            _ahead_serve(found, project=project, now=now)
+        if found.ahead and not ahead and not _ahead_serve(found, project=project, now=now):
+            # Released meanwhile (the page left in another tab, the pair excluded, the
+            # leases released by a curator): it is not served; claim anew.
+            return lease_claim(
+                project=project, annotator=annotator, membership=membership, wait=wait
+            )
         return found
     CLAIMS.labels("new").inc()
     pair_id = lease.pair_id
@@ -123,14 +127,19 @@ def lease_claim(
     return lease
 
 
-def _ahead_serve(lease: Assignment, *, project: Project, now) -> None:
+def _ahead_serve(lease: Assignment, *, project: Project, now) -> bool:
     """A lease claimed ahead is on screen from ``now``: its clock starts (the project's
     shortest look and "play to the end" are timed from ``created_at``) and it runs for the
-    project's lease time from here. Caller holds the transaction."""
-    lease.ahead = False
-    lease.created_at = now
-    lease.expires_at = now + timedelta(minutes=project.lease_minutes)
-    lease.save(update_fields=["ahead", "created_at", "expires_at"])
+    project's lease time from here. Returns False, changing nothing, when the lease is no
+    longer live and ahead: a release that locked it first (the leave beacon of another tab,
+    an exclusion, the sweep) has the last word. Caller holds the transaction."""
+    expires_at = now + timedelta(minutes=project.lease_minutes)
+    served = Assignment.objects.filter(
+        pk=lease.pk, status=Assignment.Status.LIVE, ahead=True
+    ).update(ahead=False, created_at=now, expires_at=expires_at)
+    if served:
+        lease.ahead, lease.created_at, lease.expires_at = False, now, expires_at
+    return bool(served)
 
 
 # One statement takes a slot on the first claimable pair in the annotator's serving order

@@ -140,8 +140,9 @@ def _vote_write(
     """``vote_submit``'s work; the caller holds the transaction."""
     if assignment.annotator_id != annotator.pk:
         raise NotFound("No such assignment.")
-    if assignment.ahead and assignment.status == Assignment.Status.LIVE:
-        # Claimed ahead and not served yet: its clock has not started (``_ahead_serve``).
+    if assignment.ahead:
+        # Claimed ahead and never served, live, expired or freed: the pair was never on the
+        # annotator's screen, and its clock never started (``_ahead_serve``).
         raise Conflict("This pair is not on your screen yet: answer the one before it first.")
     # The pair and project as the caller loaded them: only their settings are read here.
     pair = assignment.pair

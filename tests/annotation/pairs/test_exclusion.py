@@ -5,6 +5,7 @@ are kept; including it again restores it as it was."""
 
 from __future__ import annotations
 
+import json
 import re
 from html import unescape
 
@@ -14,7 +15,7 @@ from django.urls import reverse
 
 from annotation.agreement.report import agreement_report_build
 from annotation.leaderboard.selectors import model_leaderboard
-from annotation.models import Assignment, AuditEvent, Pair, PairStatus, Vote
+from annotation.models import Assignment, AuditEvent, Pair, PairStatus, Project, Vote, WebhookEvent
 from annotation.pairs.services import pairs_exclude, pairs_include
 from annotation.releases.rows import selected_pairs
 from annotation.releases.selection import Selection
@@ -91,6 +92,39 @@ def test_a_vote_sent_through_a_released_lease_is_kept_and_decides_on_inclusion(
     # Its last slot was filled while it was out: the rule decides it now.
     assert pair.status not in (PairStatus.QUEUED, PairStatus.ANNOTATING, PairStatus.EXCLUDED)
     assert pair.decided_at is not None
+
+
+def test_a_late_vote_on_an_excluded_pair_tells_no_webhook_until_it_is_decided(
+    api_for, carol, alice, project
+):
+    """The late vote decides nothing, so nothing is told; including the pair decides it and
+    tells it once."""
+    Project.objects.filter(pk=project.pk).update(webhooks_active=True)
+    project.refresh_from_db()
+    pair = PairFactory(project=project, status=PairStatus.QUEUED, target_votes=1)
+    held = claim(api_for(alice)).json()["id"]
+    pairs_exclude(project=project, pair_ids=[pair.pk], reason="both identical", actor=carol)
+    assert vote(api_for(alice), held).status_code == 201
+    assert not WebhookEvent.objects.exists()
+    pairs_include(project=project, pair_ids=[pair.pk], actor=carol)
+    (event,) = WebhookEvent.objects.all()
+    assert event.kind in ("pair.decided", "pair.escalated")
+    assert json.loads(event.body)["data"]["pair"]["id"] == pair.external_id
+
+
+def test_exclusion_and_inclusion_ask_for_the_agreement_report_again(
+    carol, project, queued, django_capture_on_commit_callbacks, monkeypatch
+):
+    asked = []
+    monkeypatch.setattr(
+        "annotation.pairs.services.agreement_report_request_refresh",
+        lambda *, project_id: asked.append(project_id),
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        pairs_exclude(project=project, pair_ids=[queued.pk], reason="blank", actor=carol)
+    with django_capture_on_commit_callbacks(execute=True):
+        pairs_include(project=project, pair_ids=[queued.pk], actor=carol)
+    assert asked == [project.pk, project.pk]
 
 
 def test_who_may_exclude(client_for, api_for, alice, dave, eve, carol, project, queued):

@@ -214,3 +214,73 @@ def test_racing_annotators_claiming_ahead_never_exceed_a_pairs_target(transactio
         mine = Assignment.objects.filter(annotator=user, status="live")
         assert mine.filter(ahead=True).count() <= 1
         assert mine.filter(ahead=False).count() <= 1
+
+
+def test_a_pair_claimed_ahead_and_freed_never_takes_a_vote(project, alice, client_for, tmp_path):
+    """Left (or expired) before it was served: the pair was never on the annotator's screen,
+    so its assignment takes no vote, through the page or the API."""
+    _video_pairs(project, tmp_path, 2)
+    client = client_for(alice)
+    client.get(reverse("annotate", args=[project.slug]))
+    _shown, ahead = _live(alice)
+    ahead_leases_release(project=project, annotator=alice)
+    response = _vote(client, project, ahead.pk)
+    assert "not on your screen yet" in response.content.decode()
+    assert not Vote.objects.exists()
+
+
+def test_a_lease_freed_while_the_vote_serves_it_is_not_served(transactional_db, tmp_path):
+    """The leave beacon of another tab locks the lease held ahead first; the vote's claim that
+    would serve it waits, finds it released, and claims another pair instead: a freed lease
+    is never served (its slot may be someone else's)."""
+    import threading
+    import time
+
+    from django.db import connection, transaction
+
+    project = ProjectFactory(slug="serve-race", overlap=1)
+    user = annotator(project, "racer")
+    pairs = PairFactory.create_batch(3, project=project, status="queued", target_votes=1)
+    shown = queue_claim.assignment_claim(project=project, annotator=user)
+    ahead = queue_claim.assignment_claim_ahead(project=project, annotator=user)
+    # The pair on screen answered (as a vote would leave it: its lease closed, its slot used).
+    Assignment.objects.filter(pk=shown.pk).update(status=Assignment.Status.VOTED)
+    Pair.objects.filter(pk=shown.pair_id).update(lease_count=0, vote_count=1)
+    locked, release = threading.Event(), threading.Event()
+
+    def leave():
+        try:
+            with transaction.atomic():
+                Assignment.objects.select_for_update().filter(pk=ahead.pk).update(
+                    status=Assignment.Status.RELEASED
+                )
+                Pair.objects.filter(pk=ahead.pair_id).update(lease_count=0)
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=leave)
+    thread.start()
+    assert locked.wait(10)
+    served = {}
+
+    def claim():
+        try:
+            served["lease"] = queue_claim.assignment_claim(project=project, annotator=user)
+        finally:
+            connection.close()
+
+    claimer = threading.Thread(target=claim)
+    claimer.start()
+    time.sleep(0.5)  # the claim waits on the lease the leave holds
+    release.set()
+    thread.join(10)
+    claimer.join(10)
+    lease = served["lease"]
+    # A new lease (its pair may be the one freed: its slot is free again), counted.
+    assert lease.pk != ahead.pk
+    assert Assignment.objects.get(pk=lease.pk).status == Assignment.Status.LIVE
+    assert Assignment.objects.get(pk=ahead.pk).status == Assignment.Status.RELEASED
+    for pair in Pair.objects.filter(pk__in=[p.pk for p in pairs]):
+        assert pair.lease_count == pair.assignments.filter(status="live").count(), pair
