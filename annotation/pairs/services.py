@@ -4,6 +4,7 @@ pages say what each did through ``annotation.pairs.actions``."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
@@ -217,13 +218,6 @@ def pairs_exclude(*, project: Project, pair_ids: Iterable[int], reason: str, act
         raise InvalidInput("reason: say why the pairs are excluded (annotators never see it).")
     if len(reason) > MAX_EXCLUSION_REASON_CHARS:
         raise InvalidInput(f"reason: at most {MAX_EXCLUSION_REASON_CHARS} characters.")
-    pair_ids = list(pair_ids)
-    # Their live leases locked first, in id order, as a vote and the lease sweep lock a lease
-    # before its pair: an exclusion and a vote on the same pair cannot deadlock.
-    live = Assignment.objects.filter(
-        pair__project=project, pair_id__in=pair_ids, status=Assignment.Status.LIVE
-    )
-    list(live.select_for_update(of=("self",)).order_by("pk").values_list("pk", flat=True))
     pairs = _lock_pairs(project=project, pair_ids=pair_ids)
     _refuse(
         [p for p in pairs if p.status == PairStatus.JUDGING],
@@ -242,7 +236,18 @@ def pairs_exclude(*, project: Project, pair_ids: Iterable[int], reason: str, act
     )
     now = timezone.now()
     pks = [p.pk for p in pairs]
-    Assignment.objects.filter(pair_id__in=pks, status=Assignment.Status.LIVE).update(
+    # The pairs' live leases released, but only those no other transaction holds: a vote
+    # locks its lease, then its pair, then the lease it serves next, so waiting for a lease
+    # while holding these pairs could deadlock. The exclusion waits only for pairs, in id
+    # order. A lease held meanwhile keeps its slot counted, and is closed by its vote or
+    # freed by the sweep when it expires.
+    released = list(
+        Assignment.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(pair_id__in=pks, status=Assignment.Status.LIVE)
+        .order_by("pk")
+        .values_list("pk", "pair_id")
+    )
+    Assignment.objects.filter(pk__in=[pk for pk, _ in released]).update(
         status=Assignment.Status.RELEASED
     )
     for status in {p.status for p in pairs}:
@@ -251,8 +256,12 @@ def pairs_exclude(*, project: Project, pair_ids: Iterable[int], reason: str, act
             excluded_from=status,
             exclusion_reason=reason,
             excluded_at=now,
-            lease_count=0,
             updated_at=now,
+        )
+    freed = Counter(pair_id for _, pair_id in released)
+    for count in set(freed.values()):
+        Pair.objects.filter(pk__in=[pk for pk, n in freed.items() if n == count]).update(
+            lease_count=F("lease_count") - count
         )
     _refresh_agreement(project)
     return len(pairs)

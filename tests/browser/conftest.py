@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,35 @@ def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15_000)
     page = context.new_page()
+    pending: set = set()
+    page.on("request", lambda request: _track(pending, request, add=True))
+    page.on("requestfinished", lambda request: _track(pending, request, add=False))
+    page.on("requestfailed", lambda request: _track(pending, request, add=False))
     yield page
     _disarm_leave_beacon(page)
+    _wait_for_answers(page, pending)
     context.close()
+
+
+# Requests that write: a vote posted by the page's own fetch (the prepared next pair is shown
+# before its answer is in), htmx's, a page load's claim. One still running on the live server
+# when the test ends would race the emptying of the test's database (a deadlock).
+_WRITING = {"fetch", "xhr", "document"}
+
+
+def _track(pending: set, request, *, add: bool) -> None:
+    if request.resource_type in _WRITING:
+        (pending.add if add else pending.discard)(request)
+
+
+def _wait_for_answers(page, pending: set, timeout_s: float = 5.0) -> None:
+    """Waits, a few seconds at most, until the page's writing requests are answered."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    deadline = time.monotonic() + timeout_s
+    with contextlib.suppress(PlaywrightError):
+        while pending and time.monotonic() < deadline:
+            page.wait_for_timeout(25)
 
 
 def _disarm_leave_beacon(page) -> None:
