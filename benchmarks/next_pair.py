@@ -43,7 +43,7 @@ import psutil
 # The sibling benchmarks' server and fixtures, however this file is started.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from annotator_load import ROOT, delete_project, percentile, setup_django
-from page_loop import CHROMIUM, CHROMIUM_ARGS, boot, collect_static
+from page_loop import CHROMIUM, annotator_page, boot, collect_static
 
 FPS = 25
 
@@ -253,29 +253,15 @@ def run(*, base_url: str, slug: str, username: str, password: str, args) -> dict
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            context.set_default_timeout(15_000)
-            page = context.new_page()
-            failed: list[str] = []
-            page.on("pageerror", lambda error: failed.append(str(error)))
-            page.on(
-                "response",
-                lambda response: (
-                    failed.append(f"{response.request.method} {response.status} {response.url}")
-                    if response.status >= 400 and not response.url.endswith("/favicon.ico")
-                    else None
-                ),
-            )
-            annotate = f"/p/{slug}/annotate/"
-            page.goto(f"{base_url}/login/?next={annotate}")
-            page.fill("#id_username", username)
-            page.fill("#id_password", password)
-            page.keyboard.press("Enter")
-            page.wait_for_url(f"{base_url}{annotate}")
-            page.wait_for_selector("[data-deck]")
-            page.wait_for_load_state("load")
+        signed_in = annotator_page(
+            playwright,
+            base_url=base_url,
+            slug=slug,
+            username=username,
+            password=password,
+            ready="[data-deck]",
+        )
+        with signed_in as (page, failed):
             page.evaluate(TRACK)
             page.evaluate(PAGE_PROBE)
             page.evaluate("window.__sameDocument = true")
@@ -309,8 +295,6 @@ def run(*, base_url: str, slug: str, username: str, password: str, args) -> dict
                 except PlaywrightTimeout:
                     limit_missed += 1
                 limit += page.evaluate("window.__samples")
-        finally:
-            browser.close()
     return {
         "arbiter": arbiter,
         "limit": limit,

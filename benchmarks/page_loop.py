@@ -34,6 +34,7 @@ machine: the figure is mostly the vote's round trip, which other work on the CPU
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import os
@@ -186,6 +187,41 @@ def delete_images(hashes: list[str]) -> None:
     Media.objects.filter(sha256__in=hashes).exclude(sha256__in=linked).delete()
 
 
+@contextlib.contextmanager
+def annotator_page(
+    playwright, *, base_url: str, slug: str, username: str, password: str, ready: str
+):
+    """Chromium signed in as ``username`` on the project's comparison page, loaded (``ready``:
+    the selector it waits for), and the list its page errors and refused requests are
+    written to; the browser is closed on leaving."""
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    try:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.set_default_timeout(15_000)
+        page = context.new_page()
+        failed: list[str] = []
+        page.on("pageerror", lambda error: failed.append(str(error)))
+        page.on(
+            "response",
+            lambda response: (
+                failed.append(f"{response.request.method} {response.status} {response.url}")
+                if response.status >= 400 and not response.url.endswith("/favicon.ico")
+                else None
+            ),
+        )
+        annotate = f"/p/{slug}/annotate/"
+        page.goto(f"{base_url}/login/?next={annotate}")
+        page.fill("#id_username", username)
+        page.fill("#id_password", password)
+        page.keyboard.press("Enter")
+        page.wait_for_url(f"{base_url}{annotate}")
+        page.wait_for_selector(ready)
+        page.wait_for_load_state("load")  # workbench.js and htmx are in
+        yield page, failed
+    finally:
+        browser.close()
+
+
 def boot(args: argparse.Namespace) -> tuple[int, subprocess.Popen]:
     """gunicorn started, answering: ``start_server`` gives up after 30 s, which a worker's first
     request (it imports the views) can take on a machine that others load; a second start
@@ -251,29 +287,15 @@ def run_loop(
     database = BackendCpu()
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            context.set_default_timeout(15_000)
-            page = context.new_page()
-            failed: list[str] = []
-            page.on("pageerror", lambda error: failed.append(str(error)))
-            page.on(
-                "response",
-                lambda response: (
-                    failed.append(f"{response.status} {response.url}")
-                    if response.status >= 400 and not response.url.endswith("/favicon.ico")
-                    else None
-                ),
-            )
-            annotate = f"/p/{slug}/annotate/"
-            page.goto(f"{base_url}/login/?next={annotate}")
-            page.fill("#id_username", username)
-            page.fill("#id_password", password)
-            page.keyboard.press("Enter")
-            page.wait_for_url(f"{base_url}{annotate}")
-            page.wait_for_selector("[data-vote-form]")
-            page.wait_for_load_state("load")  # workbench.js and htmx are in
+        signed_in = annotator_page(
+            playwright,
+            base_url=base_url,
+            slug=slug,
+            username=username,
+            password=password,
+            ready="[data-vote-form]",
+        )
+        with signed_in as (page, failed):
             if not page.evaluate("Boolean(window.htmx)"):
                 raise SystemExit(f"htmx did not load on the comparison page: {failed}")
             keys = page.eval_on_selector_all(
@@ -295,8 +317,6 @@ def run_loop(
             ended_cpu = cpu_now()
             samples = page.evaluate("window.__samples")
             same_document = page.evaluate("window.__sameDocument === true")
-        finally:
-            browser.close()
     return {
         "samples": samples,
         "same_document": same_document,
