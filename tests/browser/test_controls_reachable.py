@@ -99,6 +99,15 @@ def _pair(project, folder: Path, task: str) -> None:
     Pair.objects.filter(project=project).update(status="queued")
 
 
+# Whether the card holds the vote bar's current height (--wb-decide-height, workbench.js).
+BAR_HEIGHT_KEPT = """() => {
+    const decide = document.querySelector("[data-pair-card] [data-decide]");
+    const card = decide && decide.closest("[data-pair-card]");
+    return Boolean(card)
+        && card.style.getPropertyValue("--wb-decide-height") === `${decide.offsetHeight}px`;
+}"""
+
+
 # The page's visible controls, each brought into view at its nearest edge (as Tab brings a
 # control into view), then asked what is at its centre: the control, or what covers it.
 CONTROLS = """() => {
@@ -220,6 +229,9 @@ def test_every_control_is_reachable_and_never_under_the_vote_bar(
                 # With the reason's box open the bar is taller: the pair stops above it still.
                 page.locator("[data-reason-panel] summary").click()
                 page.wait_for_selector("[data-reason-panel][open] textarea")
+                # workbench.js keeps the bar's new height on the card from a ResizeObserver,
+                # which a loaded machine may run a frame later: the check waits for it.
+                page.wait_for_function(BAR_HEIGHT_KEPT)
                 _assert_reachable(page, f"{where}, the reason's box open")
             at_opening = page.evaluate(AT_OPENING)
             assert bool(at_opening) == task.startswith("t23d"), where
