@@ -23,6 +23,7 @@ class Migration(migrations.Migration):
             name="excluded_from",
             field=models.CharField(
                 blank=True,
+                db_default="",
                 choices=[
                     ("imported", "Imported"),
                     ("judging", "Judging"),
@@ -40,7 +41,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="pair",
             name="exclusion_reason",
-            field=models.TextField(blank=True),
+            field=models.TextField(blank=True, db_default=""),
         ),
         migrations.AlterField(
             model_name="pair",

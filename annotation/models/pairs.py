@@ -72,13 +72,15 @@ class Pair(models.Model):
     # PostgreSQL by migration 0011 (an index no other database has).
     search_words = SearchWordsField(blank=True, default="", editable=False)
     # Exclusion (annotation/pairs/services.py): the status the pair had, the curator's reason.
+    # Database defaults: rows written by COPY or raw SQL that name neither column are fine.
     excluded_from = models.CharField(
         max_length=16,
         choices=PairStatus.choices,
         blank=True,
+        db_default="",
         help_text="The status an excluded pair had, restored when it is included again.",
     )
-    exclusion_reason = models.TextField(blank=True)
+    exclusion_reason = models.TextField(blank=True, db_default="")
     excluded_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
