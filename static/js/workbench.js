@@ -290,10 +290,19 @@
     return true;
   }
 
-  // Time on task rides along in a hidden field, with or without htmx.
+  // Time on task rides along in a hidden field, with or without htmx. A vote clicked with the
+  // mouse shows the prepared pair as an answer key does: taken here, in the capture phase,
+  // before htmx sees the submit (the browser has checked the form's validity by now).
   function onSubmit(event) {
     const form = event.target;
     if (!(form instanceof HTMLFormElement) || !form.closest("#workbench")) return;
+    const button = event.submitter;
+    if (state === "ready" && button && answersAhead(button)) {
+      event.preventDefault();
+      event.stopPropagation();
+      answerAhead(button);
+      return;
+    }
     const field = form.querySelector("[data-time-on-task]");
     if (field) field.value = String(Math.max(0, Math.round(performance.now() - shownAt)));
     if (window.htmx && form.hasAttribute("hx-post")) state = "sending";

@@ -79,6 +79,32 @@ def test_the_answer_shows_the_prepared_pair_playing_in_lock_step(
     assert errors == []
 
 
+def test_a_vote_clicked_with_the_mouse_shows_the_prepared_pair_too(
+    page, live_server, project, alice, tmp_path
+):
+    _import_pairs(project, tmp_path, "video", count=2, seconds=2.0)
+    errors = page_errors(page)
+    _open(page, live_server, project)
+    shown, ahead = _live(alice)
+    _wait_prepared(page, 2)
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.click('[data-pair-card] [data-key="1"]')
+    # Swapped in by the click's submit, before the server answers, from the prepared card.
+    assert page.evaluate(SHOWN) == str(ahead.pk)
+    page.wait_for_function(
+        "() => document.querySelector('.wb-notice').textContent.includes('Saved')"
+    )
+    shown_urls = page.eval_on_selector_all(".wb-response video", "v => v.map(e => e.src)")
+    assert not [url for url in requested if url in shown_urls], requested
+    # One vote, through the lease that was on screen; the lease claimed ahead is now served.
+    assert list(Vote.objects.filter(annotator=alice).values_list("assignment_id", flat=True)) == [
+        shown.pk
+    ]
+    assert [(lease.pk, lease.ahead) for lease in _live(alice)] == [(ahead.pk, False)]
+    assert errors == []
+
+
 def test_a_refused_vote_brings_the_pair_back_with_the_reason(
     page, live_server, project, alice, tmp_path
 ):
