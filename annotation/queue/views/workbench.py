@@ -165,7 +165,6 @@ def _workbench_context(
         return context
     payload = assignment_payload(assignment, request=request)
     context.update(_card(payload))
-    context["assignment"] = payload
     if restored is not None and restored["assignment_id"] == assignment.pk:
         context["restored"] = restored
     earlier = (restored or {}).get("option")
