@@ -76,16 +76,18 @@ class _MediaFiles:
         } - set(self.files)
         if not wanted:
             return
-        # Imported by the first release with media: the import's media module brings its
-        # HTTP client and codecs, a second's start of every text release's build otherwise.
-        from annotation.media.services import image_copy_outdated, media_strip_metadata
-
         for media in Media.objects.filter(sha256__in=wanted):
             if self._original:
                 sha256, relative, fmt = media.sha256, media.relative_path, media.format
             else:
-                if image_copy_outdated(media):
-                    media_strip_metadata(media=media, remake=True)
+                if media.strip_result != Media.StripResult.REBUILT:
+                    # Imported only for a copy that may need making (again): the media
+                    # module brings PyAV, its codecs and an HTTP client, a fifth of a second
+                    # and more of a build whose copies are all made.
+                    from annotation.media.services import image_copy_outdated, media_strip_metadata
+
+                    if image_copy_outdated(media):
+                        media_strip_metadata(media=media, remake=True)
                 relative = media.served_relative_path  # raises when there is still none
                 sha256 = media.served_sha256 or media.sha256
                 fmt = media.served_format or media.format
