@@ -15,7 +15,13 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from annotation.releases.compress import GzipMember, gzip_member, stored_crc, stored_member
+from annotation.releases.compress import (
+    BLOCK_BYTES,
+    GzipMember,
+    gzip_member,
+    stored_crc,
+    stored_member,
+)
 from annotation.releases.formats import MEDIA_DIRS
 from annotation.releases.read import MANIFEST
 from annotation.releases.writer import FileEntry
@@ -26,6 +32,9 @@ GZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
 _READ_BYTES = 1024 * 1024
 # Pieces given to one writev (Linux's IOV_MAX).
 _IOV_MAX = 1024
+# Files are mapped this many bytes at a time: a whole number of BLOCK_BYTES, as
+# ``stored_member`` takes them.
+_WINDOW_BYTES = 16 * BLOCK_BYTES
 _FILE_MODE = 0o644
 
 
@@ -87,17 +96,21 @@ class StoredPart:
         self.closed = True
 
 
-def mapped(path: Path) -> memoryview:
-    """The bytes of the file at ``path``, mapped read-only (no copy: the page cache's own
-    pages); unmapped once the last view of them is gone."""
+def mapped_windows(path: Path) -> Iterator[memoryview]:
+    """The bytes of the file at ``path`` in order, mapped read-only a window of
+    ``_WINDOW_BYTES`` at a time (the page cache's own pages, never copied into the process);
+    each window is unmapped once its last view is gone, so a process maps a few windows at
+    once whatever the size of a video."""
     with open(path, "rb") as handle:
-        if not os.fstat(handle.fileno()).st_size:
-            return memoryview(b"")
-        return memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+        size = os.fstat(handle.fileno()).st_size
+        for offset in range(0, size, _WINDOW_BYTES):
+            length = min(_WINDOW_BYTES, size - offset)
+            window = mmap.mmap(handle.fileno(), length, offset=offset, access=mmap.ACCESS_READ)
+            yield memoryview(window)
 
 
 def _stored_crc(path: Path, padding: int) -> int:
-    return stored_crc(mapped(path), padding=padding)
+    return stored_crc(mapped_windows(path), padding=padding)
 
 
 def _write_all(fd: int, pieces: list) -> None:
@@ -185,14 +198,15 @@ class ArchiveParts:
             yield header
             if part is None:
                 continue
-            data = mapped(part.path)
+            windows = mapped_windows(part.path)
             if isinstance(part, ArchivePart):
-                yield data
+                yield from windows
                 continue
-            if len(data) != part.size:
-                raise ValueError(f"{part.path.name} holds {len(data)} bytes, not {part.size}")
+            if (found := part.path.stat().st_size) != part.size:
+                raise ValueError(f"{part.path.name} holds {found} bytes, not {part.size}")
             padding = -part.size % tarfile.BLOCKSIZE
-            yield from stored_member(data, padding=padding, crc=part.crc.result())
+            crc = part.crc.result()
+            yield from stored_member(windows, size=part.size, padding=padding, crc=crc)
 
     @classmethod
     def _write_pieces(cls, archive: Path, members: list, stop: threading.Event) -> None:
