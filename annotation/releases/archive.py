@@ -6,22 +6,35 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import mmap
 import os
 import tarfile
+import threading
 import zlib
-from collections.abc import Mapping
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from annotation.releases.compress import GzipMember, gzip_member, stored_member
+from annotation.releases.compress import (
+    BLOCK_BYTES,
+    GzipMember,
+    gzip_member,
+    stored_crc,
+    stored_member,
+)
 from annotation.releases.formats import MEDIA_DIRS
 from annotation.releases.read import MANIFEST
-from annotation.releases.writer import FileEntry, HashingFile
+from annotation.releases.writer import FileEntry
 
 MANIFEST_FORMAT = "arbiter-release/1"
 # Threads compressing the archive: a build is one task of a worker that may run others.
 GZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
 _READ_BYTES = 1024 * 1024
+# Pieces given to one writev (Linux's IOV_MAX).
+_IOV_MAX = 1024
+# Files are mapped this many bytes at a time: a whole number of BLOCK_BYTES, as
+# ``stored_member`` takes them.
+_WINDOW_BYTES = 16 * BLOCK_BYTES
 _FILE_MODE = 0o644
 
 
@@ -72,13 +85,46 @@ def stored_in_archive(relative: str) -> bool:
 
 
 class StoredPart:
-    """A media file's content in the archive: read from ``path`` (its file in the release
-    folder) when the archive is joined, as a stored gzip member."""
+    """A media file's content in the archive: the ``size`` bytes of the file at ``path`` (its
+    file in the release folder), stored, read when the archive is joined; ``crc`` (the
+    trailer's) is taken on the archive's threads while the build goes on."""
 
-    def __init__(self, path: Path, size: int):
+    def __init__(self, path: Path, size: int, crc: Future[int]):
         self.path = path
         self.size = size
+        self.crc = crc
         self.closed = True
+
+
+def mapped_windows(path: Path) -> Iterator[memoryview]:
+    """The bytes of the file at ``path`` in order, mapped read-only a window of
+    ``_WINDOW_BYTES`` at a time (the page cache's own pages, never copied into the process);
+    each window is unmapped once its last view is gone, so a process maps a few windows at
+    once whatever the size of a video."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        for offset in range(0, size, _WINDOW_BYTES):
+            length = min(_WINDOW_BYTES, size - offset)
+            window = mmap.mmap(handle.fileno(), length, offset=offset, access=mmap.ACCESS_READ)
+            yield memoryview(window)
+
+
+def _stored_crc(path: Path, padding: int) -> int:
+    return stored_crc(mapped_windows(path), padding=padding)
+
+
+def _write_all(fd: int, pieces: list) -> None:
+    """``pieces`` (at most ``_IOV_MAX``) written to ``fd`` in order, in as few system calls
+    as the kernel takes them; the list is emptied."""
+    first = 0
+    while first < len(pieces):
+        written = os.writev(fd, pieces[first:])
+        while first < len(pieces) and written >= len(pieces[first]):
+            written -= len(pieces[first])
+            first += 1
+        if written:
+            pieces[first] = memoryview(pieces[first])[written:]
+    pieces.clear()
 
 
 class ArchiveParts:
@@ -113,8 +159,12 @@ class ArchiveParts:
         return part
 
     def stored(self, relative: str, path: Path, size: int) -> None:
-        """``relative``'s member will be the ``size`` bytes of the file at ``path``, stored."""
-        self._parts[relative] = StoredPart(path, size)
+        """``relative``'s member will be the ``size`` bytes of the file at ``path``, stored;
+        its CRC-32 is taken now, on the archive's threads."""
+        padding = -size % tarfile.BLOCKSIZE
+        self._parts[relative] = StoredPart(
+            path, size, self._pool.submit(_stored_crc, path, padding)
+        )
 
     def _header(self, relative: str, size: int) -> bytes:
         info = tarfile.TarInfo(f"{self._root}/{relative}")
@@ -125,29 +175,70 @@ class ArchiveParts:
         info.uname = info.gname = ""
         return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
 
-    def write(self, archive: Path) -> FileEntry:
-        """Joins the members (every part closed) into ``archive``."""
-        out = HashingFile(archive)
+    def _members(self) -> list[tuple[bytes, ArchivePart | StoredPart | None]]:
+        """Each file's header member with its part, in path order, then the end member."""
+        members: list[tuple[bytes, ArchivePart | StoredPart | None]] = []
+        length = 0
+        for relative in sorted(self._parts):
+            part = self._parts[relative]
+            header = self._header(relative, part.size)
+            members.append((gzip_member(header), part))
+            length += len(header) + part.size + (-part.size % tarfile.BLOCKSIZE)
+        end = b"\0" * (2 * tarfile.BLOCKSIZE)
+        length += len(end)
+        members.append((gzip_member(end + b"\0" * (-length % tarfile.RECORDSIZE)), None))
+        return members
+
+    @staticmethod
+    def _pieces(members: list, stop: threading.Event) -> Iterator[bytes | memoryview]:
+        """The archive's bytes in order, each file's content mapped from it, not read."""
+        for header, part in members:
+            if stop.is_set():
+                return
+            yield header
+            if part is None:
+                continue
+            windows = mapped_windows(part.path)
+            if isinstance(part, ArchivePart):
+                yield from windows
+                continue
+            if (found := part.path.stat().st_size) != part.size:
+                raise ValueError(f"{part.path.name} holds {found} bytes, not {part.size}")
+            padding = -part.size % tarfile.BLOCKSIZE
+            crc = part.crc.result()
+            yield from stored_member(windows, size=part.size, padding=padding, crc=crc)
+
+    @classmethod
+    def _write_pieces(cls, archive: Path, members: list, stop: threading.Event) -> None:
+        fd = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
         try:
-            length = 0
-            for relative in sorted(self._parts):
-                part = self._parts[relative]
-                header = self._header(relative, part.size)
-                out.write(gzip_member(header))
-                padding = -part.size % tarfile.BLOCKSIZE
-                with open(part.path, "rb") as member:
-                    if isinstance(part, StoredPart):
-                        stored_member(out, member, size=part.size, padding=padding)
-                    else:
-                        while block := member.read(_READ_BYTES):
-                            out.write(block)
-                length += len(header) + part.size + padding
-            end = b"\0" * (2 * tarfile.BLOCKSIZE)
-            length += len(end)
-            out.write(gzip_member(end + b"\0" * (-length % tarfile.RECORDSIZE)))
+            batch: list = []
+            for piece in cls._pieces(members, stop):
+                batch.append(piece)
+                if len(batch) == _IOV_MAX:
+                    _write_all(fd, batch)
+            _write_all(fd, batch)
         finally:
-            out.close()
-        return out.entry
+            os.close(fd)
+
+    def write(self, archive: Path) -> FileEntry:
+        """Joins the members (every part closed) into ``archive``: one thread writes the
+        archive's bytes while this one takes their sha256, each from the files' own pages
+        (hashlib and the kernel's copy let go of the GIL, so the two run at once)."""
+        members = self._members()
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-archive") as writer:
+            written = writer.submit(self._write_pieces, archive, members, stop)
+            digest, size = hashlib.sha256(), 0
+            try:
+                for piece in self._pieces(members, stop):
+                    digest.update(piece)
+                    size += len(piece)
+            except BaseException:
+                stop.set()
+                raise
+            written.result()
+        return FileEntry(digest.hexdigest(), size)
 
 
 def _files(folder: Path) -> list[str]:

@@ -6,12 +6,13 @@ reader ever sees half a release."""
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -20,7 +21,7 @@ from annotation.core import storage
 from annotation.core.scratch import scratch_path
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
-from annotation.releases.archive import GZIP_THREADS, ArchiveParts, file_digest, manifest_bytes
+from annotation.releases.archive import GZIP_THREADS, ArchiveParts, manifest_bytes, mapped_windows
 from annotation.releases.card import Statistics, render_card
 from annotation.releases.formats import (
     AV_KINDS,
@@ -57,14 +58,21 @@ class BuildOutcome:
 class _MediaFiles:
     """The release's media files: each media hash used is mapped to the path in the release
     of its served copy (made first if an image has none) or, with ``original``, of its
-    original bytes, and each file is copied once at the end."""
+    original bytes, and each file is put in ``folder`` once, as soon as a chunk of rows
+    names it, on ``placing``'s threads (hashed by ``checks`` while the build goes on)."""
 
-    def __init__(self, *, original: bool) -> None:
+    def __init__(
+        self, *, original: bool, folder: Path, checks: HashChecks, placing: Executor
+    ) -> None:
         self.files: dict[str, str] = {}  # media sha256 -> "images/<sha256 written>.<ext>"
         # Path in the release -> the name of its bytes in the storage's media area.
         self._sources: dict[str, str] = {}
         self._sizes: dict[str, int] = {}
         self._original = original
+        self._folder = folder
+        self._checks = checks
+        self._placing = placing
+        self._placed: dict[str, Future[FileEntry]] = {}
 
     def add_media(self, pairs: list[ReleasePair]) -> None:
         wanted = {
@@ -76,22 +84,26 @@ class _MediaFiles:
         } - set(self.files)
         if not wanted:
             return
-        # Imported by the first release with media: the import's media module brings its
-        # HTTP client and codecs, a second's start of every text release's build otherwise.
-        from annotation.media.services import image_copy_outdated, media_strip_metadata
-
         for media in Media.objects.filter(sha256__in=wanted):
             if self._original:
                 sha256, relative, fmt = media.sha256, media.relative_path, media.format
             else:
-                if image_copy_outdated(media):
-                    media_strip_metadata(media=media, remake=True)
+                if media.strip_result != Media.StripResult.REBUILT:
+                    # Imported only for a copy that may need making (again): the media
+                    # module brings PyAV, its codecs and an HTTP client, a fifth of a second
+                    # and more of a build whose copies are all made.
+                    from annotation.media.services import image_copy_outdated, media_strip_metadata
+
+                    if image_copy_outdated(media):
+                        media_strip_metadata(media=media, remake=True)
                 relative = media.served_relative_path  # raises when there is still none
                 sha256 = media.served_sha256 or media.sha256
                 fmt = media.served_format or media.format
             path = f"{MEDIA_DIRS[media.kind]}/{sha256}.{Media.EXTENSIONS[fmt]}"
             self.files[media.sha256] = path
-            self._sources[path] = relative
+            if path not in self._sources:
+                self._sources[path] = relative
+                self._placed[path] = self._placing.submit(self._place, path)
         if missing := wanted - set(self.files):
             raise FileNotFoundError(f"media {sorted(missing)[0]} is not in the database")
 
@@ -108,24 +120,20 @@ class _MediaFiles:
     def count(self, kind: str) -> int:
         return sum(path.startswith(f"{MEDIA_DIRS[kind]}/") for path in self._sources)
 
-    def write(self, folder: Path, parts: ArchiveParts, checks: HashChecks) -> dict[str, FileEntry]:
-        """Puts every file in ``folder`` (several at once) and adds it to ``parts`` as a
-        stored member, read from the folder when the archive is joined."""
-        paths = sorted(self._sources)
-        with ThreadPoolExecutor(
-            max_workers=GZIP_THREADS, thread_name_prefix="release-media"
-        ) as pool:
-            placed = list(pool.map(lambda path: self._place(folder, path, checks), paths))
-        for path, entry in zip(paths, placed, strict=True):
-            parts.stored(path, folder / path, entry.size)
-        return dict(zip(paths, placed, strict=True))
+    def placed(self, parts: ArchiveParts) -> dict[str, FileEntry]:
+        """Every file's entry once it is in the folder, each added to ``parts`` as a stored
+        member, read from the folder when the archive is joined."""
+        entries = {path: self._placed[path].result() for path in sorted(self._placed)}
+        for path, entry in entries.items():
+            parts.stored(path, self._folder / path, entry.size)
+        return entries
 
-    def _place(self, folder: Path, path: str, checks: HashChecks) -> FileEntry:
+    def _place(self, path: str) -> FileEntry:
         """One file in the release folder, named by the sha256 of its bytes: on local disk a
         hard link to the stored file (media files are never rewritten: a new copy has a new
         name), hashed by ``checks`` while the build goes on; else (a bucket, another file
         system) copied while hashed."""
-        target, name = folder / path, self._sources[path]
+        target, name = self._folder / path, self._sources[path]
         expected = PurePosixPath(path).stem
         target.parent.mkdir(parents=True, exist_ok=True)
         if not storage.is_s3():
@@ -137,7 +145,7 @@ class _MediaFiles:
             except OSError:  # another file system, or one without hard links
                 pass
             else:
-                checks.submit(target, name, expected)
+                self._checks.submit(target, name, expected)
                 return FileEntry(expected, target.stat().st_size)
         out = HashingFile(target)
         source = storage.open_stream("media", name)
@@ -181,8 +189,11 @@ class HashChecks:
 
     @staticmethod
     def _check(path: Path, name: str, expected: str) -> None:
-        with open(path, "rb") as handle:
-            check_media_hash(name, expected, file_digest(handle).sha256)
+        # Hashed from the file's own pages (hashlib lets go of the GIL for each window).
+        digest = hashlib.sha256()
+        for window in mapped_windows(path):
+            digest.update(window)
+        check_media_hash(name, expected, digest.hexdigest())
 
     def wait(self) -> None:
         for pending in self._pending:
@@ -233,13 +244,19 @@ def write_release(
     total = release_rows.pairs_total(project, selection)
     report(0, total, "reading")
     statistics = Statistics(scale=project.scale)
-    media_files = _MediaFiles(original=selection.original_media)
     writers: dict[str, SplitFiles] = {}
     done = 0
     entries: dict[str, FileEntry] = {}
     # One thread writes the Parquet row groups (and their JSON lines) while this one reads
-    # and encodes the next rows (``TableFiles``).
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-parquet") as flusher:
+    # and encodes the next rows (``TableFiles``); the media files are put in the folder on
+    # threads of their own meanwhile.
+    with (
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-parquet") as flusher,
+        ThreadPoolExecutor(max_workers=GZIP_THREADS, thread_name_prefix="release-media") as placing,
+    ):
+        media_files = _MediaFiles(
+            original=selection.original_media, folder=folder, checks=checks, placing=placing
+        )
         for read, chunk in release_rows.release_pairs(project, selection):
             if multimodal:
                 media_files.add_media([pair for _, pair in chunk])
@@ -259,9 +276,9 @@ def write_release(
             report(min(done, total), total, "reading")
         for split in sorted(writers):
             entries |= writers[split].close()
-    done = total  # pairs imported meanwhile are not in the count
-    report(done, total, "images")
-    entries |= media_files.write(folder, parts, checks)
+        done = total  # pairs imported meanwhile are not in the count
+        report(done, total, "images")
+        entries |= media_files.placed(parts)
     report(done, total, "card")
     split_order = [name for name in selection.split_names if name in writers]
     figures = statistics.as_json(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import struct
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
 
 from isal import isal_zlib
@@ -113,40 +114,50 @@ def gzip_member(data: bytes) -> bytes:
     return out.getvalue()
 
 
-def _write_stored(out, data, final: bool) -> None:
-    """``data`` to ``out`` as stored deflate blocks (each byte-aligned: a header byte, LEN,
-    NLEN, the bytes), the last one marked final when ``final``."""
-    view = memoryview(data)
-    start = 0
-    while True:
-        block = view[start : start + _STORED_BLOCK]
-        start += len(block)
-        last = final and start >= len(view)
-        out.write(struct.pack("<BHH", int(last), len(block), len(block) ^ 0xFFFF))
-        out.write(block)
-        if start >= len(view):
-            return
+def stored_crc(windows: Iterable, *, padding: int) -> int:
+    """The CRC-32 of a file's bytes (``windows``: buffers in order) followed by ``padding``
+    zero bytes: what its stored member's trailer holds."""
+    crc = 0
+    for window in windows:
+        crc = isal_zlib.crc32(window, crc)
+    return isal_zlib.crc32(b"\0" * padding, crc)
 
 
-def stored_member(out, source, *, size: int, padding: int) -> None:
-    """``size`` bytes read from ``source`` (a binary file), then ``padding`` zero bytes, as one
-    gzip member of stored deflate blocks written to ``out``: the bytes depend only on the
-    data. Raises ``ValueError`` when ``source`` holds fewer or more than ``size`` bytes."""
-    out.write(_HEADER)
-    crc, done = 0, 0
-    while done < size:
-        chunk = source.read(min(BLOCK_BYTES, size - done))
-        if not chunk:
-            raise ValueError(f"the file ended after {done} of its {size} bytes")
-        done += len(chunk)
-        if done == size and padding:
-            chunk += b"\0" * padding
-        crc = isal_zlib.crc32(chunk, crc)
-        _write_stored(out, chunk, final=done == size)
-    if source.read(1):
-        raise ValueError(f"the file holds more than its {size} bytes")
-    if size == 0:
-        tail = b"\0" * padding
-        crc = isal_zlib.crc32(tail, crc)
-        _write_stored(out, tail, final=True)
-    out.write(struct.pack("<II", crc, (size + padding) & 0xFFFFFFFF))
+def stored_member(
+    windows: Iterable[memoryview], *, size: int, padding: int, crc: int
+) -> Iterator[bytes | memoryview]:
+    """The ``size`` bytes of a file, given as ``windows`` (its mapped pages in order, each but
+    the last a whole number of BLOCK_BYTES), then ``padding`` zero bytes, as one gzip member of
+    stored deflate blocks, in pieces to be written or hashed in order: the header, each
+    block's five bytes (a header byte, LEN, NLEN) and its bytes (slices of the windows, never
+    copied), the trailer with ``crc`` (``stored_crc``). Blocks hold at most 64 KiB and each
+    MiB of the file starts a new one, so the bytes depend only on the data. Raises
+    ``ValueError`` when the windows do not hold ``size`` bytes."""
+    yield _HEADER
+    done = 0
+    for window in windows:
+        for start in range(0, len(window), BLOCK_BYTES):
+            chunk = window[start : start + BLOCK_BYTES]
+            done += len(chunk)
+            last = done == size
+            yield from _stored_blocks(chunk, padding if last else 0, final=last)
+    if done != size:
+        raise ValueError(f"the file holds {done} bytes, not {size}")
+    if not size:
+        yield from _stored_blocks(memoryview(b""), padding, final=True)
+    yield struct.pack("<II", crc, (size + padding) & 0xFFFFFFFF)
+
+
+def _stored_blocks(data: memoryview, padding: int, *, final: bool) -> Iterator[bytes | memoryview]:
+    """``data`` then ``padding`` zero bytes as stored blocks of at most 64 KiB, the last one
+    marked final when ``final``: each block's five bytes, then its slice of ``data`` and its
+    zeros."""
+    length = len(data) + padding
+    for start in range(0, max(length, 1), _STORED_BLOCK):
+        block = min(_STORED_BLOCK, length - start)
+        yield struct.pack("<BHH", int(final and start + block == length), block, block ^ 0xFFFF)
+        if start < len(data):
+            yield data[start : start + block]
+        zeros = start + block - max(start, len(data))
+        if zeros > 0:
+            yield b"\0" * zeros

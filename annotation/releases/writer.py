@@ -4,7 +4,9 @@ group (``SplitFiles``), so a release of any size is never held whole in memory."
 
 from __future__ import annotations
 
+import array
 import hashlib
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -278,6 +280,15 @@ def image_preference_table() -> Table:
     )
 
 
+def _binary_array(values: list[bytes]) -> pa.Array:
+    """``values`` as an Arrow binary array made from its buffers: ``pa.array`` of a list
+    imports pandas to ask whether the list is one of its arrays (a third of a second and
+    more of a media release's build). A row group's images stay far under binary's 2 GiB."""
+    offsets = array.array("i", [0, *itertools.accumulate(map(len, values))])
+    data = pa.py_buffer(b"".join(values))
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), data])
+
+
 class ImageSource(Protocol):
     """The bytes of a media file, by its path in the release (``images/<name>``,
     ``videos/<name>``, ...), wherever storage keeps them."""
@@ -356,9 +367,7 @@ class TableFiles:
                 read.get(name) or read.setdefault(name, self._source().read_bytes(name))
                 for name in names
             ]
-            return pa.StructArray.from_arrays(
-                [pa.array(data, pa.binary()), paths], fields=list(IMAGE_TYPE)
-            )
+            return pa.StructArray.from_arrays([_binary_array(data), paths], fields=list(IMAGE_TYPE))
 
         columns = []
         for field in self.table.json_schema:

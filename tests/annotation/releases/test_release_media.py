@@ -8,6 +8,7 @@ labels."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -28,13 +29,13 @@ from django.core.management import call_command
 from django.urls import reverse
 from PIL import Image
 
-from annotation.core.errors import InvalidInput
+from annotation.core.errors import Conflict, InvalidInput
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair, PairStatus, Release
-from annotation.releases.archive import stored_in_archive
+from annotation.releases.archive import stored_in_archive, verify_release_path
 from annotation.releases.downloads import message_text
 from annotation.releases.selectors import release_rows
-from annotation.releases.services import release_build, release_create
+from annotation.releases.services import release_build, release_create, release_publish
 from tests.annotation.media.conftest import (
     PLANTED,
     audio_write,
@@ -282,6 +283,65 @@ def test_a_damaged_media_file_fails_the_build_naming_it(project, dave, released)
     assert served.served_relative_path in failed.error
     assert "the media storage is damaged" in failed.error
     assert hashlib.sha256((released.folder / video).read_bytes()).hexdigest() == Path(video).stem
+
+
+def _stored(released, prefix: str) -> tuple[str, Path]:
+    """A media file of the release under ``prefix`` and the stored file it came from."""
+    manifest = json.loads((released.folder / "manifest.json").read_text())["files"]
+    path = next(path for path in manifest if path.startswith(prefix))
+    served = Media.objects.get(served_sha256=Path(path).stem)
+    return path, Path(settings.MEDIA_ROOT) / served.served_relative_path
+
+
+def _without_hard_links(monkeypatch) -> None:
+    """A media store on another file system than the releases: no hard link can be made."""
+
+    def cross_device(source, target, **kwargs):
+        raise OSError(errno.EXDEV, "Invalid cross-device link", str(target))
+
+    monkeypatch.setattr("annotation.releases.build.os.link", cross_device)
+
+
+def test_a_store_on_another_file_system_gives_the_same_release_by_copies(
+    project, dave, released, monkeypatch
+):
+    """Where no hard link can be made, each file is copied while it is hashed: the same
+    bytes, folder and archive, in files of the release's own."""
+    _without_hard_links(monkeypatch)
+    again = _build(project, dave, "2.0.0")
+    assert again.manifest_sha256 == released.manifest_sha256
+    assert again.archive_sha256 == released.archive_sha256
+    path, stored = _stored(again, "videos/")
+    copied = (again.folder / path).stat()
+    assert copied.st_ino != stored.stat().st_ino
+    assert copied.st_nlink == 1
+    assert verify_release_path(again.archive_path, manifest_sha256=again.manifest_sha256) == []
+
+
+@pytest.mark.parametrize("linked", [True, False], ids=["hard-linked", "copied"])
+def test_a_media_file_damaged_in_place_fails_the_build_naming_it(
+    project, dave, released, monkeypatch, linked
+):
+    """A byte changed inside the stored file (its size unchanged): whether linked or copied,
+    its bytes are hashed and the build fails naming it. A built release holding a hard link
+    to it holds the damage too, and publishing it is refused."""
+    if not linked:
+        _without_hard_links(monkeypatch)
+    path, stored = _stored(released, "videos/")
+    with open(stored, "r+b") as handle:
+        handle.seek(stored.stat().st_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ValueError, match="does not hold the bytes it is named by"):
+        _build(project, dave, "2.0.0")
+    failed = Release.objects.get(project=project, version="2.0.0")
+    assert failed.status == "failed"
+    assert stored.name in failed.error
+    # The release built before shares the stored file's bytes (docs/releases.md).
+    assert (released.folder / path).stat().st_ino == stored.stat().st_ino
+    with pytest.raises(Conflict, match=f"{path}: sha256 differs"):
+        release_publish(release=released, user=dave)
 
 
 def test_a_stored_media_file_that_is_a_symbolic_link_fails_the_build(

@@ -6,8 +6,11 @@ settings, reset after."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
+import os
 import random
+import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +18,14 @@ import pyarrow as pa
 import pytest
 from django.db import connection
 
-from annotation.releases.compress import BLOCK_BYTES, GzipMember, gzip_member
+from annotation.releases.archive import ArchiveParts, archive_write
+from annotation.releases.compress import (
+    BLOCK_BYTES,
+    GzipMember,
+    gzip_member,
+    stored_crc,
+    stored_member,
+)
 from annotation.releases.rows import release_pairs
 from annotation.releases.selection import check_selection
 from annotation.releases.writer import ROW_GROUP_ROWS, HashingFile, TableFiles, preference_table
@@ -50,6 +60,83 @@ def test_gzip_gives_the_same_bytes_however_the_writes_are_cut():
                     piece[:] = b"x" * len(piece)  # the caller reuses its buffer
             member.close()
         assert out.getvalue() == whole
+
+
+@pytest.mark.parametrize(
+    "size",
+    [
+        0,
+        1,
+        512,
+        65_535,
+        65_536,
+        BLOCK_BYTES - 5,
+        BLOCK_BYTES,
+        2 * BLOCK_BYTES,
+        5 * BLOCK_BYTES + 77,
+    ],
+)
+def test_a_stored_member_reads_back_as_the_file_and_its_padding(size):
+    data = random.Random(size).randbytes(size)
+    padding = -size % 512
+    # Windows of two blocks, as a file is mapped (a whole number of blocks each but the last).
+    windows = [
+        memoryview(data)[start : start + 2 * BLOCK_BYTES]
+        for start in range(0, size, 2 * BLOCK_BYTES)
+    ]
+    crc = stored_crc(windows, padding=padding)
+    member = b"".join(stored_member(windows, size=size, padding=padding, crc=crc))
+    assert gzip.decompress(member) == data + b"\0" * padding  # the CRC checked too
+    # Stored blocks of at most 64 KiB, each MiB starting a new one: the bytes, five bytes a
+    # block, the header and the trailer.
+    chunks = [min(BLOCK_BYTES, size - start) for start in range(0, size, BLOCK_BYTES)] or [0]
+    chunks[-1] += padding
+    blocks = sum(max(1, -(-chunk // 65_535)) for chunk in chunks)
+    assert len(member) == 10 + size + padding + 5 * blocks + 8
+
+
+def _folder_with_media(root: Path) -> Path:
+    folder = root / "release"
+    (folder / "videos").mkdir(parents=True)
+    rng = random.Random(3)
+    (folder / "videos" / "clip.mp4").write_bytes(rng.randbytes(3 * BLOCK_BYTES + 1_001))
+    (folder / "videos" / "empty.mp4").write_bytes(b"")
+    (folder / "README.md").write_text("A card\n" * 1_000)
+    return folder
+
+
+def test_the_archive_is_the_same_when_the_kernel_takes_short_writes(tmp_path, monkeypatch):
+    """The joining thread writes whatever part of its pieces the kernel did not take, and a
+    file mapped a block at a time gives the same bytes; the sha256 the other thread took is
+    the file's."""
+    folder = _folder_with_media(tmp_path)
+    whole = archive_write(folder, tmp_path / "whole.tar.gz", root="r", work=tmp_path / "w1")
+    assert whole.sha256 == hashlib.sha256((tmp_path / "whole.tar.gz").read_bytes()).hexdigest()
+    assert whole.size == (tmp_path / "whole.tar.gz").stat().st_size
+    monkeypatch.setattr("annotation.releases.archive._WINDOW_BYTES", BLOCK_BYTES)
+    writev = os.writev
+    monkeypatch.setattr(
+        "annotation.releases.archive.os.writev",
+        lambda fd, pieces: writev(fd, [memoryview(b"".join(map(bytes, pieces)))[:40_000]]),
+    )
+    short = archive_write(folder, tmp_path / "short.tar.gz", root="r", work=tmp_path / "w2")
+    assert short == whole
+    assert (tmp_path / "short.tar.gz").read_bytes() == (tmp_path / "whole.tar.gz").read_bytes()
+    with tarfile.open(tmp_path / "short.tar.gz", "r:gz") as archive:
+        clip = archive.extractfile("r/videos/clip.mp4")
+        assert clip is not None
+        assert clip.read() == (folder / "videos" / "clip.mp4").read_bytes()
+
+
+def test_a_stored_file_that_changed_size_fails_the_archive(tmp_path):
+    folder = _folder_with_media(tmp_path)
+    clip = folder / "videos" / "clip.mp4"
+    with ArchiveParts(tmp_path / "parts", root="r") as parts:
+        parts.stored("videos/clip.mp4", clip, clip.stat().st_size)
+        with open(clip, "ab") as handle:
+            handle.write(b"more")
+        with pytest.raises(ValueError, match=r"clip\.mp4 holds"):
+            parts.write(tmp_path / "release.tar.gz")
 
 
 def _row(n: int) -> dict:
