@@ -401,14 +401,13 @@ def test_bounded_children_check_the_files_the_same_one_or_several_at_once(
     from annotation.media.media_pool import MediaPool
 
     pooled = []
-    prepare = MediaPool.prepare
+    submit = MediaPool.submit
 
     def counting(self, files, **kwargs):
-        results = prepare(self, files, **kwargs)
         pooled.append(len(files))
-        return results
+        return submit(self, files, **kwargs)
 
-    monkeypatch.setattr(MediaPool, "prepare", counting)
+    monkeypatch.setattr(MediaPool, "submit", counting)
     video_write(tmp_path / "a.mp4")
     video_write(tmp_path / "b.mp4", frames=6)
     audio_write(tmp_path / "a.wav")
@@ -444,6 +443,55 @@ def test_bounded_children_check_the_files_the_same_one_or_several_at_once(
     assert "bad.mp4" in issue.message
     assert "HTML" in issue.message
     assert pooled[-1] == 5
+
+
+def test_the_next_windows_files_are_handed_over_before_the_last_windows_are_awaited(
+    project, tmp_path, settings, monkeypatch
+):
+    """The children never wait for the importer between windows: window n + 1's files go
+    to the media server before the import waits for window n's; a file named in two windows
+    in flight at once is checked once; the rows are those of one window at a time."""
+    from annotation.imports import importer
+    from annotation.media.bounded import BoundedBatch
+    from annotation.media.media_pool import MediaPool
+
+    events: list[tuple[str, tuple[str, ...]]] = []
+    submit, outcomes = MediaPool.submit, BoundedBatch.outcomes
+
+    def recording_submit(self, files, **kwargs):
+        batch = submit(self, files, **kwargs)
+        batch.names = tuple(path.name for path, _ in files)
+        events.append(("submit", batch.names))
+        return batch
+
+    def recording_outcomes(self):
+        if getattr(self, "names", None) and ("await", self.names) not in events:
+            events.append(("await", self.names))
+        return outcomes(self)
+
+    monkeypatch.setattr(MediaPool, "submit", recording_submit)
+    monkeypatch.setattr(BoundedBatch, "outcomes", recording_outcomes)
+    for n in range(4):
+        audio_write(tmp_path / f"{n}.wav", seconds=1 + n)
+    pairs = [
+        media_pair("p0", "audio", "0.wav", "1.wav"),
+        media_pair("p1", "audio", "1.wav", "2.wav"),  # 1.wav: in window 0, still in flight
+        media_pair("p2", "audio", "3.wav", "0.wav"),
+    ]
+    settings.ARBITER_MEDIA_WORKERS = 2
+    monkeypatch.setattr(importer, "MEDIA_WINDOW_PAIRS", 1)
+    summary = import_media(project, tmp_path, pairs)
+    assert events == [
+        ("submit", ("0.wav", "1.wav")),
+        ("submit", ("2.wav",)),
+        ("await", ("0.wav", "1.wav")),
+        ("submit", ("3.wav",)),
+        ("await", ("2.wav",)),
+        ("await", ("3.wav",)),
+    ]
+    assert summary.created_pairs == 3
+    seconds = Media.objects.filter(kind="audio").values_list("duration_seconds", flat=True)
+    assert sorted(seconds) == [1.0, 2.0, 3.0, 4.0]  # each file, once
 
 
 def test_the_child_stages_every_file_of_a_video_so_the_importer_only_renames(tmp_path):
