@@ -131,13 +131,13 @@ def integrated_loudness(
 # Samples a frame meter gathers before filtering them at once: a decoder's frames hold 1,024
 # or 1,152 samples, and each call of the filter costs more than filtering a frame's samples
 # (docs/operations.md, "Import speed").
-_FRAME_BATCH_SAMPLES = 16384
+FRAME_BATCH_SAMPLES = 16384
 
 
 class FrameLoudness:
     """A track's meter fed PyAV audio frames: made at the first frame, which names the
     channels; a track whose layout or rate changes midway gets no figure. Frames are
-    filtered ``_FRAME_BATCH_SAMPLES`` at a time (the filter's state carries over, so the
+    filtered ``FRAME_BATCH_SAMPLES`` at a time (the filter's state carries over, so the
     figure is the one frame by frame gives)."""
 
     def __init__(self):
@@ -168,7 +168,7 @@ class FrameLoudness:
             return
         self.pending.append(samples)
         self.pending_samples += samples.shape[1]
-        if self.pending_samples >= _FRAME_BATCH_SAMPLES:
+        if self.pending_samples >= FRAME_BATCH_SAMPLES:
             self._flush()
 
     def _flush(self) -> None:

@@ -5,6 +5,7 @@ audio and 3D"; the adversarial corpus is tests/annotation/media/test_av_rebuild.
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import zipfile
@@ -109,6 +110,31 @@ def test_video_parts_are_probed_stored_and_given_a_poster(project, tmp_path, set
     assert mp4.strip_result == "rebuilt"
     assert served_path(mp4, settings).name.endswith(".mp4")
     assert served_path(mp4, settings).is_file()
+
+
+def test_waveform_peaks_gathered_in_batches_are_those_of_each_10_ms_block():
+    """Frames reduced many at a time give the peaks that the whole track taken at once
+    gives: every 10 ms block's loudest sample, across channels, however frames cut it."""
+    from annotation.media.av_media import _Peaks
+
+    rng = np.random.default_rng(7)
+    rate = 44100
+    track = (rng.random((2, rate * 3)) * 2 - 1).astype(np.float32)
+    track *= np.linspace(0.01, 1, track.shape[1], dtype=np.float32)  # a rising envelope
+    peaks = _Peaks(rate)
+    start = 0
+    for size in itertools.cycle([1152, 1024, 333, 4096]):
+        if start >= track.shape[1]:
+            break
+        peaks.add(track[:, start : start + size])
+        start += size
+    block = rate // 100
+    blocks = [float(np.abs(track[:, s : s + block]).max()) for s in range(0, track.shape[1], block)]
+    edges = np.linspace(0, len(blocks), 201).astype(int)
+    expected = [round(max(blocks[a:b]), 3) for a, b in itertools.pairwise(edges) if b > a]
+    assert peaks.reduced() == expected
+    assert expected[0] < 0.05
+    assert expected[-1] > 0.9
 
 
 @pytest.mark.parametrize("fmt", ["wav", "mp3", "flac", "ogg"])
