@@ -15,6 +15,7 @@ import logging
 import os
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from annotation.imports import progress as job_records
 from annotation.imports.bucket_folder import BucketFolder
 from annotation.imports.errors import ImportFailed, ImportIssue, IssueCollector
 from annotation.imports.locks import lock_project, restore_constraint_checks
-from annotation.imports.media import MediaRecord, MediaStore
+from annotation.imports.media import MediaRecord, MediaStore, Prefetch
 from annotation.imports.omni import omni_record, omni_task
 from annotation.imports.parse import PairFileReader, RawRecord
 from annotation.imports.progress import Progress, ProgressCallback
@@ -248,27 +249,36 @@ class _Importer:
     def _batches(self, reader: PairFileReader) -> Iterator[list[_PairRow]]:
         """Checked pairs with their images resolved, in batches; touches no database. The
         media files of a few pairs at a time are checked together (in parallel,
-        ``MediaStore.prefetch``) before their pairs are resolved one by one."""
+        ``MediaStore.prefetch``) before their pairs are resolved one by one; the next
+        window's files are handed over first, so the children never wait for the reader."""
         batch: list[_PairRow] = []
-        for specs in self._spec_windows(reader):
-            self.store.prefetch(
-                [
-                    part
-                    for spec in specs
-                    for parts in (spec.prompt_parts, spec.response_a.parts, spec.response_b.parts)
-                    for part in parts
-                    if part[0] != TEXT
-                ]
-            )
-            for spec in specs:
-                row = self._resolve(spec)
-                if row is not None:
-                    batch.append(row)
-                if len(batch) >= self.batch_size:
-                    yield batch
-                    batch = []
+        windows: deque[tuple[list[PairSpec], Prefetch]] = deque()
+        try:
+            for specs in self._spec_windows(reader):
+                windows.append((specs, self.store.prefetch(_media_parts(specs))))
+                if len(windows) > 1:
+                    yield from self._window_rows(*windows.popleft(), batch)
+            while windows:
+                yield from self._window_rows(*windows.popleft(), batch)
+        finally:
+            for _specs, prefetch in windows:
+                prefetch.close()
         if batch:
             yield batch
+
+    def _window_rows(
+        self, specs: list[PairSpec], prefetch: Prefetch, batch: list[_PairRow]
+    ) -> Iterator[list[_PairRow]]:
+        """Resolves a window's pairs into ``batch`` once its files are checked; yields each
+        batch filled, then starts the next."""
+        prefetch.finish()
+        for spec in specs:
+            row = self._resolve(spec)
+            if row is not None:
+                batch.append(row)
+            if len(batch) >= self.batch_size:
+                yield batch[:]
+                batch.clear()
 
     def _spec_windows(self, reader: PairFileReader) -> Iterator[list[PairSpec]]:
         """The file's valid pairs, MEDIA_WINDOW_PAIRS at a time; problems are collected."""
@@ -555,6 +565,17 @@ class _Importer:
                 self.summary.decided_disputed += 1
         self.summary.prior_annotations += len(priors)
         self.summary.prior_ratings += len(ratings)
+
+
+def _media_parts(specs: list[PairSpec]) -> list[tuple[str, str]]:
+    """The ``(kind, reference)`` of every file the pairs ``specs`` name."""
+    return [
+        part
+        for spec in specs
+        for parts in (spec.prompt_parts, spec.response_a.parts, spec.response_b.parts)
+        for part in parts
+        if part[0] != TEXT
+    ]
 
 
 def _as_fingerprint(stored: list) -> tuple:

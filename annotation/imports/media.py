@@ -29,7 +29,7 @@ from annotation.imports.bucket_folder import BucketFolder
 from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
 from annotation.media.av_probe import av_limits
-from annotation.media.bounded import BoundedError, bounded_map
+from annotation.media.bounded import BoundedBatch, BoundedError, bounded_map
 from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
@@ -127,6 +127,39 @@ def _publish_one(staged: tuple[Path, str]) -> None:
         storage.put_file("media", name, path, move=True)
 
 
+class Prefetch:
+    """Files whose checks ``MediaStore.prefetch`` started; ``finish`` waits for them and
+    keeps their outcomes, ``close`` (a prefetch left unfinished) waits for the children that
+    write into the staging folder."""
+
+    def __init__(
+        self,
+        store: MediaStore,
+        images: dict[str, bytes | Path],
+        models: dict[str, tuple[str, Path]],
+        av: dict[str, tuple[str, str, Path]],
+        batch: BoundedBatch | None,
+        keys: set[str],
+    ):
+        self._store = store
+        self._parts = (images, models, av)
+        self._batch = batch
+        self._keys = keys
+
+    def finish(self) -> None:
+        try:
+            self._store._prefetched(*self._parts, self._batch)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        try:
+            if self._batch is not None:
+                self._batch.close()
+        finally:
+            self._store._prefetching -= self._keys
+
+
 class MediaStore:
     """Resolves image references for one import, each distinct reference read, hashed and
     verified once; stages the bytes of images not yet in storage."""
@@ -147,6 +180,8 @@ class MediaStore:
         self._media_cache: dict[str, MediaRecord | MediaError] = {}
         self._staged: dict[str, tuple[Path, str]] = {}  # sha256 -> staged file, its name
         self._staging_dir: Path | None = None
+        # The keys (``kind:reference``) of files in a prefetch not finished yet.
+        self._prefetching: set[str] = set()
 
     def resolve(self, reference: str) -> ImageInfo:
         """The verified image behind a path or URL; raises ``MediaError``."""
@@ -211,17 +246,20 @@ class MediaStore:
         [outcome] = bounded_map(av_import, [call], kind=kind)
         return self._av_record(name, kind, av_imported(outcome))
 
-    def prefetch(self, references: list[tuple[str, str]]) -> None:
-        """Checks at once, in bounded children (up to ``ARBITER_MEDIA_WORKERS`` at a time),
-        the files among ``references`` (content parts: ``(kind, reference)``) not resolved
-        yet, so that ``resolve`` and ``resolve_media`` find them done; errors are kept for
-        them to raise. The pool checks video and audio; images and models are checked here."""
+    def prefetch(self, references: list[tuple[str, str]]) -> Prefetch:
+        """Starts checking, in bounded children (up to ``ARBITER_MEDIA_WORKERS`` at a time),
+        the files among ``references`` (content parts: ``(kind, reference)``) neither
+        resolved yet nor in an earlier prefetch, and returns at once: the video and audio
+        files go to the media server now, behind those of earlier prefetches. ``finish``
+        (prefetches in the order they were made) waits for them, so that ``resolve`` and
+        ``resolve_media`` find them done; errors are kept for them to raise. The pool
+        checks video and audio; images and models are checked when the prefetch finishes."""
         images: dict[str, bytes | Path] = {}
         models: dict[str, tuple[str, Path]] = {}
         av: dict[str, tuple[str, str, Path]] = {}
         for kind, reference in references:
             key = f"{kind}:{reference}"
-            if key in self._media_cache or reference in self._cache:
+            if key in self._media_cache or reference in self._cache or key in self._prefetching:
                 continue
             if kind == _IMAGE:
                 if reference not in images:
@@ -241,15 +279,32 @@ class MediaStore:
                 models[key] = (reference, path)
             elif kind in _AV_KINDS and self.pool is not None:
                 av[key] = (reference, kind, path)
-        if not (images or models or av):
-            return
-        checks = self._bounded_checks(images, models)
+        batch = None
         if av and self.pool is not None:
             files = [(path, kind) for _, kind, path in av.values()]
-            prepared = self.pool.prepare(files, staging=self._staging(), limits=av_limits())
-            for (key, (reference, kind, _path)), each in zip(av.items(), prepared, strict=True):
+            batch = self.pool.submit(files, staging=self._staging(), limits=av_limits())
+        keys = {f"{_IMAGE}:{reference}" for reference in images} | models.keys() | av.keys()
+        self._prefetching |= keys
+        return Prefetch(self, images, models, av, batch, keys)
+
+    def _prefetched(
+        self,
+        images: dict[str, bytes | Path],
+        models: dict[str, tuple[str, Path]],
+        av: dict[str, tuple[str, str, Path]],
+        batch: BoundedBatch | None,
+    ) -> None:
+        """A prefetch's end (``Prefetch.finish``): the images and models checked, then
+        everything staged and its outcome kept."""
+        checks = self._bounded_checks(images, models)
+        if batch is not None:
+            with batch:
+                outcomes = batch.outcomes()
+            for (key, (reference, kind, _path)), outcome in zip(av.items(), outcomes, strict=True):
                 try:
-                    self._media_cache[key] = self._av_record(f"{kind} {reference!r}", kind, each)
+                    self._media_cache[key] = self._av_record(
+                        f"{kind} {reference!r}", kind, av_imported(outcome)
+                    )
                 except MediaError as exc:
                     self._media_cache[key] = exc
         for finish in checks:

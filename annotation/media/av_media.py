@@ -50,7 +50,7 @@ from annotation.media.av_probe import (
     served_rate,
 )
 from annotation.media.bounded import BoundedError
-from annotation.media.loudness import FrameLoudness
+from annotation.media.loudness import FRAME_BATCH_SAMPLES, FrameLoudness
 from annotation.models import Media
 
 # Number of maxima kept for an audio track's waveform, and decimals kept of each.
@@ -457,16 +457,31 @@ class _Encoder:
 
 
 class _Peaks:
-    """The loudest |sample| per short block, across channels, gathered while decoding."""
+    """The loudest |sample| per short block, across channels, gathered while decoding;
+    frames are reduced ``FRAME_BATCH_SAMPLES`` samples at a time (the blocks, and so the
+    peaks, are those frame by frame gives)."""
 
     def __init__(self, sample_rate: int):
         self.block = max(1, int(sample_rate * _PEAK_BLOCK_SECONDS))
         self.blocks: list[float] = []
         self.pending = np.zeros(0, dtype=np.float32)
+        self.frames: list[np.ndarray] = []
+        self.frame_samples = 0
 
     def add(self, samples: np.ndarray) -> None:
         """``samples``: a frame's ``to_ndarray()`` as floats in -1..1."""
-        values = np.abs(samples)
+        if self.frames and self.frames[0].shape[0] != samples.shape[0]:
+            self._flush()  # the layout changed: frames of each are reduced on their own
+        self.frames.append(samples)
+        self.frame_samples += samples.shape[-1]
+        if self.frame_samples >= FRAME_BATCH_SAMPLES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.frames:
+            return
+        values = np.abs(np.concatenate(self.frames, axis=-1))
+        self.frames, self.frame_samples = [], 0
         # Planar layouts are (channels, samples); packed ones (1, samples * channels).
         mono = values.max(axis=0) if values.ndim == 2 else values
         data = np.concatenate([self.pending, mono])
@@ -476,6 +491,7 @@ class _Peaks:
         self.pending = data[whole:]
 
     def reduced(self) -> list[float]:
+        self._flush()
         blocks = self.blocks + ([float(self.pending.max())] if len(self.pending) else [])
         if not blocks:
             return []

@@ -237,8 +237,9 @@ class DecodeBudget:
         self._time(frame)
 
     def _time(self, frame) -> None:
-        if frame.time is not None:
-            self.end = max(self.end, float(frame.time))
+        time = frame.time  # PyAV computes it with fractions each time it is asked
+        if time is not None:
+            self.end = max(self.end, float(time))
             if self.end > self.seconds:
                 raise AvMediaError(f"longer than the limit of {self.seconds:,} s")
 

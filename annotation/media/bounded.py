@@ -113,17 +113,72 @@ def bounded_map(
     workers = max(1, settings.ARBITER_MEDIA_WORKERS)
     if batch > 1 and isinstance(kind, str) and len(calls) > 1:
         return _batched(func, calls, kind=kind, size=min(batch, -(-len(calls) // workers)))
+    with bounded_submit(func, calls, kind=kind) as running:
+        return running.outcomes()
+
+
+def bounded_submit(
+    func: Callable[..., Any], calls: Sequence[tuple[tuple, dict]], *, kind: str | Sequence[str]
+) -> BoundedBatch:
+    """Hands ``calls`` to the media server and returns at once: the children start as cores
+    free up, after the calls handed to it before (by this caller or another thread), so that
+    a caller hands over the next files while the last ones are still being worked on, and no
+    core waits between them. ``BoundedBatch.outcomes`` waits for them: those of
+    ``bounded_map``, in the same order. Close the batch (``with``) when done with it."""
+    from django.conf import settings
+
+    workers = max(1, settings.ARBITER_MEDIA_WORKERS)
     kinds = [kind] * len(calls) if isinstance(kind, str) else list(kind)
     limits = [media_limits(each) for each in kinds]
     snapshot = _settings_snapshot()
-    with _LOCK:
-        folder = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-"))
-        try:
-            return _server().run(
+    folder = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-"))
+    try:
+        with _LOCK:
+            server = _server()
+            ids = server.submit(
                 func, calls, limits=limits, folder=folder, snapshot=snapshot, workers=workers
             )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return BoundedBatch(server, ids, folder)
+
+
+class BoundedBatch:
+    """Calls handed to the media server by ``bounded_submit``, running while the caller goes
+    on. Closing it (or leaving its ``with``) waits for any still running, since they write
+    into its folder, then removes the folder."""
+
+    def __init__(self, server: _Server, ids: list[int], folder: Path):
+        self._server = server
+        self._ids = ids
+        self._folder = folder
+        self._ends: list[tuple[dict | BoundedError, Limits]] | None = None
+        self._outcomes: list[Any] | None = None
+
+    def outcomes(self) -> list[Any]:
+        """Waits for every call; in order, each call's result, the exception it raised or
+        the ``BoundedError`` that says why its child was stopped."""
+        if self._outcomes is None:
+            self._outcomes = [_outcome(end, self._folder, limits) for end, limits in self._wait()]
+        return self._outcomes
+
+    def _wait(self) -> list[tuple[dict | BoundedError, Limits]]:
+        if self._ends is None:
+            self._ends = self._server.collect(self._ids)
+        return self._ends
+
+    def close(self) -> None:
+        try:
+            self._wait()
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    def __enter__(self) -> BoundedBatch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def _batched(
@@ -214,6 +269,23 @@ def _settings_snapshot() -> dict[str, Any]:
             if isinstance(value, (str, int, float, bool, type(None), dict, list, tuple, Path)):
                 snapshot[name] = value
     return snapshot
+
+
+def _outcome(end: dict | BoundedError, folder: Path, limits: Limits) -> Any:
+    """A call's outcome from its end: the result its child wrote, or why there is none."""
+    if isinstance(end, BoundedError):
+        return end
+    result = folder / f"{end['id']}.result"
+    if end["status"] == 0 and not end["wall"] and result.exists():
+        try:
+            with open(result, "rb") as handle:
+                _ok, value, records = pickle.load(handle)
+        except (OSError, EOFError, pickle.PickleError) as exc:
+            return BoundedError(f"its result could not be read back ({exc})")
+        for record in records:  # the child's log, in the caller's handlers
+            logging.getLogger(record.name).handle(record)
+        return value
+    return BoundedError(_reason(end, limits))
 
 
 def _reason(end: dict, limits: Limits) -> str:
@@ -316,12 +388,19 @@ class _Server:
         argv = [sys.executable, "-m", "annotation.media.bounded_child", str(os.getpid())]
         self.process = _spawner().popen(argv, env)
         self.next_id = 0
+        # Calls handed over whose end is not read yet, and ends read but not yet collected
+        # (by the thread that waits for them): several batches may be running at once.
+        self.pending: dict[int, Limits] = {}
+        self.ended: dict[int, tuple[dict | BoundedError, Limits]] = {}
+        self.failure: BoundedError | None = None
+        self.state = threading.Lock()  # guards the three above
+        self.reading = threading.Lock()  # one thread reads the answers at a time
         ready = self._receive(time.monotonic() + _START_SECONDS)
         if ready != {"ready": True}:
             self.kill()
             raise BoundedError(f"the media server did not start ({ready})")
 
-    def run(
+    def submit(
         self,
         func: Callable[..., Any],
         calls: Sequence[tuple[tuple, dict]],
@@ -330,55 +409,75 @@ class _Server:
         folder: Path,
         snapshot: dict[str, Any],
         workers: int,
-    ) -> list[Any]:
-        outcomes: dict[int, Any] = {}
+    ) -> list[int]:
+        """Hands ``calls`` over (the caller holds ``_LOCK``); returns their ids."""
         ids = []
-        by_id = {}
         for (args, kwargs), each in zip(calls, limits, strict=True):
             self.next_id += 1
-            ids.append(self.next_id)
-            by_id[self.next_id] = each
-            call_path = folder / f"{self.next_id}.call"
-            with open(call_path, "wb") as handle:
+            call_id = self.next_id
+            ids.append(call_id)
+            with open(folder / f"{call_id}.call", "wb") as handle:
                 pickle.dump((func, args, kwargs, snapshot), handle, pickle.HIGHEST_PROTOCOL)
-            (folder / str(self.next_id)).mkdir()
-            self._send(
-                {
-                    "id": self.next_id,
-                    "module": func.__module__,
-                    "folder": str(folder),
-                    "limits": (each.memory_bytes, each.cpu_seconds, each.wall_seconds,
-                               each.enforce),
-                    "workers": workers,
-                }
-            )  # fmt: skip
-        try:
-            while len(outcomes) < len(ids):
-                # Each child is killed at the wall limit, so an answer comes at least that
-                # often; a server that stays silent longer is stuck and is killed.
-                wall = max(by_id[i].wall_seconds for i in ids if i not in outcomes)
-                end = self._receive(time.monotonic() + wall + _SERVER_GRACE_SECONDS)
-                if end is None:
-                    raise BoundedError("the media server stopped answering and was killed")
-                outcomes[end["id"]] = self._outcome(end, folder, by_id[end["id"]])
-        except (BoundedError, OSError, EOFError, pickle.PickleError) as exc:
-            self.kill()
-            reason = exc if isinstance(exc, BoundedError) else BoundedError(
-                f"the media server stopped ({exc or type(exc).__name__})"
-            )  # fmt: skip
-            for call_id in ids:
-                outcomes.setdefault(call_id, reason)
-        return [outcomes[call_id] for call_id in ids]
+            (folder / str(call_id)).mkdir()
+            with self.state:
+                if self.failure is not None:
+                    self.ended[call_id] = (self.failure, each)
+                    continue
+                self.pending[call_id] = each
+            try:
+                self._send(
+                    {
+                        "id": call_id,
+                        "module": func.__module__,
+                        "folder": str(folder),
+                        "limits": (each.memory_bytes, each.cpu_seconds, each.wall_seconds,
+                                   each.enforce),
+                        "workers": workers,
+                    }
+                )  # fmt: skip
+            except (OSError, ValueError) as exc:  # ValueError: another thread killed it
+                self._fail(BoundedError(f"the media server stopped ({exc})"))
+        return ids
 
-    def _outcome(self, end: dict, folder: Path, limits: Limits) -> Any:
-        result = folder / f"{end['id']}.result"
-        if end["status"] == 0 and not end["wall"] and result.exists():
-            with open(result, "rb") as handle:
-                _ok, value, records = pickle.load(handle)
-            for record in records:  # the child's log, in the caller's handlers
-                logging.getLogger(record.name).handle(record)
-            return value
-        return BoundedError(_reason(end, limits))
+    def collect(self, ids: list[int]) -> list[tuple[dict | BoundedError, Limits]]:
+        """Waits for the ends of the calls ``ids`` (whichever thread reads them); gives
+        them, in order, each with its call's limits."""
+        while True:
+            with self.reading:
+                with self.state:
+                    if all(call_id in self.ended for call_id in ids):
+                        return [self.ended.pop(call_id) for call_id in ids]
+                self._read_one()
+
+    def _read_one(self) -> None:
+        """Reads the next end the server answers (the caller holds ``reading``)."""
+        with self.state:
+            walls = [each.wall_seconds for each in self.pending.values()]
+        if not walls:
+            raise RuntimeError("waiting for calls the media server was never handed")
+        try:
+            # Each child is killed at the wall limit, so an answer comes at least that
+            # often; a server that stays silent longer is stuck and is killed.
+            end = self._receive(time.monotonic() + max(walls) + _SERVER_GRACE_SECONDS)
+        except (OSError, ValueError, EOFError, pickle.PickleError) as exc:
+            self._fail(BoundedError(f"the media server stopped ({exc or type(exc).__name__})"))
+            return
+        if end is None:
+            self._fail(BoundedError("the media server stopped answering and was killed"))
+            return
+        with self.state:
+            self.ended[end["id"]] = (end, self.pending.pop(end["id"]))
+
+    def _fail(self, reason: BoundedError) -> None:
+        """Kills the server; every call not ended yet, and any handed over later, gets
+        ``reason`` (the next ``_server()`` starts a new one)."""
+        self.kill()
+        with self.state:
+            if self.failure is None:
+                self.failure = reason
+            for call_id, limits in self.pending.items():
+                self.ended[call_id] = (self.failure, limits)
+            self.pending.clear()
 
     def _send(self, message: dict) -> None:
         assert self.process.stdin is not None

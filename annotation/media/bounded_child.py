@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from annotation.media.bounded import MEMORY_EXIT, BoundedError, out_of_memory
+from annotation.media.loudness import sos_kernel
 
 _PR_SET_PDEATHSIG = 1
 # Imported by the server once, so that a child starts with them loaded.
@@ -38,7 +39,6 @@ _PRELOAD = (
     "annotation.media.glb_render",
     "annotation.imports.media",
     # Imported on first use by the code above: a child would map them inside its limit.
-    "scipy.signal",
     "PIL.WebPImagePlugin",
 )
 
@@ -143,6 +143,7 @@ def _serve(parent: int) -> None:
     django.setup()
     for module in _PRELOAD:
         importlib.import_module(module)
+    sos_kernel()  # the loudness meter's filter, loaded on first use
     from PIL import Image
 
     Image.init()  # every format plugin, not only the five Pillow loads first

@@ -14,7 +14,13 @@ its filter state and one power figure per 100 ms, so a long file is never held i
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
+import importlib.util
 import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -57,6 +63,39 @@ def k_weighting(sample_rate: int) -> np.ndarray:
     return np.array([shelf, high_pass])
 
 
+@functools.cache
+def sos_kernel() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+    """SciPy's compiled filter of second-order sections, ``kernel(sos, x, zi)``: filters
+    ``x`` (float64, C order, shaped (signals, samples)) in place, its state ``zi`` (shaped
+    (signals, sections, 2)) carried over; what ``scipy.signal.sosfilt`` runs once it has
+    checked and reshaped its arguments (tests/annotation/media/test_loudness.py holds them to
+    the same figures). Loaded from its own file on first use, not with this module (imported
+    wherever media are: a release build, every web process), and without the rest of
+    ``scipy.signal``: that package loads SciPy's linear algebra, special functions and FFT,
+    about 60 MB, which would sit in the media server and make every bounded child's fork
+    copy their page tables (docs/import-format.md, "Video and audio")."""
+    # scipy ships no type hints; mypy asks for scipy-stubs whatever the overrides say.
+    import scipy  # type: ignore[import-untyped]
+
+    name = "scipy.signal._sosfilt"
+    module = sys.modules.get(name)
+    if module is None:
+        folder = Path(scipy.__file__).parent / "signal"
+        [path] = [
+            folder / f"_sosfilt{suffix}"
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            if (folder / f"_sosfilt{suffix}").exists()
+        ][:1]
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        # The one copy: scipy.signal, if something imports it later, finds this one.
+        sys.modules[name] = module
+    return module._sosfilt
+
+
 def channel_weight(name: str) -> float:
     return _CHANNEL_WEIGHTS.get(name, 1.0)
 
@@ -69,16 +108,12 @@ class LoudnessMeter:
     def __init__(self, *, sample_rate: int, channels: list[str]):
         if sample_rate <= 0 or not channels:
             raise ValueError("a loudness meter needs a sample rate and at least one channel")
-        # scipy is imported by the first meter, not with this module: the module is imported
-        # wherever media are (a release build, every web process), and scipy costs ~60 MB.
-        # scipy ships no type hints; mypy asks for scipy-stubs whatever the overrides say.
-        from scipy.signal import sosfilt  # type: ignore[import-untyped]
-
-        self._sosfilt = sosfilt
+        self._sosfilt = sos_kernel()
         self.channels = len(channels)
         self.weights = np.array([channel_weight(name) for name in channels])
         self.sos = k_weighting(sample_rate)
-        self.state = np.zeros((self.sos.shape[0], self.channels, 2))
+        # Each channel's filter state, section by section (the kernel's layout).
+        self.state = np.zeros((self.channels, self.sos.shape[0], 2))
         self.step = max(1, round(sample_rate * _BLOCK_SECONDS / _STEPS_PER_BLOCK))
         # The weighted sum of squares of each whole 100 ms step, and the samples of the step
         # not yet whole.
@@ -90,9 +125,8 @@ class LoudnessMeter:
             raise ValueError(
                 f"expected samples shaped ({self.channels}, n), got {tuple(samples.shape)}"
             )
-        filtered, self.state = self._sosfilt(
-            self.sos, samples.astype(np.float64, copy=False), axis=-1, zi=self.state
-        )
+        filtered = np.array(samples, dtype=np.float64, order="C")  # filtered in place
+        self._sosfilt(self.sos, filtered, self.state)
         power = self.weights @ np.square(filtered)
         data = np.concatenate([self.pending, power])
         whole = len(data) // self.step * self.step
@@ -131,13 +165,13 @@ def integrated_loudness(
 # Samples a frame meter gathers before filtering them at once: a decoder's frames hold 1,024
 # or 1,152 samples, and each call of the filter costs more than filtering a frame's samples
 # (docs/operations.md, "Import speed").
-_FRAME_BATCH_SAMPLES = 16384
+FRAME_BATCH_SAMPLES = 16384
 
 
 class FrameLoudness:
     """A track's meter fed PyAV audio frames: made at the first frame, which names the
     channels; a track whose layout or rate changes midway gets no figure. Frames are
-    filtered ``_FRAME_BATCH_SAMPLES`` at a time (the filter's state carries over, so the
+    filtered ``FRAME_BATCH_SAMPLES`` at a time (the filter's state carries over, so the
     figure is the one frame by frame gives)."""
 
     def __init__(self):
@@ -168,7 +202,7 @@ class FrameLoudness:
             return
         self.pending.append(samples)
         self.pending_samples += samples.shape[1]
-        if self.pending_samples >= _FRAME_BATCH_SAMPLES:
+        if self.pending_samples >= FRAME_BATCH_SAMPLES:
             self._flush()
 
     def _flush(self) -> None:

@@ -1,11 +1,12 @@
 """Video and audio files of an import checked in parallel: probing, decoding and re-encoding
 are CPU-bound, so a window of files is handed to bounded children (``annotation.media.bounded``),
-one per file and up to ``ARBITER_MEDIA_WORKERS`` at once. A child does all of a file's work
-(``av_import``): the check and the served copy, the original copied and the poster frame made
-into an image with its served copy, each written and synced in the staging folder, so that
-the importing process only renames files and writes rows (docs/operations.md, "Import speed").
-The children work inside a Celery pool process too: they are started by the media server,
-not by ``multiprocessing``."""
+one per file and up to ``ARBITER_MEDIA_WORKERS`` at once; the next window is handed over
+before the last one ends, so that no core waits for a window's slowest file. A child does all
+of a file's work (``av_import``): the check and the served copy, the original copied and the
+poster frame made into an image with its served copy, each written and synced in the staging
+folder, so that the importing process only renames files and writes rows (docs/operations.md,
+"Import speed"). The children work inside a Celery pool process too: they are started by the
+media server, not by ``multiprocessing``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotation.media.av_media import AvPrepared, av_outcome, av_prepare
-from annotation.media.bounded import bounded_map
+from annotation.media.bounded import BoundedBatch, bounded_submit
 from annotation.media.services import ImageInfo, MediaError, image_prepare, write_synced
 
 
@@ -58,12 +59,13 @@ def av_imported(outcome: object) -> AvImported:
 class MediaPool:
     """Checks an import's video and audio files in bounded children."""
 
-    def prepare(
+    def submit(
         self, files: list[tuple[Path, str]], *, staging: Path, limits: dict[str, int]
-    ) -> list[AvImported]:
-        """``av_import`` of each ``(path, kind)``, in order, each in its own child."""
+    ) -> BoundedBatch:
+        """Starts ``av_import`` of each ``(path, kind)``, each in its own child, after the
+        files handed over before, and returns at once; ``av_imported`` of each of the
+        batch's outcomes, in order, is the file's ``AvImported``."""
         calls = [
             ((path,), {"kind": kind, "staging": staging, "limits": limits}) for path, kind in files
         ]
-        kinds = [kind for _, kind in files]
-        return [av_imported(outcome) for outcome in bounded_map(av_import, calls, kind=kinds)]
+        return bounded_submit(av_import, calls, kind=[kind for _, kind in files])

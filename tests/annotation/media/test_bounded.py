@@ -29,6 +29,7 @@ from annotation.media.bounded import (
     bounded_map,
     bounded_server_pid,
     bounded_stop,
+    bounded_submit,
 )
 from annotation.models import Media
 from tests.annotation.media.conftest import audio_write, glb_bytes, video_write
@@ -216,6 +217,99 @@ def test_a_dead_server_is_replaced_and_its_calls_refused(tight):
     psutil.Process(server).wait(5)
     assert bounded_call(allocate, 1, kind="image") == 1_000_000
     assert bounded_server_pid() not in (None, server)
+
+
+# Streaming: calls handed over while others run -------------------------------------------
+
+
+def outcome_of(name: str) -> object:
+    """In a child: what the call named ``name`` does (the middle of a batch that goes wrong)."""
+    if name == "crash":
+        segfault()
+    if name == "raise":
+        raise_type_error()
+    if name == "spin":
+        spin()
+    return name
+
+
+def test_a_batch_handed_over_starts_as_soon_as_a_core_frees_not_when_the_last_ends(tight):
+    """The next batch's calls start while the slowest call of the one before still runs, so
+    no core waits for it; each batch's outcomes come in the order of its calls."""
+    tight.ARBITER_MEDIA_WORKERS = 2
+    with bounded_submit(timed_sleep, [((2.0,), {}), ((0.1,), {})], kind="image") as first:
+        with bounded_submit(timed_sleep, [((0.3,), {}), ((0.1,), {})], kind="image") as second:
+            later = second.outcomes()
+        slow, fast = first.outcomes()
+    assert slow[2] - slow[1] >= 2.0 > fast[2] - fast[1]  # in the order of the calls
+    assert later[0][2] - later[0][1] >= 0.3 > later[1][2] - later[1][1]
+    assert all(start < slow[2] for _, start, _ in later)  # began before the slow one ended
+    assert len({pid for pid, _, _ in [slow, fast, *later]}) == 4  # one child per call
+    # At no moment more children than workers.
+    runs = [slow, fast, *later]
+    assert max(sum(1 for _, s, e in runs if s <= moment < e) for _, moment, _ in runs) <= 2
+
+
+def test_outcomes_come_back_in_order_whatever_order_the_calls_end_in(tight):
+    tight.ARBITER_MEDIA_WORKERS = 3
+    calls = [((seconds,), {}) for seconds in (0.6, 0.4, 0.2, 0.0, 0.3)]
+    runs = bounded_map(timed_sleep, calls, kind="image")
+    assert [round(end - start, 1) for _, start, end in runs] == [0.6, 0.4, 0.2, 0.0, 0.3]
+    ends = [end for _, _, end in runs]
+    assert ends != sorted(ends)  # they did end in another order
+
+
+def test_a_crash_an_error_and_a_limit_in_a_batch_are_each_its_own_calls_refusal(tight):
+    """Calls that fail in the middle of a batch, while another batch runs beside it: each
+    outcome is the one that call earned, the others' results are whole."""
+    tight.ARBITER_MEDIA_WORKERS = 2
+    names = ["a", "crash", "b", "raise", "spin", "c"]
+    with bounded_submit(outcome_of, [((name,), {}) for name in names], kind="image") as mixed:
+        with bounded_submit(timed_sleep, [((0.1,), {})] * 3, kind="image") as beside:
+            # Collected first: the reader keeps the other batch's ends for it meanwhile.
+            assert len(beside.outcomes()) == 3
+        outcomes = mixed.outcomes()
+    assert [outcomes[0], outcomes[2], outcomes[5]] == ["a", "b", "c"]
+    assert isinstance(outcomes[1], BoundedError)
+    assert str(outcomes[1]) == "crashed (signal 11, SIGSEGV)"
+    assert isinstance(outcomes[3], TypeError)
+    assert "in the media child" in outcomes[3].__notes__[0]
+    assert isinstance(outcomes[4], BoundedError)
+    assert str(outcomes[4]) == "used more than 1 s of CPU time"
+
+
+def test_batches_of_several_threads_run_side_by_side_each_getting_its_own(tight):
+    import threading
+
+    tight.ARBITER_MEDIA_WORKERS = 2
+    got: dict[int, list] = {}
+
+    def work(n: int) -> None:
+        names = [f"{n}-{i}" for i in range(4)]
+        with bounded_submit(outcome_of, [((name,), {}) for name in names], kind="image") as b:
+            got[n] = b.outcomes()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert got == {n: [f"{n}-{i}" for i in range(4)] for n in range(3)}
+
+
+def test_a_server_killed_with_two_batches_running_refuses_the_calls_of_both(tight):
+    tight.ARBITER_MEDIA_WORKERS = 1
+    with (
+        bounded_submit(sleep, [((30,), {})] * 2, kind="image") as first,
+        bounded_submit(sleep, [((30,), {})], kind="image") as second,
+    ):
+        server = bounded_server_pid()
+        assert server is not None
+        os.kill(server, signal.SIGKILL)
+        refused = first.outcomes() + second.outcomes()
+    assert [type(each) for each in refused] == [BoundedError] * 3
+    assert all(str(each).startswith("the media server stopped") for each in refused)
+    assert bounded_call(allocate, 1, kind="image") == 1_000_000  # a new server
 
 
 def test_kill_9_of_the_calling_process_leaves_no_child(tmp_path):

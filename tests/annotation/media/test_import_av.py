@@ -5,6 +5,7 @@ audio and 3D"; the adversarial corpus is tests/annotation/media/test_av_rebuild.
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import zipfile
@@ -109,6 +110,31 @@ def test_video_parts_are_probed_stored_and_given_a_poster(project, tmp_path, set
     assert mp4.strip_result == "rebuilt"
     assert served_path(mp4, settings).name.endswith(".mp4")
     assert served_path(mp4, settings).is_file()
+
+
+def test_waveform_peaks_gathered_in_batches_are_those_of_each_10_ms_block():
+    """Frames reduced many at a time give the peaks that the whole track taken at once
+    gives: every 10 ms block's loudest sample, across channels, however frames cut it."""
+    from annotation.media.av_media import _Peaks
+
+    rng = np.random.default_rng(7)
+    rate = 44100
+    track = (rng.random((2, rate * 3)) * 2 - 1).astype(np.float32)
+    track *= np.linspace(0.01, 1, track.shape[1], dtype=np.float32)  # a rising envelope
+    peaks = _Peaks(rate)
+    start = 0
+    for size in itertools.cycle([1152, 1024, 333, 4096]):
+        if start >= track.shape[1]:
+            break
+        peaks.add(track[:, start : start + size])
+        start += size
+    block = rate // 100
+    blocks = [float(np.abs(track[:, s : s + block]).max()) for s in range(0, track.shape[1], block)]
+    edges = np.linspace(0, len(blocks), 201).astype(int)
+    expected = [round(max(blocks[a:b]), 3) for a, b in itertools.pairwise(edges) if b > a]
+    assert peaks.reduced() == expected
+    assert expected[0] < 0.05
+    assert expected[-1] > 0.9
 
 
 @pytest.mark.parametrize("fmt", ["wav", "mp3", "flac", "ogg"])
@@ -401,14 +427,13 @@ def test_bounded_children_check_the_files_the_same_one_or_several_at_once(
     from annotation.media.media_pool import MediaPool
 
     pooled = []
-    prepare = MediaPool.prepare
+    submit = MediaPool.submit
 
     def counting(self, files, **kwargs):
-        results = prepare(self, files, **kwargs)
         pooled.append(len(files))
-        return results
+        return submit(self, files, **kwargs)
 
-    monkeypatch.setattr(MediaPool, "prepare", counting)
+    monkeypatch.setattr(MediaPool, "submit", counting)
     video_write(tmp_path / "a.mp4")
     video_write(tmp_path / "b.mp4", frames=6)
     audio_write(tmp_path / "a.wav")
@@ -444,6 +469,55 @@ def test_bounded_children_check_the_files_the_same_one_or_several_at_once(
     assert "bad.mp4" in issue.message
     assert "HTML" in issue.message
     assert pooled[-1] == 5
+
+
+def test_the_next_windows_files_are_handed_over_before_the_last_windows_are_awaited(
+    project, tmp_path, settings, monkeypatch
+):
+    """The children never wait for the importer between windows: window n + 1's files go
+    to the media server before the import waits for window n's; a file named in two windows
+    in flight at once is checked once; the rows are those of one window at a time."""
+    from annotation.imports import importer
+    from annotation.media.bounded import BoundedBatch
+    from annotation.media.media_pool import MediaPool
+
+    events: list[tuple[str, tuple[str, ...]]] = []
+    submit, outcomes = MediaPool.submit, BoundedBatch.outcomes
+
+    def recording_submit(self, files, **kwargs):
+        batch = submit(self, files, **kwargs)
+        batch.names = tuple(path.name for path, _ in files)
+        events.append(("submit", batch.names))
+        return batch
+
+    def recording_outcomes(self):
+        if getattr(self, "names", None) and ("await", self.names) not in events:
+            events.append(("await", self.names))
+        return outcomes(self)
+
+    monkeypatch.setattr(MediaPool, "submit", recording_submit)
+    monkeypatch.setattr(BoundedBatch, "outcomes", recording_outcomes)
+    for n in range(4):
+        audio_write(tmp_path / f"{n}.wav", seconds=1 + n)
+    pairs = [
+        media_pair("p0", "audio", "0.wav", "1.wav"),
+        media_pair("p1", "audio", "1.wav", "2.wav"),  # 1.wav: in window 0, still in flight
+        media_pair("p2", "audio", "3.wav", "0.wav"),
+    ]
+    settings.ARBITER_MEDIA_WORKERS = 2
+    monkeypatch.setattr(importer, "MEDIA_WINDOW_PAIRS", 1)
+    summary = import_media(project, tmp_path, pairs)
+    assert events == [
+        ("submit", ("0.wav", "1.wav")),
+        ("submit", ("2.wav",)),
+        ("await", ("0.wav", "1.wav")),
+        ("submit", ("3.wav",)),
+        ("await", ("2.wav",)),
+        ("await", ("3.wav",)),
+    ]
+    assert summary.created_pairs == 3
+    seconds = Media.objects.filter(kind="audio").values_list("duration_seconds", flat=True)
+    assert sorted(seconds) == [1.0, 2.0, 3.0, 4.0]  # each file, once
 
 
 def test_the_child_stages_every_file_of_a_video_so_the_importer_only_renames(tmp_path):

@@ -160,3 +160,46 @@ def test_an_import_stores_each_audio_files_loudness(project, tmp_path):
     )
     figures = sorted(Media.objects.filter(kind="audio").values_list("loudness_lufs", flat=True))
     assert figures == [pytest.approx(-33.01, abs=0.05), pytest.approx(-20.0, abs=0.05)]
+
+
+def test_the_filter_kernel_gives_scipy_signals_sosfilt_bit_for_bit_in_pieces():
+    """The meter runs SciPy's compiled kernel without the rest of ``scipy.signal``: fed a
+    track in uneven pieces, the state carried over, it gives what ``sosfilt`` gives for the
+    whole track at once, to the last bit."""
+    from scipy.signal import sosfilt  # type: ignore[import-untyped]
+
+    from annotation.media.loudness import sos_kernel
+
+    rng = np.random.default_rng(3)
+    track = rng.standard_normal((2, 50_000)) * 0.3
+    sos = k_weighting(44100)
+    expected = sosfilt(sos, track, axis=-1)
+    state = np.zeros((2, sos.shape[0], 2))
+    pieces = []
+    for start, end in [(0, 1152), (1152, 17536), (17536, 17537), (17537, 50_000)]:
+        piece = np.array(track[:, start:end], order="C")
+        sos_kernel()(sos, piece, state)
+        pieces.append(piece)
+    assert np.array_equal(np.concatenate(pieces, axis=1), expected)
+    meter = LoudnessMeter(sample_rate=44100, channels=["FL", "FR"])
+    for start in range(0, 50_000, 7_000):
+        meter.add(track[:, start : start + 7_000])
+    assert meter.integrated() == integrated_loudness(track, sample_rate=44100)
+
+
+def test_the_media_server_measures_loudness_without_loading_scipy_signal(settings):
+    """What the media server loads, every bounded child's fork copies the page tables of:
+    the loudness filter comes without ``scipy.signal`` (and its linear algebra, special
+    functions and FFT, about 60 MB)."""
+    from annotation.media.bounded import bounded_call
+
+    loaded = bounded_call(_loaded_after_a_meter, kind="audio")
+    assert loaded == {"meter": True, "scipy.signal": False}
+
+
+def _loaded_after_a_meter() -> dict[str, bool]:
+    import sys
+
+    meter = LoudnessMeter(sample_rate=RATE, channels=["FC"])
+    meter.add(np.atleast_2d(sine(1.0, -20)))
+    return {"meter": meter.integrated() is not None, "scipy.signal": "scipy.signal" in sys.modules}
