@@ -73,7 +73,16 @@ def sos_kernel() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     wherever media are: a release build, every web process), and without the rest of
     ``scipy.signal``: that package loads SciPy's linear algebra, special functions and FFT,
     about 60 MB, which would sit in the media server and make every bounded child's fork
-    copy their page tables (docs/import-format.md, "Video and audio")."""
+    copy their page tables (docs/import-format.md, "Video and audio"). The routine is
+    SciPy's own, not its public API: a SciPy without it (moved, renamed) gets
+    ``sosfilt`` itself, the same figures at the cost of loading ``scipy.signal``."""
+    try:
+        return _private_sos_kernel()
+    except (ImportError, OSError, AttributeError, ValueError):
+        return _public_sos_kernel
+
+
+def _private_sos_kernel() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     # scipy ships no type hints; mypy asks for scipy-stubs whatever the overrides say.
     import scipy  # type: ignore[import-untyped]
 
@@ -81,19 +90,31 @@ def sos_kernel() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     module = sys.modules.get(name)
     if module is None:
         folder = Path(scipy.__file__).parent / "signal"
-        [path] = [
+        found = [
             folder / f"_sosfilt{suffix}"
             for suffix in importlib.machinery.EXTENSION_SUFFIXES
             if (folder / f"_sosfilt{suffix}").exists()
-        ][:1]
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None
-        assert spec.loader is not None
+        ]
+        if not found:
+            raise ImportError(f"no _sosfilt extension in {folder}")
+        spec = importlib.util.spec_from_file_location(name, found[0])
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {found[0]}")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         # The one copy: scipy.signal, if something imports it later, finds this one.
         sys.modules[name] = module
     return module._sosfilt
+
+
+def _public_sos_kernel(sos: np.ndarray, x: np.ndarray, zi: np.ndarray) -> None:
+    """The kernel's contract through ``scipy.signal.sosfilt``, whose state is shaped
+    (sections, signals, 2)."""
+    from scipy.signal import sosfilt  # type: ignore[import-untyped]
+
+    filtered, state = sosfilt(sos, x, axis=-1, zi=zi.transpose(1, 0, 2))
+    x[...] = filtered
+    zi[...] = state.transpose(1, 0, 2)
 
 
 def channel_weight(name: str) -> float:

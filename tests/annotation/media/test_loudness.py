@@ -187,6 +187,31 @@ def test_the_filter_kernel_gives_scipy_signals_sosfilt_bit_for_bit_in_pieces():
     assert meter.integrated() == integrated_loudness(track, sample_rate=44100)
 
 
+def test_without_scipys_own_kernel_the_meter_falls_back_to_sosfilt(monkeypatch):
+    """A SciPy whose compiled routine moved: the meter filters through the public
+    ``sosfilt``, to the same figures, rather than failing every audio import."""
+    from annotation.media import loudness
+
+    def moved():
+        raise ImportError("no _sosfilt extension")
+
+    rng = np.random.default_rng(5)
+    track = rng.standard_normal((2, 30_000)) * 0.3
+    expected = LoudnessMeter(sample_rate=44100, channels=["FL", "FR"])
+    expected.add(track)
+    monkeypatch.setattr(loudness, "_private_sos_kernel", moved)
+    loudness.sos_kernel.cache_clear()
+    try:
+        assert loudness.sos_kernel() is loudness._public_sos_kernel
+        meter = LoudnessMeter(sample_rate=44100, channels=["FL", "FR"])
+        for start in range(0, 30_000, 4_000):
+            meter.add(track[:, start : start + 4_000])
+        assert meter.integrated() == expected.integrated()
+        assert np.array_equal(meter.state, expected.state)
+    finally:
+        loudness.sos_kernel.cache_clear()
+
+
 def test_the_media_server_measures_loudness_without_loading_scipy_signal(settings):
     """What the media server loads, every bounded child's fork copies the page tables of:
     the loudness filter comes without ``scipy.signal`` (and its linear algebra, special
