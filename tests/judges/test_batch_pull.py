@@ -108,7 +108,7 @@ def test_a_task_delivered_again_after_its_process_died_takes_back_what_it_claime
     (judge,) = make_judges("j1")
     pairs = PairFactory.create_batch(3, project=project)
     run, sent = queued_run(monkeypatch, project, [judge])
-    first, second, third = sent
+    first, second, _third = sent
     # task-1 took the first batch, pulled the second, wrote one answer and was killed.
     FilterRunBatch.objects.filter(pk__in=[first["batch_id"], second["batch_id"]]).update(
         owner="task-1"
@@ -142,14 +142,12 @@ def test_tasks_running_at_once_never_claim_the_same_batch(monkeypatch, settings,
         def task(message: dict, owner: str) -> None:
             try:
                 deliver(message, owner)
-            except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            except BaseException as exc:  # reported by the assertion below
                 errors.append(exc)
             finally:
                 connection.close()
 
-        threads = [
-            threading.Thread(target=task, args=(sent[n], f"task-{n}")) for n in range(3)
-        ]
+        threads = [threading.Thread(target=task, args=(sent[n], f"task-{n}")) for n in range(3)]
         for thread in threads:
             thread.start()
         for thread in threads:
