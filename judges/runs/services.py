@@ -298,25 +298,33 @@ def _missing_work(run: FilterRun) -> dict[Judge, list[list]]:
     return missing
 
 
-def _enqueue_missing(run: FilterRun) -> int:
-    """Enqueues the missing items in batches: each holds the next slice of every judge of one
-    queue, so a worker process keeps all of them busy at once (each bounded by its own
-    concurrency). Each batch is also a row (``FilterRunBatch``) that a task claims before it
-    judges it, so a task with free slots can pull the next one; rows no task claimed, from an
-    earlier start or resume, give way to these."""
+def _batches(work: dict[Judge, list]) -> list[tuple[str, list]]:
+    """``work`` (per judge, its items) cut into batches: each holds the next slice of
+    ``ARBITER_JUDGE_BATCH_PAIRS`` pairs x 2 orders of every judge of one queue, as
+    (queue, ``[[judge_id, items], ...]``)."""
     size = 2 * settings.ARBITER_JUDGE_BATCH_PAIRS
     by_queue: defaultdict[str, list[list[tuple[Judge, list]]]] = defaultdict(list)
-    for judge, items in _missing_work(run).items():
+    for judge, items in work.items():
         by_queue[judge.queue].append(
             [(judge, items[i : i + size]) for i in range(0, len(items), size)]
         )
-    FilterRunBatch.objects.filter(run=run, owner="").delete()
-    batches = FilterRunBatch.objects.bulk_create(
-        FilterRunBatch(
-            run=run, queue=queue, work=[[judge.pk, items] for judge, items in filter(None, round_)]
-        )
+    return [
+        (queue, [[judge.pk, items] for judge, items in filter(None, round_)])
         for queue, per_judge in by_queue.items()
         for round_ in zip_longest(*per_judge)
+    ]
+
+
+def _enqueue_missing(run: FilterRun) -> int:
+    """Enqueues the missing items in batches (``_batches``), so a worker process keeps every
+    judge of a queue busy at once (each bounded by its own concurrency). Each batch is also a
+    row (``FilterRunBatch``) that a task claims before it judges it, so a task with free
+    slots can pull the next one; rows no task claimed, from an earlier start or resume, give
+    way to these."""
+    FilterRunBatch.objects.filter(run=run, owner="").delete()
+    batches = FilterRunBatch.objects.bulk_create(
+        FilterRunBatch(run=run, queue=queue, work=work)
+        for queue, work in _batches(_missing_work(run))
     )
     for batch in batches:
         _enqueue_batch(run_id=run.pk, queue=batch.queue, work=batch.work, batch_id=batch.pk)
@@ -411,13 +419,17 @@ def filter_run_judge_batch(
         if calls.stopped:
             return
         if calls.retry:
-            _enqueue_batch(
-                run_id=run.pk,
-                queue=next(iter(calls.retry)).queue,
-                work=[[judge.pk, items] for judge, items in calls.retry.items()],
-                attempt=attempt + 1,
-                countdown=retry_countdown(attempt),
-            )
+            # In batches of the usual size: a task that pulled many leaves its retries to
+            # as many processes as the first attempt had.
+            countdown = retry_countdown(attempt)
+            for queue, retry in _batches(calls.retry):
+                _enqueue_batch(
+                    run_id=run.pk,
+                    queue=queue,
+                    work=retry,
+                    attempt=attempt + 1,
+                    countdown=countdown,
+                )
             return
     filter_run_finish_if_complete(run_id=run.pk)
 

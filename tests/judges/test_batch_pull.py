@@ -10,6 +10,7 @@ import threading
 import pytest
 from django.db import connection
 
+from judges.backends.base import JudgeResult
 from judges.models import FilterRun, FilterRunBatch, Verdict
 from judges.runs import services as runs
 from tests.factories import JudgeFactory, PairFactory
@@ -128,6 +129,23 @@ def test_a_task_delivered_again_after_its_process_died_takes_back_what_it_claime
     assert run.status == FilterRun.Status.SUCCEEDED
     assert len(calls) == 5  # the answer written before the kill was not asked again
     assert keys(run) == sorted((pair.pk, order) for pair in pairs for order in ("AB", "BA"))
+
+
+def test_a_task_that_pulled_several_batches_retries_in_batches_of_the_usual_size(
+    monkeypatch, settings, project
+):
+    settings.ARBITER_JUDGE_BATCH_PAIRS = 1
+    busy = JudgeResult(outcome="error", error="HTTP 429", transient=True)
+    use_scripted_judges(monkeypatch, {"j1": lambda item: busy})
+    pairs = PairFactory.create_batch(3, project=project)
+    run, sent = queued_run(monkeypatch, project, make_judges("j1"))
+    deliver(sent[0], owner="task-1")  # judges all three batches: every call answers 429
+    retries = sent[3:]
+    assert [message["attempt"] for message in retries] == [2, 2, 2]
+    assert sorted(len(items) for message in retries for _, items in message["work"]) == [2] * 3
+    retried = {(item[0], item[1]) for m in retries for _, items in m["work"] for item in items}
+    assert retried == {(pair.pk, order) for pair in pairs for order in ("AB", "BA")}
+    assert not Verdict.objects.filter(run=run).exists()
 
 
 @pytest.mark.django_db(transaction=True)  # each thread's own connection sees the rows
