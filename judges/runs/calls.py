@@ -146,7 +146,8 @@ def judges_call(
 
 class _InFlight:
     """A batch's calls, their answers handed from the event loop's thread to the task's as
-    they come in; ``wake`` is set once no more than ``low`` calls are out."""
+    they come in; ``wake`` is set once no more than ``low`` calls are out. ``of`` holds the
+    calls whose answers the task has not taken yet (only the task's thread changes it)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -224,7 +225,9 @@ def _collect(calls: _InFlight, *, attempt: int, record: Recorder, more: Feeder |
             else:
                 calls.start(work)
             calls.set_low(pull_ahead())
-        finished = calls.out == 0 and more is None
+        # Every call started was answered and taken: an answer counted off ``out`` may still
+        # wait in ``answered`` for the next ``take``.
+        finished = not calls.of and more is None
         if answers and (finished or time.monotonic() >= flush_at):
             going = record(dict(answers))
             answers.clear()
