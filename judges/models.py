@@ -151,6 +151,27 @@ class FilterRun(models.Model):
         return self.status in {self.Status.SUCCEEDED, self.Status.FAILED, self.Status.CANCELLED}
 
 
+class FilterRunBatch(models.Model):
+    """One slice of a run's work, as queued: the message that carries it and any batch task
+    of the run pulling work while its judges have free slots both claim it by setting
+    ``owner`` (the claiming task's id) from blank, so one task judges it; a task delivered
+    again after its process died takes back what its id owns (docs/judges-runs.md, "How a
+    run executes")."""
+
+    run = models.ForeignKey(FilterRun, on_delete=models.CASCADE, related_name="batches")
+    queue = models.CharField(max_length=32)
+    # [[judge_id, [[pair_id, order], ...]], ...], the message's ``work``
+    work = models.JSONField()
+    owner = models.CharField(max_length=255, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "queue", "owner"], name="filter_run_batch_claim")]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} of run {self.run_id} ({self.owner or 'unclaimed'})"
+
+
 # An answer that is a vote has a side, and only such an answer has one.
 SIDE_MATCHES_OUTCOME = (Q(outcome="ok") & Q(side__in=["A", "B", "tie"])) | (
     ~Q(outcome="ok") & Q(side="")

@@ -62,17 +62,25 @@ def filter_run_start(run_id: int) -> None:
     runs.filter_run_start(run_id=run_id)
 
 
-@shared_task(base=FilterRunTask, name="judges.filter_run_batch", **time_limits("filter run"))
+@shared_task(
+    base=FilterRunTask, bind=True, name="judges.filter_run_batch", **time_limits("filter run")
+)
 def filter_run_batch(
+    self,
     run_id: int,
     work: list | None = None,
     attempt: int = 1,
+    batch_id: int | None = None,
     judge_id: int | None = None,
     items: list | None = None,
 ) -> None:
     # ``judge_id`` and ``items``: one judge's batch, as queued before batches held several.
     work = work if work is not None else [[judge_id, items or []]]
-    runs.filter_run_judge_batch(run_id=run_id, work=work, attempt=attempt)
+    # The task's id claims its batch: a delivery again, after its process died, takes back
+    # what the first one claimed.
+    runs.filter_run_judge_batch(
+        run_id=run_id, work=work, attempt=attempt, batch_id=batch_id, owner=self.request.id
+    )
 
 
 @shared_task(base=FilterRunTask, name="judges.filter_run_finish", **time_limits("filter run"))

@@ -6,9 +6,11 @@ kept from batch to batch), the answers handed over as they come in, in canonical
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import Future, wait
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import cast
 
@@ -86,9 +88,26 @@ def batch_calls_before(items: list) -> dict[tuple[int, Order], int]:
 # so a batch killed midway loses little and its run's progress moves while it runs.
 ANSWERS_FLUSH_S = 0.5
 
+# A batch that may pull more work asks for it once fewer calls than this many rounds of its
+# judges' slots (their ``concurrency`` together) are left, so the next work is built and
+# started before the slots go idle (docs/judges-runs.md, "How a run executes").
+PULL_AHEAD_ROUNDS = 2
+
 # Records answers, per judge fields for ``Answer``; returns False when the job stopped
 # meanwhile (cancelled): the calls still out are then cancelled.
 Recorder = Callable[[dict[Judge, list[dict]]], bool]
+
+
+@dataclass
+class Work:
+    """Calls to make: per judge, the items; per judge id, calls made so far per item."""
+
+    todo: dict[Judge, list[JudgeItem]]
+    calls_before: dict[int, dict[tuple[int, Order], int]]
+
+
+# Pulls more work for a batch whose calls are running low: None when there is no more.
+Feeder = Callable[[], Work | None]
 
 
 @dataclass
@@ -106,51 +125,119 @@ def judges_call(
     calls_before: dict[int, dict[tuple[int, Order], int]],
     attempt: int,
     record: Recorder,
+    more: Feeder | None = None,
 ) -> BatchCalls:
     """Starts every judge's calls at once (each backend bounds its own calls in flight) and
     hands the answers to ``record`` as they come in; results that failed transiently are to
     be retried until ``ARBITER_JUDGE_MAX_ATTEMPTS``. ``calls_before``: per judge id, calls
-    made so far per item. Filter runs and evaluations both judge through this
-    (docs/judges-runs.md, "How a run executes")."""
-    futures: dict[Future[JudgeResult], tuple[Judge, JudgeItem]] = {}
+    made so far per item. ``more``, when given, is asked for further work whenever fewer
+    than ``PULL_AHEAD_ROUNDS`` rounds of calls are left, until it has none. Filter runs and
+    evaluations both judge through this (docs/judges-runs.md, "How a run executes")."""
+    calls = _InFlight()
     try:
-        for judge, items in todo.items():
-            submitted = judge_judgeable_submit(_backend_for(judge), items)
-            futures.update(zip(submitted, ((judge, item) for item in items), strict=True))
-        return _collect(futures, calls_before=calls_before, attempt=attempt, record=record)
+        calls.start(Work(todo, calls_before))
+        return _collect(calls, attempt=attempt, record=record, more=more)
     except BaseException:
-        for future in futures:
-            future.cancel()
-        for judge in todo:  # a call that raised, or a time limit: start afresh
+        calls.cancel()
+        for judge in calls.judges:  # a call that raised, or a time limit: start afresh
             judge_backends_close(judge_id=judge.pk)
         raise
 
 
-def _collect(futures, *, calls_before, attempt: int, record: Recorder) -> BatchCalls:
-    """Waits for the calls, recording the answers in every ``ANSWERS_FLUSH_S``."""
+class _InFlight:
+    """A batch's calls, their answers handed from the event loop's thread to the task's as
+    they come in; ``wake`` is set once no more than ``low`` calls are out. ``of`` holds the
+    calls whose answers the task has not taken yet (only the task's thread changes it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.of: dict[Future[JudgeResult], tuple[Judge, JudgeItem]] = {}
+        self.answered: list[Future[JudgeResult]] = []
+        self.out = 0
+        self.low = 0
+        self.judges: set[Judge] = set()
+        self.calls_before: dict[int, dict[tuple[int, Order], int]] = {}
+
+    def start(self, work: Work) -> None:
+        for pk, before in work.calls_before.items():
+            self.calls_before.setdefault(pk, {}).update(before)
+        for judge, items in work.todo.items():
+            self.judges.add(judge)
+            submitted = judge_judgeable_submit(_backend_for(judge), items)
+            with self.lock:
+                self.of.update(zip(submitted, ((judge, item) for item in items), strict=True))
+                self.out += len(submitted)
+            for future in submitted:  # outside the lock: a future already done calls at once
+                future.add_done_callback(self._answer)
+
+    def _answer(self, future: Future[JudgeResult]) -> None:
+        with self.lock:
+            self.answered.append(future)
+            self.out -= 1
+            if self.out <= self.low:
+                self.wake.set()
+
+    def set_low(self, low: int) -> None:
+        with self.lock:
+            self.low = low
+            if self.out <= low:
+                self.wake.set()
+
+    def take(self, timeout: float) -> list[tuple[Judge, JudgeItem, JudgeResult]]:
+        """The answers in, waiting up to ``timeout`` for ``wake``."""
+        self.wake.wait(timeout)
+        with self.lock:
+            answered, self.answered = self.answered, []
+            if self.out > self.low:
+                self.wake.clear()
+        return [(*self.of.pop(future), future.result()) for future in answered]
+
+    def cancel(self) -> None:
+        for future in list(self.of):
+            future.cancel()
+
+
+def _collect(calls: _InFlight, *, attempt: int, record: Recorder, more: Feeder | None):
+    """Waits for the calls, recording the answers in every ``ANSWERS_FLUSH_S`` and pulling
+    more work from ``more`` while the calls out run low."""
     retry: defaultdict[Judge, list[list]] = defaultdict(list)
     answers: defaultdict[Judge, list[dict]] = defaultdict(list)
-    pending = set(futures)
-    while pending:
-        done, pending = wait(pending, timeout=ANSWERS_FLUSH_S)
-        for future in done:
-            judge, item = futures[future]
-            result = future.result()
-            before = calls_before.get(judge.pk, {}).get((item.pair_id, item.order), 0)
-            calls = before + (result.attempts or 1)
+
+    def pull_ahead() -> int:
+        return 0 if more is None else PULL_AHEAD_ROUNDS * sum(j.concurrency for j in calls.judges)
+
+    calls.set_low(pull_ahead())
+    flush_at = time.monotonic() + ANSWERS_FLUSH_S
+    while True:
+        for judge, item, result in calls.take(max(0.0, flush_at - time.monotonic())):
+            before = calls.calls_before.get(judge.pk, {}).get((item.pair_id, item.order), 0)
+            calls_made = before + (result.attempts or 1)
             retryable = result.outcome == Verdict.Outcome.ERROR and result.transient
             if retryable and attempt < settings.ARBITER_JUDGE_MAX_ATTEMPTS:
-                retry[judge].append([item.pair_id, item.order, calls])
+                retry[judge].append([item.pair_id, item.order, calls_made])
             else:
-                answers[judge].append(answer_fields(item, result, calls))
-        if answers:
+                answers[judge].append(answer_fields(item, result, calls_made))
+        if more is not None and calls.out <= calls.low:
+            work = more()
+            if work is None:
+                more = None
+            else:
+                calls.start(work)
+            calls.set_low(pull_ahead())
+        # Every call started was answered and taken: an answer counted off ``out`` may still
+        # wait in ``answered`` for the next ``take``.
+        finished = not calls.of and more is None
+        if answers and (finished or time.monotonic() >= flush_at):
             going = record(dict(answers))
             answers.clear()
             if not going:
-                for future in pending:
-                    future.cancel()
+                calls.cancel()
                 return BatchCalls({}, stopped=True)
-    return BatchCalls(dict(retry))
+        if time.monotonic() >= flush_at:
+            flush_at = time.monotonic() + ANSWERS_FLUSH_S
+        if finished:
+            return BatchCalls(dict(retry))
 
 
 # One backend per judge per worker process, so a reward model loads once rather than per batch.

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import random
+import time
+import uuid
 from collections import defaultdict
 from itertools import zip_longest
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -40,9 +42,9 @@ from judges.ensemble import (
     ensemble_decide,
     judge_stats,
 )
-from judges.models import FilterRun, Judge, Verdict
+from judges.models import FilterRun, FilterRunBatch, Judge, Verdict
 from judges.roster.services import disabled_judges_message
-from judges.runs.calls import batch_calls_before, judge_item, judges_call
+from judges.runs.calls import Work, batch_calls_before, judge_item, judges_call
 from judges.runs.selectors import ACTIVE, stalled_filter_runs, verdict_rows
 
 logger = logging.getLogger(__name__)
@@ -259,6 +261,7 @@ def filter_run_cancel(*, run: FilterRun, actor=None) -> bool:
     before = run.status
     run.refresh_from_db()
     if cancelled:
+        FilterRunBatch.objects.filter(run=run).delete()
         pairs_return_to_imported(pair_ids=run.pairs.values_list("pk", flat=True))
         audit_record(
             actor=actor,
@@ -295,32 +298,56 @@ def _missing_work(run: FilterRun) -> dict[Judge, list[list]]:
     return missing
 
 
-def _enqueue_missing(run: FilterRun) -> int:
-    """Enqueues the missing items in batches: each holds the next slice of every judge of one
-    queue, so a worker process keeps all of them busy at once (each bounded by its own
-    concurrency)."""
+def _batches(work: dict[Judge, list]) -> list[tuple[str, list]]:
+    """``work`` (per judge, its items) cut into batches: each holds the next slice of
+    ``ARBITER_JUDGE_BATCH_PAIRS`` pairs x 2 orders of every judge of one queue, as
+    (queue, ``[[judge_id, items], ...]``)."""
     size = 2 * settings.ARBITER_JUDGE_BATCH_PAIRS
     by_queue: defaultdict[str, list[list[tuple[Judge, list]]]] = defaultdict(list)
-    for judge, items in _missing_work(run).items():
+    for judge, items in work.items():
         by_queue[judge.queue].append(
             [(judge, items[i : i + size]) for i in range(0, len(items), size)]
         )
-    enqueued = 0
-    for queue, per_judge in by_queue.items():
-        for round_ in zip_longest(*per_judge):
-            work = [[judge.pk, items] for judge, items in filter(None, round_)]
-            _enqueue_batch(run_id=run.pk, queue=queue, work=work)
-            enqueued += sum(len(items) for _, items in work)
-    return enqueued
+    return [
+        (queue, [[judge.pk, items] for judge, items in filter(None, round_)])
+        for queue, per_judge in by_queue.items()
+        for round_ in zip_longest(*per_judge)
+    ]
+
+
+def _enqueue_missing(run: FilterRun) -> int:
+    """Enqueues the missing items in batches (``_batches``), so a worker process keeps every
+    judge of a queue busy at once (each bounded by its own concurrency). Each batch is also a
+    row (``FilterRunBatch``) that a task claims before it judges it, so a task with free
+    slots can pull the next one; rows no task claimed, from an earlier start or resume, give
+    way to these."""
+    FilterRunBatch.objects.filter(run=run, owner="").delete()
+    batches = FilterRunBatch.objects.bulk_create(
+        FilterRunBatch(run=run, queue=queue, work=work)
+        for queue, work in _batches(_missing_work(run))
+    )
+    for batch in batches:
+        _enqueue_batch(run_id=run.pk, queue=batch.queue, work=batch.work, batch_id=batch.pk)
+    return sum(len(items) for batch in batches for _, items in batch.work)
 
 
 def _enqueue_batch(
-    *, run_id: int, queue: str, work: list, attempt: int = 1, countdown: float = 0
+    *,
+    run_id: int,
+    queue: str,
+    work: list,
+    attempt: int = 1,
+    countdown: float = 0,
+    batch_id: int | None = None,
 ) -> None:
-    """``work``: ``[[judge_id, items], ...]``, judges that share ``queue``."""
+    """``work``: ``[[judge_id, items], ...]``, judges that share ``queue``; ``batch_id``: its
+    row, claimed before it is judged (a retry's work has none)."""
+    kwargs = {"run_id": run_id, "work": work, "attempt": attempt}
+    if batch_id is not None:
+        kwargs["batch_id"] = batch_id
     job_publish(
         BATCH_TASK,
-        kwargs={"run_id": run_id, "work": work, "attempt": attempt},
+        kwargs=kwargs,
         queue=queue,
         countdown=countdown or None,
         after_commit=False,
@@ -336,20 +363,163 @@ def retry_countdown(attempt: int) -> float:
     return random.uniform(ceiling / 2, ceiling) / 1000
 
 
-def filter_run_judge_batch(*, run_id: int, work: list, attempt: int = 1) -> None:
+# A batch task pulls the run's next unclaimed batch while its judges have free slots for
+# at most this long (half its time limit when that is shorter), then finishes what it holds:
+# a task stays well inside its time limit and the broker's visibility timeout, and the
+# batches left go to whichever process takes their messages.
+PULL_FOR_S = 30
+
+
+def filter_run_judge_batch(
+    *,
+    run_id: int,
+    work: list,
+    attempt: int = 1,
+    batch_id: int | None = None,
+    owner: str | None = None,
+) -> None:
     """Judges the batch's items that still lack a verdict, every judge's at once, and writes
     the verdicts as they come in. ``work``: ``[[judge_id, items], ...]``, items ``[pair_id,
     order]`` (``[pair_id, order, calls so far]`` when retried). Items that failed transiently
-    go back to the queue later, with backoff, until ``ARBITER_JUDGE_MAX_ATTEMPTS``."""
+    go back to the queue later, with backoff, until ``ARBITER_JUDGE_MAX_ATTEMPTS``.
+
+    ``batch_id``: the batch's row, which this task claims as ``owner`` (its task id) unless
+    another task claimed it; a task delivered again also takes back what ``owner`` holds.
+    A first attempt then pulls the run's next unclaimed batches of its queue while its judges
+    have free slots, for ``PULL_FOR_S``."""
+    started = time.monotonic()
     run = FilterRun.objects.select_related("project").filter(pk=run_id).first()
+    if run is None or run.status != Status.RUNNING:
+        return
+    owner = owner or uuid.uuid4().hex
+    queue = _work_queue(work) if attempt == 1 else None
+    if batch_id is not None:
+        work = _batch_claim(run=run, batch_id=batch_id, owner=owner, work=work)
+    first = _batch_work(run, work)
+    if first is None:  # a judge was disabled: the run failed
+        return
+    pull = None
+    if queue is not None:
+        soft_limit, _ = settings.ARBITER_TASK_TIME_LIMITS["filter run"]
+        until = started + min(PULL_FOR_S, soft_limit / 2)
+        pull = _batch_feeder(run=run, queue=queue, owner=owner, until=until)
+    if first.todo or pull is not None:
+
+        def record(answers: dict[Judge, list[dict]]) -> bool:
+            verdicts_write(run_id=run.pk, answers=answers)
+            return FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).exists()
+
+        calls = judges_call(
+            todo=first.todo,
+            calls_before=first.calls_before,
+            attempt=attempt,
+            record=record,
+            more=pull,
+        )
+        if calls.stopped:
+            return
+        if calls.retry:
+            # In batches of the usual size: a task that pulled many leaves its retries to
+            # as many processes as the first attempt had.
+            countdown = retry_countdown(attempt)
+            for queue, retry in _batches(calls.retry):
+                _enqueue_batch(
+                    run_id=run.pk,
+                    queue=queue,
+                    work=retry,
+                    attempt=attempt + 1,
+                    countdown=countdown,
+                )
+            return
+    filter_run_finish_if_complete(run_id=run.pk)
+
+
+# Every column of a verdict but its id, in the order ``verdicts_write`` writes them.
+_VERDICT_FIELDS = [field for field in Verdict._meta.concrete_fields if not field.primary_key]
+
+
+def verdicts_write(*, run_id: int, answers: dict[Judge, list[dict]]) -> None:
+    """Writes ``answers`` (per judge, fields of ``Answer``) as the run's verdicts, skipping
+    any (judge, pair, order) that has one (a batch run twice), as one INSERT from arrays:
+    ``bulk_create`` built a model per verdict, holding the worker process's interpreter lock
+    long enough to delay the calls on its event loop (docs/judges-runs.md, "Speed")."""
+    now = timezone.now()
+    rows = [
+        {**fields, "run_id": run_id, "judge_id": judge.pk, "created_at": now}
+        for judge, per_judge in answers.items()
+        for fields in per_judge
+    ]
+    names = ", ".join(f'"{field.column}"' for field in _VERDICT_FIELDS)
+    arrays = ", ".join(f"%s::{field.db_type(connection)}[]" for field in _VERDICT_FIELDS)
+    sql = (
+        f'INSERT INTO "{Verdict._meta.db_table}" ({names}) '
+        f"SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[row[field.attname] for row in rows] for field in _VERDICT_FIELDS])
+
+
+def _work_queue(work: list) -> str | None:
+    """The queue of a batch's judges (None when none of them is left)."""
+    judge = Judge.objects.filter(pk__in=[judge_id for judge_id, _ in work]).first()
+    return None if judge is None else judge.queue
+
+
+def _batch_claim(*, run: FilterRun, batch_id: int, owner: str, work: list) -> list:
+    """The work this task judges: its batch, unless another task claimed it first, and what
+    ``owner`` claimed in an earlier delivery (its process died). A batch whose row is gone
+    (a resume enqueued its work again) is judged as its message says."""
+    FilterRunBatch.objects.filter(pk=batch_id, run=run, owner="").update(
+        owner=owner, claimed_at=timezone.now()
+    )
+    held = FilterRunBatch.objects.filter(run=run, owner=owner).order_by("pk")
+    mine = [entry for batch in held.values_list("work", flat=True) for entry in batch]
+    if not FilterRunBatch.objects.filter(pk=batch_id).exists():
+        return [*work, *mine]
+    return mine
+
+
+def _batch_feeder(*, run: FilterRun, queue: str, owner: str, until: float):
+    """Pulls the run's next unclaimed batch of ``queue`` for ``owner``, until ``until``."""
+
+    def more() -> Work | None:
+        while time.monotonic() < until:
+            with transaction.atomic():
+                batch = (
+                    FilterRunBatch.objects.select_for_update(skip_locked=True)
+                    .filter(run=run, queue=queue, owner="")
+                    .order_by("pk")
+                    .only("pk", "work")
+                    .first()
+                )
+                if batch is None:
+                    return None
+                FilterRunBatch.objects.filter(pk=batch.pk).update(
+                    owner=owner, claimed_at=timezone.now()
+                )
+            work = _batch_work(run, batch.work)
+            if work is None:
+                return None
+            if work.todo:
+                return work
+        return None
+
+    return more
+
+
+def _batch_work(run: FilterRun, work: list) -> Work | None:
+    """The calls ``work`` still needs: each item without a verdict for (run, judge), each
+    (pair, order) built once for all its judges. None when a judge was disabled while the
+    batch waited: it is never called, and the run fails saying so (enabling it lets the run
+    resume)."""
     found = Judge.objects.in_bulk([judge_id for judge_id, _ in work])
-    judges = {found[judge_id]: items for judge_id, items in work if judge_id in found}
-    if run is None or not judges or run.status != Status.RUNNING:
-        return
+    judges: defaultdict[Judge, list] = defaultdict(list)
+    for judge_id, items in work:
+        if judge_id in found:
+            judges[found[judge_id]] += items
     if (disabled := disabled_judges_message(list(judges))) is not None:
-        # Disabled while its batches waited: never called; enabling it lets the run resume.
         filter_run_fail(run_id=run.pk, error=f"{disabled} Enable it and resume the run.")
-        return
+        return None
     calls_before = {judge.pk: batch_calls_before(items) for judge, items in judges.items()}
     pair_ids = {pk for before in calls_before.values() for pk, _ in before}
     done = set(
@@ -375,32 +545,7 @@ def filter_run_judge_batch(*, run_id: int, work: list, attempt: int = 1) -> None
                 shown[pk, order] = judge_item(pairs[pk], order, allow_tie=run.project.has_tie)
         if keys:
             todo[judge] = [shown[key] for key in keys]
-    if todo:
-
-        def record(answers: dict[Judge, list[dict]]) -> bool:
-            Verdict.objects.bulk_create(
-                [
-                    Verdict(run_id=run.pk, judge_id=judge.pk, **fields)
-                    for judge, rows in answers.items()
-                    for fields in rows
-                ],
-                ignore_conflicts=True,
-            )
-            return FilterRun.objects.filter(pk=run.pk, status=Status.RUNNING).exists()
-
-        calls = judges_call(todo=todo, calls_before=calls_before, attempt=attempt, record=record)
-        if calls.stopped:
-            return
-        if calls.retry:
-            _enqueue_batch(
-                run_id=run.pk,
-                queue=next(iter(calls.retry)).queue,
-                work=[[judge.pk, items] for judge, items in calls.retry.items()],
-                attempt=attempt + 1,
-                countdown=retry_countdown(attempt),
-            )
-            return
-    filter_run_finish_if_complete(run_id=run.pk)
+    return Work(todo, calls_before)
 
 
 def filter_run_finish_if_complete(*, run_id: int) -> bool:
@@ -439,6 +584,7 @@ def filter_run_finish(*, run: FilterRun) -> bool:
     )
     if not won:
         return False
+    FilterRunBatch.objects.filter(run=run).delete()
     run.refresh_from_db()
     names = dict(run.judges.values_list("pk", "name"))
     rows = verdict_rows(run)

@@ -120,6 +120,26 @@ def test_answers_are_recorded_as_they_come_in():
     assert recorded[-1][1] == 1
 
 
+def test_an_answer_that_comes_in_while_more_work_is_pulled_is_recorded():
+    with FakeOpenAI(verdict("1"), delay_s=0.1) as server:
+        judge = http_judge(server, "pulled", concurrency=4)
+        recorded: list[int] = []
+
+        def nothing_more_after_the_answer_is_in():
+            time.sleep(0.5)  # the call out is answered meanwhile
+            return None
+
+        calls = judges_call(
+            todo={judge: [item(pair_id=1)]},
+            calls_before={judge.pk: {}},
+            attempt=1,
+            record=lambda answers: recorded.extend(a["pair_id"] for a in answers[judge]) or True,
+            more=nothing_more_after_the_answer_is_in,
+        )
+    assert calls.retry == {}
+    assert recorded == [1]
+
+
 def test_a_recorder_that_says_stop_cancels_the_calls_still_out():
     with FakeOpenAI(slow_for("SLOW", 5.0)) as server:
         judge = http_judge(server, "stop", concurrency=8)
