@@ -455,7 +455,8 @@ def _retry_after_s(value: str | None) -> float | None:
 
 
 def _count(value) -> int | None:
-    return value if isinstance(value, int) and value >= 0 else None
+    # ``True`` is an int to Python, not a token count.
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _elapsed_ms(started: float) -> int:

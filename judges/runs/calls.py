@@ -219,6 +219,15 @@ def _collect(calls: _InFlight, *, attempt: int, record: Recorder, more: Feeder |
             else:
                 answers[judge].append(answer_fields(item, result, calls_made))
         if more is not None and calls.out <= calls.low:
+            # What is in is written first: a judge that answers in this thread (torch,
+            # offline) judges the pulled batch before ``start`` returns, and this batch's
+            # verdicts, and the check for a cancelled run, would wait for all of it.
+            if answers:
+                going = record(dict(answers))
+                answers.clear()
+                if not going:
+                    calls.cancel()
+                    return BatchCalls({}, stopped=True)
             work = more()
             if work is None:
                 more = None

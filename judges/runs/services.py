@@ -13,6 +13,7 @@ import random
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from itertools import zip_longest
 
 from django.conf import settings
@@ -276,9 +277,11 @@ def filter_run_cancel(*, run: FilterRun, actor=None) -> bool:
 
 def filter_run_fail(*, run_id: int, error: str) -> None:
     """Records an unexpected failure, so the run never hangs in "running"; it can resume."""
-    FilterRun.objects.filter(pk=run_id, status__in=ACTIVE).update(
+    failed = FilterRun.objects.filter(pk=run_id, status__in=ACTIVE).update(
         status=Status.FAILED, error=error[:2000], finished_at=timezone.now()
     )
+    if failed:  # its batches' rows go, as a finished run's do; resuming makes them anew
+        FilterRunBatch.objects.filter(run_id=run_id).delete()
 
 
 def expected_verdicts(run: FilterRun) -> int:
@@ -436,6 +439,21 @@ def filter_run_judge_batch(
 
 # Every column of a verdict but its id, in the order ``verdicts_write`` writes them.
 _VERDICT_FIELDS = [field for field in Verdict._meta.concrete_fields if not field.primary_key]
+_TEXTS = {"CharField", "TextField"}
+
+
+def _verdict_column(field) -> tuple[str, Callable[[object], object] | None]:
+    """A column's array type in ``verdicts_write`` and what its values are made into first.
+    psycopg refuses an array of mixed types (a backend's ``1`` beside ``0.5``, a server's
+    ``true`` as a token count), which ``bulk_create`` coerced field by field; and text goes
+    as ``text[]``, so that a value too long for its column is refused by the column, not cut
+    by the array's cast."""
+    kind = field.get_internal_type()
+    if kind in _TEXTS:
+        return "text", None
+    if kind.endswith("IntegerField"):
+        return field.db_type(connection), int
+    return field.db_type(connection), float if kind == "FloatField" else None
 
 
 def verdicts_write(*, run_id: int, answers: dict[Judge, list[dict]]) -> None:
@@ -449,14 +467,21 @@ def verdicts_write(*, run_id: int, answers: dict[Judge, list[dict]]) -> None:
         for judge, per_judge in answers.items()
         for fields in per_judge
     ]
+    columns = [_verdict_column(field) for field in _VERDICT_FIELDS]
     names = ", ".join(f'"{field.column}"' for field in _VERDICT_FIELDS)
-    arrays = ", ".join(f"%s::{field.db_type(connection)}[]" for field in _VERDICT_FIELDS)
+    arrays = ", ".join(f"%s::{array}[]" for array, _ in columns)
     sql = (
         f'INSERT INTO "{Verdict._meta.db_table}" ({names}) '
         f"SELECT * FROM unnest({arrays}) ON CONFLICT DO NOTHING"
     )
+    values = []
+    for field, (_, make) in zip(_VERDICT_FIELDS, columns, strict=True):
+        column = [row[field.attname] for row in rows]
+        if make is not None:
+            column = [None if value is None else make(value) for value in column]
+        values.append(column)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [[row[field.attname] for row in rows] for field in _VERDICT_FIELDS])
+        cursor.execute(sql, values)
 
 
 def _work_queue(work: list) -> str | None:

@@ -13,7 +13,7 @@ from django.db import connection
 from judges.backends.base import JudgeResult
 from judges.models import FilterRun, FilterRunBatch, Verdict
 from judges.runs import services as runs
-from tests.factories import JudgeFactory, PairFactory
+from tests.factories import FilterRunFactory, JudgeFactory, PairFactory
 from tests.judges.fake_openai import FakeOpenAI, by_marker
 from tests.judges.scripted import (  # noqa: F401 - celery_eager is a fixture
     canonical,
@@ -175,3 +175,54 @@ def test_tasks_running_at_once_never_claim_the_same_batch(monkeypatch, settings,
     assert run.status == FilterRun.Status.SUCCEEDED
     assert server.request_count == 12 * 2  # every batch judged by one task only
     assert len(keys(run)) == 12 * 2
+
+
+def test_verdicts_of_mixed_number_types_are_written_as_bulk_create_wrote_them(project):
+    """One INSERT from arrays: psycopg refuses an array of mixed types, so each number column
+    is made one type first (a backend's confidence ``1`` beside ``0.5``), and a text too long
+    for its column is refused, not cut by the array's cast."""
+    from django.db import DataError, transaction
+
+    judge = JudgeFactory(name="mixed")
+    pair = PairFactory(project=project)
+    run = FilterRunFactory(project=project, status=FilterRun.Status.RUNNING)
+
+    def fields(order: str, confidence, tokens) -> dict:
+        return {
+            "pair_id": pair.pk, "order": order, "outcome": "ok", "side": "A",
+            "confidence": confidence, "reasoning": "", "raw": "", "error": "", "attempts": 1,
+            "latency_ms": 12, "prompt_tokens": tokens, "completion_tokens": None,
+        }  # fmt: skip
+
+    runs.verdicts_write(
+        run_id=run.pk, answers={judge: [fields("AB", 1, 10), fields("BA", 0.5, 7.0)]}
+    )
+    written = dict(Verdict.objects.filter(run=run).values_list("order", "confidence"))
+    assert written == {"AB": 1.0, "BA": 0.5}
+    assert sorted(Verdict.objects.filter(run=run).values_list("prompt_tokens", flat=True)) == [
+        7,
+        10,
+    ]
+    other = PairFactory(project=project)
+    too_long = {**fields("ABC", 0.5, None), "pair_id": other.pk}
+    with pytest.raises(DataError), transaction.atomic():
+        runs.verdicts_write(run_id=run.pk, answers={judge: [too_long]})
+    assert not Verdict.objects.filter(pair=other).exists()
+
+
+def test_a_token_count_of_true_is_no_count():
+    from judges.backends.openai import _count
+
+    assert _count(True) is None
+    assert _count(12) == 12
+
+
+def test_a_failed_run_keeps_no_batch_rows(monkeypatch, project):
+    (judge,) = make_judges("failing")
+    PairFactory.create_batch(3, project=project, task="text")
+    run, sent = queued_run(monkeypatch, project, [judge])
+    assert FilterRunBatch.objects.filter(run=run).count() == len(sent) > 0
+    runs.filter_run_fail(run_id=run.pk, error="the worker died")
+    run.refresh_from_db()
+    assert run.status == FilterRun.Status.FAILED
+    assert not FilterRunBatch.objects.filter(run=run).exists()

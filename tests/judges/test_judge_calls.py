@@ -13,6 +13,7 @@ import pytest
 from annotation.models import PairStatus
 from judges import tasks
 from judges.backends import get_backend
+from judges.backends.base import JudgeResult
 from judges.backends.event_loop import event_loop_stop
 from judges.models import FilterRun, Verdict
 from judges.runs import services as runs
@@ -138,6 +139,39 @@ def test_an_answer_that_comes_in_while_more_work_is_pulled_is_recorded():
         )
     assert calls.retry == {}
     assert recorded == [1]
+
+
+def test_a_judge_answering_in_the_tasks_thread_has_its_verdicts_written_before_a_pull(
+    monkeypatch,
+):
+    """A torch or offline judge judges a pulled batch before ``start`` returns: the answers
+    already in are written first, not held for the whole next batch (a process killed during
+    it would lose them, and a cancel would wait)."""
+    from judges.runs.calls import Work
+    from tests.judges.scripted import make_judges, use_scripted_judges
+
+    use_scripted_judges(
+        monkeypatch, {"inline": lambda _: JudgeResult(outcome="ok", preferred="first")}
+    )
+    (judge,) = make_judges("inline")
+    recorded: list[int] = []
+    seen_at_pull: list[list[int]] = []
+
+    def more():
+        seen_at_pull.append(list(recorded))
+        if len(seen_at_pull) > 1:
+            return None
+        return Work(todo={judge: [item(pair_id=3), item(pair_id=4)]}, calls_before={judge.pk: {}})
+
+    judges_call(
+        todo={judge: [item(pair_id=1), item(pair_id=2)]},
+        calls_before={judge.pk: {}},
+        attempt=1,
+        record=lambda answers: recorded.extend(a["pair_id"] for a in answers[judge]) or True,
+        more=more,
+    )
+    assert seen_at_pull[0] == [1, 2]
+    assert sorted(recorded) == [1, 2, 3, 4]
 
 
 def test_a_recorder_that_says_stop_cancels_the_calls_still_out():
