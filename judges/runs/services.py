@@ -15,6 +15,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from itertools import zip_longest
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -442,7 +443,7 @@ _VERDICT_FIELDS = [field for field in Verdict._meta.concrete_fields if not field
 _TEXTS = {"CharField", "TextField"}
 
 
-def _verdict_column(field) -> tuple[str, Callable[[object], object] | None]:
+def _verdict_column(field) -> tuple[str, Callable[[Any], Any] | None]:
     """A column's array type in ``verdicts_write`` and what its values are made into first.
     psycopg refuses an array of mixed types (a backend's ``1`` beside ``0.5``, a server's
     ``true`` as a token count), which ``bulk_create`` coerced field by field; and text goes
@@ -451,9 +452,12 @@ def _verdict_column(field) -> tuple[str, Callable[[object], object] | None]:
     kind = field.get_internal_type()
     if kind in _TEXTS:
         return "text", None
+    make: Callable[[Any], Any] | None = None
     if kind.endswith("IntegerField"):
-        return field.db_type(connection), int
-    return field.db_type(connection), float if kind == "FloatField" else None
+        make = int
+    elif kind == "FloatField":
+        make = float
+    return field.db_type(connection), make
 
 
 def verdicts_write(*, run_id: int, answers: dict[Judge, list[dict]]) -> None:
