@@ -393,8 +393,12 @@ class _Server:
         self.pending: dict[int, Limits] = {}
         self.ended: dict[int, tuple[dict | BoundedError, Limits]] = {}
         self.failure: BoundedError | None = None
-        self.state = threading.Lock()  # guards the three above
-        self.reading = threading.Lock()  # one thread reads the answers at a time
+        self.state = threading.Lock()  # guards the three above and ``reader``
+        # One thread reads the server's answers at a time (``reader``); the others wait on
+        # ``changed``, told after each answer read, so a thread whose calls have ended returns
+        # at once even while the reader waits on a slow call of its own.
+        self.reader = False
+        self.changed = threading.Condition(self.state)
         ready = self._receive(time.monotonic() + _START_SECONDS)
         if ready != {"ready": True}:
             self.kill()
@@ -443,14 +447,23 @@ class _Server:
         """Waits for the ends of the calls ``ids`` (whichever thread reads them); gives
         them, in order, each with its call's limits."""
         while True:
-            with self.reading:
-                with self.state:
+            with self.state:
+                while True:
                     if all(call_id in self.ended for call_id in ids):
                         return [self.ended.pop(call_id) for call_id in ids]
+                    if not self.reader:
+                        self.reader = True
+                        break
+                    self.changed.wait()
+            try:
                 self._read_one()
+            finally:
+                with self.state:
+                    self.reader = False
+                    self.changed.notify_all()
 
     def _read_one(self) -> None:
-        """Reads the next end the server answers (the caller holds ``reading``)."""
+        """Reads the next end the server answers (the caller is the ``reader``)."""
         with self.state:
             walls = [each.wall_seconds for each in self.pending.values()]
         if not walls:
@@ -478,6 +491,7 @@ class _Server:
             for call_id, limits in self.pending.items():
                 self.ended[call_id] = (self.failure, limits)
             self.pending.clear()
+            self.changed.notify_all()
 
     def _send(self, message: dict) -> None:
         assert self.process.stdin is not None

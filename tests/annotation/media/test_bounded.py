@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -505,3 +506,19 @@ def test_a_worker_that_takes_imports_starts_a_media_server_in_each_pool_process(
     pool = {process.pid for process in psutil.Process(importer.process.pid).children()}
     assert {server.ppid() for server in servers(importer)} == pool
     assert servers(other) == []
+
+
+def test_a_finished_call_is_not_held_behind_another_threads_slow_one(tight):
+    """One thread waits on a slow call (a hostile file that runs to its wall limit) and reads
+    the server's answers meanwhile; another thread's quick call, once ended, returns at once
+    rather than when the reader next hears from the server."""
+    tight.ARBITER_MEDIA_WORKERS = 2
+    with bounded_submit(sleep, [((8.0,), {})], kind="image") as slow:
+        waiter = threading.Thread(target=slow.outcomes)
+        waiter.start()
+        time.sleep(1.0)  # the waiter is the reader now, waiting on the slow call
+        started = time.monotonic()
+        assert bounded_map(sleep, [((0.0,), {})], kind="image") == [None]
+        took = time.monotonic() - started
+        waiter.join()
+    assert took < 3.0, f"a call of 0 s took {took:.1f} s"
