@@ -206,7 +206,10 @@ class ArchiveParts:
                 raise ValueError(f"{part.path.name} holds {found} bytes, not {part.size}")
             padding = -part.size % tarfile.BLOCKSIZE
             crc = part.crc.result()
-            yield from stored_member(windows, size=part.size, padding=padding, crc=crc)
+            for piece in stored_member(windows, size=part.size, padding=padding, crc=crc):
+                if stop.is_set():  # within a long video too
+                    return
+                yield piece
 
     @classmethod
     def _write_pieces(cls, archive: Path, members: list, stop: threading.Event) -> None:
@@ -218,6 +221,9 @@ class ArchiveParts:
                 if len(batch) == _IOV_MAX:
                     _write_all(fd, batch)
             _write_all(fd, batch)
+        except BaseException:
+            stop.set()  # the hashing thread stops too, rather than hash the rest for nothing
+            raise
         finally:
             os.close(fd)
 

@@ -5,12 +5,14 @@ settings, reset after."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
 import os
 import random
 import tarfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -126,6 +128,41 @@ def test_the_archive_is_the_same_when_the_kernel_takes_short_writes(tmp_path, mo
         clip = archive.extractfile("r/videos/clip.mp4")
         assert clip is not None
         assert clip.read() == (folder / "videos" / "clip.mp4").read_bytes()
+
+
+def test_a_failed_write_stops_the_archives_hashing_too(tmp_path, monkeypatch):
+    """The disk full under the joining thread: the other thread stops hashing the archive's
+    bytes (within a file, not at its end) and the error is the write's."""
+    folder = tmp_path / "release"
+    (folder / "videos").mkdir(parents=True)
+    clip = folder / "videos" / "long.mp4"
+    clip.write_bytes(random.Random(5).randbytes(40 * BLOCK_BYTES))  # some 1,300 pieces
+
+    def disk_full(fd, pieces):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    hashed: list[int] = []
+    sha256 = hashlib.sha256
+
+    class SlowDigest:
+        def __init__(self):
+            self.digest = sha256()
+
+        def update(self, piece):
+            hashed.append(len(piece))
+            time.sleep(0.002)
+            self.digest.update(piece)
+
+        def hexdigest(self):
+            return self.digest.hexdigest()
+
+    monkeypatch.setattr("annotation.releases.archive.os.writev", disk_full)
+    monkeypatch.setattr("annotation.releases.archive.hashlib.sha256", SlowDigest)
+    with ArchiveParts(tmp_path / "parts", root="r") as parts:
+        parts.stored("videos/long.mp4", clip, clip.stat().st_size)
+        with pytest.raises(OSError, match="No space left"):
+            parts.write(tmp_path / "release.tar.gz")
+    assert 0 < len(hashed) < 1_000
 
 
 def test_a_stored_file_that_changed_size_fails_the_archive(tmp_path):
