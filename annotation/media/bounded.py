@@ -169,7 +169,13 @@ class BoundedBatch:
         return self._ends
 
     def close(self) -> None:
+        """Left before its outcomes were asked for (an import that failed or was cancelled
+        meanwhile), its calls not ended are cancelled: those waiting never start, those
+        running are killed. Then it waits for their ends and removes the folder."""
         try:
+            if self._ends is None:
+                with _LOCK:
+                    self._server.cancel(self._ids)
             self._wait()
         finally:
             shutil.rmtree(self._folder, ignore_errors=True)
@@ -442,6 +448,18 @@ class _Server:
             except (OSError, ValueError) as exc:  # ValueError: another thread killed it
                 self._fail(BoundedError(f"the media server stopped ({exc})"))
         return ids
+
+    def cancel(self, ids: list[int]) -> None:
+        """Asks the server to drop the calls ``ids`` not ended yet (the caller holds
+        ``_LOCK``): a waiting one is answered at once, a running one is killed."""
+        with self.state:
+            live = [call_id for call_id in ids if call_id in self.pending]
+        if not live:
+            return
+        try:
+            self._send({"cancel": live})
+        except (OSError, ValueError) as exc:  # ValueError: another thread killed it
+            self._fail(BoundedError(f"the media server stopped ({exc})"))
 
     def collect(self, ids: list[int]) -> list[tuple[dict | BoundedError, Limits]]:
         """Waits for the ends of the calls ``ids`` (whichever thread reads them); gives

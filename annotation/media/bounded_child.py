@@ -197,6 +197,17 @@ def _serve(parent: int) -> None:
                         break
                     request = pickle.loads(buffer[4 : 4 + size])
                     buffer = buffer[4 + size :]
+                    if "cancel" in request:  # calls whose caller left: never started, or killed
+                        dropped = set(request["cancel"])
+                        for queued in [r for r in waiting if r["id"] in dropped]:
+                            waiting.remove(queued)
+                            end = {"id": queued["id"], "status": None, "cpu": 0.0}
+                            answer({**end, "signal": signal.SIGKILL, "wall": False})
+                        for child in running.values():
+                            if child["request"]["id"] in dropped:
+                                with contextlib.suppress(ProcessLookupError):
+                                    os.kill(child["pid"], signal.SIGKILL)
+                        continue
                     # Loaded once here rather than in every child; a module that cannot be
                     # imported fails in the child, which reports it.
                     with contextlib.suppress(Exception):

@@ -522,3 +522,15 @@ def test_a_finished_call_is_not_held_behind_another_threads_slow_one(tight):
         took = time.monotonic() - started
         waiter.join()
     assert took < 3.0, f"a call of 0 s took {took:.1f} s"
+
+
+def test_a_batch_left_before_its_outcomes_cancels_its_calls(tight):
+    """An import that fails or is cancelled leaves the windows it handed over: their calls
+    are dropped (waiting ones never start, running ones are killed), not run to their wall
+    limit; the server goes on serving."""
+    tight.ARBITER_MEDIA_WORKERS = 1
+    started = time.monotonic()
+    with bounded_submit(sleep, [((20.0,), {}), ((20.0,), {}), ((20.0,), {})], kind="image"):
+        time.sleep(1.0)  # the first runs, the others wait
+    assert time.monotonic() - started < 5.0
+    assert bounded_map(sleep, [((0.0,), {})], kind="image") == [None]
