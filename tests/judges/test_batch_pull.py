@@ -12,6 +12,7 @@ from django.db import connection
 
 from judges.backends.base import JudgeResult
 from judges.models import FilterRun, FilterRunBatch, Verdict
+from judges.runs import batches
 from judges.runs import services as runs
 from tests.factories import FilterRunFactory, JudgeFactory, PairFactory
 from tests.judges.fake_openai import FakeOpenAI, by_marker
@@ -194,7 +195,7 @@ def test_verdicts_of_mixed_number_types_are_written_as_bulk_create_wrote_them(pr
             "latency_ms": 12, "prompt_tokens": tokens, "completion_tokens": None,
         }  # fmt: skip
 
-    runs.verdicts_write(
+    batches.verdicts_write(
         run_id=run.pk, answers={judge: [fields("AB", 1, 10), fields("BA", 0.5, 7.0)]}
     )
     written = dict(Verdict.objects.filter(run=run).values_list("order", "confidence"))
@@ -206,7 +207,7 @@ def test_verdicts_of_mixed_number_types_are_written_as_bulk_create_wrote_them(pr
     other = PairFactory(project=project)
     too_long = {**fields("ABC", 0.5, None), "pair_id": other.pk}
     with pytest.raises(DataError), transaction.atomic():
-        runs.verdicts_write(run_id=run.pk, answers={judge: [too_long]})
+        batches.verdicts_write(run_id=run.pk, answers={judge: [too_long]})
     assert not Verdict.objects.filter(pair=other).exists()
 
 
