@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import itertools
 import os
 import uuid
 from dataclasses import dataclass
@@ -49,16 +48,11 @@ from annotation.media.av_probe import (
     file_sha256,
     served_rate,
 )
+from annotation.media.av_samples import AudioPeaks, frame_samples
 from annotation.media.bounded import BoundedError
-from annotation.media.loudness import FRAME_BATCH_SAMPLES, FrameLoudness
+from annotation.media.loudness import FrameLoudness
 from annotation.models import Media
 
-# Number of maxima kept for an audio track's waveform, and decimals kept of each.
-WAVEFORM_PEAKS = 200
-_PEAK_DECIMALS = 3
-# Audio is summarised in blocks of this many seconds while decoding, then reduced to
-# WAVEFORM_PEAKS: memory stays small whatever the length.
-_PEAK_BLOCK_SECONDS = 0.01
 _POSTER_QUALITY = 90
 
 
@@ -72,6 +66,7 @@ X264_OPTIONS = {"preset": "veryfast", "crf": "16"}
 AUDIO_RATE = 48000
 AUDIO_BIT_RATE = 192_000
 AUDIO_LAYOUT = "stereo"
+_AUDIO_TIME_BASE = Fraction(1, AUDIO_RATE)
 # Keeps the AAC encoder from writing its name and version ("Lavc...") into the stream.
 _BITEXACT = {"flags": "+bitexact"}
 # FFmpeg's numbers for the BT.601 matrix (SMPTE 170M) and the two colour ranges.
@@ -183,7 +178,7 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int], encoder: _Encode
         # one per core in bounded children, and each thread's stack counts against the
         # child's memory limit, which then means what it says.
         stream.codec_context.thread_count = limits["threads"]
-    peaks = _Peaks(info.sample_rate or 1) if info.kind == Media.Kind.AUDIO else None
+    peaks = AudioPeaks(info.sample_rate or 1) if info.kind == Media.Kind.AUDIO else None
     loudness = FrameLoudness() if peaks is not None else None
     budget = DecodeBudget(limits)
     frames = {stream.index: 0 for stream in streams}
@@ -213,7 +208,7 @@ def _decode(container, info: AvInfo, *, limits: dict[str, int], encoder: _Encode
                 if encoder is not None:
                     encoder.audio(frame)
                 if peaks is not None and loudness is not None:
-                    samples = _as_float(frame.to_ndarray())
+                    samples = frame_samples(frame)
                     peaks.add(samples)
                     loudness.add(frame, samples)
     except AvMediaError:
@@ -415,7 +410,7 @@ class _Encoder:
                     np.concatenate([samples, samples]), format="fltp", layout=AUDIO_LAYOUT
                 )
                 piece.sample_rate = AUDIO_RATE
-            piece.pts, piece.time_base = self.samples_written, Fraction(1, AUDIO_RATE)
+            piece.pts, piece.time_base = self.samples_written, _AUDIO_TIME_BASE
             self.samples_written = (self.samples_written or 0) + piece.samples
             self._mux_audio(self.audio_out.encode(piece))
 
@@ -466,64 +461,6 @@ class _Encoder:
 
     def _fail(self, exc: BaseException):
         raise AvMediaError(f"cannot be re-encoded: {av_reason(exc)}") from None
-
-
-class _Peaks:
-    """The loudest |sample| per short block, across channels, gathered while decoding;
-    frames are reduced ``FRAME_BATCH_SAMPLES`` samples at a time (the blocks, and so the
-    peaks, are those frame by frame gives)."""
-
-    def __init__(self, sample_rate: int):
-        self.block = max(1, int(sample_rate * _PEAK_BLOCK_SECONDS))
-        self.blocks: list[float] = []
-        self.pending = np.zeros(0, dtype=np.float32)
-        self.frames: list[np.ndarray] = []
-        self.frame_samples = 0
-
-    def add(self, samples: np.ndarray) -> None:
-        """``samples``: a frame's ``to_ndarray()`` as floats in -1..1."""
-        if self.frames and self.frames[0].shape[0] != samples.shape[0]:
-            self._flush()  # the layout changed: frames of each are reduced on their own
-        self.frames.append(samples)
-        self.frame_samples += samples.shape[-1]
-        if self.frame_samples >= FRAME_BATCH_SAMPLES:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.frames:
-            return
-        values = np.abs(np.concatenate(self.frames, axis=-1))
-        self.frames, self.frame_samples = [], 0
-        # Planar layouts are (channels, samples); packed ones (1, samples * channels).
-        mono = values.max(axis=0) if values.ndim == 2 else values
-        data = np.concatenate([self.pending, mono])
-        whole = len(data) // self.block * self.block
-        if whole:
-            self.blocks.extend(data[:whole].reshape(-1, self.block).max(axis=1).tolist())
-        self.pending = data[whole:]
-
-    def reduced(self) -> list[float]:
-        self._flush()
-        blocks = self.blocks + ([float(self.pending.max())] if len(self.pending) else [])
-        if not blocks:
-            return []
-        count = min(WAVEFORM_PEAKS, len(blocks))
-        edges = np.linspace(0, len(blocks), count + 1).astype(int)
-        array = np.asarray(blocks, dtype=np.float32)
-        return [
-            round(min(1.0, float(array[start:end].max())), _PEAK_DECIMALS)
-            for start, end in itertools.pairwise(edges)
-            if end > start
-        ]
-
-
-def _as_float(samples: np.ndarray) -> np.ndarray:
-    if samples.dtype.kind == "f":
-        return samples.astype(np.float32, copy=False)
-    if samples.dtype.kind == "u":
-        bits = samples.dtype.itemsize * 8
-        return (samples.astype(np.float32) - 2 ** (bits - 1)) / 2 ** (bits - 1)
-    return samples.astype(np.float32) / float(np.iinfo(samples.dtype).max)
 
 
 @dataclass

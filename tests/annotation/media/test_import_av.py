@@ -112,16 +112,38 @@ def test_video_parts_are_probed_stored_and_given_a_poster(project, tmp_path, set
     assert served_path(mp4, settings).is_file()
 
 
+@pytest.mark.parametrize(
+    ("fmt", "layout"),
+    [("s16", "stereo"), ("s16p", "stereo"), ("fltp", "stereo"), ("flt", "mono"), ("u8", "5.1"),
+     ("u8p", "stereo"), ("s32", "stereo"), ("s32p", "mono"), ("dbl", "stereo"), ("dblp", "5.1")],
+)  # fmt: skip
+def test_a_frames_samples_are_those_of_to_ndarray_as_floats(fmt, layout):
+    from annotation.media.av_samples import _as_float, frame_samples
+
+    rng = np.random.default_rng(3)
+    channels = av.AudioLayout(layout).nb_channels
+    shape = (channels, 999) if fmt.endswith("p") else (1, 999 * channels)
+    kind = {"s16": np.int16, "u8": np.uint8, "s32": np.int32}.get(fmt.removesuffix("p"))
+    if kind is None:
+        data = rng.uniform(-1, 1, shape).astype(np.float32 if "flt" in fmt else np.float64)
+    else:
+        data = rng.integers(np.iinfo(kind).min, np.iinfo(kind).max, shape, dtype=kind)
+    frame = av.AudioFrame.from_ndarray(data, format=fmt, layout=layout)
+    ours, theirs = frame_samples(frame), _as_float(frame.to_ndarray())
+    assert ours.dtype == theirs.dtype == np.float32
+    assert np.array_equal(ours, theirs)
+
+
 def test_waveform_peaks_gathered_in_batches_are_those_of_each_10_ms_block():
     """Frames reduced many at a time give the peaks that the whole track taken at once
     gives: every 10 ms block's loudest sample, across channels, however frames cut it."""
-    from annotation.media.av_media import _Peaks
+    from annotation.media.av_samples import AudioPeaks
 
     rng = np.random.default_rng(7)
     rate = 44100
     track = (rng.random((2, rate * 3)) * 2 - 1).astype(np.float32)
     track *= np.linspace(0.01, 1, track.shape[1], dtype=np.float32)  # a rising envelope
-    peaks = _Peaks(rate)
+    peaks = AudioPeaks(rate)
     start = 0
     for size in itertools.cycle([1152, 1024, 333, 4096]):
         if start >= track.shape[1]:
