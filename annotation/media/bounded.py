@@ -405,6 +405,10 @@ class _Server:
         # at once even while the reader waits on a slow call of its own.
         self.reader = False
         self.changed = threading.Condition(self.state)
+        # Killed: the answers' pipe is closed then, or by the reader when it returns, never
+        # under it. A reader waits on the pipe's number; closed under it, the number could
+        # go to the next server's pipe, and the reader would take that server's answers.
+        self.killed = False
         ready = self._receive(time.monotonic() + _START_SECONDS)
         if ready != {"ready": True}:
             self.kill()
@@ -479,6 +483,9 @@ class _Server:
                 with self.state:
                     self.reader = False
                     self.changed.notify_all()
+                    closing = self.killed
+                if closing:
+                    self._close_answers()
 
     def _read_one(self) -> None:
         """Reads the next end the server answers (the caller is the ``reader``)."""
@@ -535,11 +542,21 @@ class _Server:
             data += chunk
 
     def kill(self) -> None:
-        """Kills the server; its children die with it (their parent-death signal)."""
+        """Kills the server; its children die with it (their parent-death signal). Its
+        answers' pipe is closed now, or by the thread reading it when that returns."""
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
         self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+        with self.state:
+            self.killed = True
+            reading = self.reader
+        if not reading:
+            self._close_answers()
+
+    def _close_answers(self) -> None:
+        if self.process.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.process.stdout.close()

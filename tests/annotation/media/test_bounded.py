@@ -9,8 +9,10 @@ import contextlib
 import ctypes
 import io
 import os
+import pickle
 import resource
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -534,3 +536,54 @@ def test_a_batch_left_before_its_outcomes_cancels_its_calls(tight):
         time.sleep(1.0)  # the first runs, the others wait
     assert time.monotonic() - started < 5.0
     assert bounded_map(sleep, [((0.0,), {})], kind="image") == [None]
+
+
+def test_a_killed_servers_pipe_is_not_closed_under_the_thread_reading_it(tight, monkeypatch):
+    """A thread waits on the server's answers, by the pipe's number, when the server is
+    killed (by another thread whose send failed, say). The pipe stays open until that reader
+    has seen its end, so its number cannot go to the next pipe opened (the next server's)
+    and the reader cannot take that pipe's bytes for its server's answers."""
+    from annotation.media import bounded
+
+    outcomes: list = []
+    errors: list[BaseException] = []
+
+    def wait(batch) -> None:
+        try:
+            outcomes.extend(batch.outcomes())
+        except BaseException as exc:
+            errors.append(exc)
+
+    stranger = pickle.dumps({"id": 10**9, "status": 0, "signal": 0, "cpu": 0.0})
+    pipes: list[tuple[int, int]] = []
+    with bounded_submit(sleep, [((30.0,), {})], kind="image") as slow:
+        server = bounded._SERVER
+        number = server.process.stdout.fileno()
+        waiter = threading.Thread(target=wait, args=(slow,))
+        waiter.start()
+        time.sleep(1.0)  # the waiter reads the pipe now
+        # The kill's signal comes last, so that pipes opened meanwhile take free numbers
+        # while the server is still alive (its input held open, it waits on its call).
+        held = os.dup(server.process.stdin.fileno())
+        with monkeypatch.context() as later:
+            later.setattr(server.process, "kill", lambda: None)
+            later.setattr(server.process, "wait", lambda *args, **kwargs: 0)
+            server.kill()
+        try:
+            for _ in range(16):  # the lowest free numbers, each with a stranger's answer
+                pipes.append(os.pipe())
+                os.write(pipes[-1][1], struct.pack("<I", len(stranger)) + stranger)
+            os.kill(server.process.pid, signal.SIGKILL)
+            waiter.join(10)
+        finally:
+            os.close(held)
+            for pair in pipes:
+                os.close(pair[0])
+                os.close(pair[1])
+            server.process.wait()
+    assert not waiter.is_alive()
+    assert errors == []
+    assert isinstance(outcomes[0], BoundedError)
+    assert all(number not in pair for pair in pipes)
+    assert server.process.stdout.closed  # by the reader, once it had seen the end
+    assert bounded_map(sleep, [((0.0,), {})], kind="image") == [None]  # a new server
