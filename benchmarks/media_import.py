@@ -364,8 +364,9 @@ class Worker:
 
         Read straight from /proc (each process's ``children``, ``statm`` and
         ``smaps_rollup``), a process's role once: the sampler shares the cores with the
-        import it measures, and psutil's walk of every process on the machine and of every
-        mapping took 0.6 to 0.8 s of CPU in a 4 s import, which the limit never pays."""
+        import it measures (the limit pays no such cost), and psutil's walk of every process
+        on the machine cost 2.75 ms a sample, now 0.17 ms (the PSS, read every 0.5 s, still
+        costs about 13 ms: the kernel walks each mapping)."""
         total = 0
         for pid in _descendants(self.process.pid):
             role = self._roles.get(pid) or self._role(pid)

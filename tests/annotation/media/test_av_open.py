@@ -42,9 +42,9 @@ def _cd_wav(path: Path, seconds: int) -> Path:
 
 
 def test_a_long_wav_opens_without_its_samples_being_probed(tmp_path):
-    """FFmpeg runs its codec probers over up to 5 MB of a CD-format WAV's samples, looking for
-    DTS or AC-3 carried as PCM (about 20 ms for this one); its header says all we need, so
-    the open costs a small fraction of that."""
+    """FFmpeg runs its codec probers over the first 32 packets of a 16-bit WAV's samples,
+    looking for DTS or AC-3 carried as PCM (about 20 ms for this one); its header says all
+    we need, so the open costs a small fraction of that."""
     path = _cd_wav(tmp_path / "long.wav", seconds=30)
     start = path.read_bytes()[:512]
     ours = _fastest(lambda: av_open_input(path, start))
