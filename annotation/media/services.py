@@ -23,6 +23,7 @@ from annotation.core import storage
 from annotation.media.av_media import av_outcome, av_prepare
 from annotation.media.av_probe import av_limits
 from annotation.media.bounded import BoundedError, bounded_call, bounded_map
+from annotation.media.copies import AV_KINDS
 from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
@@ -115,26 +116,6 @@ def _served(decoded: DecodedImage) -> ServedCopy:
     )
 
 
-_REBUILT_HERE = (Media.Kind.IMAGE, Media.Kind.MODEL3D)
-
-
-def image_copy_outdated(media: Media) -> bool:
-    """Whether ``media`` is an image or a 3D model whose served copy must be made (again): it
-    has none, or one an earlier version stripped rather than rebuilt (or, failing, left the
-    original)."""
-    return media.kind in _REBUILT_HERE and media.strip_result != Media.StripResult.REBUILT
-
-
-_AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
-
-
-def av_copy_outdated(media: Media) -> bool:
-    """Whether ``media`` is a video or audio clip whose served copy predates the re-encode
-    (a remux, which kept what the remux did not know): it is not served until
-    ``media_strip_metadata`` (``manage.py strip_media_metadata``) re-encodes it."""
-    return media.kind in _AV_KINDS and media.strip_result != Media.StripResult.REBUILT
-
-
 def served_copy_of_file(path: Path) -> ServedCopy:
     """In a bounded child: ``served_copy_make`` of the stored image at ``path``."""
     return served_copy_make(data=path.read_bytes())
@@ -159,7 +140,7 @@ def media_strip_metadata(*, media: Media, remake: bool = False) -> None:
     when it cannot be rebuilt (or hits a limit): the row then has no served copy, so nothing
     of it is served. Two calls at once for one file write the same file and the same values."""
     with storage.local_copy("media", media.relative_path) as original:
-        if media.kind in _AV_KINDS:
+        if media.kind in AV_KINDS:
             _av_reencode(media, original)
             return
         _rebuild(media, original, remake=remake)

@@ -29,12 +29,8 @@ from annotation.core import storage
 from annotation.core.access import get_project_for_user
 from annotation.core.downloads import handed_off_response, ranged_stored_response
 from annotation.core.media_keys import URL_KEY, media_etag
-from annotation.media.services import (
-    MediaError,
-    av_copy_outdated,
-    image_copy_outdated,
-    media_strip_metadata,
-)
+from annotation.media.copies import av_copy_outdated, image_copy_outdated
+from annotation.media.services import MediaError, media_strip_metadata
 from annotation.models import Media, ProjectMedia
 
 # The served copy never changes under its URL; the original may stop being sent at any time.

@@ -19,6 +19,7 @@ from typing import Any
 
 from annotation.core import storage
 from annotation.core.scratch import scratch_path
+from annotation.media.copies import image_copy_outdated
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
 from annotation.releases.archive import GZIP_THREADS, ArchiveParts, manifest_bytes, mapped_windows
@@ -88,14 +89,13 @@ class _MediaFiles:
             if self._original:
                 sha256, relative, fmt = media.sha256, media.relative_path, media.format
             else:
-                if media.strip_result != Media.StripResult.REBUILT:
-                    # Imported only for a copy that may need making (again): the media
-                    # module brings PyAV, its codecs and an HTTP client, a fifth of a second
-                    # and more of a build whose copies are all made.
-                    from annotation.media.services import image_copy_outdated, media_strip_metadata
+                if image_copy_outdated(media):
+                    # Imported only for a copy to make (again): the media module brings PyAV,
+                    # its codecs and an HTTP client, a fifth of a second and more of a build
+                    # whose copies are all made.
+                    from annotation.media.services import media_strip_metadata
 
-                    if image_copy_outdated(media):
-                        media_strip_metadata(media=media, remake=True)
+                    media_strip_metadata(media=media, remake=True)
                 relative = media.served_relative_path  # raises when there is still none
                 sha256 = media.served_sha256 or media.sha256
                 fmt = media.served_format or media.format
