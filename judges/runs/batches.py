@@ -74,12 +74,12 @@ def batch_claim(*, run: FilterRun, batch_id: int, owner: str, work: list) -> lis
     """The work this task judges: its batch, unless another task claimed it first, and what
     ``owner`` claimed in an earlier delivery (its process died). A batch whose row is gone
     (a resume enqueued its work again) is judged as its message says."""
-    FilterRunBatch.objects.filter(pk=batch_id, run=run, owner="").update(
+    claimed = FilterRunBatch.objects.filter(pk=batch_id, run=run, owner="").update(
         owner=owner, claimed_at=timezone.now()
     )
     held = FilterRunBatch.objects.filter(run=run, owner=owner).order_by("pk")
     mine = [entry for batch in held.values_list("work", flat=True) for entry in batch]
-    if not FilterRunBatch.objects.filter(pk=batch_id).exists():
+    if not claimed and not FilterRunBatch.objects.filter(pk=batch_id).exists():
         return [*work, *mine]
     return mine
 
