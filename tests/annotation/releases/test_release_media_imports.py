@@ -12,8 +12,8 @@ from tests.annotation.releases.test_release_media import _build, released  # noq
 def test_a_build_whose_copies_are_all_made_never_imports_the_media_module(
     project,
     dave,
-    released,
-    monkeypatch,  # noqa: F811
+    released,  # noqa: F811 - the fixture imported above
+    monkeypatch,
 ):
     assert not Media.objects.exclude(strip_result=Media.StripResult.REBUILT).exists()
     # Any import of it from here on fails.
