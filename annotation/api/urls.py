@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from annotation.agreement.api import adjudication
 from annotation.agreement.api import report as agreement
+from annotation.api.pair_actions import pair_action_view
 from annotation.audit import api as audit
 from annotation.core import url_converters  # noqa: F401 - registers <version:...>
 from annotation.core.routes import routes
@@ -25,17 +26,17 @@ urlpatterns = [
         # docs/import-format.md): a path, the longer route first.
         (
             "<slug:slug>/pairs/<path:external_id>/adjudicate/",
-            adjudication.AdjudicateApi.as_view(),
+            pair_action_view(adjudication.AdjudicateApi, "adjudicate"),
             "api-adjudicate",
         ),
         (
             "<slug:slug>/pairs/<path:external_id>/exclude/",
-            projects.PairExcludeApi.as_view(),
+            pair_action_view(projects.PairExcludeApi, "exclude"),
             "api-pair-exclude",
         ),
         (
             "<slug:slug>/pairs/<path:external_id>/include/",
-            projects.PairIncludeApi.as_view(),
+            pair_action_view(projects.PairIncludeApi, "include"),
             "api-pair-include",
         ),
         ("<slug:slug>/pairs/<path:external_id>/", projects.PairDetailApi.as_view(), "api-pair"),

@@ -265,3 +265,33 @@ def test_an_excluded_pair_leaves_every_figure(project, alice, bob, carol):
     out.refresh_from_db()
     assert (out.status, out.consensus_label) == (PairStatus.CONSENSUS, "A")
     assert figures() == before
+
+
+def test_a_pair_whose_id_ends_in_an_action_word_is_its_own_get(api_for, alice, eve, carol, project):
+    """A pair's id is a path: ``t2v/exclude`` is a pair whose GET shares its URL with the
+    exclusion of ``t2v``; the GET is the pair, the POST the action (docs/api.md, "Pairs")."""
+    for word in ("exclude", "include", "adjudicate"):
+        PairFactory(project=project, external_id=f"t2v/{word}")
+    PairFactory(project=project, external_id="t2v", status=PairStatus.QUEUED)
+    api = api_for(carol)
+    for word in ("exclude", "include", "adjudicate"):
+        shown = api.get(f"/api/v1/projects/demo/pairs/t2v/{word}/")
+        assert shown.status_code == 200, word
+        assert shown.json()["id"] == f"t2v/{word}"
+    assert api.get("/api/v1/projects/demo/pairs/t2v/nothing/exclude/").status_code == 404
+    excluded = api.post(
+        "/api/v1/projects/demo/pairs/t2v/exclude/exclude/", {"reason": "broken"}, format="json"
+    )
+    assert (excluded.status_code, excluded.json()["id"]) == (200, "t2v/exclude")
+    assert Pair.objects.get(external_id="t2v").status == PairStatus.QUEUED
+    # The GET is the pair endpoint's, with its access rule: an annotator is answered as for
+    # any other pair, an outsider finds nothing.
+    for user in (alice, eve):
+        plain = api_for(user).get("/api/v1/projects/demo/pairs/t2v/").status_code
+        assert plain in (403, 404)
+        assert api_for(user).get("/api/v1/projects/demo/pairs/t2v/exclude/").status_code == plain
+    assert api_for(eve).get("/api/v1/projects/demo/pairs/t2v/exclude/").status_code == 404
+    schema = api.get("/api/v1/schema/", HTTP_ACCEPT="application/json").json()
+    for word in ("exclude", "include", "adjudicate"):
+        action = schema["paths"][f"/api/v1/projects/{{slug}}/pairs/{{external_id}}/{word}/"]
+        assert set(action) - {"parameters"} == {"post"}, word
