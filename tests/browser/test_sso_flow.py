@@ -11,6 +11,7 @@ from django.core.cache import cache
 
 from config.sso import group_roles
 from tests.browser.conftest import page_errors
+from tests.totp_codes import current_code
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +54,7 @@ def test_sign_in_with_the_provider_then_set_up_two_factor_login(
     assert "Your role requires two-factor login" in page.inner_text("body")
     screenshot(page, "sso-totp-setup")
     totp = pyotp.TOTP(page.inner_text("#totp-secret"))
-    page.fill("#id_code", totp.now())
+    page.fill("#id_code", current_code(totp))
     page.click("text=Turn on")
     page.wait_for_selector("#mfa-state")
     assert page.inner_text("#mfa-state").startswith("On")
@@ -64,7 +65,7 @@ def test_sign_in_with_the_provider_then_set_up_two_factor_login(
     again = browser.new_context().new_page()
     _sign_in_at_provider(again, live_server, "lead-sub")
     again.wait_for_url(f"{live_server.url}/accounts/2fa/authenticate/")
-    again.fill("#id_code", totp.now())
+    again.fill("#id_code", current_code(totp))
     again.click("text=Sign in")
     again.wait_for_url(f"{live_server.url}/")
     again.goto(f"{live_server.url}/account/")
