@@ -30,6 +30,7 @@ from annotation.imports.fetch import FetchError, fetch_image_bytes
 from annotation.imports.validate import is_url
 from annotation.media.av_probe import av_limits
 from annotation.media.bounded import BoundedBatch, BoundedError, bounded_map
+from annotation.media.copies import AV_KINDS
 from annotation.media.glb import GlbError, glb_inspect
 from annotation.media.glb_rebuild import glb_rebuild
 from annotation.media.glb_render import glb_render_views
@@ -43,7 +44,6 @@ from annotation.media.services import (
 )
 from annotation.models import Media
 
-_AV_KINDS = (Media.Kind.VIDEO, Media.Kind.AUDIO)
 _IMAGE = "image"
 # Images checked one after the other in a child: starting a child costs more than checking
 # a small image (docs/operations.md, "Bounded media work").
@@ -277,7 +277,7 @@ class MediaStore:
                 continue
             if kind == Media.Kind.MODEL3D:
                 models[key] = (reference, path)
-            elif kind in _AV_KINDS and self.pool is not None:
+            elif kind in AV_KINDS and self.pool is not None:
                 av[key] = (reference, kind, path)
         batch = None
         if av and self.pool is not None:
