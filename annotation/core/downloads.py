@@ -155,6 +155,27 @@ def ranged_stored_response(
     )
 
 
+def ranged_body_response(
+    request: HttpRequest,
+    *,
+    size: Callable[[], int],
+    body: Callable[[int, int], Iterable[bytes]],
+    content_type: str,
+    filename: str | None = None,
+    etag_value: str | None = None,
+) -> HttpResponseBase:
+    """``ranged_file_response`` for bytes made as they are sent: ``size()`` of them, bytes
+    ``start`` to ``start + length`` given by ``body(start, length)``."""
+    return _ranged_response(
+        request,
+        size=size,
+        body=body,
+        content_type=content_type,
+        filename=filename,
+        etag_value=etag_value,
+    )
+
+
 def _ranged_response(
     request: HttpRequest,
     *,

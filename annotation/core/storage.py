@@ -15,10 +15,11 @@ holds its content hash), so no key can be looked up against public benchmark fil
 from __future__ import annotations
 
 import functools
+import io
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -210,6 +211,51 @@ def put_file(area: str, name: str, local_path: Path, *, move: bool = False) -> N
     _write_atomically(final, lambda partial: shutil.copyfile(local_path, partial))
     if move:
         local_path.unlink()
+
+
+class _ChunkReader(io.RawIOBase):
+    """An iterator of byte chunks as a binary file read from its start (an upload's body)."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = iter(chunks)
+        self._held = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._held:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._held = chunk
+        taken = self._held[: len(buffer)]
+        buffer[: len(taken)] = taken
+        self._held = self._held[len(taken) :]
+        return len(taken)
+
+
+def put_stream(area: str, name: str, chunks: Iterable[bytes]) -> None:
+    """Stores the bytes of ``chunks`` as ``name``, whole or not at all, never all in memory
+    (on the bucket a multipart upload as they come)."""
+    if is_s3():
+        from boto3.s3.transfer import TransferConfig
+
+        transfer = TransferConfig(multipart_threshold=_MULTIPART_BYTES, max_concurrency=1)
+        s3_client().upload_fileobj(
+            io.BufferedReader(_ChunkReader(chunks), buffer_size=1024 * 1024),
+            settings.ARBITER_S3_BUCKET,
+            bucket_key(area, name),
+            Config=transfer,
+        )
+        return
+
+    def write(partial: Path) -> None:
+        with open(partial, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+
+    _write_atomically(_local_path(area, name), write)
 
 
 def _write_atomically(final: Path, write: Callable[[Path], object]) -> None:

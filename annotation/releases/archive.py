@@ -6,36 +6,29 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import mmap
 import os
 import tarfile
-import threading
 import zlib
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from annotation.releases.compress import (
-    BLOCK_BYTES,
-    GzipMember,
-    gzip_member,
-    stored_crc,
-    stored_member,
-)
+from annotation.releases.compress import GzipMember, gzip_member
 from annotation.releases.formats import MEDIA_DIRS
+from annotation.releases.framing import (
+    FILE_MODE,
+    READ_BYTES,
+    ArchiveIndex,
+    FolderSource,
+    mapped_windows,
+    write_pieces,
+)
 from annotation.releases.read import MANIFEST
 from annotation.releases.writer import FileEntry
 
 MANIFEST_FORMAT = "arbiter-release/1"
 # Threads compressing the archive: a build is one task of a worker that may run others.
 GZIP_THREADS = max(1, min(4, os.cpu_count() or 1))
-_READ_BYTES = 1024 * 1024
-# Pieces given to one writev (Linux's IOV_MAX).
-_IOV_MAX = 1024
-# Files are mapped this many bytes at a time: a whole number of BLOCK_BYTES, as
-# ``stored_member`` takes them.
-_WINDOW_BYTES = 16 * BLOCK_BYTES
-_FILE_MODE = 0o644
 
 
 def manifest_bytes(
@@ -85,54 +78,22 @@ def stored_in_archive(relative: str) -> bool:
 
 
 class StoredPart:
-    """A media file's content in the archive: the ``size`` bytes of the file at ``path`` (its
-    file in the release folder), stored, read when the archive is joined; ``crc`` (the
-    trailer's) is taken on the archive's threads while the build goes on."""
+    """A media file's content in the archive: the ``size`` bytes of the release's file
+    ``relative``, stored; never copied at build (the archive reads it from the folder)."""
 
-    def __init__(self, path: Path, size: int, crc: Future[int]):
-        self.path = path
+    def __init__(self, size: int):
         self.size = size
-        self.crc = crc
         self.closed = True
-
-
-def mapped_windows(path: Path) -> Iterator[memoryview]:
-    """The bytes of the file at ``path`` in order, mapped read-only a window of
-    ``_WINDOW_BYTES`` at a time (the page cache's own pages, never copied into the process);
-    each window is unmapped once its last view is gone, so a process maps a few windows at
-    once whatever the size of a video."""
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        for offset in range(0, size, _WINDOW_BYTES):
-            length = min(_WINDOW_BYTES, size - offset)
-            window = mmap.mmap(handle.fileno(), length, offset=offset, access=mmap.ACCESS_READ)
-            yield memoryview(window)
-
-
-def _stored_crc(path: Path, padding: int) -> int:
-    return stored_crc(mapped_windows(path), padding=padding)
-
-
-def _write_all(fd: int, pieces: list) -> None:
-    """``pieces`` (at most ``_IOV_MAX``) written to ``fd`` in order, in as few system calls
-    as the kernel takes them; the list is emptied."""
-    first = 0
-    while first < len(pieces):
-        written = os.writev(fd, pieces[first:])
-        while first < len(pieces) and written >= len(pieces[first]):
-            written -= len(pieces[first])
-            first += 1
-        if written:
-            pieces[first] = memoryview(pieces[first])[written:]
-    pieces.clear()
 
 
 class ArchiveParts:
     """The members of a release's .tar.gz, made while its files are written (so compressing
-    overlaps building) and joined at the end: for each file in path order, a member with its
-    tar header and a member with its content; then one with the end-of-archive blocks. Every
-    member's bytes depend only on the file, so the archive does too. Tar headers: the file
-    under the ``root`` folder, mtime 0, owner 0:0 without names, mode 644."""
+    overlaps building): for each file in path order, a member with its tar header and a
+    member with its content; then one with the end-of-archive blocks. Every member's bytes
+    depend only on the file, so the archive does too. Tar headers: the file under the
+    ``root`` folder, mtime 0, owner 0:0 without names, mode 644. ``frame`` writes every
+    member but the media files' contents as the skeleton, with the index that places them
+    (``annotation.releases.framing``)."""
 
     def __init__(self, folder: Path, *, root: str, threads: int = GZIP_THREADS):
         self._folder = folder
@@ -158,93 +119,48 @@ class ArchiveParts:
         self._parts[relative] = part
         return part
 
-    def stored(self, relative: str, path: Path, size: int) -> None:
-        """``relative``'s member will be the ``size`` bytes of the file at ``path``, stored;
-        its CRC-32 is taken now, on the archive's threads."""
-        padding = -size % tarfile.BLOCKSIZE
-        self._parts[relative] = StoredPart(
-            path, size, self._pool.submit(_stored_crc, path, padding)
-        )
+    def stored(self, relative: str, size: int) -> None:
+        """``relative``'s member will be the release's file ``relative`` (``size`` bytes),
+        stored."""
+        self._parts[relative] = StoredPart(size)
 
     def _header(self, relative: str, size: int) -> bytes:
         info = tarfile.TarInfo(f"{self._root}/{relative}")
         info.size = size
         info.mtime = 0
-        info.mode = _FILE_MODE
+        info.mode = FILE_MODE
         info.uid = info.gid = 0
         info.uname = info.gname = ""
         return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
 
-    def _members(self) -> list[tuple[bytes, ArchivePart | StoredPart | None]]:
-        """Each file's header member with its part, in path order, then the end member."""
-        members: list[tuple[bytes, ArchivePart | StoredPart | None]] = []
+    def frame(self, skeleton: Path) -> tuple[ArchiveIndex, FileEntry]:
+        """Writes the skeleton (every part closed) to ``skeleton``: each file's header member,
+        each data file's member, the end member; returns the archive's index and the
+        skeleton's entry."""
+        index = ArchiveIndex()
         length = 0
-        for relative in sorted(self._parts):
-            part = self._parts[relative]
-            header = self._header(relative, part.size)
-            members.append((gzip_member(header), part))
-            length += len(header) + part.size + (-part.size % tarfile.BLOCKSIZE)
-        end = b"\0" * (2 * tarfile.BLOCKSIZE)
-        length += len(end)
-        members.append((gzip_member(end + b"\0" * (-length % tarfile.RECORDSIZE)), None))
-        return members
 
-    @staticmethod
-    def _pieces(members: list, stop: threading.Event) -> Iterator[bytes | memoryview]:
-        """The archive's bytes in order, each file's content mapped from it, not read."""
-        for header, part in members:
-            if stop.is_set():
-                return
-            yield header
-            if part is None:
-                continue
-            windows = mapped_windows(part.path)
-            if isinstance(part, ArchivePart):
-                yield from windows
-                continue
-            if (found := part.path.stat().st_size) != part.size:
-                raise ValueError(f"{part.path.name} holds {found} bytes, not {part.size}")
-            padding = -part.size % tarfile.BLOCKSIZE
-            crc = part.crc.result()
-            for piece in stored_member(windows, size=part.size, padding=padding, crc=crc):
-                if stop.is_set():  # within a long video too
-                    return
-                yield piece
+        def pieces() -> Iterator[bytes | memoryview]:
+            nonlocal length
+            for relative in sorted(self._parts):
+                part = self._parts[relative]
+                header = self._header(relative, part.size)
+                length += len(header) + part.size + (-part.size % tarfile.BLOCKSIZE)
+                member = gzip_member(header)
+                index.add_skeleton(len(member))
+                yield member
+                if isinstance(part, StoredPart):
+                    index.add_media(relative, part.size)
+                    continue
+                index.add_skeleton(part.path.stat().st_size)
+                yield from mapped_windows(part.path)
+            end = b"\0" * (2 * tarfile.BLOCKSIZE)
+            length += len(end)
+            member = gzip_member(end + b"\0" * (-length % tarfile.RECORDSIZE))
+            index.add_skeleton(len(member))
+            yield member
 
-    @classmethod
-    def _write_pieces(cls, archive: Path, members: list, stop: threading.Event) -> None:
-        fd = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _FILE_MODE)
-        try:
-            batch: list = []
-            for piece in cls._pieces(members, stop):
-                batch.append(piece)
-                if len(batch) == _IOV_MAX:
-                    _write_all(fd, batch)
-            _write_all(fd, batch)
-        except BaseException:
-            stop.set()  # the hashing thread stops too, rather than hash the rest for nothing
-            raise
-        finally:
-            os.close(fd)
-
-    def write(self, archive: Path) -> FileEntry:
-        """Joins the members (every part closed) into ``archive``: one thread writes the
-        archive's bytes while this one takes their sha256, each from the files' own pages
-        (hashlib and the kernel's copy let go of the GIL, so the two run at once)."""
-        members = self._members()
-        stop = threading.Event()
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-archive") as writer:
-            written = writer.submit(self._write_pieces, archive, members, stop)
-            digest, size = hashlib.sha256(), 0
-            try:
-                for piece in self._pieces(members, stop):
-                    digest.update(piece)
-                    size += len(piece)
-            except BaseException:
-                stop.set()
-                raise
-            written.result()
-        return FileEntry(digest.hexdigest(), size)
+        return index, FileEntry(*write_pieces(skeleton, pieces()))
 
 
 def _files(folder: Path) -> list[str]:
@@ -256,24 +172,25 @@ def _files(folder: Path) -> list[str]:
 
 def archive_write(folder: Path, archive: Path, *, root: str, work: Path) -> FileEntry:
     """``folder`` as one .tar.gz under the directory ``root`` (``work``: a scratch folder):
-    the same bytes a build writes for the same files."""
+    the same bytes a build's skeleton and index give for the same files."""
     with ArchiveParts(work, root=root) as parts:
         for relative in _files(folder):
             if stored_in_archive(relative):
-                parts.stored(relative, folder / relative, (folder / relative).stat().st_size)
+                parts.stored(relative, (folder / relative).stat().st_size)
                 continue
             part = parts.part(relative)
             with open(folder / relative, "rb") as handle:
-                while block := handle.read(_READ_BYTES):
+                while block := handle.read(READ_BYTES):
                     part.write(block)
             part.close()
-        return parts.write(archive)
+        index, _ = parts.frame(work / "skeleton")
+    return FileEntry(*write_pieces(archive, index.pieces(FolderSource(work / "skeleton", folder))))
 
 
 def file_digest(handle) -> FileEntry:
     """The sha256 and size of what is left to read in ``handle`` (a binary file)."""
     digest, size = hashlib.sha256(), 0
-    while block := handle.read(_READ_BYTES):
+    while block := handle.read(READ_BYTES):
         digest.update(block)
         size += len(block)
     return FileEntry(digest.hexdigest(), size)
@@ -354,7 +271,7 @@ def verify_archive(archive: Path, *, manifest_sha256: str | None = None) -> list
                 else:
                     found[relative] = file_digest(handle)
             # tarfile stops quietly at a damaged header: what is left must still decompress.
-            while stream.read(_READ_BYTES):
+            while stream.read(READ_BYTES):
                 pass
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         damaged = f"{archive.name}: not a readable .tar.gz ({exc})"

@@ -1,7 +1,7 @@
 """Building a release (docs/releases.md): the selected rows into each split's files, the
-media, the card, the manifest, then the archive, all in a temporary folder that replaces
-the release's folder and archive at the end (on the bucket: uploaded and verified), so no
-reader ever sees half a release."""
+media, the card, the manifest, then the archive's skeleton and index, all in a temporary
+folder that replaces the release's folder and skeleton at the end (on the bucket: uploaded
+and verified), so no reader ever sees half a release."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from annotation.core.scratch import scratch_path
 from annotation.media.copies import image_copy_outdated
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
 from annotation.releases import rows as release_rows
-from annotation.releases.archive import GZIP_THREADS, ArchiveParts, manifest_bytes, mapped_windows
+from annotation.releases.archive import GZIP_THREADS, ArchiveParts, manifest_bytes
 from annotation.releases.card import Statistics, render_card
 from annotation.releases.formats import (
     AV_KINDS,
@@ -31,10 +31,11 @@ from annotation.releases.formats import (
     mmrb2_record,
     table_rows,
 )
+from annotation.releases.framing import mapped_windows
 from annotation.releases.omni import omni_record
 from annotation.releases.read import MANIFEST
 from annotation.releases.selection import Selection, check_selection
-from annotation.releases.stored import release_store
+from annotation.releases.stored import AREA, index_name, release_store, skeleton_name
 from annotation.releases.writer import FileEntry, HashingFile, SplitFiles, release_tables
 
 Report = Callable[[int, int, str], None]
@@ -52,8 +53,7 @@ class BuildOutcome:
     statistics: dict[str, Any]
     card: str
     manifest_sha256: str
-    archive_sha256: str
-    archive_size: int
+    archive_size: int  # its sha256 is taken when the release is published
 
 
 class _MediaFiles:
@@ -122,10 +122,10 @@ class _MediaFiles:
 
     def placed(self, parts: ArchiveParts) -> dict[str, FileEntry]:
         """Every file's entry once it is in the folder, each added to ``parts`` as a stored
-        member, read from the folder when the archive is joined."""
+        member (the archive reads it from the folder)."""
         entries = {path: self._placed[path].result() for path in sorted(self._placed)}
         for path, entry in entries.items():
-            parts.stored(path, self._folder / path, entry.size)
+            parts.stored(path, entry.size)
         return entries
 
     def _place(self, path: str) -> FileEntry:
@@ -170,9 +170,9 @@ def check_media_hash(name: str, expected: str, found: str) -> None:
 
 
 class HashChecks:
-    """Media files hashed on threads of their own while the build goes on (the archive is
-    joined meanwhile); ``wait`` raises for the first whose bytes are not those its name
-    says, before the release is stored."""
+    """Media files hashed on threads of their own while the build goes on (the rows and the
+    card are written meanwhile); ``wait`` raises for the first whose bytes are not those its
+    name says, before the release is stored."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=GZIP_THREADS, thread_name_prefix="release-hash")
@@ -348,13 +348,13 @@ def remove_build_folders(folders: list[Path]) -> None:
 
 def build_release(*, release: Release, report: Report) -> BuildOutcome:
     """Builds ``release`` (not published: the caller moved it to building) in a work folder,
-    then stores its folder and archive: on local disk moved into place under
-    ARBITER_RELEASE_ROOT, in the bucket uploaded and read back (``stored.release_store``). A
-    work folder an earlier, killed build of this release left on disk is removed first: the
-    caller holds the build."""
+    then stores its folder and its archive's skeleton and index: on local disk moved into
+    place under ARBITER_RELEASE_ROOT, in the bucket uploaded and read back
+    (``stored.release_store``). A work folder an earlier, killed build of this release left on
+    disk is removed first: the caller holds the build."""
     selection = check_selection(release.selection)
     work = _work_folder(release)
-    folder, archive = work / "release", work / "release.tar.gz"
+    folder, skeleton = work / "release", work / "release.skeleton"
     collecting = gc.isenabled()
     try:
         folder.mkdir(parents=True)
@@ -377,20 +377,26 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
             if collecting:
                 gc.enable()
             report(total, total, "archive")
-            archived = parts.write(archive)
+            index, skeleton_entry = parts.frame(skeleton)
             checks.wait()
         if storage.is_s3():
             report(total, total, "storing")
             release_store(
                 release=release,
                 folder=folder,
-                archive=archive,
-                archive_sha256=archived.sha256,
+                skeleton=skeleton,
+                skeleton_sha256=skeleton_entry.sha256,
+                index=index.to_bytes(),
                 manifest_sha256=entries[MANIFEST].sha256,
             )
         else:
             _replace(folder, release.folder)
-            _replace(archive, release.archive_path)
+            root = storage.local_root(AREA)
+            os.replace(skeleton, root / skeleton_name(release))
+            storage.put_bytes(AREA, index_name(release), index.to_bytes())
+            # An archive an earlier build wrote whole: the release's archive is made from
+            # the index now.
+            release.archive_path.unlink(missing_ok=True)
     finally:
         if collecting:
             gc.enable()
@@ -401,8 +407,7 @@ def build_release(*, release: Release, report: Report) -> BuildOutcome:
         statistics=figures,
         card=card,
         manifest_sha256=entries[MANIFEST].sha256,
-        archive_sha256=archived.sha256,
-        archive_size=archived.size,
+        archive_size=index.size,
     )
 
 

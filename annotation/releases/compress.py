@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import struct
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future
 
 from isal import isal_zlib
@@ -123,14 +123,24 @@ def stored_crc(windows: Iterable, *, padding: int) -> int:
     return isal_zlib.crc32(b"\0" * padding, crc)
 
 
+def stored_member_size(size: int, padding: int) -> int:
+    """The length of ``stored_member``'s bytes for a file of ``size`` bytes and ``padding``."""
+    blocks = 0
+    for start in range(0, max(size, 1), BLOCK_BYTES):
+        length = min(BLOCK_BYTES, size - start) + (padding if start + BLOCK_BYTES >= size else 0)
+        blocks += max(1, -(-length // _STORED_BLOCK))
+    return len(_HEADER) + size + padding + 5 * blocks + 8
+
+
 def stored_member(
-    windows: Iterable[memoryview], *, size: int, padding: int, crc: int
+    windows: Iterable[memoryview], *, size: int, padding: int, crc: int | Callable[[], int]
 ) -> Iterator[bytes | memoryview]:
     """The ``size`` bytes of a file, given as ``windows`` (its mapped pages in order, each but
     the last a whole number of BLOCK_BYTES), then ``padding`` zero bytes, as one gzip member of
     stored deflate blocks, in pieces to be written or hashed in order: the header, each
     block's five bytes (a header byte, LEN, NLEN) and its bytes (slices of the windows, never
-    copied), the trailer with ``crc`` (``stored_crc``). Blocks hold at most 64 KiB and each
+    copied), the trailer with ``crc`` (``stored_crc``; or a call that gives it once the
+    windows are read). Blocks hold at most 64 KiB and each
     MiB of the file starts a new one, so the bytes depend only on the data. Raises
     ``ValueError`` when the windows do not hold ``size`` bytes."""
     yield _HEADER
@@ -145,7 +155,7 @@ def stored_member(
         raise ValueError(f"the file holds {done} bytes, not {size}")
     if not size:
         yield from _stored_blocks(memoryview(b""), padding, final=True)
-    yield struct.pack("<II", crc, (size + padding) & 0xFFFFFFFF)
+    yield struct.pack("<II", crc if isinstance(crc, int) else crc(), (size + padding) & 0xFFFFFFFF)
 
 
 def _stored_blocks(data: memoryview, padding: int, *, final: bool) -> Iterator[bytes | memoryview]:

@@ -14,7 +14,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
 from annotation.core import storage
-from annotation.core.downloads import ranged_file_response
+from annotation.core.downloads import ranged_body_response, ranged_file_response
 from annotation.core.errors import Conflict
 from annotation.core.spreadsheets import csv_stream_response
 from annotation.models import Release
@@ -22,6 +22,7 @@ from annotation.releases.files import content_type_for, release_file
 from annotation.releases.read import ReleaseRow
 from annotation.releases.selectors import release_rows
 from annotation.releases.stored import AREA, archive_name, presigned_download
+from annotation.releases.stored_archive import archive_index, archive_source
 
 IMAGE_MARK = "[image]"
 HEADER = (
@@ -94,8 +95,21 @@ def check_downloadable(release: Release) -> None:
 
 
 def release_archive_response(request: HttpRequest, release: Release) -> HttpResponseBase:
-    """The release's .tar.gz; its ETag is the archive's sha256."""
+    """The release's .tar.gz; its ETag is the archive's sha256. From local disk it is made
+    from the release's skeleton, index and folder as it is sent (a release built before that
+    serves its archive file); on the bucket, publishing stored it as one object."""
     check_downloadable(release)
+    index = None if storage.is_s3() else archive_index(release)
+    if index is not None:
+        source = archive_source(release)
+        return ranged_body_response(
+            request,
+            size=lambda: index.size,
+            body=lambda start, length: index.chunks(source, start=start, length=length),
+            content_type="application/gzip",
+            filename=release.archive_name,
+            etag_value=release.archive_sha256,
+        )
     return _stored_file_response(
         request,
         archive_name(release),

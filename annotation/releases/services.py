@@ -44,6 +44,7 @@ from annotation.models import (
 from annotation.releases.rows import selection_is_empty
 from annotation.releases.selection import Selection, check_selection, describe_selection
 from annotation.releases.stored import verify_stored
+from annotation.releases.stored_archive import archive_publish
 
 Status = Release.Status
 # From where a build may start: never a published release, never one already building.
@@ -175,7 +176,8 @@ def release_build(
     claimed: bool = False,
     redelivered: bool = False,
 ) -> Release:
-    """Builds the release now: its folder and .tar.gz under ARBITER_RELEASE_ROOT, its
+    """Builds the release now: its folder and its archive's skeleton and index (the archive's
+    sha256 is taken when it is published) under ARBITER_RELEASE_ROOT, its
     statistics, card and manifest hash on the row. ``claimed``: the caller is the Celery task,
     which builds only a queued release (or, ``redelivered``, one its killed worker left
     building), counting the attempt first and quarantining a build out of attempts;
@@ -212,7 +214,7 @@ def release_build(
             statistics=outcome.statistics,
             card=outcome.card,
             manifest_sha256=outcome.manifest_sha256,
-            archive_sha256=outcome.archive_sha256,
+            archive_sha256="",  # taken when it is published
             archive_size=outcome.archive_size,
             build_finished_at=timezone.now(),
             progress_at=timezone.now(),
@@ -352,9 +354,10 @@ def _verify(release: Release) -> list[str]:
 @transaction.atomic
 def release_publish(*, release: Release, user) -> Release:
     """Publishes a built release for good: its files are verified against the manifest hash
-    recorded at build time, then it is frozen (no save, update or delete ever again, by any
-    code). Conflict when it is not built or its files no longer verify. The caller checked
-    that ``user`` may publish (curators and researchers of the project)."""
+    recorded at build time, its archive's sha256 is taken (on the bucket the archive is
+    stored then), then it is frozen (no save, update or delete ever again, by any code).
+    Conflict when it is not built or its files no longer verify. The caller checked that
+    ``user`` may publish (curators and researchers of the project)."""
     locked = Release.objects.select_for_update().get(pk=release.pk)
     if locked.status != Status.BUILT:
         raise Conflict(
@@ -366,8 +369,11 @@ def release_publish(*, release: Release, user) -> Release:
             f"Release {locked.version} does not match its manifest ({'; '.join(problems[:5])});"
             " build it again."
         )
+    archived = archive_publish(locked)
     Release.objects.filter(pk=locked.pk, status=Status.BUILT).update(
         status=Status.PUBLISHED,
+        archive_sha256=archived.sha256,
+        archive_size=archived.size,
         published_at=timezone.now(),
         published_by=user if getattr(user, "is_authenticated", False) else None,
     )
@@ -378,6 +384,10 @@ def release_publish(*, release: Release, user) -> Release:
         action="release.published",
         target=release,
         before={"status": Status.BUILT},
-        after={"status": Status.PUBLISHED, "manifest_sha256": release.manifest_sha256},
+        after={
+            "status": Status.PUBLISHED,
+            "manifest_sha256": release.manifest_sha256,
+            "archive_sha256": release.archive_sha256,
+        },
     )
     return release

@@ -31,7 +31,19 @@ def file_name(release: Release, relative: str) -> str:
 
 
 def archive_name(release: Release) -> str:
+    """The .tar.gz as a file: on the bucket from publishing on (downloads are presigned),
+    and a release built before the archive was made on download (docs/releases.md)."""
     return f"{release.project.slug}/{release.archive_name}"
+
+
+def skeleton_name(release: Release) -> str:
+    """The archive's bytes that are not media files' (``framing``)."""
+    return f"{archive_name(release)}.skeleton"
+
+
+def index_name(release: Release) -> str:
+    """The archive's index: where each media file's member goes (``framing``)."""
+    return f"{archive_name(release)}.index.json"
 
 
 @dataclass(frozen=True)
@@ -94,22 +106,33 @@ class StoreFailed(RuntimeError):
 
 
 def release_store(
-    *, release: Release, folder: Path, archive: Path, archive_sha256: str, manifest_sha256: str
+    *,
+    release: Release,
+    folder: Path,
+    skeleton: Path,
+    skeleton_sha256: str,
+    index: bytes,
+    manifest_sha256: str,
 ) -> None:
-    """Uploads the built ``folder`` and ``archive`` (a local work folder) as ``release``'s
-    files, each read back and checked against the manifest's hash (the archive against
-    ``archive_sha256``), then removes files of an earlier build no longer listed.
-    StoreFailed names a file that came back different."""
+    """Uploads the built ``folder`` and the archive's ``skeleton`` (in a local work folder)
+    and ``index`` as ``release``'s files, each read back and checked against the manifest's
+    hash (the skeleton against ``skeleton_sha256``), then removes files of an earlier build no
+    longer listed, and its archive (publishing makes the archive again). StoreFailed names a
+    file that came back different."""
     manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     expected = {name: entry["sha256"] for name, entry in manifest["files"].items()}
     expected[MANIFEST] = manifest_sha256
     uploads = [(file_name(release, name), folder / name, sha) for name, sha in expected.items()]
-    uploads.append((archive_name(release), archive, archive_sha256))
+    uploads.append((skeleton_name(release), skeleton, skeleton_sha256))
     for name, path, sha256 in uploads:
         storage.put_file(AREA, name, path)
         stored, _ = stored_sha256(name)
         if stored != sha256:
             raise StoreFailed(f"{name} was stored as sha256 {stored}, not {sha256}")
+    storage.put_bytes(AREA, index_name(release), index)
+    if storage.read_bytes(AREA, index_name(release)) != index:
+        raise StoreFailed(f"{index_name(release)} was stored with other bytes")
+    storage.delete(AREA, archive_name(release))
     _remove_unlisted(release, set(expected))
 
 

@@ -3,20 +3,19 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from annotation.core import storage
 from annotation.core.errors import DomainError
 from annotation.management.progress import TerminalProgress
 from annotation.management.projects import ProjectCommand
 from annotation.releases.files import release_manifest
 from annotation.releases.selection import DEFAULT_SPLITS
 from annotation.releases.services import release_build, release_create, release_publish
-from annotation.releases.stored import AREA, archive_name, file_name, location, release_copy_out
+from annotation.releases.stored import file_name, location, release_copy_out
+from annotation.releases.stored_archive import archive_write_out
 
 _STAGES = {"reading": "pairs", "images": "images", "card": "card", "archive": "archive"}
 
@@ -131,7 +130,11 @@ class Command(ProjectCommand):
             f"{stats['ensemble_removed']} pairs removed as easy by the judge ensemble"
         )
         write(f"  folder:   {location(file_name(release, ''))}")
-        write(f"  archive:  {location(archive_name(release))} ({release.archive_size:,} bytes)")
+        sha = release.archive_sha256 or "taken when it is published"
+        write(
+            f"  archive:  {release.archive_name} ({release.archive_size:,} bytes, made from the"
+            f" folder as it is read; sha256 {sha})"
+        )
         write(f"  manifest: sha256 {release.manifest_sha256}")
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
@@ -139,6 +142,5 @@ class Command(ProjectCommand):
             if folder.exists():
                 raise CommandError(f"--out: {folder} exists already; the release is built")
             release_copy_out(release, folder, release_manifest(release))
-            with storage.local_copy(AREA, archive_name(release)) as archive:
-                shutil.copyfile(archive, out / release.archive_name)
+            archive_write_out(release, out / release.archive_name)
             write(f"  copied to {folder} and {out / release.archive_name}")

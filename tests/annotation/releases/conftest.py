@@ -5,12 +5,16 @@ pairs each. Shared by the release tests."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 from django.utils import timezone
 from PIL import Image
 
 from annotation.core.content import image_part, text_part
 from annotation.models import Adjudication, PairStatus, PriorAnnotation
 from annotation.releases.services import release_build, release_create
+from annotation.releases.stored_archive import archive_index, archive_source, archive_write_out
 from tests.annotation.agreement.conftest import vote
 from tests.annotation.queue.conftest import annotator, make_image
 from tests.factories import PairFactory, make_prompt, make_response
@@ -146,3 +150,20 @@ def releasable_project(project, alice, bob, carol):
 def built_release(project, user, version: str = "1.0.0", **selection):
     release = release_create(project=project, version=version, selection=selection, user=user)
     return release_build(release=release)
+
+
+def archive_file(release, folder: Path) -> Path:
+    """The release's .tar.gz as its downloads give it, written into ``folder``."""
+    target = folder / release.archive_name
+    archive_write_out(release, target)
+    return target
+
+
+def archive_sha256(release) -> str:
+    """The sha256 of the release's .tar.gz as its downloads give it (a built release records
+    it only once published)."""
+    index = archive_index(release)
+    digest = hashlib.sha256()
+    for piece in index.pieces(archive_source(release)):
+        digest.update(piece)
+    return digest.hexdigest()

@@ -23,4 +23,8 @@ def test_creating_and_publishing_a_release_are_audited(filled, dave):
     assert created.after == {"version": "1.0.0", "selection": release.selection}
     assert (published.action, published.target_label) == ("release.published", "demo@1.0.0")
     assert published.before == {"status": "built"}
-    assert published.after == {"status": "published", "manifest_sha256": release.manifest_sha256}
+    assert published.after == {
+        "status": "published",
+        "manifest_sha256": release.manifest_sha256,
+        "archive_sha256": release.archive_sha256,
+    }

@@ -23,6 +23,7 @@ from annotation.releases.services import (
     release_builds_fail_stalled,
     release_create,
 )
+from annotation.releases.stored_archive import archive_index
 from tests.celery_worker import database_url_for_tests
 from tests.factories import PairFactory, ReleaseFactory
 from tests.job_deaths import deliver, die
@@ -73,7 +74,7 @@ def test_the_sweep_removes_the_folders_of_builds_no_longer_running(
     assert not left_by_deleted.exists()
     assert in_use.exists()
     assert failed.folder.is_dir()
-    assert failed.archive_path.is_file()
+    assert archive_index(failed) is not None
 
 
 def _terminate(backend_pid: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -48,7 +49,9 @@ def test_create_release_builds_publishes_and_copies_out(filled, tmp_path, capsys
     assert release.manifest_sha256 in printed
     copied = out / "demo-1.2.3"
     assert json.loads((copied / "manifest.json").read_text())["splits"]
-    assert (out / "demo-1.2.3.tar.gz").read_bytes() == release.archive_path.read_bytes()
+    copied_archive = (out / "demo-1.2.3.tar.gz").read_bytes()
+    assert hashlib.sha256(copied_archive).hexdigest() == release.archive_sha256
+    assert len(copied_archive) == release.archive_size
     call_command("verify_release", str(copied))
     call_command("verify_release", str(out / "demo-1.2.3.tar.gz"))
     assert "matches its manifest" in capsys.readouterr().out

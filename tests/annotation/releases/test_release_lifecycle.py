@@ -23,7 +23,9 @@ from annotation.releases.services import (
     release_create,
     release_publish,
 )
+from annotation.releases.stored_archive import archive_index
 from annotation.tasks import release_build_run
+from tests.annotation.releases.conftest import archive_file
 from tests.factories import PairFactory, ProjectFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -105,11 +107,14 @@ def test_a_version_is_unique_in_its_project(project, decided, other_project, dav
     release_create(project=other_project, version="1.0.0", selection={}, user=dave)
 
 
-def test_a_build_records_its_progress_and_results(built):
+def test_a_build_records_its_progress_and_results(built, tmp_path):
     assert built.status == Release.Status.BUILT
     assert (built.rows_done, built.rows_total, built.percent, built.stage) == (3, 3, 100, "done")
     assert built.build_started_at <= built.build_finished_at
-    assert built.archive_path.stat().st_size == built.archive_size
+    # The archive is made from the folder when read; its sha256 is taken at publishing.
+    assert not built.archive_path.exists()
+    assert archive_file(built, tmp_path).stat().st_size == built.archive_size
+    assert built.archive_sha256 == ""
     assert len(built.manifest_sha256) == 64
     assert built.card.startswith("---\n")
 
@@ -250,7 +255,7 @@ def test_a_real_worker_builds_a_queued_release(celery_worker_process):
         time.sleep(0.25)
     assert release.status == Release.Status.BUILT, release.error
     assert release.pair_count == 4
-    assert release.archive_path.is_file()
+    assert archive_index(release) is not None
     manifest = release.manifest_sha256
     release_build_run(release.pk)  # the same task delivered again: the release is built
     release.refresh_from_db()

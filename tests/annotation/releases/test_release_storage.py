@@ -26,7 +26,7 @@ from annotation.models import Release
 from annotation.releases.selectors import release_rows
 from annotation.releases.services import release_publish
 from judges.reward_model.data import release_pairs
-from tests.annotation.releases.conftest import built_release
+from tests.annotation.releases.conftest import archive_sha256, built_release
 
 pytestmark = pytest.mark.django_db
 
@@ -54,22 +54,33 @@ def test_a_release_is_stored_in_the_bucket_and_verified_and_nothing_stays_on_dis
     keys = in_bucket.keys("releases")
     base = f"{in_bucket.prefix}/releases/{filled.slug}"
     assert f"{base}/{release.version}/manifest.json" in keys
-    assert f"{base}/{release.archive_name}" in keys
+    # The archive is stored at publishing: a build stores its skeleton and index.
+    assert f"{base}/{release.archive_name}" not in keys
+    assert f"{base}/{release.archive_name}.skeleton" in keys
+    assert f"{base}/{release.archive_name}.index.json" in keys
     manifest = json.loads(storage.read_bytes("releases", f"{filled.slug}/1.0.0/manifest.json"))
     assert manifest["files"]
     for name, entry in manifest["files"].items():
         data = storage.read_bytes("releases", f"{filled.slug}/1.0.0/{name}")
         assert hashlib.sha256(data).hexdigest() == entry["sha256"], name
-    archive = storage.read_bytes("releases", f"{filled.slug}/{release.archive_name}")
-    assert hashlib.sha256(archive).hexdigest() == release.archive_sha256
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        assert any(member.name.endswith("manifest.json") for member in tar)
     assert any(name.startswith("images/") for name in manifest["files"])
     assert _local_files() == []
     # Read back from the bucket: its rows and the reward model's training data.
     assert len(list(release_rows(release))) == release.pair_count
     assert release_pairs(release).pairs
-    assert release_publish(release=release, user=dave).status == Release.Status.PUBLISHED
+    published = release_publish(release=release, user=dave)
+    assert published.status == Release.Status.PUBLISHED
+    archive = storage.read_bytes("releases", f"{filled.slug}/{release.archive_name}")
+    assert hashlib.sha256(archive).hexdigest() == published.archive_sha256
+    assert len(archive) == published.archive_size
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        images = [m for m in tar if m.name.startswith(f"{filled.slug}/images/")]
+        assert any(member.name.endswith("manifest.json") for member in tar)
+        assert images
+        name = images[0].name.split("/", 1)[1]
+        stored = storage.read_bytes("releases", f"{filled.slug}/1.0.0/{name}")
+        assert tar.extractfile(images[0]).read() == stored
+    assert _local_files() == []
 
 
 def test_a_file_changed_in_the_bucket_stops_publishing(filled, dave, in_bucket):
@@ -87,8 +98,12 @@ def test_a_rebuild_leaves_no_file_of_the_earlier_build(filled, dave, in_bucket):
     storage.put_bytes("releases", stray, b"old")
     from annotation.releases.services import release_build
 
+    # An archive stored by an earlier publishing attempt (or an older build) goes too: the
+    # release's archive is made from its new skeleton when it is published.
+    storage.put_bytes("releases", f"{filled.slug}/{release.archive_name}", b"old archive")
     release_build(release=release)
     assert not storage.exists("releases", stray)
+    assert not storage.exists("releases", f"{filled.slug}/{release.archive_name}")
 
 
 def test_researchers_download_through_a_short_presigned_url_after_the_access_check(
@@ -142,4 +157,8 @@ def test_the_command_line_copies_a_stored_release_out(filled, dave, in_bucket, t
     data = (copied / "manifest.json").read_bytes()
     assert hashlib.sha256(data).hexdigest() == release.manifest_sha256
     archive = (out / release.archive_name).read_bytes()
-    assert hashlib.sha256(archive).hexdigest() == release.archive_sha256
+    assert release.archive_sha256 == ""  # built, not published
+    assert hashlib.sha256(archive).hexdigest() == archive_sha256(release)
+    assert len(archive) == release.archive_size
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        assert tar.extractfile(f"{filled.slug}/manifest.json").read() == data

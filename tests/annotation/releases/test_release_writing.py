@@ -5,14 +5,13 @@ settings, reset after."""
 
 from __future__ import annotations
 
-import errno
 import gzip
 import hashlib
 import io
+import json
 import os
 import random
 import tarfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,7 +26,9 @@ from annotation.releases.compress import (
     gzip_member,
     stored_crc,
     stored_member,
+    stored_member_size,
 )
+from annotation.releases.framing import INDEX_FORMAT, ArchiveIndex, FolderSource
 from annotation.releases.rows import release_pairs
 from annotation.releases.selection import check_selection
 from annotation.releases.writer import ROW_GROUP_ROWS, HashingFile, TableFiles, preference_table
@@ -108,17 +109,16 @@ def _folder_with_media(root: Path) -> Path:
 
 
 def test_the_archive_is_the_same_when_the_kernel_takes_short_writes(tmp_path, monkeypatch):
-    """The joining thread writes whatever part of its pieces the kernel did not take, and a
-    file mapped a block at a time gives the same bytes; the sha256 the other thread took is
-    the file's."""
+    """The writer writes whatever part of its pieces the kernel did not take, and a file
+    mapped a block at a time gives the same bytes; the sha256 taken is the file's."""
     folder = _folder_with_media(tmp_path)
     whole = archive_write(folder, tmp_path / "whole.tar.gz", root="r", work=tmp_path / "w1")
     assert whole.sha256 == hashlib.sha256((tmp_path / "whole.tar.gz").read_bytes()).hexdigest()
     assert whole.size == (tmp_path / "whole.tar.gz").stat().st_size
-    monkeypatch.setattr("annotation.releases.archive._WINDOW_BYTES", BLOCK_BYTES)
+    monkeypatch.setattr("annotation.releases.framing._WINDOW_BYTES", BLOCK_BYTES)
     writev = os.writev
     monkeypatch.setattr(
-        "annotation.releases.archive.os.writev",
+        "annotation.releases.framing.os.writev",
         lambda fd, pieces: writev(fd, [memoryview(b"".join(map(bytes, pieces)))[:40_000]]),
     )
     short = archive_write(folder, tmp_path / "short.tar.gz", root="r", work=tmp_path / "w2")
@@ -130,56 +130,89 @@ def test_the_archive_is_the_same_when_the_kernel_takes_short_writes(tmp_path, mo
         assert clip.read() == (folder / "videos" / "clip.mp4").read_bytes()
 
 
-def test_a_failed_write_stops_the_archives_hashing_too(tmp_path, monkeypatch):
-    """The disk full under the joining thread: the other thread stops hashing the archive's
-    bytes (within a file, not at its end) and the error is the write's."""
-    folder = tmp_path / "release"
-    (folder / "videos").mkdir(parents=True)
-    clip = folder / "videos" / "long.mp4"
-    clip.write_bytes(random.Random(5).randbytes(40 * BLOCK_BYTES))  # some 1,300 pieces
-
-    hashed: list[int] = []
-
-    def disk_full(fd, pieces):
-        # The disk fills once the hashing is under way, so the test shows it stopping mid-file
-        # (a write failing at once could beat the hasher's first piece).
-        deadline = time.monotonic() + 10
-        while len(hashed) < 10 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    sha256 = hashlib.sha256
-
-    class SlowDigest:
-        def __init__(self):
-            self.digest = sha256()
-
-        def update(self, piece):
-            hashed.append(len(piece))
-            time.sleep(0.002)
-            self.digest.update(piece)
-
-        def hexdigest(self):
-            return self.digest.hexdigest()
-
-    monkeypatch.setattr("annotation.releases.archive.os.writev", disk_full)
-    monkeypatch.setattr("annotation.releases.archive.hashlib.sha256", SlowDigest)
+def _framed(tmp_path: Path, folder: Path) -> tuple[ArchiveIndex, FolderSource]:
+    """``folder``'s archive as a build frames it: the skeleton written, the index made (no
+    media member's CRC known yet)."""
     with ArchiveParts(tmp_path / "parts", root="r") as parts:
-        parts.stored("videos/long.mp4", clip, clip.stat().st_size)
-        with pytest.raises(OSError, match="No space left"):
-            parts.write(tmp_path / "release.tar.gz")
-    assert 10 <= len(hashed) < 1_000
+        for relative in ("README.md", "videos/clip.mp4", "videos/empty.mp4"):
+            if relative.startswith("videos/"):
+                parts.stored(relative, (folder / relative).stat().st_size)
+                continue
+            part = parts.part(relative)
+            part.write((folder / relative).read_bytes())
+            part.close()
+        index, _ = parts.frame(tmp_path / "skeleton")
+    return index, FolderSource(tmp_path / "skeleton", folder)
 
 
-def test_a_stored_file_that_changed_size_fails_the_archive(tmp_path):
+def test_any_range_of_the_archive_is_those_bytes_of_the_whole(tmp_path):
+    """The archive read from its skeleton and index is the one ``archive_write`` gives; any
+    range of it, starting in a tar header, inside a media member (before and after its
+    CRC-32 is known) or at a member's edge, is that slice of the whole."""
     folder = _folder_with_media(tmp_path)
-    clip = folder / "videos" / "clip.mp4"
-    with ArchiveParts(tmp_path / "parts", root="r") as parts:
-        parts.stored("videos/clip.mp4", clip, clip.stat().st_size)
-        with open(clip, "ab") as handle:
-            handle.write(b"more")
-        with pytest.raises(ValueError, match=r"clip\.mp4 holds"):
-            parts.write(tmp_path / "release.tar.gz")
+    written = archive_write(folder, tmp_path / "whole.tar.gz", root="r", work=tmp_path / "w")
+    whole = (tmp_path / "whole.tar.gz").read_bytes()
+    index, source = _framed(tmp_path, folder)
+    assert index.size == written.size == len(whole)
+    clip = next(segment for segment in index.segments if segment.path == "videos/clip.mp4")
+    assert clip.crc is None
+    edges = [s.start for s in index.segments] + [clip.start + 5, clip.start + clip.length - 3]
+    starts = sorted({0, 1, *edges, len(whole) - 1, clip.start + BLOCK_BYTES + 17})
+    fresh = ArchiveIndex.from_bytes(index.to_bytes())
+    for start in starts:
+        for length in (1, 7, 70_000, BLOCK_BYTES + 3, len(whole)):
+            got = b"".join(fresh.chunks(source, start=start, length=length))
+            assert got == whole[start : start + length], (start, length)
+    # A range entered inside the clip's member read it once for its CRC, now kept.
+    assert next(s for s in fresh.segments if s.path == "videos/clip.mp4").crc is not None
+    # Read from its start, the member takes its CRC on the way, and the index keeps it.
+    digest = hashlib.sha256()
+    for piece in index.pieces(source):
+        digest.update(piece)
+    assert digest.hexdigest() == written.sha256
+    kept = ArchiveIndex.from_bytes(index.to_bytes())
+    assert [s.crc for s in kept.segments if s.path] == [s.crc for s in fresh.segments if s.path]
+    assert all(s.crc is not None for s in kept.segments if s.path)
+
+
+@pytest.mark.parametrize(
+    "size",
+    [0, 1, 511, 512, 65_535, 65_536, BLOCK_BYTES - 1, BLOCK_BYTES, BLOCK_BYTES + 1, 3_146_729],
+)
+def test_a_stored_members_length_is_known_from_the_files_size(size):
+    data = random.Random(size).randbytes(size)
+    padding = -size % 512
+    windows = [
+        memoryview(data[at : at + 2 * BLOCK_BYTES]) for at in range(0, size, 2 * BLOCK_BYTES)
+    ]
+    member = b"".join(stored_member(windows, size=size, padding=padding, crc=0))
+    assert stored_member_size(size, padding) == len(member)
+
+
+def test_an_index_that_does_not_add_up_is_refused(tmp_path):
+    index, _ = _framed(tmp_path, _folder_with_media(tmp_path))
+    document = json.loads(index.to_bytes())
+    assert document["segments"][0][2] == "skeleton"
+    document["segments"][0][1] += 1  # one byte more: the next segment overlaps
+    with pytest.raises(ValueError, match="gap or overlap"):
+        ArchiveIndex.from_bytes(json.dumps(document).encode())
+    media = next(row for row in json.loads(index.to_bytes())["segments"] if row[2] == "media")
+    media[4] += 512  # the file's size, not its member's length
+    broken = {"format": INDEX_FORMAT, "segments": [media]}
+    media[0] = 0
+    with pytest.raises(ValueError, match="bad length"):
+        ArchiveIndex.from_bytes(json.dumps(broken).encode())
+    with pytest.raises(ValueError, match="not an archive index"):
+        ArchiveIndex.from_bytes(b'{"format": "something else", "segments": []}')
+
+
+def test_a_media_file_that_changed_size_fails_the_archive(tmp_path):
+    folder = _folder_with_media(tmp_path)
+    index, source = _framed(tmp_path, folder)
+    with open(folder / "videos" / "clip.mp4", "ab") as handle:
+        handle.write(b"more")
+    with pytest.raises(ValueError, match="the file holds"):
+        b"".join(index.pieces(source))
 
 
 def _row(n: int) -> dict:

@@ -31,6 +31,7 @@ from tests.annotation.releases.conftest import (
     LEFT_OUT,
     SECRET_EXIF,
     TIE_ID,
+    archive_file,
     built_release,
     releasable_project,
 )
@@ -237,15 +238,17 @@ def test_no_prompt_is_in_two_splits(filled, dave):
 def test_the_same_data_gives_the_same_bytes_under_another_version(filled, dave, settings, tmp_path):
     first = built_release(filled, dave, "1.0.0", include_ties=True, splits="train=0.5,test=0.5")
     first_files = _files(first.folder)
-    first_archive = first.archive_path.read_bytes()
+    (tmp_path / "first").mkdir()
+    first_archive = archive_file(first, tmp_path / "first").read_bytes()
     settings.ARBITER_RELEASE_ROOT = tmp_path / "elsewhere"
     second = built_release(filled, dave, "7.3.1", include_ties=True, splits="train=0.5,test=0.5")
     assert _files(second.folder) == first_files
-    assert second.archive_path.read_bytes() == first_archive
+    second_archive = archive_file(second, tmp_path)
+    assert second_archive.read_bytes() == first_archive
     assert second.manifest_sha256 == first.manifest_sha256
     assert second.manifest_sha256 == hashlib.sha256(first_files["manifest.json"]).hexdigest()
-    assert b"7.3.1" not in second.archive_path.read_bytes()
-    with tarfile.open(second.archive_path) as tar:
+    assert b"7.3.1" not in second_archive.read_bytes()
+    with tarfile.open(second_archive) as tar:
         members = tar.getmembers()
     names = [member.name for member in members]
     assert names == sorted(names)
@@ -254,7 +257,7 @@ def test_the_same_data_gives_the_same_bytes_under_another_version(filled, dave, 
         (0, 0, 0, "", "", 0o644)
     }
     assert first_archive[4:8] == b"\x00\x00\x00\x00"  # gzip header mtime
-    # the archive a build writes as it goes is the one its folder gives afterwards
+    # the archive a build frames as it goes is the one its folder gives afterwards
     again = tmp_path / "again.tar.gz"
     archive_write(second.folder, again, root="demo", work=tmp_path / "parts")
     assert again.read_bytes() == first_archive
@@ -271,10 +274,11 @@ def test_a_changed_label_changes_the_release(filled, dave, settings, tmp_path):
     assert _rows(second)["rel-00"]["label"] == "B"
 
 
-def test_verify_release_names_a_flipped_byte_in_the_folder_and_the_archive(filled, dave):
+def test_verify_release_names_a_flipped_byte_in_the_folder_and_the_archive(filled, dave, tmp_path):
     release = built_release(filled, dave)
+    archive = archive_file(release, tmp_path)
     assert verify_release_path(release.folder) == []
-    assert verify_release_path(release.archive_path) == []
+    assert verify_release_path(archive) == []
     target = release.folder / "data" / "test.parquet"
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -290,19 +294,19 @@ def test_verify_release_names_a_flipped_byte_in_the_folder_and_the_archive(fille
         "extra.txt: not in the manifest",
     ]
     # an archive with one file changed inside (rebuilt from the changed folder)
-    changed = release.archive_path.with_name("changed.tar.gz")
-    archive_write(release.folder, changed, root="demo", work=release.folder.parent / "w")
+    changed = tmp_path / "changed.tar.gz"
+    archive_write(release.folder, changed, root="demo", work=tmp_path / "w")
     assert "data/test.parquet: sha256 differs from the manifest" in verify_release_path(changed)
     # a flipped byte in the compressed stream
-    raw = bytearray(release.archive_path.read_bytes())
+    raw = bytearray(archive.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
-    release.archive_path.write_bytes(bytes(raw))
-    problems = verify_release_path(release.archive_path)
-    assert problems[-1].startswith(f"{release.archive_path.name}: not a readable .tar.gz")
+    archive.write_bytes(bytes(raw))
+    problems = verify_release_path(archive)
+    assert problems[-1].startswith(f"{archive.name}: not a readable .tar.gz")
     # a download cut short
-    release.archive_path.write_bytes(bytes(raw[: len(raw) // 3]))
-    problems = verify_release_path(release.archive_path)
-    assert problems[-1].startswith(f"{release.archive_path.name}: not a readable .tar.gz")
+    archive.write_bytes(bytes(raw[: len(raw) // 3]))
+    problems = verify_release_path(archive)
+    assert problems[-1].startswith(f"{archive.name}: not a readable .tar.gz")
 
 
 def test_the_mmrb2_file_imports_back_and_is_scored_with_mmrb2s_accuracy(
