@@ -18,6 +18,7 @@ class WebhookEventKind(models.TextChoices):
     IMPORT_FAILED = "import.failed", "Import failed"
     FILTER_RUN_FINISHED = "filter_run.finished", "Filter run finished"
     RELEASE_BUILT = "release.built", "Release built"
+    RELEASE_PUBLISHED = "release.published", "Release published"
     # Sent by the Test button only, to one endpoint.
     TEST = "webhook.test", "Test"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from annotation.models import (
     Release,
     WebhookEventKind,
 )
+from annotation.releases.framing import Digest
 from annotation.releases.rows import selection_is_empty
 from annotation.releases.selection import Selection, check_selection, describe_selection
 from annotation.releases.stored import verify_stored
@@ -221,13 +223,14 @@ def release_build(
         )
         release.refresh_from_db()
         if built:
-            _release_built_event(release)
+            _release_event(release, WebhookEventKind.RELEASE_BUILT)
     return release
 
 
-def _release_built_event(release: Release) -> None:
-    """The webhook event of a release just built (docs/webhooks.md, "Events"); the project
-    read afresh, as a long build may have outlived its webhooks' change."""
+def _release_event(release: Release, kind: WebhookEventKind) -> None:
+    """The webhook event of a release just built or published (docs/webhooks.md, "Events");
+    the project read afresh, as a long build may have outlived its webhooks' change. A built
+    release's ``archive_sha256`` is empty: it is taken when the release is published."""
     project = Project.objects.get(pk=release.project_id)
     data = {
         "version": release.version,
@@ -237,9 +240,7 @@ def _release_built_event(release: Release) -> None:
         "archive_size": release.archive_size,
     }
     webhook_event_record(
-        project=project,
-        kind=WebhookEventKind.RELEASE_BUILT,
-        data={"project": project.slug, "release": data},
+        project=project, kind=kind, data={"project": project.slug, "release": data}
     )
 
 
@@ -351,6 +352,20 @@ def _verify(release: Release) -> list[str]:
     return verify_folder(release.folder, manifest_sha256=release.manifest_sha256)
 
 
+def _verified_and_archived(release: Release) -> tuple[list[str], Digest | None]:
+    """The release's files checked against its manifest and its archive's sha256 taken: on
+    local disk at once, on two threads (hashlib lets go of the GIL); on the bucket the archive
+    is stored only once every file is checked."""
+    if storage.is_s3():
+        problems = _verify(release)
+        return problems, None if problems else archive_publish(release)
+    _ = release.project  # loaded here: the thread queries nothing
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-archive") as pool:
+        hashing = pool.submit(archive_publish, release)
+        problems = _verify(release)
+        return problems, hashing.result()
+
+
 @transaction.atomic
 def release_publish(*, release: Release, user) -> Release:
     """Publishes a built release for good: its files are verified against the manifest hash
@@ -363,13 +378,12 @@ def release_publish(*, release: Release, user) -> Release:
         raise Conflict(
             f"Release {locked.version} is {locked.status}: only a built release is published."
         )
-    problems = _verify(locked)
-    if problems:
+    problems, archived = _verified_and_archived(locked)
+    if problems or archived is None:
         raise Conflict(
             f"Release {locked.version} does not match its manifest ({'; '.join(problems[:5])});"
             " build it again."
         )
-    archived = archive_publish(locked)
     Release.objects.filter(pk=locked.pk, status=Status.BUILT).update(
         status=Status.PUBLISHED,
         archive_sha256=archived.sha256,
@@ -378,6 +392,7 @@ def release_publish(*, release: Release, user) -> Release:
         published_by=user if getattr(user, "is_authenticated", False) else None,
     )
     release.refresh_from_db()
+    _release_event(release, WebhookEventKind.RELEASE_PUBLISHED)
     audit_record(
         actor=user,
         project=release.project,

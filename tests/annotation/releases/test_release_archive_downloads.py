@@ -106,3 +106,29 @@ def test_a_release_whose_archive_was_written_whole_keeps_serving_it(
     body = _body(answer)
     assert hashlib.sha256(body).hexdigest() == archived.sha256
     assert body == released.archive_path.read_bytes()
+
+
+def test_publishing_takes_each_media_members_crc_afresh(
+    project,
+    dave,
+    released,  # noqa: F811 - the fixture imported above
+    client_for,
+    tmp_path,
+):
+    """CRCs an index holds from before (a publishing refused while a file was damaged, since
+    repaired) are never trusted: the published archive reads back whole."""
+    index = archive_index(released)
+    for segment in index.segments:
+        if segment.path:
+            segment.crc = 12345
+    storage.put_bytes(AREA, index_name(released), index.to_bytes())
+    published = release_publish(release=released, user=dave)
+    assert {s.crc for s in archive_index(published).segments if s.path} != {12345}
+    answer = client_for(dave).get(reverse("release-download", args=[project.slug, "1.0.0"]))
+    (tmp_path / "got.tar.gz").write_bytes(_body(answer))
+    with tarfile.open(tmp_path / "got.tar.gz", "r:gz") as archive:
+        for member in archive.getmembers():
+            if member.isfile():
+                archive.extractfile(member).read()  # each member's CRC checked at its end
+    got = (tmp_path / "got.tar.gz").read_bytes()
+    assert hashlib.sha256(got).hexdigest() == published.archive_sha256

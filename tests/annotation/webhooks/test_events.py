@@ -1,6 +1,6 @@
 """Each event kind is written by the service that makes its change (docs/webhooks.md,
 "Events"): a vote that decides a pair or sends it to adjudication, a pair flagged, an import
-that finishes or fails, a filter run that finishes, a release built; and received as
+that finishes or fails, a filter run that finishes, a release built or published; and received as
 documented."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 
 from annotation.imports.services import import_job_submit
 from annotation.models import SUBSCRIBABLE_EVENTS, Project
+from annotation.releases.services import release_publish
 from annotation.webhooks.delivery import webhook_deliveries_send_due
 from judges.runs import services as runs
 from tests.annotation.imports.conftest import jsonl_bytes, text_pair, upload
@@ -100,6 +101,23 @@ def test_a_release_built_sends_release_built(filled, dave, received):
     (event,) = (e for e in received() if e["type"] == "release.built")
     assert event["data"]["release"]["version"] == "2.0.0"
     assert event["data"]["release"]["manifest_sha256"] == release.manifest_sha256
+    # The archive's sha256 is taken when the release is published, and sent then.
+    assert event["data"]["release"]["archive_sha256"] == ""
+    assert event["data"]["release"]["archive_size"] == release.archive_size > 0
+
+
+def test_a_release_published_sends_release_published_with_the_archives_hash(filled, dave, received):
+    release = release_publish(release=built_release(filled, dave, version="2.0.0"), user=dave)
+    (event,) = (e for e in received() if e["type"] == "release.published")
+    assert event["data"]["project"] == filled.slug
+    assert event["data"]["release"] == {
+        "version": "2.0.0",
+        "pair_count": release.pair_count,
+        "manifest_sha256": release.manifest_sha256,
+        "archive_sha256": release.archive_sha256,
+        "archive_size": release.archive_size,
+    }
+    assert len(release.archive_sha256) == 64
 
 
 @pytest.mark.usefixtures("celery_eager")
