@@ -15,7 +15,7 @@ import os
 import tarfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple, Protocol
 
 from isal import isal_zlib
@@ -129,6 +129,9 @@ class ArchiveIndex:
         for segment in self.segments:
             if segment.start != at or segment.length < 0:
                 raise ValueError(f"the archive index has a gap or overlap at byte {at}")
+            parts = PurePosixPath(segment.path).parts
+            if segment.path and (PurePosixPath(segment.path).is_absolute() or ".." in parts):
+                raise ValueError(f"the archive index names {segment.path!r}, not in the folder")
             if segment.path and segment.length != stored_member_size(segment.size, segment.padding):
                 raise ValueError(f"the archive index's segment of {segment.path} has a bad length")
             at += segment.length
@@ -256,7 +259,11 @@ class FolderSource:
                 yield block
 
     def media(self, path: str) -> Iterator[memoryview]:
-        yield from mapped_windows(self._folder / path)
+        target = self._folder / path
+        # As a single file's download: never a link, nor anything outside the folder.
+        if target.is_symlink() or not target.resolve().is_relative_to(self._folder.resolve()):
+            raise ValueError(f"{path} is not a file of the release folder")
+        yield from mapped_windows(target)
 
 
 def _crc(windows: Iterable[memoryview], padding: int) -> int:

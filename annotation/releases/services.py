@@ -363,7 +363,10 @@ def _verified_and_archived(release: Release) -> tuple[list[str], Digest | None]:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-archive") as pool:
         hashing = pool.submit(archive_publish, release)
         problems = _verify(release)
-        return problems, hashing.result()
+        try:
+            return problems, hashing.result()
+        except (OSError, ValueError) as exc:  # a file gone or changed size: named by the check
+            return problems or [f"the archive: {exc}"], None
 
 
 @transaction.atomic

@@ -6,11 +6,14 @@ earlier build wrote whole keeps serving that file."""
 from __future__ import annotations
 
 import hashlib
+import re
 import tarfile
 
+import pytest
 from django.urls import reverse
 
 from annotation.core import storage
+from annotation.core.errors import Conflict
 from annotation.models import Release
 from annotation.releases.services import release_build, release_publish
 from annotation.releases.stored import AREA, index_name, skeleton_name
@@ -132,3 +135,20 @@ def test_publishing_takes_each_media_members_crc_afresh(
                 archive.extractfile(member).read()  # each member's CRC checked at its end
     got = (tmp_path / "got.tar.gz").read_bytes()
     assert hashlib.sha256(got).hexdigest() == published.archive_sha256
+
+
+def test_publishing_a_release_whose_media_file_changed_size_is_refused_naming_it(
+    dave,
+    released,  # noqa: F811 - the fixture imported above
+):
+    """The archive cannot be made from a file of another size; publishing says which file
+    differs from the manifest (a conflict, not a server error)."""
+    index = archive_index(released)
+    video = next(s.path for s in index.segments if s.path.startswith("videos/"))
+    target = released.folder / video
+    data = target.read_bytes()
+    target.unlink()  # the release's own file, not the stored one it linked
+    target.write_bytes(data[: len(data) // 2])
+    with pytest.raises(Conflict, match=re.escape(video)):
+        release_publish(release=released, user=dave)
+    assert Release.objects.get(pk=released.pk).status == Release.Status.BUILT

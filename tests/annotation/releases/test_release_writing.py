@@ -281,3 +281,21 @@ def test_the_stream_runs_without_jit_and_with_its_work_mem_reset_after(project):
     seen = [(show("jit"), show("work_mem")) for _ in release_pairs(project, check_selection({}))]
     assert seen == [("off", "64MB")]
     assert (show("jit"), show("work_mem")) == before
+
+
+def test_the_archive_reads_no_media_file_outside_its_folder(tmp_path):
+    folder = _folder_with_media(tmp_path)
+    index, source = _framed(tmp_path, folder)
+    outside = tmp_path / "secret.mp4"
+    clip = folder / "videos" / "clip.mp4"
+    outside.write_bytes(clip.read_bytes())
+    clip.unlink()
+    clip.symlink_to(outside)
+    with pytest.raises(ValueError, match=r"videos/clip\.mp4 is not a file of the release folder"):
+        b"".join(index.pieces(source))
+    document = json.loads(index.to_bytes())
+    for row in document["segments"]:
+        if row[2] == "media":
+            row[3] = "../secret.mp4"
+    with pytest.raises(ValueError, match="not in the folder"):
+        ArchiveIndex.from_bytes(json.dumps(document).encode())
