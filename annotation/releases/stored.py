@@ -43,7 +43,7 @@ def skeleton_name(release: Release) -> str:
 
 def index_name(release: Release) -> str:
     """The archive's index: where each media file's member goes (``framing``)."""
-    return f"{archive_name(release)}.index.json"
+    return f"{archive_name(release)}.index.json"  # stored_archive looks for *.tar.gz.index.json
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,49 @@ def _file_blocks(path: Path) -> Iterator[bytes]:
     with open(path, "rb") as handle:
         while block := handle.read(1024 * 1024):
             yield block
+
+
+def published_archives_migrate(*, dry_run: bool) -> tuple[list[str], list[str]]:
+    """For ``migrate_storage``, once the ``releases`` area is copied: each published release
+    whose archive is made on download from local disk gets its archive stored in the bucket,
+    as publishing stores it there (the bucket's downloads are presigned), made from the local
+    skeleton and folder, read back and checked against the sha256 recorded at publishing. An
+    archive there already with that sha256 is skipped. Returns what was (``dry_run``: would
+    be) stored and what failed, a line each."""
+    made: list[str] = []
+    failed: list[str] = []
+    local = storage.local_root(AREA)
+    if not any(local.glob(f"*/*{_INDEX_SUFFIX}")):  # no release made on download here
+        return made, failed
+    for release in Release.objects.filter(status=Release.Status.PUBLISHED).select_related(
+        "project"
+    ):
+        index_path = local / index_name(release)
+        name = archive_name(release)
+        if not index_path.is_file() or _stored_with(name, release.archive_sha256):
+            continue
+        if dry_run:
+            made.append(name)
+            continue
+        try:
+            index = ArchiveIndex.from_bytes(index_path.read_bytes())
+            source = FolderSource(local / skeleton_name(release), release.folder)
+            storage.put_stream(AREA, name, index.chunks(source, start=0, length=index.size))
+        except (OSError, ValueError) as exc:
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        if _stored_with(name, release.archive_sha256):
+            made.append(name)
+        else:
+            failed.append(f"{name}: read back with another sha256 than the published one")
+    return made, failed
+
+
+_INDEX_SUFFIX = ".tar.gz.index.json"
+
+
+def _stored_with(name: str, sha256: str) -> bool:
+    try:
+        return stored_sha256(name)[0] == sha256
+    except FileNotFoundError:
+        return False

@@ -61,6 +61,15 @@ class Command(BaseCommand):
         self.stdout.write(f"  bytes {would}copied: {summary.bytes_copied:,}")
         for label in summary.replaced[:20]:
             self.stdout.write(f"  {would}replaced: {label}")
+        if "releases" in (options["area"] or AREAS):
+            from annotation.releases.stored_archive import published_archives_migrate
+
+            made, failed = published_archives_migrate(dry_run=summary.dry_run)
+            self.stdout.write(
+                f"  published release archives {would}made in the bucket (their downloads "
+                f"are presigned there): {len(made)}"
+            )
+            summary.failures.extend(failed)
         if summary.failures:
             raise CommandError(
                 f"{len(summary.failures)} files failed (run again to retry):\n  "

@@ -162,3 +162,29 @@ def test_the_command_line_copies_a_stored_release_out(filled, dave, in_bucket, t
     assert len(archive) == release.archive_size
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         assert tar.extractfile(f"{filled.slug}/manifest.json").read() == data
+
+
+def test_migrate_storage_stores_the_archive_a_local_release_made_on_download(
+    filled, dave, client_for, request
+):
+    """A release published on local disk has no archive file (docs/releases.md, "The
+    archive"); moved to the bucket, its archive is made there once, so that its download is
+    presigned like any other."""
+    published = release_publish(release=built_release(filled, dave, original_media=True), user=dave)
+    assert not published.archive_path.exists()
+    request.getfixturevalue("s3_storage")
+    out = io.StringIO()
+    call_command("migrate_storage", "--dry-run", stdout=out)
+    assert "published release archives would be made in the bucket (their" in out.getvalue()
+    assert "are presigned there): 1" in out.getvalue()
+    assert not storage.exists("releases", f"{filled.slug}/{published.archive_name}")
+    out = io.StringIO()
+    call_command("migrate_storage", stdout=out)
+    assert "are presigned there): 1" in out.getvalue()
+    answer = client_for(dave).get(reverse("release-download", args=[filled.slug, "1.0.0"]))
+    assert answer.status_code == 302
+    fetched = httpx.get(answer["Location"], timeout=30)
+    assert hashlib.sha256(fetched.content).hexdigest() == published.archive_sha256
+    again = io.StringIO()
+    call_command("migrate_storage", "--area", "releases", stdout=again)
+    assert "are presigned there): 0" in again.getvalue()  # there with its hash: skipped
