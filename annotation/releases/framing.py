@@ -80,23 +80,23 @@ class ArchiveIndex:
     def size(self) -> int:
         return self.segments[-1].start + self.segments[-1].length if self.segments else 0
 
-    @property
-    def skeleton_size(self) -> int:
-        return sum(segment.length for segment in self.segments if not segment.path)
-
     def add_skeleton(self, length: int) -> None:
         last = self.segments[-1] if self.segments else None
         if last is not None and not last.path:
             last.length += length
             return
-        self.segments.append(Segment(self.size, length, skeleton_at=self.skeleton_size))
+        # The new run starts where the skeleton's last run ends (a step or two back: runs and
+        # media members alternate).
+        skeleton_at = 0
+        for segment in reversed(self.segments):
+            if not segment.path:
+                skeleton_at = segment.skeleton_at + segment.length
+                break
+        self.segments.append(Segment(self.size, length, skeleton_at=skeleton_at))
 
     def add_media(self, path: str, size: int) -> None:
         length = stored_member_size(size, -size % tarfile.BLOCKSIZE)
         self.segments.append(Segment(self.size, length, path=path, size=size))
-
-    def media_paths(self) -> list[str]:
-        return [segment.path for segment in self.segments if segment.path]
 
     def to_bytes(self) -> bytes:
         rows = [
@@ -125,10 +125,14 @@ class ArchiveIndex:
         return index
 
     def _check(self) -> None:
-        at = 0
+        at = skeleton_at = 0
         for segment in self.segments:
             if segment.start != at or segment.length < 0:
                 raise ValueError(f"the archive index has a gap or overlap at byte {at}")
+            if not segment.path:
+                if segment.skeleton_at != skeleton_at:
+                    raise ValueError(f"the archive index skips skeleton bytes at byte {at}")
+                skeleton_at += segment.length
             parts = PurePosixPath(segment.path).parts
             if segment.path and (PurePosixPath(segment.path).is_absolute() or ".." in parts):
                 raise ValueError(f"the archive index names {segment.path!r}, not in the folder")

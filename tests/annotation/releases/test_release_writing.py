@@ -202,6 +202,12 @@ def test_an_index_that_does_not_add_up_is_refused(tmp_path):
     media[0] = 0
     with pytest.raises(ValueError, match="bad length"):
         ArchiveIndex.from_bytes(json.dumps(broken).encode())
+    document = json.loads(index.to_bytes())
+    last = document["segments"][-1]
+    assert last[2] == "skeleton"
+    last[3] += 1  # its bytes said to start further into the skeleton
+    with pytest.raises(ValueError, match="skips skeleton bytes"):
+        ArchiveIndex.from_bytes(json.dumps(document).encode())
     with pytest.raises(ValueError, match="not an archive index"):
         ArchiveIndex.from_bytes(b'{"format": "something else", "segments": []}')
 
