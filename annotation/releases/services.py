@@ -45,7 +45,7 @@ from annotation.models import (
 from annotation.releases.framing import Digest
 from annotation.releases.rows import selection_is_empty
 from annotation.releases.selection import Selection, check_selection, describe_selection
-from annotation.releases.stored import verify_stored
+from annotation.releases.stored import StoreFailed, verify_stored
 from annotation.releases.stored_archive import archive_publish
 
 Status = Release.Status
@@ -358,7 +358,12 @@ def _verified_and_archived(release: Release) -> tuple[list[str], Digest | None]:
     is stored only once every file is checked."""
     if storage.is_s3():
         problems = _verify(release)
-        return problems, None if problems else archive_publish(release)
+        if problems:
+            return problems, None
+        try:
+            return [], archive_publish(release)
+        except (StoreFailed, OSError, ValueError) as exc:  # the bucket gave other bytes back
+            return [f"the archive: {exc}"], None
     _ = release.project  # loaded here: the thread queries nothing
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-archive") as pool:
         hashing = pool.submit(archive_publish, release)

@@ -188,3 +188,15 @@ def test_migrate_storage_stores_the_archive_a_local_release_made_on_download(
     again = io.StringIO()
     call_command("migrate_storage", "--area", "releases", stdout=again)
     assert "are presigned there): 0" in again.getvalue()  # there with its hash: skipped
+
+
+def test_an_archive_the_bucket_gives_back_different_stops_publishing(
+    filled, dave, in_bucket, monkeypatch
+):
+    release = built_release(filled, dave, original_media=True)
+    monkeypatch.setattr(
+        "annotation.releases.stored_archive.stored_sha256", lambda name: ("0" * 64, 0)
+    )
+    with pytest.raises(Conflict, match=r"the archive: .*was stored as sha256 0{64}"):
+        release_publish(release=release, user=dave)
+    assert Release.objects.get(pk=release.pk).status == Release.Status.BUILT
