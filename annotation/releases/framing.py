@@ -20,7 +20,12 @@ from typing import NamedTuple, Protocol
 
 from isal import isal_zlib
 
-from annotation.releases.compress import BLOCK_BYTES, stored_member, stored_member_size
+from annotation.releases.compress import (
+    BLOCK_BYTES,
+    stored_crc,
+    stored_member,
+    stored_member_size,
+)
 
 INDEX_FORMAT = "arbiter-archive-index/1"
 READ_BYTES = 1024 * 1024
@@ -161,7 +166,7 @@ class ArchiveIndex:
     @staticmethod
     def _member(segment: Segment, source: ArchiveSource, *, whole: bool) -> Iterator:
         if segment.crc is None and not whole:
-            segment.crc = _crc(source.media(segment.path), segment.padding)
+            segment.crc = stored_crc(source.media(segment.path), padding=segment.padding)
         if segment.crc is not None:
             return stored_member(
                 source.media(segment.path),
@@ -268,13 +273,6 @@ class FolderSource:
         if target.is_symlink() or not target.resolve().is_relative_to(self._folder.resolve()):
             raise ValueError(f"{path} is not a file of the release folder")
         yield from mapped_windows(target)
-
-
-def _crc(windows: Iterable[memoryview], padding: int) -> int:
-    crc = 0
-    for window in windows:
-        crc = isal_zlib.crc32(window, crc)
-    return isal_zlib.crc32(b"\0" * padding, crc)
 
 
 def _slice(pieces: Iterable[bytes | memoryview], skip: int, take: int) -> Iterator:

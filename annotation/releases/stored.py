@@ -41,9 +41,13 @@ def skeleton_name(release: Release) -> str:
     return f"{archive_name(release)}.skeleton"
 
 
+# The index is named after the archive, with this added.
+INDEX_EXTENSION = ".index.json"
+
+
 def index_name(release: Release) -> str:
     """The archive's index: where each media file's member goes (``framing``)."""
-    return f"{archive_name(release)}.index.json"  # stored_archive looks for *.tar.gz.index.json
+    return f"{archive_name(release)}{INDEX_EXTENSION}"
 
 
 @dataclass(frozen=True)

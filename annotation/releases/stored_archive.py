@@ -21,6 +21,7 @@ from annotation.releases.framing import (
 )
 from annotation.releases.stored import (
     AREA,
+    INDEX_EXTENSION,
     StoreFailed,
     archive_name,
     file_name,
@@ -129,7 +130,7 @@ def published_archives_migrate(*, dry_run: bool) -> tuple[list[str], list[str]]:
     made: list[str] = []
     failed: list[str] = []
     local = storage.local_root(AREA)
-    if not any(local.glob(f"*/*{_INDEX_SUFFIX}")):  # no release made on download here
+    if not any(local.glob(f"*/*.tar.gz{INDEX_EXTENSION}")):  # no release made on download here
         return made, failed
     for release in Release.objects.filter(status=Release.Status.PUBLISHED).select_related(
         "project"
@@ -153,9 +154,6 @@ def published_archives_migrate(*, dry_run: bool) -> tuple[list[str], list[str]]:
         else:
             failed.append(f"{name}: read back with another sha256 than the published one")
     return made, failed
-
-
-_INDEX_SUFFIX = ".tar.gz.index.json"
 
 
 def _stored_with(name: str, sha256: str) -> bool:
