@@ -28,7 +28,7 @@ from celery.signals import (
 
 from annotation.core.metrics import JOB_FAILURES, JOB_SECONDS
 from config.logging import current_request_id
-from config.queues import IMPORTS, TASK_ROUTES
+from config.queues import IMPORTS, RELEASES, TASK_ROUTES
 
 REQUEST_ID_HEADER = "arbiter_request_id"
 task_logger = logging.getLogger("arbiter.task")
@@ -65,14 +65,18 @@ def _serve_worker_metrics(**kwargs):
     worker_metrics_serve()
 
 
-# Whether this worker takes imports; set before its pool processes are forked.
+# Whether this worker takes imports, and release builds; set before its pool processes are
+# forked.
 _takes_imports = False
+_takes_releases = False
 
 
 @celeryd_after_setup.connect
-def _note_the_imports_queue(sender, instance, **kwargs):
-    global _takes_imports
-    _takes_imports = IMPORTS in instance.app.amqp.queues.consume_from
+def _note_the_imports_and_releases_queues(sender, instance, **kwargs):
+    global _takes_imports, _takes_releases
+    consumed = instance.app.amqp.queues.consume_from
+    _takes_imports = IMPORTS in consumed
+    _takes_releases = RELEASES in consumed
 
 
 @worker_process_init.connect
@@ -83,6 +87,15 @@ def _start_the_media_server(**kwargs):
         from annotation.media.bounded import bounded_start
 
         bounded_start()
+
+
+@worker_process_init.connect
+def _import_the_release_builder(**kwargs):
+    """A pool process of a worker that takes release builds imports the builder (pyarrow,
+    numpy: 0.2 to 0.3 s) as it starts, not in its first build (docs/releases.md, "Speed").
+    The media server started before it is a program of its own, not a fork of this one."""
+    if _takes_releases:
+        import annotation.releases.build  # noqa: F401
 
 
 _started: dict[str, float] = {}

@@ -4,12 +4,14 @@ built by its own worker while the imports' worker is held by a long import."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 from django.db import connection, connections, transaction
@@ -92,6 +94,31 @@ def _wait_for(condition, seconds: float = 60):
             return value
         time.sleep(0.2)
     raise AssertionError(f"not within {seconds} s: {condition}")
+
+
+def _pool_processes_mapping_arrow(worker: WorkerProcess) -> tuple[int, int]:
+    """How many of the worker's pool processes there are, and how many have pyarrow's library
+    mapped."""
+    pool = psutil.Process(worker.process.pid).children()
+    mapping = 0
+    for process in pool:
+        with contextlib.suppress(psutil.Error):
+            mapping += any("libarrow" in region.path for region in process.memory_maps())
+    return len(pool), mapping
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_that_takes_release_builds_imports_the_builder_as_its_pool_processes_start(
+    celery_worker_process,
+):
+    """Before any build, so that no build pays the import (docs/releases.md, "Speed"); a
+    worker of other queues does not load it."""
+    builder = celery_worker_process(queues=RELEASES, concurrency=2)
+    other = celery_worker_process(queues=MAIL, concurrency=1)
+    _wait_for(lambda: _pool_processes_mapping_arrow(builder) == (2, 2))
+    _wait_for(lambda: "ready" in other.log())
+    assert _pool_processes_mapping_arrow(other) == (1, 0)
 
 
 @pytest.mark.redis

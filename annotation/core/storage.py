@@ -28,6 +28,7 @@ from django.conf import settings
 from django.core.files.storage import FileSystemStorage, Storage
 from django.utils.crypto import salted_hmac
 
+from annotation.core import seals
 from annotation.core.scratch import scratch_path
 
 AREAS = ("media", "uploads", "releases", "checkpoints")
@@ -186,10 +187,13 @@ def _is_not_found(exc: Exception) -> bool:
     return code in ("404", "NoSuchKey", "NotFound")
 
 
-def put_file(area: str, name: str, local_path: Path, *, move: bool = False) -> None:
+def put_file(
+    area: str, name: str, local_path: Path, *, move: bool = False, sealed_as: str | None = None
+) -> None:
     """Stores the file at ``local_path`` as ``name``, whole or not at all. With ``move`` the
     local file is gone afterwards (renamed into place on disk when it can be); without, it is
-    left where it is (its owner removes it)."""
+    left where it is (its owner removes it). ``sealed_as``, the sha256 its writer took of its
+    bytes, seals a file renamed into place (annotation/core/seals.py); a copy is not sealed."""
     if is_s3():
         from boto3.s3.transfer import TransferConfig
 
@@ -203,6 +207,8 @@ def put_file(area: str, name: str, local_path: Path, *, move: bool = False) -> N
     final = _local_path(area, name)
     if move:
         final.parent.mkdir(parents=True, exist_ok=True)
+        if sealed_as is not None:
+            seals.seal(local_path, sealed_as)  # the seal goes with the file it is renamed
         try:
             os.replace(local_path, final)  # the same file system: staged beside it
             return
@@ -258,14 +264,19 @@ def put_stream(area: str, name: str, chunks: Iterable[bytes]) -> None:
     _write_atomically(_local_path(area, name), write)
 
 
-def _write_atomically(final: Path, write: Callable[[Path], object]) -> None:
-    """``write`` into a partial file beside ``final``, synced, then renamed over it."""
+def _write_atomically(
+    final: Path, write: Callable[[Path], object], *, sealed_as: str | None = None
+) -> None:
+    """``write`` into a partial file beside ``final``, synced (and sealed as ``sealed_as``
+    when given), then renamed over it."""
     final.parent.mkdir(parents=True, exist_ok=True)
     partial = final.with_name(f".{final.name}.{uuid.uuid4().hex}")
     try:
         write(partial)
         with open(partial, "rb") as handle:
             os.fsync(handle.fileno())
+        if sealed_as is not None:
+            seals.seal(partial, sealed_as)
         os.replace(partial, final)
     finally:
         partial.unlink(missing_ok=True)
@@ -284,14 +295,17 @@ def work_folder(area: str) -> Path:
     return folder
 
 
-def put_bytes(area: str, name: str, data: bytes) -> None:
-    """Stores ``data`` as ``name``, whole or not at all."""
+def put_bytes(area: str, name: str, data: bytes, *, sealed_as: str | None = None) -> None:
+    """Stores ``data`` as ``name``, whole or not at all; on disk sealed as ``sealed_as``, the
+    sha256 the caller took of ``data``, when given (annotation/core/seals.py)."""
     if is_s3():
         s3_client().put_object(
             Bucket=settings.ARBITER_S3_BUCKET, Key=bucket_key(area, name), Body=data
         )
         return
-    _write_atomically(_local_path(area, name), lambda partial: partial.write_bytes(data))
+    _write_atomically(
+        _local_path(area, name), lambda partial: partial.write_bytes(data), sealed_as=sealed_as
+    )
 
 
 def exists(area: str, name: str) -> bool:

@@ -119,12 +119,15 @@ def _served_columns(sha256: str, served_sha256: str) -> dict:
     return {"served_sha256": served_sha256, "strip_result": Media.StripResult.STRIPPED}
 
 
-def _publish_one(staged: tuple[Path, str]) -> None:
-    path, name = staged
+def _publish_one(staged: tuple[Path, str, str | None]) -> None:
+    """Stores a staged file, sealed by the hash taken of its bytes as they were written when
+    there is one (docs/releases.md, "Sealed media files"), unless the same bytes are stored
+    already."""
+    path, name, sealed_as = staged
     if storage.exists("media", name):
         path.unlink(missing_ok=True)
     else:
-        storage.put_file("media", name, path, move=True)
+        storage.put_file("media", name, path, move=True, sealed_as=sealed_as)
 
 
 class Prefetch:
@@ -178,7 +181,8 @@ class MediaStore:
         self.pool = pool
         self._cache: dict[str, ImageInfo | MediaError] = {}
         self._media_cache: dict[str, MediaRecord | MediaError] = {}
-        self._staged: dict[str, tuple[Path, str]] = {}  # sha256 -> staged file, its name
+        # sha256 -> the staged file, its name, the sha256 taken of its bytes as written
+        self._staged: dict[str, tuple[Path, str, str | None]] = {}
         self._staging_dir: Path | None = None
         # The keys (``kind:reference``) of files in a prefetch not finished yet.
         self._prefetching: set[str] = set()
@@ -441,7 +445,10 @@ class MediaStore:
             return
         staged = self._staging() / sha256
         write_synced(staged, data)
-        self._staged[sha256] = (staged, name)
+        # Sealed only when the bytes written are those the child hashed (a file read again
+        # from the media folder could have changed in between).
+        sealed = sha256 if hashlib.sha256(data).hexdigest() == sha256 else None
+        self._staged[sha256] = (staged, name, sealed)
 
     def _staging(self) -> Path:
         if self._staging_dir is None:
@@ -457,7 +464,7 @@ class MediaStore:
             return
         staged = self._staging() / sha256
         os.replace(source, staged)
-        self._staged[sha256] = (staged, name)
+        self._staged[sha256] = (staged, name, sha256)  # the child hashed what it wrote
 
     def publish(self) -> None:
         """Moves staged files into storage; an existing file with the same hash is kept.

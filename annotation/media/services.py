@@ -189,7 +189,9 @@ def _av_reencode(media: Media, original: Path) -> None:
             raise MediaError(prepared.error)
         name = Media.path_for(prepared.served_sha256, prepared.info.served_format)
         if not storage.exists("media", name):
-            storage.put_file("media", name, prepared.served, move=True)
+            storage.put_file(
+                "media", name, prepared.served, move=True, sealed_as=prepared.served_sha256
+            )
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     columns = {
@@ -254,7 +256,7 @@ def _store(sha256: str, media_format: str, data: bytes) -> None:
     """Writes a file into the store under its hash, whole or not at all; kept if there."""
     name = Media.path_for(sha256, media_format)
     if not storage.exists("media", name):
-        storage.put_bytes("media", name, data)
+        storage.put_bytes("media", name, data, sealed_as=sha256)
 
 
 def write_synced(path: Path, data: bytes) -> None:

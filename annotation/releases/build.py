@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from annotation.core import storage
+from annotation.core import seals, storage
 from annotation.core.scratch import scratch_path
 from annotation.media.copies import image_copy_outdated
 from annotation.models import Media, PairStatus, Project, ProjectMedia, Release
@@ -131,8 +131,8 @@ class _MediaFiles:
     def _place(self, path: str) -> FileEntry:
         """One file in the release folder, named by the sha256 of its bytes: on local disk a
         hard link to the stored file (media files are never rewritten: a new copy has a new
-        name), hashed by ``checks`` while the build goes on; else (a bucket, another file
-        system) copied while hashed."""
+        name), hashed by ``checks`` while the build goes on unless it is sealed; else (a
+        bucket, another file system) copied while hashed."""
         target, name = self._folder / path, self._sources[path]
         expected = PurePosixPath(path).stem
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -145,7 +145,10 @@ class _MediaFiles:
             except OSError:  # another file system, or one without hard links
                 pass
             else:
-                self._checks.submit(target, name, expected)
+                # A file sealed when its bytes were hashed as they were written, unchanged
+                # since, is not read again (docs/releases.md, "Sealed media files").
+                if not seals.is_sealed(target, expected):
+                    self._checks.submit(target, name, expected)
                 return FileEntry(expected, target.stat().st_size)
         out = HashingFile(target)
         source = storage.open_stream("media", name)

@@ -29,10 +29,12 @@ from django.core.management import call_command
 from django.urls import reverse
 from PIL import Image
 
+from annotation.core import seals
 from annotation.core.errors import Conflict, InvalidInput
 from annotation.imports.importer import pairs_import
 from annotation.models import Media, Pair, PairStatus, Release
 from annotation.releases.archive import stored_in_archive, verify_release_path
+from annotation.releases.build import HashChecks
 from annotation.releases.downloads import message_text
 from annotation.releases.selectors import release_rows
 from annotation.releases.services import release_build, release_create, release_publish
@@ -324,17 +326,20 @@ def test_a_store_on_another_file_system_gives_the_same_release_by_copies(
 def test_a_media_file_damaged_in_place_fails_the_build_naming_it(
     project, dave, released, monkeypatch, linked
 ):
-    """A byte changed inside the stored file (its size unchanged): whether linked or copied,
-    its bytes are hashed and the build fails naming it. A built release holding a hard link
-    to it holds the damage too, and publishing it is refused."""
+    """A byte changed inside the stored file (its size unchanged), at once after the import
+    sealed it: the write breaks the seal, so whether linked or copied its bytes are hashed
+    and the build fails naming it. A built release holding a hard link to it holds the
+    damage too, and publishing it is refused."""
     if not linked:
         _without_hard_links(monkeypatch)
     path, stored = _stored(released, "videos/")
+    assert seals.is_sealed(stored, Path(path).stem)
     with open(stored, "r+b") as handle:
         handle.seek(stored.stat().st_size // 2)
         byte = handle.read(1)
         handle.seek(-1, os.SEEK_CUR)
         handle.write(bytes([byte[0] ^ 0xFF]))
+    assert not seals.is_sealed(stored, Path(path).stem)
     with pytest.raises(ValueError, match="does not hold the bytes it is named by"):
         _build(project, dave, "2.0.0")
     failed = Release.objects.get(project=project, version="2.0.0")
@@ -344,6 +349,55 @@ def test_a_media_file_damaged_in_place_fails_the_build_naming_it(
     assert (released.folder / path).stat().st_ino == stored.stat().st_ino
     with pytest.raises(Conflict, match=f"{path}: sha256 differs"):
         release_publish(release=released, user=dave)
+
+
+def test_imported_media_files_are_sealed_and_a_build_does_not_hash_them_again(
+    project, dave, released, monkeypatch
+):
+    """An import seals each file it stores by the hash it took of its bytes as it wrote them;
+    a build hashes only the files whose seal is gone or broken (docs/releases.md, "Sealed
+    media files")."""
+    manifest = json.loads((released.folder / "manifest.json").read_text())["files"]
+    media = sorted(path for path in manifest if stored_in_archive(path))
+    assert media
+    for path in media:
+        assert seals.is_sealed(released.folder / path, Path(path).stem), path
+    hashed: list[str] = []
+    check = HashChecks._check
+
+    def counted(path, name, expected):
+        hashed.append(expected)
+        check(path, name, expected)
+
+    monkeypatch.setattr(HashChecks, "_check", staticmethod(counted))
+    again = _build(project, dave, "2.0.0")
+    assert hashed == []
+    assert again.manifest_sha256 == released.manifest_sha256
+    path, stored = _stored(released, "audio/")
+    os.removexattr(stored, seals.SEAL_ATTRIBUTE)
+    third = _build(project, dave, "3.0.0")
+    assert hashed == [Path(path).stem]
+    assert third.manifest_sha256 == released.manifest_sha256
+
+
+def test_a_damage_that_keeps_the_seal_is_refused_at_publishing(project, dave, released):
+    """What a seal cannot see: bytes changed in place with the size and the modification time
+    put back (a disk's own damage looks so). The build trusts the seal; publishing hashes
+    every byte and refuses the release, naming the file."""
+    path, stored = _stored(released, "videos/")
+    held = stored.stat()
+    with open(stored, "r+b") as handle:
+        handle.seek(held.st_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(stored, ns=(held.st_atime_ns, held.st_mtime_ns))
+    assert seals.is_sealed(stored, Path(path).stem)
+    again = _build(project, dave, "2.0.0")
+    assert again.status == "built"
+    with pytest.raises(Conflict, match=f"{path}: sha256 differs"):
+        release_publish(release=again, user=dave)
+    assert Release.objects.get(pk=again.pk).published_at is None
 
 
 def test_a_stored_media_file_that_is_a_symbolic_link_fails_the_build(
