@@ -27,7 +27,10 @@ its pairs, annotators and API tokens, and starts the server itself, as productio
 
 (production settings: DEBUG off, persistent database connections; TLS is a proxy's job, so
 the redirect is off for plain HTTP on loopback). For a measurement, run it on a quiet machine
-with nothing else using the CPUs; PostgreSQL on the same machine as in the targets. With
+with nothing else using the CPUs; PostgreSQL on the same machine as in the targets; and on a
+fresh database: where autovacuum is off (as on the development machine), tables that other
+benchmarks filled and emptied keep their dead rows, and the loop's queries walk them (one
+run on such a database gave 14.5x where fresh ones gave 23 to 27x). With
 ``--url`` it drives a server you started yourself (on the same database) instead. The project
 is deleted afterwards unless ``--keep``.
 """
