@@ -92,8 +92,9 @@ def _start_the_media_server(**kwargs):
 @worker_process_init.connect
 def _import_the_release_builder(**kwargs):
     """A pool process of a worker that takes release builds imports the builder (pyarrow,
-    numpy: 0.2 to 0.3 s) as it starts, not in its first build (docs/releases.md, "Speed").
-    The media server started before it is a program of its own, not a fork of this one."""
+    numpy: 0.24 to 0.35 s) as it starts, not in its first build (docs/releases.md, "Sealed
+    media files"). The media server started before it is a program of its own, not a fork
+    of this one."""
     if _takes_releases:
         import annotation.releases.build  # noqa: F401
 
